@@ -1,0 +1,50 @@
+# Tempest build and test entry points. See README.md.
+GO        ?= go
+BIN       := bin/tempest
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X main.version=$(VERSION)
+PKGS      := ./...
+FUZZTIME  ?= 30s
+BENCHTIME ?= 1s
+
+.PHONY: all build run test vet bench bench-peers fuzz lint e2e soak clean
+
+all: build
+
+## build: the static tempest binary in bin/
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/node
+
+## run: the most complete demo that exists (see README)
+run: build
+	./$(BIN) demo
+
+## test: vet plus the race-enabled test suite
+test: vet
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+## bench: benchmarks with their in-run baselines (see docs/BENCHMARKS.md)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+## bench-peers: the same workloads on Tempest and on peer actor libraries
+bench-peers:
+	cd bench/peers && $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+## fuzz: run every fuzz target for FUZZTIME each
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+## lint: formatting and vet
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+
+clean:
+	rm -rf bin

@@ -1,0 +1,99 @@
+package prospero
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Identity names a virtual actor: its kind and its key within the kind.
+// An identity exists conceptually forever; only its activations come and
+// go. Its text form is "kind/key".
+type Identity struct {
+	Kind string
+	Key  string
+}
+
+// String returns "kind/key".
+func (id Identity) String() string { return id.Kind + "/" + id.Key }
+
+// Validate reports ErrInvalidIdentity when the kind or key is empty or
+// the kind contains '/' (which would make the text form ambiguous).
+func (id Identity) Validate() error {
+	if id.Kind == "" || id.Key == "" || strings.Contains(id.Kind, "/") {
+		return fmt.Errorf("%w: %q", ErrInvalidIdentity, id.String())
+	}
+	return nil
+}
+
+// ParseIdentity parses "kind/key". The key may itself contain '/'.
+func ParseIdentity(s string) (Identity, error) {
+	kind, key, ok := strings.Cut(s, "/")
+	id := Identity{Kind: kind, Key: key}
+	if !ok {
+		return id, fmt.Errorf("%w: %q", ErrInvalidIdentity, s)
+	}
+	return id, id.Validate()
+}
+
+// Errors returned by state stores.
+var (
+	// ErrNotFound: the store holds no record for the identity.
+	ErrNotFound = errors.New("prospero: no state at rest")
+	// ErrVersionConflict: a conditional write or delete named a version
+	// other than the stored one (someone else wrote first).
+	ErrVersionConflict = errors.New("prospero: state version conflict")
+	// ErrStoreClosed: the store was closed.
+	ErrStoreClosed = errors.New("prospero: state store closed")
+	// ErrInvalidIdentity: an identity with an empty kind or key.
+	ErrInvalidIdentity = errors.New("prospero: invalid identity")
+)
+
+// AnyVersion, passed as the expected version of Delete, deletes
+// whatever is stored.
+const AnyVersion = ^uint64(0)
+
+// Record is one identity's state at rest.
+type Record struct {
+	// Version is assigned by the store on every successful Put: nonzero,
+	// strictly increasing per identity and never reused, even after a
+	// Delete. Callers pass it back as the expected version of their next
+	// conditional write. It is ignored by Put.
+	Version uint64
+	// Incarnation is the identity's incarnation number when the record
+	// was written. It is persisted with the state so that a restart after
+	// a passivation still re-mints a larger number.
+	Incarnation uint64
+	// State is the actor's marshalled state (BARE or opaque bytes); nil
+	// for identities that only remember their incarnation.
+	State []byte
+}
+
+// StateStore keeps state at rest by identity. Implementations are safe
+// for concurrent use by many goroutines; operations on one identity are
+// linearizable.
+//
+// Conditional writes are the fencing primitive: Put and Delete succeed
+// only when the stored version equals the expected one (0 meaning "no
+// record"), and otherwise return ErrVersionConflict without changing
+// anything. A supervisor that hydrated version v writes back with
+// expected v, so two activations of one identity can never both write.
+type StateStore interface {
+	// Get returns the record of id, or ErrNotFound. The returned State is
+	// owned by the caller.
+	Get(ctx context.Context, id Identity) (Record, error)
+	// Put stores rec.Incarnation and rec.State for id if the stored
+	// version equals expected (0: no record may exist) and returns the
+	// new version. The store copies rec.State; the caller keeps it.
+	// Errors: ErrVersionConflict, ErrInvalidIdentity, ErrStoreClosed.
+	Put(ctx context.Context, id Identity, expected uint64, rec Record) (uint64, error)
+	// Delete removes the record of id if the stored version equals
+	// expected (AnyVersion: whatever is stored). Deleting an absent
+	// record with expected 0 or AnyVersion succeeds.
+	// Errors: ErrVersionConflict, ErrInvalidIdentity, ErrStoreClosed.
+	Delete(ctx context.Context, id Identity, expected uint64) error
+	// Close releases the store. It is idempotent; other operations after
+	// Close return ErrStoreClosed.
+	Close() error
+}

@@ -1,0 +1,142 @@
+package actor
+
+import (
+	"context"
+	"time"
+)
+
+// Actor is the behaviour of an actor. Receive runs one message per turn; at
+// most one turn of an actor runs at any instant, so an implementation needs no
+// locking for its own fields. Receive must not block: to wait for another
+// actor use Context.Ask with a continuation.
+//
+// Besides user mail, Receive sees the lifecycle messages Started, Stopping,
+// Passivating, ReceiveTimeout and Undelivered.
+type Actor interface {
+	Receive(ctx Context, msg any)
+}
+
+// Func adapts a function to the Actor interface.
+type Func func(ctx Context, msg any)
+
+// Receive calls f.
+func (f Func) Receive(ctx Context, msg any) { f(ctx, msg) }
+
+// Continuation receives the outcome of an in-turn ask. It runs as a later
+// turn of the asking actor, with a Context of that turn. Exactly one of reply
+// and err is meaningful: err is nil on success.
+type Continuation func(ctx Context, reply any, err error)
+
+// Cancel stops a timer. It reports whether the timer was stopped before it
+// fired. Calling it more than once is harmless.
+type Cancel func() bool
+
+// Context is an actor's window on the world during one turn. It is valid
+// only during the turn it was passed to: do not keep it, and do not use it
+// from other goroutines.
+type Context interface {
+	// Self is the reference of the running actor.
+	Self() Ref
+	// Sender is the sender of the current message, the zero Ref when it
+	// came from program code or from the runtime.
+	Sender() Ref
+	// Now is the scheduler's clock (virtual in simulated mode).
+	Now() time.Time
+
+	// Tell sends msg to to. The message is delivered when the current turn
+	// returns (sends are batched per turn, per-recipient order is kept).
+	// Admission is decided now: a full mailbox returns ErrRefused; an
+	// unknown or stopped recipient returns its error. Every failed tell is
+	// also reported back to this actor as an Undelivered message in a later
+	// turn, and counted, so a handler may ignore the returned error.
+	Tell(to Ref, msg any) error
+	// Ask sends msg to to as a request and returns at once. The reply, or
+	// the error (ErrDeadlineExceeded when no reply arrives before the
+	// deadline, ErrRefused, ErrActorTerminated, ...), is passed to then,
+	// which runs as a later turn of this actor. The actor handles other mail
+	// meanwhile. The deadline is DefaultAskTimeout unless an AskOption sets it.
+	Ask(to Ref, msg any, then Continuation, opts ...AskOption)
+	// Reply answers the current message if it is an ask. It is a no-op for
+	// a tell. Only the first Reply or ReplyError of a turn counts.
+	Reply(msg any)
+	// ReplyError answers the current ask with an error.
+	ReplyError(err error)
+
+	// Spawn starts a child actor on this node and returns its reference.
+	// The child receives Started as its first message. It is stopped when
+	// this actor stops.
+	Spawn(a Actor, opts ...SpawnOption) (Ref, error)
+	// Stop stops the actor ref (Self included): it receives Stopping as its
+	// last message; mail still queued is answered ErrActorTerminated.
+	Stop(ref Ref)
+
+	// After delivers msg to this actor after d, from itself.
+	After(d time.Duration, msg any) Cancel
+	// SetReceiveTimeout asks for a ReceiveTimeout message when no message
+	// arrived for d. Zero or negative turns it off.
+	SetReceiveTimeout(d time.Duration)
+}
+
+// Client sends to actors from program code (outside any actor).
+type Client interface {
+	// Tell sends msg to to with no sender. It returns ErrRefused when the
+	// recipient's mailbox is full, and the routing error otherwise.
+	Tell(to Ref, msg any) error
+	// Ask sends msg to to and blocks the calling goroutine (only) until the
+	// reply arrives, the deadline of ctx passes (default DefaultAskTimeout)
+	// or ctx is cancelled.
+	Ask(ctx context.Context, to Ref, msg any) (any, error)
+}
+
+// DefaultAskTimeout is the deadline of an ask that sets none.
+const DefaultAskTimeout = 5 * time.Second
+
+// Started is the first message of every activation (spawn, activation of a
+// virtual actor, restart).
+type Started struct{}
+
+// Stopping is the last message an actor receives before it is stopped.
+type Stopping struct{}
+
+// Passivating is the last message an activation receives before a
+// supervisor puts it to rest; its identity stays valid and later mail
+// activates it again.
+type Passivating struct{}
+
+// ReceiveTimeout is delivered when no message arrived within the duration
+// set with Context.SetReceiveTimeout.
+type ReceiveTimeout struct{}
+
+// Undelivered reports a message this actor sent that was not delivered.
+type Undelivered struct {
+	To      Ref
+	Message any
+	Err     error
+}
+
+// AskOption configures one ask.
+type AskOption func(*AskOptions)
+
+// AskOptions is the resolved form of AskOption values.
+type AskOptions struct {
+	Timeout  time.Duration
+	Deadline time.Time
+}
+
+// WithTimeout sets the ask's deadline d from now.
+func WithTimeout(d time.Duration) AskOption { return func(o *AskOptions) { o.Timeout = d } }
+
+// WithDeadline sets the ask's absolute deadline.
+func WithDeadline(t time.Time) AskOption { return func(o *AskOptions) { o.Deadline = t } }
+
+// SpawnOption configures one spawn.
+type SpawnOption func(*SpawnOptions)
+
+// SpawnOptions is the resolved form of SpawnOption values.
+type SpawnOptions struct {
+	// Mailbox is the mailbox capacity; 0 means the scheduler's default.
+	Mailbox int
+}
+
+// WithMailbox sets the child's mailbox capacity.
+func WithMailbox(n int) SpawnOption { return func(o *SpawnOptions) { o.Mailbox = n } }

@@ -1,0 +1,26 @@
+package actor
+
+import "errors"
+
+// Error sentinels shared by every layer of Tempest. Compare with errors.Is;
+// layers wrap them with %w to add detail.
+var (
+	// ErrRefused means admission said no (a full mailbox, a node over its
+	// inbound limit): the message was definitely not handled.
+	ErrRefused = errors.New("tempest: refused")
+	// ErrDeadlineExceeded means an ask's deadline passed before a reply
+	// arrived, or the ask expired in the recipient's mailbox and was
+	// dropped before its turn.
+	ErrDeadlineExceeded = errors.New("tempest: deadline exceeded")
+	// ErrActorTerminated means the recipient (or the incarnation the
+	// reference is pinned to) no longer exists.
+	ErrActorTerminated = errors.New("tempest: actor terminated")
+	// ErrProcessUnavailable means the recipient's node is gone, unreachable
+	// or shutting down; the outcome of the message is unknown.
+	ErrProcessUnavailable = errors.New("tempest: process unavailable")
+	// ErrUnknownKind means no factory is registered for the kind of a
+	// virtual reference.
+	ErrUnknownKind = errors.New("tempest: unknown kind")
+	// ErrNoEligibleNode means placement found no node able to host the kind.
+	ErrNoEligibleNode = errors.New("tempest: no eligible node")
+)

@@ -1,0 +1,143 @@
+package actor
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Ref names an actor. It is a small comparable value: copy it freely, use it
+// as a map key, print it.
+//
+// A Ref names either a virtual actor, addressed by kind and key ("user/42")
+// and placed by the cluster, or a child spawned on a node, addressed by the
+// node name and a node-local id. Either may carry an incarnation number: a
+// Ref with a non-zero incarnation is pinned to that incarnation, and reads
+// ActorTerminated once the actor was restarted (re-minted); incarnation zero
+// means "whatever incarnation is current".
+//
+// The zero Ref names nobody (for example the Sender of mail sent from
+// program code).
+type Ref struct {
+	kind string
+	key  string
+	node string
+	id   uint64
+	inc  uint64
+}
+
+// Virtual returns the reference of the virtual actor kind/key. Neither part
+// may be empty, and kind may not contain '/' or '#'.
+func Virtual(kind, key string) Ref { return Ref{kind: kind, key: key} }
+
+// Spawned returns the reference of the child actor with the node-local id on
+// node, at incarnation inc. Schedulers mint these; users get them from Spawn.
+func Spawned(node string, id, inc uint64) Ref { return Ref{node: node, id: id, inc: inc} }
+
+// IsZero reports whether r names nobody.
+func (r Ref) IsZero() bool { return r == Ref{} }
+
+// IsVirtual reports whether r names a virtual actor (kind/key).
+func (r Ref) IsVirtual() bool { return r.kind != "" }
+
+// Kind is the kind of a virtual actor, "" for a spawned one.
+func (r Ref) Kind() string { return r.kind }
+
+// Key is the key of a virtual actor, "" for a spawned one.
+func (r Ref) Key() string { return r.key }
+
+// Node is the node a spawned actor lives on, "" for a virtual one.
+func (r Ref) Node() string { return r.node }
+
+// ID is the node-local id of a spawned actor, 0 for a virtual one.
+func (r Ref) ID() uint64 { return r.id }
+
+// Incarnation is the incarnation r is pinned to, 0 when unpinned.
+func (r Ref) Incarnation() uint64 { return r.inc }
+
+// WithIncarnation returns r pinned to incarnation inc (0 unpins it).
+func (r Ref) WithIncarnation(inc uint64) Ref { r.inc = inc; return r }
+
+// Unpinned returns r without its incarnation: the identity itself.
+func (r Ref) Unpinned() Ref { r.inc = 0; return r }
+
+// String renders r as "kind/key" for a virtual actor and "@node/id" for a
+// spawned one, followed by "#inc" when pinned. ParseRef reads it back.
+func (r Ref) String() string {
+	var s string
+	switch {
+	case r.IsZero():
+		return "<nobody>"
+	case r.kind != "":
+		s = r.kind + "/" + r.key
+	default:
+		s = "@" + r.node + "/" + strconv.FormatUint(r.id, 10)
+	}
+	if r.inc != 0 {
+		s += "#" + strconv.FormatUint(r.inc, 10)
+	}
+	return s
+}
+
+// ParseRef parses the String form of a Ref.
+func ParseRef(s string) (Ref, error) {
+	var r Ref
+	body := s
+	if i := strings.LastIndexByte(s, '#'); i >= 0 {
+		inc, err := strconv.ParseUint(s[i+1:], 10, 64)
+		if err != nil {
+			return Ref{}, fmt.Errorf("tempest: bad incarnation in reference %q", s)
+		}
+		r.inc, body = inc, s[:i]
+	}
+	if strings.HasPrefix(body, "@") {
+		i := strings.LastIndexByte(body, '/')
+		if i < 1 {
+			return Ref{}, fmt.Errorf("tempest: bad reference %q", s)
+		}
+		id, err := strconv.ParseUint(body[i+1:], 10, 64)
+		if err != nil || id == 0 {
+			return Ref{}, fmt.Errorf("tempest: bad actor id in reference %q", s)
+		}
+		r.node, r.id = body[1:i], id
+		return r, nil
+	}
+	kind, key, ok := strings.Cut(body, "/")
+	if !ok || kind == "" || key == "" {
+		return Ref{}, fmt.Errorf("tempest: reference %q is not kind/key", s)
+	}
+	r.kind, r.key = kind, key
+	return r, nil
+}
+
+// ReferenceState is what a reference currently resolves to.
+type ReferenceState uint8
+
+const (
+	// Unknown: nothing is known about the identity.
+	Unknown ReferenceState = iota
+	// Valid: the identity is current and active.
+	Valid
+	// Dormant: the identity is current, its state is at rest; mail hydrates it.
+	Dormant
+	// ActorTerminated: the identity (or the pinned incarnation) is gone.
+	ActorTerminated
+	// ProcessUnavailable: its node is gone or unreachable and it is not
+	// placed elsewhere yet.
+	ProcessUnavailable
+)
+
+func (s ReferenceState) String() string {
+	switch s {
+	case Valid:
+		return "Valid"
+	case Dormant:
+		return "Dormant"
+	case ActorTerminated:
+		return "ActorTerminated"
+	case ProcessUnavailable:
+		return "ProcessUnavailable"
+	default:
+		return "Unknown"
+	}
+}

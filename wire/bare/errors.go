@@ -80,6 +80,9 @@ func WrapEncodeError(elem string, err error) error {
 	}
 	var ee *EncodeError
 	if errors.As(err, &ee) {
+		if elem == "" {
+			return ee
+		}
 		p := ee.Path
 		switch {
 		case p == "":

@@ -1,0 +1,788 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+)
+
+// Log attribute keys.
+const (
+	logPeer = "peer"
+	logLane = "lane"
+	logErr  = "err"
+)
+
+// QUIC is the production Transport: one quic.Transport on one UDP socket
+// per node, one QUIC connection per peer, mutual TLS with the cluster CA.
+// See the package documentation for the model.
+type QUIC struct {
+	cfg    Config
+	log    *slog.Logger
+	udp    net.PacketConn
+	ownUDP bool
+	tr     *quic.Transport
+	ln     *quic.Listener
+	qconf  *quic.Config
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool
+	links    map[string]*link
+	services map[string]*streamListener
+
+	events eventQueue
+	st     counters
+}
+
+var _ Transport = (*QUIC)(nil)
+
+type counters struct {
+	framesSent, framesRecv, bytesSent, bytesRecv, writes atomic.Uint64
+	queueFull, dropped, oversized, malformed, helloRejected  atomic.Uint64
+	linksUp, linksDown                                       atomic.Uint64
+}
+
+func (c *counters) snapshot() Stats {
+	return Stats{
+		FramesSent: c.framesSent.Load(), FramesReceived: c.framesRecv.Load(),
+		BytesSent: c.bytesSent.Load(), BytesReceived: c.bytesRecv.Load(),
+		Writes: c.writes.Load(), QueueFull: c.queueFull.Load(), Dropped: c.dropped.Load(),
+		Oversized: c.oversized.Load(), Malformed: c.malformed.Load(),
+		HelloRejected: c.helloRejected.Load(),
+		LinksUp:       c.linksUp.Load(), LinksDown: c.linksDown.Load(),
+	}
+}
+
+// NewQUIC binds the UDP socket, starts listening and returns the running
+// transport. Close stops it.
+func NewQUIC(cfg Config) (*QUIC, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	key := cfg.StatelessResetKey
+	if key == nil {
+		k, err := StatelessResetKeyFrom(cfg.Certificate)
+		if err != nil {
+			return nil, err
+		}
+		key = &k
+	}
+	t := &QUIC{
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", cfg.Name),
+		links:    make(map[string]*link),
+		services: make(map[string]*streamListener),
+	}
+	t.events.init(cfg.Events)
+	if cfg.PacketConn != nil {
+		t.udp = cfg.PacketConn
+	} else {
+		udp, err := net.ListenPacket("udp", cfg.ListenAddr)
+		if err != nil {
+			return nil, fmt.Errorf("wire: listen %s: %w", cfg.ListenAddr, err)
+		}
+		t.udp, t.ownUDP = udp, true
+	}
+	srk := quic.StatelessResetKey(*key)
+	t.tr = &quic.Transport{Conn: t.udp, StatelessResetKey: &srk}
+	t.qconf = &quic.Config{
+		HandshakeIdleTimeout:  cfg.HandshakeTimeout,
+		MaxIdleTimeout:        cfg.IdleTimeout,
+		KeepAlivePeriod:       cfg.KeepAlivePeriod,
+		MaxIncomingStreams:    int64(cfg.MaxStreams) + 1, // + the Hello stream
+		MaxIncomingUniStreams: 2 * (1 + MaxMailLanes),    // lanes, plus room to reopen reset ones
+		Allow0RTT:             false,
+	}
+	ln, err := t.tr.Listen(serverTLS(cfg.Certificate, cfg.CAs, cfg.Clock.Now), t.qconf)
+	if err != nil {
+		t.tr.Close()
+		if t.ownUDP {
+			t.udp.Close()
+		}
+		return nil, fmt.Errorf("wire: listen: %w", err)
+	}
+	t.ln = ln
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.wg.Add(2)
+	go t.acceptLoop()
+	go func() { defer t.wg.Done(); t.events.run(t.ctx) }()
+	return t, nil
+}
+
+// Name implements Transport.
+func (t *QUIC) Name() string { return t.cfg.Name }
+
+// Addr is the bound UDP address.
+func (t *QUIC) Addr() net.Addr { return t.udp.LocalAddr() }
+
+// Stats returns the transport's counters.
+func (t *QUIC) Stats() Stats { return t.st.snapshot() }
+
+// Close implements Transport.
+func (t *QUIC) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	links := make([]*link, 0, len(t.links))
+	for _, l := range t.links {
+		links = append(links, l)
+	}
+	svcs := t.services
+	t.services = map[string]*streamListener{}
+	t.mu.Unlock()
+
+	t.cancel()
+	for _, l := range links {
+		l.mu.Lock()
+		s := l.sess
+		l.mu.Unlock()
+		if s != nil {
+			s.conn.CloseWithError(closeShutdown, "shutdown")
+		}
+	}
+	for _, sl := range svcs {
+		sl.shut()
+	}
+	t.ln.Close()
+	t.tr.Close()
+	if t.ownUDP {
+		t.udp.Close()
+	}
+	t.wg.Wait()
+	return nil
+}
+
+// Send implements Transport.
+func (t *QUIC) Send(peer string, key uint64, frame []byte) error {
+	return t.send(peer, MailLane(key, t.cfg.MailLanes), frame)
+}
+
+// SendControl implements Transport.
+func (t *QUIC) SendControl(peer string, frame []byte) error {
+	return t.send(peer, ControlLane, frame)
+}
+
+func (t *QUIC) send(peer string, ln Lane, frame []byte) error {
+	if len(frame) > t.cfg.MaxFrameSize {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, len(frame), t.cfg.MaxFrameSize)
+	}
+	l, err := t.link(peer)
+	if err != nil {
+		return err
+	}
+	q := l.lanes[ln]
+	for attempt := 0; ; attempt++ {
+		q.mu.Lock()
+		if q.open {
+			if len(q.buf) > 0 && len(q.buf)+len(frame) > t.cfg.LaneQueueBytes {
+				q.mu.Unlock()
+				t.st.queueFull.Add(1)
+				return ErrQueueFull
+			}
+			q.buf = appendFrame(q.buf, frame)
+			q.frames++
+			wake := q.wake
+			q.mu.Unlock()
+			if wake != nil {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+			return nil
+		}
+		q.mu.Unlock()
+		if attempt > 0 {
+			return fmt.Errorf("%w: %s: link closed", ErrUnavailable, peer)
+		}
+		if _, err := l.ensure(); err != nil {
+			return err
+		}
+	}
+}
+
+// link returns the link to peer, creating it.
+func (t *QUIC) link(peer string) (*link, error) {
+	if peer == t.cfg.Name {
+		return nil, ErrSelf
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, ErrClosed
+	}
+	l := t.links[peer]
+	if l == nil {
+		if err := ValidateNodeName(peer); err != nil {
+			return nil, err
+		}
+		l = newLink(t, peer)
+		t.links[peer] = l
+	}
+	return l, nil
+}
+
+// startGo runs f in a goroutine owned by the transport unless it is
+// closed.
+func (t *QUIC) startGo(f func()) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		f()
+	}()
+	return true
+}
+
+func (t *QUIC) acceptLoop() {
+	defer t.wg.Done()
+	for {
+		conn, err := t.ln.Accept(t.ctx)
+		if err != nil {
+			return
+		}
+		if !t.startGo(func() { t.handshakeIn(conn) }) {
+			conn.CloseWithError(closeShutdown, "shutdown")
+			return
+		}
+	}
+}
+
+// readAllLimited reads r to EOF, failing beyond limit bytes.
+func readAllLimited(r io.Reader, limit int) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > limit {
+		return nil, errBadHello
+	}
+	return b, nil
+}
+
+// handshakeIn runs the acceptor side of the Hello exchange. Nothing from
+// the connection is read or delivered before it installs a session.
+func (t *QUIC) handshakeIn(conn *quic.Conn) {
+	reject := func(reason string, err error) {
+		t.st.helloRejected.Add(1)
+		t.log.LogAttrs(t.ctx, slog.LevelWarn, "wire: inbound link rejected",
+			slog.String("remote", conn.RemoteAddr().String()), slog.String("reason", reason), slog.Any(logErr, err))
+		conn.CloseWithError(closeBadHello, reason)
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.HandshakeTimeout)
+	defer cancel()
+	hs, err := conn.AcceptStream(ctx)
+	if err != nil {
+		reject("no hello stream", err)
+		return
+	}
+	hs.SetReadDeadline(time.Now().Add(t.cfg.HandshakeTimeout))
+	raw, err := readAllLimited(hs, maxHelloSize)
+	if err != nil {
+		reject("hello unreadable", err)
+		return
+	}
+	body, err := singleFrame(raw)
+	if err != nil {
+		reject("hello malformed", err)
+		return
+	}
+	h, err := decodeHello(body)
+	if err != nil {
+		reject("hello malformed", err)
+		return
+	}
+	if err := ValidateNodeName(h.Name); err != nil || h.Name == t.cfg.Name {
+		reject("hello names an invalid node", err)
+		return
+	}
+	peerCerts := conn.ConnectionState().TLS.PeerCertificates
+	if len(peerCerts) == 0 || !certHasName(peerCerts[0], h.Name) {
+		reject("hello name does not match certificate", fmt.Errorf("%w: claimed %q", ErrBadCertificate, h.Name))
+		return
+	}
+	l, err := t.link(h.Name)
+	if err != nil {
+		conn.CloseWithError(closeShutdown, "shutdown")
+		return
+	}
+	me := hello{Version: ProtocolVersion, Name: t.cfg.Name, ManifestDigest: t.cfg.ManifestDigest}
+
+	l.mu.Lock()
+	// Tie-break for simultaneous dials: the node with the lower name keeps
+	// the connection it dialed. A peer dials only when it has no link, so
+	// any other existing session is stale and the new one replaces it.
+	if t.cfg.Name < h.Name && (l.dialing || (l.sess != nil && l.sess.dialer == t.cfg.Name)) {
+		l.mu.Unlock()
+		hs.Write(appendFrame(nil, encodeHelloReply(helloDuplicate, me)))
+		hs.Close()
+		// The dialer closes the connection when it reads the answer.
+		select {
+		case <-conn.Context().Done():
+		case <-ctx.Done():
+			conn.CloseWithError(closeDuplicate, "duplicate link")
+		}
+		return
+	}
+	if _, err := hs.Write(appendFrame(nil, encodeHelloReply(helloAccepted, me))); err != nil {
+		l.mu.Unlock()
+		conn.CloseWithError(closeBadHello, "hello reply failed")
+		return
+	}
+	hs.Close()
+	l.installLocked(conn, h.Name, h)
+	l.mu.Unlock()
+}
+
+// singleFrame decodes b as exactly one frame.
+func singleFrame(b []byte) ([]byte, error) {
+	n, rest, err := readUvarint(b)
+	if err != nil || n != uint64(len(rest)) {
+		return nil, errBadHello
+	}
+	return rest, nil
+}
+
+// link is the state kept for one peer. Its lanes (send queues) outlive
+// connections; sessions come and go.
+type link struct {
+	t     *QUIC
+	peer  string
+	lanes []*lane
+
+	mu          sync.Mutex
+	sess        *session
+	dialing     bool
+	failures    int
+	nextAttempt time.Time
+	lastErr     error
+	up          chan struct{} // closed while a session is installed
+}
+
+func newLink(t *QUIC, peer string) *link {
+	l := &link{t: t, peer: peer, up: make(chan struct{})}
+	l.lanes = make([]*lane, 1+t.cfg.MailLanes)
+	for i := range l.lanes {
+		l.lanes[i] = &lane{id: Lane(i)}
+	}
+	return l
+}
+
+// ensure makes sure the link has or is getting a session. It returns a
+// channel closed once a session is up, or ErrUnavailable during back-off.
+func (l *link) ensure() (<-chan struct{}, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sess != nil || l.dialing {
+		return l.up, nil
+	}
+	if now := l.t.cfg.Clock.Now(); now.Before(l.nextAttempt) {
+		return nil, fmt.Errorf("%w: %s: retry after %s: %v", ErrUnavailable, l.peer, l.nextAttempt.Sub(now).Round(time.Millisecond), l.lastErr)
+	}
+	if !l.t.startGo(l.dial) {
+		return nil, ErrClosed
+	}
+	l.dialing = true
+	l.setLanesLocked(nil, true)
+	return l.up, nil
+}
+
+// setLanesLocked sets every lane's owner and open flag; when it closes a
+// lane, its queued frames are dropped. l.mu must be held.
+func (l *link) setLanesLocked(owner *session, open bool) {
+	for _, q := range l.lanes {
+		q.mu.Lock()
+		q.open = open
+		q.owner = owner
+		q.wake = nil
+		if owner != nil {
+			q.wake = make(chan struct{}, 1)
+			if len(q.buf) > 0 {
+				q.wake <- struct{}{}
+			}
+		}
+		if !open && q.frames > 0 {
+			l.t.st.dropped.Add(uint64(q.frames))
+			q.buf = q.buf[:0]
+			q.frames = 0
+		}
+		q.mu.Unlock()
+	}
+}
+
+func (l *link) backoff() time.Duration {
+	d := l.t.cfg.BackoffMin
+	for i := 1; i < l.failures && d < l.t.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, l.t.cfg.BackoffMax)
+}
+
+// dial runs one dialer-side attempt (handshake included) in a transport
+// goroutine.
+func (l *link) dial() {
+	t := l.t
+	err := l.dialOnce()
+	l.mu.Lock()
+	l.dialing = false
+	if err == nil || l.sess != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.failures++
+	l.lastErr = err
+	l.nextAttempt = t.cfg.Clock.Now().Add(l.backoff())
+	l.setLanesLocked(nil, false)
+	l.mu.Unlock()
+	t.log.LogAttrs(t.ctx, slog.LevelDebug, "wire: dial failed", slog.String(logPeer, l.peer), slog.Any(logErr, err))
+	t.events.push(LinkEvent{Peer: l.peer, Up: false, Err: err})
+}
+
+func (l *link) dialOnce() error {
+	t := l.t
+	ctx, cancel := context.WithTimeout(t.ctx, 2*t.cfg.HandshakeTimeout)
+	defer cancel()
+	addr, err := t.cfg.Resolve(ctx, l.peer)
+	if err != nil {
+		return fmt.Errorf("%w: resolve %s: %v", ErrUnavailable, l.peer, err)
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return fmt.Errorf("%w: resolve %s (%s): %v", ErrUnavailable, l.peer, addr, err)
+	}
+	conn, err := t.tr.Dial(ctx, ua, clientTLS(t.cfg.Certificate, t.cfg.CAs, t.cfg.Clock.Now, l.peer), t.qconf)
+	if err != nil {
+		return fmt.Errorf("%w: dial %s: %v", ErrUnavailable, l.peer, err)
+	}
+	fail := func(code quic.ApplicationErrorCode, err error) error {
+		conn.CloseWithError(code, "handshake failed")
+		return fmt.Errorf("%w: hello with %s: %v", ErrUnavailable, l.peer, err)
+	}
+	hs, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return fail(closeBadHello, err)
+	}
+	me := hello{Version: ProtocolVersion, Name: t.cfg.Name, ManifestDigest: t.cfg.ManifestDigest}
+	if _, err := hs.Write(appendFrame(nil, me.appendTo(nil))); err != nil {
+		return fail(closeBadHello, err)
+	}
+	hs.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		hs.SetReadDeadline(dl)
+	}
+	raw, err := readAllLimited(hs, maxHelloSize+binaryMaxVarint)
+	if err != nil {
+		return fail(closeBadHello, err)
+	}
+	body, err := singleFrame(raw)
+	if err != nil {
+		return fail(closeBadHello, err)
+	}
+	status, h, err := decodeHelloReply(body)
+	if err != nil {
+		return fail(closeBadHello, err)
+	}
+	if h.Name != l.peer {
+		return fail(closeBadHello, fmt.Errorf("peer answered as %q", h.Name))
+	}
+	switch status {
+	case helloAccepted:
+	case helloDuplicate:
+		// The peer's own dial wins; wait for it to arrive.
+		conn.CloseWithError(closeDuplicate, "duplicate link")
+		l.mu.Lock()
+		up := l.up
+		l.mu.Unlock()
+		select {
+		case <-up:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s: lost the dial tie-break and its link never came", ErrUnavailable, l.peer)
+		}
+	default:
+		return fail(closeBadHello, fmt.Errorf("peer refused the hello (status %d)", status))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t.ctx.Err() != nil {
+		conn.CloseWithError(closeShutdown, "shutdown")
+		return ErrClosed
+	}
+	l.installLocked(conn, t.cfg.Name, h)
+	return nil
+}
+
+const binaryMaxVarint = 10
+
+// session is one established, verified QUIC connection of a link.
+type session struct {
+	l      *link
+	conn   *quic.Conn
+	dialer string
+	hello  hello
+}
+
+// installLocked makes conn the link's session, replacing any older one,
+// and starts its goroutines. l.mu must be held.
+func (l *link) installLocked(conn *quic.Conn, dialer string, h hello) {
+	t := l.t
+	s := &session{l: l, conn: conn, dialer: dialer, hello: h}
+	old := l.sess
+	if old != nil {
+		l.sess = nil
+		old.conn.CloseWithError(closeReplaced, "replaced by a newer link")
+		t.st.linksDown.Add(1)
+		t.events.push(LinkEvent{Peer: l.peer, Up: false, Err: errors.New("wire: link replaced")})
+		l.up = make(chan struct{})
+	}
+	l.sess = s
+	l.dialing = false
+	l.failures = 0
+	l.lastErr = nil
+	l.nextAttempt = time.Time{}
+	l.setLanesLocked(s, true)
+	ok := true
+	for _, q := range l.lanes {
+		wq := q
+		ok = ok && t.startGo(func() { s.writer(wq) })
+	}
+	ok = ok && t.startGo(s.acceptUni)
+	ok = ok && t.startGo(s.acceptBidi)
+	ok = ok && t.startGo(s.watch)
+	if !ok {
+		conn.CloseWithError(closeShutdown, "shutdown")
+	}
+	close(l.up)
+	t.st.linksUp.Add(1)
+	t.log.LogAttrs(t.ctx, slog.LevelDebug, "wire: link up", slog.String(logPeer, l.peer), slog.String("dialer", dialer))
+	t.events.push(LinkEvent{Peer: l.peer, Up: true, Version: h.Version, ManifestDigest: h.ManifestDigest})
+}
+
+// watch tears the session down when its connection ends.
+func (s *session) watch() {
+	t := s.l.t
+	select {
+	case <-s.conn.Context().Done():
+	case <-t.ctx.Done():
+		s.conn.CloseWithError(closeShutdown, "shutdown")
+	}
+	err := context.Cause(s.conn.Context())
+	l := s.l
+	l.mu.Lock()
+	if l.sess != s {
+		l.mu.Unlock()
+		return
+	}
+	l.sess = nil
+	l.up = make(chan struct{})
+	l.setLanesLocked(nil, false)
+	l.mu.Unlock()
+	t.st.linksDown.Add(1)
+	t.log.LogAttrs(t.ctx, slog.LevelDebug, "wire: link down", slog.String(logPeer, l.peer), slog.Any(logErr, err))
+	t.events.push(LinkEvent{Peer: l.peer, Up: false, Err: fmt.Errorf("%w: %s: %v", ErrUnavailable, l.peer, err)})
+}
+
+// writer drains one lane's queue into one QUIC stream of the session:
+// every wake-up takes everything queued so far and hands it to QUIC in one
+// write, so frames coalesce under load while an idle lane flushes a lone
+// frame at once.
+func (s *session) writer(q *lane) {
+	t := s.l.t
+	ctx := s.conn.Context()
+	var st *quic.SendStream
+	spare := make([]byte, 0, t.cfg.WriteBufferSize)
+	for {
+		q.mu.Lock()
+		if q.owner != s {
+			// Replaced or torn down: the next session has its own writer.
+			q.mu.Unlock()
+			return
+		}
+		wake := q.wake
+		var batch []byte
+		var frames int
+		if len(q.buf) > 0 {
+			batch, frames = q.buf, q.frames
+			q.buf, q.frames = spare[:0], 0
+		}
+		q.mu.Unlock()
+		if batch == nil {
+			select {
+			case <-wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		if st == nil {
+			var err error
+			st, err = s.conn.OpenUniStreamSync(ctx)
+			if err != nil {
+				t.st.dropped.Add(uint64(frames))
+				return
+			}
+			if _, err := st.Write([]byte{byte(q.id)}); err != nil {
+				st = nil
+				t.st.dropped.Add(uint64(frames))
+				spare = batch
+				continue
+			}
+		}
+		if _, err := st.Write(batch); err != nil {
+			t.st.dropped.Add(uint64(frames))
+			if ctx.Err() != nil {
+				return
+			}
+			// The peer reset this lane (bad frame on its side): reopen it.
+			t.log.LogAttrs(t.ctx, slog.LevelWarn, "wire: lane stream reset by peer",
+				slog.String(logPeer, s.l.peer), slog.Int(logLane, int(q.id)), slog.Any(logErr, err))
+			st.CancelWrite(quic.StreamErrorCode(CodeClosing))
+			st = nil
+		} else {
+			t.st.writes.Add(1)
+			t.st.framesSent.Add(uint64(frames))
+			t.st.bytesSent.Add(uint64(len(batch)))
+		}
+		if cap(batch) > 4*t.cfg.WriteBufferSize {
+			batch = make([]byte, 0, t.cfg.WriteBufferSize) // let a burst's buffer go
+		}
+		spare = batch[:0]
+	}
+}
+
+// acceptUni serves the peer's lane streams.
+func (s *session) acceptUni() {
+	t := s.l.t
+	for {
+		st, err := s.conn.AcceptUniStream(t.ctx)
+		if err != nil {
+			return
+		}
+		if !t.startGo(func() { s.readLane(st) }) {
+			st.CancelRead(quic.StreamErrorCode(CodeClosing))
+			return
+		}
+	}
+}
+
+// readLane delivers the frames of one inbound lane stream.
+func (s *session) readLane(st *quic.ReceiveStream) {
+	t := s.l.t
+	var id [1]byte
+	if _, err := io.ReadFull(st, id[:]); err != nil {
+		st.CancelRead(quic.StreamErrorCode(CodeBadLane))
+		return
+	}
+	if int(id[0]) > MaxMailLanes {
+		t.st.malformed.Add(1)
+		st.CancelRead(quic.StreamErrorCode(CodeBadLane))
+		return
+	}
+	ln := Lane(id[0])
+	fr := newFrameReader(st, t.cfg.WriteBufferSize, t.cfg.MaxFrameSize)
+	for {
+		frame, err := fr.next()
+		if err != nil {
+			code, bad := uint64(0), false
+			switch {
+			case errors.Is(err, errFrameTooLarge):
+				code, bad = CodeFrameTooLarge, true
+				t.st.oversized.Add(1)
+			case errors.Is(err, errBadLength), errors.Is(err, io.ErrUnexpectedEOF):
+				code, bad = CodeMalformedFrame, true
+				t.st.malformed.Add(1)
+			}
+			if bad {
+				t.log.LogAttrs(t.ctx, slog.LevelWarn, "wire: bad inbound frame, lane reset",
+					slog.String(logPeer, s.l.peer), slog.Int(logLane, int(ln)), slog.Any(logErr, err))
+				st.CancelRead(quic.StreamErrorCode(code))
+			}
+			return
+		}
+		t.st.framesRecv.Add(1)
+		t.st.bytesRecv.Add(uint64(len(frame)))
+		if err := t.cfg.Handler(s.l.peer, ln, frame); err != nil {
+			t.st.malformed.Add(1)
+			t.log.LogAttrs(t.ctx, slog.LevelWarn, "wire: frame rejected by handler, lane reset",
+				slog.String(logPeer, s.l.peer), slog.Int(logLane, int(ln)), slog.Any(logErr, err))
+			st.CancelRead(quic.StreamErrorCode(CodeMalformedFrame))
+			return
+		}
+	}
+}
+
+// lane is one send queue of a link.
+type lane struct {
+	id Lane
+
+	mu     sync.Mutex
+	open   bool     // accepting frames (session up or being dialed)
+	owner  *session // the session whose writer drains it (nil while dialing)
+	wake   chan struct{}
+	buf    []byte
+	frames int
+}
+
+// eventQueue delivers link events in order from one goroutine, so the
+// callback never runs under a transport lock and may call back into it.
+type eventQueue struct {
+	fn   func(LinkEvent)
+	mu   sync.Mutex
+	q    []LinkEvent
+	wake chan struct{}
+}
+
+func (e *eventQueue) init(fn func(LinkEvent)) {
+	e.fn = fn
+	e.wake = make(chan struct{}, 1)
+}
+
+func (e *eventQueue) push(ev LinkEvent) {
+	if e.fn == nil {
+		return
+	}
+	e.mu.Lock()
+	e.q = append(e.q, ev)
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (e *eventQueue) run(ctx context.Context) {
+	for {
+		select {
+		case <-e.wake:
+		case <-ctx.Done():
+			return
+		}
+		e.mu.Lock()
+		evs := e.q
+		e.q = nil
+		e.mu.Unlock()
+		for _, ev := range evs {
+			e.fn(ev)
+		}
+	}
+}

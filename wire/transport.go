@@ -1,0 +1,166 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"net"
+	"time"
+)
+
+// Transport errors. They are sentinels to branch on with errors.Is. Once
+// the actor package settles its sentinels, ErrQueueFull should also match
+// actor.ErrRefused and ErrUnavailable actor.ErrProcessUnavailable.
+var (
+	// ErrClosed: the transport (or stream listener) was closed.
+	ErrClosed = errors.New("wire: transport closed")
+	// ErrQueueFull: the link's bounded send queue for that lane is full;
+	// the frame was not queued (backpressure; definitely not delivered).
+	ErrQueueFull = errors.New("wire: send queue full")
+	// ErrFrameTooLarge: the frame exceeds Config.MaxFrameSize.
+	ErrFrameTooLarge = errors.New("wire: frame too large")
+	// ErrUnavailable: there is no link to the peer and none can be made
+	// right now (the last attempt failed and the back-off has not passed,
+	// or the peer cannot be resolved).
+	ErrUnavailable = errors.New("wire: peer unavailable")
+	// ErrSelf: a node tried to send to or dial itself.
+	ErrSelf = errors.New("wire: peer is this node")
+)
+
+// Lane identifies one ordered channel of a link. Lane 0 is the control
+// lane (Prospero policy: handoff, state transfer, hydration, deadlines);
+// lanes 1..K are mail lanes. Each lane is an independent QUIC stream, so a
+// slow or blocked lane never delays another.
+type Lane uint8
+
+// ControlLane is the lane for supervisor traffic. It never queues behind
+// actor mail.
+const ControlLane Lane = 0
+
+// MaxMailLanes bounds Config.MailLanes.
+const MaxMailLanes = 64
+
+// MailLane returns the mail lane for a recipient hash when a link has k
+// mail lanes: every frame for one recipient uses the same lane, which is
+// what keeps per-sender, per-recipient FIFO.
+func MailLane(key uint64, k int) Lane {
+	if k <= 0 {
+		k = DefaultMailLanes
+	}
+	// Fold the high bits in so keys that differ only there still spread.
+	key ^= key >> 32
+	return Lane(1 + key%uint64(k))
+}
+
+// Handler receives the frames that arrive from peers.
+//
+// It is called from the transport's reader goroutines: concurrently for
+// different peers and lanes, sequentially (in send order) for one lane of
+// one peer. The frame slice is only valid until Handler returns; a handler
+// that keeps the bytes must copy them. A handler must not block for long:
+// it holds back every later frame on its lane (use an admission check and
+// refuse instead). Returning a non-nil error marks the frame malformed: the
+// transport resets that lane's stream with CodeMalformedFrame, counts and
+// logs it; the sender reopens the lane and the rest of the link keeps
+// working.
+type Handler func(from string, lane Lane, frame []byte) error
+
+// LinkEvent reports a link to a peer going up or down.
+type LinkEvent struct {
+	Peer string
+	// Up is true when a verified link is established and false when it is
+	// lost. After a down event every frame sent to Peer before it has an
+	// unknown fate, and nothing queued before it is sent after it: callers
+	// fail their pending asks to that peer with a process-unavailable
+	// error at once.
+	Up bool
+	// Version and ManifestDigest are the peer's Hello fields (up events).
+	Version        uint64
+	ManifestDigest []byte
+	// Err says why a link went down (nil on a local close).
+	Err error
+}
+
+// Transport moves opaque frames between named nodes and carries
+// bidirectional service streams (raft) over the same links.
+//
+// All methods are safe for concurrent use.
+type Transport interface {
+	// Name is this node's name.
+	Name() string
+	// Send queues frame for peer on the mail lane chosen by key (a hash
+	// of the recipient; see MailLane). It never blocks on the network: it
+	// copies frame (the caller keeps ownership) into the lane's bounded
+	// queue, starting a link if there is none, and returns ErrQueueFull,
+	// ErrFrameTooLarge, ErrUnavailable, ErrSelf or ErrClosed when it cannot.
+	// A nil error means queued, not delivered.
+	Send(peer string, key uint64, frame []byte) error
+	// SendControl is Send on the control lane.
+	SendControl(peer string, frame []byte) error
+	// DialStream opens a bidirectional stream to the listener for service
+	// on peer, over the peer link (establishing it if needed).
+	DialStream(ctx context.Context, peer, service string) (net.Conn, error)
+	// ListenStream returns the listener for incoming streams of service.
+	// Only one listener per service may be open at a time.
+	ListenStream(service string) (net.Listener, error)
+	// Close closes every link and listener and stops every goroutine the
+	// transport started. It is idempotent.
+	Close() error
+}
+
+// Stream error codes used when a lane or service stream is reset. They are
+// visible to the peer as quic.StreamError codes.
+const (
+	CodeFrameTooLarge uint64 = 0x101
+	CodeMalformedFrame uint64 = 0x102
+	CodeUnknownService uint64 = 0x103
+	CodeBadLane        uint64 = 0x104
+	CodeClosing        uint64 = 0x105
+)
+
+// Connection close codes.
+const (
+	closeNormal    = 0x0
+	closeDuplicate = 0x201 // a simultaneous dial lost the tie-break
+	closeBadHello  = 0x202 // Hello missing, malformed or not matching the certificate
+	closeReplaced  = 0x203 // a newer link to the same peer replaced this one
+	closeShutdown  = 0x204 // the node is shutting down
+)
+
+// Stats are cumulative transport counters.
+type Stats struct {
+	FramesSent, FramesReceived uint64
+	BytesSent, BytesReceived   uint64
+	// Writes counts stream writes; FramesSent/Writes is the coalescing
+	// factor.
+	Writes uint64
+	// QueueFull counts sends refused with ErrQueueFull.
+	QueueFull uint64
+	// Dropped counts queued frames discarded because their link went down.
+	Dropped uint64
+	// Oversized and Malformed count inbound frames that reset a stream.
+	Oversized, Malformed uint64
+	// HelloRejected counts inbound connections refused at the Hello.
+	HelloRejected uint64
+	LinksUp, LinksDown uint64
+}
+
+// Clock is the time source: the real one in production, a fake in tests.
+type Clock interface {
+	Now() time.Time
+	// After behaves like time.After.
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// RealClock returns the wall clock.
+func RealClock() Clock { return realClock{} }
+
+// nodeAddr is the net.Addr of a peer on a service stream: its node name.
+type nodeAddr string
+
+func (a nodeAddr) Network() string { return "tempest" }
+func (a nodeAddr) String() string  { return string(a) }

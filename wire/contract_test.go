@@ -19,8 +19,8 @@ type cluster interface {
 
 // quicCluster runs real QUIC transports on 127.0.0.1 with ephemeral ports.
 type quicCluster struct {
-	pki *testPKI
-	res *resolver
+	pki   *testPKI
+	res   *resolver
 	tweak func(*Config)
 }
 

@@ -49,9 +49,9 @@ type QUIC struct {
 var _ Transport = (*QUIC)(nil)
 
 type counters struct {
-	framesSent, framesRecv, bytesSent, bytesRecv, writes atomic.Uint64
-	queueFull, dropped, oversized, malformed, helloRejected  atomic.Uint64
-	linksUp, linksDown                                       atomic.Uint64
+	framesSent, framesRecv, bytesSent, bytesRecv, writes    atomic.Uint64
+	queueFull, dropped, oversized, malformed, helloRejected atomic.Uint64
+	linksUp, linksDown                                      atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {

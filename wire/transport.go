@@ -110,7 +110,7 @@ type Transport interface {
 // Stream error codes used when a lane or service stream is reset. They are
 // visible to the peer as quic.StreamError codes.
 const (
-	CodeFrameTooLarge uint64 = 0x101
+	CodeFrameTooLarge  uint64 = 0x101
 	CodeMalformedFrame uint64 = 0x102
 	CodeUnknownService uint64 = 0x103
 	CodeBadLane        uint64 = 0x104
@@ -140,7 +140,7 @@ type Stats struct {
 	// Oversized and Malformed count inbound frames that reset a stream.
 	Oversized, Malformed uint64
 	// HelloRejected counts inbound connections refused at the Hello.
-	HelloRejected uint64
+	HelloRejected      uint64
 	LinksUp, LinksDown uint64
 }
 

@@ -23,8 +23,11 @@ package gen
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"go/format"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,7 +46,7 @@ type Options struct {
 
 // ErrUnsupported is wrapped by errors for schemas the generator cannot map
 // to Go (they remain valid BARE and work with the JSON transcoder).
-var ErrUnsupported = fmt.Errorf("baregen: unsupported")
+var ErrUnsupported = errors.New("baregen: unsupported")
 
 // Generate returns gofmt-formatted Go source for every type of s.
 func Generate(s *bare.Schema, opts Options) ([]byte, error) {
@@ -799,4 +802,41 @@ func (g *gen) decTo(w *strings.Builder, t *bare.Type, expr, goType string, depth
 		}
 		fmt.Fprintf(w, "%s.DecodeBARE(d)\n", expr)
 	}
+}
+
+// GenerateFile parses the schema at schemaPath and generates package pkg
+// from it, naming the schema by its base name in the header.
+func GenerateFile(schemaPath, pkg string) ([]byte, error) {
+	s, err := bare.ParseSchemaFile(schemaPath)
+	if err != nil {
+		return nil, err
+	}
+	return Generate(s, Options{Package: pkg, Source: filepath.Base(schemaPath)})
+}
+
+// ErrStale is returned by CheckFile when generated code is out of date.
+var ErrStale = errors.New("baregen: generated code is stale; run go generate")
+
+// CheckFile reports ErrStale unless goPath holds exactly what GenerateFile
+// produces for schemaPath. Call it from a test next to the schema so that
+// stale generated code fails the build:
+//
+//	func TestGeneratedFresh(t *testing.T) {
+//		if err := gen.CheckFile("envelope.bare", "envelope_bare.go", "wire"); err != nil {
+//			t.Fatal(err)
+//		}
+//	}
+func CheckFile(schemaPath, goPath, pkg string) error {
+	want, err := GenerateFile(schemaPath, pkg)
+	if err != nil {
+		return err
+	}
+	got, err := os.ReadFile(goPath)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("%w: %s", ErrStale, goPath)
+	}
+	return nil
 }

@@ -8,14 +8,11 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
-	"github.com/tempest-actors/tempest/wire/bare"
 	"github.com/tempest-actors/tempest/wire/bare/gen"
 )
 
@@ -42,24 +39,14 @@ func run(args []string, stderr io.Writer) error {
 	if *pkg == "" {
 		*pkg = os.Getenv("GOPACKAGE")
 	}
-	s, err := bare.ParseSchemaFile(*schema)
-	if err != nil {
-		return err
+	if *check {
+		return gen.CheckFile(*schema, *out, *pkg)
 	}
-	src, err := gen.Generate(s, gen.Options{Package: *pkg, Source: filepath.Base(*schema)})
+	src, err := gen.GenerateFile(*schema, *pkg)
 	if err != nil {
 		return err
 	}
 	switch {
-	case *check:
-		old, err := os.ReadFile(*out)
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(old, src) {
-			return fmt.Errorf("%s is stale: run go generate", *out)
-		}
-		return nil
 	case *out == "":
 		_, err = os.Stdout.Write(src)
 		return err

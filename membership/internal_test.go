@@ -1,0 +1,137 @@
+package membership
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseLogLine(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		level slog.Level
+		msg   string
+	}{
+		{"[DEBUG] memberlist: Stream connection from=1.2.3.4:5\n", slog.LevelDebug, "Stream connection from=1.2.3.4:5"},
+		{"[INFO] memberlist: Suspect b has failed\n", slog.LevelInfo, "Suspect b has failed"},
+		{"[WARN] memberlist: Refuting a dead message\n", slog.LevelWarn, "Refuting a dead message"},
+		{"[ERR] memberlist: Conflicting address\n", slog.LevelError, "Conflicting address"},
+		{"[ERR] Failed to shutdown transport: x\n", slog.LevelError, "Failed to shutdown transport: x"},
+		{"no tag at all", slog.LevelInfo, "no tag at all"},
+		{"[ODD] memberlist: x", slog.LevelInfo, "[ODD] memberlist: x"},
+	} {
+		level, msg := parseLogLine([]byte(tc.in))
+		if level != tc.level || msg != tc.msg {
+			t.Errorf("%q: got %v %q, want %v %q", tc.in, level, msg, tc.level, tc.msg)
+		}
+	}
+}
+
+func TestStdLoggerBridgesLevels(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	std := newStdLogger(l)
+	std.Printf("[DEBUG] memberlist: hidden")
+	std.Printf("[WARN] memberlist: shown %d", 7)
+	out := buf.String()
+	if strings.Contains(out, "hidden") {
+		t.Fatalf("debug line passed an info-level handler: %s", out)
+	}
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, `msg="shown 7"`) || !strings.Contains(out, "source=memberlist") {
+		t.Fatalf("unexpected output: %s", out)
+	}
+}
+
+func TestParseSeed(t *testing.T) {
+	for in, want := range map[string]seed{
+		"a.example":       {host: "a.example", port: DefaultPort},
+		"a.example:9000":  {host: "a.example", port: 9000},
+		"10.0.0.1":        {host: "10.0.0.1", ip: netip.MustParseAddr("10.0.0.1"), port: DefaultPort},
+		"10.0.0.1:1":      {host: "10.0.0.1", ip: netip.MustParseAddr("10.0.0.1"), port: 1},
+		"[::1]:7000":      {host: "::1", ip: netip.MustParseAddr("::1"), port: 7000},
+		"::1":             {host: "::1", ip: netip.MustParseAddr("::1"), port: DefaultPort},
+		"[fe80::1]":       {host: "fe80::1", ip: netip.MustParseAddr("fe80::1"), port: DefaultPort},
+		" svc.ns.svc:12 ": {host: "svc.ns.svc", port: 12},
+	} {
+		got, err := parseSeed(in)
+		if err != nil || got != want {
+			t.Errorf("%q: got %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "a:", ":7946", "a:0", "a:70000", "a:b"} {
+		if _, err := parseSeed(in); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%q: err = %v, want ErrInvalidConfig", in, err)
+		}
+	}
+}
+
+// mapResolver is a Resolver backed by a map; it counts lookups.
+type mapResolver struct {
+	hosts   map[string][]string
+	lookups int
+}
+
+func (r *mapResolver) LookupIPAddr(_ context.Context, host string) ([]net.IPAddr, error) {
+	r.lookups++
+	ips, ok := r.hosts[host]
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	var out []net.IPAddr
+	for _, s := range ips {
+		out = append(out, net.IPAddr{IP: net.ParseIP(s)})
+	}
+	return out, nil
+}
+
+func TestResolveSeedsAllRecords(t *testing.T) {
+	r := &mapResolver{hosts: map[string][]string{
+		"tempest.default.svc": {"10.0.0.1", "10.0.0.2", "fd00::3"},
+		"other":               {"10.0.0.2"},
+	}}
+	addrs, errs := resolveSeeds(t.Context(), r, []string{"tempest.default.svc", "other:7946", "10.0.0.9:1", "missing"})
+	want := []netip.AddrPort{
+		netip.MustParseAddrPort("10.0.0.1:7946"),
+		netip.MustParseAddrPort("10.0.0.2:7946"),
+		netip.MustParseAddrPort("[fd00::3]:7946"),
+		netip.MustParseAddrPort("10.0.0.9:1"),
+	}
+	if !reflect.DeepEqual(addrs, want) {
+		t.Fatalf("got %v, want %v", addrs, want)
+	}
+	if len(errs) != 1 {
+		t.Fatalf("got errors %v, want one for the missing name", errs)
+	}
+	var dnsErr *net.DNSError
+	if !errors.As(errs[0], &dnsErr) {
+		t.Fatalf("error %v does not wrap the lookup error", errs[0])
+	}
+	// Names are resolved afresh on every attempt; IP literals never are.
+	before := r.lookups
+	r.hosts["tempest.default.svc"] = []string{"10.0.0.4"}
+	addrs, _ = resolveSeeds(t.Context(), r, []string{"tempest.default.svc", "10.0.0.9"})
+	if r.lookups != before+1 || len(addrs) != 2 || addrs[0] != netip.MustParseAddrPort("10.0.0.4:7946") {
+		t.Fatalf("second attempt: lookups %d→%d, addrs %v", before, r.lookups, addrs)
+	}
+}
+
+func TestNextBackoff(t *testing.T) {
+	lo, hi := 100*time.Millisecond, time.Second
+	var got []time.Duration
+	d := time.Duration(0)
+	for range 6 {
+		d = nextBackoff(d, lo, hi)
+		got = append(got, d)
+	}
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,75 @@
+package membership
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log"
+	"log/slog"
+	"sync"
+)
+
+// Log attribute keys.
+const (
+	logKeyNode   = "node"
+	logKeyPeer   = "peer"
+	logKeyAddr   = "addr"
+	logKeyErr    = "err"
+	logKeySource = "source"
+)
+
+// newStdLogger returns a *log.Logger (what memberlist accepts) whose lines
+// go to l at the level named by memberlist's "[LEVEL] " prefix.
+func newStdLogger(l *slog.Logger) *log.Logger {
+	return log.New(&slogWriter{l: l}, "", 0)
+}
+
+// slogWriter turns memberlist's log lines, "[WARN] memberlist: text", into
+// slog records. log.Logger serializes writes, but the mutex keeps the writer
+// safe on its own.
+type slogWriter struct {
+	mu sync.Mutex
+	l  *slog.Logger
+}
+
+var _ io.Writer = (*slogWriter)(nil)
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	level, msg := parseLogLine(p)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.l.Enabled(context.Background(), level) {
+		w.l.LogAttrs(context.Background(), level, msg, slog.String(logKeySource, "memberlist"))
+	}
+	return len(p), nil
+}
+
+// parseLogLine splits a memberlist log line into a level and the message
+// without the level tag, the "memberlist: " prefix and the newline. Lines
+// without a known tag are logged at Info.
+func parseLogLine(p []byte) (slog.Level, string) {
+	p = bytes.TrimRight(p, "\r\n")
+	level := slog.LevelInfo
+	if len(p) > 0 && p[0] == '[' {
+		if end := bytes.IndexByte(p, ']'); end > 0 {
+			known := true
+			switch string(p[1:end]) {
+			case "TRACE", "DEBUG":
+				level = slog.LevelDebug
+			case "INFO":
+				level = slog.LevelInfo
+			case "WARN", "WARNING":
+				level = slog.LevelWarn
+			case "ERR", "ERROR":
+				level = slog.LevelError
+			default:
+				known = false
+			}
+			if known {
+				p = bytes.TrimLeft(p[end+1:], " ")
+			}
+		}
+	}
+	p = bytes.TrimPrefix(p, []byte("memberlist: "))
+	return level, string(p)
+}

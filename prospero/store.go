@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tempest-actors/tempest/actor"
 )
 
 // Identity names a virtual actor: its kind and its key within the kind.
@@ -19,13 +21,21 @@ type Identity struct {
 func (id Identity) String() string { return id.Kind + "/" + id.Key }
 
 // Validate reports ErrInvalidIdentity when the kind or key is empty or
-// the kind contains '/' (which would make the text form ambiguous).
+// the kind contains '/' or '#' (which would make the text form of a
+// reference ambiguous).
 func (id Identity) Validate() error {
-	if id.Kind == "" || id.Key == "" || strings.Contains(id.Kind, "/") {
+	if id.Kind == "" || id.Key == "" || strings.ContainsAny(id.Kind, "/#") {
 		return fmt.Errorf("%w: %q", ErrInvalidIdentity, id.String())
 	}
 	return nil
 }
+
+// IdentityOf returns the identity a virtual reference names (its
+// incarnation, if pinned, is dropped).
+func IdentityOf(r actor.Ref) Identity { return Identity{Kind: r.Kind(), Key: r.Key()} }
+
+// Ref returns the plain (unpinned) reference of id.
+func (id Identity) Ref() actor.Ref { return actor.Virtual(id.Kind, id.Key) }
 
 // ParseIdentity parses "kind/key". The key may itself contain '/'.
 func ParseIdentity(s string) (Identity, error) {

@@ -1,0 +1,549 @@
+package prospero
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+)
+
+// ErrClosed: the supervisor is shutting down and activates nothing new.
+var ErrClosed = errors.New("prospero: supervisor closed")
+
+// phase is where an identity with an entry stands. Dormant identities
+// have no entry at all.
+type phase uint8
+
+const (
+	phaseQueued      phase = iota // waiting for a hydration slot
+	phaseLoading                  // OpLoad issued, not yet reported
+	phaseActive                   // an activation is attached
+	phasePassivating              // OpPassivate issued
+	phaseBackoff                  // faulted; waiting to restart or re-hydrate
+	phaseRetiring                 // OpRetire issued
+)
+
+var phaseNames = [...]string{"queued", "loading", "active", "passivating", "backoff", "retiring"}
+
+func (p phase) String() string { return phaseNames[p] }
+
+type entry struct {
+	kind    *Kind
+	phase   phase
+	inc     uint64 // incarnation of the current (or last) activation; 0: not loaded yet
+	version uint64 // store version last read or written
+	// mint, when nonzero, is the incarnation the next load must re-mint
+	// (a Restart is pending).
+	mint     uint64
+	remedy   Remedy // of a pending fault remedy (phaseBackoff)
+	resumeAt time.Time
+	history  RestartHistory
+	mail     bool // mail arrived while the identity could not take it
+	turns    int  // turns since state was last written at rest
+	lastSave time.Time
+}
+
+// Op is an operation the shell must carry out for the core.
+type Op uint8
+
+const (
+	// OpLoad: read the identity's record, re-mint its incarnation if
+	// Command.Mint says so (a conditional Put of the new incarnation
+	// with the old state), build the actor from the state, attach it
+	// with a Hydrated init turn ahead of the waiting mail, then call
+	// Loaded (or LoadFailed).
+	OpLoad Op = iota + 1
+	// OpPassivate: deliver the Passivating turn, write the state at rest
+	// if Command.Persist (conditional on Command.Version), detach the
+	// actor and release its memory, then call Passivated (or
+	// PassivateFailed, leaving the actor attached).
+	OpPassivate
+	// OpStop: drop the faulted actor value now. Its mail stays in the
+	// mailbox; a later OpLoad brings the identity back.
+	OpStop
+	// OpRetire: drop the actor value and replace its state at rest by a
+	// record holding only incarnation Command.Mint (so the next
+	// activation starts empty under a new incarnation), conditional on
+	// Command.Version; then call Retired.
+	OpRetire
+	// OpReject: the identity cannot be activated (the supervisor is
+	// closing, or its state cannot be loaded): fail the mail waiting for
+	// it, so that no sender waits in vain.
+	OpReject
+)
+
+var opNames = [...]string{"", "Load", "Passivate", "Stop", "Retire", "Reject"}
+
+func (o Op) String() string {
+	if int(o) < len(opNames) && o != 0 {
+		return opNames[o]
+	}
+	return fmt.Sprintf("Op(%d)", o)
+}
+
+// Command is one operation for the shell, produced by the Core.
+type Command struct {
+	Op   Op
+	ID   Identity
+	Kind *Kind
+	// Incarnation of the activation concerned (Passivate, Stop, Retire).
+	Incarnation uint64
+	// Mint: for Load, the incarnation to re-mint (0: keep the record's);
+	// for Retire, the incarnation the tombstone record carries.
+	Mint uint64
+	// Version expected by the conditional write of Passivate or Retire.
+	Version uint64
+	// Persist: Passivate writes the state at rest.
+	Persist bool
+	// Reason of a Passivate (ReasonIdle, ReasonPressure, ReasonShutdown).
+	Reason string
+	// Err explains a Reject.
+	Err error
+}
+
+// LoadIncarnation returns the incarnation an OpLoad activation runs
+// under, given the record read from the store (the zero Record when
+// there is none): the record's own incarnation (1 for an identity never
+// seen), or, when a restart re-mints, one above both the minted number
+// and the record's.
+func (c Command) LoadIncarnation(rec Record) uint64 {
+	if c.Mint != 0 {
+		return max(c.Mint, rec.Incarnation+1)
+	}
+	return max(rec.Incarnation, 1)
+}
+
+// CoreConfig configures a Core.
+type CoreConfig struct {
+	// MaxActive bounds active identities; beyond it the least recently
+	// used are passivated (0: unbounded).
+	MaxActive int
+	// HydrationBudget bounds concurrent activations in progress (0:
+	// unbounded).
+	HydrationBudget int
+	// Sink receives lifecycle events (nil: discarded).
+	Sink EventSink
+}
+
+// Core is Prospero's deterministic decision core for one node: which
+// identities are active, which are being hydrated, passivated,
+// restarted or retired, and which incarnation each runs under. It owns
+// no goroutine and performs no I/O; time is passed in. Inputs are
+// method calls (a doorbell, a finished load, a fault, a tick), outputs
+// are lifecycle events sent to the sink and Commands collected with
+// Drain, which a shell carries out and reports back.
+//
+// A dormant identity has no entry: a million dormant identities cost
+// nothing here. An entry exists from the doorbell that activates an
+// identity until it is passivated or retired.
+//
+// Core is not safe for concurrent use; the shell serializes calls.
+type Core struct {
+	reg      *Registry
+	cfg      CoreConfig
+	sink     EventSink
+	entries  map[Identity]*entry
+	activity *Activity
+	gate     *HydrationGate
+	backoff  map[Identity]struct{} // entries in phaseBackoff
+	out      []Command
+	closing  bool
+	scratch  []Identity
+}
+
+// NewCore returns a core deciding for the kinds in reg.
+func NewCore(reg *Registry, cfg CoreConfig) *Core {
+	sink := cfg.Sink
+	if sink == nil {
+		sink = discardSink{}
+	}
+	return &Core{
+		reg:      reg,
+		cfg:      cfg,
+		sink:     sink,
+		entries:  make(map[Identity]*entry),
+		activity: NewActivity(),
+		gate:     NewHydrationGate(cfg.HydrationBudget),
+		backoff:  make(map[Identity]struct{}),
+	}
+}
+
+// Drain appends the pending commands to dst in decision order, clears
+// them, and returns dst.
+func (c *Core) Drain(dst []Command) []Command {
+	dst = append(dst, c.out...)
+	clear(c.out)
+	c.out = c.out[:0]
+	return dst
+}
+
+// Entries returns the number of identities with an entry (not dormant).
+func (c *Core) Entries() int { return len(c.entries) }
+
+// Active returns the number of identities with an attached activation.
+func (c *Core) Active() int { return c.activity.Len() }
+
+// Hydrating returns the activations in progress and those waiting for
+// the hydration budget.
+func (c *Core) Hydrating() (inFlight, waiting int) { return c.gate.InFlight(), c.gate.Waiting() }
+
+func (c *Core) emit(e Event) { c.sink.Emit(e) }
+
+// Doorbell reports that mail was admitted for id while no activation is
+// attached to it. It starts an activation (OpLoad) under the hydration
+// budget, queues it, or, when the identity is busy being passivated or
+// retired, remembers to bring it back afterwards.
+// Errors: ErrUnknownKind (the sender should get it), ErrClosed.
+func (c *Core) Doorbell(id Identity, now time.Time) error {
+	if e, ok := c.entries[id]; ok {
+		switch e.phase {
+		case phasePassivating, phaseRetiring:
+			e.mail = true
+		}
+		return nil
+	}
+	k, err := c.reg.Lookup(id.Kind)
+	if err != nil {
+		return err
+	}
+	if c.closing {
+		return ErrClosed
+	}
+	e := &entry{kind: k}
+	c.entries[id] = e
+	c.admit(id, e, now)
+	return nil
+}
+
+// admit passes e through the hydration gate.
+func (c *Core) admit(id Identity, e *entry, now time.Time) {
+	e.mail = false
+	if c.gate.Acquire(id) {
+		c.startLoad(id, e)
+		return
+	}
+	e.phase = phaseQueued
+	c.emit(Event{Type: EventHydrationQueued, At: now, ID: id, Incarnation: e.inc})
+}
+
+func (c *Core) startLoad(id Identity, e *entry) {
+	e.phase = phaseLoading
+	c.out = append(c.out, Command{Op: OpLoad, ID: id, Kind: e.kind, Mint: e.mint})
+}
+
+// releaseSlot gives a freed hydration slot to the next queued identity.
+func (c *Core) releaseSlot() {
+	for {
+		next, ok := c.gate.Release()
+		if !ok {
+			return
+		}
+		if e, ok := c.entries[next]; ok && e.phase == phaseQueued {
+			c.startLoad(next, e)
+			return
+		}
+		// The queued identity went away (shutdown); pass the slot on.
+	}
+}
+
+// Loaded reports that the OpLoad of id attached an activation running
+// under incarnation inc; version is the record's version in the store
+// (0: none) and hydrated says whether state at rest was restored.
+func (c *Core) Loaded(id Identity, inc, version uint64, hydrated bool, now time.Time) {
+	e, ok := c.entries[id]
+	if !ok || e.phase != phaseLoading {
+		return
+	}
+	c.releaseSlot()
+	typ := EventActivated
+	switch {
+	case e.mint != 0:
+		typ = EventRestarted
+	case e.inc != 0:
+		typ = EventRehydrated
+	case hydrated:
+		typ = EventHydrated
+	}
+	e.phase, e.inc, e.version, e.mint = phaseActive, inc, version, 0
+	e.turns, e.lastSave = 0, now
+	c.activity.Touch(id, e.kind.Options.IdleTimeout, now)
+	c.emit(Event{Type: typ, At: now, ID: id, Incarnation: inc})
+	c.shed(now)
+}
+
+// LoadFailed reports that the OpLoad of id failed (store error or the
+// state could not be restored). It is a fault of kind FaultHydration:
+// retried under the kind's restart intensity, and when that is used up
+// the waiting mail is rejected (OpReject) and the entry dropped; state
+// at rest is never retired because of a failed read.
+func (c *Core) LoadFailed(id Identity, err error, now time.Time) {
+	e, ok := c.entries[id]
+	if !ok || e.phase != phaseLoading {
+		return
+	}
+	c.releaseSlot()
+	c.emit(Event{Type: EventStoreError, At: now, ID: id, Incarnation: e.inc, Err: err})
+	opts := e.kind.Options
+	opts.Remedy = Hydrate
+	d := Decide(opts, Fault{ID: id, Incarnation: e.inc, Cause: FaultHydration, Err: err}, e.history, now)
+	c.emit(Event{Type: EventFault, At: now, ID: id, Incarnation: e.inc, Cause: FaultHydration, Remedy: d.Remedy, Err: err})
+	if d.Escalated {
+		c.emit(Event{Type: EventEscalated, At: now, ID: id, Incarnation: e.inc, Remedy: Retire})
+		delete(c.entries, id)
+		c.out = append(c.out, Command{Op: OpReject, ID: id, Kind: e.kind, Err: err})
+		return
+	}
+	c.scheduleResume(id, e, d, now)
+}
+
+func (c *Core) scheduleResume(id Identity, e *entry, d Decision, now time.Time) {
+	e.history = e.history.Record(now, e.kind.Options.RestartPeriod, e.kind.Options.MaxRestarts)
+	e.phase, e.remedy, e.resumeAt = phaseBackoff, d.Remedy, now.Add(d.Delay)
+	c.emit(Event{Type: EventRestarting, At: now, ID: id, Incarnation: e.inc, Remedy: d.Remedy, Delay: d.Delay})
+	if d.Delay <= 0 {
+		c.admit(id, e, now)
+		return
+	}
+	c.backoff[id] = struct{}{}
+}
+
+// TurnDone reports that a turn of id under incarnation inc finished
+// normally at now. It refreshes the identity's activity and applies the
+// kind's persistence policy: when it returns persist, the shell writes
+// the state at rest (still on the actor's turn, conditional on version)
+// and reports Persisted or PersistFailed.
+func (c *Core) TurnDone(id Identity, inc uint64, now time.Time) (persist bool, version uint64) {
+	e, ok := c.entries[id]
+	if !ok || e.phase != phaseActive || e.inc != inc {
+		return false, 0
+	}
+	c.activity.Touch(id, e.kind.Options.IdleTimeout, now)
+	e.turns++
+	p := e.kind.Options.Persistence
+	switch p.Mode {
+	case PersistEveryTurn:
+		persist = true
+	case PersistPeriodic:
+		persist = (p.EveryTurns > 0 && e.turns >= p.EveryTurns) ||
+			(p.Every > 0 && now.Sub(e.lastSave) >= p.Every)
+	}
+	return persist, e.version
+}
+
+// Persisted reports that the state of id under incarnation inc was
+// written at rest with the new version.
+func (c *Core) Persisted(id Identity, inc, version uint64, now time.Time) {
+	e, ok := c.entries[id]
+	if !ok || e.inc != inc {
+		return
+	}
+	e.version, e.turns, e.lastSave = version, 0, now
+	c.emit(Event{Type: EventPersisted, At: now, ID: id, Incarnation: inc})
+}
+
+// PersistFailed reports a failed write of the turn policy; the next
+// turn tries again.
+func (c *Core) PersistFailed(id Identity, inc uint64, err error, now time.Time) {
+	c.emit(Event{Type: EventStoreError, At: now, ID: id, Incarnation: inc, Err: err})
+}
+
+// Fault reports a failed turn. Faults of an incarnation that is no
+// longer current are ignored. The kind's remedy is decided (Decide):
+// Restart and Hydrate drop the actor now (OpStop) and bring it back
+// after the back-off; Retire, chosen or escalated to, issues OpRetire.
+func (c *Core) Fault(f Fault, now time.Time) {
+	e, ok := c.entries[f.ID]
+	if !ok || e.inc != f.Incarnation || (e.phase != phaseActive && e.phase != phasePassivating) {
+		return
+	}
+	c.activity.Remove(f.ID)
+	d := Decide(e.kind.Options, f, e.history, now)
+	c.emit(Event{Type: EventFault, At: now, ID: f.ID, Incarnation: e.inc, Cause: f.Cause, Remedy: d.Remedy, Err: f.Err})
+	if d.Remedy == Retire {
+		if d.Escalated {
+			c.emit(Event{Type: EventEscalated, At: now, ID: f.ID, Incarnation: e.inc, Remedy: Retire})
+		}
+		e.phase = phaseRetiring
+		c.out = append(c.out, Command{Op: OpRetire, ID: f.ID, Kind: e.kind,
+			Incarnation: e.inc, Mint: e.inc + 1, Version: e.version})
+		return
+	}
+	c.out = append(c.out, Command{Op: OpStop, ID: f.ID, Kind: e.kind, Incarnation: e.inc})
+	if d.Remedy == Restart {
+		e.mint = e.inc + 1
+	}
+	c.scheduleResume(f.ID, e, d, now)
+}
+
+// Retired reports that OpRetire of id finished: its state at rest now
+// holds only the next incarnation, version. If mail is waiting (here
+// or reported earlier by a doorbell), a fresh activation starts.
+func (c *Core) Retired(id Identity, version uint64, mailWaiting bool, now time.Time) {
+	e, ok := c.entries[id]
+	if !ok || e.phase != phaseRetiring {
+		return
+	}
+	c.emit(Event{Type: EventRetired, At: now, ID: id, Incarnation: e.inc})
+	c.afterRelease(id, e, mailWaiting, now)
+}
+
+// afterRelease drops the entry of a passivated or retired identity, or
+// activates it again when mail is waiting.
+func (c *Core) afterRelease(id Identity, e *entry, mailWaiting bool, now time.Time) {
+	if (mailWaiting || e.mail) && !c.closing {
+		// Keep the restart history: a crash loop through retire and
+		// re-activation must still be seen.
+		fresh := &entry{kind: e.kind, history: e.history}
+		c.entries[id] = fresh
+		c.admit(id, fresh, now)
+		return
+	}
+	delete(c.entries, id)
+}
+
+// Tick drives time: it resumes faulted identities whose back-off ended,
+// passivates identities idle past their kind's timeout, and sheds the
+// least recently used when more than MaxActive are active.
+func (c *Core) Tick(now time.Time) {
+	for id := range c.backoff {
+		e := c.entries[id]
+		if e == nil || e.phase != phaseBackoff {
+			delete(c.backoff, id)
+			continue
+		}
+		if !now.Before(e.resumeAt) {
+			delete(c.backoff, id)
+			c.admit(id, e, now)
+		}
+	}
+	c.scratch = c.activity.Idle(now, c.scratch[:0])
+	for _, id := range c.scratch {
+		c.passivate(id, ReasonIdle, now)
+	}
+	c.shed(now)
+}
+
+// NextDeadline returns the next time at which Tick has work (an idle
+// timeout or a back-off ending), and false if there is none.
+func (c *Core) NextDeadline() (time.Time, bool) {
+	t, ok := c.activity.NextIdle()
+	for id := range c.backoff {
+		if e := c.entries[id]; e != nil && (!ok || e.resumeAt.Before(t)) {
+			t, ok = e.resumeAt, true
+		}
+	}
+	return t, ok
+}
+
+func (c *Core) shed(now time.Time) {
+	c.scratch = c.activity.Over(c.cfg.MaxActive, c.scratch[:0])
+	for _, id := range c.scratch {
+		c.passivate(id, ReasonPressure, now)
+	}
+}
+
+func (c *Core) passivate(id Identity, reason string, now time.Time) {
+	e, ok := c.entries[id]
+	if !ok || e.phase != phaseActive {
+		return
+	}
+	c.activity.Remove(id)
+	e.phase = phasePassivating
+	c.emit(Event{Type: EventPassivating, At: now, ID: id, Incarnation: e.inc, Reason: reason})
+	c.out = append(c.out, Command{Op: OpPassivate, ID: id, Kind: e.kind, Incarnation: e.inc,
+		Version: e.version, Persist: e.kind.Options.Persistence.Persistent(), Reason: reason})
+}
+
+// Passivate asks for id to be passivated now (an operator or test
+// request); it reports whether id was active.
+func (c *Core) Passivate(id Identity, now time.Time) bool {
+	e, ok := c.entries[id]
+	if !ok || e.phase != phaseActive {
+		return false
+	}
+	c.passivate(id, ReasonIdle, now)
+	return true
+}
+
+// Passivated reports that OpPassivate of id finished: the actor is
+// detached and its state (if any) is at rest under version. The entry
+// is dropped (the identity is dormant) unless mail is waiting, in which
+// case the identity is hydrated again.
+func (c *Core) Passivated(id Identity, version uint64, mailWaiting bool, now time.Time) {
+	e, ok := c.entries[id]
+	if !ok || e.phase != phasePassivating {
+		return
+	}
+	c.emit(Event{Type: EventPassivated, At: now, ID: id, Incarnation: e.inc})
+	c.afterRelease(id, e, mailWaiting, now)
+}
+
+// PassivateFailed reports that the state of id could not be written;
+// the actor stays attached and active, and a later tick tries again.
+func (c *Core) PassivateFailed(id Identity, err error, now time.Time) {
+	e, ok := c.entries[id]
+	if !ok || e.phase != phasePassivating {
+		return
+	}
+	c.emit(Event{Type: EventStoreError, At: now, ID: id, Incarnation: e.inc, Err: err})
+	e.phase = phaseActive
+	c.activity.Touch(id, e.kind.Options.IdleTimeout, now)
+}
+
+// Shutdown starts a graceful shutdown: every active identity is
+// passivated (its state written at rest), queued activations are
+// rejected, and later doorbells return ErrClosed. Identities being
+// loaded or backing off are passivated when they report back.
+func (c *Core) Shutdown(now time.Time) {
+	if c.closing {
+		return
+	}
+	c.closing = true
+	for id, e := range c.entries {
+		switch e.phase {
+		case phaseActive:
+			c.passivate(id, ReasonShutdown, now)
+		case phaseQueued:
+			delete(c.entries, id)
+			c.out = append(c.out, Command{Op: OpReject, ID: id, Kind: e.kind, Err: ErrClosed})
+		case phaseBackoff:
+			delete(c.entries, id)
+			delete(c.backoff, id)
+			c.out = append(c.out, Command{Op: OpReject, ID: id, Kind: e.kind, Err: ErrClosed})
+		}
+	}
+}
+
+// Closing reports whether Shutdown was called.
+func (c *Core) Closing() bool { return c.closing }
+
+// Settled reports whether nothing is active or in progress (after
+// Shutdown: the shell may close the store).
+func (c *Core) Settled() bool { return len(c.entries) == 0 }
+
+// Status answers the state of a reference to id pinned to incarnation
+// pinned (0: a plain kind/key reference). When the identity has no
+// entry the answer depends on its state at rest: Status then returns
+// atRest true and the caller completes it with StatusAtRest.
+// Errors: ErrUnknownKind (State Unknown).
+func (c *Core) Status(id Identity, pinned uint64) (st Status, atRest bool, err error) {
+	if _, err := c.reg.Lookup(id.Kind); err != nil {
+		return Status{State: actor.Unknown}, false, err
+	}
+	e, ok := c.entries[id]
+	if !ok || (e.inc == 0 && e.mint == 0) {
+		return Status{}, true, nil
+	}
+	return statusOf(pinned, max(e.inc, e.mint), true, e.phase == phaseActive || e.phase == phasePassivating), false, nil
+}
+
+// StatusAtRest completes Status for an identity with no entry, from its
+// record (found false: the store has none).
+func StatusAtRest(pinned uint64, rec Record, found bool, active bool) Status {
+	cur := uint64(1) // an identity never activated will run as incarnation 1
+	if found {
+		cur = max(rec.Incarnation, 1)
+	}
+	return statusOf(pinned, cur, active, false)
+}

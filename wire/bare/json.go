@@ -1,0 +1,713 @@
+package bare
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Errors of the JSON transcoder.
+var (
+	// ErrUnknownType is returned for a type name the schema lacks.
+	ErrUnknownType = errors.New("bare: unknown type")
+	// ErrJSON is matched by every *JSONError.
+	ErrJSON = errors.New("bare: JSON does not match the schema")
+)
+
+// JSONError reports JSON input that does not fit the schema, naming the
+// path of the offending value ("$.orders[2].quantity").
+type JSONError struct {
+	Path string
+	Msg  string
+}
+
+func (e *JSONError) Error() string { return e.Path + ": " + e.Msg }
+
+// Unwrap lets callers match ErrJSON.
+func (e *JSONError) Unwrap() error { return ErrJSON }
+
+// Transcoder converts between JSON and BARE for the types of one schema,
+// without generated code. The JSON mapping:
+//
+//	struct          object keyed by field name; every field required, no others
+//	union           {"Member": value}, Member being the member's type name
+//	                ("Customer", "str", "void"), or its decimal tag for
+//	                anonymous aggregates (any member may be given by tag)
+//	enum            the value's name
+//	optional        null or the value
+//	void            null
+//	data, data[N]   standard base64 string
+//	integers        numbers; 64-bit kinds above 2^53 in magnitude are printed
+//	                as decimal strings and accept strings on input
+//	f32, f64        numbers (NaN and infinities have no JSON form)
+//	list            array
+//	map             object; non-str keys as their decimal or text form
+//
+// A Transcoder is immutable and safe for concurrent use.
+type Transcoder struct {
+	schema *Schema
+	cfg    Config
+}
+
+// NewTranscoder returns a Transcoder for s that decodes BARE within cfg's
+// limits (zero fields mean defaults).
+func NewTranscoder(s *Schema, cfg Config) *Transcoder {
+	if cfg.Validate() != nil {
+		cfg = DefaultConfig()
+	}
+	cfg = cfg.withDefaults()
+	cfg.ZeroCopy = true // data is only read, never retained
+	return &Transcoder{schema: s, cfg: cfg}
+}
+
+func (tc *Transcoder) lookup(typeName string) (*Type, error) {
+	td, ok := tc.schema.Lookup(typeName)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownType, typeName)
+	}
+	if Resolve(td.Type).Kind == KindVoid {
+		return nil, fmt.Errorf("%w: %s is void and is only encoded inside a union", ErrUnknownType, typeName)
+	}
+	return td.Type, nil
+}
+
+// BAREToJSON decodes msg, which must hold exactly one value of the named
+// type, and returns it as compact JSON.
+func (tc *Transcoder) BAREToJSON(typeName string, msg []byte) ([]byte, error) {
+	t, err := tc.lookup(typeName)
+	if err != nil {
+		return nil, err
+	}
+	w := &jsonWriter{d: NewDecoder(msg, tc.cfg)}
+	w.value(t)
+	if err := w.d.Finish(); err != nil {
+		return nil, err
+	}
+	return w.out, nil
+}
+
+// JSONToBARE encodes the JSON value js as the named type.
+func (tc *Transcoder) JSONToBARE(typeName string, js []byte) ([]byte, error) {
+	t, err := tc.lookup(typeName)
+	if err != nil {
+		return nil, err
+	}
+	n, err := parseJSON(js, tc.cfg.MaxDepth)
+	if err != nil {
+		return nil, err
+	}
+	e := &jsonEncoder{}
+	out, err := e.value(nil, t, n, "$")
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > tc.cfg.MaxMessageBytes {
+		return nil, fmt.Errorf("%w: encoded message of %d bytes exceeds %d", ErrLimit, len(out), tc.cfg.MaxMessageBytes)
+	}
+	return out, nil
+}
+
+// memberName is the JSON key of a union member.
+func memberName(m Member) string {
+	switch m.Type.Kind {
+	case KindNamed:
+		return m.Type.Name
+	case KindStruct, KindUnion, KindList, KindMap, KindOptional:
+		return strconv.FormatUint(m.Tag, 10)
+	case KindData:
+		if m.Type.Len > 0 {
+			return strconv.FormatUint(m.Tag, 10)
+		}
+	}
+	return m.Type.Kind.String()
+}
+
+const maxSafeInt = 1 << 53
+
+// ---- BARE to JSON ----
+
+type jsonWriter struct {
+	d   *Decoder
+	out []byte
+}
+
+func (w *jsonWriter) value(t *Type) {
+	d := w.d
+	if d.Err() != nil {
+		return
+	}
+	switch t.Kind {
+	case KindUint, KindU64:
+		var v uint64
+		if t.Kind == KindUint {
+			v = d.Uint()
+		} else {
+			v = d.U64()
+		}
+		if v > maxSafeInt {
+			w.out = append(w.out, '"')
+			w.out = strconv.AppendUint(w.out, v, 10)
+			w.out = append(w.out, '"')
+		} else {
+			w.out = strconv.AppendUint(w.out, v, 10)
+		}
+	case KindInt, KindI64:
+		var v int64
+		if t.Kind == KindInt {
+			v = d.Int()
+		} else {
+			v = d.I64()
+		}
+		if v > maxSafeInt || v < -maxSafeInt {
+			w.out = append(w.out, '"')
+			w.out = strconv.AppendInt(w.out, v, 10)
+			w.out = append(w.out, '"')
+		} else {
+			w.out = strconv.AppendInt(w.out, v, 10)
+		}
+	case KindU8:
+		w.out = strconv.AppendUint(w.out, uint64(d.U8()), 10)
+	case KindU16:
+		w.out = strconv.AppendUint(w.out, uint64(d.U16()), 10)
+	case KindU32:
+		w.out = strconv.AppendUint(w.out, uint64(d.U32()), 10)
+	case KindI8:
+		w.out = strconv.AppendInt(w.out, int64(d.I8()), 10)
+	case KindI16:
+		w.out = strconv.AppendInt(w.out, int64(d.I16()), 10)
+	case KindI32:
+		w.out = strconv.AppendInt(w.out, int64(d.I32()), 10)
+	case KindF32, KindF64:
+		off := d.Offset()
+		var f float64
+		bits := 64
+		if t.Kind == KindF32 {
+			f, bits = float64(d.F32()), 32
+		} else {
+			f = d.F64()
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			d.Fail(off, ErrInvalidValue, fmt.Sprintf("%v has no JSON form", f))
+			return
+		}
+		w.out = strconv.AppendFloat(w.out, f, 'g', -1, bits)
+	case KindBool:
+		w.out = strconv.AppendBool(w.out, d.Bool())
+	case KindStr:
+		w.out = appendJSONString(w.out, d.Str())
+	case KindData:
+		var b []byte
+		if t.Len > 0 {
+			b = d.Bytes(t.Len)
+		} else {
+			b = d.Data(nil)
+		}
+		if d.Err() != nil {
+			return
+		}
+		w.out = append(w.out, '"')
+		w.out = base64.StdEncoding.AppendEncode(w.out, b)
+		w.out = append(w.out, '"')
+	case KindVoid:
+		w.out = append(w.out, "null"...)
+	case KindEnum:
+		off := d.Offset()
+		v := d.Uint()
+		if d.Err() != nil {
+			return
+		}
+		for _, ev := range t.Values {
+			if ev.Value == v {
+				w.out = appendJSONString(w.out, ev.Name)
+				return
+			}
+		}
+		d.Fail(off, ErrUnknownEnum, fmt.Sprintf("value %d", v))
+	case KindOptional:
+		if d.Optional() {
+			w.value(t.Elem)
+		} else if d.Err() == nil {
+			w.out = append(w.out, "null"...)
+		}
+	case KindList:
+		if !d.Enter() {
+			return
+		}
+		n := t.Len
+		if n == 0 {
+			n = d.Count(MinSize(t.Elem))
+		}
+		w.out = append(w.out, '[')
+		for i := 0; i < n && d.Err() == nil; i++ {
+			if i > 0 {
+				w.out = append(w.out, ',')
+			}
+			w.value(t.Elem)
+		}
+		w.out = append(w.out, ']')
+		d.Leave()
+	case KindMap:
+		if !d.Enter() {
+			return
+		}
+		n := d.Count(MinSize(t.Key) + MinSize(t.Elem))
+		seen := make(map[string]struct{}, n)
+		w.out = append(w.out, '{')
+		for i := 0; i < n && d.Err() == nil; i++ {
+			if i > 0 {
+				w.out = append(w.out, ',')
+			}
+			off := d.Offset()
+			w.mapKey(t.Key)
+			if d.Err() != nil {
+				break
+			}
+			raw := string(d.buf[off:d.Offset()])
+			if _, dup := seen[raw]; dup {
+				d.DuplicateKey(off)
+				break
+			}
+			seen[raw] = struct{}{}
+			w.out = append(w.out, ':')
+			w.value(t.Elem)
+		}
+		w.out = append(w.out, '}')
+		d.Leave()
+	case KindUnion:
+		if !d.Enter() {
+			return
+		}
+		off := d.Offset()
+		tag := d.Uint()
+		if d.Err() != nil {
+			return
+		}
+		for _, m := range t.Members {
+			if m.Tag == tag {
+				w.out = append(w.out, '{')
+				w.out = appendJSONString(w.out, memberName(m))
+				w.out = append(w.out, ':')
+				w.value(m.Type)
+				w.out = append(w.out, '}')
+				d.Leave()
+				return
+			}
+		}
+		d.UnknownTag(off, "union", tag)
+	case KindStruct:
+		if !d.Enter() {
+			return
+		}
+		w.out = append(w.out, '{')
+		for i, f := range t.Fields {
+			if i > 0 {
+				w.out = append(w.out, ',')
+			}
+			w.out = appendJSONString(w.out, f.Name)
+			w.out = append(w.out, ':')
+			w.value(f.Type)
+		}
+		w.out = append(w.out, '}')
+		d.Leave()
+	case KindNamed:
+		w.value(t.Def.Type)
+	}
+}
+
+// mapKey writes a map key as a JSON string.
+func (w *jsonWriter) mapKey(t *Type) {
+	r := Resolve(t)
+	switch r.Kind {
+	case KindStr, KindEnum:
+		w.value(r)
+	default:
+		w.out = append(w.out, '"')
+		w.value(r)
+		w.out = append(w.out, '"')
+	}
+}
+
+func appendJSONString(dst []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c == '\r':
+			dst = append(dst, '\\', 'r')
+		case c == '\t':
+			dst = append(dst, '\\', 't')
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
+
+// ---- JSON to BARE ----
+
+type jkind uint8
+
+const (
+	jNull jkind = iota
+	jBool
+	jNum
+	jStr
+	jArr
+	jObj
+)
+
+var jkindNames = [...]string{"null", "boolean", "number", "string", "array", "object"}
+
+// jnode is a parsed JSON value that keeps object keys in input order.
+type jnode struct {
+	kind jkind
+	b    bool
+	s    string // number text or string value
+	arr  []*jnode
+	keys []string
+	vals []*jnode
+}
+
+func parseJSON(data []byte, maxDepth int) (*jnode, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	n, err := readJSON(dec, 0, maxDepth)
+	if err != nil {
+		return nil, fmt.Errorf("%w: invalid JSON: %v", ErrJSON, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: invalid JSON: data after the value", ErrJSON)
+	}
+	return n, nil
+}
+
+func readJSON(dec *json.Decoder, depth, maxDepth int) (*jnode, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	switch v := tok.(type) {
+	case nil:
+		return &jnode{kind: jNull}, nil
+	case bool:
+		return &jnode{kind: jBool, b: v}, nil
+	case json.Number:
+		return &jnode{kind: jNum, s: string(v)}, nil
+	case string:
+		return &jnode{kind: jStr, s: v}, nil
+	case json.Delim:
+		if depth >= maxDepth {
+			return nil, fmt.Errorf("nesting deeper than %d", maxDepth)
+		}
+		n := &jnode{kind: jArr}
+		if v == '{' {
+			n.kind = jObj
+		}
+		for dec.More() {
+			if n.kind == jObj {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				n.keys = append(n.keys, kt.(string))
+			}
+			c, err := readJSON(dec, depth+1, maxDepth)
+			if err != nil {
+				return nil, err
+			}
+			if n.kind == jObj {
+				n.vals = append(n.vals, c)
+			} else {
+				n.arr = append(n.arr, c)
+			}
+		}
+		if _, err := dec.Token(); err != nil { // the closing delimiter
+			return nil, err
+		}
+		return n, nil
+	}
+	return nil, fmt.Errorf("unexpected token %v", tok)
+}
+
+type jsonEncoder struct{}
+
+func jerr(path, format string, args ...any) error {
+	return &JSONError{Path: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+func want(path string, n *jnode, what string) error {
+	return jerr(path, "want %s, got %s", what, jkindNames[n.kind])
+}
+
+// intText returns the decimal text of an integer given as a number, or as
+// a string when strOK.
+func intText(path string, n *jnode, strOK bool) (string, error) {
+	if n.kind == jNum || n.kind == jStr && strOK {
+		return n.s, nil
+	}
+	if strOK {
+		return "", want(path, n, "an integer (number or decimal string)")
+	}
+	return "", want(path, n, "an integer")
+}
+
+func parseUintText(path, s string, bits int) (uint64, error) {
+	v, err := strconv.ParseUint(s, 10, bits)
+	if err != nil {
+		return 0, jerr(path, "%q is not a u%d", s, bits)
+	}
+	return v, nil
+}
+
+func parseIntText(path, s string, bits int) (int64, error) {
+	v, err := strconv.ParseInt(s, 10, bits)
+	if err != nil {
+		return 0, jerr(path, "%q is not an i%d", s, bits)
+	}
+	return v, nil
+}
+
+var intBits = map[Kind]int{
+	KindUint: 64, KindU8: 8, KindU16: 16, KindU32: 32, KindU64: 64,
+	KindInt: 64, KindI8: 8, KindI16: 16, KindI32: 32, KindI64: 64,
+}
+
+func (e *jsonEncoder) value(dst []byte, t *Type, n *jnode, path string) ([]byte, error) {
+	switch t.Kind {
+	case KindUint, KindU8, KindU16, KindU32, KindU64:
+		bits := intBits[t.Kind]
+		s, err := intText(path, n, bits == 64)
+		if err != nil {
+			return nil, err
+		}
+		v, err := parseUintText(path, s, bits)
+		if err != nil {
+			return nil, err
+		}
+		switch t.Kind {
+		case KindUint:
+			return AppendUint(dst, v), nil
+		case KindU8:
+			return AppendU8(dst, uint8(v)), nil
+		case KindU16:
+			return AppendU16(dst, uint16(v)), nil
+		case KindU32:
+			return AppendU32(dst, uint32(v)), nil
+		}
+		return AppendU64(dst, v), nil
+	case KindInt, KindI8, KindI16, KindI32, KindI64:
+		bits := intBits[t.Kind]
+		s, err := intText(path, n, bits == 64)
+		if err != nil {
+			return nil, err
+		}
+		v, err := parseIntText(path, s, bits)
+		if err != nil {
+			return nil, err
+		}
+		switch t.Kind {
+		case KindInt:
+			return AppendInt(dst, v), nil
+		case KindI8:
+			return AppendI8(dst, int8(v)), nil
+		case KindI16:
+			return AppendI16(dst, int16(v)), nil
+		case KindI32:
+			return AppendI32(dst, int32(v)), nil
+		}
+		return AppendI64(dst, v), nil
+	case KindF32, KindF64:
+		if n.kind != jNum {
+			return nil, want(path, n, "a number")
+		}
+		bits := 64
+		if t.Kind == KindF32 {
+			bits = 32
+		}
+		f, err := strconv.ParseFloat(n.s, bits)
+		if err != nil {
+			return nil, jerr(path, "%s is not an f%d", n.s, bits)
+		}
+		if bits == 32 {
+			return AppendF32(dst, float32(f)), nil
+		}
+		return AppendF64(dst, f), nil
+	case KindBool:
+		if n.kind != jBool {
+			return nil, want(path, n, "a boolean")
+		}
+		return AppendBool(dst, n.b), nil
+	case KindStr:
+		if n.kind != jStr {
+			return nil, want(path, n, "a string")
+		}
+		if !utf8.ValidString(n.s) {
+			return nil, jerr(path, "invalid UTF-8")
+		}
+		return AppendString(dst, n.s), nil
+	case KindData:
+		if n.kind != jStr {
+			return nil, want(path, n, "a base64 string")
+		}
+		b, err := base64.StdEncoding.Strict().DecodeString(n.s)
+		if err != nil {
+			return nil, jerr(path, "invalid base64: %v", err)
+		}
+		if t.Len > 0 {
+			if len(b) != t.Len {
+				return nil, jerr(path, "want %d bytes, got %d", t.Len, len(b))
+			}
+			return append(dst, b...), nil
+		}
+		return AppendData(dst, b), nil
+	case KindVoid:
+		if n.kind != jNull {
+			return nil, want(path, n, "null")
+		}
+		return dst, nil
+	case KindEnum:
+		if n.kind != jStr {
+			return nil, want(path, n, "an enum value name")
+		}
+		for _, ev := range t.Values {
+			if ev.Name == n.s {
+				return AppendUint(dst, ev.Value), nil
+			}
+		}
+		return nil, jerr(path, "unknown enum value %q", n.s)
+	case KindOptional:
+		if n.kind == jNull {
+			return append(dst, 0), nil
+		}
+		return e.value(append(dst, 1), t.Elem, n, path)
+	case KindList:
+		if n.kind != jArr {
+			return nil, want(path, n, "an array")
+		}
+		if t.Len > 0 {
+			if len(n.arr) != t.Len {
+				return nil, jerr(path, "want %d items, got %d", t.Len, len(n.arr))
+			}
+		} else {
+			dst = AppendUint(dst, uint64(len(n.arr)))
+		}
+		var err error
+		for i, c := range n.arr {
+			if dst, err = e.value(dst, t.Elem, c, path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return nil, err
+			}
+		}
+		return dst, nil
+	case KindMap:
+		if n.kind != jObj {
+			return nil, want(path, n, "an object")
+		}
+		dst = AppendUint(dst, uint64(len(n.keys)))
+		seen := make(map[string]struct{}, len(n.keys))
+		var err error
+		for i, k := range n.keys {
+			kp := path + "[" + strconv.Quote(k) + "]"
+			start := len(dst)
+			if dst, err = e.mapKey(dst, t.Key, k, kp); err != nil {
+				return nil, err
+			}
+			raw := string(dst[start:])
+			if _, dup := seen[raw]; dup {
+				return nil, jerr(kp, "duplicate map key")
+			}
+			seen[raw] = struct{}{}
+			if dst, err = e.value(dst, t.Elem, n.vals[i], kp); err != nil {
+				return nil, err
+			}
+		}
+		return dst, nil
+	case KindUnion:
+		if n.kind != jObj || len(n.keys) != 1 {
+			return nil, jerr(path, "want an object with exactly one member name")
+		}
+		k := n.keys[0]
+		for _, m := range t.Members {
+			if memberName(m) == k || strconv.FormatUint(m.Tag, 10) == k {
+				return e.value(AppendUint(dst, m.Tag), m.Type, n.vals[0], path+"."+k)
+			}
+		}
+		return nil, jerr(path, "unknown union member %q", k)
+	case KindStruct:
+		if n.kind != jObj {
+			return nil, want(path, n, "an object")
+		}
+		idx := make(map[string]int, len(n.keys))
+		for i, k := range n.keys {
+			if _, dup := idx[k]; dup {
+				return nil, jerr(path+"."+k, "duplicate field")
+			}
+			idx[k] = i
+		}
+		for _, k := range n.keys {
+			if !hasField(t, k) {
+				return nil, jerr(path+"."+k, "unknown field")
+			}
+		}
+		var err error
+		for _, f := range t.Fields {
+			i, ok := idx[f.Name]
+			if !ok {
+				return nil, jerr(path+"."+f.Name, "missing field")
+			}
+			if dst, err = e.value(dst, f.Type, n.vals[i], path+"."+f.Name); err != nil {
+				return nil, err
+			}
+		}
+		return dst, nil
+	case KindNamed:
+		return e.value(dst, t.Def.Type, n, path)
+	}
+	return nil, jerr(path, "unsupported type %v", t.Kind)
+}
+
+func hasField(t *Type, name string) bool {
+	for _, f := range t.Fields {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// mapKey encodes an object key as a map key of type t.
+func (e *jsonEncoder) mapKey(dst []byte, t *Type, k, path string) ([]byte, error) {
+	r := Resolve(t)
+	switch r.Kind {
+	case KindStr, KindEnum:
+		return e.value(dst, r, &jnode{kind: jStr, s: k}, path)
+	case KindBool:
+		switch k {
+		case "true", "false":
+			return AppendBool(dst, k == "true"), nil
+		}
+		return nil, jerr(path, "map key %q is not true or false", k)
+	}
+	// Integer keys: the decimal form, also for the small kinds.
+	s := k
+	if intBits[r.Kind] != 64 {
+		// Reuse the number path, which accepts only numbers for small kinds.
+		return e.value(dst, r, &jnode{kind: jNum, s: s}, path)
+	}
+	return e.value(dst, r, &jnode{kind: jStr, s: s}, path)
+}

@@ -1,0 +1,526 @@
+package ariel_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/ariel"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newSched starts a scheduler and closes it at the end of the test.
+func newSched(t testing.TB, cfg ariel.Config) *ariel.Scheduler {
+	t.Helper()
+	s, err := ariel.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func waitIdle(t testing.TB, s *ariel.Scheduler) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.WaitIdle(ctx); err != nil {
+		t.Fatalf("WaitIdle: %v", err)
+	}
+}
+
+func askCtx(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+type echo struct{}
+
+func (echo) Receive(ctx actor.Context, msg any) {
+	switch msg.(type) {
+	case actor.Started, actor.Stopping:
+	default:
+		ctx.Reply(msg)
+	}
+}
+
+func TestTellAskSpawn(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	ref, err := s.Spawn(echo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Ask(askCtx(t), ref, "hi")
+	if err != nil || got != "hi" {
+		t.Fatalf("Ask = %v, %v; want hi", got, err)
+	}
+	if err := s.Tell(ref, 1); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.State(ref); st != actor.Valid {
+		t.Fatalf("State = %v, want Valid", st)
+	}
+	if ref.Node() != "local" || ref.Incarnation() != 1 {
+		t.Fatalf("ref = %v", ref)
+	}
+}
+
+func TestInTurnAskContinuation(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	callee, _ := s.Spawn(echo{})
+	done := make(chan string, 1)
+	var others atomic.Int32
+	caller, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		switch m := msg.(type) {
+		case string:
+			ctx.Ask(callee, m+"!", func(ctx actor.Context, reply any, err error) {
+				if err != nil {
+					done <- "error: " + err.Error()
+					return
+				}
+				done <- reply.(string) + " @" + ctx.Self().String()
+			})
+		case int:
+			others.Add(1)
+		}
+	}))
+	if err := s.Tell(caller, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := <-done, "x! @"+caller.String(); got != want {
+		t.Fatalf("continuation got %q, want %q", got, want)
+	}
+}
+
+// overlapChecker fails if two turns of one actor ever overlap.
+type overlapChecker struct {
+	in      atomic.Int32
+	overlap atomic.Bool
+	n       atomic.Int64
+}
+
+func (o *overlapChecker) Receive(ctx actor.Context, msg any) {
+	if o.in.Add(1) != 1 {
+		o.overlap.Store(true)
+	}
+	for i := 0; i < 50; i++ { // widen the window
+		_ = i
+	}
+	o.n.Add(1)
+	o.in.Add(-1)
+}
+
+func TestSingleThreadedTurnsUnderContention(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 4, MailboxCapacity: 1 << 16})
+	const targets, senders, per = 4, 8, 2000
+	checkers := make([]*overlapChecker, targets)
+	refs := make([]actor.Ref, targets)
+	for i := range checkers {
+		checkers[i] = &overlapChecker{}
+		refs[i], _ = s.Spawn(checkers[i])
+	}
+	// Actor senders and goroutine senders at once.
+	relay, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if k, ok := msg.(int); ok {
+			for _, r := range refs {
+				_ = ctx.Tell(r, k)
+			}
+		}
+	}))
+	var wg sync.WaitGroup
+	for g := 0; g < senders; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				for s.Tell(refs[(g+i)%targets], i) != nil {
+				}
+				if i%16 == 0 {
+					for s.Tell(relay, i) != nil {
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitIdle(t, s)
+	var total int64
+	for i, c := range checkers {
+		if c.overlap.Load() {
+			t.Fatalf("actor %d ran two turns at once", i)
+		}
+		total += c.n.Load() - 1 // Started
+	}
+	if want := int64(senders*per + senders*((per+15)/16)*targets); total != want {
+		t.Fatalf("handled %d messages, want %d", total, want)
+	}
+}
+
+type seqMsg struct {
+	from int
+	seq  int
+}
+
+func TestPerSenderFIFO(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 4, MailboxCapacity: 1 << 16})
+	const senders, per = 16, 1000
+	last := make([]int, senders)
+	for i := range last {
+		last[i] = -1
+	}
+	var bad atomic.Value
+	recv, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if m, ok := msg.(seqMsg); ok {
+			if m.seq != last[m.from]+1 {
+				bad.CompareAndSwap(nil, m)
+			}
+			last[m.from] = m.seq
+		}
+	}))
+	// Half the senders are actors (batched sends), half program goroutines.
+	var wg sync.WaitGroup
+	for i := 0; i < senders; i++ {
+		if i%2 == 0 {
+			a, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+				if _, ok := msg.(string); ok {
+					for k := 0; k < per; k++ {
+						if err := ctx.Tell(recv, seqMsg{i, k}); err != nil {
+							bad.CompareAndSwap(nil, err)
+						}
+					}
+				}
+			}))
+			if err := s.Tell(a, "go"); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < per; k++ {
+				if err := s.Tell(recv, seqMsg{i, k}); err != nil {
+					bad.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitIdle(t, s)
+	if v := bad.Load(); v != nil {
+		t.Fatalf("out of order or refused: %v", v)
+	}
+	for i, l := range last {
+		if l != per-1 {
+			t.Fatalf("sender %d: last seq %d, want %d", i, l, per-1)
+		}
+	}
+}
+
+func TestExactlyOnceStress(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 4, MailboxCapacity: 64})
+	const actors, senders, per = 32, 8, 1500
+	seen := make([][]uint8, actors)
+	refs := make([]actor.Ref, actors)
+	for i := range refs {
+		seen[i] = make([]uint8, senders*per)
+		refs[i], _ = s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+			if id, ok := msg.(int); ok {
+				seen[i][id]++
+			}
+		}))
+	}
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < senders; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				id := g*per + i
+				for {
+					err := s.Tell(refs[id%actors], id)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, actor.ErrRefused) {
+						t.Errorf("Tell: %v", err)
+						return
+					}
+					refused.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitIdle(t, s)
+	for a := range seen {
+		for id, n := range seen[a] {
+			want := uint8(0)
+			if id%actors == a {
+				want = 1
+			}
+			if n != want {
+				t.Fatalf("actor %d saw message %d %d times, want %d", a, id, n, want)
+			}
+		}
+	}
+	if got := s.Stats().Refused; got != uint64(refused.Load()) {
+		t.Fatalf("Stats.Refused = %d, want %d", got, refused.Load())
+	}
+}
+
+// blocker blocks its turn on a "block" message until release is closed.
+type blocker struct {
+	entered chan struct{}
+	release chan struct{}
+	handled []any
+	mu      sync.Mutex
+}
+
+func newBlocker() *blocker {
+	return &blocker{entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (b *blocker) Receive(ctx actor.Context, msg any) {
+	if msg == "block" {
+		b.entered <- struct{}{}
+		<-b.release
+		return
+	}
+	b.mu.Lock()
+	b.handled = append(b.handled, msg)
+	b.mu.Unlock()
+	ctx.Reply(msg)
+}
+
+func TestRefusalOnFullMailbox(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	b := newBlocker()
+	ref, _ := s.Spawn(b, actor.WithMailbox(4))
+	if err := s.Tell(ref, "block"); err != nil {
+		t.Fatal(err)
+	}
+	<-b.entered
+	for i := 0; i < 4; i++ {
+		if err := s.Tell(ref, i); err != nil {
+			t.Fatalf("Tell %d: %v", i, err)
+		}
+	}
+	if err := s.Tell(ref, 4); !errors.Is(err, actor.ErrRefused) {
+		t.Fatalf("Tell to a full mailbox = %v, want ErrRefused", err)
+	}
+	if _, err := s.Ask(askCtx(t), ref, 5); !errors.Is(err, actor.ErrRefused) {
+		t.Fatalf("Ask to a full mailbox = %v, want ErrRefused", err)
+	}
+	if got := s.Stats().Refused; got != 2 {
+		t.Fatalf("Stats.Refused = %d, want 2", got)
+	}
+	close(b.release)
+	waitIdle(t, s)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.handled) != 5 { // Started + 0..3
+		t.Fatalf("handled %v", b.handled)
+	}
+}
+
+func TestRefusedTellFromActorIsUndelivered(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	b := newBlocker()
+	full, _ := s.Spawn(b, actor.WithMailbox(1))
+	_ = s.Tell(full, "block")
+	<-b.entered
+	_ = s.Tell(full, 0) // fills it
+	got := make(chan actor.Undelivered, 1)
+	var tellErr error
+	sender, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		switch m := msg.(type) {
+		case string:
+			tellErr = ctx.Tell(full, m)
+		case actor.Undelivered:
+			got <- m
+		}
+	}))
+	_ = s.Tell(sender, "x")
+	u := <-got
+	if !errors.Is(u.Err, actor.ErrRefused) || u.To != full || u.Message != "x" {
+		t.Fatalf("Undelivered = %+v", u)
+	}
+	if !errors.Is(tellErr, actor.ErrRefused) {
+		t.Fatalf("ctx.Tell = %v, want ErrRefused", tellErr)
+	}
+	close(b.release)
+}
+
+// busy re-sends itself a message every turn, forever (until stop is set).
+type busy struct {
+	turns atomic.Int64
+	stop  *atomic.Bool
+}
+
+func (b *busy) Receive(ctx actor.Context, msg any) {
+	b.turns.Add(1)
+	if !b.stop.Load() {
+		_ = ctx.Tell(ctx.Self(), msg)
+	}
+}
+
+func TestNoStarvationOfSecondBusyActor(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 1})
+	var stop atomic.Bool
+	a, b := &busy{stop: &stop}, &busy{stop: &stop}
+	ra, _ := s.Spawn(a)
+	_ = s.Tell(ra, 0)
+	// Give a a head start so it is already spinning on the only worker.
+	for a.turns.Load() < 1000 {
+		time.Sleep(time.Millisecond)
+	}
+	rb, _ := s.Spawn(b)
+	_ = s.Tell(rb, 0)
+	// Program code still gets answers while both are busy.
+	e, _ := s.Spawn(echo{})
+	if _, err := s.Ask(askCtx(t), e, "ping"); err != nil {
+		t.Fatalf("Ask while two actors are busy: %v", err)
+	}
+	for b.turns.Load() < 1000 {
+		time.Sleep(time.Millisecond)
+	}
+	stop.Store(true)
+	waitIdle(t, s)
+	if s.Stats().BudgetYields == 0 {
+		t.Fatal("no budget yields recorded")
+	}
+}
+
+func TestLostWakeupHammer(t *testing.T) {
+	// SpinIterations 1 makes workers park almost at once, so nearly every
+	// message races a worker going to sleep.
+	s := newSched(t, ariel.Config{Workers: 2, SpinIterations: 1})
+	var got atomic.Int64
+	ref, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if _, ok := msg.(int); ok {
+			got.Add(1)
+			ctx.Reply(msg)
+		}
+	}))
+	const goroutines, rounds = 4, 2000
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := s.Ask(ctx, ref, i)
+				cancel()
+				if err != nil {
+					t.Errorf("round %d: %v (a wake-up was lost?)", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got.Load() != goroutines*rounds {
+		t.Fatalf("handled %d, want %d", got.Load(), goroutines*rounds)
+	}
+	if s.Stats().Parks == 0 {
+		t.Fatal("workers never parked: the hammer did not exercise parking")
+	}
+}
+
+// faultRecorder is a FaultHook that hands faults to the test.
+type faultRecorder struct{ ch chan ariel.Fault }
+
+func (f *faultRecorder) Fault(x ariel.Fault) { f.ch <- x }
+
+func TestPanicRecovery(t *testing.T) {
+	h := &faultRecorder{ch: make(chan ariel.Fault, 4)}
+	s := newSched(t, ariel.Config{Workers: 2, Faults: h})
+	ref, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if msg == "boom" {
+			panic("kaboom")
+		}
+		ctx.Reply(msg)
+	}))
+	if _, err := s.Ask(askCtx(t), ref, "boom"); err == nil || err.Error() != "panic: kaboom" {
+		t.Fatalf("Ask of a panicking turn = %v, want the panic as error", err)
+	}
+	f := <-h.ch
+	if f.Outcome != ariel.Panicked || f.Panic != "kaboom" || f.Ref.Unpinned() != ref.Unpinned() || len(f.Stack) == 0 {
+		t.Fatalf("fault = %+v", f)
+	}
+	if got, err := s.Ask(askCtx(t), ref, "after"); err != nil || got != "after" {
+		t.Fatalf("actor did not survive its panic: %v, %v", got, err)
+	}
+	if s.Stats().Panics != 1 {
+		t.Fatalf("Stats.Panics = %d", s.Stats().Panics)
+	}
+}
+
+func TestWatchdogReplacesStuckWorker(t *testing.T) {
+	h := &faultRecorder{ch: make(chan ariel.Fault, 4)}
+	s := newSched(t, ariel.Config{Workers: 1, TurnBudget: 40 * time.Millisecond, Faults: h})
+	b := newBlocker()
+	stuck, _ := s.Spawn(b)
+	_ = s.Tell(stuck, "block")
+	<-b.entered
+	f := <-h.ch
+	if f.Outcome != ariel.BudgetExhausted || !errors.Is(f.Err, ariel.ErrBudgetExhausted) || f.Ref.Unpinned() != stuck.Unpinned() {
+		t.Fatalf("fault = %+v", f)
+	}
+	// The only worker is stuck; its replacement must serve the rest.
+	e, _ := s.Spawn(echo{})
+	if got, err := s.Ask(askCtx(t), e, "alive"); err != nil || got != "alive" {
+		t.Fatalf("pool lost its capacity: %v, %v", got, err)
+	}
+	if st := s.Stats(); st.Exhausted != 1 || st.Workers != 2 {
+		t.Fatalf("stats = %+v", st)
+	}
+	close(b.release)
+	if got, err := s.Ask(askCtx(t), stuck, "later"); err != nil || got != "later" {
+		t.Fatalf("stuck actor after release: %v, %v", got, err)
+	}
+	waitIdle(t, s)
+}
+
+func TestAskDeadlineAndExpiryAtDequeue(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	b := newBlocker()
+	ref, _ := s.Spawn(b)
+	_ = s.Tell(ref, "block")
+	<-b.entered
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if _, err := s.Ask(ctx, ref, "late"); !errors.Is(err, actor.ErrDeadlineExceeded) {
+		t.Fatalf("Ask = %v, want ErrDeadlineExceeded", err)
+	}
+	close(b.release)
+	waitIdle(t, s)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range b.handled {
+		if m == "late" {
+			t.Fatal("an expired ask ran its handler")
+		}
+	}
+	if s.Stats().Expired == 0 {
+		t.Fatal("expired ask not counted")
+	}
+}

@@ -1,0 +1,148 @@
+package ariel
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+)
+
+// pending is one outstanding ask. Exactly one completion wins: the reply,
+// the deadline timer, a routing failure, or a remote answer by id.
+type pending struct {
+	s     *Scheduler
+	id    uint64 // non-zero once registered for completion by id
+	done  atomic.Bool
+	timer Timer
+
+	ch   chan result        // program-code ask
+	cell *Cell              // in-turn ask: the asker
+	then actor.Continuation // its continuation
+	fn   func(any, error)   // ask that arrived from another node
+}
+
+type result struct {
+	v   any
+	err error
+}
+
+// replyMsg carries an outcome to an asking actor's system lane.
+type replyMsg struct {
+	v    any
+	err  error
+	then actor.Continuation
+}
+
+// arm starts the deadline timer. Call before the ask can be answered.
+func (p *pending) arm(d time.Duration) {
+	p.timer = p.s.clock.AfterFunc(d, func() {
+		if p.finish() {
+			p.s.g.expired.Add(1)
+			p.deliver(nil, actor.ErrDeadlineExceeded, nil)
+		}
+	})
+}
+
+// finish claims the completion; only the first caller gets true.
+func (p *pending) finish() bool {
+	if !p.done.CompareAndSwap(false, true) {
+		return false
+	}
+	if p.id != 0 {
+		p.s.asks.Delete(p.id)
+	}
+	return true
+}
+
+// complete answers the ask unless it was answered already. ex, when not nil,
+// is the executor of the replying turn (keeps the asker's wake local).
+func (p *pending) complete(v any, err error, ex *executor) bool {
+	if !p.finish() {
+		return false
+	}
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.deliver(v, err, ex)
+	return true
+}
+
+func (p *pending) deliver(v any, err error, ex *executor) {
+	switch {
+	case p.ch != nil:
+		p.ch <- result{v, err}
+	case p.cell != nil:
+		if p.cell.pushSys(envelope{kind: kReply, msg: &replyMsg{v: v, err: err, then: p.then}}) {
+			p.s.wake(p.cell, ex)
+		}
+	case p.fn != nil:
+		p.fn(v, err)
+	}
+}
+
+func (s *Scheduler) registerAsk(p *pending) uint64 {
+	id := s.nextAsk.Add(1)
+	p.id = id
+	s.asks.Store(id, p)
+	return id
+}
+
+// CompleteAsk completes the ask forwarded with AskID id (see Router.Forward)
+// with a reply or an error. It reports false when the ask is unknown or was
+// already completed (for example by its deadline). Safe from any goroutine.
+func (s *Scheduler) CompleteAsk(id uint64, reply any, err error) bool {
+	v, ok := s.asks.Load(id)
+	if !ok {
+		return false
+	}
+	return v.(*pending).complete(reply, err, nil)
+}
+
+// Deliver hands a message that arrived from another node to a local actor.
+// from is the remote sender (zero if none). For an ask, reply is called
+// exactly once with the answer or an error, at the latest at deadline;
+// for a tell, reply is nil. The error is the admission outcome.
+func (s *Scheduler) Deliver(to, from actor.Ref, msg any, deadline time.Time, reply func(any, error)) error {
+	if s.closing.Load() {
+		return ErrClosed
+	}
+	c, err := s.local.Resolve(to)
+	if err != nil {
+		s.g.undelivered.Add(1)
+		return err
+	}
+	if c == nil {
+		return actor.ErrProcessUnavailable
+	}
+	if err := c.reserve(); err != nil {
+		s.countRefusal(err)
+		return err
+	}
+	e := envelope{msg: msg}
+	if !from.IsZero() {
+		f := from
+		e.xfrom = &f
+	}
+	if reply != nil {
+		p := &pending{s: s, fn: reply}
+		d := deadline.Sub(s.clock.Now())
+		if deadline.IsZero() {
+			d = actor.DefaultAskTimeout
+			deadline = s.clock.Now().Add(d)
+		}
+		p.arm(d)
+		e.ask, e.deadline = p, deadline.UnixNano()
+	}
+	if s.latency != nil {
+		e.enq = s.clock.Now().UnixNano()
+	}
+	if !c.pushOne(e) {
+		c.unreserve(1)
+		if e.ask != nil {
+			e.ask.complete(nil, actor.ErrActorTerminated, nil)
+		}
+		return actor.ErrActorTerminated
+	}
+	s.wake(c, nil)
+	return nil
+}

@@ -1,0 +1,131 @@
+package ariel
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+)
+
+// Config configures a Scheduler. Zero fields take the defaults of
+// DefaultConfig. The fields are plain numbers so that the node's assumption
+// manifest can report them as the capacities the scheduler enforces.
+type Config struct {
+	// Node is this node's name; it appears in the references of spawned
+	// actors. Default "local".
+	Node string
+	// Workers is the number of pool workers. Default GOMAXPROCS.
+	Workers int
+	// MailboxCapacity is the default bound of a mailbox (user mail). A send
+	// to a full mailbox is refused with actor.ErrRefused. Default 1024.
+	MailboxCapacity int
+	// FairnessMessages ends a drain cycle after this many messages; the
+	// actor then goes to the back of the shared queue. Default 64.
+	FairnessMessages int
+	// FairnessTime ends a drain cycle after this long (the clock is read
+	// only every few messages, so a cycle may run slightly over). Default
+	// 200µs.
+	FairnessTime time.Duration
+	// TurnBudget is the longest a single turn may run before the watchdog
+	// reports BudgetExhausted and replaces the worker. Default 5s.
+	TurnBudget time.Duration
+	// SpinIterations is how many times an idle worker looks for work before
+	// it parks. Default 64.
+	SpinIterations int
+	// Simulated selects the deterministic scheduler: one goroutine, seeded
+	// choice among ready actors, a virtual clock. Workers is ignored.
+	Simulated bool
+	// Seed seeds the simulated scheduler's choices.
+	Seed uint64
+
+	// Clock is the time source for timers, deadlines and budgets. Default
+	// the real clock; in simulated mode it must be nil or a *SimClock
+	// (default a new SimClock).
+	Clock Clock
+	// Logger receives diagnostics. Default: discard.
+	Logger *slog.Logger
+	// Faults receives panics and exhausted turn budgets. Default: log at
+	// error level and count.
+	Faults FaultHook
+	// Activator is rung when mail arrives for an inactive cell. Default:
+	// activate virtual actors from the factory registered for their kind.
+	Activator Activator
+	// Latency, when set, observes per-message queueing and handler time.
+	// It makes every message read the clock twice; leave it nil on hot
+	// paths that do not need it.
+	Latency LatencyObserver
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Node:             "local",
+		Workers:          runtime.GOMAXPROCS(0),
+		MailboxCapacity:  1024,
+		FairnessMessages: 64,
+		FairnessTime:     200 * time.Microsecond,
+		TurnBudget:       5 * time.Second,
+		SpinIterations:   64,
+	}
+}
+
+// withDefaults fills zero fields.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Node == "" {
+		c.Node = d.Node
+	}
+	if c.Workers == 0 {
+		c.Workers = d.Workers
+	}
+	if c.MailboxCapacity == 0 {
+		c.MailboxCapacity = d.MailboxCapacity
+	}
+	if c.FairnessMessages == 0 {
+		c.FairnessMessages = d.FairnessMessages
+	}
+	if c.FairnessTime == 0 {
+		c.FairnessTime = d.FairnessTime
+	}
+	if c.TurnBudget == 0 {
+		c.TurnBudget = d.TurnBudget
+	}
+	if c.SpinIterations == 0 {
+		c.SpinIterations = d.SpinIterations
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// maxMailbox bounds MailboxCapacity (the ring indexes with int32).
+const maxMailbox = 1 << 24
+
+// Validate reports a configuration the scheduler cannot run with. Zero
+// values are valid (they mean "default").
+func (c Config) Validate() error {
+	var errs []error
+	if c.Workers < 0 || c.Workers > 4096 {
+		errs = append(errs, fmt.Errorf("ariel: Workers %d out of range [1,4096]", c.Workers))
+	}
+	if c.MailboxCapacity < 0 || c.MailboxCapacity > maxMailbox {
+		errs = append(errs, fmt.Errorf("ariel: MailboxCapacity %d out of range [1,%d]", c.MailboxCapacity, maxMailbox))
+	}
+	if c.FairnessMessages < 0 {
+		errs = append(errs, fmt.Errorf("ariel: FairnessMessages %d is negative", c.FairnessMessages))
+	}
+	if c.FairnessTime < 0 || c.TurnBudget < 0 {
+		errs = append(errs, errors.New("ariel: FairnessTime and TurnBudget must not be negative"))
+	}
+	if c.SpinIterations < 0 {
+		errs = append(errs, fmt.Errorf("ariel: SpinIterations %d is negative", c.SpinIterations))
+	}
+	if c.Simulated && c.Clock != nil {
+		if _, ok := c.Clock.(*SimClock); !ok {
+			errs = append(errs, errors.New("ariel: a simulated scheduler needs a *SimClock"))
+		}
+	}
+	return errors.Join(errs...)
+}

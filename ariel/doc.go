@@ -1,0 +1,76 @@
+// Package ariel is Tempest's local scheduler: it decides which ready actor
+// runs next on this node, and nothing else. Actors never address it; its
+// clients are the supervisor (Prospero), the node wiring and program code
+// sending mail.
+//
+// # Model
+//
+// Every actor identity has a cell: a bounded multi-producer single-consumer
+// mailbox for user mail, a system lane (lifecycle, replies to asks,
+// supervision) that is drained first and never refused, a run-token, and —
+// once attached — the actor value. The cell can exist before the actor
+// value: mail admitted to a cell without an actor is not scheduled; the
+// Activator is rung once, and the supervisor attaches an actor later.
+//
+// The run-token is one atomic word. A sender that finds the cell Idle moves
+// it to Ready with a CAS and only the winner queues it; a worker claims it
+// Ready→Running with a CAS; after draining the mailbox to empty the worker
+// marks it Idle while holding the mailbox lock, so a send racing the idle
+// transition always sees Idle and wakes the cell again. At most one turn of
+// an actor runs at any instant.
+//
+// Turns run on a fixed pool of workers (default GOMAXPROCS), not a goroutine
+// per actor. Each worker has a LIFO slot holding the freshest wake, so a
+// request/reply hop runs next on the same warm worker, and a bounded run
+// queue that idle siblings steal from. Work from outside the pool, and
+// actors that used up their fairness budget, go to a shared FIFO injector.
+// Idle workers spin briefly, then park; a producer wakes a parked worker only
+// when nobody is spinning, and the parking protocol rules out lost wake-ups.
+//
+// Sends made during a turn are buffered and delivered when the turn returns,
+// grouped by recipient: a fan-out to N actors costs one mailbox lock and at
+// most one wake per recipient. Admission is still synchronous: Tell reserves
+// the recipient's capacity at once and returns actor.ErrRefused when the
+// mailbox is full. Per-sender, per-recipient FIFO holds.
+//
+// A drain cycle ends after FairnessMessages messages or FairnessTime (the
+// clock is read every few messages); a busy actor then goes to the back of
+// the injector, so two always-busy actors share a worker. A watchdog
+// goroutine outside the pool reports a turn running past TurnBudget as
+// BudgetExhausted through the FaultHook and starts a replacement worker; a
+// panic in a handler is recovered and reported through the same hook.
+//
+// Every send goes through the Router: LocalRouter resolves actors on this
+// node; the cluster installs a Router that forwards other references over
+// the network and completes their asks with CompleteAsk. Asks carry an
+// absolute deadline; an ask that is past it when dequeued is answered
+// actor.ErrDeadlineExceeded without running the handler, and every pending
+// ask fails at its deadline even if nothing answers.
+//
+// With Config.Simulated the same API runs on one goroutine that picks the
+// next ready actor with a seeded generator and a virtual clock (SimClock)
+// that jumps to the next timer when nothing is ready: the same seed replays
+// the same sequence of turns.
+//
+// # Usage
+//
+//	s, err := ariel.New(ariel.Config{})
+//	if err != nil { ... }
+//	defer s.Close(context.Background())
+//
+//	ref, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+//		if name, ok := msg.(string); ok {
+//			ctx.Reply("hello " + name)
+//		}
+//	}))
+//	reply, err := s.Ask(ctx, ref, "ariel")
+//
+//	s.Register("counter", func(key string) actor.Actor { return &counter{} }, 0)
+//	_ = s.Tell(actor.Virtual("counter", "a"), 1) // activates counter/a
+//
+// # For the supervisor
+//
+// EnsureCell, Attach, Passivate, Restart, Retire, Exec and State, together
+// with the Activator and FaultHook interfaces, are the supervisor's handles
+// on cells; actor code never uses them.
+package ariel

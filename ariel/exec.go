@@ -1,0 +1,501 @@
+package ariel
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+)
+
+// clockStride is how many messages a drain cycle handles between clock reads.
+const clockStride = 8
+
+// executor runs turns: one per pool worker, one for the simulated runner. It
+// is also the actor.Context of the turn it runs, so a turn allocates no
+// context. Only its goroutine touches it.
+type executor struct {
+	s      *Scheduler
+	w      *worker // nil in simulated mode
+	cnt    *counters
+	budget int
+
+	batch  [clockStride]envelope
+	outTo  []*Cell
+	outEnv []envelope
+
+	// the current turn
+	cell    *Cell
+	env     *envelope
+	replied bool
+}
+
+var _ actor.Context = (*executor)(nil)
+
+// drain runs one drain cycle of c, whose run-token the caller holds
+// (stRunning). It ends when the mailbox is empty (the token is released in
+// take), when the fairness budget is spent (the cell is re-queued at the back
+// of the shared queue), or when the cell stopped or was passivated.
+func (ex *executor) drain(c *Cell) {
+	s := ex.s
+	processed := 0
+	var t0 int64
+	for {
+		want := len(ex.batch)
+		if rem := ex.budget - processed; rem < want {
+			want = rem
+		}
+		if want <= 0 {
+			ex.yield(c, processed)
+			return
+		}
+		k := c.take(ex.batch[:want])
+		if k == 0 {
+			ex.cnt.messages.Add(uint64(processed))
+			s.activeDec()
+			return
+		}
+		for i := 0; i < k; i++ {
+			e := &ex.batch[i]
+			if !ex.turn(c, e) {
+				// The cell stopped or went to rest; it has left the run
+				// state already. Anything taken after is not for this actor.
+				for j := i + 1; j < k; j++ {
+					s.drop(&ex.batch[j], actor.ErrActorTerminated)
+				}
+				clear(ex.batch[:k])
+				ex.cnt.messages.Add(uint64(processed + k))
+				return
+			}
+		}
+		clear(ex.batch[:k])
+		processed += k
+		if processed >= ex.budget {
+			ex.yield(c, processed)
+			return
+		}
+		if processed >= clockStride && s.cfg.FairnessTime > 0 {
+			now := s.clock.Now().UnixNano()
+			if t0 == 0 {
+				t0 = now
+			} else if now-t0 >= int64(s.cfg.FairnessTime) {
+				ex.yield(c, processed)
+				return
+			}
+		}
+	}
+}
+
+// yield ends a cycle on the fairness budget: the cell stays Ready and goes
+// to the back of the shared queue, so another ready actor runs first.
+func (ex *executor) yield(c *Cell, processed int) {
+	ex.cnt.messages.Add(uint64(processed))
+	ex.cnt.yields.Add(1)
+	c.state.Store(stReady)
+	s := ex.s
+	if s.sim != nil {
+		s.sim.push(c)
+		return
+	}
+	s.inj.push(c)
+	s.notify()
+}
+
+// turn handles one envelope. It returns false when the cell left the
+// running state (stopped or passivated).
+func (ex *executor) turn(c *Cell, e *envelope) bool {
+	s := ex.s
+	switch e.kind {
+	case kUser:
+		if e.ask != nil && e.deadline != 0 && s.clock.Now().UnixNano() > e.deadline {
+			s.g.expired.Add(1)
+			e.ask.complete(nil, actor.ErrDeadlineExceeded, ex)
+			return true
+		}
+		if s.latency != nil && e.enq != 0 {
+			s.latency.ObserveQueued(time.Duration(s.clock.Now().UnixNano() - e.enq))
+		}
+		ex.invoke(c, e, e.msg)
+	case kStart:
+		ex.invoke(c, e, actor.Started{})
+	case kUndelivered, kTimeout:
+		if e.kind == kTimeout && !ex.timeoutDue(c) {
+			return true
+		}
+		ex.invoke(c, e, e.msg)
+	case kReply:
+		r := e.msg.(*replyMsg)
+		ex.invokeContinuation(c, e, r)
+	case kRestart:
+		c.act = e.msg.(actor.Actor)
+		c.inc.Add(1)
+		ex.invoke(c, e, actor.Started{})
+	case kFunc:
+		ex.enter(c, e)
+		fn := e.msg.(func(actor.Actor))
+		ex.protect(c, func() { fn(c.act) })
+		ex.leave()
+	case kStop:
+		ex.invoke(c, e, actor.Stopping{})
+		s.terminate(c, ex)
+		return false
+	case kPassivate:
+		ex.invoke(c, e, actor.Passivating{})
+		if fn, _ := e.msg.(func(actor.Actor)); fn != nil {
+			ex.enter(c, e)
+			ex.protect(c, func() { fn(c.act) })
+			ex.leave()
+		}
+		ex.rest(c)
+		return false
+	}
+	return true
+}
+
+// invoke runs the actor's handler for msg as one turn.
+func (ex *executor) invoke(c *Cell, e *envelope, msg any) {
+	if c.act == nil {
+		// A system message for a cell at rest (e.g. an Undelivered report
+		// after passivation): nobody to tell.
+		ex.s.drop(e, actor.ErrActorTerminated)
+		return
+	}
+	ex.enter(c, e)
+	if x := c.ext; x != nil && x.recvTimeout > 0 {
+		x.last = ex.s.clock.Now().UnixNano()
+	}
+	if ex.s.latency != nil {
+		start := ex.s.clock.Now()
+		ex.call(c, msg)
+		ex.s.latency.ObserveHandler(ex.s.clock.Now().Sub(start))
+	} else {
+		ex.call(c, msg)
+	}
+	ex.leave()
+}
+
+func (ex *executor) call(c *Cell, msg any) {
+	defer func() {
+		if r := recover(); r != nil {
+			ex.panicked(c, r)
+		}
+	}()
+	c.act.Receive(ex, msg)
+}
+
+func (ex *executor) invokeContinuation(c *Cell, e *envelope, r *replyMsg) {
+	if c.act == nil || r.then == nil {
+		return
+	}
+	ex.enter(c, e)
+	ex.protect(c, func() { r.then(ex, r.v, r.err) })
+	ex.leave()
+}
+
+func (ex *executor) protect(c *Cell, f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			ex.panicked(c, r)
+		}
+	}()
+	f()
+}
+
+func (ex *executor) panicked(c *Cell, r any) {
+	s := ex.s
+	s.g.panics.Add(1)
+	err, ok := r.(error)
+	if !ok {
+		err = fmt.Errorf("panic: %v", r)
+	}
+	// An ask the failed turn did not answer gets the panic as its error, so
+	// its caller does not wait for the deadline.
+	if ex.env != nil && ex.env.ask != nil && !ex.replied {
+		ex.replied = true
+		ex.env.ask.complete(nil, err, ex)
+	}
+	inc := c.inc.Load()
+	s.faults.Fault(Fault{Ref: c.ref.WithIncarnation(inc), Incarnation: inc, Outcome: Panicked,
+		Err: err, Panic: r, Stack: stack()})
+}
+
+func (ex *executor) enter(c *Cell, e *envelope) {
+	ex.cell, ex.env, ex.replied = c, e, false
+	ex.cnt.turns.Add(1)
+}
+
+// leave ends a turn: the sends it buffered are delivered, grouped by
+// recipient.
+func (ex *executor) leave() {
+	if len(ex.outTo) > 0 {
+		ex.flush()
+	}
+	ex.cell, ex.env = nil, nil
+}
+
+// flush delivers the turn's buffered sends. Runs of sends to the same
+// recipient are pushed under one lock and cost at most one wake; order per
+// recipient is send order. Capacity was reserved at Tell time.
+func (ex *executor) flush() {
+	s := ex.s
+	n := len(ex.outTo)
+	for i := 0; i < n; {
+		c := ex.outTo[i]
+		j := i + 1
+		for j < n && ex.outTo[j] == c {
+			j++
+		}
+		if c.pushUser(ex.outEnv[i:j]) {
+			s.wake(c, ex)
+		} else {
+			c.unreserve(j - i)
+			for k := i; k < j; k++ {
+				s.drop(&ex.outEnv[k], actor.ErrActorTerminated)
+			}
+		}
+		i = j
+	}
+	clear(ex.outTo[:n])
+	clear(ex.outEnv[:n])
+	ex.outTo, ex.outEnv = ex.outTo[:0], ex.outEnv[:0]
+	if ex.w != nil && ex.w.mustNotify {
+		ex.w.mustNotify = false
+		s.notify()
+	}
+}
+
+// drop reports an envelope that will not be handled: an ask is answered
+// with err, a tell from an actor comes back to it as actor.Undelivered.
+func (s *Scheduler) drop(e *envelope, err error) {
+	switch {
+	case e.ask != nil:
+		e.ask.complete(nil, err, nil)
+	case e.kind == kUser:
+		s.g.undelivered.Add(1)
+		if e.from != nil {
+			s.undeliverable(e.from, actor.Ref{}, e.msg, err, nil)
+		}
+	}
+}
+
+// undeliverable reports a failed tell of the actor sender.
+func (s *Scheduler) undeliverable(sender *Cell, to actor.Ref, msg any, err error, ex *executor) {
+	if sender.pushSys(envelope{kind: kUndelivered, msg: actor.Undelivered{To: to, Message: msg, Err: err}}) {
+		s.wake(sender, ex)
+	}
+}
+
+// terminate finishes a stopped cell: no more mail is admitted, queued mail
+// is answered, children are stopped, the identity is released.
+func (s *Scheduler) terminate(c *Cell, ex *executor) {
+	c.mu.Lock()
+	c.state.Store(stStopped)
+	var kids []*Cell
+	if c.ext != nil {
+		kids = slices.Clone(c.ext.children)
+	}
+	c.mu.Unlock()
+	for _, e := range c.drainAll() {
+		s.drop(&e, actor.ErrActorTerminated)
+	}
+	if x := c.ext; x != nil {
+		if x.recvTimer != nil {
+			x.recvTimer.Stop()
+		}
+		if p := x.parent; p != nil {
+			p.mu.Lock()
+			if p.ext != nil {
+				p.ext.children = slices.DeleteFunc(p.ext.children, func(k *Cell) bool { return k == c })
+			}
+			p.mu.Unlock()
+		}
+	}
+	for _, k := range kids {
+		if k.pushSys(envelope{kind: kStop}) {
+			s.wake(k, ex)
+		}
+	}
+	if c.ref.IsVirtual() {
+		s.virtual.CompareAndDelete(vkey{c.ref.Kind(), c.ref.Key()}, c)
+	} else {
+		s.ids.put(c.ref.ID(), nil)
+	}
+	c.act = nil
+	s.activeDec()
+}
+
+// rest detaches the actor after a passivation turn. Mail already queued, or
+// arriving later, rings the Activator.
+func (s *Scheduler) restCell(c *Cell) {
+	if x := c.ext; x != nil && x.recvTimer != nil {
+		x.recvTimer.Stop()
+		x.recvTimer, x.recvTimeout = nil, 0
+	}
+	c.mu.Lock()
+	c.act = nil
+	ring := c.hasMailLocked()
+	if ring {
+		c.state.Store(stPending)
+	} else {
+		c.state.Store(stDetached)
+	}
+	c.mu.Unlock()
+	s.activeDec()
+	if ring {
+		s.activator.Ring(c.Ref())
+	}
+}
+
+func (ex *executor) rest(c *Cell) { ex.s.restCell(c) }
+
+// --- actor.Context ---
+
+func (ex *executor) Self() actor.Ref { return ex.cell.Ref() }
+
+func (ex *executor) Sender() actor.Ref {
+	switch e := ex.env; {
+	case e == nil:
+		return actor.Ref{}
+	case e.from != nil:
+		return e.from.Ref()
+	case e.xfrom != nil:
+		return *e.xfrom
+	}
+	return actor.Ref{}
+}
+
+func (ex *executor) Now() time.Time { return ex.s.clock.Now() }
+
+func (ex *executor) Tell(to actor.Ref, msg any) error {
+	return ex.send(to, msg, nil, 0)
+}
+
+// send buffers one message of the current turn. Admission happens now.
+func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) error {
+	s := ex.s
+	self := ex.cell
+	c, err := s.route().Resolve(to)
+	if err == nil && c == nil {
+		err = s.forward(self, to, msg, p, deadline)
+		if err == nil {
+			return nil
+		}
+	} else if err == nil {
+		err = c.reserve()
+	}
+	if err != nil {
+		if p != nil {
+			p.complete(nil, err, ex)
+			return err
+		}
+		s.countRefusal(err)
+		s.undeliverable(self, to, msg, err, ex)
+		return err
+	}
+	e := envelope{msg: msg, from: self, ask: p, deadline: deadline}
+	if s.latency != nil {
+		e.enq = s.clock.Now().UnixNano()
+	}
+	ex.outTo = append(ex.outTo, c)
+	ex.outEnv = append(ex.outEnv, e)
+	return nil
+}
+
+func (ex *executor) Ask(to actor.Ref, msg any, then actor.Continuation, opts ...actor.AskOption) {
+	s := ex.s
+	var o actor.AskOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	now := s.clock.Now()
+	deadline := o.Deadline
+	if deadline.IsZero() {
+		d := o.Timeout
+		if d <= 0 {
+			d = actor.DefaultAskTimeout
+		}
+		deadline = now.Add(d)
+	}
+	p := &pending{s: s, cell: ex.cell, then: then}
+	p.arm(deadline.Sub(now))
+	_ = ex.send(to, msg, p, deadline.UnixNano())
+}
+
+func (ex *executor) Reply(msg any) { ex.answer(msg, nil) }
+
+func (ex *executor) ReplyError(err error) { ex.answer(nil, err) }
+
+func (ex *executor) answer(v any, err error) {
+	if ex.env == nil || ex.env.ask == nil || ex.replied {
+		return
+	}
+	ex.replied = true
+	ex.env.ask.complete(v, err, ex)
+}
+
+func (ex *executor) Spawn(a actor.Actor, opts ...actor.SpawnOption) (actor.Ref, error) {
+	return ex.s.spawn(ex.cell, a, opts, ex)
+}
+
+func (ex *executor) Stop(ref actor.Ref) {
+	s := ex.s
+	c, err := s.local.Resolve(ref)
+	if err != nil || c == nil {
+		return
+	}
+	if c.pushSys(envelope{kind: kStop}) {
+		s.wake(c, ex)
+	}
+}
+
+func (ex *executor) After(d time.Duration, msg any) actor.Cancel {
+	s := ex.s
+	c := ex.cell
+	self := c.Ref()
+	t := s.clock.AfterFunc(d, func() {
+		if err := s.sendNow(c, self, msg, nil, 0); err != nil {
+			s.undeliverable(c, self, msg, err, nil)
+		}
+	})
+	return t.Stop
+}
+
+func (ex *executor) SetReceiveTimeout(d time.Duration) {
+	c := ex.cell
+	x := c.extension()
+	if x.recvTimer != nil {
+		x.recvTimer.Stop()
+		x.recvTimer = nil
+	}
+	x.recvTimeout = d
+	if d <= 0 {
+		return
+	}
+	x.last = ex.s.clock.Now().UnixNano()
+	ex.armTimeout(c, d)
+}
+
+func (ex *executor) armTimeout(c *Cell, d time.Duration) {
+	s := ex.s
+	c.ext.recvTimer = s.clock.AfterFunc(d, func() {
+		if c.pushSys(envelope{kind: kTimeout, msg: actor.ReceiveTimeout{}}) {
+			s.wake(c, nil)
+		}
+	})
+}
+
+// timeoutDue decides whether a receive-timeout tick is due: no message
+// arrived for the timeout. It re-arms the timer either way.
+func (ex *executor) timeoutDue(c *Cell) bool {
+	x := c.ext
+	if x == nil || x.recvTimeout <= 0 {
+		return false
+	}
+	idle := time.Duration(ex.s.clock.Now().UnixNano() - x.last)
+	if idle < x.recvTimeout {
+		ex.armTimeout(c, x.recvTimeout-idle)
+		return false
+	}
+	ex.armTimeout(c, x.recvTimeout)
+	return true
+}

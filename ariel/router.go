@@ -1,0 +1,92 @@
+package ariel
+
+import (
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+)
+
+// Router is the one seam every send goes through: program Tell and Ask,
+// in-turn Tell and Ask, timers, replies. It decides whether a reference lives
+// on this node (and which cell holds its mail) or elsewhere. The cluster
+// installs its own Router with SetRouter, wrapping LocalRouter, to send mail
+// for remote actors over the network; actor code never changes.
+//
+// Implementations must be safe for concurrent use and fast: Resolve runs
+// once per message.
+type Router interface {
+	// Resolve returns the local cell for to, or (nil, nil) when to lives on
+	// another node, in which case the scheduler calls Forward. Errors are
+	// the actor sentinels (ErrUnknownKind, ErrActorTerminated, ...).
+	Resolve(to actor.Ref) (*Cell, error)
+	// Forward hands a message for another node to the transport. It must
+	// not block on the network. An error is reported to the sender like a
+	// local refusal. For an ask (AskID != 0) the transport later calls
+	// Scheduler.CompleteAsk with the reply or error; if nothing ever
+	// answers, the ask still fails at Deadline.
+	Forward(m Outbound) error
+}
+
+// Outbound is a message leaving this node.
+type Outbound struct {
+	To   actor.Ref
+	From actor.Ref // zero when sent from program code
+	Msg  any
+	// AskID correlates the reply of an ask; 0 for a tell.
+	AskID uint64
+	// Deadline is the ask's absolute deadline; zero for a tell.
+	Deadline time.Time
+}
+
+// LocalRouter returns the router that resolves references on this node only:
+// virtual actors of registered kinds and actors spawned here. Forward fails
+// with actor.ErrProcessUnavailable.
+func (s *Scheduler) LocalRouter() Router { return s.local }
+
+// SetRouter installs r as the routing seam. Typically r wraps LocalRouter.
+func (s *Scheduler) SetRouter(r Router) {
+	if r == nil {
+		r = s.local
+	}
+	s.router.Store(&routerBox{r})
+}
+
+func (s *Scheduler) route() Router { return s.router.Load().r }
+
+type localRouter struct{ s *Scheduler }
+
+var _ Router = localRouter{}
+
+func (l localRouter) Resolve(to actor.Ref) (*Cell, error) {
+	s := l.s
+	var c *Cell
+	switch {
+	case to.IsVirtual():
+		k := vkey{to.Kind(), to.Key()}
+		if v, ok := s.virtual.Load(k); ok {
+			c = v.(*Cell)
+			break
+		}
+		info, ok := s.kind(to.Kind())
+		if !ok {
+			return nil, actor.ErrUnknownKind
+		}
+		v, _ := s.virtual.LoadOrStore(k, s.newCell(to, info.mailbox))
+		c = v.(*Cell)
+	case to.IsZero():
+		return nil, actor.ErrActorTerminated
+	case to.Node() == s.cfg.Node:
+		c = s.ids.get(to.ID())
+		if c == nil {
+			return nil, actor.ErrActorTerminated
+		}
+	default:
+		return nil, nil
+	}
+	if inc := to.Incarnation(); inc != 0 && inc != c.inc.Load() {
+		return nil, actor.ErrActorTerminated
+	}
+	return c, nil
+}
+
+func (l localRouter) Forward(Outbound) error { return actor.ErrProcessUnavailable }

@@ -1,0 +1,495 @@
+package ariel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+)
+
+// ErrClosed is returned for work submitted after Close. It wraps
+// actor.ErrProcessUnavailable.
+var ErrClosed = fmt.Errorf("%w: scheduler closed", actor.ErrProcessUnavailable)
+
+// ErrActive is returned by Attach for a cell that already has an actor.
+var ErrActive = errors.New("tempest: actor already active")
+
+// Scheduler runs actors on a pool of workers (or, in simulated mode, on one
+// deterministic goroutine). All methods are safe for concurrent use.
+type Scheduler struct {
+	cfg       Config
+	clock     Clock
+	log       *slog.Logger
+	faults    FaultHook
+	activator Activator
+	latency   LatencyObserver
+
+	router atomic.Pointer[routerBox]
+	local  localRouter
+
+	ids     idTable
+	virtual sync.Map // vkey -> *Cell
+	kindsMu sync.RWMutex
+	kinds   map[string]kindInfo
+	nextID  atomic.Uint64
+	nextAsk atomic.Uint64
+	asks    sync.Map // ask id -> *pending (asks forwarded to other nodes)
+
+	// pool
+	workers  atomic.Pointer[[]*worker]
+	inj      injector
+	spinning atomic.Int32
+	nparked  atomic.Int32
+	idleMu   sync.Mutex
+	idle     []*worker
+	sim      *simRunner
+
+	// quiescence
+	active  atomic.Int64
+	waiters atomic.Int32
+	idleCh  chan struct{}
+	idleMuQ sync.Mutex
+
+	g        globalCounters
+	exMu     sync.Mutex
+	allCnt   []*counters
+	nworkers atomic.Int32
+
+	lifeMu  sync.Mutex
+	closing atomic.Bool
+	closed  chan struct{}
+	wg      sync.WaitGroup
+}
+
+type vkey struct{ kind, key string }
+
+type kindInfo struct {
+	factory func(key string) actor.Actor
+	mailbox int
+}
+
+type routerBox struct{ r Router }
+
+var (
+	_ actor.Client = (*Scheduler)(nil)
+	_ StatsSource  = (*Scheduler)(nil)
+)
+
+// New validates cfg and starts a scheduler: its workers and its watchdog
+// (or the simulated runner). Close stops them.
+func New(cfg Config) (*Scheduler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Scheduler{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		latency: cfg.Latency,
+		kinds:   map[string]kindInfo{},
+		idleCh:  make(chan struct{}),
+		closed:  make(chan struct{}),
+	}
+	s.clock = cfg.Clock
+	if cfg.Simulated && s.clock == nil {
+		s.clock = NewSimClock(time.Unix(0, 0).UTC())
+	}
+	if s.clock == nil {
+		s.clock = RealClock{}
+	}
+	s.faults = cfg.Faults
+	if s.faults == nil {
+		s.faults = &LogFaults{Logger: cfg.Logger}
+	}
+	s.activator = cfg.Activator
+	if s.activator == nil {
+		s.activator = FactoryActivator{S: s}
+	}
+	s.local = localRouter{s}
+	s.router.Store(&routerBox{s.local})
+	if cfg.Simulated {
+		s.sim = newSimRunner(s)
+		s.wg.Add(1)
+		go s.sim.run()
+		return s, nil
+	}
+	ws := make([]*worker, cfg.Workers)
+	for i := range ws {
+		ws[i] = s.newWorker(i)
+	}
+	s.workers.Store(&ws)
+	s.nworkers.Store(int32(len(ws)))
+	for _, w := range ws {
+		s.wg.Add(1)
+		go w.run()
+	}
+	s.wg.Add(1)
+	go s.watchdog()
+	return s, nil
+}
+
+// Config returns the effective configuration (defaults filled in).
+func (s *Scheduler) Config() Config { return s.cfg }
+
+// Clock returns the scheduler's clock.
+func (s *Scheduler) Clock() Clock { return s.clock }
+
+// Close stops every goroutine the scheduler started. Mail still queued is
+// dropped; pending asks from program code fail with ErrClosed at their
+// deadline or context. Close waits for running turns to return, up to ctx.
+// It is idempotent.
+func (s *Scheduler) Close(ctx context.Context) error {
+	s.lifeMu.Lock()
+	if !s.closing.Load() {
+		s.closing.Store(true)
+		close(s.closed)
+	}
+	s.lifeMu.Unlock()
+	s.wakeAll()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("ariel: close: %w", ctx.Err())
+	}
+}
+
+// Register makes virtual actors of kind activatable on this node: the first
+// mail for kind/key creates factory(key). mailbox bounds their mailboxes (0:
+// the configured default). Registering a kind twice replaces its factory for
+// future activations.
+func (s *Scheduler) Register(kind string, factory func(key string) actor.Actor, mailbox int) error {
+	if kind == "" || factory == nil {
+		return errors.New("ariel: Register needs a kind and a factory")
+	}
+	if mailbox < 0 || mailbox > maxMailbox {
+		return fmt.Errorf("ariel: mailbox %d out of range", mailbox)
+	}
+	s.kindsMu.Lock()
+	s.kinds[kind] = kindInfo{factory: factory, mailbox: mailbox}
+	s.kindsMu.Unlock()
+	return nil
+}
+
+func (s *Scheduler) kind(kind string) (kindInfo, bool) {
+	s.kindsMu.RLock()
+	k, ok := s.kinds[kind]
+	s.kindsMu.RUnlock()
+	return k, ok
+}
+
+func (s *Scheduler) newCell(ref actor.Ref, mailbox int) *Cell {
+	if mailbox <= 0 {
+		mailbox = s.cfg.MailboxCapacity
+	}
+	c := &Cell{limit: int32(mailbox), ref: ref.Unpinned(), s: s}
+	c.inc.Store(1)
+	return c
+}
+
+// Spawn starts a top-level actor (no parent) and returns its reference.
+func (s *Scheduler) Spawn(a actor.Actor, opts ...actor.SpawnOption) (actor.Ref, error) {
+	return s.spawn(nil, a, opts, nil)
+}
+
+func (s *Scheduler) spawn(parent *Cell, a actor.Actor, opts []actor.SpawnOption, ex *executor) (actor.Ref, error) {
+	if s.closing.Load() {
+		return actor.Ref{}, ErrClosed
+	}
+	if a == nil {
+		return actor.Ref{}, errors.New("ariel: Spawn of a nil actor")
+	}
+	var o actor.SpawnOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.Mailbox < 0 || o.Mailbox > maxMailbox {
+		return actor.Ref{}, fmt.Errorf("ariel: mailbox %d out of range", o.Mailbox)
+	}
+	id := s.nextID.Add(1)
+	c := s.newCell(actor.Spawned(s.cfg.Node, id, 0), o.Mailbox)
+	c.act = a
+	c.sys = []envelope{{kind: kStart}}
+	if parent != nil {
+		c.ext = &cellExt{parent: parent}
+		pe := parent.extension()
+		parent.mu.Lock()
+		pe.children = append(pe.children, c)
+		parent.mu.Unlock()
+	}
+	s.ids.put(id, c)
+	c.state.Store(stReady)
+	s.activeInc()
+	s.enqueue(c, ex)
+	return c.Ref(), nil
+}
+
+// Tell sends msg to to from program code. See actor.Client.
+func (s *Scheduler) Tell(to actor.Ref, msg any) error {
+	return s.sendNow(nil, to, msg, nil, 0)
+}
+
+// sendNow delivers one message immediately (not batched): program code,
+// timers, replies to other nodes.
+func (s *Scheduler) sendNow(from *Cell, to actor.Ref, msg any, p *pending, deadline int64) error {
+	if s.closing.Load() {
+		return ErrClosed
+	}
+	c, err := s.route().Resolve(to)
+	if err != nil {
+		s.g.undelivered.Add(1)
+		return err
+	}
+	if c == nil {
+		return s.forward(from, to, msg, p, deadline)
+	}
+	if err := c.reserve(); err != nil {
+		s.countRefusal(err)
+		return err
+	}
+	e := envelope{msg: msg, from: from, ask: p, deadline: deadline}
+	if s.latency != nil {
+		e.enq = s.clock.Now().UnixNano()
+	}
+	if !c.pushOne(e) {
+		c.unreserve(1)
+		s.g.undelivered.Add(1)
+		return actor.ErrActorTerminated
+	}
+	s.wake(c, nil)
+	return nil
+}
+
+func (s *Scheduler) countRefusal(err error) {
+	if errors.Is(err, actor.ErrRefused) {
+		s.g.refused.Add(1)
+	}
+	s.g.undelivered.Add(1)
+}
+
+func (s *Scheduler) forward(from *Cell, to actor.Ref, msg any, p *pending, deadline int64) error {
+	m := Outbound{To: to, Msg: msg}
+	if from != nil {
+		m.From = from.Ref()
+	}
+	if p != nil {
+		m.AskID = s.registerAsk(p)
+		m.Deadline = time.Unix(0, deadline)
+	}
+	err := s.route().Forward(m)
+	if err != nil {
+		if p != nil {
+			s.asks.Delete(m.AskID)
+		}
+		s.g.undelivered.Add(1)
+	}
+	return err
+}
+
+// Ask sends msg to to and blocks the calling goroutine until the reply, the
+// deadline (from ctx, default actor.DefaultAskTimeout) or ctx's end. See
+// actor.Client.
+func (s *Scheduler) Ask(ctx context.Context, to actor.Ref, msg any) (any, error) {
+	now := s.clock.Now()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = now.Add(actor.DefaultAskTimeout)
+	}
+	d := deadline.Sub(now)
+	if d <= 0 {
+		return nil, actor.ErrDeadlineExceeded
+	}
+	p := &pending{s: s, ch: make(chan result, 1)}
+	p.arm(d)
+	if err := s.sendNow(nil, to, msg, p, deadline.UnixNano()); err != nil {
+		p.complete(nil, err, nil)
+	}
+	select {
+	case r := <-p.ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		err := ctx.Err()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (%w)", actor.ErrDeadlineExceeded, err)
+		}
+		p.complete(nil, err, nil)
+		r := <-p.ch
+		return r.v, r.err
+	case <-s.closed:
+		p.complete(nil, ErrClosed, nil)
+		r := <-p.ch
+		return r.v, r.err
+	}
+}
+
+// Stop stops the actor ref: it receives actor.Stopping as its last message;
+// queued mail is then answered ErrActorTerminated. Stopping an actor that
+// is not running (or not local) is a no-op.
+func (s *Scheduler) Stop(ref actor.Ref) {
+	c, err := s.local.Resolve(ref)
+	if err != nil || c == nil {
+		return
+	}
+	if c.pushSys(envelope{kind: kStop}) {
+		s.wake(c, nil)
+	}
+}
+
+// wake makes c runnable after mail was added: a cell that is idle is made
+// ready and queued (only the CAS winner queues it); a cell without an actor
+// rings the Activator once per transition to "has mail".
+func (s *Scheduler) wake(c *Cell, ex *executor) {
+	for {
+		switch c.state.Load() {
+		case stIdle:
+			if c.state.CompareAndSwap(stIdle, stReady) {
+				s.activeInc()
+				s.enqueue(c, ex)
+				return
+			}
+		case stDetached:
+			if c.state.CompareAndSwap(stDetached, stPending) {
+				s.activator.Ring(c.Ref())
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// enqueue puts a ready cell on a run queue: the executing worker's LIFO slot
+// when called from a turn, the shared injector otherwise.
+func (s *Scheduler) enqueue(c *Cell, ex *executor) {
+	if s.sim != nil {
+		s.sim.push(c)
+		return
+	}
+	if ex != nil && ex.w != nil {
+		ex.w.pushNext(c)
+		return
+	}
+	s.inj.push(c)
+	s.notify()
+}
+
+// activeInc/activeDec count cells that are ready or running; zero means
+// quiescent.
+func (s *Scheduler) activeInc() { s.active.Add(1) }
+
+func (s *Scheduler) activeDec() {
+	if s.active.Add(-1) == 0 && s.waiters.Load() > 0 {
+		s.idleMuQ.Lock()
+		close(s.idleCh)
+		s.idleCh = make(chan struct{})
+		s.idleMuQ.Unlock()
+	}
+}
+
+// WaitIdle blocks until the scheduler is quiescent: every mailbox empty and
+// no turn running (in simulated mode also no virtual timer pending), or ctx
+// ends. Mail sent concurrently from program code may make it return early or
+// late; call it after the senders are done.
+func (s *Scheduler) WaitIdle(ctx context.Context) error {
+	s.waiters.Add(1)
+	defer s.waiters.Add(-1)
+	for {
+		s.idleMuQ.Lock()
+		ch := s.idleCh
+		s.idleMuQ.Unlock()
+		if s.active.Load() == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Scheduler) Stats() Stats {
+	st := Stats{
+		Refused:     s.g.refused.Load(),
+		Undelivered: s.g.undelivered.Load(),
+		Panics:      s.g.panics.Load(),
+		Exhausted:   s.g.exhausted.Load(),
+		Expired:     s.g.expired.Load(),
+		Workers:     int(s.nworkers.Load()),
+	}
+	s.exMu.Lock()
+	for _, c := range s.allCnt {
+		st.Turns += c.turns.Load()
+		st.Messages += c.messages.Load()
+		st.Refused += c.refused.Load()
+		st.Undelivered += c.undelivered.Load()
+		st.BudgetYields += c.yields.Load()
+		st.Steals += c.steals.Load()
+		st.Parks += c.parks.Load()
+	}
+	s.exMu.Unlock()
+	return st
+}
+
+func (s *Scheduler) newCounters() *counters {
+	c := &counters{}
+	s.exMu.Lock()
+	s.allCnt = append(s.allCnt, c)
+	s.exMu.Unlock()
+	return c
+}
+
+// idTable maps spawned-actor ids to cells without locks on lookup: a
+// copy-on-write directory of fixed-size chunks.
+type idTable struct {
+	mu     sync.Mutex
+	chunks atomic.Pointer[[]*idChunk]
+}
+
+const idChunkBits = 12
+
+type idChunk [1 << idChunkBits]atomic.Pointer[Cell]
+
+func (t *idTable) get(id uint64) *Cell {
+	p := t.chunks.Load()
+	if p == nil {
+		return nil
+	}
+	ci := id >> idChunkBits
+	if ci >= uint64(len(*p)) {
+		return nil
+	}
+	return (*p)[ci][id&(1<<idChunkBits-1)].Load()
+}
+
+func (t *idTable) put(id uint64, c *Cell) {
+	ci := id >> idChunkBits
+	p := t.chunks.Load()
+	if p == nil || ci >= uint64(len(*p)) {
+		t.mu.Lock()
+		p = t.chunks.Load()
+		var cur []*idChunk
+		if p != nil {
+			cur = *p
+		}
+		if ci >= uint64(len(cur)) {
+			next := make([]*idChunk, ci+1, (ci+1)*2)
+			copy(next, cur)
+			for i := len(cur); i < len(next); i++ {
+				next[i] = new(idChunk)
+			}
+			p = &next
+			t.chunks.Store(p)
+		}
+		t.mu.Unlock()
+	}
+	(*p)[ci][id&(1<<idChunkBits-1)].Store(c)
+}

@@ -1,0 +1,48 @@
+package ariel
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Stats is a snapshot of the scheduler's counters since New. Counters only
+// grow.
+type Stats struct {
+	Turns        uint64 // handler invocations (user and lifecycle messages)
+	Messages     uint64 // messages taken out of mailboxes
+	Refused      uint64 // sends refused by admission (full mailbox)
+	Undelivered  uint64 // messages not delivered for any reason (refusals included)
+	BudgetYields uint64 // drain cycles ended by the fairness budget
+	Steals       uint64 // run-queue steals between workers
+	Parks        uint64 // times a worker parked
+	Panics       uint64 // handler panics recovered
+	Exhausted    uint64 // turns that ran past the turn budget
+	Expired      uint64 // asks dropped at dequeue because their deadline passed
+	Workers      int    // live pool workers (replacements included)
+}
+
+// StatsSource is what the node maps to its metrics exporter.
+type StatsSource interface {
+	Stats() Stats
+}
+
+// LatencyObserver receives per-message timings. Implementations must be safe
+// for concurrent use and fast: they run on the workers.
+type LatencyObserver interface {
+	// ObserveQueued is the time a message waited in its mailbox.
+	ObserveQueued(d time.Duration)
+	// ObserveHandler is the time the handler took.
+	ObserveHandler(d time.Duration)
+}
+
+// counters is one executor's (worker's) counters. Each executor adds its
+// own, once per drain cycle, so workers do not share a cache line.
+type counters struct {
+	turns, messages, refused, undelivered, yields, steals, parks atomic.Uint64
+	_                                                             [64]byte
+}
+
+// globalCounters are rare events counted where they happen.
+type globalCounters struct {
+	refused, undelivered, panics, exhausted, expired atomic.Uint64
+}

@@ -1,0 +1,572 @@
+package placement_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/tempest-actors/tempest/manifest"
+	"github.com/tempest-actors/tempest/placement"
+)
+
+func TestIdentityHashGolden(t *testing.T) {
+	// These values are a compatibility contract: if this test fails, the
+	// change would move actors between nodes of mixed versions.
+	golden := []struct {
+		kind, key string
+		hash      uint64
+		shard     int
+	}{
+		{"counter", "alice", 0xd11c71ec053883, 131},
+		{"user", "42", 0xd6ee58a5aa1192bc, 700},
+		{"", "", 0xaf63bd4c8601b7df, 991},
+		{"k", "", 0x8bdde07b561d17e, 382},
+		{"order", "2026-11-30/ü", 0x69a63b21cd11c4de, 222},
+	}
+	for _, g := range golden {
+		if got := placement.IdentityHash(g.kind, g.key); got != g.hash {
+			t.Errorf("IdentityHash(%q,%q) = %#x, want %#x", g.kind, g.key, got, g.hash)
+		}
+		if got := placement.ShardOf(g.kind, g.key, 1024); got != g.shard {
+			t.Errorf("ShardOf(%q,%q) = %d, want %d", g.kind, g.key, got, g.shard)
+		}
+		// Cross-check against the standard library's FNV-1a.
+		h := fnv.New64a()
+		h.Write([]byte(g.kind + "\x00" + g.key))
+		if got := h.Sum64(); got != g.hash {
+			t.Errorf("stdlib fnv-1a of %q/%q = %#x, want %#x", g.kind, g.key, got, g.hash)
+		}
+	}
+	if placement.IdentityHash("ab", "c") == placement.IdentityHash("a", "bc") {
+		t.Error("separator does not separate kind from key")
+	}
+}
+
+func TestShardOfSpread(t *testing.T) {
+	const shards = 64
+	counts := make([]int, shards)
+	for i := 0; i < 64000; i++ {
+		counts[placement.ShardOf("k", fmt.Sprint(i), shards)]++
+	}
+	for s, c := range counts {
+		if c < 700 || c > 1300 { // mean 1000
+			t.Errorf("shard %d holds %d of 64000 keys", s, c)
+		}
+	}
+}
+
+func mf(discharged ...manifest.ClauseID) manifest.Manifest {
+	m := manifest.Manifest{Clauses: map[manifest.ClauseID]manifest.Discharge{}}
+	for _, c := range manifest.Clauses {
+		m.Clauses[c] = manifest.Assumed("os")
+	}
+	for _, c := range discharged {
+		m.Clauses[c] = manifest.Discharged
+	}
+	return m
+}
+
+func node(name string, st placement.NodeStatus, m manifest.Manifest) placement.Command {
+	return placement.Command{Op: placement.OpNode, Node: &placement.NodeInfo{Name: name, Status: st, Manifest: m}}
+}
+
+func mustApply(t *testing.T, tb *placement.Table, c placement.Command) placement.Result {
+	t.Helper()
+	// Every command goes through its encoding, as it would through raft.
+	b, err := c.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := placement.DecodeCommand(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := tb.Apply(d)
+	if r.Err != nil {
+		t.Fatalf("apply %s: %v", c.Op, r.Err)
+	}
+	return r
+}
+
+func ref(i int) placement.ShardRef { return placement.ShardRef{Index: i} }
+
+func TestCommandsIdempotent(t *testing.T) {
+	tb := placement.NewTable()
+	cmds := []placement.Command{
+		{Op: placement.OpInit, Shards: 8},
+		node("a", placement.StatusUp, mf()),
+		node("b", placement.StatusUp, mf(manifest.Fairness)),
+		{Op: placement.OpKind, Name: "ledger", Requires: []manifest.ClauseID{manifest.Fairness}},
+		{Op: placement.OpAssign, Moves: []placement.Move{{Shard: ref(0), To: "a"}, {Shard: ref(1), To: "b"}}},
+		{Op: placement.OpBegin, Moves: []placement.Move{{Shard: ref(0), From: "a", Epoch: 1, To: "b"}}},
+		{Op: placement.OpComplete, Moves: []placement.Move{{Shard: ref(0), From: "a", Epoch: 1, To: "b"}}},
+		{Op: placement.OpStatus, Name: "a", Status: placement.StatusDraining},
+	}
+	for _, c := range cmds {
+		first := mustApply(t, tb, c)
+		if first.Applied == 0 {
+			t.Fatalf("%s applied nothing: %+v", c.Op, first)
+		}
+		before := snapshotBytes(t, tb)
+		again := mustApply(t, tb, c) // a retry after an indeterminate ErrLeadershipLost
+		if again.Applied != 0 || again.Version != first.Version {
+			t.Fatalf("%s applied twice: %+v then %+v", c.Op, first, again)
+		}
+		if !bytes.Equal(before, snapshotBytes(t, tb)) {
+			t.Fatalf("%s changed the table on retry", c.Op)
+		}
+	}
+	s, _ := tb.Shard(ref(0))
+	if s.Owner != "b" || s.Epoch != 2 || s.MovingTo != "" {
+		t.Fatalf("shard 0 = %+v, want owner b epoch 2", s)
+	}
+	if tb.Version != uint64(len(cmds)) {
+		t.Fatalf("version %d, want %d", tb.Version, len(cmds))
+	}
+	// A stale move (old epoch) is skipped, not applied.
+	r := mustApply(t, tb, placement.Command{Op: placement.OpAssign, Moves: []placement.Move{{Shard: ref(0), From: "a", Epoch: 1, To: "a"}}})
+	if r.Applied != 0 || r.Skipped != 1 {
+		t.Fatalf("stale move: %+v", r)
+	}
+	// Kind requirements cannot change.
+	c := placement.Command{Op: placement.OpKind, Name: "ledger", Requires: []manifest.ClauseID{manifest.Admission}}
+	if r := tb.Apply(c); !errors.Is(r.Err, placement.ErrKindConflict) {
+		t.Fatalf("kind change: %v", r.Err)
+	}
+	// A node that owns shards cannot be removed.
+	if r := mustApply(t, tb, placement.Command{Op: placement.OpRemove, Name: "b"}); r.Applied != 0 {
+		t.Fatal("removed a node that owns shards")
+	}
+}
+
+func TestDecodeCommandRejects(t *testing.T) {
+	good, _ := placement.Command{Op: placement.OpInit, Shards: 4}.Encode()
+	for name, b := range map[string][]byte{
+		"empty":    nil,
+		"version":  append([]byte{9}, good[1:]...),
+		"unknown":  append([]byte{1}, []byte(`{"op":"init","bogus":1}`)...),
+		"trailing": append(bytes.Clone(good), []byte(`{"op":"init"}`)...),
+		"garbage":  {1, '{'},
+	} {
+		if _, err := placement.DecodeCommand(b); !errors.Is(err, placement.ErrBadCommand) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+	tb := placement.NewTable()
+	if r := tb.Apply(placement.Command{Op: "nope"}); !errors.Is(r.Err, placement.ErrBadCommand) {
+		t.Errorf("unknown op: %v", r.Err)
+	}
+}
+
+func FuzzDecodeCommand(f *testing.F) {
+	for _, c := range []placement.Command{
+		{Op: placement.OpInit, Shards: 4},
+		node("a", placement.StatusUp, mf(manifest.Fairness)),
+		{Op: placement.OpBegin, Moves: []placement.Move{{Shard: ref(1), From: "a", Epoch: 3, To: "b"}}},
+	} {
+		b, _ := c.Encode()
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := placement.DecodeCommand(b)
+		if err != nil {
+			return
+		}
+		tb := placement.NewTable()
+		tb.Apply(placement.Command{Op: placement.OpInit, Shards: 4})
+		tb.Apply(c) // must not panic
+	})
+}
+
+func snapshotBytes(t *testing.T, tb *placement.Table) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := placement.WriteSnapshot(&buf, tb); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestSnapshotRestore(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 256})
+	for i := 0; i < 5; i++ {
+		mustApply(t, tb, node(fmt.Sprintf("n%d", i), placement.StatusUp, mf(manifest.Clauses[:i%4]...)))
+	}
+	mustApply(t, tb, placement.Command{Op: placement.OpKind, Name: "ledger", Requires: []manifest.ClauseID{manifest.Fairness}})
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: time.Second, MaxMoving: 8})
+	now := time.Unix(1000, 0)
+	for step := 0; step < 20; step++ {
+		if rng.IntN(3) == 0 {
+			mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: fmt.Sprintf("n%d", rng.IntN(5)), Status: placement.NodeStatus(1 + rng.IntN(3))})
+		}
+		for _, c := range p.Step(tb, now) {
+			mustApply(t, tb, c)
+		}
+		now = now.Add(300 * time.Millisecond)
+	}
+	b := snapshotBytes(t, tb)
+	f := placement.NewFSM()
+	if err := f.Restore(readCloser{bytes.NewReader(b)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshotBytes(t, f.Table()); !bytes.Equal(got, b) {
+		t.Fatalf("restored table differs:\n%s\nvs\n%s", got, b)
+	}
+	a, _ := json.Marshal(tb.Nodes)
+	c, _ := json.Marshal(f.Table().Nodes)
+	if !bytes.Equal(a, c) {
+		t.Fatal("nodes differ after restore")
+	}
+	if f.Table().Version != tb.Version {
+		t.Fatal("version differs after restore")
+	}
+	// Truncated snapshots fail cleanly.
+	if _, err := placement.ReadSnapshot(bytes.NewReader(b[:len(b)/2])); err == nil {
+		t.Fatal("truncated snapshot accepted")
+	}
+}
+
+type readCloser struct{ *bytes.Reader }
+
+func (readCloser) Close() error { return nil }
+
+func names(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("node-%02d", i)
+	}
+	return out
+}
+
+func TestRendezvousMinimalMovement(t *testing.T) {
+	const shards = 1024
+	for _, n := range []int{3, 5, 8} {
+		before := names(n)
+		after := names(n + 1) // one node joins
+		moved, toNew := 0, 0
+		load := map[string]int{}
+		for s := 0; s < shards; s++ {
+			a, b := placement.Rendezvous("", s, before), placement.Rendezvous("", s, after)
+			load[a]++
+			if a != b {
+				moved++
+				if b != after[n] {
+					t.Fatalf("shard %d moved %s→%s, not to the new node", s, a, b)
+				}
+				toNew++
+			}
+		}
+		// Expected movement is shards/(n+1); allow 30% slack.
+		want := shards / (n + 1)
+		if moved > want*13/10 || moved < want*7/10 {
+			t.Errorf("n=%d: %d shards moved on join, want about %d", n, moved, want)
+		}
+		for name, l := range load {
+			if l < shards/n*6/10 || l > shards/n*14/10 {
+				t.Errorf("n=%d: %s holds %d shards, want about %d", n, name, l, shards/n)
+			}
+		}
+		// Removing a node moves only the shards it held.
+		gone := before[1]
+		rest := append(append([]string{}, before[:1]...), before[2:]...)
+		for s := 0; s < shards; s++ {
+			a, b := placement.Rendezvous("", s, before), placement.Rendezvous("", s, rest)
+			if a != b && a != gone {
+				t.Fatalf("shard %d moved %s→%s though %s left", s, a, b, gone)
+			}
+		}
+	}
+}
+
+func TestEligibilityAndNoEligibleNode(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 16})
+	mustApply(t, tb, node("plain", placement.StatusUp, mf()))
+	mustApply(t, tb, node("strict", placement.StatusUp, mf(manifest.ControlPlaneImmunity, manifest.Fairness)))
+	mustApply(t, tb, node("gone", placement.StatusDown, mf(manifest.Admission)))
+	mustApply(t, tb, placement.Command{Op: placement.OpKind, Name: "supervisor", Requires: []manifest.ClauseID{manifest.ControlPlaneImmunity}})
+	mustApply(t, tb, placement.Command{Op: placement.OpKind, Name: "gate", Requires: []manifest.ClauseID{manifest.Admission}})
+
+	if got := tb.Eligible([]manifest.ClauseID{manifest.ControlPlaneImmunity}); len(got) != 1 || got[0] != "strict" {
+		t.Fatalf("eligible = %v", got)
+	}
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: time.Second, MaxMoving: 4})
+	for _, c := range p.Step(tb, time.Unix(0, 0)) {
+		mustApply(t, tb, c)
+	}
+	for i := 0; i < 50; i++ {
+		loc, err := tb.Locate("supervisor", fmt.Sprint(i))
+		if err != nil || loc.Owner != "strict" {
+			t.Fatalf("supervisor/%d at %+v, %v; want strict", i, loc, err)
+		}
+		if loc, err := tb.Locate("plain-kind", fmt.Sprint(i)); err != nil || loc.Owner == "gone" {
+			t.Fatalf("plain-kind/%d at %+v, %v", i, loc, err)
+		}
+	}
+	if _, err := tb.Locate("gate", "x"); !errors.Is(err, placement.ErrNoEligibleNode) {
+		t.Fatalf("gate: err = %v, want ErrNoEligibleNode", err)
+	}
+}
+
+// fenceOK reports which of the given nodes pass the fence for ref.
+func TestCheckOwnership(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 4})
+	mustApply(t, tb, node("a", placement.StatusUp, mf()))
+	mustApply(t, tb, node("b", placement.StatusUp, mf()))
+	mustApply(t, tb, placement.Command{Op: placement.OpAssign, Moves: []placement.Move{{Shard: ref(0), To: "a"}}})
+	mustApply(t, tb, placement.Command{Op: placement.OpAssign, Moves: []placement.Move{{Shard: ref(0), From: "a", Epoch: 1, To: "b"}}})
+	// Shard 0: owner b, epoch 2.
+	check := func(self string, epoch uint64, fresh bool) error {
+		return placement.CheckOwnership(tb, self, ref(0), epoch, fresh)
+	}
+	if err := check("b", 2, true); err != nil {
+		t.Fatalf("owner: %v", err)
+	}
+	if err := check("b", 0, true); err != nil {
+		t.Fatalf("owner, unstamped: %v", err)
+	}
+	var no *placement.NotOwnerError
+	if err := check("a", 0, true); !errors.As(err, &no) || no.OwnerHint != "b" || no.Epoch != 2 {
+		t.Fatalf("non-owner: %v", err)
+	}
+	if err := check("b", 1, true); !errors.As(err, &no) || no.OwnerHint != "b" {
+		t.Fatalf("stale epoch: %v", err)
+	}
+	if err := check("b", 3, true); !errors.Is(err, placement.ErrBehind) {
+		t.Fatalf("newer epoch: %v", err)
+	}
+	if err := check("b", 2, false); !errors.Is(err, placement.ErrLeaseExpired) {
+		t.Fatalf("stale lease: %v", err)
+	}
+	mustApply(t, tb, placement.Command{Op: placement.OpBegin, Moves: []placement.Move{{Shard: ref(0), From: "b", Epoch: 2, To: "a"}}})
+	if err := check("b", 2, true); !errors.Is(err, placement.ErrHandoff) {
+		t.Fatalf("during handoff (old owner): %v", err)
+	}
+	if err := check("a", 0, true); !errors.As(err, &no) {
+		t.Fatalf("during handoff (new owner): %v", err)
+	}
+	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "b", Status: placement.StatusDown})
+	if err := check("b", 2, true); !errors.Is(err, placement.ErrNodeDown) {
+		t.Fatalf("down: %v", err)
+	}
+}
+
+func TestLease(t *testing.T) {
+	l := placement.Lease{Duration: time.Second}
+	at := time.Unix(100, 0)
+	if l.Fresh(time.Time{}, at) {
+		t.Fatal("zero anchor fresh")
+	}
+	if !l.Fresh(at, at.Add(999*time.Millisecond)) || l.Fresh(at, at.Add(time.Second)) {
+		t.Fatal("lease boundary wrong")
+	}
+	if got := placement.FenceDelay(10*time.Second, 0.05, time.Second); got != 11500*time.Millisecond {
+		t.Fatalf("FenceDelay = %s", got)
+	}
+}
+
+func TestPlannerFailoverWaitsForFence(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 32})
+	for _, n := range []string{"a", "b", "c"} {
+		mustApply(t, tb, node(n, placement.StatusUp, mf()))
+	}
+	fence := 5 * time.Second
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 4})
+	now := time.Unix(0, 0)
+	cmds := p.Step(tb, now)
+	if len(cmds) != 1 || cmds[0].Op != placement.OpAssign || len(cmds[0].Moves) != 32 {
+		t.Fatalf("initial plan: %+v", cmds)
+	}
+	mustApply(t, tb, cmds[0])
+	if len(p.Step(tb, now)) != 0 {
+		t.Fatal("plan not stable")
+	}
+	ownedByB := tb.Owned("b")
+	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "b", Status: placement.StatusDown})
+	// Nothing moves until the fence delay has passed since the leader saw b down.
+	for d := time.Duration(0); d < fence; d += 500 * time.Millisecond {
+		if cmds := p.Step(tb, now.Add(d)); len(cmds) != 0 {
+			t.Fatalf("at +%s: reassigned before the fence: %+v", d, cmds)
+		}
+	}
+	cmds = p.Step(tb, now.Add(fence))
+	if len(cmds) != 1 || cmds[0].Op != placement.OpAssign || len(cmds[0].Moves) != len(ownedByB) {
+		t.Fatalf("failover plan: %+v (b owned %d)", cmds, len(ownedByB))
+	}
+	for _, m := range cmds[0].Moves {
+		if m.From != "b" || m.To == "b" {
+			t.Fatalf("bad failover move %+v", m)
+		}
+	}
+	mustApply(t, tb, cmds[0])
+	// A new leader (fresh planner) restarts the timer: never earlier.
+	p2 := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 4})
+	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "c", Status: placement.StatusDown})
+	if cmds := p2.Step(tb, now.Add(time.Hour)); len(cmds) != 0 {
+		t.Fatalf("fresh planner moved at once: %+v", cmds)
+	}
+	if cmds := p2.Step(tb, now.Add(time.Hour+fence)); len(cmds) != 1 {
+		t.Fatalf("fresh planner never moved: %+v", cmds)
+	}
+}
+
+func TestPlannerGradualHandoff(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 64})
+	mustApply(t, tb, node("a", placement.StatusUp, mf()))
+	mustApply(t, tb, node("b", placement.StatusUp, mf()))
+	fence := 2 * time.Second
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 3})
+	now := time.Unix(0, 0)
+	for _, c := range p.Step(tb, now) {
+		mustApply(t, tb, c)
+	}
+	mustApply(t, tb, node("c", placement.StatusUp, mf())) // joins
+	target := 0
+	for s := 0; s < 64; s++ {
+		if placement.Rendezvous("", s, []string{"a", "b", "c"}) == "c" {
+			target++
+		}
+	}
+	steps := 0
+	for len(tb.Owned("c")) < target {
+		steps++
+		if steps > 200 {
+			t.Fatalf("c owns %d of %d after %d steps", len(tb.Owned("c")), target, steps)
+		}
+		cmds := p.Step(tb, now)
+		for _, c := range cmds {
+			if c.Op == placement.OpAssign {
+				t.Fatalf("join moved shards without handoff: %+v", c)
+			}
+			if c.Op == placement.OpComplete {
+				// Completion only after confirmation or the fence delay.
+				for _, m := range c.Moves {
+					s, _ := tb.Shard(m.Shard)
+					if s.MovingTo != "c" {
+						t.Fatalf("complete of a shard not moving: %+v", s)
+					}
+				}
+			}
+			mustApply(t, tb, c)
+		}
+		moving := 0
+		for i := 0; i < 64; i++ {
+			if s, _ := tb.Shard(ref(i)); s.MovingTo != "" {
+				moving++
+				if steps%2 == 0 { // half the moves are confirmed by a handoff
+					p.Confirm(placement.Move{Shard: ref(i), From: s.Owner, Epoch: s.Epoch, To: s.MovingTo})
+				}
+			}
+		}
+		if moving > 3 {
+			t.Fatalf("%d moves in flight, limit 3", moving)
+		}
+		now = now.Add(fence / 4)
+	}
+	// Every shard c gained went through a handoff: epoch 2.
+	for _, r := range tb.Owned("c") {
+		if s, _ := tb.Shard(r); s.Epoch != 2 {
+			t.Fatalf("%s epoch %d", r, s.Epoch)
+		}
+	}
+	// Draining moves everything off, and aborts moves to a node that died.
+	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "a", Status: placement.StatusDraining})
+	cmds := p.Step(tb, now)
+	for _, c := range cmds {
+		mustApply(t, tb, c)
+	}
+	var begun []placement.Move
+	for _, c := range cmds {
+		if c.Op == placement.OpBegin {
+			begun = c.Moves
+		}
+	}
+	if len(begun) == 0 {
+		t.Fatal("draining began no move")
+	}
+	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: begun[0].To, Status: placement.StatusDown})
+	cmds = p.Step(tb, now)
+	if len(cmds) == 0 || cmds[0].Op != placement.OpAbort {
+		t.Fatalf("no abort for a dead target: %+v", cmds)
+	}
+}
+
+func TestPlanVoters(t *testing.T) {
+	now := time.Unix(1000, 0)
+	alive := func(names ...string) []placement.Peer {
+		var ps []placement.Peer
+		for _, n := range names {
+			ps = append(ps, placement.Peer{Name: n, State: placement.PeerAlive})
+		}
+		return ps
+	}
+	deadAt := map[string]time.Time{}
+	in := placement.VoterInput{
+		Self:      "a",
+		MaxVoters: 3,
+		Grace:     10 * time.Second,
+		Now:       now,
+		DeadSince: func(n string) (time.Time, bool) { t, ok := deadAt[n]; return t, ok },
+	}
+	// Join: new peers become non-voters, then the short voter set is filled.
+	in.Servers = []placement.RaftServer{{ID: "a", Voter: true}, {ID: "b", Voter: false}}
+	in.Peers = alive("a", "b", "c", "d")
+	got := fmt.Sprint(placement.PlanVoters(in))
+	want := fmt.Sprint([]placement.ConfigChange{{Op: placement.AddNonvoter, ID: "c"}, {Op: placement.AddNonvoter, ID: "d"}, {Op: placement.Promote, ID: "b"}})
+	if got != want {
+		t.Fatalf("join: %s, want %s", got, want)
+	}
+	// A dead voter within grace is kept; after grace it is replaced.
+	in.Servers = []placement.RaftServer{{ID: "a", Voter: true}, {ID: "b", Voter: true}, {ID: "c", Voter: true}, {ID: "d"}}
+	in.Peers = append(alive("a", "b", "d"), placement.Peer{Name: "c", State: placement.PeerFailed})
+	deadAt["c"] = now.Add(-5 * time.Second)
+	if ch := placement.PlanVoters(in); len(ch) != 0 {
+		t.Fatalf("within grace: %v", ch)
+	}
+	deadAt["c"] = now.Add(-11 * time.Second)
+	got = fmt.Sprint(placement.PlanVoters(in))
+	want = fmt.Sprint([]placement.ConfigChange{{Op: placement.Promote, ID: "d"}, {Op: placement.RemoveServer, ID: "c"}})
+	if got != want {
+		t.Fatalf("dead voter: %s, want %s", got, want)
+	}
+	// A peer that left is removed; the leader never removes itself.
+	in.Peers = append(alive("b", "c", "d"), placement.Peer{Name: "a", State: placement.PeerLeft}, placement.Peer{Name: "e", State: placement.PeerLeft})
+	in.Servers = []placement.RaftServer{{ID: "a", Voter: true}, {ID: "b", Voter: true}, {ID: "c", Voter: true}, {ID: "e"}}
+	got = fmt.Sprint(placement.PlanVoters(in))
+	want = fmt.Sprint([]placement.ConfigChange{{Op: placement.AddNonvoter, ID: "d"}, {Op: placement.RemoveServer, ID: "e"}})
+	if got != want {
+		t.Fatalf("left: %s, want %s", got, want)
+	}
+}
+
+func TestBootstrapDecision(t *testing.T) {
+	all := []string{"n3", "n1", "n4", "n2", "n5"}
+	var who []string
+	for _, self := range all {
+		if v, ok := placement.BootstrapDecision(self, 3, all, false); ok {
+			who = append(who, self)
+			if fmt.Sprint(v) != "[n1 n2 n3]" {
+				t.Fatalf("voters %v", v)
+			}
+		}
+	}
+	if fmt.Sprint(who) != "[n1]" {
+		t.Fatalf("bootstrappers %v", who)
+	}
+	if _, ok := placement.BootstrapDecision("n1", 3, all[:2], false); ok {
+		t.Fatal("bootstrapped below expect")
+	}
+	if _, ok := placement.BootstrapDecision("n1", 3, all, true); ok {
+		t.Fatal("bootstrapped a node with state")
+	}
+}

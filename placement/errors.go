@@ -1,0 +1,63 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers branch on them with errors.Is.
+var (
+	// ErrNoEligibleNode: no live node's manifest discharges the clauses a
+	// kind requires, so its identities cannot be placed. The actor package
+	// defines the user-facing sentinel of the same name; the root package
+	// maps this one onto it (errors.Is through wrapping).
+	ErrNoEligibleNode = errors.New("placement: no eligible node")
+	// ErrUnassigned: the shard has no owner yet (the leader has not
+	// placed it); retry shortly.
+	ErrUnassigned = errors.New("placement: shard not assigned yet")
+	// ErrUninitialized: the cluster has not been bootstrapped, or this
+	// node has not applied the table's initialisation yet.
+	ErrUninitialized = errors.New("placement: table not initialised")
+	// ErrLeaseExpired: this node owns the shard in its applied table but
+	// has not heard from a leader within the lease, so it must not serve:
+	// callers answer ErrProcessUnavailable.
+	ErrLeaseExpired = errors.New("placement: ownership lease not fresh")
+	// ErrNodeDown: the applied table marks this node down; it must not
+	// serve anything until the leader marks it up again.
+	ErrNodeDown = errors.New("placement: this node is marked down")
+	// ErrHandoff: the shard is being handed off; mail should wait in a
+	// bounded buffer and be routed again when the move completes.
+	ErrHandoff = errors.New("placement: shard handoff in progress")
+	// ErrBehind: the caller stamped an epoch newer than this node's
+	// applied table; this node is behind and must not serve until it
+	// catches up.
+	ErrBehind = errors.New("placement: local table is behind the caller's epoch")
+	// ErrNotLeader: the operation needs the raft leader and no forwarder
+	// is configured (or no leader is known).
+	ErrNotLeader = errors.New("placement: not the leader")
+	// ErrClosed: the node has been closed.
+	ErrClosed = errors.New("placement: closed")
+	// ErrBadCommand: a command could not be decoded or is invalid.
+	ErrBadCommand = errors.New("placement: bad command")
+	// ErrKindConflict: a kind was registered with requirements different
+	// from those already recorded.
+	ErrKindConflict = errors.New("placement: kind registered with different requirements")
+	// ErrBadConfig: Config.Validate failed.
+	ErrBadConfig = errors.New("placement: invalid config")
+)
+
+// NotOwnerError is returned by Check when mail reaches a node that does
+// not own the shard, or was stamped with an epoch older than the
+// current one. The sender updates its view from the hint and retries
+// once; it never loops.
+type NotOwnerError struct {
+	Shard ShardRef
+	// Epoch is the shard's current epoch in the answering node's table.
+	Epoch uint64
+	// OwnerHint is the current owner in that table ("" if unassigned).
+	OwnerHint string
+}
+
+func (e *NotOwnerError) Error() string {
+	return fmt.Sprintf("placement: not owner of %s (epoch %d, owner %q)", e.Shard, e.Epoch, e.OwnerHint)
+}

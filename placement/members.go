@@ -1,0 +1,192 @@
+package placement
+
+import (
+	"slices"
+	"time"
+
+	"github.com/tempest-actors/tempest/manifest"
+)
+
+// PeerState is what membership believes about a peer.
+type PeerState uint8
+
+// Peer states.
+const (
+	// PeerAlive: the peer answers gossip (memberlist alive or suspect).
+	PeerAlive PeerState = iota + 1
+	// PeerLeaving: the peer announced a graceful leave and is draining.
+	PeerLeaving
+	// PeerLeft: the peer left gracefully.
+	PeerLeft
+	// PeerFailed: failure detection declared the peer dead.
+	PeerFailed
+)
+
+// KindSpec is a kind a node registered, with the clauses it requires.
+type KindSpec struct {
+	Name     string
+	Requires []manifest.ClauseID
+}
+
+// Peer is one cluster member as membership reports it.
+type Peer struct {
+	Name     string
+	Addr     string // QUIC address
+	HTTPAddr string
+	Version  string
+	Manifest manifest.Manifest
+	Kinds    []KindSpec
+	State    PeerState
+}
+
+// Membership is the view of the cluster that placement consumes; the
+// membership package implements it over memberlist, tests use a fake.
+type Membership interface {
+	// Members returns every known peer, this node included, in any
+	// order; the caller owns the slice. Safe for concurrent use.
+	Members() []Peer
+	// Changed returns a channel that is closed (or receives) when
+	// Members may have changed. Signals may be coalesced; placement also
+	// re-reads Members periodically, so a missed signal only delays.
+	Changed() <-chan struct{}
+}
+
+// BootstrapDecision decides whether this node bootstraps the cluster:
+// only a node without raft state, once at least expect nodes are alive,
+// and only the node whose name sorts lowest among them; it bootstraps
+// the lowest expect names as voters. Every node computes the same answer
+// from the same view, so exactly one bootstraps. The shell additionally
+// requires the view to be stable for a while before acting, since views
+// may differ briefly while gossip converges.
+func BootstrapDecision(self string, expect int, alive []string, hasState bool) ([]string, bool) {
+	if hasState || expect <= 0 {
+		return nil, false
+	}
+	names := slices.Clone(alive)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	if len(names) < expect || names[0] != self || !slices.Contains(names, self) {
+		return nil, false
+	}
+	return names[:expect], true
+}
+
+// RaftServer is a raft configuration entry as the voter planner sees it.
+type RaftServer struct {
+	ID    string
+	Voter bool
+}
+
+// ChangeOp is a raft configuration change.
+type ChangeOp uint8
+
+// Configuration changes.
+const (
+	AddNonvoter ChangeOp = iota + 1
+	Promote
+	RemoveServer
+)
+
+// ConfigChange is one change the leader should make to the raft
+// configuration.
+type ConfigChange struct {
+	Op ChangeOp
+	ID string
+}
+
+// VoterInput is what PlanVoters looks at.
+type VoterInput struct {
+	Self      string
+	Servers   []RaftServer
+	Peers     []Peer
+	MaxVoters int
+	// DeadSince reports since when (leader clock) a peer has been failed
+	// or missing; ok false if it is alive.
+	DeadSince func(name string) (time.Time, bool)
+	Grace     time.Duration
+	Now       time.Time
+}
+
+// PlanVoters returns, in order, the raft configuration changes that keep
+// up to MaxVoters live voters: live peers missing from the configuration
+// join as non-voters; live non-voters are promoted (lowest name first)
+// while voters are short; a voter dead for longer than Grace is removed
+// once a live non-voter has been promoted in its place (or when there is
+// none: keeping a dead voter only hurts quorum); peers that left are
+// removed. The leader (Self) is never removed here; it leaves through
+// leadership transfer. At most one change per dead voter per call keeps
+// each step small.
+func PlanVoters(in VoterInput) []ConfigChange {
+	byName := map[string]Peer{}
+	for _, p := range in.Peers {
+		byName[p.Name] = p
+	}
+	inConf := map[string]RaftServer{}
+	for _, s := range in.Servers {
+		inConf[s.ID] = s
+	}
+	alive := func(name string) bool {
+		p, ok := byName[name]
+		return ok && p.State == PeerAlive
+	}
+	var out []ConfigChange
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if _, ok := inConf[n]; !ok && alive(n) {
+			out = append(out, ConfigChange{Op: AddNonvoter, ID: n})
+		}
+	}
+	var liveVoters int
+	var deadVoters, candidates, gone []string
+	ids := make([]string, 0, len(in.Servers))
+	for _, s := range in.Servers {
+		ids = append(ids, s.ID)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s := inConf[id]
+		p, known := byName[id]
+		switch {
+		case id == in.Self:
+			if s.Voter {
+				liveVoters++
+			}
+		case known && p.State == PeerLeft:
+			gone = append(gone, id)
+		case alive(id):
+			if s.Voter {
+				liveVoters++
+			} else {
+				candidates = append(candidates, id)
+			}
+		default: // failed, leaving or unknown
+			since, dead := in.DeadSince(id)
+			expired := dead && !in.Now.Before(since.Add(in.Grace))
+			if s.Voter {
+				if expired {
+					deadVoters = append(deadVoters, id)
+				} else {
+					liveVoters++ // within grace: may come back, keep its seat
+				}
+			} else if expired {
+				gone = append(gone, id)
+			}
+		}
+	}
+	for liveVoters < in.MaxVoters && len(candidates) > 0 {
+		out = append(out, ConfigChange{Op: Promote, ID: candidates[0]})
+		candidates = candidates[1:]
+		liveVoters++
+	}
+	for _, id := range deadVoters {
+		out = append(out, ConfigChange{Op: RemoveServer, ID: id})
+	}
+	for _, id := range gone {
+		out = append(out, ConfigChange{Op: RemoveServer, ID: id})
+	}
+	return out
+}

@@ -1,0 +1,765 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/tempest-actors/tempest/manifest"
+)
+
+// Log attribute keys.
+const (
+	logKeyNode  = "node"
+	logKeyPeer  = "peer"
+	logKeyErr   = "err"
+	logKeyShard = "shard"
+)
+
+// Node is one node's placement: a raft member holding the replicated
+// table, the leader's reconciler and planner, and the fence that decides
+// whether this node may serve a shard right now.
+//
+// Methods are safe for concurrent use. Start it once; Close stops every
+// goroutine it started and shuts raft down.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	clock Clock
+	fsm   *FSM
+	lease Lease
+
+	wal      *raftwal.WAL
+	snaps    *raft.FileSnapshotStore
+	raft     *raft.Raft
+	observer *raft.Observer
+	obsCh    chan raft.Observation
+	hadState bool
+
+	kick      chan struct{}
+	confirmCh chan Move
+
+	mu         sync.Mutex
+	started    bool
+	closed     bool
+	leaving    bool
+	verifiedAt time.Time            // last quorum-confirmed leadership (start of the round)
+	failing    map[string]time.Time // peers whose heartbeats fail → last contact
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+
+	// Owned by the run goroutine.
+	planner    *Planner
+	deadSince  map[string]time.Time
+	transfers  map[ShardRef]Move
+	viewKey    string
+	viewSince  time.Time
+	bootstrapd bool
+	wasLeader  bool
+}
+
+// New opens the raft stores in cfg.DataDir and creates the raft
+// instance. Call Start to run it.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.fillDefaults()
+	log := cfg.Logger.With(logKeyNode, cfg.Name)
+	n := &Node{
+		cfg:       cfg,
+		log:       log,
+		clock:     cfg.Clock,
+		fsm:       NewFSM(),
+		lease:     Lease{Duration: cfg.Lease},
+		obsCh:     make(chan raft.Observation, 64),
+		kick:      make(chan struct{}, 1),
+		confirmCh: make(chan Move, 64),
+		failing:   map[string]time.Time{},
+		deadSince: map[string]time.Time{},
+		transfers: map[ShardRef]Move{},
+		planner: NewPlanner(PlannerConfig{
+			FenceDelay: FenceDelay(cfg.Lease, cfg.ClockDrift, cfg.LeaseMargin),
+			MaxMoving:  cfg.MaxMoving,
+		}),
+	}
+	walDir := filepath.Join(cfg.DataDir, "raft", "wal")
+	if err := os.MkdirAll(walDir, 0o700); err != nil {
+		return nil, fmt.Errorf("placement: %w", err)
+	}
+	hl := newHCLog(cfg.Logger.With(logKeyNode, cfg.Name), "raft")
+	wal, err := raftwal.Open(walDir, raftwal.WithSegmentSize(cfg.WALSegmentSize), raftwal.WithLogger(hl.Named("wal")))
+	if err != nil {
+		return nil, fmt.Errorf("placement: open raft log: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "raft"), 2, hl.Named("snapshots"))
+	if err != nil {
+		_ = wal.Close()
+		return nil, fmt.Errorf("placement: open snapshots: %w", err)
+	}
+	has, err := raft.HasExistingState(wal, wal, snaps)
+	if err != nil {
+		_ = wal.Close()
+		return nil, fmt.Errorf("placement: %w", err)
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.Name)
+	rc.Logger = hl
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	// A removed node keeps running as a follower that hears from no
+	// leader: its lease lapses and it stops serving; if re-added it
+	// catches up. Shutting it down would need a restart to rejoin.
+	rc.ShutdownOnRemove = false
+	if err := raft.ValidateConfig(rc); err != nil {
+		_ = wal.Close()
+		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
+	}
+	r, err := raft.NewRaft(rc, n.fsm, wal, wal, snaps, cfg.Transport)
+	if err != nil {
+		_ = wal.Close()
+		return nil, fmt.Errorf("placement: start raft: %w", err)
+	}
+	n.wal, n.snaps, n.raft, n.hadState = wal, snaps, r, has
+	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation, raft.PeerObservation:
+			return true
+		}
+		return false
+	})
+	r.RegisterObserver(n.observer)
+	return n, nil
+}
+
+// Start runs the node's goroutines until ctx ends or Close is called.
+func (n *Node) Start(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return ErrClosed
+	}
+	if n.started {
+		return nil
+	}
+	n.started = true
+	ctx, n.cancel = context.WithCancel(ctx)
+	n.wg.Add(3)
+	go n.run(ctx)
+	go n.observe(ctx)
+	go n.verifyLoop(ctx)
+	return nil
+}
+
+// Close stops the node's goroutines, shuts raft down and closes its
+// stores. It does not leave the cluster (see Leave). Idempotent.
+func (n *Node) Close(ctx context.Context) error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	cancel := n.cancel
+	n.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	done := make(chan struct{})
+	go func() { n.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	n.raft.DeregisterObserver(n.observer)
+	err := n.raft.Shutdown().Error()
+	if cerr := n.wal.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// FSM returns the node's state machine (read access to the table).
+func (n *Node) FSM() *FSM { return n.fsm }
+
+// Table returns a copy of the applied table.
+func (n *Node) Table() *Table { return n.fsm.Table() }
+
+// Changed returns a channel closed at the next change of the table.
+func (n *Node) Changed() <-chan struct{} { return n.fsm.Changed() }
+
+// IsLeader reports whether this node is the raft leader.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the current leader's name ("" if unknown).
+func (n *Node) Leader() string {
+	_, id := n.raft.LeaderWithID()
+	return string(id)
+}
+
+// Term returns the current raft term.
+func (n *Node) Term() uint64 { return n.raft.CurrentTerm() }
+
+// Raft exposes the raft instance for status pages and tests. Do not
+// apply commands through it directly.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// Snapshot forces a raft snapshot (operators; tests).
+func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
+
+// Locate returns where kind/key lives according to the applied table.
+func (n *Node) Locate(kind, key string) (Location, error) {
+	var loc Location
+	var err error
+	n.fsm.Read(func(t *Table) { loc, err = t.Locate(kind, key) })
+	return loc, err
+}
+
+// Owner returns the shard's entry in the applied table.
+func (n *Node) Owner(ref ShardRef) (Shard, bool) {
+	var s Shard
+	var ok bool
+	n.fsm.Read(func(t *Table) { s, ok = t.Shard(ref) })
+	return s, ok
+}
+
+// LeaseAnchor returns the instant (in the configured clock's frame) this
+// node's lease was last renewed: the later of its last contact from a
+// leader and, while it is leader, the start of its last quorum-confirmed
+// leadership check. Zero if never.
+func (n *Node) LeaseAnchor() time.Time {
+	var a time.Time
+	if lc := n.raft.LastContact(); !lc.IsZero() {
+		// Raft stamps contact with the wall clock; carry the age over.
+		a = n.clock.Now().Add(-time.Since(lc))
+	}
+	if n.raft.State() == raft.Leader {
+		n.mu.Lock()
+		if n.verifiedAt.After(a) {
+			a = n.verifiedAt
+		}
+		n.mu.Unlock()
+	}
+	return a
+}
+
+// LeaseFresh reports whether this node's lease is fresh at now.
+func (n *Node) LeaseFresh(now time.Time) bool { return n.lease.Fresh(n.LeaseAnchor(), now) }
+
+// Check is the fence: nil only if this node may serve ref right now for
+// mail stamped with epoch (0 = unstamped). See CheckOwnership for the
+// errors; callers map ErrLeaseExpired and ErrNodeDown to
+// ErrProcessUnavailable, hold mail on ErrHandoff, and answer
+// *NotOwnerError to the sender.
+func (n *Node) Check(ref ShardRef, epoch uint64, now time.Time) error {
+	fresh := n.LeaseFresh(now)
+	var err error
+	n.fsm.Read(func(t *Table) { err = CheckOwnership(t, n.cfg.Name, ref, epoch, fresh) })
+	return err
+}
+
+// Propose applies c through raft: directly on the leader, through the
+// Forwarder elsewhere (ErrNotLeader without one). An error wrapping
+// raft.ErrLeadershipLost is indeterminate (the command may still
+// commit); commands are idempotent, so retrying is safe.
+func (n *Node) Propose(ctx context.Context, c Command) (Result, error) {
+	b, err := c.Encode()
+	if err != nil {
+		return Result{}, err
+	}
+	if n.IsLeader() {
+		return n.applyLocal(ctx, b)
+	}
+	leader := n.Leader()
+	if n.cfg.Forwarder == nil || leader == "" {
+		return Result{}, ErrNotLeader
+	}
+	return Result{}, n.cfg.Forwarder.Forward(ctx, leader, b)
+}
+
+// ApplyForwarded applies a command forwarded by a follower. It returns
+// ErrNotLeader if this node is not the leader.
+func (n *Node) ApplyForwarded(ctx context.Context, cmd []byte) error {
+	if _, err := DecodeCommand(cmd); err != nil {
+		return err
+	}
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	_, err := n.applyLocal(ctx, cmd)
+	return err
+}
+
+func (n *Node) applyLocal(ctx context.Context, b []byte) (Result, error) {
+	timeout := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl); d < timeout {
+			timeout = d
+		}
+	}
+	if timeout <= 0 {
+		return Result{}, context.DeadlineExceeded
+	}
+	f := n.raft.Apply(b, timeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) {
+			return Result{}, fmt.Errorf("%w: %v", ErrNotLeader, err)
+		}
+		return Result{}, fmt.Errorf("placement: apply: %w", err)
+	}
+	r, _ := f.Response().(Result)
+	return r, r.Err
+}
+
+// DefineKind records that kind requires the given clauses (its
+// identities are placed only on nodes that discharge them). The leader
+// also does this by itself for kinds that live peers advertise.
+func (n *Node) DefineKind(ctx context.Context, kind string, requires []manifest.ClauseID) error {
+	_, err := n.Propose(ctx, Command{Op: OpKind, Name: kind, Requires: requires})
+	return err
+}
+
+// Leave drains this node: it asks for status draining, waits until every
+// shard it owns has been handed off (or ctx ends), and, if it is the
+// leader, transfers leadership. Call it before membership's leave.
+func (n *Node) Leave(ctx context.Context) error {
+	n.mu.Lock()
+	n.leaving = true
+	n.mu.Unlock()
+	n.poke()
+	retry := time.NewTicker(n.cfg.ReconcileInterval / 4)
+	defer retry.Stop()
+	proposed := false
+	for {
+		ch := n.fsm.Changed()
+		var owned int
+		var status NodeStatus
+		n.fsm.Read(func(t *Table) {
+			owned = len(t.Owned(n.cfg.Name))
+			if ni, ok := t.Nodes[n.cfg.Name]; ok {
+				status = ni.Status
+			}
+		})
+		if status != StatusDraining && status != StatusDown && !proposed {
+			if _, err := n.Propose(ctx, Command{Op: OpStatus, Name: n.cfg.Name, Status: StatusDraining}); err != nil {
+				n.log.Debug("placement: leave: propose draining", logKeyErr, err)
+			} else {
+				proposed = true
+			}
+		}
+		if owned == 0 && (status == StatusDraining || status == StatusDown || status == 0) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		case <-retry.C:
+			proposed = false
+		}
+	}
+	if n.IsLeader() {
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			return fmt.Errorf("placement: leadership transfer: %w", err)
+		}
+	}
+	return nil
+}
+
+func (n *Node) poke() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// observe turns raft observations into leader-side contact tracking.
+func (n *Node) observe(ctx context.Context) {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case o := <-n.obsCh:
+			switch d := o.Data.(type) {
+			case raft.FailedHeartbeatObservation:
+				n.mu.Lock()
+				if _, ok := n.failing[string(d.PeerID)]; !ok {
+					at := n.clock.Now()
+					if !d.LastContact.IsZero() {
+						at = at.Add(-time.Since(d.LastContact))
+					}
+					n.failing[string(d.PeerID)] = at
+				}
+				n.mu.Unlock()
+			case raft.ResumedHeartbeatObservation:
+				n.mu.Lock()
+				delete(n.failing, string(d.PeerID))
+				n.mu.Unlock()
+			case raft.LeaderObservation:
+				n.mu.Lock()
+				clear(n.failing)
+				n.mu.Unlock()
+			}
+			n.poke()
+		}
+	}
+}
+
+// verifyLoop renews the leader's own lease: the start of each successful
+// VerifyLeader round is an instant at which a quorum still followed us.
+func (n *Node) verifyLoop(ctx context.Context) {
+	defer n.wg.Done()
+	period := n.cfg.Lease / 5
+	if hb := n.cfg.HeartbeatTimeout / 2; hb < period {
+		period = hb
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n.raft.State() != raft.Leader {
+			continue
+		}
+		start := n.clock.Now()
+		if err := n.raft.VerifyLeader().Error(); err != nil {
+			continue
+		}
+		n.mu.Lock()
+		if start.After(n.verifiedAt) {
+			n.verifiedAt = start
+		}
+		n.mu.Unlock()
+	}
+}
+
+// run is the reconcile loop: bootstrap, then (on the leader) membership
+// → table, voters, planner, handoffs.
+func (n *Node) run(ctx context.Context) {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.ReconcileInterval)
+	defer t.Stop()
+	for {
+		n.step(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-n.kick:
+		case <-n.cfg.Membership.Changed():
+		case <-n.fsm.Changed():
+		case <-n.raft.LeaderCh():
+		case m := <-n.confirmCh:
+			n.planner.Confirm(m)
+		}
+	}
+}
+
+func (n *Node) step(ctx context.Context) {
+	now := n.clock.Now()
+	peers := n.cfg.Membership.Members()
+	n.maybeBootstrap(peers, now)
+	if ctx.Err() != nil {
+		return
+	}
+	n.selfReport(ctx)
+	if n.raft.State() != raft.Leader {
+		if n.wasLeader {
+			// A future term starts its timers afresh: that only ever
+			// delays a reassignment, never hastens it.
+			n.planner = NewPlanner(n.planner.cfg)
+			clear(n.deadSince)
+			clear(n.transfers)
+			n.wasLeader = false
+		}
+		return
+	}
+	n.wasLeader = true
+	n.reconcileNodes(ctx, peers, now)
+	n.reconcileVoters(peers, now)
+	table := n.fsm.Table()
+	for _, c := range n.planner.Step(table, now) {
+		if _, err := n.Propose(ctx, c); err != nil {
+			n.log.Debug("placement: propose plan", "op", c.Op, logKeyErr, err)
+			return
+		}
+	}
+	n.startTransfers(ctx)
+}
+
+func (n *Node) maybeBootstrap(peers []Peer, now time.Time) {
+	if n.bootstrapd || n.hadState || n.cfg.BootstrapExpect == 0 {
+		return
+	}
+	if n.raft.LastIndex() > 0 {
+		n.bootstrapd = true // a leader already reached us
+		return
+	}
+	var alive []string
+	for _, p := range peers {
+		if p.State == PeerAlive {
+			alive = append(alive, p.Name)
+		}
+	}
+	slices.Sort(alive)
+	key := fmt.Sprint(alive)
+	if key != n.viewKey {
+		n.viewKey, n.viewSince = key, now
+		return
+	}
+	// The view must have held for a couple of reconcile periods: gossip
+	// views differ briefly while they converge.
+	if now.Sub(n.viewSince) < 2*n.cfg.ReconcileInterval {
+		return
+	}
+	voters, ok := BootstrapDecision(n.cfg.Name, n.cfg.BootstrapExpect, alive, false)
+	if !ok {
+		return
+	}
+	conf := raft.Configuration{}
+	for _, v := range voters {
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(v), Address: raft.ServerAddress(v)})
+	}
+	err := n.raft.BootstrapCluster(conf).Error()
+	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		n.log.Warn("placement: bootstrap failed", logKeyErr, err)
+		return
+	}
+	n.bootstrapd = true
+	n.log.Info("placement: bootstrapped cluster", "voters", voters)
+}
+
+// selfReport asks for status up when this node, not leaving, finds
+// itself draining in the table (it left earlier and came back).
+func (n *Node) selfReport(ctx context.Context) {
+	n.mu.Lock()
+	leaving := n.leaving
+	n.mu.Unlock()
+	if leaving {
+		return
+	}
+	var st NodeStatus
+	n.fsm.Read(func(t *Table) {
+		if ni, ok := t.Nodes[n.cfg.Name]; ok {
+			st = ni.Status
+		}
+	})
+	if st == StatusDraining {
+		if _, err := n.Propose(ctx, Command{Op: OpStatus, Name: n.cfg.Name, Status: StatusUp}); err != nil {
+			n.log.Debug("placement: report up", logKeyErr, err)
+		}
+	}
+}
+
+// reconcileNodes turns membership and raft contact into node commands.
+func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) {
+	table := n.fsm.Table()
+	if table.ShardCount == 0 {
+		if _, err := n.Propose(ctx, Command{Op: OpInit, Shards: n.cfg.Shards}); err != nil {
+			n.log.Debug("placement: init", logKeyErr, err)
+			return
+		}
+		table = n.fsm.Table()
+	}
+	n.mu.Lock()
+	failing := make(map[string]time.Time, len(n.failing))
+	for k, v := range n.failing {
+		failing[k] = v
+	}
+	n.mu.Unlock()
+	seen := map[string]bool{}
+	var cmds []Command
+	for _, p := range peers {
+		seen[p.Name] = true
+		cur := table.Nodes[p.Name]
+		raftLost := false
+		if since, ok := failing[p.Name]; ok && now.Sub(since) >= n.cfg.DownAfter {
+			raftLost = true
+		}
+		want := StatusUp
+		switch {
+		case p.State == PeerFailed || raftLost:
+			want = StatusDown
+		case p.State == PeerLeaving:
+			want = StatusDraining
+		case p.State == PeerLeft:
+			if cur == nil {
+				continue
+			}
+			if len(table.Owned(p.Name)) == 0 {
+				cmds = append(cmds, Command{Op: OpRemove, Name: p.Name})
+				continue
+			}
+			want = StatusDown // it is gone; whatever it still owns fails over
+		case cur != nil && cur.Status == StatusDraining:
+			want = StatusDraining // only the node itself reports up again
+		}
+		if p.State != PeerAlive {
+			if _, ok := n.deadSince[p.Name]; !ok {
+				n.deadSince[p.Name] = now
+			}
+		} else {
+			delete(n.deadSince, p.Name)
+		}
+		info := NodeInfo{Name: p.Name, Addr: p.Addr, HTTPAddr: p.HTTPAddr, Version: p.Version, Manifest: p.Manifest, Status: want}
+		if cur == nil {
+			if want == StatusUp {
+				cmds = append(cmds, Command{Op: OpNode, Node: &info})
+			}
+		} else if want == StatusDown || want == StatusDraining {
+			if cur.Status != want && !(want == StatusDraining && cur.Status == StatusDown) {
+				cmds = append(cmds, Command{Op: OpStatus, Name: p.Name, Status: want})
+			}
+		} else if !sameNode(cur, &info) {
+			cmds = append(cmds, Command{Op: OpNode, Node: &info})
+		}
+		if p.State == PeerAlive {
+			for _, k := range p.Kinds {
+				if len(k.Requires) == 0 {
+					continue
+				}
+				if _, ok := table.Kinds[k.Name]; !ok {
+					cmds = append(cmds, Command{Op: OpKind, Name: k.Name, Requires: k.Requires})
+				}
+			}
+		}
+	}
+	for _, name := range table.NodeNames() {
+		if seen[name] {
+			continue
+		}
+		if _, ok := n.deadSince[name]; !ok {
+			n.deadSince[name] = now
+		}
+		if table.Nodes[name].Status != StatusDown {
+			cmds = append(cmds, Command{Op: OpStatus, Name: name, Status: StatusDown})
+		} else if len(table.Owned(name)) == 0 {
+			cmds = append(cmds, Command{Op: OpRemove, Name: name})
+		}
+	}
+	for _, c := range cmds {
+		if _, err := n.Propose(ctx, c); err != nil {
+			if errors.Is(err, ErrKindConflict) {
+				n.log.Warn("placement: kind conflict", logKeyErr, err)
+				continue
+			}
+			n.log.Debug("placement: reconcile", "op", c.Op, logKeyErr, err)
+			return
+		}
+	}
+}
+
+// reconcileVoters applies PlanVoters to the raft configuration.
+func (n *Node) reconcileVoters(peers []Peer, now time.Time) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return
+	}
+	var servers []RaftServer
+	for _, s := range f.Configuration().Servers {
+		servers = append(servers, RaftServer{ID: string(s.ID), Voter: s.Suffrage == raft.Voter})
+	}
+	changes := PlanVoters(VoterInput{
+		Self:      n.cfg.Name,
+		Servers:   servers,
+		Peers:     peers,
+		MaxVoters: n.cfg.MaxVoters,
+		DeadSince: func(name string) (time.Time, bool) {
+			t, ok := n.deadSince[name]
+			if !ok {
+				if !slices.ContainsFunc(peers, func(p Peer) bool { return p.Name == name }) {
+					n.deadSince[name] = now
+					return now, true
+				}
+			}
+			return t, ok
+		},
+		Grace: n.cfg.DeadVoterGrace,
+		Now:   now,
+	})
+	idx := f.Index()
+	for _, c := range changes {
+		id, addr := raft.ServerID(c.ID), raft.ServerAddress(c.ID)
+		var fut raft.IndexFuture
+		switch c.Op {
+		case AddNonvoter:
+			fut = n.raft.AddNonvoter(id, addr, idx, n.cfg.ApplyTimeout)
+		case Promote:
+			fut = n.raft.AddVoter(id, addr, idx, n.cfg.ApplyTimeout)
+		case RemoveServer:
+			fut = n.raft.RemoveServer(id, idx, n.cfg.ApplyTimeout)
+		}
+		if err := fut.Error(); err != nil {
+			n.log.Debug("placement: voter change", logKeyPeer, c.ID, "op", c.Op, logKeyErr, err)
+			return
+		}
+		idx = fut.Index()
+		n.log.Info("placement: raft configuration changed", logKeyPeer, c.ID, "op", c.Op)
+	}
+}
+
+// startTransfers runs Handoff.Transfer for moves that began and have no
+// transfer running.
+func (n *Node) startTransfers(ctx context.Context) {
+	if n.cfg.Handoff == nil {
+		return
+	}
+	var moving []Move
+	n.fsm.Read(func(t *Table) {
+		for _, gn := range t.GroupNames() {
+			for i, s := range t.Groups[gn].Shards {
+				if s.MovingTo != "" {
+					moving = append(moving, Move{Shard: ShardRef{Group: gn, Index: i}, From: s.Owner, Epoch: s.Epoch, To: s.MovingTo})
+				}
+			}
+		}
+	})
+	live := map[ShardRef]bool{}
+	for _, m := range moving {
+		live[m.Shard] = true
+		if cur, ok := n.transfers[m.Shard]; ok && cur == m {
+			continue
+		}
+		n.transfers[m.Shard] = m
+		n.wg.Add(1)
+		go func(m Move) {
+			defer n.wg.Done()
+			tctx, cancel := context.WithTimeout(ctx, n.planner.cfg.FenceDelay)
+			defer cancel()
+			if err := n.cfg.Handoff.Transfer(tctx, m); err != nil {
+				n.log.Debug("placement: handoff failed; completing after the fence delay", logKeyShard, m.Shard.String(), logKeyErr, err)
+				return
+			}
+			select {
+			case n.confirmCh <- m:
+			case <-ctx.Done():
+			}
+		}(m)
+	}
+	for ref := range n.transfers {
+		if !live[ref] {
+			delete(n.transfers, ref)
+		}
+	}
+}

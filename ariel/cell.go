@@ -79,8 +79,8 @@ type Cell struct {
 // cellExt holds what few actors use; keeping it out of Cell keeps idle actors
 // small.
 type cellExt struct {
-	parent   *Cell
-	children []*Cell // guarded by the cell's mu
+	parent      *Cell
+	children    []*Cell // guarded by the cell's mu
 	recvTimeout time.Duration
 	recvTimer   Timer
 	last        int64 // unix nanos of the last turn, kept only with a receive timeout

@@ -38,7 +38,9 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 	good := map[string]func(*membership.Config){
-		"seeds":          func(c *membership.Config) { c.Seeds = []string{"a", "a:1", "10.0.0.1", "[::1]:7000", "::1", "[fe80::1]"} },
+		"seeds": func(c *membership.Config) {
+			c.Seeds = []string{"a", "a:1", "10.0.0.1", "[::1]:7000", "::1", "[fe80::1]"}
+		},
 		"advertise ip":   func(c *membership.Config) { c.Advertise = "10.1.2.3" },
 		"advertise port": func(c *membership.Config) { c.Advertise = "10.1.2.3:9000" },
 		"ephemeral bind": func(c *membership.Config) { c.Bind = "127.0.0.1:0" },

@@ -255,6 +255,52 @@ func runContract(t *testing.T, newCluster func(t *testing.T) cluster) {
 		})
 	})
 
+	t.Run("BackpressureRefusesThenWaits", func(t *testing.T) {
+		c := newCluster(t)
+		sb := newSink()
+		release := make(chan struct{})
+		sb.block = func(Lane) { <-release }
+		a := c.add(t, "a", newSink(), nil)
+		c.add(t, "b", sb, nil)
+		released := false
+		defer func() {
+			if !released {
+				close(release)
+			}
+		}()
+		// b's handler is stuck: the network's buffers and then the
+		// bounded queue fill, and Send refuses instead of blocking.
+		frame := make([]byte, 1000)
+		sent := 0
+		for {
+			err := a.Send("b", 1, frame)
+			if errors.Is(err, ErrQueueFull) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sent++; sent > 100_000 {
+				t.Fatal("queue never filled")
+			}
+		}
+		ws, ok := a.(WaitSender)
+		if !ok {
+			t.Fatal("transport is not a WaitSender")
+		}
+		waited := make(chan error, 1)
+		go func() { waited <- ws.SendWait(t.Context(), "b", 1, []byte("last")) }()
+		close(release)
+		released = true
+		if err := <-waited; err != nil {
+			t.Fatalf("SendWait: %v", err)
+		}
+		got := sb.waitN(t, sent+1)
+		if string(got[len(got)-1].frame) != "last" {
+			t.Errorf("last frame: got %q", got[len(got)-1].frame)
+		}
+	})
+
 	t.Run("HandlerErrorKeepsLink", func(t *testing.T) {
 		c := newCluster(t)
 		sb := newSink()

@@ -192,7 +192,10 @@ type Mem struct {
 	services map[string]*streamListener
 }
 
-var _ Transport = (*Mem)(nil)
+var (
+	_ Transport  = (*Mem)(nil)
+	_ WaitSender = (*Mem)(nil)
+)
 
 // memLink is one direction of a link: per-lane FIFO queues, each drained
 // by a goroutine of the sending node.
@@ -210,6 +213,7 @@ type memLane struct {
 	q     [][]byte
 	bytes int
 	wake  chan struct{}
+	space chan struct{} // closed when frames leave the queue
 }
 
 // Name implements Transport.
@@ -260,6 +264,20 @@ func (m *Mem) link(peer string) (*memLink, error) {
 }
 
 func (m *Mem) send(peer string, ln Lane, frame []byte) error {
+	return m.sendWait(nil, peer, ln, frame)
+}
+
+// SendWait implements WaitSender.
+func (m *Mem) SendWait(ctx context.Context, peer string, key uint64, frame []byte) error {
+	return m.sendWait(ctx, peer, MailLane(key, m.cfg.MailLanes), frame)
+}
+
+// SendControlWait implements WaitSender.
+func (m *Mem) SendControlWait(ctx context.Context, peer string, frame []byte) error {
+	return m.sendWait(ctx, peer, ControlLane, frame)
+}
+
+func (m *Mem) sendWait(ctx context.Context, peer string, ln Lane, frame []byte) error {
 	if len(frame) > m.cfg.MaxFrameSize {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, len(frame), m.cfg.MaxFrameSize)
 	}
@@ -268,19 +286,36 @@ func (m *Mem) send(peer string, ln Lane, frame []byte) error {
 		return err
 	}
 	q := l.lanes[ln]
-	q.mu.Lock()
-	if q.bytes > 0 && q.bytes+len(frame) > m.cfg.LaneQueueBytes {
+	for {
+		q.mu.Lock()
+		if q.bytes > 0 && q.bytes+len(frame) > m.cfg.LaneQueueBytes {
+			if ctx == nil {
+				q.mu.Unlock()
+				return ErrQueueFull
+			}
+			if q.space == nil {
+				q.space = make(chan struct{})
+			}
+			space := q.space
+			q.mu.Unlock()
+			select {
+			case <-space:
+				continue
+			case <-l.ctx.Done():
+				return fmt.Errorf("%w: %s: link down", ErrUnavailable, peer)
+			case <-ctx.Done():
+				return fmt.Errorf("%w: %w", ErrQueueFull, ctx.Err())
+			}
+		}
+		q.q = append(q.q, append([]byte(nil), frame...))
+		q.bytes += len(frame)
 		q.mu.Unlock()
-		return ErrQueueFull
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
+		return nil
 	}
-	q.q = append(q.q, append([]byte(nil), frame...))
-	q.bytes += len(frame)
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-	return nil
 }
 
 // deliver drains one lane of one direction in order.
@@ -301,6 +336,10 @@ func (m *Mem) deliver(l *memLink, q *memLane) {
 			q.q[0] = nil
 			q.q = q.q[1:]
 			q.bytes -= len(f)
+			if q.space != nil {
+				close(q.space)
+				q.space = nil
+			}
 			q.mu.Unlock()
 			drop, delay := m.net.fate()
 			if delay > 0 {

@@ -46,7 +46,10 @@ type QUIC struct {
 	st     counters
 }
 
-var _ Transport = (*QUIC)(nil)
+var (
+	_ Transport  = (*QUIC)(nil)
+	_ WaitSender = (*QUIC)(nil)
+)
 
 type counters struct {
 	framesSent, framesRecv, bytesSent, bytesRecv, writes    atomic.Uint64
@@ -179,6 +182,24 @@ func (t *QUIC) SendControl(peer string, frame []byte) error {
 }
 
 func (t *QUIC) send(peer string, ln Lane, frame []byte) error {
+	return t.sendWait(nil, peer, ln, frame)
+}
+
+// SendWait is Send that, instead of returning ErrQueueFull, waits until
+// the lane has room or ctx ends (then it returns ErrQueueFull wrapped with
+// the context's error). For bulk producers such as state transfer, which
+// want backpressure rather than refusal.
+func (t *QUIC) SendWait(ctx context.Context, peer string, key uint64, frame []byte) error {
+	return t.sendWait(ctx, peer, MailLane(key, t.cfg.MailLanes), frame)
+}
+
+// SendControlWait is SendWait on the control lane.
+func (t *QUIC) SendControlWait(ctx context.Context, peer string, frame []byte) error {
+	return t.sendWait(ctx, peer, ControlLane, frame)
+}
+
+// sendWait queues frame; a nil ctx means do not wait for room.
+func (t *QUIC) sendWait(ctx context.Context, peer string, ln Lane, frame []byte) error {
 	if len(frame) > t.cfg.MaxFrameSize {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, len(frame), t.cfg.MaxFrameSize)
 	}
@@ -187,33 +208,51 @@ func (t *QUIC) send(peer string, ln Lane, frame []byte) error {
 		return err
 	}
 	q := l.lanes[ln]
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; ; {
 		q.mu.Lock()
-		if q.open {
-			if len(q.buf) > 0 && len(q.buf)+len(frame) > t.cfg.LaneQueueBytes {
+		if !q.open {
+			q.mu.Unlock()
+			if attempt > 0 {
+				return fmt.Errorf("%w: %s: link closed", ErrUnavailable, peer)
+			}
+			attempt++
+			if _, err := l.ensure(); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(q.buf) > 0 && len(q.buf)+len(frame) > t.cfg.LaneQueueBytes {
+			if ctx == nil {
 				q.mu.Unlock()
 				t.st.queueFull.Add(1)
 				return ErrQueueFull
 			}
-			q.buf = appendFrame(q.buf, frame)
-			q.frames++
-			wake := q.wake
-			q.mu.Unlock()
-			if wake != nil {
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
+			if q.space == nil {
+				q.space = make(chan struct{})
 			}
-			return nil
+			space := q.space
+			q.mu.Unlock()
+			select {
+			case <-space:
+				continue
+			case <-ctx.Done():
+				t.st.queueFull.Add(1)
+				return fmt.Errorf("%w: %w", ErrQueueFull, ctx.Err())
+			case <-t.ctx.Done():
+				return ErrClosed
+			}
 		}
+		q.buf = appendFrame(q.buf, frame)
+		q.frames++
+		wake := q.wake
 		q.mu.Unlock()
-		if attempt > 0 {
-			return fmt.Errorf("%w: %s: link closed", ErrUnavailable, peer)
+		if wake != nil {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
 		}
-		if _, err := l.ensure(); err != nil {
-			return err
-		}
+		return nil
 	}
 }
 
@@ -421,6 +460,10 @@ func (l *link) setLanesLocked(owner *session, open bool) {
 				q.wake <- struct{}{}
 			}
 		}
+		if !open && q.space != nil {
+			close(q.space)
+			q.space = nil
+		}
 		if !open && q.frames > 0 {
 			l.t.st.dropped.Add(uint64(q.frames))
 			q.buf = q.buf[:0]
@@ -624,6 +667,10 @@ func (s *session) writer(q *lane) {
 		if len(q.buf) > 0 {
 			batch, frames = q.buf, q.frames
 			q.buf, q.frames = spare[:0], 0
+			if q.space != nil {
+				close(q.space)
+				q.space = nil
+			}
 		}
 		q.mu.Unlock()
 		if batch == nil {
@@ -663,8 +710,8 @@ func (s *session) writer(q *lane) {
 			t.st.framesSent.Add(uint64(frames))
 			t.st.bytesSent.Add(uint64(len(batch)))
 		}
-		if cap(batch) > 4*t.cfg.WriteBufferSize {
-			batch = make([]byte, 0, t.cfg.WriteBufferSize) // let a burst's buffer go
+		if cap(batch) > 4*t.cfg.WriteBufferSize && len(batch) < t.cfg.WriteBufferSize {
+			batch = make([]byte, 0, t.cfg.WriteBufferSize) // the burst is over: let its buffer go
 		}
 		spare = batch[:0]
 	}
@@ -739,6 +786,7 @@ type lane struct {
 	open   bool     // accepting frames (session up or being dialed)
 	owner  *session // the session whose writer drains it (nil while dialing)
 	wake   chan struct{}
+	space  chan struct{} // closed when the writer takes a batch (SendWait waiters)
 	buf    []byte
 	frames int
 }

@@ -107,6 +107,18 @@ type Transport interface {
 	Close() error
 }
 
+// WaitSender is implemented by transports whose sends can wait for room
+// in a full lane queue instead of refusing (both QUIC and Mem do). Bulk
+// producers such as state transfer use it; actor mail uses Send and
+// treats ErrQueueFull as a refusal.
+type WaitSender interface {
+	// SendWait is Send that waits while the lane queue is full; when ctx
+	// ends first it returns ErrQueueFull wrapping ctx.Err().
+	SendWait(ctx context.Context, peer string, key uint64, frame []byte) error
+	// SendControlWait is SendWait on the control lane.
+	SendControlWait(ctx context.Context, peer string, frame []byte) error
+}
+
 // Stream error codes used when a lane or service stream is reset. They are
 // visible to the peer as quic.StreamError codes.
 const (

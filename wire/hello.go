@@ -1,119 +1,88 @@
 package wire
 
 import (
-	"encoding/binary"
 	"errors"
-	"unicode/utf8"
+	"fmt"
+
+	"github.com/tempest-actors/tempest/wire/bare"
 )
 
 // The Hello exchange is the first thing on every link: the dialer opens a
-// bidirectional stream and sends a Hello frame; the acceptor answers with a
-// HelloReply frame. Both are encoded by hand in BARE form until the
-// envelope schema is generated:
-//
-//	type Hello struct {
-//	  version: uint
-//	  name: string
-//	  manifestDigest: data
-//	}
-//	type HelloReply struct {
-//	  status: uint   # 0 accepted, 1 duplicate (lost the dial tie-break), 2 rejected
-//	  hello: Hello
-//	}
-//
-// Frames on the Hello stream use the lane framing (uvarint length prefix).
+// bidirectional stream, sends one frame holding a Hello and closes its
+// side; the acceptor answers with one frame holding a HelloReply and
+// closes its side. Both types are declared in envelope.bare. Frames on the
+// Hello stream use the lane framing (uvarint length prefix).
 
-type hello struct {
-	Version        uint64
-	Name           string
-	ManifestDigest []byte
-}
-
-const (
-	helloAccepted  = 0
-	helloDuplicate = 1
-	helloRejected  = 2
-)
-
-// maxHelloSize bounds a Hello frame.
+// maxHelloSize bounds a Hello or HelloReply frame.
 const maxHelloSize = 4096
 
 var errBadHello = errors.New("wire: malformed hello")
 
-func (h hello) appendTo(b []byte) []byte {
-	b = binary.AppendUvarint(b, h.Version)
-	b = binary.AppendUvarint(b, uint64(len(h.Name)))
-	b = append(b, h.Name...)
-	b = binary.AppendUvarint(b, uint64(len(h.ManifestDigest)))
-	b = append(b, h.ManifestDigest...)
+var helloDecoding = bare.Config{MaxMessageBytes: maxHelloSize}
+
+func encodeHello(h Hello) []byte {
+	b, err := h.AppendBARE(nil)
+	if err != nil { // only invalid UTF-8 in the name; names are validated
+		panic(fmt.Sprintf("wire: encode hello: %v", err))
+	}
 	return b
 }
 
-// readUvarint decodes a minimal uvarint as BARE requires.
-func readUvarint(b []byte) (uint64, []byte, error) {
-	v, n := binary.Uvarint(b)
-	if n <= 0 {
-		return 0, nil, errBadHello
-	}
-	if n > 1 && b[n-1] == 0 { // non-minimal encoding
-		return 0, nil, errBadHello
-	}
-	return v, b[n:], nil
-}
-
-func readBytes(b []byte) ([]byte, []byte, error) {
-	n, rest, err := readUvarint(b)
-	if err != nil {
-		return nil, nil, err
-	}
-	if n > uint64(len(rest)) {
-		return nil, nil, errBadHello
-	}
-	return rest[:n], rest[n:], nil
-}
-
-func (h *hello) decode(b []byte) ([]byte, error) {
-	var err error
-	if h.Version, b, err = readUvarint(b); err != nil {
-		return nil, err
-	}
-	var name, dig []byte
-	if name, b, err = readBytes(b); err != nil {
-		return nil, err
-	}
-	if !utf8.Valid(name) {
-		return nil, errBadHello
-	}
-	if dig, b, err = readBytes(b); err != nil {
-		return nil, err
-	}
-	h.Name = string(name)
-	h.ManifestDigest = append([]byte(nil), dig...)
-	return b, nil
-}
-
-func decodeHello(b []byte) (hello, error) {
-	var h hello
-	rest, err := h.decode(b)
-	if err != nil {
-		return h, err
-	}
-	if len(rest) != 0 {
-		return h, errBadHello
+func decodeHello(b []byte) (Hello, error) {
+	var h Hello
+	var d bare.Decoder
+	d.Reset(b, helloDecoding)
+	h.DecodeBARE(&d)
+	if err := d.Finish(); err != nil {
+		return h, fmt.Errorf("%w: %w", errBadHello, err)
 	}
 	return h, nil
 }
 
-func encodeHelloReply(status uint64, h hello) []byte {
-	b := binary.AppendUvarint(nil, status)
-	return h.appendTo(b)
+func encodeHelloReply(status HelloStatus, h Hello) []byte {
+	r := HelloReply{Status: status, Hello: h}
+	b, err := r.AppendBARE(nil)
+	if err != nil {
+		panic(fmt.Sprintf("wire: encode hello reply: %v", err))
+	}
+	return b
 }
 
-func decodeHelloReply(b []byte) (uint64, hello, error) {
-	status, rest, err := readUvarint(b)
-	if err != nil {
-		return 0, hello{}, err
+func decodeHelloReply(b []byte) (HelloStatus, Hello, error) {
+	var r HelloReply
+	var d bare.Decoder
+	d.Reset(b, helloDecoding)
+	r.DecodeBARE(&d)
+	if err := d.Finish(); err != nil {
+		return 0, Hello{}, fmt.Errorf("%w: %w", errBadHello, err)
 	}
-	h, err := decodeHello(rest)
-	return status, h, err
+	return r.Status, r.Hello, nil
+}
+
+// singleFrame decodes b as exactly one length-prefixed frame.
+func singleFrame(b []byte) ([]byte, error) {
+	n, k := uvarint(b)
+	if k <= 0 || n != uint64(len(b)-k) {
+		return nil, errBadHello
+	}
+	return b[k:], nil
+}
+
+// uvarint decodes a minimal uvarint, returning k <= 0 on bad input.
+func uvarint(b []byte) (uint64, int) {
+	var v uint64
+	for i := 0; i < len(b) && i < 10; i++ {
+		c := b[i]
+		if i == 9 && c > 1 {
+			return 0, -1
+		}
+		v |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			if c == 0 && i > 0 {
+				return 0, -1
+			}
+			return v, i + 1
+		}
+	}
+	return 0, -1
 }

@@ -365,7 +365,7 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 		conn.CloseWithError(closeShutdown, "shutdown")
 		return
 	}
-	me := hello{Version: ProtocolVersion, Name: t.cfg.Name, ManifestDigest: t.cfg.ManifestDigest}
+	me := Hello{Version: ProtocolVersion, Name: t.cfg.Name, ManifestDigest: t.cfg.ManifestDigest}
 
 	l.mu.Lock()
 	// Tie-break for simultaneous dials: the node with the lower name keeps
@@ -373,7 +373,7 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 	// any other existing session is stale and the new one replaces it.
 	if t.cfg.Name < h.Name && (l.dialing || (l.sess != nil && l.sess.dialer == t.cfg.Name)) {
 		l.mu.Unlock()
-		hs.Write(appendFrame(nil, encodeHelloReply(helloDuplicate, me)))
+		hs.Write(appendFrame(nil, encodeHelloReply(HelloStatusDuplicate, me)))
 		hs.Close()
 		// The dialer closes the connection when it reads the answer.
 		select {
@@ -383,7 +383,7 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 		}
 		return
 	}
-	if _, err := hs.Write(appendFrame(nil, encodeHelloReply(helloAccepted, me))); err != nil {
+	if _, err := hs.Write(appendFrame(nil, encodeHelloReply(HelloStatusAccepted, me))); err != nil {
 		l.mu.Unlock()
 		conn.CloseWithError(closeBadHello, "hello reply failed")
 		return
@@ -391,15 +391,6 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 	hs.Close()
 	l.installLocked(conn, h.Name, h)
 	l.mu.Unlock()
-}
-
-// singleFrame decodes b as exactly one frame.
-func singleFrame(b []byte) ([]byte, error) {
-	n, rest, err := readUvarint(b)
-	if err != nil || n != uint64(len(rest)) {
-		return nil, errBadHello
-	}
-	return rest, nil
 }
 
 // link is the state kept for one peer. Its lanes (send queues) outlive
@@ -525,8 +516,8 @@ func (l *link) dialOnce() error {
 	if err != nil {
 		return fail(closeBadHello, err)
 	}
-	me := hello{Version: ProtocolVersion, Name: t.cfg.Name, ManifestDigest: t.cfg.ManifestDigest}
-	if _, err := hs.Write(appendFrame(nil, me.appendTo(nil))); err != nil {
+	me := Hello{Version: ProtocolVersion, Name: t.cfg.Name, ManifestDigest: t.cfg.ManifestDigest}
+	if _, err := hs.Write(appendFrame(nil, encodeHello(me))); err != nil {
 		return fail(closeBadHello, err)
 	}
 	hs.Close()
@@ -549,8 +540,8 @@ func (l *link) dialOnce() error {
 		return fail(closeBadHello, fmt.Errorf("peer answered as %q", h.Name))
 	}
 	switch status {
-	case helloAccepted:
-	case helloDuplicate:
+	case HelloStatusAccepted:
+	case HelloStatusDuplicate:
 		// The peer's own dial wins; wait for it to arrive.
 		conn.CloseWithError(closeDuplicate, "duplicate link")
 		l.mu.Lock()
@@ -582,12 +573,12 @@ type session struct {
 	l      *link
 	conn   *quic.Conn
 	dialer string
-	hello  hello
+	hello  Hello
 }
 
 // installLocked makes conn the link's session, replacing any older one,
 // and starts its goroutines. l.mu must be held.
-func (l *link) installLocked(conn *quic.Conn, dialer string, h hello) {
+func (l *link) installLocked(conn *quic.Conn, dialer string, h Hello) {
 	t := l.t
 	s := &session{l: l, conn: conn, dialer: dialer, hello: h}
 	old := l.sess

@@ -23,7 +23,7 @@ type rawPeer struct {
 // dialRaw connects to target with cert, trusting pool, and sends a Hello
 // claiming name claim. It returns the Hello reply status, or an error if
 // the node closed the connection instead.
-func dialRaw(t *testing.T, target *QUIC, cert tls.Certificate, pool *x509.CertPool, claim string) (*rawPeer, uint64, error) {
+func dialRaw(t *testing.T, target *QUIC, cert tls.Certificate, pool *x509.CertPool, claim string) (*rawPeer, HelloStatus, error) {
 	t.Helper()
 	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -49,7 +49,7 @@ func dialRaw(t *testing.T, target *QUIC, cert tls.Certificate, pool *x509.CertPo
 	if err != nil {
 		return rp, 0, err
 	}
-	if _, err := hs.Write(appendFrame(nil, hello{Version: ProtocolVersion, Name: claim}.appendTo(nil))); err != nil {
+	if _, err := hs.Write(appendFrame(nil, encodeHello(Hello{Version: ProtocolVersion, Name: claim}))); err != nil {
 		return rp, 0, err
 	}
 	hs.Close()
@@ -203,7 +203,7 @@ func TestDialedPeerMustPresentItsName(t *testing.T) {
 func TestBadFramesResetOnlyTheirStream(t *testing.T) {
 	c, a, b, sa, _ := newTwo(t)
 	rp, status, err := dialRaw(t, a, c.pki.cert(t, "raw"), c.pki.pool, "raw")
-	if err != nil || status != helloAccepted {
+	if err != nil || status != HelloStatusAccepted {
 		t.Fatalf("raw hello: status %d, err %v", status, err)
 	}
 	huge := binary.AppendUvarint([]byte{1}, uint64(DefaultMaxFrameSize+1))
@@ -267,7 +267,7 @@ func TestBadFramesResetOnlyTheirStream(t *testing.T) {
 func TestStreamHoardingPeerDoesNotHurtOthers(t *testing.T) {
 	c, a, b, sa, _ := newTwo(t)
 	rp, status, err := dialRaw(t, a, c.pki.cert(t, "hoarder"), c.pki.pool, "hoarder")
-	if err != nil || status != helloAccepted {
+	if err != nil || status != HelloStatusAccepted {
 		t.Fatalf("raw hello: status %d, err %v", status, err)
 	}
 	// Open every stream a allows, send a byte on each, never close.

@@ -1,6 +1,7 @@
 package bare
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -196,9 +197,9 @@ func (d *Decoder) U16() uint16 {
 	if !d.need(2) {
 		return 0
 	}
-	b := d.buf[d.off : d.off+2]
+	v := binary.LittleEndian.Uint16(d.buf[d.off:])
 	d.off += 2
-	return uint16(b[0]) | uint16(b[1])<<8
+	return v
 }
 
 // U32 reads a little-endian u32.
@@ -206,9 +207,9 @@ func (d *Decoder) U32() uint32 {
 	if !d.need(4) {
 		return 0
 	}
-	b := d.buf[d.off : d.off+4]
+	v := binary.LittleEndian.Uint32(d.buf[d.off:])
 	d.off += 4
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+	return v
 }
 
 // U64 reads a little-endian u64.
@@ -216,10 +217,9 @@ func (d *Decoder) U64() uint64 {
 	if !d.need(8) {
 		return 0
 	}
-	b := d.buf[d.off : d.off+8]
+	v := binary.LittleEndian.Uint64(d.buf[d.off:])
 	d.off += 8
-	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+	return v
 }
 
 // I8 reads an i8.

@@ -1,6 +1,7 @@
 package bare
 
 import (
+	"encoding/binary"
 	"math"
 	"unicode/utf8"
 )
@@ -12,6 +13,9 @@ import (
 
 // AppendUint appends v as a BARE uint: LEB128, 1 to 10 bytes, minimal.
 func AppendUint(dst []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(dst, byte(v))
+	}
 	for v >= 0x80 {
 		dst = append(dst, byte(v)|0x80)
 		v >>= 7
@@ -38,18 +42,13 @@ func UintSize(v uint64) int {
 func AppendU8(dst []byte, v uint8) []byte { return append(dst, v) }
 
 // AppendU16 appends v as a little-endian BARE u16.
-func AppendU16(dst []byte, v uint16) []byte { return append(dst, byte(v), byte(v>>8)) }
+func AppendU16(dst []byte, v uint16) []byte { return binary.LittleEndian.AppendUint16(dst, v) }
 
 // AppendU32 appends v as a little-endian BARE u32.
-func AppendU32(dst []byte, v uint32) []byte {
-	return append(dst, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
-}
+func AppendU32(dst []byte, v uint32) []byte { return binary.LittleEndian.AppendUint32(dst, v) }
 
 // AppendU64 appends v as a little-endian BARE u64.
-func AppendU64(dst []byte, v uint64) []byte {
-	return append(dst, byte(v), byte(v>>8), byte(v>>16), byte(v>>24),
-		byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56))
-}
+func AppendU64(dst []byte, v uint64) []byte { return binary.LittleEndian.AppendUint64(dst, v) }
 
 // AppendI8 appends v as a BARE i8 (two's complement).
 func AppendI8(dst []byte, v int8) []byte { return append(dst, byte(v)) }

@@ -285,3 +285,33 @@ func TestEnvelopeAllocs(t *testing.T) {
 		t.Fatalf("decoded %#v", back)
 	}
 }
+
+func TestNamedAliases(t *testing.T) {
+	r := &ts.Roster{
+		Staff:  []ts.Staff{{Name: "a", Department: ts.DepartmentDevelopment}},
+		ByDept: map[ts.Dept]ts.People{ts.Dept(ts.DepartmentJsmith): ts.TerminatedEmployee{}},
+		Gone:   []ts.Change{ts.Gone{}, &ts.Staff{Name: "b"}, ts.Dept(ts.DepartmentAccounting)},
+	}
+	b, err := r.MarshalBARE()
+	if err != nil {
+		t.Fatal(err)
+	}
+	emp := "0161" + "00" + "00000000" + "03" + "00" + "00" + "00"
+	want := hexOf(t, "01"+emp+"01 63 02"+"03 00 01 0162 00 00000000 00 00 00 00 02 00")
+	if !bytes.Equal(b, want) {
+		t.Fatalf("got  %x\nwant %x", b, want)
+	}
+	var back ts.Roster
+	if err := back.UnmarshalBARE(b); err != nil {
+		t.Fatal(err)
+	}
+	if s := back.Gone[1].(*ts.Staff); s.Name != "b" || back.Staff[0].Department != ts.DepartmentDevelopment {
+		t.Fatalf("decoded %#v", back)
+	}
+	if _, ok := back.ByDept[ts.Dept(ts.DepartmentJsmith)].(ts.TerminatedEmployee); !ok {
+		t.Fatalf("decoded %#v", back.ByDept)
+	}
+	if _, err := (&ts.Roster{Gone: []ts.Change{ts.Dept(7)}}).MarshalBARE(); !errors.Is(err, bare.ErrInvalidValue) || !strings.HasPrefix(err.Error(), "Gone[0].Dept: ") {
+		t.Fatalf("bad enum through alias: %v", err)
+	}
+}

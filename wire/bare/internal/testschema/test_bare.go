@@ -1510,3 +1510,286 @@ func (v *Envelope) UnmarshalBARE(b []byte) error {
 	v.DecodeBARE(&d)
 	return d.Finish()
 }
+
+// Staff is the BARE type Employee under its own name.
+type Staff Employee
+
+// AppendBARE appends the BARE encoding of v to dst.
+func (v *Staff) AppendBARE(dst []byte) ([]byte, error) { return (*Employee)(v).AppendBARE(dst) }
+
+// DecodeBARE reads v from d; errors are reported by d.Err.
+func (v *Staff) DecodeBARE(d *bare.Decoder) { (*Employee)(v).DecodeBARE(d) }
+
+// MarshalBARE returns the BARE encoding of v.
+func (v *Staff) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *Staff) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}
+
+// Dept is the BARE type Department under its own name.
+type Dept Department
+
+// AppendBARE appends the BARE encoding of v to dst.
+func (v Dept) AppendBARE(dst []byte) ([]byte, error) { return Department(v).AppendBARE(dst) }
+
+// DecodeBARE reads v from d; errors are reported by d.Err.
+func (v *Dept) DecodeBARE(d *bare.Decoder) { (*Department)(v).DecodeBARE(d) }
+
+// MarshalBARE returns the BARE encoding of v.
+func (v Dept) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *Dept) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}
+
+// Gone is a BARE void type: it has no encoding and marks a union member.
+type Gone struct{}
+
+// AppendBARE appends nothing: void has no encoding.
+func (v Gone) AppendBARE(dst []byte) ([]byte, error) { return dst, nil }
+
+// DecodeBARE reads nothing.
+func (v *Gone) DecodeBARE(d *bare.Decoder) {}
+
+// MarshalBARE returns the BARE encoding of v.
+func (v Gone) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *Gone) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}
+
+// People is the union Person under another name.
+type People = Person
+
+// AppendPeople appends the BARE encoding of v to dst.
+func AppendPeople(dst []byte, v People) ([]byte, error) { return AppendPerson(dst, v) }
+
+// DecodePeople reads a People from d.
+func DecodePeople(d *bare.Decoder) People { return DecodePerson(d) }
+
+// MarshalPeople returns the BARE encoding of v.
+func MarshalPeople(v People) ([]byte, error) { return AppendPeople(nil, v) }
+
+// UnmarshalPeople decodes a People from b, which must hold exactly one value,
+// within the default limits of bare.DefaultConfig.
+func UnmarshalPeople(b []byte) (People, error) {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v := DecodePeople(&d)
+	if err := d.Finish(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Roster is the BARE struct declared at test.bare:123.
+type Roster struct {
+	Staff  []Staff         `bare:"staff"`
+	ByDept map[Dept]People `bare:"byDept"`
+	Gone   []Change        `bare:"gone"`
+}
+
+// AppendBARE appends the BARE encoding of v to dst. It does not allocate
+// when dst has room, except to sort map keys.
+func (v *Roster) AppendBARE(dst []byte) ([]byte, error) {
+	var err error
+	dst = bare.AppendUint(dst, uint64(len(v.Staff)))
+	for i0 := range v.Staff {
+		if dst, err = v.Staff[i0].AppendBARE(dst); err != nil {
+			return dst, bare.WrapEncodeError("Staff"+"["+strconv.Itoa(i0)+"]", err)
+		}
+	}
+	{
+		dst = bare.AppendUint(dst, uint64(len(v.ByDept)))
+		keys0 := make([]Dept, 0, len(v.ByDept))
+		for k0 := range v.ByDept {
+			keys0 = append(keys0, k0)
+		}
+		slices.Sort(keys0)
+		for _, k0 := range keys0 {
+			val0 := v.ByDept[k0]
+			if dst, err = k0.AppendBARE(dst); err != nil {
+				return dst, bare.WrapEncodeError("ByDept"+"{key}", err)
+			}
+			if dst, err = AppendPeople(dst, val0); err != nil {
+				return dst, bare.WrapEncodeError("ByDept"+"{value}", err)
+			}
+		}
+	}
+	dst = bare.AppendUint(dst, uint64(len(v.Gone)))
+	for i0 := range v.Gone {
+		if dst, err = AppendChange(dst, v.Gone[i0]); err != nil {
+			return dst, bare.WrapEncodeError("Gone"+"["+strconv.Itoa(i0)+"]", err)
+		}
+	}
+	return dst, nil
+}
+
+// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
+// are reported by d.Err.
+func (v *Roster) DecodeBARE(d *bare.Decoder) {
+	if !d.Enter() {
+		return
+	}
+	{
+		n0 := d.Count(10)
+		if cap(v.Staff) >= n0 {
+			v.Staff = v.Staff[:n0]
+		} else {
+			v.Staff = make([]Staff, n0)
+		}
+		for i0 := range v.Staff {
+			v.Staff[i0].DecodeBARE(d)
+		}
+	}
+	{
+		n0 := d.Count(2)
+		if v.ByDept == nil {
+			v.ByDept = make(map[Dept]People, n0)
+		} else {
+			clear(v.ByDept)
+		}
+		for range n0 {
+			off0 := d.Offset()
+			var k0 Dept
+			k0.DecodeBARE(d)
+			var val0 People
+			val0 = DecodePeople(d)
+			if d.Err() != nil {
+				break
+			}
+			if _, dup := v.ByDept[k0]; dup {
+				d.DuplicateKey(off0)
+				break
+			}
+			v.ByDept[k0] = val0
+		}
+	}
+	{
+		n0 := d.Count(1)
+		if cap(v.Gone) >= n0 {
+			v.Gone = v.Gone[:n0]
+		} else {
+			v.Gone = make([]Change, n0)
+		}
+		for i0 := range v.Gone {
+			v.Gone[i0] = DecodeChange(d)
+		}
+	}
+	d.Leave()
+}
+
+// MarshalBARE returns the BARE encoding of v.
+func (v *Roster) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *Roster) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}
+
+// Change is the BARE union declared at test.bare:128. Its values are:
+//
+//   - Gone (tag 0)
+//   - *Staff (tag 1)
+//   - Dept (tag 2)
+type Change interface {
+	isChange()
+}
+
+func (Gone) isChange() {}
+
+func (*Staff) isChange() {}
+
+func (Dept) isChange() {}
+
+// AppendChange appends the BARE encoding of v (tag, then value) to dst.
+func AppendChange(dst []byte, v Change) ([]byte, error) {
+	var err error
+	switch x := v.(type) {
+	case Gone:
+		dst = bare.AppendUint(dst, 0)
+		_ = x
+	case *Staff:
+		if x == nil {
+			return dst, &bare.EncodeError{Path: "*Staff", Err: bare.ErrNilUnion}
+		}
+		dst = bare.AppendUint(dst, 1)
+		if dst, err = x.AppendBARE(dst); err != nil {
+			return dst, bare.WrapEncodeError("Staff", err)
+		}
+	case Dept:
+		dst = bare.AppendUint(dst, 2)
+		if dst, err = x.AppendBARE(dst); err != nil {
+			return dst, bare.WrapEncodeError("Dept", err)
+		}
+	case nil:
+		return dst, &bare.EncodeError{Err: bare.ErrNilUnion}
+	default:
+		return dst, &bare.EncodeError{Err: bare.ErrInvalidValue}
+	}
+	return dst, nil
+}
+
+// DecodeChange reads a Change from d; errors are reported by d.Err, and the
+// result is then nil.
+func DecodeChange(d *bare.Decoder) Change {
+	if !d.Enter() {
+		return nil
+	}
+	off := d.Offset()
+	var v Change
+	switch tag := d.Uint(); tag {
+	case 0:
+		v = Gone{}
+	case 1:
+		x := new(Staff)
+		x.DecodeBARE(d)
+		v = x
+	case 2:
+		var x Dept
+		x.DecodeBARE(d)
+		v = x
+	default:
+		d.UnknownTag(off, "Change", tag)
+	}
+	d.Leave()
+	if d.Err() != nil {
+		return nil
+	}
+	return v
+}
+
+// MarshalChange returns the BARE encoding of v.
+func MarshalChange(v Change) ([]byte, error) { return AppendChange(nil, v) }
+
+// UnmarshalChange decodes a Change from b, which must hold exactly one value,
+// within the default limits of bare.DefaultConfig.
+func UnmarshalChange(b []byte) (Change, error) {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v := DecodeChange(&d)
+	if err := d.Finish(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}

@@ -25,7 +25,9 @@ type Config struct {
 	MaxDepth int
 	// ZeroCopy makes variable-length data values alias the input instead
 	// of copying it. The caller must then keep the input unchanged for as
-	// long as decoded values are in use.
+	// long as decoded values are in use, and must not decode into the same
+	// target again without ZeroCopy: that copy would reuse, and so
+	// overwrite, the aliased input.
 	ZeroCopy bool
 }
 

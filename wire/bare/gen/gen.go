@@ -304,6 +304,13 @@ func (g *gen) fn(header string, body func(w *strings.Builder), trailer string, n
 }
 
 func (g *gen) structDecl(name string, t *bare.Type) error {
+	seen := map[string]string{}
+	for _, f := range t.Fields {
+		if prev, dup := seen[exported(f.Name)]; dup {
+			return fmt.Errorf("%w: %s: fields %s and %s of %s both become Go field %s", ErrUnsupported, f.Pos, prev, f.Name, name, exported(f.Name))
+		}
+		seen[exported(f.Name)] = f.Name
+	}
 	g.p("// %s is the BARE struct declared at %s.", name, posString(t.Pos))
 	g.p("type %s struct {", name)
 	for _, f := range t.Fields {

@@ -25,6 +25,7 @@ func TestUnsupported(t *testing.T) {
 		"type O optional<u8>",
 		"type U union { V | str }\ntype V union { u8 }",
 		"type U union { optional<u8> }",
+		"type S struct { a: u8 A: u8 }",
 	} {
 		if _, err := generate(t, src); !errors.Is(err, gen.ErrUnsupported) {
 			t.Errorf("%q: err = %v", src, err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"strconv"
 	"testing"
@@ -200,5 +199,3 @@ func (r staticResolver) LookupIPAddr(_ context.Context, host string) ([]net.IPAd
 	}
 	return out, nil
 }
-
-var _ = netip.Addr{}

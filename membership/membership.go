@@ -36,6 +36,9 @@ type Membership struct {
 	keyring  *memberlist.Keyring // nil without encryption
 	localIPs map[netip.Addr]bool
 	joined   chan struct{} // closed after the first successful join
+	// selfConflict holds a token when a peer's view of this node's name
+	// is stale: another address, or not alive (see joinLoop).
+	selfConflict chan struct{}
 
 	metaMu sync.Mutex
 	meta   Meta   // normalized current metadata
@@ -89,13 +92,14 @@ func New(cfg Config) (*Membership, error) {
 	}
 
 	m := &Membership{
-		cfg:      cfg,
-		log:      logger,
-		hub:      newHub(cfg.Clock.Now, cfg.DeadRetention),
-		localIPs: localIPs(),
-		joined:   make(chan struct{}),
-		meta:     meta,
-		enc:      enc,
+		cfg:          cfg,
+		log:          logger,
+		hub:          newHub(cfg.Clock.Now, cfg.DeadRetention),
+		localIPs:     localIPs(),
+		joined:       make(chan struct{}),
+		selfConflict: make(chan struct{}, 1),
+		meta:         meta,
+		enc:          enc,
 	}
 
 	mc, err := m.memberlistConfig()
@@ -165,6 +169,7 @@ func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 	mc.Delegate = d
 	mc.Events = d
 	mc.Conflict = d
+	mc.Merge = d
 	return mc, nil
 }
 
@@ -232,12 +237,20 @@ func (m *Membership) WaitJoined(ctx context.Context) error {
 func (m *Membership) Joined() <-chan struct{} { return m.joined }
 
 // joinLoop is the background shell around joinOnce.
+//
+// Besides the initial join and the periodic re-join, it reacts to stale
+// views of this node: a node restarted under its old name at a new address
+// is refused by peers until its old incarnation has been dead for
+// DeadNodeReclaimTime. While a join shows a peer with the old address (or
+// a name conflict is reported), it exchanges full state with every seed
+// again, with doubling waits, so the new address is accepted soon after the
+// reclaim time instead of at the next push/pull.
 func (m *Membership) joinLoop(ctx context.Context) {
 	t := m.cfg.Timing
-	backoff := time.Duration(0)
-	joined := false
+	var backoff, conflictWait time.Duration
+	joined, force := false, false
 	for {
-		n, attempted := m.joinOnce(ctx, !joined)
+		n, attempted := m.joinOnce(ctx, !joined, force)
 		var wait time.Duration
 		switch {
 		case !joined && (n > 0 || !attempted):
@@ -255,14 +268,24 @@ func (m *Membership) joinLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-m.cfg.Clock.After(wait):
+			force, conflictWait = false, 0
+		case <-m.selfConflict:
+			conflictWait = nextBackoff(conflictWait, t.JoinBackoffMin, t.RejoinInterval)
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.cfg.Clock.After(conflictWait):
+			}
+			force = true
 		}
 	}
 }
 
-// joinOnce resolves the seeds and joins those that are neither this node
-// nor (after the first join) already alive members. It returns how many
-// answered and whether any join was attempted.
-func (m *Membership) joinOnce(ctx context.Context, first bool) (int, bool) {
+// joinOnce resolves the seeds and joins those that are not this node and,
+// unless all is set, not already alive members. first only changes
+// logging. It returns how many answered and whether any join was
+// attempted.
+func (m *Membership) joinOnce(ctx context.Context, first, all bool) (int, bool) {
 	if len(m.cfg.Seeds) == 0 {
 		return 0, false
 	}
@@ -275,7 +298,7 @@ func (m *Membership) joinOnce(ctx context.Context, first bool) (int, bool) {
 	self := m.Local().Addr
 	alive := make(map[netip.AddrPort]bool)
 	for _, mem := range m.hub.snapshot() {
-		if !mem.Status.Gone() {
+		if !mem.Status.Gone() && !all {
 			alive[mem.Addr] = true
 		}
 	}
@@ -480,6 +503,15 @@ func (m *Membership) announceLeaving(ctx context.Context) error {
 	return m.ml.UpdateNode(m.timeout(ctx))
 }
 
+// kickRejoin asks the join loop for another full state exchange with the
+// seeds; it never blocks.
+func (m *Membership) kickRejoin() {
+	select {
+	case m.selfConflict <- struct{}{}:
+	default:
+	}
+}
+
 // member converts a memberlist node into a Member.
 func (m *Membership) member(n *memberlist.Node, st Status) Member {
 	mem := Member{Name: n.Name, Status: st}
@@ -509,6 +541,7 @@ var (
 	_ memberlist.Delegate         = (*delegate)(nil)
 	_ memberlist.EventDelegate    = (*delegate)(nil)
 	_ memberlist.ConflictDelegate = (*delegate)(nil)
+	_ memberlist.MergeDelegate    = (*delegate)(nil)
 )
 
 func (d *delegate) NodeMeta(limit int) []byte {
@@ -551,7 +584,28 @@ func (d *delegate) NotifyLeave(n *memberlist.Node) {
 	d.m.hub.apply(ev)
 }
 
+// NotifyMerge sees a peer's whole view during a join. If the peer still
+// has this node's name at another address or not alive (this node was
+// restarted), the join loop exchanges state again soon, until the peer's
+// view is right.
+func (d *delegate) NotifyMerge(peers []*memberlist.Node) error {
+	self := d.m.Local().Addr
+	for _, n := range peers {
+		if n.Name != d.m.cfg.Name {
+			continue
+		}
+		ip, _ := netip.AddrFromSlice(n.Addr)
+		if n.State != memberlist.StateAlive || netip.AddrPortFrom(ip.Unmap(), n.Port) != self {
+			d.m.kickRejoin()
+		}
+	}
+	return nil
+}
+
 func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
+	if existing.Name == d.m.cfg.Name {
+		d.m.kickRejoin()
+	}
 	d.m.log.Warn("name conflict: another address claims a live member's name; it is ignored until the member is dead for DeadNodeReclaimTime",
 		slog.String(logKeyPeer, existing.Name),
 		slog.String("known", net.JoinHostPort(existing.Addr.String(), strconv.Itoa(int(existing.Port)))),

@@ -49,9 +49,15 @@ func TestFiveNodesJoinAndSeeMetadata(t *testing.T) {
 
 func TestRestartSameNameNewAddressRejoins(t *testing.T) {
 	// The survivors remember the dead c for longer than the test may
-	// wait, so only the dead-node reclaim lets the new c in.
+	// wait, so only the dead-node reclaim lets the new c in; and no
+	// periodic push/pull or re-join happens within the test either, so
+	// the new c gets in only by reacting to the name conflict.
+	long := 2 * waitFor
 	ca, cb := nodeConfig("a"), nodeConfig("b")
-	ca.Timing.GossipToTheDeadTime, cb.Timing.GossipToTheDeadTime = 2*waitFor, 2*waitFor
+	for _, cfg := range []*membership.Config{&ca, &cb} {
+		cfg.Timing.GossipToTheDeadTime = long
+		cfg.Timing.PushPullInterval = long
+	}
 	a := joinNode(t, ca)
 	cb.Seeds = []string{addrOf(a)}
 	b := joinNode(t, cb)
@@ -63,7 +69,10 @@ func TestRestartSameNameNewAddressRejoins(t *testing.T) {
 
 	c.Halt() // crash: no leave
 	// Restart at once, before the failure is detected, on a new port.
-	c2 := joinNode(t, nodeConfig("c", addrOf(b)))
+	cfgC2 := nodeConfig("c", addrOf(b))
+	cfgC2.Timing.PushPullInterval = long
+	cfgC2.Timing.RejoinInterval = long
+	c2 := joinNode(t, cfgC2)
 	newAddr := c2.Local().Addr
 	if newAddr == oldAddr {
 		t.Fatalf("restarted node got the same address %v", newAddr)

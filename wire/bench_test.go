@@ -105,14 +105,14 @@ func newRawPair(b *testing.B) *rawPair {
 	}
 	rp := &rawPair{srv: mk(), cli: mk()}
 	qc := &quic.Config{MaxIdleTimeout: time.Minute}
-	ln, err := rp.srv.Listen(serverTLS(p.cert(b, "s"), p.pool, time.Now), qc)
+	ln, err := rp.srv.Listen(serverTLS(staticCreds(p.cert(b, "s"), p.pool), time.Now), qc)
 	if err != nil {
 		b.Fatal(err)
 	}
 	rp.ln = ln
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	rp.client, err = rp.cli.Dial(ctx, rp.srv.Conn.LocalAddr(), clientTLS(p.cert(b, "c"), p.pool, time.Now, "s"), qc)
+	rp.client, err = rp.cli.Dial(ctx, rp.srv.Conn.LocalAddr(), clientTLS(staticCreds(p.cert(b, "c"), p.pool), time.Now, "s"), qc)
 	if err != nil {
 		b.Fatal(err)
 	}

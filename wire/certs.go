@@ -308,21 +308,41 @@ func certHasName(c *x509.Certificate, name string) bool {
 	return name != "" && certName(c) == name
 }
 
+// credentials are the certificate a node presents and the CA pool it
+// checks peers against. They are swapped as a unit on rotation.
+type credentials struct {
+	cert *tls.Certificate
+	pool *x509.CertPool
+}
+
+func staticCreds(cert tls.Certificate, pool *x509.CertPool) func() *credentials {
+	c := &credentials{cert: &cert, pool: pool}
+	return func() *credentials { return c }
+}
+
+func rawCerts(cs tls.ConnectionState) [][]byte {
+	raw := make([][]byte, len(cs.PeerCertificates))
+	for i, c := range cs.PeerCertificates {
+		raw[i] = c.Raw
+	}
+	return raw
+}
+
 // serverTLS is the TLS configuration for accepting peers: TLS 1.3 only,
 // ALPN tempest/1, a client certificate required and verified against the
 // cluster CA. The claimed node name is checked later, against the Hello.
-func serverTLS(cert tls.Certificate, pool *x509.CertPool, now func() time.Time) *tls.Config {
+// creds is read per handshake, so rotated credentials apply to new
+// connections.
+func serverTLS(creds func() *credentials, now func() time.Time) *tls.Config {
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		NextProtos:   []string{ALPN},
-		ClientAuth:   tls.RequireAnyClientCert,
+		MinVersion: tls.VersionTLS13,
+		NextProtos: []string{ALPN},
+		ClientAuth: tls.RequireAnyClientCert,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return creds().cert, nil
+		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			raw := make([][]byte, len(cs.PeerCertificates))
-			for i, c := range cs.PeerCertificates {
-				raw[i] = c.Raw
-			}
-			_, err := verifyChain(raw, pool, now(), x509.ExtKeyUsageClientAuth)
+			_, err := verifyChain(rawCerts(cs), creds().pool, now(), x509.ExtKeyUsageClientAuth)
 			return err
 		},
 		SessionTicketsDisabled: true,
@@ -334,19 +354,17 @@ func serverTLS(cert tls.Certificate, pool *x509.CertPool, now func() time.Time) 
 // Go's own hostname verification is replaced (InsecureSkipVerify plus
 // VerifyConnection) so the clock is injectable and the name match is
 // exact.
-func clientTLS(cert tls.Certificate, pool *x509.CertPool, now func() time.Time, peer string) *tls.Config {
+func clientTLS(creds func() *credentials, now func() time.Time, peer string) *tls.Config {
 	return &tls.Config{
-		MinVersion:         tls.VersionTLS13,
-		Certificates:       []tls.Certificate{cert},
-		NextProtos:         []string{ALPN},
-		ServerName:         peer,
+		MinVersion: tls.VersionTLS13,
+		NextProtos: []string{ALPN},
+		ServerName: peer,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return creds().cert, nil
+		},
 		InsecureSkipVerify: true, // replaced by VerifyConnection below
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			raw := make([][]byte, len(cs.PeerCertificates))
-			for i, c := range cs.PeerCertificates {
-				raw[i] = c.Raw
-			}
-			leaf, err := verifyChain(raw, pool, now(), x509.ExtKeyUsageServerAuth)
+			leaf, err := verifyChain(rawCerts(cs), creds().pool, now(), x509.ExtKeyUsageServerAuth)
 			if err != nil {
 				return err
 			}

@@ -116,15 +116,17 @@ func (n *MemNetwork) Heal(a, b string) {
 	n.mu.Unlock()
 }
 
-// SetDropRate makes each frame vanish with probability p (0 <= p <= 1),
-// silently, as a lossy network would after the sender's queue.
+// SetDropRate makes each frame sent from now on vanish with probability
+// p (0 <= p <= 1), silently, as a lossy network would after the sender's
+// queue.
 func (n *MemNetwork) SetDropRate(p float64) {
 	n.mu.Lock()
 	n.dropRate = p
 	n.mu.Unlock()
 }
 
-// SetDelay delays every frame by d (per lane, so FIFO holds).
+// SetDelay delays every frame sent from now on by d once it reaches the
+// head of its lane (so FIFO holds, and delays add up behind each other).
 func (n *MemNetwork) SetDelay(d time.Duration) {
 	n.mu.Lock()
 	n.delay = d
@@ -207,10 +209,17 @@ type memLink struct {
 	conns  []net.Conn
 }
 
+// memFrame is a queued frame and its fate, decided when it was sent.
+type memFrame struct {
+	data  []byte
+	drop  bool
+	delay time.Duration
+}
+
 type memLane struct {
 	id    Lane
 	mu    sync.Mutex
-	q     [][]byte
+	q     []memFrame
 	bytes int
 	wake  chan struct{}
 	space chan struct{} // closed when frames leave the queue
@@ -307,7 +316,8 @@ func (m *Mem) sendWait(ctx context.Context, peer string, ln Lane, frame []byte) 
 				return fmt.Errorf("%w: %w", ErrQueueFull, ctx.Err())
 			}
 		}
-		q.q = append(q.q, append([]byte(nil), frame...))
+		drop, delay := m.net.fate()
+		q.q = append(q.q, memFrame{data: append([]byte(nil), frame...), drop: drop, delay: delay})
 		q.bytes += len(frame)
 		q.mu.Unlock()
 		select {
@@ -333,26 +343,25 @@ func (m *Mem) deliver(l *memLink, q *memLane) {
 				break
 			}
 			f := q.q[0]
-			q.q[0] = nil
+			q.q[0] = memFrame{}
 			q.q = q.q[1:]
-			q.bytes -= len(f)
+			q.bytes -= len(f.data)
 			if q.space != nil {
 				close(q.space)
 				q.space = nil
 			}
 			q.mu.Unlock()
-			drop, delay := m.net.fate()
-			if delay > 0 {
+			if f.delay > 0 {
 				select {
-				case <-m.net.clock.After(delay):
+				case <-m.net.clock.After(f.delay):
 				case <-l.ctx.Done():
 					return
 				}
 			}
-			if drop || l.ctx.Err() != nil {
+			if f.drop || l.ctx.Err() != nil {
 				continue
 			}
-			if err := l.peer.cfg.Handler(m.cfg.Name, q.id, f); err != nil {
+			if err := l.peer.cfg.Handler(m.cfg.Name, q.id, f.data); err != nil {
 				l.peer.cfg.Logger.Warn("wire: frame rejected by handler", logPeer, m.cfg.Name, logErr, err)
 			}
 		}

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +46,7 @@ type QUIC struct {
 
 	events eventQueue
 	st     counters
+	creds  atomic.Pointer[credentials]
 }
 
 var (
@@ -109,7 +112,9 @@ func NewQUIC(cfg Config) (*QUIC, error) {
 		MaxIncomingUniStreams: 2 * (1 + MaxMailLanes),    // lanes, plus room to reopen reset ones
 		Allow0RTT:             false,
 	}
-	ln, err := t.tr.Listen(serverTLS(cfg.Certificate, cfg.CAs, cfg.Clock.Now), t.qconf)
+	cert := cfg.Certificate
+	t.creds.Store(&credentials{cert: &cert, pool: cfg.CAs})
+	ln, err := t.tr.Listen(serverTLS(t.creds.Load, cfg.Clock.Now), t.qconf)
 	if err != nil {
 		t.tr.Close()
 		if t.ownUDP {
@@ -168,6 +173,25 @@ func (t *QUIC) Close() error {
 		t.udp.Close()
 	}
 	t.wg.Wait()
+	return nil
+}
+
+// SetCredentials rotates the node certificate and the CA pool. New
+// connections (dialed or accepted) use them at once; established links
+// keep the identity they were set up with until they reconnect. The
+// certificate must still name this node.
+func (t *QUIC) SetCredentials(cert tls.Certificate, cas *x509.CertPool) error {
+	if len(cert.Certificate) == 0 || cert.PrivateKey == nil || cas == nil {
+		return errors.New("wire: SetCredentials needs a certificate with its key and a CA pool")
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("wire: SetCredentials: %w", err)
+	}
+	if !certHasName(leaf, t.cfg.Name) {
+		return fmt.Errorf("wire: certificate names %q, node is %q", certName(leaf), t.cfg.Name)
+	}
+	t.creds.Store(&credentials{cert: &cert, pool: cas})
 	return nil
 }
 
@@ -504,7 +528,7 @@ func (l *link) dialOnce() error {
 	if err != nil {
 		return fmt.Errorf("%w: resolve %s (%s): %v", ErrUnavailable, l.peer, addr, err)
 	}
-	conn, err := t.tr.Dial(ctx, ua, clientTLS(t.cfg.Certificate, t.cfg.CAs, t.cfg.Clock.Now, l.peer), t.qconf)
+	conn, err := t.tr.Dial(ctx, ua, clientTLS(t.creds.Load, t.cfg.Clock.Now, l.peer), t.qconf)
 	if err != nil {
 		return fmt.Errorf("%w: dial %s: %v", ErrUnavailable, l.peer, err)
 	}

@@ -40,7 +40,7 @@ func dialRaw(t *testing.T, target *QUIC, cert tls.Certificate, pool *x509.CertPo
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 	defer cancel()
-	conn, err := tr.Dial(ctx, target.Addr(), clientTLS(cert, pool, time.Now, target.Name()), &quic.Config{MaxIdleTimeout: 30 * time.Second})
+	conn, err := tr.Dial(ctx, target.Addr(), clientTLS(staticCreds(cert, pool), time.Now, target.Name()), &quic.Config{MaxIdleTimeout: 30 * time.Second})
 	if err != nil {
 		return rp, 0, err
 	}

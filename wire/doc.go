@@ -1,0 +1,108 @@
+// Package wire is BAREWire, the node-to-node transport of Tempest: it
+// moves frames (BARE-encoded envelopes, opaque at this layer) between named
+// nodes over QUIC with mutual TLS, and carries bidirectional service
+// streams (raft RPC) over the same connections.
+//
+// # Links
+//
+// A node runs one quic.Transport on one UDP socket (default port 7947)
+// and keeps at most one QUIC connection, its link, to each peer. A link
+// starts on demand: the first Send or DialStream to a peer resolves its
+// address through Config.Resolve and dials. The dialer opens a stream and
+// sends a Hello (node name, protocol version, manifest digest; see
+// envelope.bare); the acceptor checks that the name is the one its TLS
+// certificate carries and answers with a HelloReply. Nothing a peer sends
+// is read, let alone delivered, before its Hello is verified.
+//
+// When both nodes dial each other at once, the connection dialed by the
+// node with the lexicographically lower name wins: that node answers the
+// other's Hello with DUPLICATE while its own dial is in flight or
+// established, and the loser adopts the winner's connection. A node
+// dials only when it has no link, so any other inbound connection replaces
+// the existing link (the peer restarted or lost it).
+//
+// Links report up and down through Config.Events. A down event means every
+// frame sent to that peer before it has an unknown fate and nothing queued
+// before it will be sent after it: callers fail their pending asks to that
+// peer at once (process unavailable). After a failed dial the link backs
+// off (Config.BackoffMin doubling to BackoffMax, on the injected clock);
+// during the back-off Send fails fast with ErrUnavailable. A restarted node
+// keeps its stateless reset key (derived from its private key unless
+// given), so its peers' stale connections are reset on their next packet
+// instead of waiting for the idle timeout.
+//
+// # TLS
+//
+// TLS 1.3 only, ALPN "tempest/1", 0-RTT off (no early data, no session
+// tickets). Both sides present a certificate issued by the cluster CA (see
+// NewCA, CA.Issue and the tempest certs command); the node name is the
+// certificate's first DNS name and is matched exactly. The dialer checks
+// the acceptor's certificate names the peer it dialed; the acceptor checks
+// the client certificate chains to the CA and then that the Hello claims
+// the same name. Expired, not-yet-valid, self-signed and foreign-CA
+// certificates fail the handshake. SetCredentials rotates the certificate
+// and CA pool for new connections.
+//
+// # Lanes and framing
+//
+// A link has one control lane (lane 0, supervisor policy) and K mail lanes
+// (lanes 1..K, Config.MailLanes, default 4). Each lane is a long-lived
+// unidirectional QUIC stream per direction, so QUIC's per-stream flow
+// control keeps a stalled lane from blocking the others: the control lane
+// never waits behind actor mail, and a slow recipient only delays the
+// recipients that hash to its lane. Send picks the mail lane by a hash of
+// the recipient (MailLane), which keeps per-sender, per-recipient FIFO.
+//
+// A lane stream begins with one byte, the lane number; then frames follow,
+// each a uvarint length (BARE's uint: minimal LEB128) and that many bytes.
+// The receiver checks the length against Config.MaxFrameSize (default
+// 4 MiB) before reading or allocating. An oversized frame, a malformed
+// length or a frame the Handler rejects resets that stream with
+// CodeFrameTooLarge or CodeMalformedFrame; it is counted (Stats) and
+// logged, the sender reopens the lane on a new stream, and the rest of
+// the link and all other peers carry on.
+//
+// Writes are coalesced. Send appends the framed bytes to the lane's queue
+// under a mutex and wakes the lane's writer goroutine; the writer takes
+// everything queued so far and hands it to QUIC in one stream write. An
+// idle lane therefore flushes a lone frame at once (no timer), while a busy
+// one writes thousands of frames per write. The queue is bounded
+// (Config.LaneQueueBytes per lane): when QUIC flow control holds the
+// writer back and the queue is full, Send returns ErrQueueFull instead of
+// buffering without bound; SendWait waits for room instead.
+//
+// # Service streams
+//
+// DialStream opens a bidirectional stream on the peer link and names a
+// service in its first bytes; ListenStream returns the net.Listener that
+// receives the streams of one service. Raft's stream layer is built on
+// this, so raft shares the port, the link and the TLS identity.
+//
+// # Goroutines and ownership
+//
+// The transport owns every goroutine it starts (accept loop, handshakes,
+// one writer per lane and link, one reader per inbound lane stream, one
+// watcher per link, the event dispatcher) and Close stops them all and
+// waits. The Handler runs on reader goroutines: concurrently across
+// lanes and peers, in order within a lane. Its frame argument is only valid
+// until it returns. It must not block for long, and must return for Close
+// to finish. Send copies the frame, so callers keep their buffer.
+//
+// # The fake
+//
+// MemNetwork and Mem implement the same Transport in memory, with
+// partitions, drops and delays, for testing the layers above. One contract
+// suite runs against both.
+//
+// Usage:
+//
+//	t, err := wire.NewQUIC(wire.Config{
+//		Name: "node-1", ListenAddr: ":7947",
+//		Certificate: cert, CAs: pool,
+//		Resolve: members.Address,
+//		Handler: router.Deliver,
+//		Events:  asks.OnLinkEvent,
+//	})
+//	…
+//	err = t.Send("node-2", recipientHash, envelope)
+package wire

@@ -1,12 +1,9 @@
 package bare
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -103,7 +100,7 @@ func (tc *Transcoder) JSONToBARE(typeName string, js []byte) ([]byte, error) {
 		return nil, err
 	}
 	e := &jsonEncoder{}
-	out, err := e.value(nil, t, n, "$")
+	out, err := e.value(nil, t, n)
 	if err != nil {
 		return nil, err
 	}
@@ -381,104 +378,80 @@ type jnode struct {
 	vals []*jnode
 }
 
-func parseJSON(data []byte, maxDepth int) (*jnode, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	n, err := readJSON(dec, 0, maxDepth)
-	if err != nil {
-		return nil, fmt.Errorf("%w: invalid JSON: %v", ErrJSON, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: invalid JSON: data after the value", ErrJSON)
-	}
-	return n, nil
+// jsonEncoder encodes a parsed JSON tree. It tracks where it is as a stack
+// of path segments and renders the path only for an error.
+type jsonEncoder struct {
+	segs []pathSeg
 }
 
-func readJSON(dec *json.Decoder, depth, maxDepth int) (*jnode, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	switch v := tok.(type) {
-	case nil:
-		return &jnode{kind: jNull}, nil
-	case bool:
-		return &jnode{kind: jBool, b: v}, nil
-	case json.Number:
-		return &jnode{kind: jNum, s: string(v)}, nil
-	case string:
-		return &jnode{kind: jStr, s: v}, nil
-	case json.Delim:
-		if depth >= maxDepth {
-			return nil, fmt.Errorf("nesting deeper than %d", maxDepth)
-		}
-		n := &jnode{kind: jArr}
-		if v == '{' {
-			n.kind = jObj
-		}
-		for dec.More() {
-			if n.kind == jObj {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				n.keys = append(n.keys, kt.(string))
-			}
-			c, err := readJSON(dec, depth+1, maxDepth)
-			if err != nil {
-				return nil, err
-			}
-			if n.kind == jObj {
-				n.vals = append(n.vals, c)
-			} else {
-				n.arr = append(n.arr, c)
-			}
-		}
-		if _, err := dec.Token(); err != nil { // the closing delimiter
-			return nil, err
-		}
-		return n, nil
-	}
-	return nil, fmt.Errorf("unexpected token %v", tok)
+type pathSeg struct {
+	name string // field or union member; map key when key is set
+	idx  int    // list index when name is "" and !key
+	key  bool
 }
 
-type jsonEncoder struct{}
+func (e *jsonEncoder) push(s pathSeg) { e.segs = append(e.segs, s) }
+func (e *jsonEncoder) pop()           { e.segs = e.segs[:len(e.segs)-1] }
 
-func jerr(path, format string, args ...any) error {
-	return &JSONError{Path: path, Msg: fmt.Sprintf(format, args...)}
+func (e *jsonEncoder) path() string {
+	b := []byte("$")
+	for _, s := range e.segs {
+		switch {
+		case s.key:
+			b = append(b, '[')
+			b = strconv.AppendQuote(b, s.name)
+			b = append(b, ']')
+		case s.name != "":
+			b = append(b, '.')
+			b = append(b, s.name...)
+		default:
+			b = append(b, '[')
+			b = strconv.AppendInt(b, int64(s.idx), 10)
+			b = append(b, ']')
+		}
+	}
+	return string(b)
 }
 
-func want(path string, n *jnode, what string) error {
-	return jerr(path, "want %s, got %s", what, jkindNames[n.kind])
+func (e *jsonEncoder) errf(format string, args ...any) error {
+	return &JSONError{Path: e.path(), Msg: fmt.Sprintf(format, args...)}
+}
+
+// fieldErr reports an error about the field name of the current object.
+func (e *jsonEncoder) fieldErr(name, format string, args ...any) error {
+	e.push(pathSeg{name: name})
+	defer e.pop()
+	return e.errf(format, args...)
+}
+
+func (e *jsonEncoder) want(n *jnode, what string) error {
+	return e.errf("want %s, got %s", what, jkindNames[n.kind])
 }
 
 // intText returns the decimal text of an integer given as a number, or as
 // a string when strOK.
-func intText(path string, n *jnode, strOK bool) (string, error) {
+func (e *jsonEncoder) intText(n *jnode, strOK bool) (string, error) {
 	if n.kind == jNum || n.kind == jStr && strOK {
 		return n.s, nil
 	}
 	if strOK {
-		return "", want(path, n, "an integer (number or decimal string)")
+		return "", e.want(n, "an integer (number or decimal string)")
 	}
-	return "", want(path, n, "an integer")
+	return "", e.want(n, "an integer")
 }
 
-func parseUintText(path, s string, bits int) (uint64, error) {
+func (e *jsonEncoder) parseUint(s string, bits int) (uint64, error) {
 	v, err := strconv.ParseUint(s, 10, bits)
 	if err != nil {
-		return 0, jerr(path, "%q is not a u%d", s, bits)
+		return 0, e.errf("%q is not a u%d", s, bits)
 	}
 	return v, nil
 }
 
-func parseIntText(path, s string, bits int) (int64, error) {
+func (e *jsonEncoder) parseInt(s string, bits int) (int64, error) {
 	v, err := strconv.ParseInt(s, 10, bits)
 	if err != nil {
-		return 0, jerr(path, "%q is not an i%d", s, bits)
+		return 0, e.errf("%q is not an i%d", s, bits)
 	}
 	return v, nil
 }
@@ -488,15 +461,15 @@ var intBits = map[Kind]int{
 	KindInt: 64, KindI8: 8, KindI16: 16, KindI32: 32, KindI64: 64,
 }
 
-func (e *jsonEncoder) value(dst []byte, t *Type, n *jnode, path string) ([]byte, error) {
+func (e *jsonEncoder) value(dst []byte, t *Type, n *jnode) ([]byte, error) {
 	switch t.Kind {
 	case KindUint, KindU8, KindU16, KindU32, KindU64:
 		bits := intBits[t.Kind]
-		s, err := intText(path, n, bits == 64)
+		s, err := e.intText(n, bits == 64)
 		if err != nil {
 			return nil, err
 		}
-		v, err := parseUintText(path, s, bits)
+		v, err := e.parseUint(s, bits)
 		if err != nil {
 			return nil, err
 		}
@@ -513,11 +486,11 @@ func (e *jsonEncoder) value(dst []byte, t *Type, n *jnode, path string) ([]byte,
 		return AppendU64(dst, v), nil
 	case KindInt, KindI8, KindI16, KindI32, KindI64:
 		bits := intBits[t.Kind]
-		s, err := intText(path, n, bits == 64)
+		s, err := e.intText(n, bits == 64)
 		if err != nil {
 			return nil, err
 		}
-		v, err := parseIntText(path, s, bits)
+		v, err := e.parseInt(s, bits)
 		if err != nil {
 			return nil, err
 		}
@@ -534,7 +507,7 @@ func (e *jsonEncoder) value(dst []byte, t *Type, n *jnode, path string) ([]byte,
 		return AppendI64(dst, v), nil
 	case KindF32, KindF64:
 		if n.kind != jNum {
-			return nil, want(path, n, "a number")
+			return nil, e.want(n, "a number")
 		}
 		bits := 64
 		if t.Kind == KindF32 {
@@ -542,7 +515,7 @@ func (e *jsonEncoder) value(dst []byte, t *Type, n *jnode, path string) ([]byte,
 		}
 		f, err := strconv.ParseFloat(n.s, bits)
 		if err != nil {
-			return nil, jerr(path, "%s is not an f%d", n.s, bits)
+			return nil, e.errf("%s is not an f%d", n.s, bits)
 		}
 		if bits == 32 {
 			return AppendF32(dst, float32(f)), nil
@@ -550,135 +523,146 @@ func (e *jsonEncoder) value(dst []byte, t *Type, n *jnode, path string) ([]byte,
 		return AppendF64(dst, f), nil
 	case KindBool:
 		if n.kind != jBool {
-			return nil, want(path, n, "a boolean")
+			return nil, e.want(n, "a boolean")
 		}
 		return AppendBool(dst, n.b), nil
 	case KindStr:
 		if n.kind != jStr {
-			return nil, want(path, n, "a string")
+			return nil, e.want(n, "a string")
 		}
 		if !utf8.ValidString(n.s) {
-			return nil, jerr(path, "invalid UTF-8")
+			return nil, e.errf("invalid UTF-8")
 		}
 		return AppendString(dst, n.s), nil
 	case KindData:
 		if n.kind != jStr {
-			return nil, want(path, n, "a base64 string")
+			return nil, e.want(n, "a base64 string")
 		}
 		b, err := base64.StdEncoding.Strict().DecodeString(n.s)
 		if err != nil {
-			return nil, jerr(path, "invalid base64: %v", err)
+			return nil, e.errf("invalid base64: %v", err)
 		}
 		if t.Len > 0 {
 			if len(b) != t.Len {
-				return nil, jerr(path, "want %d bytes, got %d", t.Len, len(b))
+				return nil, e.errf("want %d bytes, got %d", t.Len, len(b))
 			}
 			return append(dst, b...), nil
 		}
 		return AppendData(dst, b), nil
 	case KindVoid:
 		if n.kind != jNull {
-			return nil, want(path, n, "null")
+			return nil, e.want(n, "null")
 		}
 		return dst, nil
 	case KindEnum:
 		if n.kind != jStr {
-			return nil, want(path, n, "an enum value name")
+			return nil, e.want(n, "an enum value name")
 		}
 		for _, ev := range t.Values {
 			if ev.Name == n.s {
 				return AppendUint(dst, ev.Value), nil
 			}
 		}
-		return nil, jerr(path, "unknown enum value %q", n.s)
+		return nil, e.errf("unknown enum value %q", n.s)
 	case KindOptional:
 		if n.kind == jNull {
 			return append(dst, 0), nil
 		}
-		return e.value(append(dst, 1), t.Elem, n, path)
+		return e.value(append(dst, 1), t.Elem, n)
 	case KindList:
 		if n.kind != jArr {
-			return nil, want(path, n, "an array")
+			return nil, e.want(n, "an array")
 		}
 		if t.Len > 0 {
 			if len(n.arr) != t.Len {
-				return nil, jerr(path, "want %d items, got %d", t.Len, len(n.arr))
+				return nil, e.errf("want %d items, got %d", t.Len, len(n.arr))
 			}
 		} else {
 			dst = AppendUint(dst, uint64(len(n.arr)))
 		}
 		var err error
 		for i, c := range n.arr {
-			if dst, err = e.value(dst, t.Elem, c, path+"["+strconv.Itoa(i)+"]"); err != nil {
+			e.push(pathSeg{idx: i})
+			if dst, err = e.value(dst, t.Elem, c); err != nil {
 				return nil, err
 			}
+			e.pop()
 		}
 		return dst, nil
 	case KindMap:
 		if n.kind != jObj {
-			return nil, want(path, n, "an object")
+			return nil, e.want(n, "an object")
 		}
 		dst = AppendUint(dst, uint64(len(n.keys)))
 		seen := make(map[string]struct{}, len(n.keys))
 		var err error
 		for i, k := range n.keys {
-			kp := path + "[" + strconv.Quote(k) + "]"
+			e.push(pathSeg{name: k, key: true})
 			start := len(dst)
-			if dst, err = e.mapKey(dst, t.Key, k, kp); err != nil {
+			if dst, err = e.mapKey(dst, t.Key, k); err != nil {
 				return nil, err
 			}
 			raw := string(dst[start:])
 			if _, dup := seen[raw]; dup {
-				return nil, jerr(kp, "duplicate map key")
+				return nil, e.errf("duplicate map key")
 			}
 			seen[raw] = struct{}{}
-			if dst, err = e.value(dst, t.Elem, n.vals[i], kp); err != nil {
+			if dst, err = e.value(dst, t.Elem, n.vals[i]); err != nil {
 				return nil, err
 			}
+			e.pop()
 		}
 		return dst, nil
 	case KindUnion:
 		if n.kind != jObj || len(n.keys) != 1 {
-			return nil, jerr(path, "want an object with exactly one member name")
+			return nil, e.errf("want an object with exactly one member name")
 		}
 		k := n.keys[0]
 		for _, m := range t.Members {
 			if memberName(m) == k || strconv.FormatUint(m.Tag, 10) == k {
-				return e.value(AppendUint(dst, m.Tag), m.Type, n.vals[0], path+"."+k)
+				e.push(pathSeg{name: k})
+				out, err := e.value(AppendUint(dst, m.Tag), m.Type, n.vals[0])
+				if err != nil {
+					return nil, err
+				}
+				e.pop()
+				return out, nil
 			}
 		}
-		return nil, jerr(path, "unknown union member %q", k)
+		return nil, e.errf("unknown union member %q", k)
 	case KindStruct:
 		if n.kind != jObj {
-			return nil, want(path, n, "an object")
+			return nil, e.want(n, "an object")
 		}
 		idx := make(map[string]int, len(n.keys))
 		for i, k := range n.keys {
 			if _, dup := idx[k]; dup {
-				return nil, jerr(path+"."+k, "duplicate field")
+				return nil, e.fieldErr(k, "duplicate field")
 			}
 			idx[k] = i
 		}
 		for _, k := range n.keys {
 			if !hasField(t, k) {
-				return nil, jerr(path+"."+k, "unknown field")
+				return nil, e.fieldErr(k, "unknown field")
 			}
 		}
 		var err error
 		for _, f := range t.Fields {
 			i, ok := idx[f.Name]
 			if !ok {
-				return nil, jerr(path+"."+f.Name, "missing field")
+				return nil, e.fieldErr(f.Name, "missing field")
 			}
-			if dst, err = e.value(dst, f.Type, n.vals[i], path+"."+f.Name); err != nil {
+			e.push(pathSeg{name: f.Name})
+			if dst, err = e.value(dst, f.Type, n.vals[i]); err != nil {
 				return nil, err
 			}
+			e.pop()
 		}
 		return dst, nil
 	case KindNamed:
-		return e.value(dst, t.Def.Type, n, path)
+		return e.value(dst, t.Def.Type, n)
 	}
-	return nil, jerr(path, "unsupported type %v", t.Kind)
+	return nil, e.errf("unsupported type %v", t.Kind)
 }
 
 func hasField(t *Type, name string) bool {
@@ -691,23 +675,23 @@ func hasField(t *Type, name string) bool {
 }
 
 // mapKey encodes an object key as a map key of type t.
-func (e *jsonEncoder) mapKey(dst []byte, t *Type, k, path string) ([]byte, error) {
+func (e *jsonEncoder) mapKey(dst []byte, t *Type, k string) ([]byte, error) {
 	r := Resolve(t)
 	switch r.Kind {
 	case KindStr, KindEnum:
-		return e.value(dst, r, &jnode{kind: jStr, s: k}, path)
+		return e.value(dst, r, &jnode{kind: jStr, s: k})
 	case KindBool:
 		switch k {
 		case "true", "false":
 			return AppendBool(dst, k == "true"), nil
 		}
-		return nil, jerr(path, "map key %q is not true or false", k)
+		return nil, e.errf("map key %q is not true or false", k)
 	}
 	// Integer keys: the decimal form, also for the small kinds.
 	s := k
 	if intBits[r.Kind] != 64 {
 		// Reuse the number path, which accepts only numbers for small kinds.
-		return e.value(dst, r, &jnode{kind: jNum, s: s}, path)
+		return e.value(dst, r, &jnode{kind: jNum, s: s})
 	}
-	return e.value(dst, r, &jnode{kind: jStr, s: s}, path)
+	return e.value(dst, r, &jnode{kind: jStr, s: s})
 }

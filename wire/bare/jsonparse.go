@@ -299,4 +299,3 @@ func (p *jparser) str() (string, error) {
 	}
 	return "", errJSONEOF
 }
-

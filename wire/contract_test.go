@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tempest-actors/tempest/actor"
 )
 
 // cluster builds nodes of one Transport implementation for the contract
@@ -177,6 +179,9 @@ func runContract(t *testing.T, newCluster func(t *testing.T) cluster) {
 	t.Run("Errors", func(t *testing.T) {
 		c := newCluster(t)
 		a := c.add(t, "a", newSink(), nil)
+		if !errors.Is(ErrQueueFull, actor.ErrRefused) || !errors.Is(ErrUnavailable, actor.ErrProcessUnavailable) {
+			t.Error("transport errors do not match the actor sentinels")
+		}
 		if err := a.Send("a", 1, []byte("x")); !errors.Is(err, ErrSelf) {
 			t.Errorf("send to self: got %v, want ErrSelf", err)
 		}
@@ -210,8 +215,8 @@ func runContract(t *testing.T, newCluster func(t *testing.T) cluster) {
 		ea.waitEvent(t, "b", true)
 		b.Close()
 		ev := ea.waitEvent(t, "b", false)
-		if !errors.Is(ev.Err, ErrUnavailable) {
-			t.Errorf("down event error: got %v, want ErrUnavailable", ev.Err)
+		if !errors.Is(ev.Err, ErrUnavailable) || !errors.Is(ev.Err, actor.ErrProcessUnavailable) {
+			t.Errorf("down event error: got %v, want ErrUnavailable (process unavailable)", ev.Err)
 		}
 	})
 

@@ -5,26 +5,39 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"github.com/tempest-actors/tempest/actor"
 )
 
-// Transport errors. They are sentinels to branch on with errors.Is. Once
-// the actor package settles its sentinels, ErrQueueFull should also match
-// actor.ErrRefused and ErrUnavailable actor.ErrProcessUnavailable.
+// Transport errors. They are sentinels to branch on with errors.Is.
+// ErrQueueFull also matches actor.ErrRefused (the frame was definitely not
+// sent) and ErrUnavailable matches actor.ErrProcessUnavailable (the peer's
+// node is unreachable), so the layers above can pass them on unchanged.
 var (
 	// ErrClosed: the transport (or stream listener) was closed.
 	ErrClosed = errors.New("wire: transport closed")
 	// ErrQueueFull: the link's bounded send queue for that lane is full;
 	// the frame was not queued (backpressure; definitely not delivered).
-	ErrQueueFull = errors.New("wire: send queue full")
+	ErrQueueFull error = &kindError{"wire: send queue full", actor.ErrRefused}
 	// ErrFrameTooLarge: the frame exceeds Config.MaxFrameSize.
 	ErrFrameTooLarge = errors.New("wire: frame too large")
 	// ErrUnavailable: there is no link to the peer and none can be made
 	// right now (the last attempt failed and the back-off has not passed,
-	// or the peer cannot be resolved).
-	ErrUnavailable = errors.New("wire: peer unavailable")
+	// or the peer cannot be resolved), or the link went down.
+	ErrUnavailable error = &kindError{"wire: peer unavailable", actor.ErrProcessUnavailable}
 	// ErrSelf: a node tried to send to or dial itself.
 	ErrSelf = errors.New("wire: peer is this node")
 )
+
+// kindError is a sentinel that also matches the actor-level sentinel it
+// refines.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
 
 // Lane identifies one ordered channel of a link. Lane 0 is the control
 // lane (Prospero policy: handoff, state transfer, hydration, deadlines);

@@ -60,7 +60,9 @@ func (c Config) withDefaults() Config {
 // Decoder reads BARE values from a byte slice. Errors are sticky: after the
 // first failure every read returns a zero value and Err reports the
 // failure, so generated code checks once at the end. A Decoder is not safe
-// for concurrent use; Reset lets one be reused without allocating.
+// for concurrent use; Reset lets one be reused without allocating. Create
+// one with NewDecoder or Reset: the zero Decoder has no input and limits of
+// zero.
 type Decoder struct {
 	buf   []byte
 	off   int

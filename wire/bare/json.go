@@ -95,6 +95,12 @@ func (tc *Transcoder) JSONToBARE(typeName string, js []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// JSON spells a message out at most a few times larger than BARE
+	// (base64, decimal digits, field names); refuse input far beyond that
+	// before building a tree of it.
+	if limit := 8 * tc.cfg.MaxMessageBytes; len(js) > limit {
+		return nil, fmt.Errorf("%w: JSON input of %d bytes exceeds %d", ErrLimit, len(js), limit)
+	}
 	n, err := parseJSON(js, tc.cfg.MaxDepth)
 	if err != nil {
 		return nil, err

@@ -122,6 +122,13 @@ func TestTranscodeJSONErrors(t *testing.T) {
 	if _, err := tc.JSONToBARE("Nope", []byte(`1`)); !errors.Is(err, bare.ErrUnknownType) {
 		t.Errorf("unknown type: %v", err)
 	}
+	small := bare.NewTranscoder(mustParse(t, "type D data"), bare.Config{MaxMessageBytes: 4})
+	if _, err := small.JSONToBARE("D", []byte(`"AAAAAAAA"`)); !errors.Is(err, bare.ErrLimit) {
+		t.Errorf("encoded size limit: %v", err)
+	}
+	if _, err := small.JSONToBARE("D", []byte(`"`+strings.Repeat(" ", 40)+`"`)); !errors.Is(err, bare.ErrLimit) {
+		t.Errorf("input size limit: %v", err)
+	}
 	deep := strings.Repeat("[", 100) + strings.Repeat("]", 100)
 	if _, err := tc.JSONToBARE("S", []byte(deep)); err == nil || !strings.Contains(err.Error(), "nesting") {
 		t.Errorf("deep JSON: %v", err)
@@ -149,4 +156,13 @@ func TestTranscodeBAREErrors(t *testing.T) {
 			t.Errorf("%s %s: err = %v, want %v at %d", c.typ, c.hex, err, c.reason, c.offset)
 		}
 	}
+}
+
+func mustParse(t *testing.T, src string) *bare.Schema {
+	t.Helper()
+	s, err := bare.ParseSchema("t.bare", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

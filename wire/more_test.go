@@ -325,3 +325,42 @@ func TestMemFaults(t *testing.T) {
 		t.Errorf("after drops: %d frames, last %q; want 5 ending in kept", len(got), got[len(got)-1].frame)
 	}
 }
+
+func TestSimultaneousDialsConvergeOnOneLink(t *testing.T) {
+	for round := range 5 {
+		c := newQUICCluster(t)
+		ea, eb := newEvents(), newEvents()
+		sa, sb := newSink(), newSink()
+		a := c.start(t, c.config(t, "a", sa, ea))
+		b := c.start(t, c.config(t, "b", sb, eb))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { <-start; sendRetry(t, a, "b", 1, []byte("from a")) })
+		wg.Go(func() { <-start; sendRetry(t, b, "a", 1, []byte("from b")) })
+		close(start)
+		wg.Wait()
+		sa.waitN(t, 1)
+		sb.waitN(t, 1)
+		dialer := func(q *QUIC, peer string) string {
+			l, _ := q.link(peer)
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.sess == nil {
+				return ""
+			}
+			return l.sess.dialer
+		}
+		da, db := dialer(a, "b"), dialer(b, "a")
+		if da == "" || da != db {
+			t.Fatalf("round %d: a uses the link dialed by %q, b the one dialed by %q", round, da, db)
+		}
+		for _, q := range []*QUIC{a, b} {
+			if st := q.Stats(); st.LinksUp != 1 || st.LinksDown != 0 || st.Dropped != 0 {
+				t.Fatalf("round %d: %s: %d links up, %d down, %d frames dropped; want 1, 0, 0",
+					round, q.Name(), st.LinksUp, st.LinksDown, st.Dropped)
+			}
+		}
+		a.Close()
+		b.Close()
+	}
+}

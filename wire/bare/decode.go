@@ -150,6 +150,11 @@ func (d *Decoder) need(n int) bool {
 // Uint reads a BARE uint, rejecting overlong, non-minimal and >64-bit
 // encodings.
 func (d *Decoder) Uint() uint64 {
+	if d.off < len(d.buf) && d.buf[d.off] < 0x80 && d.err == nil {
+		v := d.buf[d.off] // the common one-byte case
+		d.off++
+		return uint64(v)
+	}
 	if d.err != nil {
 		return 0
 	}

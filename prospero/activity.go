@@ -63,6 +63,12 @@ func (a *Activity) Touch(id Identity, idle time.Duration, now time.Time) {
 	n.kprev.knext, k.kprev = n, n
 }
 
+// UsedBefore reports whether id is tracked with a last use before t.
+func (a *Activity) UsedBefore(id Identity, t time.Time) bool {
+	n, ok := a.byID[id]
+	return ok && n.last.Before(t)
+}
+
 // Remove stops tracking id; it reports whether id was tracked.
 func (a *Activity) Remove(id Identity) bool {
 	n, ok := a.byID[id]

@@ -22,9 +22,10 @@ const (
 	phasePassivating              // OpPassivate issued
 	phaseBackoff                  // faulted; waiting to restart or re-hydrate
 	phaseRetiring                 // OpRetire issued
+	phaseStopping                 // OpStop issued after a fault
 )
 
-var phaseNames = [...]string{"queued", "loading", "active", "passivating", "backoff", "retiring"}
+var phaseNames = [...]string{"queued", "loading", "active", "passivating", "backoff", "retiring", "stopping"}
 
 func (p phase) String() string { return phaseNames[p] }
 
@@ -59,8 +60,12 @@ const (
 	// actor and release its memory, then call Passivated (or
 	// PassivateFailed, leaving the actor attached).
 	OpPassivate
-	// OpStop: drop the faulted actor value now. Its mail stays in the
-	// mailbox; a later OpLoad brings the identity back.
+	// OpStop: take the faulted actor value out of service, then call
+	// Stopped. Its mail stays in the mailbox; a later OpLoad brings the
+	// identity back. Command.Remedy says which remedy follows: before a
+	// Restart, a host that replaces actor values in place (and re-mints
+	// the incarnation as it does) may leave the value attached and report
+	// Stopped at once; before a Hydrate the value must be detached.
 	OpStop
 	// OpRetire: drop the actor value and replace its state at rest by a
 	// record holding only incarnation Command.Mint (so the next
@@ -98,6 +103,8 @@ type Command struct {
 	Persist bool
 	// Reason of a Passivate (ReasonIdle, ReasonPressure, ReasonShutdown).
 	Reason string
+	// Remedy that follows a Stop.
+	Remedy Remedy
 	// Err explains a Reject.
 	Err error
 }
@@ -124,6 +131,12 @@ type CoreConfig struct {
 	HydrationBudget int
 	// Sink receives lifecycle events (nil: discarded).
 	Sink EventSink
+	// LastUse, if set, reports activity of an active identity recorded
+	// outside the core (for example by the scheduler's router on every
+	// message, without taking the supervisor's lock). Before passivating
+	// an identity, Tick asks LastUse and spares it if it was used more
+	// recently than the core knows. It must be a pure lookup.
+	LastUse func(Identity) (time.Time, bool)
 }
 
 // Core is Prospero's deterministic decision core for one node: which
@@ -269,6 +282,10 @@ func (c *Core) Loaded(id Identity, inc, version uint64, hydrated bool, now time.
 	e.turns, e.lastSave = 0, now
 	c.activity.Touch(id, e.kind.Options.IdleTimeout, now)
 	c.emit(Event{Type: typ, At: now, ID: id, Incarnation: inc})
+	if c.closing {
+		c.passivate(id, ReasonShutdown, now)
+		return
+	}
 	c.shed(now)
 }
 
@@ -294,17 +311,30 @@ func (c *Core) LoadFailed(id Identity, err error, now time.Time) {
 		c.out = append(c.out, Command{Op: OpReject, ID: id, Kind: e.kind, Err: err})
 		return
 	}
-	c.scheduleResume(id, e, d, now)
+	c.planResume(id, e, d, now)
+	c.resume(id, e, now)
 }
 
-func (c *Core) scheduleResume(id Identity, e *entry, d Decision, now time.Time) {
+// planResume records a restart-like remedy decided at now.
+func (c *Core) planResume(id Identity, e *entry, d Decision, now time.Time) {
 	e.history = e.history.Record(now, e.kind.Options.RestartPeriod, e.kind.Options.MaxRestarts)
-	e.phase, e.remedy, e.resumeAt = phaseBackoff, d.Remedy, now.Add(d.Delay)
+	e.remedy, e.resumeAt = d.Remedy, now.Add(d.Delay)
 	c.emit(Event{Type: EventRestarting, At: now, ID: id, Incarnation: e.inc, Remedy: d.Remedy, Delay: d.Delay})
-	if d.Delay <= 0 {
+}
+
+// resume brings a faulted identity back now if its back-off is over,
+// or parks it until Tick.
+func (c *Core) resume(id Identity, e *entry, now time.Time) {
+	if c.closing {
+		delete(c.entries, id)
+		c.out = append(c.out, Command{Op: OpReject, ID: id, Kind: e.kind, Err: ErrClosed})
+		return
+	}
+	if !now.Before(e.resumeAt) {
 		c.admit(id, e, now)
 		return
 	}
+	e.phase = phaseBackoff
 	c.backoff[id] = struct{}{}
 }
 
@@ -349,12 +379,13 @@ func (c *Core) PersistFailed(id Identity, inc uint64, err error, now time.Time) 
 }
 
 // Fault reports a failed turn. Faults of an incarnation that is no
-// longer current are ignored. The kind's remedy is decided (Decide):
-// Restart and Hydrate drop the actor now (OpStop) and bring it back
-// after the back-off; Retire, chosen or escalated to, issues OpRetire.
+// longer current, or of an activation already being passivated, are
+// ignored. The kind's remedy is decided (Decide): Restart and Hydrate
+// take the actor out of service (OpStop) and bring it back after the
+// back-off; Retire, chosen or escalated to, issues OpRetire.
 func (c *Core) Fault(f Fault, now time.Time) {
 	e, ok := c.entries[f.ID]
-	if !ok || e.inc != f.Incarnation || (e.phase != phaseActive && e.phase != phasePassivating) {
+	if !ok || e.inc != f.Incarnation || e.phase != phaseActive {
 		return
 	}
 	c.activity.Remove(f.ID)
@@ -369,11 +400,22 @@ func (c *Core) Fault(f Fault, now time.Time) {
 			Incarnation: e.inc, Mint: e.inc + 1, Version: e.version})
 		return
 	}
-	c.out = append(c.out, Command{Op: OpStop, ID: f.ID, Kind: e.kind, Incarnation: e.inc})
 	if d.Remedy == Restart {
 		e.mint = e.inc + 1
 	}
-	c.scheduleResume(f.ID, e, d, now)
+	e.phase = phaseStopping
+	c.planResume(f.ID, e, d, now)
+	c.out = append(c.out, Command{Op: OpStop, ID: f.ID, Kind: e.kind, Incarnation: e.inc, Remedy: d.Remedy})
+}
+
+// Stopped reports that OpStop of id finished. The identity comes back
+// when its back-off ends (at once for a first restart).
+func (c *Core) Stopped(id Identity, now time.Time) {
+	e, ok := c.entries[id]
+	if !ok || e.phase != phaseStopping {
+		return
+	}
+	c.resume(id, e, now)
 }
 
 // Retired reports that OpRetire of id finished: its state at rest now
@@ -419,9 +461,42 @@ func (c *Core) Tick(now time.Time) {
 	}
 	c.scratch = c.activity.Idle(now, c.scratch[:0])
 	for _, id := range c.scratch {
-		c.passivate(id, ReasonIdle, now)
+		if !c.refresh(id) {
+			c.passivate(id, ReasonIdle, now)
+		}
+	}
+	if c.cfg.LastUse != nil {
+		// Refresh the would-be victims once so the shed below follows
+		// real use.
+		c.scratch = c.activity.Over(c.cfg.MaxActive, c.scratch[:0])
+		for _, id := range c.scratch {
+			c.refresh(id)
+		}
 	}
 	c.shed(now)
+}
+
+// refresh moves id up the activity order if LastUse knows of a later
+// use; it reports whether it did.
+func (c *Core) refresh(id Identity) bool {
+	if c.cfg.LastUse == nil {
+		return false
+	}
+	t, ok := c.cfg.LastUse(id)
+	e := c.entries[id]
+	if !ok || e == nil || !c.activity.UsedBefore(id, t) {
+		return false
+	}
+	c.activity.Touch(id, e.kind.Options.IdleTimeout, t)
+	return true
+}
+
+// Touch records use of an active identity at now (cheaper than
+// TurnDone: no persistence policy).
+func (c *Core) Touch(id Identity, now time.Time) {
+	if e, ok := c.entries[id]; ok && e.phase == phaseActive {
+		c.activity.Touch(id, e.kind.Options.IdleTimeout, now)
+	}
 }
 
 // NextDeadline returns the next time at which Tick has work (an idle

@@ -257,15 +257,20 @@ func TestCoreRestartRemintsIdentity(t *testing.T) {
 	h.load(h.core.Drain(nil)[0], prospero.Record{})
 	h.take()
 	h.core.Fault(prospero.Fault{ID: counterA, Incarnation: 1, Cause: prospero.FaultPanic}, h.now)
-	cmds := h.expect("Stop:counter/a,Load:counter/a", "Fault,Restarting")
-	if cmds[1].Mint != 2 {
-		t.Fatalf("restart mints %d, want 2", cmds[1].Mint)
+	cmds := h.expect("Stop:counter/a", "Fault,Restarting")
+	if cmds[0].Remedy != prospero.Restart || cmds[0].Incarnation != 1 {
+		t.Fatalf("stop command %+v", cmds[0])
 	}
 	if st := h.status(counterA, 1); st.State != actor.ActorTerminated {
 		t.Fatalf("old incarnation while restarting: %+v", st)
 	}
+	h.core.Stopped(counterA, h.now)
+	cmds = h.expect("Load:counter/a", "")
+	if cmds[0].Mint != 2 {
+		t.Fatalf("restart mints %d, want 2", cmds[0].Mint)
+	}
 	// The stored record says 1 (last passivation); the re-mint wins.
-	inc := h.load(cmds[1], prospero.Record{Version: 3, Incarnation: 1, State: []byte("s")})
+	inc := h.load(cmds[0], prospero.Record{Version: 3, Incarnation: 1, State: []byte("s")})
 	if inc != 2 {
 		t.Fatalf("incarnation %d, want 2", inc)
 	}
@@ -290,8 +295,10 @@ func TestCoreRestartIntensityAndBackoff(t *testing.T) {
 		h.core.Fault(prospero.Fault{ID: counterA, Incarnation: inc, Cause: prospero.FaultBudgetExhausted}, h.now)
 	}
 	fault()
-	cmds := h.expect("Stop:counter/a,Load:counter/a", "Fault,Restarting")
-	inc = h.load(cmds[1], prospero.Record{})
+	h.expect("Stop:counter/a", "Fault,Restarting")
+	h.core.Stopped(counterA, h.now)
+	cmds := h.expect("Load:counter/a", "")
+	inc = h.load(cmds[0], prospero.Record{})
 	h.expect("", "Restarted")
 	for _, delay := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond} {
 		h.advance(100 * time.Millisecond)
@@ -300,6 +307,8 @@ func TestCoreRestartIntensityAndBackoff(t *testing.T) {
 		if ev[1].Type != prospero.EventRestarting || ev[1].Delay != delay {
 			t.Fatalf("restarting event %v, want delay %v", ev[1], delay)
 		}
+		h.core.Stopped(counterA, h.now)
+		h.expect("", "")
 		h.advance(delay - time.Nanosecond)
 		h.core.Tick(h.now)
 		h.expect("", "")
@@ -333,8 +342,13 @@ func TestCoreHydrateRemedyKeepsIdentity(t *testing.T) {
 	h.load(h.core.Drain(nil)[0], prospero.Record{Version: 2, Incarnation: 3, State: []byte("s")})
 	h.take()
 	h.core.Fault(prospero.Fault{ID: counterA, Incarnation: 3}, h.now)
-	cmds := h.expect("Stop:counter/a,Load:counter/a", "Fault,Restarting")
-	if inc := h.load(cmds[1], prospero.Record{Version: 2, Incarnation: 3, State: []byte("s")}); inc != 3 {
+	cmds := h.expect("Stop:counter/a", "Fault,Restarting")
+	if cmds[0].Remedy != prospero.Hydrate {
+		t.Fatalf("stop command %+v", cmds[0])
+	}
+	h.core.Stopped(counterA, h.now)
+	cmds = h.expect("Load:counter/a", "")
+	if inc := h.load(cmds[0], prospero.Record{Version: 2, Incarnation: 3, State: []byte("s")}); inc != 3 {
 		t.Fatalf("Hydrate changed incarnation to %d", inc)
 	}
 	h.expect("", "Rehydrated")
@@ -426,7 +440,7 @@ func TestCoreInvariantsProperty(t *testing.T) {
 			map[string]prospero.KindOptions{"k": {IdleTimeout: 50 * time.Millisecond,
 				Remedy: rapid.SampledFrom([]prospero.Remedy{prospero.Restart, prospero.Retire, prospero.Hydrate}).Draw(t, "remedy")}})
 		loading := map[prospero.Identity]prospero.Command{}
-		stopping := map[prospero.Identity]prospero.Command{} // passivate or retire in flight
+		stopping := map[prospero.Identity]prospero.Command{} // passivate, retire or stop in flight
 		active := map[prospero.Identity]uint64{}
 		store := map[prospero.Identity]uint64{} // incarnation at rest
 		highest := map[prospero.Identity]uint64{}
@@ -441,11 +455,9 @@ func TestCoreInvariantsProperty(t *testing.T) {
 						t.Fatalf("load of %s while active", c.ID)
 					}
 					loading[c.ID] = c
-				case prospero.OpPassivate, prospero.OpRetire:
+				case prospero.OpPassivate, prospero.OpRetire, prospero.OpStop:
 					delete(active, c.ID)
 					stopping[c.ID] = c
-				case prospero.OpStop:
-					delete(active, c.ID)
 				}
 			}
 			if h.core.Active() > maxActive {
@@ -500,7 +512,9 @@ func TestCoreInvariantsProperty(t *testing.T) {
 				if c, ok := pick(stopping); ok {
 					delete(stopping, c.ID)
 					mail := rapid.Bool().Draw(t, "mail")
-					if c.Op == prospero.OpRetire {
+					if c.Op == prospero.OpStop {
+						h.core.Stopped(c.ID, h.now)
+					} else if c.Op == prospero.OpRetire {
 						store[c.ID] = c.Mint
 						h.core.Retired(c.ID, 0, mail, h.now)
 					} else {

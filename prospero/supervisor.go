@@ -1,0 +1,679 @@
+package prospero
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+)
+
+// Persistent is implemented by actors of kinds that keep state at rest.
+// Both methods are called with no turn of the actor running:
+// UnmarshalState before its first turn, MarshalState inside its final
+// Passivating turn (or right after a turn, for turn-driven policies).
+type Persistent interface {
+	// MarshalState returns the actor's state, typically BARE-encoded.
+	MarshalState() ([]byte, error)
+	// UnmarshalState restores state written by MarshalState.
+	UnmarshalState([]byte) error
+}
+
+// Host is what the supervisor needs from the node's scheduler. The
+// scheduler owns each identity's mailbox (which exists before the actor
+// does) and rings the supervisor's Ring when mail arrives for an
+// identity with no actor attached. Methods must not block and must not
+// call back into the supervisor synchronously.
+type Host interface {
+	// Attach gives the mailbox of ref (pinned to the incarnation the
+	// activation runs under) the actor a. a receives actor.Started as
+	// its first turn, then the mail that waited, in order.
+	Attach(ref actor.Ref, a actor.Actor) error
+	// Restart replaces the attached actor value of ref by a between two
+	// turns and re-mints the identity: afterwards the host's incarnation
+	// is ref.Incarnation() (the old one plus one), references pinned to
+	// the old incarnation are refused, and a receives actor.Started
+	// before the mail that waited.
+	Restart(ref actor.Ref, a actor.Actor) error
+	// Passivate delivers actor.Passivating as the actor's last turn,
+	// calls final (if not nil) with the actor value inside that turn,
+	// then detaches the actor. Mail that arrives afterwards rings again.
+	Passivate(ref actor.Ref, final func(actor.Actor)) error
+	// Retire stops the actor of ref for good; mail queued for it is
+	// answered ErrActorTerminated.
+	Retire(ref actor.Ref) error
+}
+
+// Config configures a Supervisor. Zero fields take the defaults of
+// DefaultConfig.
+type Config struct {
+	// Store keeps state at rest. Required. The supervisor does not close
+	// it.
+	Store StateStore
+	// MaxActive bounds active actors on the node; beyond it the least
+	// recently used are passivated. 0: unbounded.
+	MaxActive int
+	// HydrationBudget bounds concurrent activations (store reads and
+	// restores). Default 64.
+	HydrationBudget int
+	// IOWorkers is the number of goroutines doing store I/O. Default
+	// HydrationBudget, at most 64.
+	IOWorkers int
+	// TickInterval is how often the supervisor looks for idle actors and
+	// ended back-offs. Default 100 ms.
+	TickInterval time.Duration
+	// Clock reads time. Default the real clock.
+	Clock Clock
+	// Events receives every lifecycle decision. Default: none.
+	Events EventSink
+	// Logger receives diagnostics. Default: discard.
+	Logger *slog.Logger
+}
+
+// Clock is the supervisor's time source; safe for concurrent use.
+type Clock interface {
+	Now() time.Time
+	// NewTicker returns a channel that receives every d and a stop func.
+	NewTicker(d time.Duration) (<-chan time.Time, func())
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+func (realClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// RealClock returns the wall clock (also the fake clock of a
+// testing/synctest bubble).
+func RealClock() Clock { return realClock{} }
+
+// DefaultConfig returns the defaults (without a Store).
+func DefaultConfig() Config {
+	return Config{HydrationBudget: 64, TickInterval: 100 * time.Millisecond}
+}
+
+// ErrInvalidConfig: Config.Validate found a bad field.
+var ErrInvalidConfig = errors.New("prospero: invalid config")
+
+// Validate reports a configuration the supervisor cannot run with.
+func (c Config) Validate() error {
+	switch {
+	case c.Store == nil:
+		return fmt.Errorf("%w: Store is required", ErrInvalidConfig)
+	case c.MaxActive < 0 || c.HydrationBudget < 0 || c.IOWorkers < 0:
+		return fmt.Errorf("%w: negative limit", ErrInvalidConfig)
+	case c.TickInterval < 0:
+		return fmt.Errorf("%w: negative TickInterval", ErrInvalidConfig)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.HydrationBudget == 0 {
+		c.HydrationBudget = d.HydrationBudget
+	}
+	if c.IOWorkers == 0 {
+		c.IOWorkers = min(c.HydrationBudget, 64)
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = d.TickInterval
+	}
+	if c.Clock == nil {
+		c.Clock = realClock{}
+	}
+	if c.Events == nil {
+		c.Events = discardSink{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Supervisor is the goroutine shell around Core: it rings Core from the
+// scheduler's doorbell and fault reports, carries out Core's commands
+// against the StateStore and the Host, and ticks Core on its own
+// goroutine, outside the scheduler's worker pool, so supervision keeps
+// running when every worker is busy.
+//
+// Lifecycle: NewSupervisor, Register kinds, Start(host), ..., Close.
+// All methods are safe for concurrent use.
+type Supervisor struct {
+	cfg   Config
+	reg   *Registry
+	store StateStore
+	clock Clock
+	log   *slog.Logger
+
+	factories sync.Map // kind name → func(key string) actor.Actor
+	lastUse   sync.Map // Identity → *atomic.Int64 (unix nanos), for active identities
+
+	mu      sync.Mutex // guards core, host, unsaved, jobs, started, closed
+	core    *Core
+	host    Host
+	unsaved map[Identity]Record // state whose write at rest failed; retried on tick
+	jobs    []job
+	jobCond *sync.Cond
+	started bool
+	closed  bool
+	settled chan struct{} // closed when the core settles after Shutdown
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type job struct {
+	cmd   Command
+	state []byte // OpPassivate: the marshalled state to write
+}
+
+// NewSupervisor validates cfg and returns a supervisor that starts no
+// goroutine until Start.
+func NewSupervisor(cfg Config) (*Supervisor, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	s := &Supervisor{
+		cfg: cfg, reg: NewRegistry(), store: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
+		unsaved: make(map[Identity]Record),
+		settled: make(chan struct{}),
+	}
+	s.jobCond = sync.NewCond(&s.mu)
+	s.core = NewCore(s.reg, CoreConfig{MaxActive: cfg.MaxActive, HydrationBudget: cfg.HydrationBudget,
+		Sink: cfg.Events, LastUse: s.lastUseOf})
+	return s, nil
+}
+
+// Register adds a kind: factory(key) builds a fresh actor value for
+// kind/key (restored from state at rest when the actor implements
+// Persistent and the kind persists).
+func (s *Supervisor) Register(kind string, factory func(key string) actor.Actor, opts KindOptions) (*Kind, error) {
+	if factory == nil {
+		return nil, fmt.Errorf("%w: nil factory for kind %q", ErrInvalidKindOptions, kind)
+	}
+	k, err := s.reg.Register(kind, opts)
+	if err != nil {
+		return nil, err
+	}
+	s.factories.Store(kind, factory)
+	return k, nil
+}
+
+// Factory returns the factory registered for kind.
+func (s *Supervisor) Factory(kind string) (func(key string) actor.Actor, bool) {
+	f, ok := s.factories.Load(kind)
+	if !ok {
+		return nil, false
+	}
+	return f.(func(string) actor.Actor), true
+}
+
+// Registry returns the kinds registered with the supervisor.
+func (s *Supervisor) Registry() *Registry { return s.reg }
+
+// Start binds the supervisor to its host and starts its goroutines (the
+// tick loop and the store I/O workers). They stop in Close.
+func (s *Supervisor) Start(host Host) error {
+	if host == nil {
+		return fmt.Errorf("%w: nil host", ErrInvalidConfig)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.started {
+		return errors.New("prospero: supervisor already started")
+	}
+	s.started, s.host = true, host
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	for range s.cfg.IOWorkers {
+		s.wg.Add(1)
+		go s.ioLoop(ctx)
+	}
+	s.wg.Add(1)
+	go s.tickLoop(ctx)
+	return nil
+}
+
+// Ring is the doorbell: mail was admitted for ref while no actor is
+// attached. It never blocks on I/O. It returns ErrUnknownKind for a kind
+// not registered here and ErrClosed during shutdown; the scheduler then
+// fails the waiting mail.
+func (s *Supervisor) Ring(ref actor.Ref) error {
+	id := IdentityOf(ref)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.core.Doorbell(id, s.clock.Now())
+	s.dispatchLocked()
+	return err
+}
+
+// Touch records that ref is in use (a message was routed to it). It is
+// lock-free and cheap enough for the scheduler's send path; idle and
+// LRU passivation consult it.
+func (s *Supervisor) Touch(ref actor.Ref) {
+	if v, ok := s.lastUse.Load(IdentityOf(ref)); ok {
+		v.(*atomic.Int64).Store(s.clock.Now().UnixNano())
+	}
+}
+
+func (s *Supervisor) lastUseOf(id Identity) (time.Time, bool) {
+	v, ok := s.lastUse.Load(id)
+	if !ok {
+		return time.Time{}, false
+	}
+	n := v.(*atomic.Int64).Load()
+	return time.Unix(0, n), n != 0
+}
+
+// Fault reports a failed turn (a panic or an exhausted budget) of the
+// incarnation inc of ref.
+func (s *Supervisor) Fault(ref actor.Ref, inc uint64, cause FaultCause, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.core.Fault(Fault{ID: IdentityOf(ref), Incarnation: inc, Cause: cause, Err: err}, s.clock.Now())
+	s.dispatchLocked()
+}
+
+// AfterTurn reports that a turn of ref's incarnation inc finished
+// normally; a is the actor value. It must be called on the actor's own
+// turn thread (no other turn running), since it may marshal the state
+// for a turn-driven persistence policy. The write itself happens on an
+// I/O worker.
+func (s *Supervisor) AfterTurn(ref actor.Ref, inc uint64, a actor.Actor) {
+	id := IdentityOf(ref)
+	s.mu.Lock()
+	persist, version := s.core.TurnDone(id, inc, s.clock.Now())
+	s.mu.Unlock()
+	if !persist {
+		return
+	}
+	p, ok := a.(Persistent)
+	if !ok {
+		return
+	}
+	state, err := p.MarshalState()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.core.PersistFailed(id, inc, err, s.clock.Now())
+		return
+	}
+	s.pushJobLocked(job{cmd: Command{Op: opPersist, ID: id, Incarnation: inc, Version: version}, state: state})
+}
+
+// opPersist is an internal job: write state after a turn.
+const opPersist Op = 100
+
+// Passivate asks for ref to be passivated now; it reports whether it was
+// active.
+func (s *Supervisor) Passivate(ref actor.Ref) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok := s.core.Passivate(IdentityOf(ref), s.clock.Now())
+	s.dispatchLocked()
+	return ok
+}
+
+// Status answers the state of ref (pinned or not): Valid, Dormant,
+// ActorTerminated or Unknown, its current incarnation and whether it is
+// in memory. It may read the store for a dormant identity.
+func (s *Supervisor) Status(ctx context.Context, ref actor.Ref) (Status, error) {
+	id := IdentityOf(ref)
+	s.mu.Lock()
+	st, atRest, err := s.core.Status(id, ref.Incarnation())
+	rec, unsaved := s.unsaved[id]
+	s.mu.Unlock()
+	if err != nil || !atRest {
+		return st, err
+	}
+	if unsaved {
+		return StatusAtRest(ref.Incarnation(), rec, true, false), nil
+	}
+	rec, err = s.store.Get(ctx, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return StatusAtRest(ref.Incarnation(), Record{}, false, false), nil
+	case err != nil:
+		return Status{State: actor.Unknown}, err
+	}
+	return StatusAtRest(ref.Incarnation(), rec, true, false), nil
+}
+
+// Stats is a snapshot of the supervisor's counts.
+type Stats struct {
+	Entries   int // identities in memory (not dormant)
+	Active    int // identities with an attached activation
+	Hydrating int // activations in progress
+	Waiting   int // activations waiting for the hydration budget
+	Unsaved   int // states whose write at rest failed and is retried
+}
+
+// Stats returns a snapshot.
+func (s *Supervisor) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, wait := s.core.Hydrating()
+	return Stats{Entries: s.core.Entries(), Active: s.core.Active(), Hydrating: in, Waiting: wait, Unsaved: len(s.unsaved)}
+}
+
+// Close shuts down gracefully: every active actor is passivated (state
+// written at rest), then the goroutines stop. It waits until that is
+// done or ctx ends. It is idempotent.
+func (s *Supervisor) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	started := s.started
+	s.core.Shutdown(s.clock.Now())
+	s.dispatchLocked()
+	s.mu.Unlock()
+	var err error
+	if started {
+		select {
+		case <-s.settled:
+		case <-ctx.Done():
+			err = fmt.Errorf("prospero: close: %w", ctx.Err())
+		}
+		s.cancel()
+		s.mu.Lock()
+		s.jobCond.Broadcast()
+		s.mu.Unlock()
+		s.wg.Wait()
+	}
+	s.mu.Lock()
+	s.retryUnsavedLocked(ctx)
+	if n := len(s.unsaved); n > 0 && err == nil {
+		err = fmt.Errorf("prospero: close: %d states could not be written at rest", n)
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// dispatchLocked turns the core's commands into host calls and I/O jobs.
+func (s *Supervisor) dispatchLocked() {
+	for {
+		cmds := s.core.Drain(nil)
+		if len(cmds) == 0 {
+			break
+		}
+		s.dispatchAllLocked(cmds)
+	}
+	if s.closed && s.core.Settled() {
+		select {
+		case <-s.settled:
+		default:
+			close(s.settled)
+		}
+	}
+}
+
+// dispatchAllLocked carries out cmds; handling one may produce more,
+// which dispatchLocked picks up.
+func (s *Supervisor) dispatchAllLocked(cmds []Command) {
+	for _, c := range cmds {
+		switch c.Op {
+		case OpLoad:
+			s.pushJobLocked(job{cmd: c})
+		case OpRetire:
+			s.lastUse.Delete(c.ID)
+			s.pushJobLocked(job{cmd: c})
+		case OpPassivate:
+			s.lastUse.Delete(c.ID)
+			s.passivateLocked(c)
+		case OpStop:
+			s.stopLocked(c)
+		case OpReject:
+			// The scheduler answers waiting mail when its cell is retired;
+			// without an actor there is nothing else to release here.
+			s.log.LogAttrs(context.Background(), slog.LevelDebug, "activation rejected",
+				slog.String("actor", c.ID.String()), slog.Any("error", c.Err))
+		}
+	}
+}
+
+// stopLocked takes a faulted actor out of service. Before a Restart the
+// host replaces the value in place (Host.Restart), so nothing is done
+// now. Before a Hydrate the value is detached without writing its state:
+// the remedy reloads the last state at rest.
+func (s *Supervisor) stopLocked(c Command) {
+	s.lastUse.Delete(c.ID)
+	if c.Remedy != Hydrate || s.host == nil {
+		s.core.Stopped(c.ID, s.clock.Now())
+		return
+	}
+	done := func(actor.Actor) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.core.Stopped(c.ID, s.clock.Now())
+		s.dispatchLocked()
+	}
+	if err := s.host.Passivate(c.ID.Ref().WithIncarnation(c.Incarnation), done); err != nil {
+		s.core.Stopped(c.ID, s.clock.Now())
+	}
+}
+
+func (s *Supervisor) pushJobLocked(j job) {
+	s.jobs = append(s.jobs, j)
+	s.jobCond.Signal()
+}
+
+// passivateLocked asks the host for the final turn; the state is
+// captured inside it and written by an I/O worker.
+func (s *Supervisor) passivateLocked(c Command) {
+	final := func(a actor.Actor) {
+		var state []byte
+		var err error
+		p, persist := a.(Persistent)
+		persist = persist && c.Persist
+		if persist {
+			state, err = p.MarshalState()
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err != nil {
+			s.core.PersistFailed(c.ID, c.Incarnation, err, s.clock.Now())
+		}
+		if persist && err == nil {
+			s.pushJobLocked(job{cmd: c, state: state})
+			return
+		}
+		s.core.Passivated(c.ID, c.Version, false, s.clock.Now())
+		s.dispatchLocked()
+	}
+	if s.host == nil {
+		s.core.Passivated(c.ID, c.Version, false, s.clock.Now())
+		return
+	}
+	if err := s.host.Passivate(c.ID.Ref().WithIncarnation(c.Incarnation), final); err != nil {
+		// The cell is gone (stopped): nothing to save.
+		s.core.Passivated(c.ID, c.Version, false, s.clock.Now())
+	}
+}
+
+func (s *Supervisor) ioLoop(ctx context.Context) {
+	defer s.wg.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		for len(s.jobs) == 0 && ctx.Err() == nil {
+			s.jobCond.Wait()
+		}
+		if len(s.jobs) == 0 {
+			return
+		}
+		j := s.jobs[0]
+		s.jobs[0] = job{}
+		s.jobs = s.jobs[1:]
+		s.mu.Unlock()
+		s.run(ctx, j)
+		s.mu.Lock()
+	}
+}
+
+// run carries out one job outside the lock.
+func (s *Supervisor) run(ctx context.Context, j job) {
+	c := j.cmd
+	switch c.Op {
+	case OpLoad:
+		s.load(ctx, c)
+	case OpPassivate, opPersist:
+		rec := Record{Incarnation: c.Incarnation, State: j.state}
+		v, err := s.store.Put(ctx, c.ID, c.Version, rec)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		now := s.clock.Now()
+		if err != nil {
+			s.core.PersistFailed(c.ID, c.Incarnation, err, now)
+			if c.Op == OpPassivate {
+				// Keep the state in memory: the next activation
+				// starts from it and writes it; Close retries it.
+				rec.Version = c.Version
+				s.unsaved[c.ID] = rec
+				s.core.Passivated(c.ID, c.Version, false, now)
+			}
+		} else if c.Op == OpPassivate {
+			s.core.Passivated(c.ID, v, false, now)
+		} else {
+			s.core.Persisted(c.ID, c.Incarnation, v, now)
+		}
+		s.dispatchLocked()
+	case OpRetire:
+		if err := s.host.Retire(c.ID.Ref()); err != nil {
+			s.log.LogAttrs(ctx, slog.LevelDebug, "retire", slog.String("actor", c.ID.String()), slog.Any("error", err))
+		}
+		v, err := s.store.Put(ctx, c.ID, c.Version, Record{Incarnation: c.Mint})
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err != nil {
+			s.core.PersistFailed(c.ID, c.Incarnation, err, s.clock.Now())
+			s.unsaved[c.ID] = Record{Version: c.Version, Incarnation: c.Mint}
+		}
+		s.core.Retired(c.ID, v, false, s.clock.Now())
+		s.dispatchLocked()
+	}
+}
+
+// load reads the record, re-mints if a restart asked for it, restores
+// the actor and attaches it.
+func (s *Supervisor) load(ctx context.Context, c Command) {
+	fail := func(err error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.core.LoadFailed(c.ID, err, s.clock.Now())
+		s.dispatchLocked()
+	}
+	s.mu.Lock()
+	rec, unsaved := s.unsaved[c.ID]
+	s.mu.Unlock()
+	if !unsaved {
+		var err error
+		rec, err = s.store.Get(ctx, c.ID)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			rec = Record{}
+		case err != nil:
+			fail(err)
+			return
+		}
+	}
+	inc := c.LoadIncarnation(rec)
+	version := rec.Version
+	if inc != max(rec.Incarnation, 1) || unsaved {
+		// A re-mint (or a state that never reached the store) is written
+		// before anyone can observe the new incarnation.
+		v, err := s.store.Put(ctx, c.ID, rec.Version, Record{Incarnation: inc, State: rec.State})
+		if err != nil {
+			fail(err)
+			return
+		}
+		version = v
+		if unsaved {
+			s.mu.Lock()
+			delete(s.unsaved, c.ID)
+			s.mu.Unlock()
+		}
+	}
+	f, ok := s.factories.Load(c.ID.Kind)
+	if !ok {
+		fail(fmt.Errorf("%w: %q", ErrUnknownKind, c.ID.Kind))
+		return
+	}
+	a := f.(func(string) actor.Actor)(c.ID.Key)
+	hydrated := false
+	if len(rec.State) > 0 && c.Kind.Options.Persistence.Persistent() {
+		if p, ok := a.(Persistent); ok {
+			if err := p.UnmarshalState(rec.State); err != nil {
+				fail(fmt.Errorf("prospero: restore %s: %w", c.ID, err))
+				return
+			}
+			hydrated = true
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	// Attach under the lock so that no fault or turn report of the new
+	// incarnation can reach the core before it knows the activation.
+	ref := c.ID.Ref().WithIncarnation(inc)
+	var err error
+	if c.Mint != 0 {
+		err = s.host.Restart(ref, a)
+	} else {
+		err = s.host.Attach(ref, a)
+	}
+	if err != nil {
+		s.core.LoadFailed(c.ID, err, now)
+	} else {
+		s.lastUse.Store(c.ID, new(atomic.Int64))
+		s.core.Loaded(c.ID, inc, version, hydrated, now)
+	}
+	s.dispatchLocked()
+}
+
+func (s *Supervisor) tickLoop(ctx context.Context) {
+	defer s.wg.Done()
+	ticks, stop := s.clock.NewTicker(s.cfg.TickInterval)
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticks:
+			s.Tick()
+		}
+	}
+}
+
+// Tick runs one supervision step now: ended back-offs resume, idle
+// actors are passivated and the node sheds actors above MaxActive. The tick loop calls it every
+// TickInterval; tests may call it directly.
+func (s *Supervisor) Tick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.core.Tick(s.clock.Now())
+	s.dispatchLocked()
+}
+
+// retryUnsavedLocked writes states whose write failed earlier. It holds
+// the lock across store I/O and is only used on Close.
+func (s *Supervisor) retryUnsavedLocked(ctx context.Context) {
+	for id, rec := range s.unsaved {
+		if _, err := s.store.Put(ctx, id, rec.Version, rec); err == nil {
+			delete(s.unsaved, id)
+		}
+	}
+}

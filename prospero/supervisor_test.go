@@ -1,0 +1,425 @@
+package prospero_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/prospero"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// manualClock is a supervisor clock moved by the test; its ticker never
+// fires, so the test drives supervision with Supervisor.Tick.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *manualClock) NewTicker(time.Duration) (<-chan time.Time, func()) { return nil, func() {} }
+
+// eventLog records lifecycle events and lets a test wait for one.
+type eventLog struct {
+	mu     sync.Mutex
+	events []prospero.Event
+	signal chan struct{}
+}
+
+func newEventLog() *eventLog { return &eventLog{signal: make(chan struct{}, 1)} }
+
+func (l *eventLog) Emit(e prospero.Event) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+	select {
+	case l.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (l *eventLog) count(typ prospero.EventType, id prospero.Identity) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.Type == typ && e.ID == id {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor blocks until n events of typ for id were seen, or fails after
+// a generous bound (it never sleeps: it waits on the sink's signal).
+func (l *eventLog) waitFor(t *testing.T, typ prospero.EventType, id prospero.Identity, n int) {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for l.count(typ, id) < n {
+		select {
+		case <-l.signal:
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %d %v events of %s; log:\n%v", n, typ, id, l.dump())
+		}
+	}
+}
+
+func (l *eventLog) dump() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := ""
+	for _, e := range l.events {
+		s += e.String() + "\n"
+	}
+	return s
+}
+
+// counter is a persistent actor: "inc" adds one, "get" replies the
+// count, "self" replies its Self reference, "boom" panics.
+type counter struct {
+	n       uint64
+	started *atomic.Int64
+}
+
+func (c *counter) Receive(ctx actor.Context, msg any) {
+	switch msg {
+	case "inc":
+		c.n++
+	case "get":
+		ctx.Reply(c.n)
+	case "self":
+		ctx.Reply(ctx.Self())
+	case "boom":
+		panic("boom")
+	}
+	if _, ok := msg.(actor.Started); ok && c.started != nil {
+		c.started.Add(1)
+	}
+}
+
+func (c *counter) MarshalState() ([]byte, error) { return binary.AppendUvarint(nil, c.n), nil }
+
+func (c *counter) UnmarshalState(b []byte) error {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || k != len(b) {
+		return errors.New("counter: bad state")
+	}
+	c.n = n
+	return nil
+}
+
+type node struct {
+	sup    *prospero.Supervisor
+	host   *fakeHost
+	store  prospero.StateStore
+	clock  *manualClock
+	events *eventLog
+}
+
+type nodeOpts struct {
+	maxActive int
+	kinds     map[string]prospero.KindOptions
+	store     prospero.StateStore
+	started   *atomic.Int64
+}
+
+func newNode(t *testing.T, o nodeOpts) *node {
+	t.Helper()
+	n := &node{clock: &manualClock{now: t0}, events: newEventLog(), store: o.store, host: newFakeHost()}
+	if n.store == nil {
+		n.store = prospero.NewMemStore()
+	}
+	sup, err := prospero.NewSupervisor(prospero.Config{Store: n.store, Clock: n.clock, Events: n.events, MaxActive: o.maxActive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ko := range o.kinds {
+		if _, err := sup.Register(name, func(string) actor.Actor { return &counter{started: o.started} }, ko); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.sup, n.host.sup = sup, sup
+	if err := sup.Start(n.host); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := sup.Close(ctx); err != nil {
+			t.Errorf("supervisor Close: %v", err)
+		}
+		n.host.close()
+	})
+	return n
+}
+
+func (n *node) ask(t *testing.T, to actor.Ref, msg any) any {
+	t.Helper()
+	v, err := n.host.Ask(to, msg, 20*time.Second)
+	if err != nil {
+		t.Fatalf("Ask(%v, %v): %v", to, msg, err)
+	}
+	return v
+}
+
+func (n *node) status(t *testing.T, ref actor.Ref) prospero.Status {
+	t.Helper()
+	st, err := n.sup.Status(context.Background(), ref)
+	if err != nil {
+		t.Fatalf("Status(%v): %v", ref, err)
+	}
+	return st
+}
+
+var persistent = prospero.KindOptions{
+	IdleTimeout: time.Minute,
+	Persistence: prospero.Persistence{Mode: prospero.PersistOnPassivation},
+}
+
+func TestUnknownKindReachesSender(t *testing.T) {
+	n := newNode(t, nodeOpts{kinds: map[string]prospero.KindOptions{"counter": persistent}})
+	if err := n.host.Tell(actor.Virtual("nope", "1"), "inc"); !errors.Is(err, actor.ErrUnknownKind) {
+		t.Fatalf("Tell to unknown kind: %v", err)
+	}
+	if st, err := n.sup.Status(context.Background(), actor.Virtual("nope", "1")); !errors.Is(err, actor.ErrUnknownKind) || st.State != actor.Unknown {
+		t.Fatalf("Status of unknown kind: %+v %v", st, err)
+	}
+}
+
+// A persistent counter survives being dormant: idle passivation writes
+// it at rest, releases it, and the next message hydrates it with the same
+// incarnation before that message runs.
+func TestPassivationAndHydrationKeepState(t *testing.T) {
+	n := newNode(t, nodeOpts{kinds: map[string]prospero.KindOptions{"counter": persistent}})
+	ref := actor.Virtual("counter", "a")
+	id := prospero.IdentityOf(ref)
+	for range 3 {
+		if err := n.host.Tell(ref, "inc"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := n.ask(t, ref, "get"); got != uint64(3) {
+		t.Fatalf("count %v, want 3", got)
+	}
+	self := n.ask(t, ref, "self").(actor.Ref)
+	if st := n.status(t, self); st.State != actor.Valid || st.Incarnation != 1 || !st.Active {
+		t.Fatalf("active status %+v", st)
+	}
+	// Not idle yet.
+	n.clock.Advance(59 * time.Second)
+	n.sup.Tick()
+	if got := n.events.count(prospero.EventPassivating, id); got != 0 {
+		t.Fatalf("passivated before the idle timeout")
+	}
+	n.clock.Advance(time.Second)
+	n.sup.Tick()
+	n.events.waitFor(t, prospero.EventPassivated, id, 1)
+	if st := n.status(t, ref); st.State != actor.Dormant || st.Active || st.Incarnation != 1 {
+		t.Fatalf("dormant status %+v", st)
+	}
+	if st := n.status(t, self); st.State != actor.Dormant {
+		t.Fatalf("pinned ref across dormancy %+v, want Dormant", st)
+	}
+	if s := n.sup.Stats(); s.Entries != 0 {
+		t.Fatalf("dormant identity still in memory: %+v", s)
+	}
+	rec, err := n.store.Get(context.Background(), id)
+	if err != nil || rec.Incarnation != 1 {
+		t.Fatalf("state at rest %+v %v", rec, err)
+	}
+	// Mail for the dormant identity hydrates it, in order.
+	if err := n.host.Tell(ref, "inc"); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.ask(t, ref, "get"); got != uint64(4) {
+		t.Fatalf("count after hydration %v, want 4", got)
+	}
+	n.events.waitFor(t, prospero.EventHydrated, id, 1)
+	if st := n.status(t, self); st.State != actor.Valid || st.Incarnation != 1 {
+		t.Fatalf("pinned ref after hydration %+v, want Valid #1", st)
+	}
+}
+
+// One thousand concurrent first messages to one dormant identity make
+// exactly one activation, and every message is handled exactly once.
+func TestConcurrentFirstMessagesActivateOnce(t *testing.T) {
+	store := prospero.NewMemStore()
+	id := prospero.Identity{Kind: "counter", Key: "hot"}
+	if _, err := store.Put(context.Background(), id, 0, prospero.Record{Incarnation: 1, State: binary.AppendUvarint(nil, 5)}); err != nil {
+		t.Fatal(err)
+	}
+	var started atomic.Int64
+	opts := persistent
+	opts.MailboxDepth = 2048
+	n := newNode(t, nodeOpts{store: store, started: &started, kinds: map[string]prospero.KindOptions{"counter": opts}})
+	ref := id.Ref()
+	const senders = 1000
+	var wg sync.WaitGroup
+	errs := make(chan error, senders)
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.host.Tell(ref, "inc"); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("Tell: %v", err)
+	}
+	if got := n.ask(t, ref, "get"); got != uint64(5+senders) {
+		t.Fatalf("count %v, want %d", got, 5+senders)
+	}
+	if got := started.Load(); got != 1 {
+		t.Fatalf("%d activations (Started turns), want 1", got)
+	}
+	n.events.waitFor(t, prospero.EventHydrated, id, 1)
+	if h, a := n.events.count(prospero.EventHydrated, id), n.events.count(prospero.EventActivated, id); h != 1 || a != 0 {
+		t.Fatalf("%d Hydrated and %d Activated events, want 1 and 0", h, a)
+	}
+}
+
+// A panic restarts the actor under a new incarnation from its last state
+// at rest: the old Self reference reads ActorTerminated and refuses sends,
+// the plain reference reaches the new incarnation.
+func TestRestartRemintsIdentity(t *testing.T) {
+	n := newNode(t, nodeOpts{kinds: map[string]prospero.KindOptions{"counter": persistent}})
+	ref := actor.Virtual("counter", "r")
+	id := prospero.IdentityOf(ref)
+	n.ask(t, ref, "get")
+	if err := n.host.Tell(ref, "inc"); err != nil {
+		t.Fatal(err)
+	}
+	// Put state at rest (count 1), then change it in memory only.
+	if got := n.ask(t, ref, "get"); got != uint64(1) {
+		t.Fatalf("count %v, want 1", got)
+	}
+	if !n.sup.Passivate(ref) {
+		t.Fatal("Passivate: not active")
+	}
+	n.events.waitFor(t, prospero.EventPassivated, id, 1)
+	if got := n.ask(t, ref, "get"); got != uint64(1) {
+		t.Fatalf("count %v, want 1", got)
+	}
+	old := n.ask(t, ref, "self").(actor.Ref)
+	if old.Incarnation() != 1 {
+		t.Fatalf("Self %v, want incarnation 1", old)
+	}
+	if err := n.host.Tell(ref, "inc"); err != nil { // 2, never written at rest
+		t.Fatal(err)
+	}
+	if err := n.host.Tell(ref, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	n.events.waitFor(t, prospero.EventRestarted, id, 1)
+	if rec, err := n.store.Get(context.Background(), id); err != nil || len(rec.State) == 0 {
+		t.Fatalf("record after restart: %+v %v", rec, err)
+	}
+	// The plain reference reaches the new incarnation, restarted from
+	// the last state at rest.
+	if got := n.ask(t, ref, "get"); got != uint64(1) {
+		t.Fatalf("count after restart %v, want 1 (last state at rest); events:\n%s", got, n.events.dump())
+	}
+	self := n.ask(t, ref, "self").(actor.Ref)
+	if self.Incarnation() != 2 {
+		t.Fatalf("new Self %v, want incarnation 2", self)
+	}
+	if st := n.status(t, old); st.State != actor.ActorTerminated || st.Incarnation != 2 {
+		t.Fatalf("stale pinned ref %+v, want ActorTerminated", st)
+	}
+	if err := n.host.Tell(old, "inc"); !errors.Is(err, actor.ErrActorTerminated) {
+		t.Fatalf("send through stale ref: %v, want ErrActorTerminated", err)
+	}
+	if st := n.status(t, ref); st.State != actor.Valid || st.Incarnation != 2 {
+		t.Fatalf("plain ref %+v", st)
+	}
+	rec, err := n.store.Get(context.Background(), id)
+	if err != nil || rec.Incarnation != 2 {
+		t.Fatalf("re-mint not at rest: %+v %v", rec, err)
+	}
+}
+
+// Four panics within the restart period escalate to Retire: the state at
+// rest keeps only the next incarnation, and the next message starts a
+// fresh, empty actor under it.
+func TestRestartIntensityEscalatesToRetire(t *testing.T) {
+	n := newNode(t, nodeOpts{kinds: map[string]prospero.KindOptions{"counter": persistent}})
+	ref := actor.Virtual("counter", "loop")
+	id := prospero.IdentityOf(ref)
+	for i := 1; i <= 3; i++ {
+		n.ask(t, ref, "get")
+		if err := n.host.Tell(ref, "boom"); err != nil {
+			t.Fatal(err)
+		}
+		n.events.waitFor(t, prospero.EventRestarting, id, i)
+		// Back-off after the first restart: move time past it.
+		n.clock.Advance(time.Second)
+		n.sup.Tick()
+		n.events.waitFor(t, prospero.EventRestarted, id, i)
+	}
+	if err := n.host.Tell(ref, "inc"); err != nil {
+		t.Fatal(err)
+	}
+	n.ask(t, ref, "get")
+	if err := n.host.Tell(ref, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	n.events.waitFor(t, prospero.EventRetired, id, 1)
+	if got := n.events.count(prospero.EventEscalated, id); got != 1 {
+		t.Fatalf("%d Escalated events, want 1", got)
+	}
+	rec, err := n.store.Get(context.Background(), id)
+	if err != nil || rec.Incarnation != 5 || len(rec.State) != 0 {
+		t.Fatalf("after retire the record is %+v %v, want incarnation 5 and no state", rec, err)
+	}
+	if st := n.status(t, ref.WithIncarnation(4)); st.State != actor.ActorTerminated {
+		t.Fatalf("retired incarnation reads %+v", st)
+	}
+}
+
+func TestSupervisorOnBoltStore(t *testing.T) {
+	store, err := prospero.NewBoltStore(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() }) // after the supervisor's Close (cleanups run last-in first-out)
+	n := newNode(t, nodeOpts{store: store, kinds: map[string]prospero.KindOptions{"counter": persistent}})
+	ref := actor.Virtual("counter", "disk")
+	for i := range 5 {
+		if err := n.host.Tell(ref, "inc"); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			n.ask(t, ref, "get")
+			n.sup.Passivate(ref)
+		}
+	}
+	if got := n.ask(t, ref, "get"); got != uint64(5) {
+		t.Fatalf("count %v, want 5", got)
+	}
+	n.events.waitFor(t, prospero.EventHydrated, prospero.IdentityOf(ref), 3)
+}

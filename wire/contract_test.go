@@ -148,6 +148,26 @@ func runContract(t *testing.T, newCluster func(t *testing.T) cluster) {
 		}
 	})
 
+	t.Run("LargeFrames", func(t *testing.T) {
+		c := newCluster(t)
+		sb := newSink()
+		a := c.add(t, "a", newSink(), nil)
+		c.add(t, "b", sb, nil)
+		sizes := []int{0, 1, 70 << 10, 1 << 20, DefaultMaxFrameSize}
+		for i, n := range sizes {
+			f := bytes.Repeat([]byte{byte(i + 1)}, n)
+			if err := a.(WaitSender).SendControlWait(t.Context(), "b", f); err != nil {
+				t.Fatalf("%d bytes: %v", n, err)
+			}
+		}
+		got := sb.waitN(t, len(sizes))
+		for i, n := range sizes {
+			if len(got[i].frame) != n || (n > 0 && got[i].frame[n-1] != byte(i+1)) {
+				t.Errorf("frame %d: %d bytes, want %d", i, len(got[i].frame), n)
+			}
+		}
+	})
+
 	t.Run("BothDirections", func(t *testing.T) {
 		c := newCluster(t)
 		sa, sb := newSink(), newSink()

@@ -408,3 +408,21 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestStreamToUnknownServiceIsReset(t *testing.T) {
+	_, _, b, _, _ := newTwo(t)
+	conn, err := b.DialStream(t.Context(), "a", "nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(waitTimeout))
+	_, err = conn.Read(make([]byte, 1))
+	var se *quic.StreamError
+	if !errors.As(err, &se) || uint64(se.ErrorCode) != CodeUnknownService {
+		t.Fatalf("read: got %v, want a reset with CodeUnknownService", err)
+	}
+	if _, err := b.DialStream(t.Context(), "a", ""); err == nil {
+		t.Error("empty service name accepted")
+	}
+}

@@ -240,6 +240,37 @@ func runContract(t *testing.T, newCluster func(t *testing.T) cluster) {
 		}
 	})
 
+	t.Run("Disconnect", func(t *testing.T) {
+		c := newCluster(t)
+		ea, eb := newEvents(), newEvents()
+		sb := newSink()
+		a := c.add(t, "a", newSink(), ea)
+		c.add(t, "b", sb, eb)
+		a.Disconnect("b") // no link yet: nothing happens
+		if err := a.Send("b", 1, []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+		sb.waitN(t, 1)
+		ea.waitEvent(t, "b", true)
+		eb.waitEvent(t, "a", true)
+		a.Disconnect("b")
+		ea.waitEvent(t, "b", false)
+		eb.waitEvent(t, "a", false)
+		deadline := time.After(waitTimeout)
+		for len(sb.snapshot()) < 2 {
+			err := a.Send("b", 1, []byte("2"))
+			if err != nil && !errors.Is(err, ErrUnavailable) {
+				t.Fatal(err)
+			}
+			select {
+			case <-sb.notify:
+			case <-time.After(20 * time.Millisecond):
+			case <-deadline:
+				t.Fatal("no delivery after Disconnect")
+			}
+		}
+	})
+
 	t.Run("ControlNotBehindMail", func(t *testing.T) {
 		c := newCluster(t)
 		sb := newSink()

@@ -24,7 +24,9 @@
 // Links report up and down through Config.Events. A down event means every
 // frame sent to that peer before it has an unknown fate and nothing queued
 // before it will be sent after it: callers fail their pending asks to that
-// peer at once (process unavailable). After a failed dial the link backs
+// peer at once (process unavailable). Disconnect cuts a link on purpose,
+// for instance when membership declares the peer dead, so callers need
+// not wait for the QUIC idle timeout. After a failed dial the link backs
 // off (Config.BackoffMin doubling to BackoffMax, on the injected clock);
 // during the back-off Send fails fast with ErrUnavailable. A restarted node
 // keeps its stateless reset key (derived from its private key unless

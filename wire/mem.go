@@ -384,6 +384,13 @@ func (m *Mem) dropLink(peer string) {
 	}
 }
 
+// Disconnect implements Transport.
+func (m *Mem) Disconnect(peer string) {
+	m.net.mu.Lock()
+	m.net.downLocked(m.cfg.Name, peer, errors.New("wire: disconnected"))
+	m.net.mu.Unlock()
+}
+
 // Close implements Transport: peers see the link go down.
 func (m *Mem) Close() error {
 	m.mu.Lock()

@@ -195,6 +195,23 @@ func (t *QUIC) SetCredentials(cert tls.Certificate, cas *x509.CertPool) error {
 	return nil
 }
 
+// Disconnect implements Transport.
+func (t *QUIC) Disconnect(peer string) {
+	t.mu.Lock()
+	l := t.links[peer]
+	t.mu.Unlock()
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	s := l.sess
+	l.mu.Unlock()
+	if s != nil {
+		// The session's watcher reports the link down.
+		s.conn.CloseWithError(closeDisconnect, "disconnected")
+	}
+}
+
 // Send implements Transport.
 func (t *QUIC) Send(peer string, key uint64, frame []byte) error {
 	return t.send(peer, MailLane(key, t.cfg.MailLanes), frame)

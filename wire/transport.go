@@ -115,6 +115,11 @@ type Transport interface {
 	// ListenStream returns the listener for incoming streams of service.
 	// Only one listener per service may be open at a time.
 	ListenStream(service string) (net.Listener, error)
+	// Disconnect closes the link to peer, if there is one, for instance
+	// because membership declared the peer dead: both sides get a down
+	// event at once instead of after the idle timeout. A later Send or
+	// DialStream connects again.
+	Disconnect(peer string)
 	// Close closes every link and listener and stops every goroutine the
 	// transport started. It is idempotent.
 	Close() error
@@ -144,11 +149,12 @@ const (
 
 // Connection close codes.
 const (
-	closeNormal    = 0x0
-	closeDuplicate = 0x201 // a simultaneous dial lost the tie-break
-	closeBadHello  = 0x202 // Hello missing, malformed or not matching the certificate
-	closeReplaced  = 0x203 // a newer link to the same peer replaced this one
-	closeShutdown  = 0x204 // the node is shutting down
+	closeNormal     = 0x0
+	closeDuplicate  = 0x201 // a simultaneous dial lost the tie-break
+	closeBadHello   = 0x202 // Hello missing, malformed or not matching the certificate
+	closeReplaced   = 0x203 // a newer link to the same peer replaced this one
+	closeShutdown   = 0x204 // the node is shutting down
+	closeDisconnect = 0x205 // Disconnect was called
 )
 
 // Stats are cumulative transport counters.

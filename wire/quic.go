@@ -448,6 +448,13 @@ type link struct {
 	nextAttempt time.Time
 	lastErr     error
 	up          chan struct{} // closed while a session is installed
+
+	// cur mirrors sess for the readers, and recv serializes delivery per
+	// inbound lane across sessions: a reader delivers only while its
+	// session is current, so frames still buffered from a replaced
+	// connection never overtake frames of its successor.
+	cur  atomic.Pointer[session]
+	recv [1 + MaxMailLanes]sync.Mutex
 }
 
 func newLink(t *QUIC, peer string) *link {
@@ -631,6 +638,7 @@ func (l *link) installLocked(conn *quic.Conn, dialer string, h Hello) {
 		l.up = make(chan struct{})
 	}
 	l.sess = s
+	l.cur.Store(s)
 	l.dialing = false
 	l.failures = 0
 	l.lastErr = nil
@@ -669,6 +677,7 @@ func (s *session) watch() {
 		return
 	}
 	l.sess = nil
+	l.cur.Store(nil)
 	l.up = make(chan struct{})
 	l.setLanesLocked(nil, false)
 	l.mu.Unlock()
@@ -798,9 +807,18 @@ func (s *session) readLane(st *quic.ReceiveStream) {
 			}
 			return
 		}
+		mu := &s.l.recv[ln]
+		mu.Lock()
+		if s.l.cur.Load() != s {
+			mu.Unlock()
+			st.CancelRead(quic.StreamErrorCode(CodeClosing))
+			return
+		}
 		t.st.framesRecv.Add(1)
 		t.st.bytesRecv.Add(uint64(len(frame)))
-		if err := t.cfg.Handler(s.l.peer, ln, frame); err != nil {
+		err = t.cfg.Handler(s.l.peer, ln, frame)
+		mu.Unlock()
+		if err != nil {
 			t.st.malformed.Add(1)
 			t.log.LogAttrs(t.ctx, slog.LevelWarn, "wire: frame rejected by handler, lane reset",
 				slog.String(logPeer, s.l.peer), slog.Int(logLane, int(ln)), slog.Any(logErr, err))

@@ -36,6 +36,7 @@ type Membership struct {
 	keyring  *memberlist.Keyring // nil without encryption
 	localIPs map[netip.Addr]bool
 	joined   chan struct{} // closed after the first successful join
+	done     chan struct{} // closed by Close and Halt
 	// selfConflict holds a token when a peer's view of this node's name
 	// is stale: another address, or not alive (see joinLoop).
 	selfConflict chan struct{}
@@ -97,6 +98,7 @@ func New(cfg Config) (*Membership, error) {
 		hub:          newHub(cfg.Clock.Now, cfg.DeadRetention),
 		localIPs:     localIPs(),
 		joined:       make(chan struct{}),
+		done:         make(chan struct{}),
 		selfConflict: make(chan struct{}, 1),
 		meta:         meta,
 		enc:          enc,
@@ -217,7 +219,8 @@ func (m *Membership) Start(ctx context.Context) error {
 }
 
 // WaitJoined blocks until the first successful join (at once when there
-// are no seeds other than this node), ctx ends, or Close is called.
+// are no seeds other than this node), ctx ends (its error), or Close or
+// Halt is called (ErrClosed). Before Start it returns ErrNotStarted.
 func (m *Membership) WaitJoined(ctx context.Context) error {
 	m.mu.Lock()
 	st := m.state
@@ -228,6 +231,13 @@ func (m *Membership) WaitJoined(ctx context.Context) error {
 	select {
 	case <-m.joined:
 		return nil
+	case <-m.done:
+		select {
+		case <-m.joined:
+			return nil
+		default:
+			return ErrClosed
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -253,7 +263,10 @@ func (m *Membership) joinLoop(ctx context.Context) {
 		n, attempted := m.joinOnce(ctx, !joined, force)
 		var wait time.Duration
 		switch {
-		case !joined && (n > 0 || !attempted):
+		// Joined: a seed answered, or there was no one else to join, or
+		// another node already joined this one (its seeds then only
+		// name alive members, which joinOnce skips).
+		case !joined && (n > 0 || !attempted || m.hasPeers()):
 			joined = true
 			close(m.joined)
 			m.log.Info("joined cluster", slog.Int("contacted", n))
@@ -279,6 +292,16 @@ func (m *Membership) joinLoop(ctx context.Context) {
 			force = true
 		}
 	}
+}
+
+// hasPeers reports whether another member is alive.
+func (m *Membership) hasPeers() bool {
+	for _, mem := range m.hub.snapshot() {
+		if mem.Name != m.cfg.Name && !mem.Status.Gone() {
+			return true
+		}
+	}
+	return false
 }
 
 // joinOnce resolves the seeds and joins those that are not this node and,
@@ -460,6 +483,7 @@ func (m *Membership) stop(ctx context.Context, leave bool) error {
 	}
 	m.state = stateClosed
 	cancel := m.cancel
+	close(m.done)
 	m.mu.Unlock()
 	if cancel != nil {
 		cancel()

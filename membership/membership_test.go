@@ -198,6 +198,9 @@ func TestWrongOrMissingKeyIsRejected(t *testing.T) {
 			t.Fatalf("%s: learned about a: %+v", name, m)
 		}
 		bad.Halt()
+		if err := bad.WaitJoined(t.Context()); !errors.Is(err, membership.ErrClosed) {
+			t.Fatalf("%s: WaitJoined after Halt = %v, want ErrClosed", name, err)
+		}
 	}
 }
 
@@ -332,4 +335,24 @@ func TestRejoinAfterBeingForgotten(t *testing.T) {
 	a2 := startNode(t, cfgA2)
 	eventually(t, "a sees b again", func() bool { return hasAlive(a2, "a", "b") })
 	eventually(t, "b sees a again", func() bool { return hasAlive(b, "a", "b") })
+}
+
+func TestJoinedByOthersCountsAsJoined(t *testing.T) {
+	// a's seeds are b (not up yet) and an address where nothing listens.
+	// b joins a first; a must then count as joined even though its own
+	// attempts only reach the dead address.
+	port := freeSharedPort(t, "127.0.0.1")
+	cfgA := nodeConfig("a", "127.0.0.1:"+strconv.Itoa(port), "127.0.0.1:1")
+	cfgA.Timing.JoinBackoffMin, cfgA.Timing.JoinBackoffMax = 50*time.Millisecond, 100*time.Millisecond
+	a := startNode(t, cfgA)
+	cfgB := nodeConfig("b", addrOf(a))
+	cfgB.Bind = "127.0.0.1:" + strconv.Itoa(port)
+	b := joinNode(t, cfgB)
+	eventually(t, "a sees b", func() bool { return hasAlive(a, "a", "b") })
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	if err := a.WaitJoined(ctx); err != nil {
+		t.Fatalf("a: WaitJoined = %v although b joined it", err)
+	}
+	_ = b
 }

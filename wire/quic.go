@@ -396,6 +396,21 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 		reject("hello names an invalid node", err)
 		return
 	}
+	if h.Version != ProtocolVersion {
+		t.st.helloRejected.Add(1)
+		t.log.LogAttrs(t.ctx, slog.LevelWarn, "wire: inbound link rejected", slog.String(logPeer, h.Name),
+			slog.String("reason", "unsupported protocol version"), slog.Uint64("version", h.Version))
+		// Say why, and let the dialer close, so the answer is not lost.
+		me := Hello{Version: ProtocolVersion, Name: t.cfg.Name, ManifestDigest: t.cfg.ManifestDigest}
+		hs.Write(appendFrame(nil, encodeHelloReply(HelloStatusRejected, me)))
+		hs.Close()
+		select {
+		case <-conn.Context().Done():
+		case <-ctx.Done():
+			conn.CloseWithError(closeBadHello, "unsupported protocol version")
+		}
+		return
+	}
 	peerCerts := conn.ConnectionState().TLS.PeerCertificates
 	if len(peerCerts) == 0 || !certHasName(peerCerts[0], h.Name) {
 		reject("hello name does not match certificate", fmt.Errorf("%w: claimed %q", ErrBadCertificate, h.Name))
@@ -602,7 +617,7 @@ func (l *link) dialOnce() error {
 			return fmt.Errorf("%w: %s: lost the dial tie-break and its link never came", ErrUnavailable, l.peer)
 		}
 	default:
-		return fail(closeBadHello, fmt.Errorf("peer refused the hello (status %d)", status))
+		return fail(closeBadHello, fmt.Errorf("peer refused the hello (%v; this node speaks version %d)", status, ProtocolVersion))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -24,6 +24,10 @@ type rawPeer struct {
 // claiming name claim. It returns the Hello reply status, or an error if
 // the node closed the connection instead.
 func dialRaw(t *testing.T, target *QUIC, cert tls.Certificate, pool *x509.CertPool, claim string) (*rawPeer, HelloStatus, error) {
+	return dialRawVersion(t, target, cert, pool, claim, ProtocolVersion)
+}
+
+func dialRawVersion(t *testing.T, target *QUIC, cert tls.Certificate, pool *x509.CertPool, claim string, version uint64) (*rawPeer, HelloStatus, error) {
 	t.Helper()
 	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -49,7 +53,7 @@ func dialRaw(t *testing.T, target *QUIC, cert tls.Certificate, pool *x509.CertPo
 	if err != nil {
 		return rp, 0, err
 	}
-	if _, err := hs.Write(appendFrame(nil, encodeHello(Hello{Version: ProtocolVersion, Name: claim}))); err != nil {
+	if _, err := hs.Write(appendFrame(nil, encodeHello(Hello{Version: version, Name: claim}))); err != nil {
 		return rp, 0, err
 	}
 	hs.Close()
@@ -424,5 +428,17 @@ func TestStreamToUnknownServiceIsReset(t *testing.T) {
 	}
 	if _, err := b.DialStream(t.Context(), "a", ""); err == nil {
 		t.Error("empty service name accepted")
+	}
+}
+
+func TestUnsupportedVersionRejected(t *testing.T) {
+	c, a, _, _, _ := newTwo(t)
+	rp, status, err := dialRawVersion(t, a, c.pki.cert(t, "future"), c.pki.pool, "future", ProtocolVersion+1)
+	if err != nil || status != HelloStatusRejected {
+		t.Fatalf("hello with a future version: status %v, err %v; want REJECTED", status, err)
+	}
+	rp.conn.CloseWithError(0, "")
+	if got := a.Stats().HelloRejected; got != 1 {
+		t.Errorf("HelloRejected: got %d, want 1", got)
 	}
 }

@@ -13,8 +13,6 @@
 package manifest
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -338,11 +336,4 @@ func parseDur(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("manifest: %w", err)
 	}
 	return d, nil
-}
-
-// Digest is a short stable hash of the manifest's canonical text form;
-// nodes gossip it so peers notice when a manifest changes.
-func (m Manifest) Digest() string {
-	sum := sha256.Sum256([]byte(m.String()))
-	return hex.EncodeToString(sum[:8])
 }

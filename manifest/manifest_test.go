@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tempest-actors/tempest/manifest"
+	"github.com/tempest-actors/tempest/manifest/internal/form"
 )
 
 func caps() manifest.Capacities {
@@ -184,4 +185,81 @@ func TestDetectRealMachine(t *testing.T) {
 	if a != b {
 		t.Fatalf("unstable detection: %+v vs %+v", a, b)
 	}
+}
+
+func TestBARERoundTrip(t *testing.T) {
+	for _, o := range []manifest.Options{
+		{Capacities: caps()},
+		{Simulated: true},
+		{Env: manifest.Environment{Container: true, CPUQuota: 0.25}, Capacities: caps()},
+	} {
+		m := manifest.Build(o)
+		b, err := m.MarshalBARE()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back manifest.Manifest
+		if err := back.UnmarshalBARE(b); err != nil {
+			t.Fatal(err)
+		}
+		if back.String() != m.String() || back.Digest() != m.Digest() {
+			t.Fatalf("round trip:\n%s\nvs\n%s", back, m)
+		}
+		// Every strict prefix is rejected, and so are trailing bytes.
+		for i := range b {
+			if err := back.UnmarshalBARE(b[:i]); err == nil {
+				t.Fatalf("accepted a %d-byte prefix of %d", i, len(b))
+			}
+		}
+		if err := back.UnmarshalBARE(append(b, 0)); err == nil {
+			t.Fatal("accepted trailing bytes")
+		}
+	}
+}
+
+func TestBARERejectsBadValues(t *testing.T) {
+	good, err := manifest.Build(manifest.Options{}).MarshalBARE()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m manifest.Manifest
+	bad := append([]byte{9}, good[1:]...) // profile 9 is not declared
+	if err := m.UnmarshalBARE(bad); err == nil {
+		t.Fatal("accepted an unknown profile")
+	}
+	w := form.Manifest{Profile: form.ProfileHosted, Clauses: []form.ClauseEntry{
+		{Clause: form.ClauseIDFairness}, {Clause: form.ClauseIDFairness, Substrate: "x"},
+	}}
+	dup, err := w.MarshalBARE()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.UnmarshalBARE(dup); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Fatal("accepted a duplicate clause")
+	}
+}
+
+func FuzzUnmarshalBARE(f *testing.F) {
+	for _, o := range []manifest.Options{{}, {Simulated: true}, {Capacities: caps()}} {
+		b, err := manifest.Build(o).MarshalBARE()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var m manifest.Manifest
+		if err := m.UnmarshalBARE(b); err != nil {
+			return
+		}
+		// Whatever decodes must re-encode to bytes that decode equal.
+		again, err := m.MarshalBARE()
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		var m2 manifest.Manifest
+		if err := m2.UnmarshalBARE(again); err != nil || m2.String() != m.String() {
+			t.Fatalf("unstable round trip: %v", err)
+		}
+	})
 }

@@ -1,9 +1,11 @@
 package ariel
 
 import (
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/tempest-actors/tempest/actor"
 )
@@ -61,6 +63,7 @@ type envelope struct {
 type Cell struct {
 	state atomic.Int32 // run-token, one of st*
 	count atomic.Int32 // admitted user messages: reserved by senders + queued
+	pend  atomic.Int32 // queued messages, user and system; written under mu
 	limit int32
 
 	mu   sync.Mutex // guards buf, head, n, sys and the stIdle/stDetached transitions
@@ -127,6 +130,7 @@ func (c *Cell) pushUser(es []envelope) bool {
 		c.buf[idx] = es[i]
 	}
 	c.n += int32(len(es))
+	c.pend.Add(int32(len(es)))
 	c.mu.Unlock()
 	return true
 }
@@ -134,13 +138,13 @@ func (c *Cell) pushUser(es []envelope) bool {
 // grow resizes the ring to hold at least need envelopes. Called with mu held.
 func (c *Cell) grow(need int) {
 	size := len(c.buf) * 2
-	if size < 8 {
-		size = 8
+	if size < minRing {
+		size = minRing
 	}
 	for size < need {
 		size *= 2
 	}
-	nb := make([]envelope, size)
+	nb := getRing(size)
 	for i := int32(0); i < c.n; i++ {
 		idx := c.head + i
 		if idx >= int32(len(c.buf)) {
@@ -148,7 +152,32 @@ func (c *Cell) grow(need int) {
 		}
 		nb[i] = c.buf[idx]
 	}
+	putRing(c.buf)
 	c.buf, c.head = nb, 0
+}
+
+// Mailbox rings are pooled per power-of-two size: an empty mailbox returns
+// its ring, so idle actors hold no ring and busy ones do not allocate.
+const minRing = 8
+
+var ringPools [32]sync.Pool
+
+func ringClass(size int) int { return bits.Len(uint(size)) - 1 }
+
+func getRing(size int) []envelope {
+	if p := ringPools[ringClass(size)].Get(); p != nil {
+		return unsafe.Slice((*envelope)(p.(unsafe.Pointer)), size)
+	}
+	return make([]envelope, size)
+}
+
+// putRing returns a ring whose slots are all zero.
+func putRing(b []envelope) {
+	if len(b) == 0 {
+		return
+	}
+	clear(b)
+	ringPools[ringClass(len(b))].Put(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
 // pushSys appends to the system lane, which is never refused. It returns
@@ -160,44 +189,35 @@ func (c *Cell) pushSys(e envelope) bool {
 		return false
 	}
 	c.sys = append(c.sys, e)
+	c.pend.Add(1)
 	c.mu.Unlock()
 	return true
 }
 
-// take moves up to len(dst) envelopes into dst: the whole system lane first,
-// user mail only when the system lane is empty. When both are empty it
-// releases the run-token (stRunning -> stIdle) under the lock, so a sender
-// that pushes afterwards sees stIdle and wakes the cell: no mail is stranded
-// by the idle transition. The caller must hold the run-token.
+// take moves up to len(dst) envelopes into dst: one system message if any
+// (the system lane is drained before user mail), user mail otherwise. It
+// returns 0 when both are empty. The caller must hold the run-token.
 func (c *Cell) take(dst []envelope) int {
 	c.mu.Lock()
 	if len(c.sys) > 0 {
 		// One system message at a time: a stop or a passivation ends the
 		// cycle, and what follows it must stay queued.
-		k := copy(dst[:1], c.sys)
-		rest := copy(c.sys, c.sys[k:])
-		clear(c.sys[rest:])
+		dst[0] = c.sys[0]
+		rest := copy(c.sys, c.sys[1:])
+		c.sys[rest] = envelope{}
 		c.sys = c.sys[:rest]
 		if rest == 0 {
 			c.sys = nil // idle actors keep no storage
 		}
+		c.pend.Add(-1)
 		c.mu.Unlock()
-		return k
+		return 1
 	}
 	k := int32(len(dst))
 	if c.n < k {
 		k = c.n
 	}
 	if k == 0 {
-		if c.act == nil {
-			c.state.Store(stDetached)
-		} else {
-			c.state.Store(stIdle)
-		}
-		// An empty large ring is released: idle actors keep no storage.
-		if len(c.buf) > 64 {
-			c.buf, c.head = nil, 0
-		}
 		c.mu.Unlock()
 		return 0
 	}
@@ -215,9 +235,39 @@ func (c *Cell) take(dst []envelope) int {
 		c.head -= size
 	}
 	c.n -= k
+	c.pend.Add(-k)
+	if c.n == 0 {
+		putRing(c.buf)
+		c.buf, c.head = nil, 0
+	}
 	c.mu.Unlock()
 	c.count.Add(-k)
 	return int(k)
+}
+
+// release gives up the run-token after the mailbox was found empty. It
+// marks the cell idle and then looks at the mailbox once more: a sender
+// that pushed before the mark skipped its wake (it saw stRunning), so the
+// worker takes the token back itself. It returns false when it did (keep
+// draining) and true when the token is gone.
+func (c *Cell) release() bool {
+	if c.act == nil {
+		// No actor (a system message ran for a cell at rest): back to
+		// detached, under the lock so a sender rings the doorbell.
+		c.mu.Lock()
+		if c.hasMailLocked() {
+			c.mu.Unlock()
+			return false
+		}
+		c.state.Store(stDetached)
+		c.mu.Unlock()
+		return true
+	}
+	c.state.Store(stIdle)
+	if c.pend.Load() <= 0 {
+		return true
+	}
+	return !c.state.CompareAndSwap(stIdle, stRunning)
 }
 
 // hasMail reports whether anything is queued. Called with mu held.
@@ -236,6 +286,8 @@ func (c *Cell) drainAll() []envelope {
 		out = append(out, c.buf[idx])
 	}
 	c.count.Add(-c.n)
+	c.pend.Store(0)
+	putRing(c.buf)
 	c.buf, c.sys, c.head, c.n = nil, nil, 0, 0
 	c.mu.Unlock()
 	return out
@@ -264,6 +316,7 @@ func (c *Cell) pushOne(e envelope) bool {
 	}
 	c.buf[idx] = e
 	c.n++
+	c.pend.Add(1)
 	c.mu.Unlock()
 	return true
 }

@@ -28,6 +28,7 @@ type executor struct {
 	cell    *Cell
 	env     *envelope
 	replied bool
+	turns   uint64 // turns not yet added to cnt
 }
 
 var _ actor.Context = (*executor)(nil)
@@ -37,6 +38,13 @@ var _ actor.Context = (*executor)(nil)
 // take), when the fairness budget is spent (the cell is re-queued at the back
 // of the shared queue), or when the cell stopped or was passivated.
 func (ex *executor) drain(c *Cell) {
+	ex.drainCycle(c)
+	ex.cnt.turns.Add(ex.turns)
+	ex.turns = 0
+	ex.cnt.cycles.Add(1)
+}
+
+func (ex *executor) drainCycle(c *Cell) {
 	s := ex.s
 	processed := 0
 	var t0 int64
@@ -51,6 +59,9 @@ func (ex *executor) drain(c *Cell) {
 		}
 		k := c.take(ex.batch[:want])
 		if k == 0 {
+			if !c.release() {
+				continue
+			}
 			ex.cnt.messages.Add(uint64(processed))
 			s.activeDec()
 			return
@@ -221,7 +232,7 @@ func (ex *executor) panicked(c *Cell, r any) {
 
 func (ex *executor) enter(c *Cell, e *envelope) {
 	ex.cell, ex.env, ex.replied = c, e, false
-	ex.cnt.turns.Add(1)
+	ex.turns++
 }
 
 // leave ends a turn: the sends it buffered are delivered, grouped by

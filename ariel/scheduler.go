@@ -217,6 +217,7 @@ func (s *Scheduler) spawn(parent *Cell, a actor.Actor, opts []actor.SpawnOption,
 	c := s.newCell(actor.Spawned(s.cfg.Node, id, 0), o.Mailbox)
 	c.act = a
 	c.sys = []envelope{{kind: kStart}}
+	c.pend.Store(1)
 	if parent != nil {
 		c.ext = &cellExt{parent: parent}
 		pe := parent.extension()

@@ -38,7 +38,7 @@ type LatencyObserver interface {
 // counters is one executor's (worker's) counters. Each executor adds its
 // own, once per drain cycle, so workers do not share a cache line.
 type counters struct {
-	turns, messages, refused, undelivered, yields, steals, parks atomic.Uint64
+	turns, messages, refused, undelivered, yields, steals, parks, cycles atomic.Uint64
 	_                                                            [64]byte
 }
 

@@ -213,6 +213,7 @@ func (s *Scheduler) Attach(ref actor.Ref, a actor.Actor) error {
 	}
 	c.act = a
 	c.sys = append([]envelope{{kind: kStart}}, c.sys...)
+	c.pend.Add(1)
 	c.state.Store(stReady)
 	c.mu.Unlock()
 	s.activeInc()

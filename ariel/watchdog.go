@@ -2,8 +2,8 @@ package ariel
 
 import "time"
 
-// watchdog runs outside the pool. It notices a drain cycle that has not
-// ended for longer than the turn budget — cycles are bounded by the fairness
+// watchdog runs outside the pool. It notices a busy worker (cur set) whose
+// drain-cycle count has not moved for longer than the turn budget — cycles are bounded by the fairness
 // budget, so only a long turn keeps one open — reports BudgetExhausted
 // through the fault hook, and replaces the stuck worker so the pool keeps
 // its capacity. The stuck goroutine finishes its turn whenever the handler
@@ -40,9 +40,9 @@ func (s *Scheduler) watchdog() {
 		live := make(map[*worker]bool, len(ws))
 		for _, w := range ws {
 			live[w] = true
-			cy := w.cycle.Load()
+			cy := w.ex.cnt.cycles.Load()
 			m := marks[w]
-			if m == nil || m.cycle != cy || cy%2 == 0 {
+			if m == nil || m.cycle != cy || w.cur.Load() == nil {
 				marks[w] = &mark{cycle: cy, since: now}
 				continue
 			}

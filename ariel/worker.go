@@ -22,8 +22,7 @@ type worker struct {
 	next       atomic.Pointer[Cell] // the freshest wake: runs next, warm
 	q          localQ
 	wakeCh     chan struct{}
-	cycle      atomic.Uint64 // odd while a drain cycle runs
-	cur        atomic.Pointer[Cell]
+	cur        atomic.Pointer[Cell] // the cell of the current or last cycle; nil while idle
 	retired    atomic.Bool
 	tick       uint32
 	nextRuns   int
@@ -49,11 +48,10 @@ func (w *worker) run() {
 		if !c.state.CompareAndSwap(stReady, stRunning) {
 			continue // cannot happen: only the waker's CAS winner queues a cell
 		}
-		w.cur.Store(c)
-		w.cycle.Add(1)
+		if w.cur.Load() != c {
+			w.cur.Store(c)
+		}
 		w.ex.drain(c)
-		w.cycle.Add(1)
-		w.cur.Store(nil)
 		if w.mustNotify {
 			w.mustNotify = false
 			s.notify()
@@ -169,6 +167,7 @@ func (w *worker) hasWork() bool {
 // so one of the two always sees the other (no lost wake-up).
 func (w *worker) idle() {
 	s := w.s
+	w.cur.Store(nil)
 	s.spinning.Add(1)
 	var seen []uint64
 	for i := 0; i < s.cfg.SpinIterations; i++ {
@@ -213,7 +212,7 @@ func (w *worker) sampleSiblings() []uint64 {
 	ws := *w.s.workers.Load()
 	w.seen = w.seen[:0]
 	for _, v := range ws {
-		w.seen = append(w.seen, v.cycle.Load())
+		w.seen = append(w.seen, v.ex.cnt.cycles.Load())
 	}
 	return w.seen
 }
@@ -224,7 +223,7 @@ func (w *worker) stealNext(seen []uint64) *Cell {
 		return nil
 	}
 	for i, v := range ws {
-		if v == w || seen[i]%2 == 0 || v.cycle.Load() != seen[i] {
+		if v == w || v.cur.Load() == nil || v.ex.cnt.cycles.Load() != seen[i] {
 			continue
 		}
 		if c := v.next.Swap(nil); c != nil {

@@ -41,6 +41,11 @@ const (
 	OpComplete Op = "complete"
 	// OpAbort cancels planned handoffs: MovingTo cleared.
 	OpAbort Op = "abort"
+	// OpSync records a node's sync barrier nonce. A node whose lease
+	// lapsed proposes one after regaining contact; once it has applied
+	// its own nonce, its table holds everything committed before, so it
+	// may trust the table again.
+	OpSync Op = "sync"
 )
 
 // Move is one shard change with its precondition: it applies only if the
@@ -68,6 +73,7 @@ type Command struct {
 	Status   NodeStatus          `json:"status,omitempty"`   // OpStatus
 	Requires []manifest.ClauseID `json:"requires,omitempty"` // OpKind
 	Moves    []Move              `json:"moves,omitempty"`    // OpAssign, OpBegin, OpComplete, OpAbort
+	Nonce    string              `json:"nonce,omitempty"`    // OpSync
 }
 
 const commandVersion = 1
@@ -158,8 +164,12 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 			return 0, 0, fmt.Errorf("%w: bad node entry", ErrBadCommand)
 		}
 		n := *c.Node
-		if old, ok := t.Nodes[n.Name]; ok && sameNode(old, &n) {
-			return 0, 1, nil
+		n.Sync = ""
+		if old, ok := t.Nodes[n.Name]; ok {
+			n.Sync = old.Sync // only OpSync changes it
+			if sameNode(old, &n) {
+				return 0, 1, nil
+			}
 		}
 		t.Nodes[n.Name] = &n
 		return 1, 0, nil
@@ -174,6 +184,18 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 		}
 		changed := n.Status != c.Status
 		n.Status = c.Status
+		return one(changed)
+
+	case OpSync:
+		if c.Nonce == "" {
+			return 0, 0, fmt.Errorf("%w: sync without a nonce", ErrBadCommand)
+		}
+		n, ok := t.Nodes[c.Name]
+		if !ok {
+			return 0, 1, nil
+		}
+		changed := n.Sync != c.Nonce
+		n.Sync = c.Nonce
 		return one(changed)
 
 	case OpRemove:

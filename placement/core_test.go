@@ -106,6 +106,7 @@ func TestCommandsIdempotent(t *testing.T) {
 		{Op: placement.OpBegin, Moves: []placement.Move{{Shard: ref(0), From: "a", Epoch: 1, To: "b"}}},
 		{Op: placement.OpComplete, Moves: []placement.Move{{Shard: ref(0), From: "a", Epoch: 1, To: "b"}}},
 		{Op: placement.OpStatus, Name: "a", Status: placement.StatusDraining},
+		{Op: placement.OpSync, Name: "a", Nonce: "a/1"},
 	}
 	for _, c := range cmds {
 		first := mustApply(t, tb, c)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/tempest-actors/tempest/manifest"
 )
 
@@ -37,12 +38,14 @@ type Node struct {
 	fsm   *FSM
 	lease Lease
 
-	wal      *raftwal.WAL
-	snaps    *raft.FileSnapshotStore
-	raft     *raft.Raft
-	observer *raft.Observer
-	obsCh    chan raft.Observation
-	hadState bool
+	wal       *raftwal.WAL
+	meta      *metadb.BoltMetaDB
+	snaps     *raft.FileSnapshotStore
+	raft      *raft.Raft
+	observer  *raft.Observer
+	obsCh     chan raft.Observation
+	hadState  bool
+	startNano int64
 
 	kick      chan struct{}
 	confirmCh chan Move
@@ -51,7 +54,11 @@ type Node struct {
 	started    bool
 	closed     bool
 	leaving    bool
-	verifiedAt time.Time            // last quorum-confirmed leadership (start of the round)
+	verifiedAt time.Time // last quorum-confirmed leadership (start of the round)
+	prevAnchor time.Time // lease anchor at the previous look
+	lapsed     bool      // lease lapsed since the last completed sync barrier
+	syncNonce  string    // barrier requested since the lapse ("" = none yet)
+	syncCount  uint64
 	failing    map[string]time.Time // peers whose heartbeats fail → last contact
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
@@ -83,6 +90,7 @@ func New(cfg Config) (*Node, error) {
 		obsCh:     make(chan raft.Observation, 64),
 		kick:      make(chan struct{}, 1),
 		confirmCh: make(chan Move, 64),
+		startNano: time.Now().UnixNano(),
 		failing:   map[string]time.Time{},
 		deadSince: map[string]time.Time{},
 		transfers: map[ShardRef]Move{},
@@ -96,18 +104,24 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("placement: %w", err)
 	}
 	hl := newHCLog(cfg.Logger.With(logKeyNode, cfg.Name), "raft")
-	wal, err := raftwal.Open(walDir, raftwal.WithSegmentSize(cfg.WALSegmentSize), raftwal.WithLogger(hl.Named("wal")))
+	// The WAL does not close its metadata database on Close (it holds a
+	// file lock), so the node owns it and closes it after the WAL.
+	meta := &metadb.BoltMetaDB{}
+	wal, err := raftwal.Open(walDir, raftwal.WithSegmentSize(cfg.WALSegmentSize),
+		raftwal.WithLogger(hl.Named("wal")), raftwal.WithMetaStore(meta))
 	if err != nil {
+		_ = meta.Close()
 		return nil, fmt.Errorf("placement: open raft log: %w", err)
 	}
+	closeWAL := func() { _ = wal.Close(); _ = meta.Close() }
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "raft"), 2, hl.Named("snapshots"))
 	if err != nil {
-		_ = wal.Close()
+		closeWAL()
 		return nil, fmt.Errorf("placement: open snapshots: %w", err)
 	}
 	has, err := raft.HasExistingState(wal, wal, snaps)
 	if err != nil {
-		_ = wal.Close()
+		closeWAL()
 		return nil, fmt.Errorf("placement: %w", err)
 	}
 	rc := raft.DefaultConfig()
@@ -125,15 +139,15 @@ func New(cfg Config) (*Node, error) {
 	// catches up. Shutting it down would need a restart to rejoin.
 	rc.ShutdownOnRemove = false
 	if err := raft.ValidateConfig(rc); err != nil {
-		_ = wal.Close()
+		closeWAL()
 		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
 	r, err := raft.NewRaft(rc, n.fsm, wal, wal, snaps, cfg.Transport)
 	if err != nil {
-		_ = wal.Close()
+		closeWAL()
 		return nil, fmt.Errorf("placement: start raft: %w", err)
 	}
-	n.wal, n.snaps, n.raft, n.hadState = wal, snaps, r, has
+	n.wal, n.meta, n.snaps, n.raft, n.hadState = wal, meta, snaps, r, has
 	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation, raft.PeerObservation:
@@ -188,6 +202,9 @@ func (n *Node) Close(ctx context.Context) error {
 	n.raft.DeregisterObserver(n.observer)
 	err := n.raft.Shutdown().Error()
 	if cerr := n.wal.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := n.meta.Close(); err == nil {
 		err = cerr
 	}
 	return err
@@ -260,8 +277,80 @@ func (n *Node) LeaseAnchor() time.Time {
 	return a
 }
 
-// LeaseFresh reports whether this node's lease is fresh at now.
-func (n *Node) LeaseFresh(now time.Time) bool { return n.lease.Fresh(n.LeaseAnchor(), now) }
+// LeaseFresh reports whether this node's lease is fresh at now: it
+// heard from a leader within the lease, and has not lost contact for
+// longer than half a lease since it last completed a sync barrier.
+//
+// Why the barrier: a node cut off for a while keeps its stale table.
+// When contact resumes, heartbeats renew the lease before the log has
+// caught up, and for that moment the stale table may still name it the
+// owner of shards that were reassigned meanwhile. So a node that saw a
+// gap in contact (or just started) treats itself as lapsed and proposes
+// an OpSync barrier with a fresh nonce; once it applies its own nonce,
+// its table contains every change committed before it.
+func (n *Node) LeaseFresh(now time.Time) bool {
+	a := n.LeaseAnchor()
+	fresh := n.lease.Fresh(a, now)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.noteAnchorLocked(a, fresh)
+	return fresh && !n.lapsed
+}
+
+// noteAnchorLocked detects lapses: an expired lease, or a jump between
+// consecutive anchors of more than half a lease (contact was lost and
+// regained between two looks; looks happen at least every Lease/5).
+func (n *Node) noteAnchorLocked(a time.Time, fresh bool) {
+	if !fresh || n.prevAnchor.IsZero() || a.Sub(n.prevAnchor) > n.cfg.Lease/2 {
+		if !n.lapsed {
+			n.lapsed, n.syncNonce = true, ""
+		}
+	}
+	if a.After(n.prevAnchor) {
+		n.prevAnchor = a
+	}
+}
+
+// resync proposes (once per lapse) and then recognises this node's sync
+// barrier.
+func (n *Node) resync(ctx context.Context) {
+	now := n.clock.Now()
+	if !n.LeaseFreshRaw(now) {
+		return
+	}
+	n.mu.Lock()
+	if !n.lapsed {
+		n.mu.Unlock()
+		return
+	}
+	if n.syncNonce == "" {
+		n.syncCount++
+		n.syncNonce = fmt.Sprintf("%s/%d/%d", n.cfg.Name, n.startNano, n.syncCount)
+	}
+	nonce := n.syncNonce
+	n.mu.Unlock()
+	var have string
+	n.fsm.Read(func(t *Table) {
+		if ni, ok := t.Nodes[n.cfg.Name]; ok {
+			have = ni.Sync
+		}
+	})
+	if have == nonce {
+		n.mu.Lock()
+		if n.syncNonce == nonce {
+			n.lapsed, n.syncNonce = false, ""
+		}
+		n.mu.Unlock()
+		return
+	}
+	if _, err := n.Propose(ctx, Command{Op: OpSync, Name: n.cfg.Name, Nonce: nonce}); err != nil {
+		n.log.Debug("placement: sync barrier", logKeyErr, err)
+	}
+}
+
+// LeaseFreshRaw reports lease freshness from contact alone, ignoring the
+// sync barrier (status pages).
+func (n *Node) LeaseFreshRaw(now time.Time) bool { return n.lease.Fresh(n.LeaseAnchor(), now) }
 
 // Check is the fence: nil only if this node may serve ref right now for
 // mail stamped with epoch (0 = unstamped). See CheckOwnership for the
@@ -439,6 +528,7 @@ func (n *Node) verifyLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		n.LeaseFresh(n.clock.Now()) // look at the anchor often enough to see gaps
 		if n.raft.State() != raft.Leader {
 			continue
 		}
@@ -484,6 +574,7 @@ func (n *Node) step(ctx context.Context) {
 		return
 	}
 	n.selfReport(ctx)
+	n.resync(ctx)
 	if n.raft.State() != raft.Leader {
 		if n.wasLeader {
 			// A future term starts its timers afresh: that only ever

@@ -46,6 +46,10 @@ type NodeInfo struct {
 	Version  string            `json:"version,omitempty"`
 	Manifest manifest.Manifest `json:"manifest"`
 	Status   NodeStatus        `json:"status"`
+	// Sync is the nonce of the node's latest sync barrier (see OpSync):
+	// a node that lost its lease serves again only after it has applied
+	// a barrier it requested after regaining contact.
+	Sync string `json:"sync,omitempty"`
 }
 
 // DefaultGroup is the group of every kind without clause requirements.

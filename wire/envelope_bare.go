@@ -450,6 +450,8 @@ type Refused struct {
 	Reason    RefusedReason `bare:"reason"`
 	OwnerHint string        `bare:"ownerHint"`
 	Detail    string        `bare:"detail"`
+	From      *ActorID      `bare:"from"`
+	Body      []byte        `bare:"body"`
 }
 
 // AppendBARE appends the BARE encoding of v to dst. It does not allocate
@@ -470,6 +472,15 @@ func (v *Refused) AppendBARE(dst []byte) ([]byte, error) {
 	if dst, err = bare.AppendStr(dst, string(v.Detail)); err != nil {
 		return dst, bare.WrapEncodeError("Detail", err)
 	}
+	if v.From == nil {
+		dst = append(dst, 0)
+	} else {
+		dst = append(dst, 1)
+		if dst, err = (*v.From).AppendBARE(dst); err != nil {
+			return dst, bare.WrapEncodeError("From", err)
+		}
+	}
+	dst = bare.AppendData(dst, v.Body)
 	return dst, nil
 }
 
@@ -485,6 +496,15 @@ func (v *Refused) DecodeBARE(d *bare.Decoder) {
 	v.Reason.DecodeBARE(d)
 	v.OwnerHint = string(d.Str())
 	v.Detail = string(d.Str())
+	if d.Optional() {
+		if v.From == nil {
+			v.From = new(ActorID)
+		}
+		(*v.From).DecodeBARE(d)
+	} else {
+		v.From = nil
+	}
+	v.Body = d.Data(v.Body)
 	d.Leave()
 }
 
@@ -500,7 +520,7 @@ func (v *Refused) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffBegin is the BARE struct declared at envelope.bare:80.
+// HandoffBegin is the BARE struct declared at envelope.bare:82.
 type HandoffBegin struct {
 	Shard uint32 `bare:"shard"`
 	Epoch uint64 `bare:"epoch"`
@@ -548,7 +568,7 @@ func (v *HandoffBegin) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// StateTransfer is the BARE struct declared at envelope.bare:88.
+// StateTransfer is the BARE struct declared at envelope.bare:90.
 type StateTransfer struct {
 	Shard uint32  `bare:"shard"`
 	Epoch uint64  `bare:"epoch"`
@@ -597,7 +617,7 @@ func (v *StateTransfer) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffDone is the BARE struct declared at envelope.bare:96.
+// HandoffDone is the BARE struct declared at envelope.bare:98.
 type HandoffDone struct {
 	Shard uint32 `bare:"shard"`
 	Epoch uint64 `bare:"epoch"`
@@ -637,7 +657,7 @@ func (v *HandoffDone) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HydrateRequest is the BARE struct declared at envelope.bare:102.
+// HydrateRequest is the BARE struct declared at envelope.bare:104.
 type HydrateRequest struct {
 	Actor ActorID `bare:"actor"`
 	Epoch uint64  `bare:"epoch"`
@@ -677,7 +697,7 @@ func (v *HydrateRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// DeadlinePolicy is the BARE struct declared at envelope.bare:107.
+// DeadlinePolicy is the BARE struct declared at envelope.bare:109.
 type DeadlinePolicy struct {
 	Kind              string `bare:"kind"`
 	DefaultDeadlineNs uint64 `bare:"defaultDeadlineNs"`
@@ -720,7 +740,7 @@ func (v *DeadlinePolicy) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Envelope is the BARE union declared at envelope.bare:113. Its values are:
+// Envelope is the BARE union declared at envelope.bare:115. Its values are:
 //
 //   - *Tell (tag 1)
 //   - *Ask (tag 2)

@@ -11,7 +11,7 @@ import (
 // the deadline timer, a routing failure, or a remote answer by id.
 type pending struct {
 	s     *Scheduler
-	id    uint64 // non-zero once registered for completion by id
+	id    atomic.Uint64 // non-zero once registered for completion by id
 	done  atomic.Bool
 	timer Timer
 
@@ -48,8 +48,8 @@ func (p *pending) finish() bool {
 	if !p.done.CompareAndSwap(false, true) {
 		return false
 	}
-	if p.id != 0 {
-		p.s.asks.Delete(p.id)
+	if id := p.id.Load(); id != 0 {
+		p.s.asks.Delete(id)
 	}
 	return true
 }
@@ -82,8 +82,12 @@ func (p *pending) deliver(v any, err error, ex *executor) {
 
 func (s *Scheduler) registerAsk(p *pending) uint64 {
 	id := s.nextAsk.Add(1)
-	p.id = id
+	p.id.Store(id)
 	s.asks.Store(id, p)
+	if p.done.Load() {
+		// Completed (by its deadline) meanwhile: finish may have missed the id.
+		s.asks.Delete(id)
+	}
 	return id
 }
 

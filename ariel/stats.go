@@ -39,7 +39,7 @@ type LatencyObserver interface {
 // own, once per drain cycle, so workers do not share a cache line.
 type counters struct {
 	turns, messages, refused, undelivered, yields, steals, parks, cycles atomic.Uint64
-	_                                                            [64]byte
+	_                                                                    [64]byte
 }
 
 // globalCounters are rare events counted where they happen.

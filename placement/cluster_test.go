@@ -51,7 +51,7 @@ func (f *fakeMembership) set(name string, st placement.PeerState) {
 
 // testCluster runs placement nodes over raft's in-memory transport.
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	mem     *fakeMembership
 	mu      sync.Mutex
 	dirs    map[string]string
@@ -59,10 +59,11 @@ type testCluster struct {
 	nodes   map[string]*placement.Node
 	cut     map[string]bool
 	expect  int
+	voters  int
 	handoff bool
 }
 
-func newTestCluster(t *testing.T, expect int) *testCluster {
+func newTestCluster(t testing.TB, expect int) *testCluster {
 	c := &testCluster{
 		t: t, mem: newFakeMembership(), expect: expect,
 		dirs: map[string]string{}, trans: map[string]*raft.InmemTransport{},
@@ -127,6 +128,9 @@ func (c *testCluster) start(name string) *placement.Node {
 	cfg.Transport = tr
 	cfg.Membership = c.mem
 	cfg.BootstrapExpect = c.expect
+	if c.voters > 0 {
+		cfg.MaxVoters = c.voters
+	}
 	cfg.Forwarder = (*testForwarder)(c)
 	if c.handoff {
 		cfg.Handoff = (*testHandoff)(c)
@@ -242,7 +246,7 @@ func (h *testHandoff) Transfer(ctx context.Context, m placement.Move) error {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	tick := time.NewTicker(20 * time.Millisecond)

@@ -184,7 +184,7 @@ func FuzzDecodeCommand(f *testing.F) {
 	})
 }
 
-func snapshotBytes(t *testing.T, tb *placement.Table) []byte {
+func snapshotBytes(t testing.TB, tb *placement.Table) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := placement.WriteSnapshot(&buf, tb); err != nil {

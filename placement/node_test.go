@@ -15,6 +15,7 @@ func TestBootstrapExpect(t *testing.T) {
 	for _, tc := range []struct{ n, expect, voters int }{{3, 3, 3}, {5, 3, 3}, {5, 5, 5}} {
 		t.Run(fmt.Sprintf("nodes=%d,expect=%d", tc.n, tc.expect), func(t *testing.T) {
 			c := newTestCluster(t, tc.expect)
+			c.voters = tc.voters
 			var names []string
 			for i := tc.n - 1; i >= 0; i-- { // highest names first: they must not bootstrap
 				names = append(names, fmt.Sprintf("n%d", i))
@@ -29,10 +30,6 @@ func TestBootstrapExpect(t *testing.T) {
 				t.Fatalf("leaders %v", ls)
 			}
 			leader := c.node(ls[0])
-			if tc.voters == 5 {
-				// MaxVoters is 3 by default; a 5-voter cluster needs it raised.
-				return
-			}
 			waitFor(t, 10*time.Second, "voters", func() bool {
 				v, nv := raftServers(t, leader)
 				return len(v) == tc.voters && len(v)+len(nv) == tc.n

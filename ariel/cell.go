@@ -158,7 +158,11 @@ func (c *Cell) grow(need int) {
 
 // Mailbox rings are pooled per power-of-two size: an empty mailbox returns
 // its ring, so idle actors hold no ring and busy ones do not allocate.
-const minRing = 8
+const minRing = 2
+
+// keepRing is the largest ring an empty mailbox keeps: enough for a
+// request/reply hop without touching the pool, small for an idle actor.
+const keepRing = 2
 
 var ringPools [32]sync.Pool
 
@@ -236,7 +240,7 @@ func (c *Cell) take(dst []envelope) int {
 	}
 	c.n -= k
 	c.pend.Add(-k)
-	if c.n == 0 {
+	if c.n == 0 && len(c.buf) > keepRing {
 		putRing(c.buf)
 		c.buf, c.head = nil, 0
 	}

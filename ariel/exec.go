@@ -29,6 +29,8 @@ type executor struct {
 	env     *envelope
 	replied bool
 	turns   uint64 // turns not yet added to cnt
+	msgs    uint64 // messages not yet added to cnt
+	cycles  uint64
 }
 
 var _ actor.Context = (*executor)(nil)
@@ -39,9 +41,23 @@ var _ actor.Context = (*executor)(nil)
 // of the shared queue), or when the cell stopped or was passivated.
 func (ex *executor) drain(c *Cell) {
 	ex.drainCycle(c)
-	ex.cnt.turns.Add(ex.turns)
-	ex.turns = 0
 	ex.cnt.cycles.Add(1)
+	if ex.cycles++; ex.cycles%32 == 0 {
+		ex.publish()
+	}
+}
+
+// publish adds the locally counted turns and messages to the shared
+// counters; executors call it every few cycles and before they idle.
+func (ex *executor) publish() {
+	if ex.turns != 0 {
+		ex.cnt.turns.Add(ex.turns)
+		ex.turns = 0
+	}
+	if ex.msgs != 0 {
+		ex.cnt.messages.Add(ex.msgs)
+		ex.msgs = 0
+	}
 }
 
 func (ex *executor) drainCycle(c *Cell) {
@@ -62,7 +78,7 @@ func (ex *executor) drainCycle(c *Cell) {
 			if !c.release() {
 				continue
 			}
-			ex.cnt.messages.Add(uint64(processed))
+			ex.msgs += uint64(processed)
 			s.activeDec()
 			return
 		}
@@ -75,7 +91,7 @@ func (ex *executor) drainCycle(c *Cell) {
 					s.drop(&ex.batch[j], actor.ErrActorTerminated)
 				}
 				clear(ex.batch[:k])
-				ex.cnt.messages.Add(uint64(processed + k))
+				ex.msgs += uint64(processed + k)
 				return
 			}
 		}
@@ -100,7 +116,7 @@ func (ex *executor) drainCycle(c *Cell) {
 // yield ends a cycle on the fairness budget: the cell stays Ready and goes
 // to the back of the shared queue, so another ready actor runs first.
 func (ex *executor) yield(c *Cell, processed int) {
-	ex.cnt.messages.Add(uint64(processed))
+	ex.msgs += uint64(processed)
 	ex.cnt.yields.Add(1)
 	c.state.Store(stReady)
 	s := ex.s

@@ -86,6 +86,7 @@ func (r *simRunner) run() {
 				break
 			}
 		}
+		r.ex.publish()
 		s.activeDec()
 		select {
 		case <-r.wakeup:

@@ -6,7 +6,8 @@ import (
 )
 
 // Stats is a snapshot of the scheduler's counters since New. Counters only
-// grow.
+// grow. Turns and Messages are published by each worker every few drain
+// cycles and when it idles, so they may lag slightly behind a running pool.
 type Stats struct {
 	Turns        uint64 // handler invocations (user and lifecycle messages)
 	Messages     uint64 // messages taken out of mailboxes

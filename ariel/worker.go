@@ -57,6 +57,7 @@ func (w *worker) run() {
 			s.notify()
 		}
 		if w.retired.Load() {
+			w.ex.publish()
 			w.handOff()
 			s.nworkers.Add(-1)
 			return
@@ -168,6 +169,7 @@ func (w *worker) hasWork() bool {
 func (w *worker) idle() {
 	s := w.s
 	w.cur.Store(nil)
+	w.ex.publish()
 	s.spinning.Add(1)
 	var seen []uint64
 	for i := 0; i < s.cfg.SpinIterations; i++ {

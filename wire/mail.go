@@ -1,0 +1,843 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/wire/bare"
+)
+
+// Mail layer errors.
+var (
+	// ErrDuplicateAsk: an ask id is already pending.
+	ErrDuplicateAsk = errors.New("wire: ask id already pending")
+	// ErrNotAttached: the Mailer has no transport yet (see Attach).
+	ErrNotAttached error = &kindError{"wire: mailer has no transport", actor.ErrProcessUnavailable}
+	// ErrBadActorID: an ActorID on the wire names no actor.
+	ErrBadActorID = errors.New("wire: malformed actor id")
+)
+
+// RefusedError is how a remote refusal of an ask reaches the asker. It
+// matches the actor sentinel of its reason (errors.Is): MAILBOX_FULL and
+// NODE_OVERLOADED match actor.ErrRefused, UNKNOWN_KIND
+// actor.ErrUnknownKind, EXPIRED actor.ErrDeadlineExceeded,
+// TERMINATED_INCARNATION actor.ErrActorTerminated, and NOT_OWNER
+// ErrNotOwner (the sender routed by a stale placement; OwnerHint names the
+// node to try, when the refuser knows it).
+type RefusedError struct {
+	Node      string // the refusing node
+	Reason    RefusedReason
+	OwnerHint string
+	Detail    string
+}
+
+// ErrNotOwner is the sentinel of a NOT_OWNER refusal. It matches
+// actor.ErrProcessUnavailable: the message was not handled and the
+// caller's routing is out of date.
+var ErrNotOwner error = &kindError{"wire: node does not own the actor", actor.ErrProcessUnavailable}
+
+func (e *RefusedError) Error() string {
+	s := "wire: refused by " + e.Node + ": " + e.Reason.String()
+	if e.OwnerHint != "" {
+		s += " (owner " + e.OwnerHint + ")"
+	}
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+// Unwrap returns the sentinel of the reason.
+func (e *RefusedError) Unwrap() error { return reasonSentinel(e.Reason) }
+
+func reasonSentinel(r RefusedReason) error {
+	switch r {
+	case RefusedReasonMailboxFull, RefusedReasonNodeOverloaded:
+		return actor.ErrRefused
+	case RefusedReasonUnknownKind:
+		return actor.ErrUnknownKind
+	case RefusedReasonExpired:
+		return actor.ErrDeadlineExceeded
+	case RefusedReasonTerminatedIncarnation:
+		return actor.ErrActorTerminated
+	case RefusedReasonNotOwner:
+		return ErrNotOwner
+	}
+	return actor.ErrRefused
+}
+
+// reasonOf maps a local admission error to the refusal a peer sees.
+func reasonOf(err error) RefusedReason {
+	switch {
+	case errors.Is(err, ErrUnknownTag), errors.Is(err, actor.ErrUnknownKind):
+		return RefusedReasonUnknownKind
+	case errors.Is(err, actor.ErrDeadlineExceeded):
+		return RefusedReasonExpired
+	case errors.Is(err, actor.ErrActorTerminated):
+		return RefusedReasonTerminatedIncarnation
+	case errors.Is(err, actor.ErrProcessUnavailable):
+		return RefusedReasonNotOwner
+	case errors.Is(err, actor.ErrRefused):
+		return RefusedReasonMailboxFull
+	}
+	return RefusedReasonNodeOverloaded
+}
+
+// LocalDelivery hands mail that arrived from a peer to a local actor.
+// *ariel.Scheduler implements it (Scheduler.Deliver); the node may wrap it.
+type LocalDelivery interface {
+	// Deliver admits msg for to, from the remote sender from (zero if
+	// none). For a tell reply is nil. For an ask, reply is called once with
+	// the answer or an error, at the latest at deadline, from any
+	// goroutine; it must not be called after Deliver returned an error
+	// (the Mailer tolerates it: the first answer wins). The error is the
+	// admission outcome (actor sentinels: ErrRefused for a full mailbox,
+	// ErrUnknownKind, ErrActorTerminated, ErrProcessUnavailable when the
+	// actor is not on this node).
+	Deliver(to, from actor.Ref, msg any, deadline time.Time, reply func(any, error)) error
+}
+
+// Defaults for MailConfig.
+const (
+	DefaultMaxInboundBytes = 64 << 20
+	DefaultSweepInterval   = 100 * time.Millisecond
+)
+
+// MailConfig configures a Mailer. Zero fields take defaults.
+type MailConfig struct {
+	// Registry maps message types to tags. Required.
+	Registry *Registry
+	// Local receives inbound mail. Required.
+	Local LocalDelivery
+	// Complete receives the outcome of every ask sent with Mailer.Ask:
+	// the reply, or an error (a *RefusedError, a *RemoteError, or
+	// ErrDeadlineExceeded, ErrProcessUnavailable-matching errors when the
+	// deadline passes or the link goes down). It is called at most once
+	// per id, from transport or Mailer goroutines, and must not block.
+	// Required.
+	Complete func(id uint64, reply any, err error)
+	// Undelivered, if set, is told about a tell from a local actor (from)
+	// that a peer refused; msg is the message when it could be decoded
+	// again. It must not block.
+	Undelivered func(from, to actor.Ref, msg any, err error)
+	// Control, if set, receives the envelopes of the control lane
+	// (placement handoff, state transfer, hydration, deadline policy).
+	// An error resets the lane like a malformed frame. Without it control
+	// frames are counted and ignored.
+	Control func(from string, env Envelope) error
+	// MaxInboundBytes bounds the bytes of inbound asks admitted and not
+	// yet answered; beyond it asks are refused NODE_OVERLOADED (default
+	// 64 MiB). Inbound tells are bounded by the recipients' mailboxes.
+	MaxInboundBytes int
+	// SweepInterval is how often pending asks are checked against their
+	// deadlines (default 100ms). The local scheduler fails an ask at its
+	// deadline on its own; the sweep frees the table entry and serves
+	// callers without such a timer.
+	SweepInterval time.Duration
+	// Clock defaults to the wall clock.
+	Clock Clock
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// DefaultMailConfig returns the defaults; callers still set Registry,
+// Local and Complete.
+func DefaultMailConfig() MailConfig {
+	return MailConfig{
+		MaxInboundBytes: DefaultMaxInboundBytes,
+		SweepInterval:   DefaultSweepInterval,
+		Clock:           RealClock(),
+	}
+}
+
+// Validate reports missing or out-of-range fields.
+func (c MailConfig) Validate() error {
+	switch {
+	case c.Registry == nil:
+		return errors.New("wire: MailConfig.Registry is required")
+	case c.Local == nil:
+		return errors.New("wire: MailConfig.Local is required")
+	case c.Complete == nil:
+		return errors.New("wire: MailConfig.Complete is required")
+	case c.MaxInboundBytes < 0 || c.SweepInterval < 0:
+		return errors.New("wire: MailConfig limits must not be negative")
+	}
+	return nil
+}
+
+func (c MailConfig) withDefaults() MailConfig {
+	d := DefaultMailConfig()
+	if c.MaxInboundBytes == 0 {
+		c.MaxInboundBytes = d.MaxInboundBytes
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = d.SweepInterval
+	}
+	if c.Clock == nil {
+		c.Clock = d.Clock
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// MailStats are cumulative mail counters.
+type MailStats struct {
+	TellsSent, AsksSent, RepliesSent  uint64
+	TellsReceived, AsksReceived       uint64
+	RepliesReceived, RefusalsReceived uint64
+	RefusalsSent                      uint64
+	// RefusedOut and RefusedIn count refusals sent and received, by
+	// RefusedReason.
+	RefusedOut, RefusedIn [RefusedReasonNotOwner + 1]uint64
+	// DecodeErrors counts frames whose envelope failed to decode (the
+	// lane was reset); BodyErrors counts message bodies that failed to
+	// decode (refused UNKNOWN_KIND, the lane kept).
+	DecodeErrors, BodyErrors uint64
+	// UnknownTags counts inbound messages with a tag not registered here.
+	UnknownTags uint64
+	// ExpiredOnArrival counts asks refused EXPIRED on arrival.
+	ExpiredOnArrival uint64
+	// AsksExpired counts pending asks failed by the sweep at their
+	// deadline; AsksLinkDown those failed at once by a link-down event.
+	AsksExpired, AsksLinkDown uint64
+	// LateReplies counts replies and refusals for asks no longer pending.
+	LateReplies uint64
+	// RepliesDropped counts replies that could not be queued.
+	RepliesDropped uint64
+	// ControlReceived counts control-lane envelopes.
+	ControlReceived uint64
+	// InboundBytes is the current size of admitted, unanswered asks.
+	InboundBytes int64
+}
+
+type mailCounters struct {
+	tellsSent, asksSent, repliesSent          atomic.Uint64
+	tellsRecv, asksRecv, repliesRecv, refRecv atomic.Uint64
+	refSent                                   atomic.Uint64
+	refOut, refIn                             [RefusedReasonNotOwner + 1]atomic.Uint64
+	decodeErr, bodyErr, unknownTag, expired   atomic.Uint64
+	asksExpired, asksDown, late, dropped      atomic.Uint64
+	control                                   atomic.Uint64
+}
+
+// Mailer carries actor mail (tells, asks, replies, refusals) over a
+// Transport: it encodes messages with the Registry into envelopes, keeps
+// the table of asks awaiting a reply, and hands inbound mail to
+// LocalDelivery. Local sends never reach it.
+//
+// Wire it in three steps, since the transport needs the Mailer's handler
+// and the Mailer needs the transport:
+//
+//	m, _ := wire.NewMailer(wire.MailConfig{Registry: reg, Local: sched, Complete: ...})
+//	t, _ := wire.NewQUIC(wire.Config{..., Handler: m.Handle, Events: m.LinkEvent})
+//	m.Attach(t)
+//
+// All methods are safe for concurrent use. Close stops the Mailer's one
+// goroutine (the deadline sweep); the transport is the caller's to close.
+type Mailer struct {
+	cfg   MailConfig
+	reg   *Registry
+	tr    atomic.Pointer[transportBox]
+	seed  maphash.Seed
+	bufs  sync.Pool
+	asks  [askShards]askShard
+	inb   atomic.Int64
+	c     mailCounters
+	log   *slog.Logger
+	close sync.Once
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex // guards closed against Ask registering after Close
+	closed bool
+}
+
+type transportBox struct{ t Transport }
+
+const askShards = 32
+
+type askShard struct {
+	mu sync.Mutex
+	m  map[uint64]pendingAsk
+	_  [40]byte // keep shards on separate cache lines
+}
+
+type pendingAsk struct {
+	peer     string
+	deadline int64 // unix ns
+}
+
+// NewMailer returns a Mailer; call Attach before sending.
+func NewMailer(cfg MailConfig) (*Mailer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m := &Mailer{cfg: cfg, reg: cfg.Registry, seed: maphash.MakeSeed(), log: cfg.Logger}
+	m.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
+	for i := range m.asks {
+		m.asks[i].m = map[uint64]pendingAsk{}
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.wg.Add(1)
+	go m.sweepLoop()
+	return m, nil
+}
+
+// Attach sets the transport mail goes out on. Call it once, before the
+// first Tell or Ask; inbound mail that needs an answer before then is
+// dropped (counted in RepliesDropped).
+func (m *Mailer) Attach(t Transport) {
+	m.tr.Store(&transportBox{t})
+}
+
+func (m *Mailer) transport() Transport {
+	if b := m.tr.Load(); b != nil {
+		return b.t
+	}
+	return nil
+}
+
+// Close stops the deadline sweep and fails every pending ask with
+// ErrClosed. It is idempotent.
+func (m *Mailer) Close() error {
+	m.close.Do(func() {
+		m.mu.Lock()
+		m.closed = true
+		m.mu.Unlock()
+		m.cancel()
+		m.wg.Wait()
+		m.failWhere(func(pendingAsk) bool { return true }, ErrClosed)
+	})
+	return nil
+}
+
+// RefHash is the lane key of a recipient: every message for one actor
+// takes the same mail lane, which keeps per-sender, per-recipient FIFO.
+func (m *Mailer) RefHash(to actor.Ref) uint64 {
+	if to.IsVirtual() {
+		h := maphash.String(m.seed, to.Kind())
+		return h*0x9e3779b97f4a7c15 ^ maphash.String(m.seed, to.Key())
+	}
+	return maphash.String(m.seed, to.Node())*0x9e3779b97f4a7c15 ^ to.ID()
+}
+
+// spawnedPrefix marks a spawned actor's ActorID: kind "@node", key the
+// decimal id. Virtual kinds never start with '@' (ParseRef reads such a
+// reference as spawned), so the two forms cannot collide.
+const spawnedPrefix = "@"
+
+// ActorIDOf returns the wire form of ref: kind/key for a virtual actor,
+// kind "@node" and the decimal id as key for a spawned one.
+func ActorIDOf(ref actor.Ref) ActorID {
+	if ref.IsVirtual() {
+		return ActorID{Kind: ref.Kind(), Key: ref.Key(), Incarnation: ref.Incarnation()}
+	}
+	return ActorID{Kind: spawnedPrefix + ref.Node(), Key: strconv.FormatUint(ref.ID(), 10), Incarnation: ref.Incarnation()}
+}
+
+// RefOf is the inverse of ActorIDOf; it returns ErrBadActorID for an id
+// that names no actor.
+func RefOf(id *ActorID) (actor.Ref, error) {
+	if node, ok := strings.CutPrefix(id.Kind, spawnedPrefix); ok {
+		n, err := strconv.ParseUint(id.Key, 10, 64)
+		if err != nil || n == 0 || node == "" {
+			return actor.Ref{}, fmt.Errorf("%w: %q/%q", ErrBadActorID, id.Kind, id.Key)
+		}
+		return actor.Spawned(node, n, id.Incarnation), nil
+	}
+	if id.Kind == "" || id.Key == "" || strings.ContainsAny(id.Kind, "/#") {
+		return actor.Ref{}, fmt.Errorf("%w: %q/%q", ErrBadActorID, id.Kind, id.Key)
+	}
+	return actor.Virtual(id.Kind, id.Key).WithIncarnation(id.Incarnation), nil
+}
+
+func (m *Mailer) getBuf() *[]byte { return m.bufs.Get().(*[]byte) }
+
+func (m *Mailer) putBuf(b *[]byte) {
+	if cap(*b) > 64<<10 {
+		return // do not pin large buffers
+	}
+	*b = (*b)[:0]
+	m.bufs.Put(b)
+}
+
+// Tell sends msg to the actor to on node peer, from the local actor from
+// (zero for program code), routed by placement epoch 0. It returns
+// ErrUnregistered for a message type without a tag, ErrQueueFull (matches
+// actor.ErrRefused) when the link's queue is full, ErrUnavailable
+// (matches actor.ErrProcessUnavailable) when the peer is unreachable. A
+// nil error means queued: a refusal by the peer comes back later through
+// MailConfig.Undelivered.
+func (m *Mailer) Tell(peer string, to, from actor.Ref, msg any) error {
+	t := m.transport()
+	if t == nil {
+		return ErrNotAttached
+	}
+	bp := m.getBuf()
+	defer m.putBuf(bp)
+	tag, body, err := m.reg.Append((*bp)[:0], msg)
+	if err != nil {
+		return err
+	}
+	env := Tell{To: ActorIDOf(to), Tag: tag, Body: body}
+	var fid ActorID
+	if !from.IsZero() {
+		fid = ActorIDOf(from)
+		env.From = &fid
+	}
+	start := len(body)
+	buf := bare.AppendUint(body, 1)
+	if buf, err = env.AppendBARE(buf); err != nil {
+		return err
+	}
+	*bp = buf[:0]
+	frame := buf[start:]
+	if err := t.Send(peer, m.RefHash(to), frame); err != nil {
+		return err
+	}
+	m.c.tellsSent.Add(1)
+	return nil
+}
+
+// Ask sends msg as an ask with correlation id (unique among this node's
+// pending asks; the scheduler's ask id) to the actor to on node peer. Its
+// outcome goes to MailConfig.Complete(id, ...) unless Ask returns an
+// error, in which case nothing is pending: ErrDeadlineExceeded-matching
+// when the deadline has passed already, ErrDuplicateAsk, and the errors
+// of Tell.
+func (m *Mailer) Ask(peer string, id uint64, to, from actor.Ref, msg any, deadline time.Time) error {
+	t := m.transport()
+	if t == nil {
+		return ErrNotAttached
+	}
+	now := m.cfg.Clock.Now()
+	if deadline.IsZero() {
+		deadline = now.Add(actor.DefaultAskTimeout)
+	}
+	remaining := deadline.Sub(now)
+	if remaining <= 0 {
+		return actor.ErrDeadlineExceeded
+	}
+	bp := m.getBuf()
+	defer m.putBuf(bp)
+	tag, body, err := m.reg.Append((*bp)[:0], msg)
+	if err != nil {
+		return err
+	}
+	env := Ask{Id: id, To: ActorIDOf(to), DeadlineNs: uint64(remaining), Tag: tag, Body: body}
+	var fid ActorID
+	if !from.IsZero() {
+		fid = ActorIDOf(from)
+		env.From = &fid
+	}
+	start := len(body)
+	buf := bare.AppendUint(body, 2)
+	if buf, err = env.AppendBARE(buf); err != nil {
+		return err
+	}
+	*bp = buf[:0]
+	frame := buf[start:]
+	sh := &m.asks[id%askShards]
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	sh.mu.Lock()
+	m.mu.Unlock()
+	if _, dup := sh.m[id]; dup {
+		sh.mu.Unlock()
+		return fmt.Errorf("%w: %d", ErrDuplicateAsk, id)
+	}
+	// Registered before sending: the reply may beat Send's return.
+	sh.m[id] = pendingAsk{peer: peer, deadline: deadline.UnixNano()}
+	sh.mu.Unlock()
+	if err := t.Send(peer, m.RefHash(to), frame); err != nil {
+		sh.mu.Lock()
+		_, still := sh.m[id]
+		delete(sh.m, id)
+		sh.mu.Unlock()
+		if !still {
+			// A link-down event or the sweep completed it meanwhile; the
+			// caller hears about it through Complete, not twice.
+			return nil
+		}
+		return err
+	}
+	m.c.asksSent.Add(1)
+	return nil
+}
+
+// take removes the pending ask id if it was sent to peer.
+func (m *Mailer) take(peer string, id uint64) bool {
+	sh := &m.asks[id%askShards]
+	sh.mu.Lock()
+	p, ok := sh.m[id]
+	if ok && p.peer == peer {
+		delete(sh.m, id)
+		sh.mu.Unlock()
+		return true
+	}
+	sh.mu.Unlock()
+	return false
+}
+
+// LinkEvent is the transport's Config.Events hook: a link going down
+// fails every ask pending on that peer at once with ErrUnavailable
+// (matches actor.ErrProcessUnavailable). Chain it when the node has other
+// listeners.
+func (m *Mailer) LinkEvent(ev LinkEvent) {
+	if ev.Up {
+		return
+	}
+	err := fmt.Errorf("%w: link to %s down", ErrUnavailable, ev.Peer)
+	if ev.Err != nil {
+		err = fmt.Errorf("%w: link to %s down: %v", ErrUnavailable, ev.Peer, ev.Err)
+	}
+	n := m.failWhere(func(p pendingAsk) bool { return p.peer == ev.Peer }, err)
+	m.c.asksDown.Add(uint64(n))
+}
+
+// failWhere completes with err every pending ask that match selects.
+func (m *Mailer) failWhere(match func(pendingAsk) bool, err error) int {
+	var ids []uint64
+	n := 0
+	for i := range m.asks {
+		sh := &m.asks[i]
+		ids = ids[:0]
+		sh.mu.Lock()
+		for id, p := range sh.m {
+			if match(p) {
+				ids = append(ids, id)
+				delete(sh.m, id)
+			}
+		}
+		sh.mu.Unlock()
+		for _, id := range ids {
+			m.cfg.Complete(id, nil, err)
+		}
+		n += len(ids)
+	}
+	return n
+}
+
+func (m *Mailer) sweepLoop() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-m.cfg.Clock.After(m.cfg.SweepInterval):
+		}
+		now := m.cfg.Clock.Now().UnixNano()
+		n := m.failWhere(func(p pendingAsk) bool { return p.deadline <= now }, actor.ErrDeadlineExceeded)
+		m.c.asksExpired.Add(uint64(n))
+	}
+}
+
+// Pending returns the number of asks awaiting an answer.
+func (m *Mailer) Pending() int {
+	n := 0
+	for i := range m.asks {
+		sh := &m.asks[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Handle is the transport's Handler. It decodes one envelope strictly: a
+// frame that does not decode returns an error, so the transport resets
+// the lane and counts it. Mail goes to LocalDelivery; replies and
+// refusals complete pending asks; control-lane envelopes go to
+// MailConfig.Control.
+func (m *Mailer) Handle(from string, lane Lane, frame []byte) error {
+	var d bare.Decoder
+	// Bodies alias the frame: every body is decoded into a new message or
+	// copied by Send before Handle returns.
+	d.Reset(frame, bare.Config{ZeroCopy: true, MaxMessageBytes: len(frame) + 1})
+	if lane == ControlLane {
+		env := DecodeEnvelope(&d)
+		if err := d.Finish(); err != nil {
+			m.c.decodeErr.Add(1)
+			return err
+		}
+		m.c.control.Add(1)
+		if m.cfg.Control != nil {
+			return m.cfg.Control(from, env)
+		}
+		return nil
+	}
+	var err error
+	switch tag := d.Uint(); tag {
+	case 1:
+		var t Tell
+		t.DecodeBARE(&d)
+		if err = d.Finish(); err == nil {
+			err = m.onTell(from, &t)
+		}
+	case 2:
+		var a Ask
+		a.DecodeBARE(&d)
+		if err = d.Finish(); err == nil {
+			err = m.onAsk(from, &a, len(frame))
+		}
+	case 3:
+		var r Reply
+		r.DecodeBARE(&d)
+		if err = d.Finish(); err == nil {
+			m.onReply(from, &r)
+		}
+	case 4:
+		var r Refused
+		r.DecodeBARE(&d)
+		if err = d.Finish(); err == nil {
+			m.onRefused(from, &r)
+		}
+	default:
+		err = d.Err()
+		if err == nil {
+			err = fmt.Errorf("wire: envelope %d is not mail", tag)
+		}
+	}
+	if err != nil {
+		m.c.decodeErr.Add(1)
+		m.log.LogAttrs(context.Background(), slog.LevelWarn, "malformed mail frame",
+			slog.String(logPeer, from), slog.Int("lane", int(lane)), slog.Any("err", err))
+	}
+	return err
+}
+
+
+// decodeBody decodes a message body, counting failures.
+func (m *Mailer) decodeBody(tag uint32, body []byte) (any, error) {
+	v, err := m.reg.Decode(tag, body)
+	if err != nil {
+		if errors.Is(err, ErrUnknownTag) {
+			m.c.unknownTag.Add(1)
+		} else {
+			m.c.bodyErr.Add(1)
+			err = fmt.Errorf("%w: body of tag %d: %v", ErrUnknownTag, tag, err)
+		}
+	}
+	return v, err
+}
+
+func (m *Mailer) onTell(peer string, t *Tell) error {
+	m.c.tellsRecv.Add(1)
+	to, err := RefOf(&t.To)
+	if err != nil {
+		return err
+	}
+	var from actor.Ref
+	if t.From != nil {
+		if from, err = RefOf(t.From); err != nil {
+			return err
+		}
+	}
+	msg, err := m.decodeBody(t.Tag, t.Body)
+	if err == nil {
+		err = m.cfg.Local.Deliver(to, from, msg, time.Time{}, nil)
+	}
+	if err != nil {
+		r := Refused{To: t.To, Tag: t.Tag, Reason: reasonOf(err), Detail: err.Error()}
+		if t.From != nil {
+			// Only an actor can be told; program code saw its send queued.
+			r.From, r.Body = t.From, t.Body
+		}
+		m.refuse(peer, m.RefHash(to), &r)
+	}
+	return nil
+}
+
+// inboundAsk answers one ask from a peer, once.
+type inboundAsk struct {
+	m    *Mailer
+	peer string
+	id   uint64
+	to   ActorID
+	tag  uint32
+	size int64
+	done atomic.Bool
+}
+
+func (ia *inboundAsk) reply(v any, err error) {
+	if !ia.done.CompareAndSwap(false, true) {
+		return
+	}
+	ia.m.inb.Add(-ia.size)
+	ia.m.sendReply(ia.peer, ia.id, v, err)
+}
+
+func (m *Mailer) onAsk(peer string, a *Ask, size int) error {
+	m.c.asksRecv.Add(1)
+	to, err := RefOf(&a.To)
+	if err != nil {
+		return err
+	}
+	var from actor.Ref
+	if a.From != nil {
+		if from, err = RefOf(a.From); err != nil {
+			return err
+		}
+	}
+	key := m.RefHash(to)
+	if a.DeadlineNs == 0 {
+		m.c.expired.Add(1)
+		m.refuse(peer, key, &Refused{Id: a.Id, To: a.To, Tag: a.Tag, Reason: RefusedReasonExpired})
+		return nil
+	}
+	if m.inb.Load()+int64(size) > int64(m.cfg.MaxInboundBytes) {
+		m.refuse(peer, key, &Refused{Id: a.Id, To: a.To, Tag: a.Tag, Reason: RefusedReasonNodeOverloaded,
+			Detail: "inbound ask bytes over the limit"})
+		return nil
+	}
+	msg, err := m.decodeBody(a.Tag, a.Body)
+	if err != nil {
+		m.refuse(peer, key, &Refused{Id: a.Id, To: a.To, Tag: a.Tag, Reason: RefusedReasonUnknownKind, Detail: err.Error()})
+		return nil
+	}
+	ia := &inboundAsk{m: m, peer: peer, id: a.Id, to: a.To, tag: a.Tag, size: int64(size)}
+	m.inb.Add(ia.size)
+	deadline := m.cfg.Clock.Now().Add(time.Duration(min(a.DeadlineNs, uint64(1<<62))))
+	if err := m.cfg.Local.Deliver(to, from, msg, deadline, ia.reply); err != nil {
+		if ia.done.CompareAndSwap(false, true) {
+			m.inb.Add(-ia.size)
+			m.refuse(peer, key, &Refused{Id: a.Id, To: a.To, Tag: a.Tag, Reason: reasonOf(err), Detail: err.Error()})
+		}
+	}
+	return nil
+}
+
+func (m *Mailer) sendReply(peer string, id uint64, v any, err error) {
+	t := m.transport()
+	if t == nil {
+		m.c.dropped.Add(1)
+		return
+	}
+	bp := m.getBuf()
+	defer m.putBuf(bp)
+	var tag uint32
+	var body []byte
+	if err != nil {
+		tag, body = TagError, AppendError((*bp)[:0], err)
+	} else {
+		var eerr error
+		tag, body, eerr = m.reg.Append((*bp)[:0], v)
+		if eerr != nil {
+			tag, body = TagError, AppendError((*bp)[:0], eerr)
+		}
+	}
+	env := Reply{Id: id, Tag: tag, Body: body}
+	start := len(body)
+	buf := bare.AppendUint(body, 3)
+	buf, _ = env.AppendBARE(buf) // a Reply has nothing that can fail to encode
+	*bp = buf[:0]
+	frame := buf[start:]
+	if serr := t.Send(peer, id, frame); serr != nil {
+		m.c.dropped.Add(1)
+		m.log.LogAttrs(context.Background(), slog.LevelDebug, "reply not sent",
+			slog.String(logPeer, peer), slog.Uint64("id", id), slog.Any("err", serr))
+		return
+	}
+	m.c.repliesSent.Add(1)
+}
+
+func (m *Mailer) refuse(peer string, key uint64, r *Refused) {
+	m.c.refSent.Add(1)
+	if r.Reason <= RefusedReasonNotOwner {
+		m.c.refOut[r.Reason].Add(1)
+	}
+	t := m.transport()
+	if t == nil {
+		m.c.dropped.Add(1)
+		return
+	}
+	r.Detail = strings.ToValidUTF8(r.Detail, "\uFFFD")
+	bp := m.getBuf()
+	defer m.putBuf(bp)
+	frame := bare.AppendUint((*bp)[:0], 4)
+	frame, err := r.AppendBARE(frame)
+	*bp = frame[:0]
+	if err == nil {
+		err = t.Send(peer, key, frame)
+	}
+	if err != nil {
+		m.c.dropped.Add(1)
+	}
+}
+
+func (m *Mailer) onReply(peer string, r *Reply) {
+	m.c.repliesRecv.Add(1)
+	if !m.take(peer, r.Id) {
+		m.c.late.Add(1)
+		return
+	}
+	v, err := m.decodeBody(r.Tag, r.Body)
+	if err == nil {
+		if re, ok := v.(*RemoteError); ok && r.Tag == TagError {
+			v, err = nil, re
+		}
+	}
+	m.cfg.Complete(r.Id, v, err)
+}
+
+func (m *Mailer) onRefused(peer string, r *Refused) {
+	m.c.refRecv.Add(1)
+	if r.Reason <= RefusedReasonNotOwner {
+		m.c.refIn[r.Reason].Add(1)
+	}
+	err := &RefusedError{Node: peer, Reason: r.Reason, OwnerHint: r.OwnerHint, Detail: r.Detail}
+	if r.Id != 0 {
+		if !m.take(peer, r.Id) {
+			m.c.late.Add(1)
+			return
+		}
+		m.cfg.Complete(r.Id, nil, err)
+		return
+	}
+	if r.From == nil || m.cfg.Undelivered == nil {
+		return
+	}
+	from, ferr := RefOf(r.From)
+	to, terr := RefOf(&r.To)
+	if ferr != nil || terr != nil {
+		return
+	}
+	msg, _ := m.reg.Decode(r.Tag, r.Body) // nil when this node cannot decode it either
+	m.cfg.Undelivered(from, to, msg, err)
+}
+
+// Stats returns the counters.
+func (m *Mailer) Stats() MailStats {
+	c := &m.c
+	s := MailStats{
+		TellsSent: c.tellsSent.Load(), AsksSent: c.asksSent.Load(), RepliesSent: c.repliesSent.Load(),
+		TellsReceived: c.tellsRecv.Load(), AsksReceived: c.asksRecv.Load(),
+		RepliesReceived: c.repliesRecv.Load(), RefusalsReceived: c.refRecv.Load(),
+		RefusalsSent: c.refSent.Load(),
+		DecodeErrors: c.decodeErr.Load(), BodyErrors: c.bodyErr.Load(), UnknownTags: c.unknownTag.Load(),
+		ExpiredOnArrival: c.expired.Load(), AsksExpired: c.asksExpired.Load(), AsksLinkDown: c.asksDown.Load(),
+		LateReplies: c.late.Load(), RepliesDropped: c.dropped.Load(), ControlReceived: c.control.Load(),
+		InboundBytes: m.inb.Load(),
+	}
+	for i := range c.refOut {
+		s.RefusedOut[i] = c.refOut[i].Load()
+		s.RefusedIn[i] = c.refIn[i].Load()
+	}
+	return s
+}

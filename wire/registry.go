@@ -1,0 +1,310 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/wire/bare"
+)
+
+// Reserved message tags. User tags are 1..MaxUserTag; the tags above it
+// belong to the mail layer.
+const (
+	// MaxUserTag is the largest tag Register accepts.
+	MaxUserTag uint32 = 0xFFFF_FF00
+	// TagError marks a Reply whose body is an error (see RemoteError).
+	TagError uint32 = 0xFFFF_FFFE
+	// TagNil marks a Reply whose value is nil; the body is empty.
+	TagNil uint32 = 0xFFFF_FFFF
+)
+
+// Registry errors.
+var (
+	// ErrUnregistered: a message's Go type has no tag, so it cannot leave
+	// the node. Local sends never need one.
+	ErrUnregistered = errors.New("wire: message type not registered")
+	// ErrDuplicate: the tag or the type is registered already.
+	ErrDuplicate = errors.New("wire: message tag or type already registered")
+	// ErrReservedTag: the tag is 0 or above MaxUserTag.
+	ErrReservedTag = errors.New("wire: reserved message tag")
+	// ErrUnknownTag: a peer sent a tag this node has no codec for. It
+	// matches actor.ErrUnknownKind, which is what the asker sees.
+	ErrUnknownTag error = &kindError{"wire: unknown message tag", actor.ErrUnknownKind}
+)
+
+// BAREMessage is the method set baregen generates for a struct type T
+// (on *T): what Register needs to carry T across the wire.
+type BAREMessage[T any] interface {
+	*T
+	AppendBARE(dst []byte) ([]byte, error)
+	DecodeBARE(d *bare.Decoder)
+}
+
+// Registry maps Go message types to numeric tags and codecs, and back.
+// One registry serves a node; every node of a cluster must register the
+// same tags for the same types (the assumption manifest is the place to
+// check that).
+//
+// Registration is meant for start-up but is safe at any time: lookups
+// read an immutable snapshot and never lock or allocate. All methods are
+// safe for concurrent use.
+type Registry struct {
+	mu   sync.Mutex // serializes writers
+	snap atomic.Pointer[regSnapshot]
+}
+
+type regSnapshot struct {
+	byType map[reflect.Type]*regEntry
+	byTag  map[uint32]*regEntry
+}
+
+type regEntry struct {
+	tag    uint32
+	typ    reflect.Type
+	encode func(dst []byte, msg any) ([]byte, error)
+	decode func(body []byte) (any, error)
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	r := &Registry{}
+	r.snap.Store(&regSnapshot{byType: map[reflect.Type]*regEntry{}, byTag: map[uint32]*regEntry{}})
+	return r
+}
+
+// Register maps the generated BARE type T (and *T, which encodes the
+// same) to tag. Received messages are delivered as T values. It returns
+// ErrReservedTag or ErrDuplicate.
+//
+//	err := wire.Register[Greeting](reg, 100)
+func Register[T any, PT BAREMessage[T]](r *Registry, tag uint32) error {
+	return r.add(tag, reflect.TypeFor[T](), reflect.TypeFor[*T](),
+		func(dst []byte, msg any) ([]byte, error) {
+			switch v := msg.(type) {
+			case T:
+				return PT(&v).AppendBARE(dst)
+			case *T:
+				if v == nil {
+					return dst, fmt.Errorf("%w: nil %T", ErrUnregistered, msg)
+				}
+				return PT(v).AppendBARE(dst)
+			}
+			return dst, fmt.Errorf("%w: %T", ErrUnregistered, msg)
+		},
+		func(body []byte) (any, error) {
+			var d bare.Decoder
+			d.Reset(body, bare.Config{})
+			var v T
+			PT(&v).DecodeBARE(&d)
+			if err := d.Finish(); err != nil {
+				return nil, err
+			}
+			return v, nil
+		})
+}
+
+// RegisterCodec maps T to tag with a hand-written codec: enc appends v's
+// encoding to dst, dec decodes a whole body (which it must not keep: the
+// bytes are reused after it returns). Received messages are delivered as
+// T values.
+//
+//	err := wire.RegisterCodec(reg, 7,
+//		func(dst []byte, s string) ([]byte, error) { return append(dst, s...), nil },
+//		func(b []byte) (string, error) { return string(b), nil })
+func RegisterCodec[T any](r *Registry, tag uint32, enc func(dst []byte, v T) ([]byte, error), dec func(body []byte) (T, error)) error {
+	if enc == nil || dec == nil {
+		return errors.New("wire: RegisterCodec needs both functions")
+	}
+	return r.add(tag, reflect.TypeFor[T](), nil,
+		func(dst []byte, msg any) ([]byte, error) {
+			v, ok := msg.(T)
+			if !ok {
+				return dst, fmt.Errorf("%w: %T", ErrUnregistered, msg)
+			}
+			return enc(dst, v)
+		},
+		func(body []byte) (any, error) {
+			v, err := dec(body)
+			if err != nil {
+				return nil, err
+			}
+			return v, nil
+		})
+}
+
+func (r *Registry) add(tag uint32, typ, ptr reflect.Type, enc func([]byte, any) ([]byte, error), dec func([]byte) (any, error)) error {
+	if tag == 0 || tag > MaxUserTag {
+		return fmt.Errorf("%w: %d", ErrReservedTag, tag)
+	}
+	if typ.Kind() == reflect.Interface {
+		return fmt.Errorf("wire: cannot register interface type %v", typ)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.snap.Load()
+	if e, ok := old.byTag[tag]; ok {
+		return fmt.Errorf("%w: tag %d is %v", ErrDuplicate, tag, e.typ)
+	}
+	for _, t := range []reflect.Type{typ, ptr} {
+		if t == nil {
+			continue
+		}
+		if e, ok := old.byType[t]; ok {
+			return fmt.Errorf("%w: %v has tag %d", ErrDuplicate, t, e.tag)
+		}
+	}
+	next := &regSnapshot{
+		byType: make(map[reflect.Type]*regEntry, len(old.byType)+2),
+		byTag:  make(map[uint32]*regEntry, len(old.byTag)+1),
+	}
+	for k, v := range old.byType {
+		next.byType[k] = v
+	}
+	for k, v := range old.byTag {
+		next.byTag[k] = v
+	}
+	e := &regEntry{tag: tag, typ: typ, encode: enc, decode: dec}
+	next.byType[typ] = e
+	if ptr != nil {
+		next.byType[ptr] = e
+	}
+	next.byTag[tag] = e
+	r.snap.Store(next)
+	return nil
+}
+
+// Tag returns the tag of msg's type.
+func (r *Registry) Tag(msg any) (uint32, bool) {
+	e, ok := r.snap.Load().byType[reflect.TypeOf(msg)]
+	if !ok {
+		return 0, false
+	}
+	return e.tag, true
+}
+
+// Append appends msg's encoding to dst and returns its tag. A nil msg
+// encodes as TagNil with an empty body. It returns ErrUnregistered for a
+// type without a tag, or the codec's error.
+func (r *Registry) Append(dst []byte, msg any) (tag uint32, out []byte, err error) {
+	if msg == nil {
+		return TagNil, dst, nil
+	}
+	e, ok := r.snap.Load().byType[reflect.TypeOf(msg)]
+	if !ok {
+		return 0, dst, fmt.Errorf("%w: %T", ErrUnregistered, msg)
+	}
+	out, err = e.encode(dst, msg)
+	return e.tag, out, err
+}
+
+// Decode decodes a body of tag into a new message. The message never
+// aliases body. TagNil decodes as nil, TagError as the error value (a
+// *RemoteError). An unknown tag returns ErrUnknownTag.
+func (r *Registry) Decode(tag uint32, body []byte) (any, error) {
+	switch tag {
+	case TagNil:
+		if len(body) != 0 {
+			return nil, errors.New("wire: nil message with a body")
+		}
+		return nil, nil
+	case TagError:
+		return DecodeError(body)
+	}
+	e, ok := r.snap.Load().byTag[tag]
+	if !ok {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownTag, tag)
+	}
+	return e.decode(body)
+}
+
+// ErrorCode classifies an error that crosses the wire, so errors.Is on
+// the receiving side finds the same actor sentinel.
+type ErrorCode uint8
+
+// Error codes. Append new codes; never renumber.
+const (
+	CodeOther ErrorCode = iota
+	CodeRefused
+	CodeDeadlineExceeded
+	CodeActorTerminated
+	CodeProcessUnavailable
+	CodeUnknownKind
+	CodeNoEligibleNode
+	codeCount
+)
+
+var codeSentinels = [codeCount]error{
+	nil,
+	actor.ErrRefused,
+	actor.ErrDeadlineExceeded,
+	actor.ErrActorTerminated,
+	actor.ErrProcessUnavailable,
+	actor.ErrUnknownKind,
+	actor.ErrNoEligibleNode,
+}
+
+// RemoteError is an error that an actor on another node answered an ask
+// with (Context.ReplyError), or that the mail layer there produced. Its
+// Code maps back to an actor sentinel, so errors.Is(err,
+// actor.ErrRefused) works across nodes; other errors keep only their
+// message.
+type RemoteError struct {
+	Code    ErrorCode
+	Message string
+}
+
+func (e *RemoteError) Error() string { return e.Message }
+
+// Unwrap returns the actor sentinel of Code (nil for CodeOther).
+func (e *RemoteError) Unwrap() error {
+	if e.Code < codeCount {
+		return codeSentinels[e.Code]
+	}
+	return nil
+}
+
+// CodeOf classifies err by the first actor sentinel it matches.
+func CodeOf(err error) ErrorCode {
+	var re *RemoteError
+	if errors.As(err, &re) && re.Code < codeCount {
+		return re.Code
+	}
+	for c := CodeRefused; c < codeCount; c++ {
+		if errors.Is(err, codeSentinels[c]) {
+			return c
+		}
+	}
+	return CodeOther
+}
+
+// AppendError appends the wire form of err (code, message) to dst: the
+// body of a Reply tagged TagError.
+func AppendError(dst []byte, err error) []byte {
+	msg := "<nil>"
+	if err != nil {
+		msg = strings.ToValidUTF8(err.Error(), "\uFFFD")
+	}
+	dst = bare.AppendUint(dst, uint64(CodeOf(err)))
+	return bare.AppendString(dst, msg)
+}
+
+// DecodeError decodes a body written by AppendError into a *RemoteError,
+// returned as the value (not as the error, which reports a bad body).
+func DecodeError(body []byte) (any, error) {
+	var d bare.Decoder
+	d.Reset(body, bare.Config{})
+	code := d.Uint()
+	msg := d.Str()
+	if err := d.Finish(); err != nil {
+		return nil, err
+	}
+	if code >= uint64(codeCount) {
+		code = uint64(CodeOther) // a newer peer's code: keep the message
+	}
+	return &RemoteError{Code: ErrorCode(code), Message: msg}, nil
+}

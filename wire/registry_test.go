@@ -1,0 +1,105 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/tempest-actors/tempest/actor"
+)
+
+func TestRegistryRoundTrip(t *testing.T) {
+	r := testRegistry(t)
+	if err := RegisterCodec(r, 7,
+		func(dst []byte, s string) ([]byte, error) { return append(dst, s...), nil },
+		func(b []byte) (string, error) { return string(b), nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range []any{testPing{Kind: "x", TurnBudgetNs: 3}, &testPong{Shard: 1, Count: 2}, "hello", nil} {
+		tag, body, err := r.Append(nil, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Decode(tag, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := msg
+		if p, ok := msg.(*testPong); ok {
+			want = *p // pointers arrive as values
+		}
+		if got != want {
+			t.Fatalf("round trip of %#v = %#v", msg, got)
+		}
+	}
+	if tag, ok := r.Tag(testPing{}); !ok || tag != 100 {
+		t.Fatalf("Tag(testPing) = %d, %v", tag, ok)
+	}
+	if _, ok := r.Tag(3.5); ok {
+		t.Fatal("float64 has a tag")
+	}
+}
+
+func TestRegistryRefusesDuplicatesAndReserved(t *testing.T) {
+	r := testRegistry(t)
+	if err := Register[testPing](r, 200); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("same type twice: %v", err)
+	}
+	if err := Register[Hello](r, 100); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("same tag twice: %v", err)
+	}
+	for _, tag := range []uint32{0, MaxUserTag + 1, TagError, TagNil} {
+		if err := Register[Hello](r, tag); !errors.Is(err, ErrReservedTag) {
+			t.Fatalf("tag %#x: %v", tag, err)
+		}
+	}
+	if _, err := r.Decode(555, nil); !errors.Is(err, ErrUnknownTag) || !errors.Is(err, actor.ErrUnknownKind) {
+		t.Fatalf("unknown tag: %v", err)
+	}
+	if _, err := r.Decode(100, []byte{0xff}); err == nil {
+		t.Fatal("malformed body decoded")
+	}
+	if _, err := r.Decode(TagNil, []byte{1}); err == nil {
+		t.Fatal("nil with a body decoded")
+	}
+}
+
+func TestRegistryLookupDoesNotAllocate(t *testing.T) {
+	r := testRegistry(t)
+	var msg any = testPing{Kind: "k"}
+	buf := make([]byte, 0, 256)
+	if n := testing.AllocsPerRun(100, func() { r.Tag(msg) }); n != 0 {
+		t.Fatalf("Tag allocates %v times", n)
+	}
+	// Encoding copies the value to call its pointer method; at most that.
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = r.Append(buf[:0], msg) }); n > 1 {
+		t.Fatalf("Append allocates %v times", n)
+	}
+}
+
+func TestErrorCodesCrossTheWire(t *testing.T) {
+	for _, s := range []error{actor.ErrRefused, actor.ErrDeadlineExceeded, actor.ErrActorTerminated,
+		actor.ErrProcessUnavailable, actor.ErrUnknownKind, actor.ErrNoEligibleNode} {
+		in := fmt.Errorf("ctx: %w", s)
+		v, err := DecodeError(AppendError(nil, in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := v.(*RemoteError)
+		if !errors.Is(got, s) || got.Error() != in.Error() {
+			t.Fatalf("%v crossed as %v (code %d)", in, got, got.Code)
+		}
+		// A remote error passed on keeps its code.
+		v, _ = DecodeError(AppendError(nil, got))
+		if !errors.Is(v.(*RemoteError), s) {
+			t.Fatalf("forwarded %v lost its sentinel", got)
+		}
+	}
+	v, _ := DecodeError(AppendError(nil, errors.New("bad \xff utf8")))
+	if re := v.(*RemoteError); re.Code != CodeOther || re.Unwrap() != nil {
+		t.Fatalf("plain error crossed as %+v", re)
+	}
+	if _, err := DecodeError([]byte{0xc8, 0x01, 0}); err != nil {
+		t.Fatalf("unknown code: %v", err)
+	}
+}

@@ -622,7 +622,6 @@ func (m *Mailer) Handle(from string, lane Lane, frame []byte) error {
 	return err
 }
 
-
 // decodeBody decodes a message body, counting failures.
 func (m *Mailer) decodeBody(tag uint32, body []byte) (any, error) {
 	v, err := m.reg.Decode(tag, body)

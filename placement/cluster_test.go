@@ -51,16 +51,18 @@ func (f *fakeMembership) set(name string, st placement.PeerState) {
 
 // testCluster runs placement nodes over raft's in-memory transport.
 type testCluster struct {
-	t       testing.TB
-	mem     *fakeMembership
-	mu      sync.Mutex
-	dirs    map[string]string
-	trans   map[string]*raft.InmemTransport
-	nodes   map[string]*placement.Node
-	cut     map[string]bool
-	expect  int
-	voters  int
-	handoff bool
+	t      testing.TB
+	mem    *fakeMembership
+	mu     sync.Mutex
+	dirs   map[string]string
+	trans  map[string]*raft.InmemTransport
+	nodes  map[string]*placement.Node
+	cut    map[string]bool
+	expect int
+	voters int
+	// defaults runs nodes with DefaultConfig timing (except shards).
+	defaults bool
+	handoff  bool
 }
 
 func newTestCluster(t testing.TB, expect int) *testCluster {
@@ -123,6 +125,11 @@ func (c *testCluster) start(name string) *placement.Node {
 	c.mu.Unlock()
 
 	cfg := testConfig()
+	if c.defaults {
+		cfg = placement.DefaultConfig()
+		cfg.Shards = 64
+		cfg.WALSegmentSize = 1 << 20
+	}
 	cfg.Name = name
 	cfg.DataDir = dir
 	cfg.Transport = tr

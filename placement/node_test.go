@@ -94,6 +94,7 @@ func TestLeaderKill(t *testing.T) {
 	terms := sampleTerms(c)
 	old := c.leaders()[0]
 	oldTerm := c.node(old).Term()
+	killedAt := time.Now()
 	c.stop(old, placement.PeerFailed)
 	var rest []string
 	for _, n := range names {
@@ -128,7 +129,37 @@ func TestLeaderKill(t *testing.T) {
 		}
 		return true
 	})
+	t.Logf("leader kill → every shard served again: %s (fence delay %s)", time.Since(killedAt), fence(testConfig()))
 	terms.check(t)
+}
+
+func TestDeadVoterReplaced(t *testing.T) {
+	c := newTestCluster(t, 3)
+	names := []string{"a", "b", "c", "d"}
+	startAll(c, names...)
+	waitFor(t, 30*time.Second, "settled", func() bool { return c.settled(names...) })
+	leader := c.leaders()[0]
+	waitFor(t, 10*time.Second, "3 voters + 1 non-voter", func() bool {
+		v, nv := raftServers(t, c.node(leader))
+		return len(v) == 3 && len(nv) == 1
+	})
+	v, nv := raftServers(t, c.node(leader))
+	var victim string
+	for _, x := range v {
+		if x != leader {
+			victim = x
+			break
+		}
+	}
+	c.stop(victim, placement.PeerFailed)
+	waitFor(t, 30*time.Second, "dead voter replaced by the non-voter", func() bool {
+		l := c.leaders()
+		if len(l) != 1 {
+			return false
+		}
+		v2, nv2 := raftServers(t, c.node(l[0]))
+		return len(v2) == 3 && !slices.Contains(v2, victim) && slices.Contains(v2, nv[0]) && len(nv2) == 0
+	})
 }
 
 func TestPartitionedLeaderFencing(t *testing.T) {

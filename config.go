@@ -1,0 +1,204 @@
+package tempest
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/prospero"
+)
+
+// ErrInvalidConfig wraps every problem Config.Validate reports.
+var ErrInvalidConfig = errors.New("tempest: invalid config")
+
+// Config configures a Node. The zero value of each field means its default
+// (see DefaultConfig), except DataDir, which is required. New calls
+// Validate.
+type Config struct {
+	// Name is the node's unique, stable name. It names the node in the
+	// cluster, in spawned actors' references and in logs. Default "local".
+	Name string
+
+	// DataDir holds the node's durable files: the state store of actors at
+	// rest (state.db, a bbolt file) and, in a cluster, the raft log and
+	// snapshots. Required; created if missing.
+	DataDir string
+
+	// Scheduler configures the local scheduler (ariel). Its Node field is
+	// set from Name; Activator and Faults are owned by the node and must
+	// be nil; a nil Clock or Logger is taken from this Config.
+	Scheduler ariel.Config
+
+	// Supervisor configures the supervisor (prospero): MaxActive (active
+	// actors before LRU passivation, 0 unbounded), HydrationBudget
+	// (concurrent activations, default 64), IOWorkers and TickInterval.
+	// Store is owned by the node and must be nil; Events is called after
+	// the node's own sink (see Events below); a nil Clock or Logger is
+	// taken from this Config.
+	Supervisor prospero.Config
+
+	// Events, when set, receives every lifecycle decision of the
+	// supervisor (activations, passivations, faults, restarts, ...). It is
+	// called synchronously in decision order, possibly with the
+	// supervisor's lock held: it must be fast, must not block and must not
+	// call back into the node.
+	Events func(prospero.Event)
+
+	// Logger receives the node's logs. Activations and passivations are
+	// logged at info with the stable keys LogKeyNode, LogKeyActor,
+	// LogKeyIncarnation and LogKeyEpoch. Nil discards.
+	Logger *slog.Logger
+
+	// Clock is the time source of the node and the components it builds.
+	// Nil means the wall clock (which is also the fake clock inside a
+	// testing/synctest bubble).
+	Clock Clock
+
+	// CloseTimeout bounds a graceful Close whose context has no deadline.
+	// Default 30 s.
+	CloseTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults (without a DataDir).
+func DefaultConfig() Config {
+	return Config{
+		Name:         "local",
+		Scheduler:    ariel.DefaultConfig(),
+		Supervisor:   prospero.DefaultConfig(),
+		CloseTimeout: 30 * time.Second,
+	}
+}
+
+// Validate reports a configuration the node cannot run with. Zero fields
+// are valid (they mean the default).
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...))
+	}
+	if c.DataDir == "" {
+		bad("DataDir is required")
+	}
+	if !validName(c.Name) {
+		bad("Name %q: use letters, digits, '.', '-' and '_' only", c.Name)
+	}
+	if c.CloseTimeout < 0 {
+		bad("negative CloseTimeout")
+	}
+	if c.Scheduler.Activator != nil || c.Scheduler.Faults != nil {
+		bad("Scheduler.Activator and Scheduler.Faults are set by the node")
+	}
+	if c.Scheduler.Simulated {
+		bad("the simulated scheduler is for tests of ariel, not for a node")
+	}
+	if err := c.Scheduler.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+	}
+	if c.Supervisor.Store != nil {
+		bad("Supervisor.Store is owned by the node")
+	}
+	sup := c.Supervisor
+	sup.Store = prospero.NewMemStore() // Validate requires one; the node supplies it
+	if err := sup.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+	}
+	return errors.Join(errs...)
+}
+
+func validName(s string) bool {
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+		default:
+			return false
+		}
+	}
+	return len(s) <= 128
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Name == "" {
+		c.Name = d.Name
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = d.CloseTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = RealClock{}
+	}
+	s := c.Scheduler
+	s.Node = c.Name
+	ds := ariel.DefaultConfig()
+	if s.Workers == 0 {
+		s.Workers = ds.Workers
+	}
+	if s.MailboxCapacity == 0 {
+		s.MailboxCapacity = ds.MailboxCapacity
+	}
+	if s.FairnessMessages == 0 {
+		s.FairnessMessages = ds.FairnessMessages
+	}
+	if s.FairnessTime == 0 {
+		s.FairnessTime = ds.FairnessTime
+	}
+	if s.TurnBudget == 0 {
+		s.TurnBudget = ds.TurnBudget
+	}
+	if s.Clock == nil {
+		s.Clock = c.Clock
+	}
+	if s.Logger == nil {
+		s.Logger = c.Logger
+	}
+	c.Scheduler = s
+	p := c.Supervisor
+	if p.HydrationBudget == 0 {
+		p.HydrationBudget = prospero.DefaultConfig().HydrationBudget
+	}
+	if p.Clock == nil {
+		p.Clock = c.Clock
+	}
+	if p.Logger == nil {
+		p.Logger = c.Logger
+	}
+	c.Supervisor = p
+	return c
+}
+
+// Clock is the node's time source: the union of what its components
+// need. Implementations must be safe for concurrent use.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f once after d on a goroutine of the clock's choosing.
+	AfterFunc(d time.Duration, f func()) ariel.Timer
+	// NewTicker returns a channel receiving every d and its stop func.
+	NewTicker(d time.Duration) (<-chan time.Time, func())
+	// After returns a channel that receives once after d.
+	After(d time.Duration) <-chan time.Time
+}
+
+// RealClock is the wall clock.
+type RealClock struct{}
+
+var _ Clock = RealClock{}
+
+// Now returns time.Now().
+func (RealClock) Now() time.Time { return time.Now() }
+
+// AfterFunc wraps time.AfterFunc.
+func (RealClock) AfterFunc(d time.Duration, f func()) ariel.Timer { return time.AfterFunc(d, f) }
+
+// NewTicker wraps time.NewTicker.
+func (RealClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// After wraps time.After.
+func (RealClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

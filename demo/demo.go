@@ -1,0 +1,121 @@
+// Package demo holds two small kinds of virtual actors for trying a Tempest
+// node or cluster from the command line, the HTTP gateway and tests:
+//
+//   - echo answers every EchoIn with the same value (an EchoIn).
+//   - counter keeps an int64 at rest: its input is Add{n} or Get (the
+//     union CounterIn in JSON), and the reply is the CounterValue after the
+//     operation.
+//
+// Messages may be sent as values or pointers; replies are values.
+//
+// Their messages are declared in demo.bare and generated with baregen:
+//
+//	n, _ := tempest.New(cfg)
+//	_ = demo.Register(n, demo.Options{})
+//	_ = n.Start(ctx)
+//	reply, _ := n.AskJSON(ctx, demo.Counter, "a", []byte(`{"Add":{"n":5}}`)) // {"n":5}
+package demo
+
+//go:generate go run github.com/tempest-actors/tempest/wire/bare/cmd/baregen -schema demo.bare -package demo -out demo_bare.go
+
+import (
+	_ "embed"
+	"time"
+
+	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/prospero"
+)
+
+// Schema is the BARE schema of the demo kinds' messages and state.
+//
+//go:embed demo.bare
+var Schema string
+
+// Kind names.
+const (
+	Echo    = "echo"
+	Counter = "counter"
+)
+
+// Message tags on the wire. They must mean the same on every node.
+const (
+	TagEchoIn       uint32 = 1001
+	TagAdd          uint32 = 1002
+	TagGet          uint32 = 1003
+	TagCounterValue uint32 = 1004
+)
+
+// Options tune the demo kinds.
+type Options struct {
+	// IdleTimeout passivates idle actors (default: the supervisor's, 10 min).
+	IdleTimeout time.Duration
+	// CounterPersistence is when a counter writes its value at rest
+	// (default: on passivation, which includes a graceful shutdown).
+	CounterPersistence prospero.Persistence
+}
+
+// Register registers echo and counter on n (before n.Start).
+func Register(n *tempest.Node, o Options) error {
+	echo := tempest.KindOptions{
+		KindOptions: prospero.KindOptions{IdleTimeout: o.IdleTimeout},
+		Messages:    []tempest.Message{tempest.MessageOf[EchoIn](TagEchoIn, "EchoIn")},
+		Gateway:     &tempest.Gateway{Schema: Schema, Input: "EchoIn", Reply: "EchoIn"},
+	}
+	if err := n.Register(Echo, func(string) actor.Actor { return actor.Func(echoReceive) }, echo); err != nil {
+		return err
+	}
+	p := o.CounterPersistence
+	if p.Mode == prospero.PersistNone {
+		p.Mode = prospero.PersistOnPassivation
+	}
+	copts := tempest.KindOptions{
+		KindOptions: prospero.KindOptions{IdleTimeout: o.IdleTimeout, Persistence: p},
+		Messages: []tempest.Message{
+			tempest.MessageOf[Add](TagAdd, "Add"),
+			tempest.MessageOf[Get](TagGet, "Get"),
+			tempest.MessageOf[CounterValue](TagCounterValue, "CounterValue"),
+		},
+		Gateway: &tempest.Gateway{Schema: Schema, Input: "CounterIn", Reply: "CounterValue"},
+	}
+	return n.Register(Counter, func(string) actor.Actor { return &counter{} }, copts)
+}
+
+func echoReceive(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case EchoIn:
+		ctx.Reply(m)
+	case *EchoIn:
+		ctx.Reply(EchoIn{Text: m.Text})
+	}
+}
+
+// counter is the counter kind's actor. Its state at rest is a
+// CounterValue in BARE.
+type counter struct{ n int64 }
+
+var _ prospero.Persistent = (*counter)(nil)
+
+func (c *counter) Receive(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case Add:
+		c.n += m.N
+		ctx.Reply(CounterValue{N: c.n})
+	case *Add:
+		c.n += m.N
+		ctx.Reply(CounterValue{N: c.n})
+	case Get, *Get:
+		ctx.Reply(CounterValue{N: c.n})
+	}
+}
+
+func (c *counter) MarshalState() ([]byte, error) { return (&CounterValue{N: c.n}).MarshalBARE() }
+
+func (c *counter) UnmarshalState(b []byte) error {
+	var v CounterValue
+	if err := v.UnmarshalBARE(b); err != nil {
+		return err
+	}
+	c.n = v.N
+	return nil
+}

@@ -1,0 +1,53 @@
+// Package tempest is the embeddable Tempest node: it wires the local
+// scheduler (package ariel), the supervisor (package prospero) with its
+// state store, and the registered kinds of virtual actors into one Node
+// that program code, the tempest binary and the HTTP gateway address by
+// kind/key.
+//
+// # A node
+//
+// A Node owns, in start order: the state store (a bbolt file, state.db, in
+// Config.DataDir), the supervisor, which activates, hydrates, passivates
+// and restarts virtual actors, and the scheduler, which runs their turns.
+// Close stops them in reverse order, after passivating every active actor
+// so that its state is at rest.
+//
+//	n, err := tempest.New(tempest.Config{Name: "n1", DataDir: "/var/lib/tempest"})
+//	if err != nil { ... }
+//	_ = n.Register("counter", newCounter, tempest.KindOptions{
+//		KindOptions: prospero.KindOptions{Persistence: prospero.Persistence{Mode: prospero.PersistOnPassivation}},
+//		Messages:    []tempest.Message{tempest.MessageOf[Add](1, "Add"), tempest.MessageOf[Value](2, "Value")},
+//	})
+//	if err := n.Start(ctx); err != nil { ... }
+//	defer n.Close(context.Background())
+//
+//	reply, err := n.Ask(ctx, n.Ref("counter", "a"), Add{N: 5})
+//
+// Kinds are registered before Start. A kind's KindOptions carry the
+// supervisor's options, the kind's message types (tags and BARE codecs,
+// so that its messages can cross the network and the JSON gateway) and an
+// optional Gateway: the BARE schema text and the input and reply type
+// names, with which AskJSON and TellJSON turn JSON into the kind's Go
+// messages and replies back into JSON. Package demo has two small kinds
+// (echo and a persistent counter) built this way.
+//
+// # Observability
+//
+// Manifest is the node's assumption manifest, computed from the effective
+// scheduler and supervisor configuration and the detected environment.
+// Stats gathers the counters of the components for the metrics endpoint;
+// Ready and Live answer the readiness and liveness probes. Every
+// activation and deactivation is logged at info level with the stable
+// keys node, actor, incarnation and epoch (LogKeyNode, ...), so that a
+// test can check from the logs of several nodes that no identity was ever
+// active on two nodes at once; Config.Events receives every lifecycle
+// decision.
+//
+// # Errors
+//
+// Sends return the actor package's sentinels (ErrRefused,
+// ErrDeadlineExceeded, ErrActorTerminated, ErrProcessUnavailable,
+// ErrUnknownKind, ErrNoEligibleNode); a node that is shutting down answers
+// ErrClosed, which also matches ErrProcessUnavailable; JSON that does not
+// fit a kind's schema is a *JSONError (ErrBadJSON) naming the field.
+package tempest

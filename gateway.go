@@ -1,0 +1,68 @@
+package tempest
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	"github.com/tempest-actors/tempest/actor"
+)
+
+// AskJSON asks kind/key a message given as JSON and returns the reply as
+// JSON, both in the form of the kind's gateway schema (see
+// bare.Transcoder): JSON → BARE (the schema's Input type) → the registered
+// Go type → Ask → the reply's BARE form → JSON (the Reply type).
+//
+// Errors: actor.ErrUnknownKind, ErrNoGateway, a *JSONError (ErrBadJSON)
+// naming the field that does not fit, the Ask's errors, and
+// ErrUnregisteredMessage when the actor replied with a value that is not
+// of the Reply type.
+func (n *Node) AskJSON(ctx context.Context, kind, key string, js []byte) ([]byte, error) {
+	k, msg, err := n.fromJSON(kind, js)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := n.Ask(ctx, actor.Virtual(kind, key), msg)
+	if err != nil {
+		return nil, err
+	}
+	gw := k.gw
+	if gw.Reply == "" {
+		return []byte("null"), nil
+	}
+	b, err := gw.encode(gw.reply, reply, n.msgs.byType[reflect.TypeOf(reply)])
+	if err != nil {
+		return nil, fmt.Errorf("tempest: reply of %s/%s: %w", kind, key, err)
+	}
+	return gw.tc.BAREToJSON(gw.Reply, b)
+}
+
+// TellJSON tells kind/key a message given as JSON (see AskJSON).
+func (n *Node) TellJSON(kind, key string, js []byte) error {
+	_, msg, err := n.fromJSON(kind, js)
+	if err != nil {
+		return err
+	}
+	return n.Tell(actor.Virtual(kind, key), msg)
+}
+
+func (n *Node) fromJSON(kind string, js []byte) (*kindInfo, any, error) {
+	k := n.kind(kind)
+	if k == nil {
+		return nil, nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
+	}
+	gw := k.gw
+	if gw == nil {
+		return nil, nil, fmt.Errorf("%w: %q", ErrNoGateway, kind)
+	}
+	in := gw.Input
+	b, err := gw.tc.JSONToBARE(in, js)
+	if err != nil {
+		return nil, nil, &JSONError{Kind: kind, Type: in, Err: err}
+	}
+	msg, err := gw.decode(gw.in, b)
+	if err != nil {
+		return nil, nil, &JSONError{Kind: kind, Type: in, Err: err}
+	}
+	return k, msg, nil
+}

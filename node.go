@@ -1,0 +1,505 @@
+package tempest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/manifest"
+	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/prospero/arielhost"
+)
+
+// Lifecycle errors of a Node.
+var (
+	// ErrNotStarted: the node was not started yet.
+	ErrNotStarted = errors.New("tempest: node not started")
+	// ErrStarted: the operation is only allowed before Start.
+	ErrStarted = errors.New("tempest: node already started")
+	// ErrClosed: the node is shutting down or closed. It matches
+	// actor.ErrProcessUnavailable too.
+	ErrClosed error = closedError{}
+)
+
+type closedError struct{}
+
+func (closedError) Error() string        { return "tempest: node closed" }
+func (closedError) Is(target error) bool { return target == actor.ErrProcessUnavailable }
+
+// StateFile is the name of the state store file inside Config.DataDir.
+const StateFile = "state.db"
+
+// Stable attribute keys of the node's activation log.
+const (
+	LogKeyNode        = "node"
+	LogKeyActor       = "actor"
+	LogKeyIncarnation = "incarnation"
+	LogKeyEpoch       = "epoch"
+	LogKeyReason      = "reason"
+)
+
+// Messages of the node's activation log.
+const (
+	LogActivated   = "actor activated"
+	LogDeactivated = "actor deactivated"
+)
+
+type lifecycle uint8
+
+const (
+	stateNew lifecycle = iota
+	stateStarted
+	stateClosing
+	stateClosed
+)
+
+// Node is one Tempest node: a scheduler (ariel), a supervisor (prospero)
+// with its state store, and the registered kinds of virtual actors.
+//
+// Lifecycle: New, Register every kind, Start, use, Close. Register is only
+// allowed before Start. Every other method is safe for concurrent use.
+type Node struct {
+	cfg  Config
+	log  *slog.Logger
+	man  manifest.Manifest
+	reg  *prospero.Registry // validates kind names and options before Start
+	msgs *messageTable
+
+	mu     sync.Mutex // guards state, kinds (before Start), the components
+	state  lifecycle
+	kinds  map[string]*kindInfo
+	store  *prospero.BoltStore
+	sup    *prospero.Supervisor
+	sched  *ariel.Scheduler
+	closed chan struct{} // closed when Close has finished
+	cerr   error
+
+	run   atomic.Pointer[running] // set while started and not closing
+	ready atomic.Bool
+	phase atomic.Uint32 // lifecycle, readable without mu
+
+	waitMu  sync.Mutex
+	waiters map[prospero.Identity][]chan struct{} // Passivate callers
+}
+
+// running is what the hot path needs, published once Start succeeded.
+type running struct {
+	sched *ariel.Scheduler
+	sup   *prospero.Supervisor
+}
+
+var _ actor.Client = (*Node)(nil)
+
+// New validates cfg and returns a node that starts nothing until Start.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	n := &Node{
+		cfg:     cfg,
+		log:     cfg.Logger.With(LogKeyNode, cfg.Name),
+		reg:     prospero.NewRegistry(),
+		msgs:    newMessageTable(),
+		kinds:   map[string]*kindInfo{},
+		closed:  make(chan struct{}),
+		waiters: map[prospero.Identity][]chan struct{}{},
+	}
+	n.man = manifest.Build(manifest.Options{
+		Env: manifest.Detect(),
+		Capacities: manifest.Capacities{
+			Workers:          cfg.Scheduler.Workers,
+			MailboxDepth:     cfg.Scheduler.MailboxCapacity,
+			TurnBudget:       cfg.Scheduler.TurnBudget,
+			FairnessMessages: cfg.Scheduler.FairnessMessages,
+			FairnessTime:     cfg.Scheduler.FairnessTime,
+			HydrationBudget:  cfg.Supervisor.HydrationBudget,
+			MaxActive:        cfg.Supervisor.MaxActive,
+		},
+	})
+	return n, nil
+}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// Config returns the effective configuration (defaults filled in).
+func (n *Node) Config() Config { return n.cfg }
+
+// Manifest returns the node's assumption manifest, computed from its
+// effective scheduler and supervisor configuration and the detected
+// environment.
+func (n *Node) Manifest() manifest.Manifest { return n.man }
+
+// Register adds a kind of virtual actor: factory(key) builds a fresh actor
+// value for kind/key (restored from its state at rest when the actor
+// implements prospero.Persistent and the kind persists). Only before Start.
+// Errors: ErrStarted, ErrInvalidKind, prospero.ErrKindExists,
+// prospero.ErrInvalidKindOptions.
+func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts KindOptions) error {
+	if factory == nil {
+		return fmt.Errorf("%w %q: nil factory", ErrInvalidKind, kind)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.state != stateNew {
+		return ErrStarted
+	}
+	if err := n.msgs.check(kind, opts.Messages); err != nil {
+		return err
+	}
+	k := &kindInfo{name: kind, opts: opts}
+	k.opts.Messages = slices.Clone(opts.Messages)
+	if opts.Gateway != nil {
+		g := *opts.Gateway
+		k.opts.Gateway = &g
+		gw, err := newGateway(kind, g, opts.Messages)
+		if err != nil {
+			return err
+		}
+		gw.byName = func(name string) *registeredMessage { return n.msgs.byName[kind+"\x00"+name] }
+		k.gw = gw
+	}
+	if _, err := n.reg.Register(kind, opts.KindOptions); err != nil {
+		return err
+	}
+	n.msgs.add(kind, k.opts.Messages)
+	k.factory = factory
+	n.kinds[kind] = k
+	return nil
+}
+
+// Kinds returns the names of the registered kinds, sorted.
+func (n *Node) Kinds() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	names := make([]string, 0, len(n.kinds))
+	for k := range n.kinds {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// kind returns a registered kind. The map is only written before Start,
+// so after Start it is read without the lock.
+func (n *Node) kind(name string) *kindInfo {
+	if lifecycle(n.phase.Load()) == stateNew {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+	}
+	return n.kinds[name]
+}
+
+// Start opens the state store and starts the supervisor and the scheduler.
+// Everything it starts stops in Close. If Start fails, what it started is
+// stopped again and the node is closed.
+func (n *Node) Start(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch n.state {
+	case stateStarted:
+		return ErrStarted
+	case stateClosing, stateClosed:
+		return ErrClosed
+	}
+	if err := n.startLocked(ctx); err != nil {
+		n.state = stateClosing
+		n.phase.Store(uint32(stateClosing))
+		n.shutdownLocked(ctx)
+		n.state = stateClosed
+		n.phase.Store(uint32(stateClosed))
+		close(n.closed)
+		return err
+	}
+	n.state = stateStarted
+	n.phase.Store(uint32(stateStarted))
+	n.run.Store(&running{sched: n.sched, sup: n.sup})
+	n.ready.Store(true)
+	n.log.LogAttrs(ctx, slog.LevelInfo, "node started", slog.String("dir", n.cfg.DataDir),
+		slog.Int("kinds", len(n.kinds)), slog.String("manifest", n.man.Digest()))
+	return nil
+}
+
+func (n *Node) startLocked(context.Context) error {
+	if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("tempest: data dir: %w", err)
+	}
+	store, err := prospero.NewBoltStore(filepath.Join(n.cfg.DataDir, StateFile))
+	if err != nil {
+		return fmt.Errorf("tempest: state store: %w", err)
+	}
+	n.store = store
+	pc := n.cfg.Supervisor
+	pc.Store = store
+	pc.Events = prospero.EventFunc(n.emit)
+	sup, err := prospero.NewSupervisor(pc)
+	if err != nil {
+		return err
+	}
+	n.sup = sup
+	for _, name := range n.reg.Names() {
+		k := n.kinds[name]
+		if _, err := sup.Register(name, k.factory, k.opts.KindOptions); err != nil {
+			return err
+		}
+	}
+	sc := n.cfg.Scheduler
+	sc.Activator = arielhost.Activator(sup)
+	sc.Faults = arielhost.Faults(sup)
+	sched, err := ariel.New(sc)
+	if err != nil {
+		return err
+	}
+	n.sched = sched
+	return arielhost.Start(sup, sched)
+}
+
+// Close shuts the node down gracefully: readiness turns false, new mail is
+// refused, every active actor is passivated (its state written at rest),
+// then the scheduler, the supervisor and the store stop, in reverse start
+// order. It waits until that is done or ctx ends (default
+// Config.CloseTimeout). It is idempotent; later calls return the first
+// call's result once it is done.
+func (n *Node) Close(ctx context.Context) error {
+	n.mu.Lock()
+	switch n.state {
+	case stateClosing, stateClosed:
+		n.mu.Unlock()
+		select {
+		case <-n.closed:
+			return n.cerr
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	n.state = stateClosing
+	n.phase.Store(uint32(stateClosing))
+	n.ready.Store(false)
+	n.run.Store(nil)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.CloseTimeout)
+		defer cancel()
+	}
+	err := n.shutdownLocked(ctx)
+	n.cerr = err
+	n.state = stateClosed
+	n.phase.Store(uint32(stateClosed))
+	close(n.closed)
+	n.mu.Unlock()
+	n.log.LogAttrs(ctx, slog.LevelInfo, "node closed")
+	return err
+}
+
+// shutdownLocked stops what was started, in reverse order.
+func (n *Node) shutdownLocked(ctx context.Context) error {
+	var errs []error
+	if n.sup != nil {
+		// The supervisor passivates through the scheduler, so it goes first.
+		errs = append(errs, n.sup.Close(ctx))
+	}
+	if n.sched != nil {
+		errs = append(errs, n.sched.Close(ctx))
+	}
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Ready reports whether the node accepts work: started and not shutting
+// down.
+func (n *Node) Ready() bool { return n.ready.Load() }
+
+// Live reports whether the node's process is healthy: it was not closed.
+func (n *Node) Live() bool {
+	select {
+	case <-n.closed:
+		return false
+	default:
+		return true
+	}
+}
+
+// Done is closed when Close has finished.
+func (n *Node) Done() <-chan struct{} { return n.closed }
+
+func (n *Node) running() (*running, error) {
+	if r := n.run.Load(); r != nil {
+		return r, nil
+	}
+	if lifecycle(n.phase.Load()) == stateNew {
+		return nil, ErrNotStarted
+	}
+	return nil, ErrClosed
+}
+
+// Ref returns the reference of the virtual actor kind/key.
+func (n *Node) Ref(kind, key string) actor.Ref { return actor.Virtual(kind, key) }
+
+// Tell sends msg to ref without waiting for it to be handled. It returns
+// actor.ErrRefused when the recipient's mailbox is full,
+// actor.ErrUnknownKind for a kind not registered, ErrClosed during
+// shutdown.
+func (n *Node) Tell(ref actor.Ref, msg any) error {
+	r, err := n.running()
+	if err != nil {
+		return err
+	}
+	return r.sched.Tell(ref, msg)
+}
+
+// Ask sends msg to ref and waits for the reply, until ctx's deadline
+// (default actor.DefaultAskTimeout). Errors are the actor sentinels
+// (ErrDeadlineExceeded, ErrRefused, ErrActorTerminated,
+// ErrProcessUnavailable, ErrUnknownKind) or an error the actor replied.
+func (n *Node) Ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
+	r, err := n.running()
+	if err != nil {
+		return nil, err
+	}
+	return r.sched.Ask(ctx, ref, msg)
+}
+
+// Status is what a reference designates.
+type Status struct {
+	Kind string
+	Key  string
+	// State is Valid (active), Dormant (state at rest or never activated),
+	// ActorTerminated (a pinned incarnation was re-minted or retired),
+	// ProcessUnavailable (its owner node is gone and it is not re-placed
+	// yet) or Unknown.
+	State actor.ReferenceState
+	// Node is the node that runs (or would run) the identity.
+	Node string
+	// Incarnation is the identity's current incarnation.
+	Incarnation uint64
+	// Active reports whether the identity is in memory on Node.
+	Active bool
+}
+
+// Status reports what ref designates. Errors: actor.ErrUnknownKind,
+// ErrNotStarted, ErrClosed, a store error.
+func (n *Node) Status(ctx context.Context, ref actor.Ref) (Status, error) {
+	if !ref.IsVirtual() {
+		return Status{}, fmt.Errorf("tempest: status of %v: not a virtual actor", ref)
+	}
+	r, err := n.running()
+	if err != nil {
+		return Status{}, err
+	}
+	if n.kind(ref.Kind()) == nil {
+		return Status{}, fmt.Errorf("%w: %q", actor.ErrUnknownKind, ref.Kind())
+	}
+	st, err := r.sup.Status(ctx, ref)
+	if err != nil {
+		return Status{}, err
+	}
+	return Status{Kind: ref.Kind(), Key: ref.Key(), State: st.State, Node: n.cfg.Name,
+		Incarnation: st.Incarnation, Active: st.Active}, nil
+}
+
+// Passivate puts ref's activation to rest now: it handles a final
+// Passivating turn, its state is written at rest and it becomes Dormant.
+// It returns once that is done, or with ctx's error. An identity that is
+// not active is left alone.
+func (n *Node) Passivate(ctx context.Context, ref actor.Ref) error {
+	if !ref.IsVirtual() {
+		return fmt.Errorf("tempest: passivate %v: not a virtual actor", ref)
+	}
+	r, err := n.running()
+	if err != nil {
+		return err
+	}
+	if n.kind(ref.Kind()) == nil {
+		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, ref.Kind())
+	}
+	id := prospero.IdentityOf(ref)
+	ch := n.await(id)
+	defer n.unawait(id, ch)
+	if !r.sup.Passivate(ref) {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.closed:
+		return ErrClosed
+	}
+}
+
+func (n *Node) await(id prospero.Identity) chan struct{} {
+	ch := make(chan struct{})
+	n.waitMu.Lock()
+	n.waiters[id] = append(n.waiters[id], ch)
+	n.waitMu.Unlock()
+	return ch
+}
+
+func (n *Node) unawait(id prospero.Identity, ch chan struct{}) {
+	n.waitMu.Lock()
+	defer n.waitMu.Unlock()
+	ws := n.waiters[id]
+	if i := slices.Index(ws, ch); i >= 0 {
+		ws = slices.Delete(ws, i, i+1)
+	}
+	if len(ws) == 0 {
+		delete(n.waiters, id)
+	} else {
+		n.waiters[id] = ws
+	}
+}
+
+// emit is the supervisor's event sink: the activation log, Passivate's
+// waiters, then the user's hook. It runs with the supervisor's lock held.
+func (n *Node) emit(e prospero.Event) {
+	switch e.Type {
+	case prospero.EventActivated, prospero.EventHydrated, prospero.EventRestarted, prospero.EventRehydrated:
+		n.log.LogAttrs(context.Background(), slog.LevelInfo, LogActivated,
+			slog.String(LogKeyActor, e.ID.String()), slog.Uint64(LogKeyIncarnation, e.Incarnation),
+			slog.Uint64(LogKeyEpoch, n.epochOf(e.ID)), slog.String(LogKeyReason, e.Type.String()))
+	case prospero.EventPassivated, prospero.EventRetired:
+		n.log.LogAttrs(context.Background(), slog.LevelInfo, LogDeactivated,
+			slog.String(LogKeyActor, e.ID.String()), slog.Uint64(LogKeyIncarnation, e.Incarnation),
+			slog.Uint64(LogKeyEpoch, n.epochOf(e.ID)), slog.String(LogKeyReason, e.Type.String()))
+		n.waitMu.Lock()
+		for _, ch := range n.waiters[e.ID] {
+			close(ch)
+		}
+		delete(n.waiters, e.ID)
+		n.waitMu.Unlock()
+	}
+	if n.cfg.Events != nil {
+		n.cfg.Events(e)
+	}
+}
+
+// epochOf is the placement epoch of id's shard on this node (0 on a
+// single node).
+func (n *Node) epochOf(prospero.Identity) uint64 { return 0 }
+
+// Stats is a snapshot of the node's counters, for the metrics endpoint.
+type Stats struct {
+	Scheduler  ariel.Stats
+	Supervisor prospero.Stats
+}
+
+// Stats returns a snapshot; zero before Start and after Close.
+func (n *Node) Stats() Stats {
+	r := n.run.Load()
+	if r == nil {
+		return Stats{}
+	}
+	return Stats{Scheduler: r.sched.Stats(), Supervisor: r.sup.Stats()}
+}

@@ -1,0 +1,349 @@
+package tempest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/demo"
+	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/wire/bare"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newNode(t *testing.T, dir string, logs *syncBuffer) *tempest.Node {
+	t.Helper()
+	cfg := tempest.Config{Name: "n1", DataDir: dir}
+	cfg.Scheduler.Workers = 2
+	if logs != nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	}
+	n, err := tempest.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Register(n, demo.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(context.Background()); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return n
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := (tempest.Config{}).Validate(); !errors.Is(err, tempest.ErrInvalidConfig) {
+		t.Fatalf("no DataDir: got %v", err)
+	}
+	if err := (tempest.Config{DataDir: "x", Name: "a b"}).Validate(); !errors.Is(err, tempest.ErrInvalidConfig) {
+		t.Fatalf("bad name: got %v", err)
+	}
+	if err := (tempest.Config{DataDir: "x"}).Validate(); err != nil {
+		t.Fatalf("zero config with a DataDir: %v", err)
+	}
+	n, err := tempest.New(tempest.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Name(); got != "local" {
+		t.Errorf("default name %q", got)
+	}
+	m := n.Manifest()
+	if m.Capacities.MailboxDepth != 1024 || m.Capacities.HydrationBudget != 64 || m.Capacities.Workers < 1 {
+		t.Errorf("manifest capacities %+v", m.Capacities)
+	}
+	if err := n.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTellAsk(t *testing.T) {
+	n := newNode(t, t.TempDir(), nil)
+	ctx := ctxT(t)
+	got, err := n.Ask(ctx, n.Ref(demo.Echo, "a"), &demo.EchoIn{Text: "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := got.(demo.EchoIn); !ok || e.Text != "hi" {
+		t.Fatalf("echo: got %#v", got)
+	}
+	c := n.Ref(demo.Counter, "c")
+	for range 10 {
+		if err := n.Tell(c, demo.Add{N: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err = n.Ask(ctx, c, demo.Get{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := got.(demo.CounterValue).N; v != 20 {
+		t.Fatalf("counter after 10 tells of 2: got %d, want 20", v)
+	}
+	st, err := n.Status(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != actor.Valid || !st.Active || st.Node != "n1" || st.Incarnation != 1 || st.Key != "c" {
+		t.Fatalf("status %+v", st)
+	}
+	if s := n.Stats(); s.Scheduler.Messages == 0 || s.Supervisor.Active != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	if !n.Ready() || !n.Live() {
+		t.Fatal("a started node is ready and live")
+	}
+}
+
+func TestUnknownKind(t *testing.T) {
+	n := newNode(t, t.TempDir(), nil)
+	ctx := ctxT(t)
+	ref := n.Ref("nope", "x")
+	if err := n.Tell(ref, 1); !errors.Is(err, actor.ErrUnknownKind) {
+		t.Errorf("tell: %v", err)
+	}
+	if _, err := n.Ask(ctx, ref, 1); !errors.Is(err, actor.ErrUnknownKind) {
+		t.Errorf("ask: %v", err)
+	}
+	if _, err := n.AskJSON(ctx, "nope", "x", []byte(`{}`)); !errors.Is(err, actor.ErrUnknownKind) {
+		t.Errorf("ask JSON: %v", err)
+	}
+	if _, err := n.Status(ctx, ref); !errors.Is(err, actor.ErrUnknownKind) {
+		t.Errorf("status: %v", err)
+	}
+}
+
+func TestAskJSON(t *testing.T) {
+	n := newNode(t, t.TempDir(), nil)
+	ctx := ctxT(t)
+	for _, tc := range []struct{ in, want string }{
+		{`{"Add":{"n":5}}`, `{"n":5}`},
+		{`{"Add":{"n":-2}}`, `{"n":3}`},
+		{`{"Get":null}`, `{"n":3}`},
+	} {
+		got, err := n.AskJSON(ctx, demo.Counter, "j", []byte(tc.in))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		if string(got) != tc.want {
+			t.Fatalf("%s: got %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	got, err := n.AskJSON(ctx, demo.Echo, "e", []byte(`{"text":"ünïcode"}`))
+	if err != nil || string(got) != `{"text":"ünïcode"}` {
+		t.Fatalf("echo JSON: %s, %v", got, err)
+	}
+	if err := n.TellJSON(demo.Counter, "j", []byte(`{"Add":{"n":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := n.AskJSON(ctx, demo.Counter, "j", []byte(`{"Get":null}`)); string(got) != `{"n":4}` {
+		t.Fatalf("after TellJSON: %s", got)
+	}
+}
+
+func TestBadJSONNamesTheField(t *testing.T) {
+	n := newNode(t, t.TempDir(), nil)
+	ctx := ctxT(t)
+	for _, in := range []string{`{"Add":{"n":"five"}}`, `{"Add":{}}`, `{"Add":{"n":1,"m":2}}`} {
+		_, err := n.AskJSON(ctx, demo.Counter, "j", []byte(in))
+		if !errors.Is(err, tempest.ErrBadJSON) || !errors.Is(err, bare.ErrJSON) {
+			t.Fatalf("%s: got %v, want ErrBadJSON wrapping bare.ErrJSON", in, err)
+		}
+		var je *tempest.JSONError
+		if !errors.As(err, &je) || je.Kind != demo.Counter || je.Type != "CounterIn" {
+			t.Fatalf("%s: got %#v", in, err)
+		}
+		if !strings.Contains(err.Error(), "Add") {
+			t.Errorf("%s: error %q does not name the field", in, err)
+		}
+	}
+	_, err := n.AskJSON(ctx, demo.Counter, "j", []byte(`{"Add":{"n":"five"}}`))
+	if !strings.Contains(err.Error(), "n") {
+		t.Errorf("error %q does not name n", err)
+	}
+	if _, err := n.AskJSON(ctx, demo.Counter, "j", []byte(`{"Add":`)); !errors.Is(err, tempest.ErrBadJSON) {
+		t.Errorf("truncated JSON: %v", err)
+	}
+}
+
+func TestPassivateThenAskHydrates(t *testing.T) {
+	logs := &syncBuffer{}
+	n := newNode(t, t.TempDir(), logs)
+	ctx := ctxT(t)
+	c := n.Ref(demo.Counter, "p")
+	if _, err := n.Ask(ctx, c, &demo.Add{N: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Passivate(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	st, err := n.Status(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != actor.Dormant || st.Active {
+		t.Fatalf("after Passivate: %+v", st)
+	}
+	got, err := n.Ask(ctx, c, demo.Get{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := got.(demo.CounterValue).N; v != 7 {
+		t.Fatalf("hydrated counter: got %d, want 7", v)
+	}
+	st, _ = n.Status(ctx, c)
+	if st.State != actor.Valid || st.Incarnation != 1 {
+		t.Fatalf("after hydration: %+v (identity must be kept)", st)
+	}
+	out := logs.String()
+	for _, want := range []string{`msg="actor activated" node=n1 actor=counter/p incarnation=1 epoch=0`,
+		`msg="actor deactivated" node=n1 actor=counter/p incarnation=1 epoch=0`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("activation log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRestartKeepsState(t *testing.T) {
+	dir := t.TempDir()
+	for round := range 3 {
+		cfg := tempest.Config{Name: "n1", DataDir: dir}
+		cfg.Scheduler.Workers = 2
+		n, err := tempest.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// On-passivation persistence: only the graceful Close writes.
+		if err := demo.Register(n, demo.Options{CounterPersistence: prospero.Persistence{Mode: prospero.PersistOnPassivation}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		got, err := n.Ask(ctxT(t), n.Ref(demo.Counter, "r"), &demo.Add{N: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, want := got.(demo.CounterValue).N, int64(10*(round+1)); v != want {
+			t.Fatalf("round %d: got %d, want %d", round, v, want)
+		}
+		if err := n.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if n.Ready() || n.Live() {
+			t.Fatal("a closed node is neither ready nor live")
+		}
+		if err := n.Tell(n.Ref(demo.Counter, "r"), demo.Get{}); !errors.Is(err, tempest.ErrClosed) || !errors.Is(err, actor.ErrProcessUnavailable) {
+			t.Fatalf("tell after close: %v", err)
+		}
+		if err := n.Close(t.Context()); err != nil {
+			t.Fatalf("second close: %v", err)
+		}
+	}
+}
+
+func TestRegisterErrors(t *testing.T) {
+	n, err := tempest.New(tempest.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(t.Context())
+	f := func(string) actor.Actor { return actor.Func(func(actor.Context, any) {}) }
+	if err := n.Register("k", nil, tempest.KindOptions{}); !errors.Is(err, tempest.ErrInvalidKind) {
+		t.Errorf("nil factory: %v", err)
+	}
+	if err := n.Register("k", f, tempest.KindOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Register("k", f, tempest.KindOptions{}); !errors.Is(err, prospero.ErrKindExists) {
+		t.Errorf("twice: %v", err)
+	}
+	m := tempest.MessageOf[demo.EchoIn](7, "EchoIn")
+	if err := n.Register("k2", f, tempest.KindOptions{Messages: []tempest.Message{m, m}}); !errors.Is(err, tempest.ErrInvalidKind) {
+		t.Errorf("tag twice: %v", err)
+	}
+	if err := n.Register("k3", f, tempest.KindOptions{Messages: []tempest.Message{m},
+		Gateway: &tempest.Gateway{Schema: demo.Schema, Input: "Add"}}); !errors.Is(err, tempest.ErrInvalidKind) {
+		t.Errorf("gateway input not among messages: %v", err)
+	}
+	if err := n.Register("k4", f, tempest.KindOptions{Messages: []tempest.Message{m},
+		Gateway: &tempest.Gateway{Schema: "type x", Input: "EchoIn"}}); !errors.Is(err, tempest.ErrInvalidKind) {
+		t.Errorf("bad schema: %v", err)
+	}
+	if err := n.Tell(n.Ref("k", "a"), 1); !errors.Is(err, tempest.ErrNotStarted) {
+		t.Errorf("tell before start: %v", err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Register("k5", f, tempest.KindOptions{}); !errors.Is(err, tempest.ErrStarted) {
+		t.Errorf("after start: %v", err)
+	}
+	if _, err := n.AskJSON(t.Context(), "k", "a", []byte(`{}`)); !errors.Is(err, tempest.ErrNoGateway) {
+		t.Errorf("no gateway: %v", err)
+	}
+}
+
+func TestCloseUnderLoad(t *testing.T) {
+	n := newNode(t, t.TempDir(), nil)
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ref := n.Ref(demo.Counter, string(rune('a'+i)))
+			for {
+				if _, err := n.Ask(ctx, ref, &demo.Add{N: 1}); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	if _, err := n.Ask(ctx, n.Ref(demo.Echo, "x"), &demo.EchoIn{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}

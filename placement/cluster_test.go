@@ -467,3 +467,35 @@ func raftServers(t *testing.T, n *placement.Node) (voters, nonvoters []string) {
 func raftInmem(name string) (raft.ServerAddress, *raft.InmemTransport) {
 	return raft.NewInmemTransport(raft.ServerAddress(name))
 }
+
+// split cuts every link between group and the other nodes; nodes within
+// each side still talk.
+func (c *testCluster) split(group ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in := map[string]bool{}
+	for _, g := range group {
+		in[g] = true
+	}
+	for a, ta := range c.trans {
+		for b := range c.trans {
+			if in[a] != in[b] {
+				ta.Disconnect(raft.ServerAddress(b))
+			}
+		}
+	}
+}
+
+// healAll reconnects every pair of live transports.
+func (c *testCluster) healAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for a, ta := range c.trans {
+		c.cut[a] = false
+		for b, tb := range c.trans {
+			if a != b {
+				ta.Connect(raft.ServerAddress(b), tb)
+			}
+		}
+	}
+}

@@ -201,6 +201,12 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	n.raft.DeregisterObserver(n.observer)
 	err := n.raft.Shutdown().Error()
+	// Raft closes the transport (its listener) but not the pooled
+	// outgoing connections, whose server-side goroutines on the peers
+	// would otherwise wait on them forever.
+	if cs, ok := n.cfg.Transport.(interface{ CloseStreams() }); ok {
+		cs.CloseStreams()
+	}
 	if cerr := n.wal.Close(); err == nil {
 		err = cerr
 	}

@@ -366,3 +366,53 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("short lease: %v", err)
 	}
 }
+
+func TestPartitionLeaderPlusOne(t *testing.T) {
+	c := newTestCluster(t, 5)
+	c.voters = 5
+	names := []string{"a", "b", "c", "d", "e"}
+	startAll(c, names...)
+	waitFor(t, 30*time.Second, "settled", func() bool { return c.settled(names...) })
+	terms := sampleTerms(c)
+	fs := sampleFence(c, 64)
+	old := c.leaders()[0]
+	minority := []string{old}
+	for _, n := range names {
+		if n != old && len(minority) < 2 {
+			minority = append(minority, n)
+		}
+	}
+	c.split(minority...)
+	for _, m := range minority {
+		c.mem.set(m, placement.PeerFailed)
+	}
+	// The majority elects a leader and takes over the minority's shards.
+	waitFor(t, 30*time.Second, "majority serves every shard", func() bool {
+		for i := 0; i < 64; i++ {
+			ok := false
+			for name, n := range c.live() {
+				if !slices.Contains(minority, name) && n.Check(ref(i), 0, time.Now()) == nil {
+					ok = true
+				}
+			}
+			if !ok {
+				return false
+			}
+		}
+		return true
+	})
+	for _, m := range minority {
+		for i := 0; i < 64; i++ {
+			if err := c.node(m).Check(ref(i), 0, time.Now()); err == nil {
+				t.Fatalf("minority node %s still serves shard %d", m, i)
+			}
+		}
+	}
+	c.healAll()
+	for _, m := range minority {
+		c.mem.set(m, placement.PeerAlive)
+	}
+	waitFor(t, 30*time.Second, "equal placement state after heal", func() bool { return c.settled(names...) })
+	fs.finish(t)
+	terms.check(t)
+}

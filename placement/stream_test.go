@@ -38,8 +38,12 @@ func TestRaftOverStreamLayerTCP(t *testing.T) {
 	mem := newFakeMembership()
 	d := &tcpDialer{addrs: map[string]string{}}
 	names := []string{"t1", "t2", "t3"}
-	var nodes []*placement.Node
+	dirs := map[string]string{}
 	for _, name := range names {
+		dirs[name] = t.TempDir()
+	}
+	var nodes []*placement.Node
+	start := func(name string) *placement.Node {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -53,7 +57,7 @@ func TestRaftOverStreamLayerTCP(t *testing.T) {
 			Timeout: time.Second,
 		})
 		cfg := testConfig()
-		cfg.Name, cfg.DataDir, cfg.Transport, cfg.Membership = name, t.TempDir(), tr, mem
+		cfg.Name, cfg.DataDir, cfg.Transport, cfg.Membership = name, dirs[name], tr, mem
 		cfg.BootstrapExpect = 3
 		n, err := placement.New(cfg)
 		if err != nil {
@@ -63,8 +67,11 @@ func TestRaftOverStreamLayerTCP(t *testing.T) {
 		if err := n.Start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		nodes = append(nodes, n)
 		mem.set(name, placement.PeerAlive)
+		return n
+	}
+	for _, name := range names {
+		nodes = append(nodes, start(name))
 	}
 	// Server addresses in the raft configuration are names, not IPs.
 	waitFor(t, 30*time.Second, "a leader with a full table", func() bool {
@@ -99,5 +106,26 @@ func TestRaftOverStreamLayerTCP(t *testing.T) {
 			}
 		}
 		return v > 0
+	})
+
+	// Full restart on new ports: raft addresses are names, so the
+	// cluster recovers once the dialer knows the new addresses.
+	version := nodes[0].Table().Version
+	for _, n := range nodes {
+		if err := n.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes = nodes[:0]
+	for _, name := range names {
+		nodes = append(nodes, start(name))
+	}
+	waitFor(t, 30*time.Second, "a leader after restart on new ports", func() bool {
+		for _, n := range nodes {
+			if n.IsLeader() {
+				return n.Table().Version >= version
+			}
+		}
+		return false
 	})
 }

@@ -105,6 +105,22 @@ func (c *Cell) reserve() error {
 	return nil
 }
 
+// reserveUpTo admits up to n user messages at once and returns how many
+// it got (0: the mailbox is full).
+func (c *Cell) reserveUpTo(n int32) int32 {
+	v := c.count.Add(n)
+	if v <= c.limit {
+		return n
+	}
+	over := v - c.limit
+	if over >= n {
+		c.count.Add(-n)
+		return 0
+	}
+	c.count.Add(-over)
+	return n - over
+}
+
 // unreserve returns a slot taken by reserve that will not be filled.
 func (c *Cell) unreserve(k int) { c.count.Add(int32(-k)) }
 

@@ -8,8 +8,12 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 )
 
-// clockStride is how many messages a drain cycle handles between clock reads.
-const clockStride = 8
+// clockStride is the size of the batch a drain cycle takes from a mailbox
+// under one lock; the fairness clock is read every clockEvery messages.
+const (
+	clockStride = 8
+	clockEvery  = 32
+)
 
 // executor runs turns: one per pool worker, one for the simulated runner. It
 // is also the actor.Context of the turn it runs, so a turn allocates no
@@ -31,6 +35,9 @@ type executor struct {
 	turns   uint64 // turns not yet added to cnt
 	msgs    uint64 // messages not yet added to cnt
 	cycles  uint64
+
+	credCell *Cell // recipient of the turn's last send
+	cred     int32 // slots reserved in credCell and not used yet
 }
 
 var _ actor.Context = (*executor)(nil)
@@ -62,7 +69,7 @@ func (ex *executor) publish() {
 
 func (ex *executor) drainCycle(c *Cell) {
 	s := ex.s
-	processed := 0
+	processed, sinceClock := 0, 0
 	var t0 int64
 	for {
 		want := len(ex.batch)
@@ -101,7 +108,8 @@ func (ex *executor) drainCycle(c *Cell) {
 			ex.yield(c, processed)
 			return
 		}
-		if processed >= clockStride && s.cfg.FairnessTime > 0 {
+		if sinceClock += k; sinceClock >= clockEvery && s.cfg.FairnessTime > 0 {
+			sinceClock = 0
 			now := s.clock.Now().UnixNano()
 			if t0 == 0 {
 				t0 = now
@@ -251,9 +259,49 @@ func (ex *executor) enter(c *Cell, e *envelope) {
 	ex.turns++
 }
 
-// leave ends a turn: the sends it buffered are delivered, grouped by
-// recipient.
+// creditChunk is how many mailbox slots a turn reserves at once for its
+// second and later sends to the same recipient.
+const creditChunk = 8
+
+// admit reserves capacity for one send of the current turn. A turn that
+// sends repeatedly to one recipient reserves slots in chunks and returns the
+// unused ones when it ends, so a burst does not pay one contended atomic per
+// message. Refusal stays synchronous.
+func (ex *executor) admit(c *Cell) error {
+	if c == ex.credCell {
+		if ex.cred > 0 {
+			ex.cred--
+			return nil
+		}
+		if c.state.Load() == stStopped {
+			return actor.ErrActorTerminated
+		}
+		got := c.reserveUpTo(creditChunk)
+		if got == 0 {
+			return actor.ErrRefused
+		}
+		ex.cred = got - 1
+		return nil
+	}
+	ex.returnCredit()
+	ex.credCell = c
+	return c.reserve()
+}
+
+func (ex *executor) returnCredit() {
+	if ex.cred > 0 {
+		ex.credCell.unreserve(int(ex.cred))
+		ex.cred = 0
+	}
+	ex.credCell = nil
+}
+
+// leave ends a turn: unused reserved capacity is returned, and the sends
+// the turn buffered are delivered, grouped by recipient.
 func (ex *executor) leave() {
+	if ex.credCell != nil {
+		ex.returnCredit()
+	}
 	if len(ex.outTo) > 0 {
 		ex.flush()
 	}
@@ -401,14 +449,14 @@ func (ex *executor) Tell(to actor.Ref, msg any) error {
 func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) error {
 	s := ex.s
 	self := ex.cell
-	c, err := s.route().Resolve(to)
+	c, err := s.resolve(&to)
 	if err == nil && c == nil {
 		err = s.forward(self, to, msg, p, deadline)
 		if err == nil {
 			return nil
 		}
 	} else if err == nil {
-		err = c.reserve()
+		err = ex.admit(c)
 	}
 	if err != nil {
 		if p != nil {

@@ -48,19 +48,42 @@ func (s *Scheduler) SetRouter(r Router) {
 	if r == nil {
 		r = s.local
 	}
-	s.router.Store(&routerBox{r})
+	_, local := r.(localRouter)
+	s.router.Store(&routerBox{r: r, local: local})
 }
 
 func (s *Scheduler) route() Router { return s.router.Load().r }
+
+// resolve is the per-message entry to the routing seam. The default local
+// router is called directly (no dynamic dispatch) — same decision, cheaper.
+func (s *Scheduler) resolve(to *actor.Ref) (*Cell, error) {
+	b := s.router.Load()
+	if b.local {
+		return s.resolveLocal(to)
+	}
+	return b.r.Resolve(*to)
+}
+
+type routerBox struct {
+	r     Router
+	local bool
+}
 
 type localRouter struct{ s *Scheduler }
 
 var _ Router = localRouter{}
 
-func (l localRouter) Resolve(to actor.Ref) (*Cell, error) {
-	s := l.s
+func (l localRouter) Resolve(to actor.Ref) (*Cell, error) { return l.s.resolveLocal(&to) }
+
+func (s *Scheduler) resolveLocal(to *actor.Ref) (*Cell, error) {
 	var c *Cell
 	switch {
+	case !to.IsVirtual() && to.ID() != 0 && to.Node() == s.node:
+		// The common case first: an actor spawned on this node.
+		c = s.ids.get(to.ID())
+		if c == nil {
+			return nil, actor.ErrActorTerminated
+		}
 	case to.IsVirtual():
 		k := vkey{to.Kind(), to.Key()}
 		if v, ok := s.virtual.Load(k); ok {
@@ -71,15 +94,10 @@ func (l localRouter) Resolve(to actor.Ref) (*Cell, error) {
 		if !ok {
 			return nil, actor.ErrUnknownKind
 		}
-		v, _ := s.virtual.LoadOrStore(k, s.newCell(to, info.mailbox))
+		v, _ := s.virtual.LoadOrStore(k, s.newCell(*to, info.mailbox))
 		c = v.(*Cell)
-	case to.IsZero():
-		return nil, actor.ErrActorTerminated
-	case to.Node() == s.cfg.Node:
-		c = s.ids.get(to.ID())
-		if c == nil {
-			return nil, actor.ErrActorTerminated
-		}
+	case to.ID() == 0:
+		return nil, actor.ErrActorTerminated // the zero Ref or a malformed one
 	default:
 		return nil, nil
 	}

@@ -22,6 +22,7 @@ var ErrActive = errors.New("tempest: actor already active")
 // Scheduler runs actors on a pool of workers (or, in simulated mode, on one
 // deterministic goroutine). All methods are safe for concurrent use.
 type Scheduler struct {
+	node      string // cfg.Node, kept apart for the per-message path
 	cfg       Config
 	clock     Clock
 	log       *slog.Logger
@@ -40,17 +41,22 @@ type Scheduler struct {
 	nextAsk atomic.Uint64
 	asks    sync.Map // ask id -> *pending (asks forwarded to other nodes)
 
-	// pool
+	// pool; the often-written words get their own cache lines so the
+	// read-mostly fields above are not invalidated by every wake.
 	workers  atomic.Pointer[[]*worker]
+	sim      *simRunner
+	_        [64]byte
 	inj      injector
+	_        [64]byte
 	spinning atomic.Int32
 	nparked  atomic.Int32
 	idleMu   sync.Mutex
 	idle     []*worker
-	sim      *simRunner
+	_        [64]byte
 
 	// quiescence
 	active  atomic.Int64
+	_       [64]byte
 	waiters atomic.Int32
 	idleCh  chan struct{}
 	idleMuQ sync.Mutex
@@ -73,7 +79,6 @@ type kindInfo struct {
 	mailbox int
 }
 
-type routerBox struct{ r Router }
 
 var (
 	_ actor.Client = (*Scheduler)(nil)
@@ -88,6 +93,7 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Scheduler{
+		node:    cfg.Node,
 		cfg:     cfg,
 		log:     cfg.Logger,
 		latency: cfg.Latency,
@@ -111,7 +117,7 @@ func New(cfg Config) (*Scheduler, error) {
 		s.activator = FactoryActivator{S: s}
 	}
 	s.local = localRouter{s}
-	s.router.Store(&routerBox{s.local})
+	s.router.Store(&routerBox{r: s.local, local: true})
 	if cfg.Simulated {
 		s.sim = newSimRunner(s)
 		s.wg.Add(1)
@@ -243,7 +249,7 @@ func (s *Scheduler) sendNow(from *Cell, to actor.Ref, msg any, p *pending, deadl
 	if s.closing.Load() {
 		return ErrClosed
 	}
-	c, err := s.route().Resolve(to)
+	c, err := s.resolve(&to)
 	if err != nil {
 		s.g.undelivered.Add(1)
 		return err

@@ -79,7 +79,6 @@ type kindInfo struct {
 	mailbox int
 }
 
-
 var (
 	_ actor.Client = (*Scheduler)(nil)
 	_ StatsSource  = (*Scheduler)(nil)

@@ -46,7 +46,10 @@ type RefusedError struct {
 var ErrNotOwner error = &kindError{"wire: node does not own the actor", actor.ErrProcessUnavailable}
 
 func (e *RefusedError) Error() string {
-	s := "wire: refused by " + e.Node + ": " + e.Reason.String()
+	s := "wire: refused: " + e.Reason.String()
+	if e.Node != "" {
+		s = "wire: refused by " + e.Node + ": " + e.Reason.String()
+	}
 	if e.OwnerHint != "" {
 		s += " (owner " + e.OwnerHint + ")"
 	}
@@ -73,6 +76,23 @@ func reasonSentinel(r RefusedReason) error {
 		return ErrNotOwner
 	}
 	return actor.ErrRefused
+}
+
+// NotOwner returns the admission error a LocalDelivery gives for an actor
+// this node does not own: the sender gets a NOT_OWNER refusal naming owner
+// (empty when unknown) as the node to try.
+func NotOwner(owner string) error {
+	return &RefusedError{Reason: RefusedReasonNotOwner, OwnerHint: owner}
+}
+
+// refusalOf builds the refusal of an admission error.
+func refusalOf(err error, to ActorID, tag uint32) Refused {
+	r := Refused{To: to, Tag: tag, Reason: reasonOf(err), Detail: err.Error()}
+	var re *RefusedError
+	if errors.As(err, &re) {
+		r.Reason, r.OwnerHint, r.Detail = re.Reason, re.OwnerHint, re.Detail
+	}
+	return r
 }
 
 // reasonOf maps a local admission error to the refusal a peer sees.
@@ -653,7 +673,7 @@ func (m *Mailer) onTell(peer string, t *Tell) error {
 		err = m.cfg.Local.Deliver(to, from, msg, time.Time{}, nil)
 	}
 	if err != nil {
-		r := Refused{To: t.To, Tag: t.Tag, Reason: reasonOf(err), Detail: err.Error()}
+		r := refusalOf(err, t.To, t.Tag)
 		if t.From != nil {
 			// Only an actor can be told; program code saw its send queued.
 			r.From, r.Body = t.From, t.Body
@@ -716,7 +736,9 @@ func (m *Mailer) onAsk(peer string, a *Ask, size int) error {
 	if err := m.cfg.Local.Deliver(to, from, msg, deadline, ia.reply); err != nil {
 		if ia.done.CompareAndSwap(false, true) {
 			m.inb.Add(-ia.size)
-			m.refuse(peer, key, &Refused{Id: a.Id, To: a.To, Tag: a.Tag, Reason: reasonOf(err), Detail: err.Error()})
+			r := refusalOf(err, a.To, a.Tag)
+			r.Id = a.Id
+			m.refuse(peer, key, &r)
 		}
 	}
 	return nil

@@ -267,9 +267,10 @@ func TestMailRefusals(t *testing.T) {
 		{actor.ErrActorTerminated, RefusedReasonTerminatedIncarnation, actor.ErrActorTerminated},
 		{actor.ErrProcessUnavailable, RefusedReasonNotOwner, ErrNotOwner},
 		{errors.New("shutting down"), RefusedReasonNodeOverloaded, actor.ErrRefused},
+		{NotOwner("c"), RefusedReasonNotOwner, actor.ErrProcessUnavailable},
 	}
 	for i, c := range cases {
-		t.Run(c.reason.String(), func(t *testing.T) {
+		t.Run(fmt.Sprint(i, c.reason), func(t *testing.T) {
 			a, b, _ := newMailPair(t)
 			b.local.admit = c.admit
 			if err := a.m.Ask("b", uint64(i+1), userRef, actor.Ref{}, testPing{}, time.Now().Add(time.Minute)); err != nil {
@@ -279,6 +280,9 @@ func TestMailRefusals(t *testing.T) {
 			var re *RefusedError
 			if !errors.Is(o.err, c.want) || !errors.As(o.err, &re) || re.Reason != c.reason || re.Node != "b" {
 				t.Fatalf("ask outcome %v, want %v (%v)", o.err, c.want, c.reason)
+			}
+			if _, hinted := c.admit.(*RefusedError); hinted && re.OwnerHint != "c" {
+				t.Fatalf("owner hint %q, want c", re.OwnerHint)
 			}
 			// A refused tell from an actor comes back as Undelivered.
 			msg := testPing{Kind: "lost"}

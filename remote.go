@@ -1,0 +1,155 @@
+package tempest
+
+import (
+	"errors"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/wire"
+)
+
+// remoteLocator says where an actor lives: the node that owns ref, and
+// whether that is this node. Errors are actor sentinels (for example
+// actor.ErrNoEligibleNode when no node can host the kind). The cluster
+// plugs placement in here; it runs once or twice per message sent to a
+// virtual actor, so it must be fast and safe for concurrent use. Spawned
+// references never reach it: they name their node.
+type remoteLocator func(ref actor.Ref) (node string, local bool, err error)
+
+// remote is a node's cross-node mail: the ariel.Router that sends mail for
+// actors of other nodes through a wire.Mailer, and the local side of that
+// Mailer, which hands mail from peers to the scheduler.
+//
+// A node wires it in this order (the transport needs the Mailer's handler,
+// the Mailer needs the transport):
+//
+//	r, err := newRemote(sched, reg, locate, wire.MailConfig{Logger: log, Clock: clk})
+//	tr, err := wire.NewQUIC(wire.Config{..., Handler: r.mail.Handle, Events: r.mail.LinkEvent})
+//	r.attach(tr) // installs the router: remote references now leave the node
+//	...
+//	tr.Close()   // on shutdown: the transport first, then
+//	r.close()    // fail what is still pending and stop the deadline sweep
+//
+// Membership should call tr.Disconnect(peer) when it declares a peer dead,
+// so asks pending on it fail at once with actor.ErrProcessUnavailable.
+type remote struct {
+	self   string
+	sched  *ariel.Scheduler
+	local  ariel.Router
+	locate remoteLocator
+	mail   *wire.Mailer
+}
+
+var (
+	_ ariel.Router       = (*remote)(nil)
+	_ wire.LocalDelivery = remoteDelivery{}
+)
+
+// newRemote builds the Mailer over reg for the scheduler s and the router
+// that uses it. mc's Registry, Local, Complete and Undelivered are filled
+// in here; its other fields (limits, Clock, Logger) are the caller's. The
+// router is installed by attach, not here.
+func newRemote(s *ariel.Scheduler, reg *wire.Registry, locate remoteLocator, mc wire.MailConfig) (*remote, error) {
+	if s == nil || reg == nil || locate == nil {
+		return nil, errors.New("tempest: remote mail needs a scheduler, a registry and a locator")
+	}
+	r := &remote{self: s.Config().Node, sched: s, local: s.LocalRouter(), locate: locate}
+	mc.Registry = reg
+	mc.Local = remoteDelivery{r}
+	mc.Complete = func(id uint64, reply any, err error) { s.CompleteAsk(id, reply, err) }
+	mc.Undelivered = r.undelivered
+	m, err := wire.NewMailer(mc)
+	if err != nil {
+		return nil, err
+	}
+	r.mail = m
+	return r, nil
+}
+
+// attach sets the transport and installs r as the scheduler's router.
+func (r *remote) attach(t wire.Transport) {
+	r.mail.Attach(t)
+	r.sched.SetRouter(r)
+}
+
+// close puts the local router back and closes the Mailer (pending asks
+// fail with wire.ErrClosed).
+func (r *remote) close() error {
+	r.sched.SetRouter(nil)
+	return r.mail.Close()
+}
+
+// stats returns the mail counters.
+func (r *remote) stats() wire.MailStats { return r.mail.Stats() }
+
+// Resolve implements ariel.Router: local references resolve to their cell,
+// others to (nil, nil) so the scheduler calls Forward.
+func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
+	if !to.IsVirtual() {
+		if to.IsZero() || to.Node() == r.self {
+			return r.local.Resolve(to)
+		}
+		return nil, nil
+	}
+	_, local, err := r.locate(to)
+	if err != nil {
+		return nil, err
+	}
+	if local {
+		return r.local.Resolve(to)
+	}
+	return nil, nil
+}
+
+// Forward implements ariel.Router: it encodes the message and queues it on
+// the owner's link. It never blocks on the network; a full link queue
+// refuses with an error matching actor.ErrRefused, an unreachable node
+// with one matching actor.ErrProcessUnavailable, and a message type
+// without a tag with wire.ErrUnregistered.
+func (r *remote) Forward(m ariel.Outbound) error {
+	node := m.To.Node()
+	if m.To.IsVirtual() {
+		var local bool
+		var err error
+		if node, local, err = r.locate(m.To); err != nil {
+			return err
+		}
+		if local { // placement moved here between Resolve and Forward
+			return actor.ErrProcessUnavailable
+		}
+	}
+	if m.AskID != 0 {
+		return r.mail.Ask(node, m.AskID, m.To, m.From, m.Msg, m.Deadline)
+	}
+	return r.mail.Tell(node, m.To, m.From, m.Msg)
+}
+
+// undelivered tells a local actor that a peer refused its tell. The
+// notice goes through the actor's mailbox (the scheduler's system lane is
+// not reachable from outside ariel), so it can itself be refused when
+// that mailbox is full; the Mailer has counted the refusal either way.
+func (r *remote) undelivered(from, to actor.Ref, msg any, err error) {
+	_ = r.sched.Tell(from, actor.Undelivered{To: to, Message: msg, Err: err})
+}
+
+// remoteDelivery is the Mailer's local side: mail from a peer is admitted
+// by the scheduler only for actors this node owns.
+type remoteDelivery struct{ r *remote }
+
+// Deliver implements wire.LocalDelivery over Scheduler.Deliver.
+func (d remoteDelivery) Deliver(to, from actor.Ref, msg any, deadline time.Time, reply func(any, error)) error {
+	r := d.r
+	if to.IsVirtual() {
+		owner, local, err := r.locate(to)
+		if err != nil {
+			return err
+		}
+		if !local {
+			return wire.NotOwner(owner)
+		}
+	} else if to.Node() != r.self {
+		return wire.NotOwner(to.Node())
+	}
+	return r.sched.Deliver(to, from, msg, deadline, reply)
+}

@@ -16,6 +16,8 @@ import (
 // Each has its baseline as a sub-benchmark in the same run:
 //
 //	tempest: frames through Transport.Send (lanes, coalesced writer).
+//	tempest-mail, tempest-actor: through envelopes, the registry, the
+//	         Mailer and real actors (see mail_bench_test.go).
 //	rawquic: the same length-prefixed frames written through a 64 KiB
 //	         bufio.Writer straight to one quic-go stream, the practical
 //	         ceiling for one-way traffic; for request-reply, one frame
@@ -27,11 +29,13 @@ const benchPayload = 100
 
 func BenchmarkRemoteTell(b *testing.B) {
 	b.Run("tempest", benchTellTempest)
+	b.Run("tempest-mail", benchTellMail)
 	b.Run("rawquic", benchTellRaw)
 }
 
 func BenchmarkRemoteAsk(b *testing.B) {
 	b.Run("tempest", benchAskTempest)
+	b.Run("tempest-actor", benchAskActor)
 	b.Run("rawquic", benchAskRaw)
 }
 

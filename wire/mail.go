@@ -402,6 +402,20 @@ func (m *Mailer) putBuf(b *[]byte) {
 // nil error means queued: a refusal by the peer comes back later through
 // MailConfig.Undelivered.
 func (m *Mailer) Tell(peer string, to, from actor.Ref, msg any) error {
+	return m.tell(nil, peer, to, from, msg)
+}
+
+// TellWait is Tell for bulk producers: while the link's queue is full it
+// waits for room (until ctx ends) instead of refusing, when the transport
+// implements WaitSender. Actor mail uses Tell.
+func (m *Mailer) TellWait(ctx context.Context, peer string, to, from actor.Ref, msg any) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return m.tell(ctx, peer, to, from, msg)
+}
+
+func (m *Mailer) tell(ctx context.Context, peer string, to, from actor.Ref, msg any) error {
 	t := m.transport()
 	if t == nil {
 		return ErrNotAttached
@@ -425,7 +439,12 @@ func (m *Mailer) Tell(peer string, to, from actor.Ref, msg any) error {
 	}
 	*bp = buf[:0]
 	frame := buf[start:]
-	if err := t.Send(peer, m.RefHash(to), frame); err != nil {
+	if ws, ok := t.(WaitSender); ok && ctx != nil {
+		err = ws.SendWait(ctx, peer, m.RefHash(to), frame)
+	} else {
+		err = t.Send(peer, m.RefHash(to), frame)
+	}
+	if err != nil {
 		return err
 	}
 	m.c.tellsSent.Add(1)

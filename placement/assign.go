@@ -112,7 +112,8 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 				m := Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: s.MovingTo}
 				target := t.Nodes[s.MovingTo]
 				switch {
-				case owner == nil || owner.Status == StatusDown || target == nil || target.Status != StatusUp:
+				case owner == nil || owner.Status == StatusDown || target == nil || target.Status != StatusUp ||
+					!target.Manifest.Satisfies(g.Requires):
 					aborts = append(aborts, m)
 				default:
 					since, ok := p.moveSince[ref]

@@ -218,6 +218,11 @@ func (c *Cell) pushSys(e envelope) bool {
 // (the system lane is drained before user mail), user mail otherwise. It
 // returns 0 when both are empty. The caller must hold the run-token.
 func (c *Cell) take(dst []envelope) int {
+	if c.pend.Load() <= 0 {
+		// Nothing queued: skip the lock. A push racing this read is caught
+		// by release, which looks at pend again after marking the cell idle.
+		return 0
+	}
 	c.mu.Lock()
 	if len(c.sys) > 0 {
 		// One system message at a time: a stop or a passivation ends the

@@ -23,6 +23,9 @@ type fakeMembership struct {
 	mu    sync.Mutex
 	peers map[string]placement.Peer
 	ch    chan struct{}
+	// syncOf, if set, supplies each peer's published sync nonce, as gossip
+	// metadata would.
+	syncOf func(name string) string
 }
 
 func newFakeMembership() *fakeMembership {
@@ -31,8 +34,15 @@ func newFakeMembership() *fakeMembership {
 
 func (f *fakeMembership) Members() []placement.Peer {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Collect(maps.Values(f.peers))
+	ps := slices.Collect(maps.Values(f.peers))
+	syncOf := f.syncOf
+	f.mu.Unlock()
+	if syncOf != nil {
+		for i := range ps {
+			ps[i].Sync = syncOf(ps[i].Name)
+		}
+	}
+	return ps
 }
 
 func (f *fakeMembership) Changed() <-chan struct{} {
@@ -60,6 +70,9 @@ type testCluster struct {
 	cut    map[string]bool
 	expect int
 	voters int
+	// noForward runs followers without a Forwarder: sync barriers travel
+	// through membership metadata instead.
+	noForward bool
 	// defaults runs nodes with DefaultConfig timing (except shards).
 	defaults bool
 	handoff  bool
@@ -138,7 +151,9 @@ func (c *testCluster) start(name string) *placement.Node {
 	if c.voters > 0 {
 		cfg.MaxVoters = c.voters
 	}
-	cfg.Forwarder = (*testForwarder)(c)
+	if !c.noForward {
+		cfg.Forwarder = (*testForwarder)(c)
+	}
 	if c.handoff {
 		cfg.Handoff = (*testHandoff)(c)
 	}

@@ -90,9 +90,10 @@
 // has caught up, so its stale table could still name it owner of shards
 // that moved: a node that saw a gap in contact longer than half a lease
 // (or just started) treats its lease as lapsed until it has applied an
-// OpSync barrier it proposed after regaining contact. Followers propose
-// through the Config.Forwarder: without one, a follower never completes
-// a barrier and so never serves (only the leader does).
+// OpSync barrier it requested after regaining contact. Followers request
+// it through the Config.Forwarder or, without one, by publishing
+// Node.PendingSync in their gossip metadata (Peer.Sync), which the leader
+// turns into the barrier.
 //
 // Leases are not enough when a process pauses (a GC pause or a stopped
 // VM can outlast any lease between the check and the work), so epochs

@@ -37,6 +37,10 @@ type Peer struct {
 	Manifest manifest.Manifest
 	Kinds    []KindSpec
 	State    PeerState
+	// Sync is the sync barrier the peer asks for (Node.PendingSync, carried
+	// in its gossip metadata); the leader applies it. This lets a node
+	// without a Forwarder recover from a lease lapse.
+	Sync string
 }
 
 // Membership is the view of the cluster that placement consumes; the

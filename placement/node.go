@@ -349,9 +349,25 @@ func (n *Node) resync(ctx context.Context) {
 		n.mu.Unlock()
 		return
 	}
+	if n.cfg.Forwarder == nil && !n.IsLeader() {
+		return // membership carries PendingSync to the leader
+	}
 	if _, err := n.Propose(ctx, Command{Op: OpSync, Name: n.cfg.Name, Nonce: nonce}); err != nil {
 		n.log.Debug("placement: sync barrier", logKeyErr, err)
 	}
+}
+
+// PendingSync returns the nonce of the sync barrier this node waits for
+// ("" if none). Membership publishes it in the node's gossip metadata so
+// that the leader can apply the barrier even when followers cannot
+// forward commands (see Peer.Sync).
+func (n *Node) PendingSync() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.lapsed {
+		return ""
+	}
+	return n.syncNonce
 }
 
 // LeaseFreshRaw reports lease freshness from contact alone, ignoring the
@@ -730,6 +746,9 @@ func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) 
 			}
 		} else if !sameNode(cur, &info) {
 			cmds = append(cmds, Command{Op: OpNode, Node: &info})
+		}
+		if p.State == PeerAlive && p.Sync != "" && cur != nil && cur.Sync != p.Sync {
+			cmds = append(cmds, Command{Op: OpSync, Name: p.Name, Nonce: p.Sync})
 		}
 		if p.State == PeerAlive {
 			for _, k := range p.Kinds {

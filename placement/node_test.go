@@ -163,7 +163,21 @@ func TestDeadVoterReplaced(t *testing.T) {
 }
 
 func TestPartitionedLeaderFencing(t *testing.T) {
+	t.Run("forwarder", func(t *testing.T) { testPartitionedLeaderFencing(t, false) })
+	t.Run("gossip-sync", func(t *testing.T) { testPartitionedLeaderFencing(t, true) })
+}
+
+func testPartitionedLeaderFencing(t *testing.T, noForward bool) {
 	c := newTestCluster(t, 3)
+	if noForward {
+		c.noForward = true
+		c.mem.syncOf = func(name string) string {
+			if n := c.node(name); n != nil {
+				return n.PendingSync()
+			}
+			return ""
+		}
+	}
 	names := []string{"a", "b", "c"}
 	startAll(c, names...)
 	waitFor(t, 30*time.Second, "settled", func() bool { return c.settled(names...) })

@@ -3,9 +3,7 @@ package placement
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/tempest-actors/tempest/manifest"
 )
@@ -278,9 +276,4 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 func sameNode(a, b *NodeInfo) bool {
 	return a.Name == b.Name && a.Addr == b.Addr && a.HTTPAddr == b.HTTPAddr &&
 		a.Version == b.Version && a.Status == b.Status && a.Manifest.Digest() == b.Manifest.Digest()
-}
-
-// errorsIsAny reports whether err matches any of targets.
-func errorsIsAny(err error, targets ...error) bool {
-	return slices.ContainsFunc(targets, func(t error) bool { return errors.Is(err, t) })
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -148,7 +149,7 @@ func WriteSnapshot(w io.Writer, t *Table) error {
 	for k := range t.Kinds {
 		kinds = append(kinds, k)
 	}
-	sortStrings(kinds)
+	slices.Sort(kinds)
 	hdr := snapHeader{V: 1, Shards: t.ShardCount, Version: t.Version, Nodes: len(t.Nodes), Kinds: len(kinds), Groups: len(t.Groups)}
 	if err := enc.Encode(hdr); err != nil {
 		return err

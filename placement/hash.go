@@ -1,7 +1,5 @@
 package placement
 
-import "slices"
-
 // The identity hash is part of the cluster's on-disk and on-wire contract:
 // every node, of every version, on every platform, must map a kind/key to
 // the same shard, or two nodes would disagree about who owns an actor.
@@ -68,5 +66,3 @@ func nodeHash(name string) uint64 { return fnv1a64(fnvOffset64, name) }
 func rendezvousWeight(nodeH, groupSalt uint64, shard int) uint64 {
 	return mix64(nodeH ^ mix64(groupSalt^uint64(shard)*0x9e3779b97f4a7c15))
 }
-
-func sortStrings(s []string) { slices.Sort(s) }

@@ -111,7 +111,7 @@ func benchTellMail(b *testing.B) {
 	local := &countingLocal{s: sb, onDone: hit}
 	ma, mb := mailPair(b, nopLocal{}, local, func(uint64, any, error) {})
 	to := actor.Virtual("sink", "1")
-	msg := benchMsg{State: make([]byte, benchPayload)}
+	var msg any = benchMsg{State: make([]byte, benchPayload)}
 	ctx := b.Context()
 	target.Store(1)
 	for {
@@ -137,6 +137,9 @@ func benchTellMail(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/el.Seconds(), "msg/s")
 	b.ReportMetric(float64(local.refused.Load())/float64(b.N), "refused/op")
+	if st := ma.transport().(*QUIC).Stats(); st.Writes > 0 {
+		b.ReportMetric(float64(st.FramesSent)/float64(st.Writes), "frames/write")
+	}
 	_ = mb
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/wire/bare"
@@ -83,29 +84,74 @@ func NewRegistry() *Registry {
 //
 //	err := wire.Register[Greeting](reg, 100)
 func Register[T any, PT BAREMessage[T]](r *Registry, tag uint32) error {
+	boxed := boxedStruct[T]()
+	typ := typeWord[T]()
 	return r.add(tag, reflect.TypeFor[T](), reflect.TypeFor[*T](),
 		func(dst []byte, msg any) ([]byte, error) {
-			switch v := msg.(type) {
-			case T:
-				return PT(&v).AppendBARE(dst)
-			case *T:
-				if v == nil {
+			if p, ok := msg.(*T); ok {
+				if p == nil {
 					return dst, fmt.Errorf("%w: nil %T", ErrUnregistered, msg)
 				}
-				return PT(v).AppendBARE(dst)
+				return PT(p).AppendBARE(dst)
 			}
-			return dst, fmt.Errorf("%w: %T", ErrUnregistered, msg)
+			if _, ok := msg.(T); !ok {
+				return dst, fmt.Errorf("%w: %T", ErrUnregistered, msg)
+			}
+			if boxed {
+				// Encode from the interface's own copy instead of copying
+				// T to the heap to call its pointer method.
+				return PT((*T)(efaceData(&msg))).AppendBARE(dst)
+			}
+			v := msg.(T)
+			return PT(&v).AppendBARE(dst)
 		},
 		func(body []byte) (any, error) {
 			var d bare.Decoder
 			d.Reset(body, bare.Config{})
-			var v T
-			PT(&v).DecodeBARE(&d)
+			p := new(T)
+			PT(p).DecodeBARE(&d)
 			if err := d.Finish(); err != nil {
 				return nil, err
 			}
-			return v, nil
+			if boxed {
+				// Box p itself: an interface holding T points at a heap
+				// copy of T, and p is one (saves the second allocation).
+				return boxAt(typ, unsafe.Pointer(p)), nil
+			}
+			return *p, nil
 		})
+}
+
+// eface is the layout of an empty interface: type word, data word.
+type eface struct {
+	typ  unsafe.Pointer
+	data unsafe.Pointer
+}
+
+// boxedStruct reports whether an interface holding a T keeps a pointer to
+// a copy of T in its data word. That holds for structs larger than a
+// pointer; smaller ones may be stored in the data word itself, and for
+// those the generic code copies instead.
+func boxedStruct[T any]() bool {
+	t := reflect.TypeFor[T]()
+	return t.Kind() == reflect.Struct && t.Size() > unsafe.Sizeof(uintptr(0))
+}
+
+// efaceData returns the data word of *e.
+func efaceData(e *any) unsafe.Pointer { return (*eface)(unsafe.Pointer(e)).data }
+
+// typeWord returns the type word of an interface holding a T.
+func typeWord[T any]() unsafe.Pointer {
+	var z any = *new(T)
+	return (*eface)(unsafe.Pointer(&z)).typ
+}
+
+// boxAt returns an interface of type word typ whose data word is p,
+// without copying *p. Only for boxedStruct types; *p must not be written
+// afterwards.
+func boxAt(typ, p unsafe.Pointer) any {
+	e := eface{typ: typ, data: p}
+	return *(*any)(unsafe.Pointer(&e))
 }
 
 // RegisterCodec maps T to tag with a hand-written codec: enc appends v's

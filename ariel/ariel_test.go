@@ -585,3 +585,26 @@ func TestCloseRefusesNewWork(t *testing.T) {
 		t.Fatalf("Tell after Close = %v", err)
 	}
 }
+
+func TestFairnessTimeBudgetYields(t *testing.T) {
+	// A huge message budget leaves only the time budget to end cycles.
+	s := newSched(t, ariel.Config{Workers: 1, FairnessMessages: 1 << 30, FairnessTime: 50 * time.Microsecond,
+		MailboxCapacity: 1 << 12})
+	var stop atomic.Bool
+	a := &busy{stop: &stop, reached: make(chan struct{})}
+	ra, _ := s.Spawn(a)
+	// Keep a backlog so cycles take full batches.
+	for i := 0; i < 64; i++ {
+		_ = s.Tell(ra, i)
+	}
+	<-a.reached
+	e, _ := s.Spawn(echo{})
+	if _, err := s.Ask(askCtx(t), e, "ping"); err != nil {
+		t.Fatalf("Ask next to an always-busy actor: %v", err)
+	}
+	stop.Store(true)
+	waitIdle(t, s)
+	if s.Stats().BudgetYields == 0 {
+		t.Fatal("the time budget never ended a cycle")
+	}
+}

@@ -174,6 +174,11 @@ func BenchmarkFanIn(b *testing.B) {
 			}
 		}
 		<-k.done
+		b.StopTimer()
+		st := s.Stats()
+		b.ReportMetric(float64(st.Parks)/float64(b.N)*1000, "parks/kmsg")
+		b.ReportMetric(float64(st.Steals)/float64(b.N)*1000, "steals/kmsg")
+		b.ReportMetric(float64(st.BudgetYields)/float64(b.N)*1000, "yields/kmsg")
 	})
 	b.Run("ariel-program", func(b *testing.B) {
 		s := benchSched(b, ariel.Config{})

@@ -9,10 +9,12 @@ import (
 )
 
 // clockStride is the size of the batch a drain cycle takes from a mailbox
-// under one lock; the fairness clock is read every clockEvery messages.
+// under one lock. The fairness clock starts when a cycle first takes a full
+// batch (a backlog) and is read again every clockEvery messages; a cycle that
+// never sees a backlog — a request/reply hop — never reads the clock.
 const (
 	clockStride = 8
-	clockEvery  = 32
+	clockEvery  = 16
 )
 
 // executor runs turns: one per pool worker, one for the simulated runner. It
@@ -89,6 +91,9 @@ func (ex *executor) drainCycle(c *Cell) {
 			s.activeDec()
 			return
 		}
+		if t0 == 0 && k == len(ex.batch) && s.cfg.FairnessTime > 0 {
+			t0 = s.clock.Now().UnixNano() // a backlog: this cycle may run long
+		}
 		for i := 0; i < k; i++ {
 			e := &ex.batch[i]
 			if !ex.turn(c, e) {
@@ -108,12 +113,12 @@ func (ex *executor) drainCycle(c *Cell) {
 			ex.yield(c, processed)
 			return
 		}
-		if sinceClock += k; sinceClock >= clockEvery && s.cfg.FairnessTime > 0 {
+		if t0 == 0 {
+			continue
+		}
+		if sinceClock += k; sinceClock >= clockEvery {
 			sinceClock = 0
-			now := s.clock.Now().UnixNano()
-			if t0 == 0 {
-				t0 = now
-			} else if now-t0 >= int64(s.cfg.FairnessTime) {
+			if s.clock.Now().UnixNano()-t0 >= int64(s.cfg.FairnessTime) {
 				ex.yield(c, processed)
 				return
 			}

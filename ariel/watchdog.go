@@ -102,8 +102,6 @@ func (s *Scheduler) exhausted(w *worker) {
 
 	if c != nil {
 		inc := c.inc.Load()
-		s.log.Warn("turn budget exhausted; worker replaced", "actor", c.ref.WithIncarnation(inc).String(),
-			"budget", s.cfg.TurnBudget)
 		s.faults.Fault(Fault{Ref: c.ref.WithIncarnation(inc), Incarnation: inc, Outcome: BudgetExhausted,
 			Err: ErrBudgetExhausted})
 	}

@@ -31,11 +31,15 @@
 // grouped by recipient: a fan-out to N actors costs one mailbox lock and at
 // most one wake per recipient. Admission is still synchronous: Tell reserves
 // the recipient's capacity at once and returns actor.ErrRefused when the
-// mailbox is full. Per-sender, per-recipient FIFO holds.
+// mailbox is full (a turn sending a burst to one recipient reserves a few
+// slots at a time and returns the unused ones when it ends). Per-sender,
+// per-recipient FIFO holds. Envelopes are stored by value in pooled mailbox
+// rings: a local tell allocates nothing beyond boxing its message.
 //
-// A drain cycle ends after FairnessMessages messages or FairnessTime (the
-// clock is read every few messages); a busy actor then goes to the back of
-// the injector, so two always-busy actors share a worker. A watchdog
+// A drain cycle ends after FairnessMessages messages or FairnessTime; a busy
+// actor then goes to the back of the injector, so two always-busy actors
+// share a worker. The clock is read only in cycles that meet a backlog, and
+// then every few messages, so a request/reply hop never reads it. A watchdog
 // goroutine outside the pool reports a turn running past TurnBudget as
 // BudgetExhausted through the FaultHook and starts a replacement worker; a
 // panic in a handler is recovered and reported through the same hook.

@@ -26,6 +26,8 @@ type fakeMembership struct {
 	// syncOf, if set, supplies each peer's published sync nonce, as gossip
 	// metadata would.
 	syncOf func(name string) string
+	// inCluster, if set, supplies each peer's published InCluster flag.
+	inCluster func(name string) bool
 }
 
 func newFakeMembership() *fakeMembership {
@@ -35,11 +37,14 @@ func newFakeMembership() *fakeMembership {
 func (f *fakeMembership) Members() []placement.Peer {
 	f.mu.Lock()
 	ps := slices.Collect(maps.Values(f.peers))
-	syncOf := f.syncOf
+	syncOf, inCluster := f.syncOf, f.inCluster
 	f.mu.Unlock()
-	if syncOf != nil {
-		for i := range ps {
+	for i := range ps {
+		if syncOf != nil {
 			ps[i].Sync = syncOf(ps[i].Name)
+		}
+		if inCluster != nil {
+			ps[i].InCluster = inCluster(ps[i].Name)
 		}
 	}
 	return ps
@@ -83,6 +88,10 @@ func newTestCluster(t testing.TB, expect int) *testCluster {
 		t: t, mem: newFakeMembership(), expect: expect,
 		dirs: map[string]string{}, trans: map[string]*raft.InmemTransport{},
 		nodes: map[string]*placement.Node{}, cut: map[string]bool{},
+	}
+	c.mem.inCluster = func(name string) bool {
+		n := c.node(name)
+		return n != nil && n.InCluster()
 	}
 	t.Cleanup(func() {
 		c.mu.Lock()

@@ -551,11 +551,18 @@ func TestPlanVoters(t *testing.T) {
 }
 
 func TestBootstrapDecision(t *testing.T) {
-	all := []string{"n3", "n1", "n4", "n2", "n5"}
+	peers := func(names ...string) []placement.Peer {
+		var ps []placement.Peer
+		for _, n := range names {
+			ps = append(ps, placement.Peer{Name: n, State: placement.PeerAlive})
+		}
+		return ps
+	}
+	all := peers("n3", "n1", "n4", "n2", "n5")
 	var who []string
-	for _, self := range all {
-		if v, ok := placement.BootstrapDecision(self, 3, all, false); ok {
-			who = append(who, self)
+	for _, p := range all {
+		if v, ok := placement.BootstrapDecision(p.Name, 3, all, false); ok {
+			who = append(who, p.Name)
 			if fmt.Sprint(v) != "[n1 n2 n3]" {
 				t.Fatalf("voters %v", v)
 			}
@@ -569,5 +576,17 @@ func TestBootstrapDecision(t *testing.T) {
 	}
 	if _, ok := placement.BootstrapDecision("n1", 3, all, true); ok {
 		t.Fatal("bootstrapped a node with state")
+	}
+	// A newcomer that sorts lowest must not start a second cluster.
+	existing := peers("n0", "n1", "n2", "n3")
+	existing[2].InCluster = true
+	if _, ok := placement.BootstrapDecision("n0", 3, existing, false); ok {
+		t.Fatal("bootstrapped beside an existing cluster")
+	}
+	// Failed peers do not count toward expect.
+	some := peers("n1", "n2", "n3")
+	some[2].State = placement.PeerFailed
+	if _, ok := placement.BootstrapDecision("n1", 3, some, false); ok {
+		t.Fatal("counted a failed peer")
 	}
 }

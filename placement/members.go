@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -41,6 +42,11 @@ type Peer struct {
 	// in its gossip metadata); the leader applies it. This lets a node
 	// without a Forwarder recover from a lease lapse.
 	Sync string
+	// InCluster is true when the peer already has raft state
+	// (Node.InCluster, carried in its gossip metadata). No node bootstraps
+	// while an alive peer reports it: a newcomer whose name happens to
+	// sort lowest must join the existing cluster, not start another.
+	InCluster bool
 }
 
 // Membership is the view of the cluster that placement consumes; the
@@ -56,20 +62,30 @@ type Membership interface {
 }
 
 // BootstrapDecision decides whether this node bootstraps the cluster:
-// only a node without raft state, once at least expect nodes are alive,
-// and only the node whose name sorts lowest among them; it bootstraps
-// the lowest expect names as voters. Every node computes the same answer
+// only a node without raft state, once at least expect peers are alive
+// and none of the others reports raft state already (InCluster), and
+// only the node whose name sorts lowest among them; it bootstraps the
+// lowest expect names as voters. Every node computes the same answer
 // from the same view, so exactly one bootstraps. The shell additionally
 // requires the view to be stable for a while before acting, since views
 // may differ briefly while gossip converges.
-func BootstrapDecision(self string, expect int, alive []string, hasState bool) ([]string, bool) {
+func BootstrapDecision(self string, expect int, peers []Peer, hasState bool) ([]string, bool) {
 	if hasState || expect <= 0 {
 		return nil, false
 	}
-	names := slices.Clone(alive)
+	var names []string
+	for _, p := range peers {
+		if p.State != PeerAlive {
+			continue
+		}
+		if p.InCluster && p.Name != self {
+			return nil, false // a cluster exists: wait to be added to it
+		}
+		names = append(names, p.Name)
+	}
 	slices.Sort(names)
 	names = slices.Compact(names)
-	if len(names) < expect || names[0] != self || !slices.Contains(names, self) {
+	if len(names) < expect || names[0] != self {
 		return nil, false
 	}
 	return names[:expect], true
@@ -90,6 +106,18 @@ const (
 	Promote
 	RemoveServer
 )
+
+func (o ChangeOp) String() string {
+	switch o {
+	case AddNonvoter:
+		return "add-nonvoter"
+	case Promote:
+		return "promote"
+	case RemoveServer:
+		return "remove"
+	}
+	return fmt.Sprintf("ChangeOp(%d)", uint8(o))
+}
 
 // ConfigChange is one change the leader should make to the raft
 // configuration.

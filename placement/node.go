@@ -357,6 +357,13 @@ func (n *Node) resync(ctx context.Context) {
 	}
 }
 
+// InCluster reports whether this node has raft state (it bootstrapped,
+// was added by a leader, or restarted with data). Membership publishes it
+// (Peer.InCluster) so that newcomers never bootstrap a second cluster.
+func (n *Node) InCluster() bool {
+	return n.hadState || n.raft.LastIndex() > 0
+}
+
 // PendingSync returns the nonce of the sync barrier this node waits for
 // ("" if none). Membership publishes it in the node's gossip metadata so
 // that the leader can apply the barrier even when followers cannot
@@ -632,7 +639,7 @@ func (n *Node) maybeBootstrap(peers []Peer, now time.Time) {
 	var alive []string
 	for _, p := range peers {
 		if p.State == PeerAlive {
-			alive = append(alive, p.Name)
+			alive = append(alive, fmt.Sprintf("%s/%t", p.Name, p.InCluster))
 		}
 	}
 	slices.Sort(alive)
@@ -646,7 +653,7 @@ func (n *Node) maybeBootstrap(peers []Peer, now time.Time) {
 	if now.Sub(n.viewSince) < 2*n.cfg.ReconcileInterval {
 		return
 	}
-	voters, ok := BootstrapDecision(n.cfg.Name, n.cfg.BootstrapExpect, alive, false)
+	voters, ok := BootstrapDecision(n.cfg.Name, n.cfg.BootstrapExpect, peers, false)
 	if !ok {
 		return
 	}

@@ -44,6 +44,23 @@ func TestBootstrapExpect(t *testing.T) {
 	}
 }
 
+func TestNewcomerWithLowestNameJoins(t *testing.T) {
+	c := newTestCluster(t, 3)
+	names := []string{"b", "c", "d"}
+	startAll(c, names...)
+	waitFor(t, 30*time.Second, "settled", func() bool { return c.settled(names...) })
+	leader := c.leaders()[0]
+	a := c.start("a") // sorts lowest, no state, same bootstrap-expect
+	all := []string{"a", "b", "c", "d"}
+	waitFor(t, 30*time.Second, "settled with the newcomer", func() bool { return c.settled(all...) })
+	if got := a.Leader(); got != c.leaders()[0] || c.leaders()[0] != leader {
+		t.Fatalf("newcomer follows %q; leader was %s, is %v", got, leader, c.leaders())
+	}
+	if len(a.Table().Owned("a")) == 0 {
+		t.Fatal("newcomer received no shards")
+	}
+}
+
 func TestRestartAndFullClusterRestart(t *testing.T) {
 	c := newTestCluster(t, 3)
 	names := []string{"a", "b", "c"}

@@ -57,8 +57,12 @@ type Config struct {
 	Clock Clock
 
 	// CloseTimeout bounds a graceful Close whose context has no deadline.
-	// Default 30 s.
+	// Default 30 s (plus Cluster.LeaveTimeout in a cluster).
 	CloseTimeout time.Duration
+
+	// Cluster, when set, makes the node a member of a cluster (see
+	// ClusterConfig). Nil: a standalone node that owns every actor.
+	Cluster *ClusterConfig
 }
 
 // DefaultConfig returns the defaults (without a DataDir).
@@ -103,6 +107,14 @@ func (c Config) Validate() error {
 	sup.Store = prospero.NewMemStore() // Validate requires one; the node supplies it
 	if err := sup.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+	}
+	if c.Cluster != nil {
+		if err := c.Cluster.validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if c.Name == "" {
+			bad("a cluster node needs a Name")
+		}
 	}
 	return errors.Join(errs...)
 }

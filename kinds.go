@@ -7,6 +7,7 @@ import (
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/wire"
 	"github.com/tempest-actors/tempest/wire/bare"
 )
 
@@ -77,12 +78,14 @@ type Message struct {
 	types     []reflect.Type // Go types encoded by this codec
 	marshal   func(v any) ([]byte, error)
 	unmarshal func(b []byte) (any, error)
+	register  func(r *wire.Registry) error // adds the type to the wire registry
 }
 
 // bareType is what baregen generates for a type T: methods on *T.
 type bareType[T any] interface {
 	*T
 	AppendBARE(dst []byte) ([]byte, error)
+	DecodeBARE(d *bare.Decoder)
 	UnmarshalBARE(b []byte) error
 }
 
@@ -112,6 +115,7 @@ func MessageOf[T any, PT bareType[T]](tag uint32, name string) Message {
 			}
 			return v, nil
 		},
+		register: func(r *wire.Registry) error { return wire.Register[T, PT](r, tag) },
 	}
 }
 
@@ -138,6 +142,9 @@ func CodecOf[T any](tag uint32, name string, enc func(dst []byte, v T) ([]byte, 
 				return nil, err
 			}
 			return v, nil
+		},
+		register: func(r *wire.Registry) error {
+			return wire.RegisterCodec(r, tag, enc, func(b []byte) (T, error) { return dec(b) })
 		},
 	}
 }

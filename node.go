@@ -10,12 +10,15 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/manifest"
+	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/prospero/arielhost"
+	"github.com/tempest-actors/tempest/wire"
 )
 
 // Lifecycle errors of a Node.
@@ -82,6 +85,8 @@ type Node struct {
 	closed chan struct{} // closed when Close has finished
 	cerr   error
 
+	cl *cluster // nil for a standalone node
+
 	run   atomic.Pointer[running] // set while started and not closing
 	ready atomic.Bool
 	phase atomic.Uint32 // lifecycle, readable without mu
@@ -112,6 +117,9 @@ func New(cfg Config) (*Node, error) {
 		kinds:   map[string]*kindInfo{},
 		closed:  make(chan struct{}),
 		waiters: map[prospero.Identity][]chan struct{}{},
+	}
+	if cfg.Cluster != nil {
+		n.cl = newCluster(n, *cfg.Cluster)
 	}
 	n.man = manifest.Build(manifest.Options{
 		Env: manifest.Detect(),
@@ -214,7 +222,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.startLocked(ctx); err != nil {
 		n.state = stateClosing
 		n.phase.Store(uint32(stateClosing))
-		n.shutdownLocked(ctx)
+		n.shutdownLocked(context.WithoutCancel(ctx), false)
 		n.state = stateClosed
 		n.phase.Store(uint32(stateClosed))
 		close(n.closed)
@@ -229,7 +237,7 @@ func (n *Node) Start(ctx context.Context) error {
 	return nil
 }
 
-func (n *Node) startLocked(context.Context) error {
+func (n *Node) startLocked(ctx context.Context) error {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("tempest: data dir: %w", err)
 	}
@@ -260,16 +268,29 @@ func (n *Node) startLocked(context.Context) error {
 		return err
 	}
 	n.sched = sched
-	return arielhost.Start(sup, sched)
+	if err := arielhost.Start(sup, sched); err != nil {
+		return err
+	}
+	if n.cl != nil {
+		return n.cl.start(ctx)
+	}
+	return nil
 }
 
-// Close shuts the node down gracefully: readiness turns false, new mail is
-// refused, every active actor is passivated (its state written at rest),
-// then the scheduler, the supervisor and the store stop, in reverse start
-// order. It waits until that is done or ctx ends (default
+// Close shuts the node down gracefully: readiness turns false; in a
+// cluster the node's shards are handed off to other nodes (their actors
+// passivated and their state at rest shipped to the new owners); new mail
+// is refused, every active actor is passivated (its state written at
+// rest); the node leaves the cluster; then the components stop in reverse
+// start order. It waits until that is done or ctx ends (default
 // Config.CloseTimeout). It is idempotent; later calls return the first
 // call's result once it is done.
-func (n *Node) Close(ctx context.Context) error {
+func (n *Node) Close(ctx context.Context) error { return n.close(ctx, true) }
+
+// close is Close; graceful false stops the node as a crash would, as far
+// as the cluster can tell: it vanishes from gossip and raft without
+// handing anything off (tests use it; local state is still written).
+func (n *Node) close(ctx context.Context, graceful bool) error {
 	n.mu.Lock()
 	switch n.state {
 	case stateClosing, stateClosed:
@@ -284,13 +305,20 @@ func (n *Node) Close(ctx context.Context) error {
 	n.state = stateClosing
 	n.phase.Store(uint32(stateClosing))
 	n.ready.Store(false)
-	n.run.Store(nil)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, n.cfg.CloseTimeout)
 		defer cancel()
 	}
-	err := n.shutdownLocked(ctx)
+	if n.cl != nil && graceful && n.sched != nil {
+		// Handing off needs the node running: it still serves what it
+		// owns until each shard has moved.
+		if err := n.cl.leave(ctx); err != nil {
+			n.log.LogAttrs(ctx, slog.LevelWarn, "leave: shards not handed off", slog.Any("error", err))
+		}
+	}
+	n.run.Store(nil)
+	err := n.shutdownLocked(ctx, graceful)
 	n.cerr = err
 	n.state = stateClosed
 	n.phase.Store(uint32(stateClosed))
@@ -301,11 +329,17 @@ func (n *Node) Close(ctx context.Context) error {
 }
 
 // shutdownLocked stops what was started, in reverse order.
-func (n *Node) shutdownLocked(ctx context.Context) error {
+func (n *Node) shutdownLocked(ctx context.Context, graceful bool) error {
 	var errs []error
+	if n.cl != nil && !graceful {
+		errs = append(errs, n.cl.stopNetwork(ctx, false))
+	}
 	if n.sup != nil {
 		// The supervisor passivates through the scheduler, so it goes first.
 		errs = append(errs, n.sup.Close(ctx))
+	}
+	if n.cl != nil && graceful {
+		errs = append(errs, n.cl.stopNetwork(ctx, true))
 	}
 	if n.sched != nil {
 		errs = append(errs, n.sched.Close(ctx))
@@ -317,8 +351,14 @@ func (n *Node) shutdownLocked(ctx context.Context) error {
 }
 
 // Ready reports whether the node accepts work: started and not shutting
-// down.
-func (n *Node) Ready() bool { return n.ready.Load() }
+// down; in a cluster also joined, with a known raft leader and an
+// initialised placement table.
+func (n *Node) Ready() bool {
+	if !n.ready.Load() {
+		return false
+	}
+	return n.cl == nil || n.cl.ready()
+}
 
 // Live reports whether the node's process is healthy: it was not closed.
 func (n *Node) Live() bool {
@@ -350,24 +390,75 @@ func (n *Node) Ref(kind, key string) actor.Ref { return actor.Virtual(kind, key)
 // actor.ErrRefused when the recipient's mailbox is full,
 // actor.ErrUnknownKind for a kind not registered, ErrClosed during
 // shutdown.
+//
+// In a cluster, a tell for a shard being handed off or not placed yet
+// waits (up to actor.DefaultAskTimeout) until placement settles.
 func (n *Node) Tell(ref actor.Ref, msg any) error {
 	r, err := n.running()
 	if err != nil {
 		return err
 	}
-	return r.sched.Tell(ref, msg)
+	err = r.sched.Tell(ref, msg)
+	if n.cl == nil || err == nil || !waitable(err) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), actor.DefaultAskTimeout)
+	defer cancel()
+	for waitable(err) {
+		if werr := n.cl.awaitChange(ctx, 100*time.Millisecond); werr != nil {
+			return err
+		}
+		err = r.sched.Tell(ref, msg)
+	}
+	return err
+}
+
+// waitable: the send failed before anything left this node, because
+// placement is in flux; it may be tried again.
+func waitable(err error) bool {
+	return errors.Is(err, placement.ErrHandoff) || errors.Is(err, placement.ErrUnassigned) ||
+		errors.Is(err, placement.ErrUninitialized) || errors.Is(err, placement.ErrLeaseExpired) ||
+		errors.Is(err, placement.ErrBehind)
 }
 
 // Ask sends msg to ref and waits for the reply, until ctx's deadline
 // (default actor.DefaultAskTimeout). Errors are the actor sentinels
 // (ErrDeadlineExceeded, ErrRefused, ErrActorTerminated,
 // ErrProcessUnavailable, ErrUnknownKind) or an error the actor replied.
+//
+// In a cluster, an ask for a shard being handed off or not placed yet
+// waits until placement settles (within ctx), and an ask the receiving
+// node refused as not its owner is sent again once, after this node's
+// table changed.
 func (n *Node) Ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
 	r, err := n.running()
 	if err != nil {
 		return nil, err
 	}
-	return r.sched.Ask(ctx, ref, msg)
+	if n.cl == nil {
+		return r.sched.Ask(ctx, ref, msg)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, actor.DefaultAskTimeout)
+		defer cancel()
+	}
+	resent := false
+	for {
+		reply, err := r.sched.Ask(ctx, ref, msg)
+		switch {
+		case err == nil:
+			return reply, nil
+		case waitable(err):
+		case errors.Is(err, wire.ErrNotOwner) && !resent:
+			resent = true
+		default:
+			return nil, err
+		}
+		if werr := n.cl.awaitChange(ctx, 100*time.Millisecond); werr != nil {
+			return nil, err
+		}
+	}
 }
 
 // Status is what a reference designates.
@@ -399,6 +490,18 @@ func (n *Node) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 	}
 	if n.kind(ref.Kind()) == nil {
 		return Status{}, fmt.Errorf("%w: %q", actor.ErrUnknownKind, ref.Kind())
+	}
+	if n.cl != nil {
+		owner, local, err := n.cl.locate(ref)
+		switch {
+		case err != nil && errors.Is(err, actor.ErrProcessUnavailable):
+			return Status{Kind: ref.Kind(), Key: ref.Key(), State: actor.ProcessUnavailable}, nil
+		case err != nil:
+			return Status{}, err
+		case !local:
+			// The owner's supervisor knows the rest; ask it there.
+			return Status{Kind: ref.Kind(), Key: ref.Key(), State: actor.Unknown, Node: owner}, nil
+		}
 	}
 	st, err := r.sup.Status(ctx, ref)
 	if err != nil {
@@ -464,6 +567,9 @@ func (n *Node) unawait(id prospero.Identity, ch chan struct{}) {
 // emit is the supervisor's event sink: the activation log, Passivate's
 // waiters, then the user's hook. It runs with the supervisor's lock held.
 func (n *Node) emit(e prospero.Event) {
+	if n.cl != nil {
+		n.cl.track(e)
+	}
 	switch e.Type {
 	case prospero.EventActivated, prospero.EventHydrated, prospero.EventRestarted, prospero.EventRehydrated:
 		n.log.LogAttrs(context.Background(), slog.LevelInfo, LogActivated,
@@ -487,12 +593,22 @@ func (n *Node) emit(e prospero.Event) {
 
 // epochOf is the placement epoch of id's shard on this node (0 on a
 // single node).
-func (n *Node) epochOf(prospero.Identity) uint64 { return 0 }
+func (n *Node) epochOf(id prospero.Identity) uint64 {
+	if n.cl == nil {
+		return 0
+	}
+	return n.cl.epochOf(id)
+}
 
 // Stats is a snapshot of the node's counters, for the metrics endpoint.
 type Stats struct {
 	Scheduler  ariel.Stats
 	Supervisor prospero.Stats
+	// Cluster only:
+	Mail      wire.MailStats
+	Transport wire.Stats
+	Members   int  // live members in this node's view
+	Leader    bool // this node is the raft leader
 }
 
 // Stats returns a snapshot; zero before Start and after Close.
@@ -501,5 +617,15 @@ func (n *Node) Stats() Stats {
 	if r == nil {
 		return Stats{}
 	}
-	return Stats{Scheduler: r.sched.Stats(), Supervisor: r.sup.Stats()}
+	st := Stats{Scheduler: r.sched.Stats(), Supervisor: r.sup.Stats()}
+	if c := n.cl; c != nil {
+		st.Mail, st.Transport = c.rem.stats(), c.tr.Stats()
+		for _, m := range c.ml.Members() {
+			if !m.Status.Gone() {
+				st.Members++
+			}
+		}
+		st.Leader = c.pl.IsLeader()
+	}
+	return st
 }

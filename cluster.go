@@ -1,0 +1,876 @@
+package tempest
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/manifest"
+	"github.com/tempest-actors/tempest/membership"
+	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/wire"
+)
+
+// ClusterConfig makes a node a member of a cluster: gossip membership,
+// raft placement with leased, epoch-fenced shard ownership, and actor mail
+// between nodes over QUIC with mutual TLS. Zero fields take defaults.
+type ClusterConfig struct {
+	// GossipAddr is the host:port memberlist binds, TCP and UDP (default
+	// ":7946"; port 0 picks a free port).
+	GossipAddr string
+	// GossipAdvertise is the ip[:port] other nodes gossip with (default:
+	// the bind address when specific, otherwise the first private IP).
+	GossipAdvertise string
+	// QUICAddr is the UDP host:port of the QUIC transport (default
+	// ":7947"; port 0 picks a free port).
+	QUICAddr string
+	// AdvertiseHost is the host other nodes dial for QUIC (default: the
+	// host of GossipAdvertise, else of QUICAddr, else of GossipAddr).
+	AdvertiseHost string
+	// HTTPAddr is this node's HTTP address, published in its metadata.
+	HTTPAddr string
+	// Seeds are addresses or DNS names of nodes to join (see
+	// membership.Config.Seeds). None: start a new cluster.
+	Seeds []string
+	// BootstrapExpect: once this many nodes see each other, the one with
+	// the lowest name bootstraps the raft cluster. 0 never bootstraps
+	// (the node joins an existing cluster).
+	BootstrapExpect int
+	// GossipKeys encrypt gossip (the first is the primary key); see
+	// membership.Config.GossipKeys. Empty: no encryption.
+	GossipKeys [][]byte
+	// Certificate is this node's certificate (its name as the first DNS
+	// SAN) and CAs the cluster CA pool. Both required.
+	Certificate tls.Certificate
+	CAs         *x509.CertPool
+	// Version is the build version published in the node's metadata.
+	Version string
+
+	// GossipTiming tunes failure detection (zero fields: LAN defaults;
+	// tests use membership.FastTiming).
+	GossipTiming membership.Timing
+	// Placement tunes raft and leases. Name, DataDir, Transport,
+	// Membership, BootstrapExpect, Handoff, Forwarder, Clock and Logger
+	// are set by the node.
+	Placement placement.Config
+	// Wire tunes the QUIC transport. Name, ListenAddr, Certificate, CAs,
+	// Resolve, Handler, Events, ManifestDigest and Logger are set by the
+	// node.
+	Wire wire.Config
+	// LeaveTimeout bounds the graceful hand-off of this node's shards in
+	// Close (default 30 s, or the Close context's deadline).
+	LeaveTimeout time.Duration
+}
+
+func (c *ClusterConfig) validate() error {
+	switch {
+	case len(c.Certificate.Certificate) == 0:
+		return fmt.Errorf("%w: Cluster.Certificate is required", ErrInvalidConfig)
+	case c.CAs == nil:
+		return fmt.Errorf("%w: Cluster.CAs is required", ErrInvalidConfig)
+	case c.BootstrapExpect < 0:
+		return fmt.Errorf("%w: negative Cluster.BootstrapExpect", ErrInvalidConfig)
+	case c.LeaveTimeout < 0:
+		return fmt.Errorf("%w: negative Cluster.LeaveTimeout", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Stream services a node listens for, besides raft.
+const (
+	serviceForward = "tempest-forward" // placement commands from followers to the leader
+	serviceMove    = "tempest-move"    // the leader asks an old owner to hand a shard off
+	serviceState   = "tempest-state"   // an old owner ships state at rest to the new owner
+)
+
+const maxStreamMsg = 4 << 20
+
+// cluster is a node's cluster side. Its fields are set in start and only
+// read afterwards.
+type cluster struct {
+	n     *Node
+	cfg   ClusterConfig
+	name  string
+	log   *slog.Logger
+	reg   *wire.Registry
+	rem   *remote
+	tr    *wire.QUIC
+	ml    *membership.Membership
+	pl    *placement.Node
+	peers *peerView
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	lns    []net.Listener
+
+	mu     sync.Mutex
+	active map[prospero.Identity]bool // activations on this node
+	known  map[prospero.Identity]bool // identities whose state at rest may be here
+}
+
+func newCluster(n *Node, cfg ClusterConfig) *cluster {
+	return &cluster{n: n, cfg: cfg, name: n.cfg.Name, log: n.log,
+		active: map[prospero.Identity]bool{}, known: map[prospero.Identity]bool{}}
+}
+
+// start brings the cluster side up: registry and mail, transport,
+// membership, stream services, placement. The node's scheduler and
+// supervisor run already. On error the caller calls stop.
+func (c *cluster) start(ctx context.Context) error {
+	n := c.n
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.reg = wire.NewRegistry()
+	for _, name := range n.reg.Names() {
+		for _, m := range n.kinds[name].opts.Messages {
+			if m.register == nil {
+				continue
+			}
+			if err := m.register(c.reg); err != nil {
+				return fmt.Errorf("tempest: kind %q: %w", name, err)
+			}
+		}
+	}
+	rem, err := newRemote(n.sched, c.reg, c.locate, wire.MailConfig{Logger: c.log})
+	if err != nil {
+		return err
+	}
+	c.rem = rem
+
+	wc := c.cfg.Wire
+	wc.Name = c.name
+	wc.ListenAddr = c.cfg.QUICAddr
+	if wc.ListenAddr == "" {
+		wc.ListenAddr = ":7947"
+	}
+	wc.Certificate, wc.CAs = c.cfg.Certificate, c.cfg.CAs
+	wc.Resolve = c.resolve
+	wc.Handler = rem.mail.Handle
+	wc.Events = rem.mail.LinkEvent
+	wc.ManifestDigest = []byte(n.man.Digest())
+	wc.Logger = c.log
+	tr, err := wire.NewQUIC(wc)
+	if err != nil {
+		return err
+	}
+	c.tr = tr
+	rem.attach(tr)
+
+	mc := membership.DefaultConfig()
+	mc.Name = c.name
+	mc.Bind = c.cfg.GossipAddr
+	mc.Advertise = c.cfg.GossipAdvertise
+	mc.Seeds = c.cfg.Seeds
+	mc.GossipKeys = c.cfg.GossipKeys
+	mc.Timing = c.cfg.GossipTiming
+	mc.Logger = c.log
+	mc.Meta = membership.Meta{
+		Name:           c.name,
+		QUICAddr:       c.quicAdvertise(),
+		HTTPAddr:       c.cfg.HTTPAddr,
+		ManifestDigest: n.man.Digest(),
+		Kinds:          n.reg.Names(),
+		Version:        c.cfg.Version,
+	}
+	ml, err := membership.New(mc)
+	if err != nil {
+		return err
+	}
+	c.ml = ml
+	c.peers = newPeerView(c, ml)
+
+	raftLn, err := tr.ListenStream(placement.RaftService)
+	if err != nil {
+		return err
+	}
+	for _, svc := range []struct {
+		name string
+		fn   func(net.Conn) error
+	}{{serviceForward, c.serveForward}, {serviceMove, c.serveMove}, {serviceState, c.serveState}} {
+		l, err := tr.ListenStream(svc.name)
+		if err != nil {
+			_ = raftLn.Close()
+			return err
+		}
+		c.lns = append(c.lns, l)
+		c.wg.Add(1)
+		go c.acceptLoop(l, svc.fn)
+	}
+	rt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  placement.NewStreamLayer(streamDialer{tr}, raftLn, placement.RaftService),
+		MaxPool: 3,
+		Timeout: 5 * time.Second,
+		Logger:  hclog.NewNullLogger(),
+	})
+	pc := c.cfg.Placement
+	pc.Name = c.name
+	pc.DataDir = n.cfg.DataDir
+	pc.Transport = rt
+	pc.Membership = c.peers
+	pc.BootstrapExpect = c.cfg.BootstrapExpect
+	pc.Handoff = handoffFunc(c.transfer)
+	pc.Forwarder = forwardFunc(c.forward)
+	pc.Logger = c.log
+	pl, err := placement.New(pc)
+	if err != nil {
+		_ = rt.Close()
+		return err
+	}
+	c.pl = pl
+
+	if err := ml.Start(ctx); err != nil {
+		return err
+	}
+	c.wg.Add(1)
+	go c.watchMembers()
+	if err := pl.Start(ctx); err != nil {
+		return err
+	}
+	c.wg.Add(1)
+	go c.fenceLoop()
+	return nil
+}
+
+// quicAdvertise is the host:port peers dial for QUIC.
+func (c *cluster) quicAdvertise() string {
+	_, port, _ := net.SplitHostPort(c.tr.Addr().String())
+	host := c.cfg.AdvertiseHost
+	for _, a := range []string{c.cfg.GossipAdvertise, c.cfg.QUICAddr, c.cfg.GossipAddr} {
+		if host != "" {
+			break
+		}
+		if h, _, err := net.SplitHostPort(a); err == nil && h != "" && h != "0.0.0.0" && h != "::" {
+			host = h
+		} else if ip := net.ParseIP(a); ip != nil && !ip.IsUnspecified() {
+			host = a
+		}
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// resolve maps a node name to its QUIC address from membership metadata.
+func (c *cluster) resolve(_ context.Context, peer string) (string, error) {
+	if c.ml == nil {
+		return "", fmt.Errorf("%w: %s: membership not started", actor.ErrProcessUnavailable, peer)
+	}
+	for _, m := range c.ml.Members() {
+		if m.Name == peer && !m.Status.Gone() && m.Meta.QUICAddr != "" {
+			return m.Meta.QUICAddr, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s is not a live member", actor.ErrProcessUnavailable, peer)
+}
+
+// locate is the routing decision for ref: its owner from the applied
+// table, and for a shard this node owns, the fence (lease, node status,
+// handoff). Errors match actor sentinels.
+func (c *cluster) locate(ref actor.Ref) (string, bool, error) {
+	loc, err := c.pl.Locate(ref.Kind(), ref.Key())
+	if err != nil {
+		if errors.Is(err, placement.ErrNoEligibleNode) {
+			return "", false, fmt.Errorf("%w: %w", actor.ErrNoEligibleNode, err)
+		}
+		return "", false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, err)
+	}
+	if loc.Moving {
+		return "", false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff)
+	}
+	if loc.Owner != c.name {
+		return loc.Owner, false, nil
+	}
+	if err := c.pl.Check(loc.Shard, 0, c.n.cfg.Clock.Now()); err != nil {
+		var no *placement.NotOwnerError
+		if errors.As(err, &no) && no.OwnerHint != "" && no.OwnerHint != c.name {
+			return no.OwnerHint, false, nil
+		}
+		return "", false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, err)
+	}
+	return c.name, true, nil
+}
+
+// awaitChange waits until the applied table changes, d passes or ctx
+// ends.
+func (c *cluster) awaitChange(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-c.pl.Changed():
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// epochOf is the current epoch of id's shard (0 if unknown).
+func (c *cluster) epochOf(id prospero.Identity) uint64 {
+	if c.pl == nil {
+		return 0
+	}
+	loc, _ := c.pl.Locate(id.Kind, id.Key)
+	return loc.Epoch
+}
+
+// track follows activations (from the supervisor's events).
+func (c *cluster) track(e prospero.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch e.Type {
+	case prospero.EventActivated, prospero.EventHydrated, prospero.EventRestarted, prospero.EventRehydrated:
+		c.active[e.ID], c.known[e.ID] = true, true
+	case prospero.EventPassivated, prospero.EventRetired:
+		delete(c.active, e.ID)
+	}
+}
+
+// fenceLoop passivates activations of shards this node may no longer
+// serve (lease lapsed, marked down, shard moved), so that an isolated
+// node stops serving before anyone else may take over.
+func (c *cluster) fenceLoop() {
+	defer c.wg.Done()
+	lease := c.cfg.Placement.Lease
+	if lease == 0 {
+		lease = placement.DefaultConfig().Lease
+	}
+	tick := time.NewTicker(max(lease/8, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		c.mu.Lock()
+		ids := make([]prospero.Identity, 0, len(c.active))
+		for id := range c.active {
+			ids = append(ids, id)
+		}
+		c.mu.Unlock()
+		for _, id := range ids {
+			if _, local, _ := c.locate(id.Ref()); !local {
+				if r := c.n.run.Load(); r != nil {
+					r.sup.Passivate(id.Ref())
+				}
+			}
+		}
+	}
+}
+
+// watchMembers feeds membership changes to placement and closes links
+// to peers declared dead.
+func (c *cluster) watchMembers() {
+	defer c.wg.Done()
+	sub := c.ml.Subscribe()
+	defer sub.Close()
+	for {
+		ev, err := sub.Next(c.ctx)
+		if err != nil {
+			return
+		}
+		c.peers.signal()
+		if ev.Type == membership.EventFail && ev.Member.Name != c.name {
+			c.tr.Disconnect(ev.Member.Name)
+		}
+	}
+}
+
+// ready: joined, a leader known, the table initialised, and this node's
+// lease fresh (it may serve what it owns).
+func (c *cluster) ready() bool {
+	select {
+	case <-c.ml.Joined():
+	default:
+		return false
+	}
+	if c.pl.Leader() == "" {
+		return false
+	}
+	inited := false
+	c.pl.FSM().Read(func(t *placement.Table) { inited = t.ShardCount > 0 })
+	return inited && c.pl.LeaseFresh(c.n.cfg.Clock.Now())
+}
+
+// leave hands this node's shards off (placement drains it).
+func (c *cluster) leave(ctx context.Context) error {
+	d := c.cfg.LeaveTimeout
+	if d == 0 {
+		d = 30 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return c.pl.Leave(ctx)
+}
+
+// stopNetwork ends the node's presence in the cluster: graceful (leave
+// gossip) or as a crash (halt).
+func (c *cluster) stopNetwork(ctx context.Context, graceful bool) error {
+	var errs []error
+	if c.ml != nil {
+		if graceful {
+			errs = append(errs, c.ml.Close(ctx))
+		} else {
+			c.ml.Halt()
+		}
+	}
+	if c.cancel != nil {
+		c.cancel()
+	}
+	if c.pl != nil {
+		errs = append(errs, c.pl.Close(ctx))
+	}
+	for _, l := range c.lns {
+		_ = l.Close()
+	}
+	if c.tr != nil {
+		errs = append(errs, c.tr.Close())
+	}
+	c.wg.Wait()
+	if c.rem != nil {
+		errs = append(errs, c.rem.close())
+	}
+	return errors.Join(errs...)
+}
+
+// ---- stream services ----
+
+func (c *cluster) acceptLoop(l net.Listener, serve func(net.Conn) error) {
+	defer c.wg.Done()
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			stop := context.AfterFunc(c.ctx, func() { _ = conn.Close() })
+			defer stop()
+			if err := serve(conn); err != nil {
+				c.log.LogAttrs(context.Background(), slog.LevelDebug, "stream service", slog.Any("error", err))
+			}
+			_ = conn.Close()
+		}()
+	}
+}
+
+func writeMsg(w io.Writer, b []byte) error {
+	var hdr [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(hdr[:], uint64(len(b)))
+	if _, err := w.Write(hdr[:k]); err != nil {
+		return err
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+func readMsg(r *bufio.Reader) ([]byte, error) {
+	l, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	if l > maxStreamMsg {
+		return nil, fmt.Errorf("tempest: stream message of %d bytes", l)
+	}
+	b := make([]byte, l)
+	_, err = io.ReadFull(r, b)
+	return b, err
+}
+
+// writeResult answers a request: empty for success, the error text
+// otherwise.
+func writeResult(w io.Writer, err error) error {
+	if err == nil {
+		return writeMsg(w, nil)
+	}
+	return writeMsg(w, []byte(err.Error()))
+}
+
+func readResult(r *bufio.Reader) error {
+	b, err := readMsg(r)
+	if err != nil {
+		return err
+	}
+	if len(b) > 0 {
+		return errors.New(string(b))
+	}
+	return nil
+}
+
+// call opens a stream to peer's service, sends req and waits for the
+// result.
+func (c *cluster) call(ctx context.Context, peer, service string, req []byte) error {
+	conn, err := c.tr.DialStream(ctx, peer, service)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	if err := writeMsg(conn, req); err != nil {
+		return err
+	}
+	return readResult(bufio.NewReader(conn))
+}
+
+// streamDialer adapts the transport to placement's StreamDialer.
+type streamDialer struct{ t *wire.QUIC }
+
+func (d streamDialer) Dial(ctx context.Context, peer, service string) (net.Conn, error) {
+	return d.t.DialStream(ctx, peer, service)
+}
+
+type forwardFunc func(ctx context.Context, leader string, cmd []byte) error
+
+func (f forwardFunc) Forward(ctx context.Context, leader string, cmd []byte) error {
+	return f(ctx, leader, cmd)
+}
+
+type handoffFunc func(ctx context.Context, m placement.Move) error
+
+func (f handoffFunc) Transfer(ctx context.Context, m placement.Move) error { return f(ctx, m) }
+
+// forward sends a placement command to the leader.
+func (c *cluster) forward(ctx context.Context, leader string, cmd []byte) error {
+	if leader == c.name {
+		return c.pl.ApplyForwarded(ctx, cmd)
+	}
+	return c.call(ctx, leader, serviceForward, cmd)
+}
+
+func (c *cluster) serveForward(conn net.Conn) error {
+	cmd, err := readMsg(bufio.NewReader(conn))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	return writeResult(conn, c.pl.ApplyForwarded(ctx, cmd))
+}
+
+// transfer runs on the leader: the old owner of m hands the shard off.
+func (c *cluster) transfer(ctx context.Context, m placement.Move) error {
+	if m.From == c.name {
+		return c.shipShard(ctx, m)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, m.From, serviceMove, b)
+}
+
+func (c *cluster) serveMove(conn net.Conn) error {
+	b, err := readMsg(bufio.NewReader(conn))
+	if err != nil {
+		return err
+	}
+	var m placement.Move
+	if err := json.Unmarshal(b, &m); err != nil {
+		return writeResult(conn, err)
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	return writeResult(conn, c.shipShard(ctx, m))
+}
+
+// shipShard is the old owner's side of a handoff: once its applied table
+// shows the move (so it admits no more mail for the shard), it
+// passivates the shard's activations and ships their state at rest to
+// the new owner, which stores it before the move completes.
+func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
+	for {
+		s, ok := c.pl.Owner(m.Shard)
+		if ok && s.Owner == c.name && s.MovingTo == m.To {
+			break
+		}
+		if ok && s.Owner != c.name {
+			return fmt.Errorf("tempest: handoff of %s: this node does not own it", m.Shard)
+		}
+		if err := c.awaitChange(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	var ids []prospero.Identity
+	c.mu.Lock()
+	for id := range c.known {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	ids = slices.DeleteFunc(ids, func(id prospero.Identity) bool {
+		loc, err := c.pl.Locate(id.Kind, id.Key)
+		return err != nil || loc.Shard != m.Shard
+	})
+	slices.SortFunc(ids, func(a, b prospero.Identity) int {
+		return cmpString(a.String(), b.String())
+	})
+	for _, id := range ids {
+		if err := c.n.Passivate(ctx, id.Ref()); err != nil {
+			return err
+		}
+	}
+	conn, err := c.tr.DialStream(ctx, m.To, serviceState)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	w := bufio.NewWriter(conn)
+	send := func(env wire.Envelope) error {
+		b, err := wire.MarshalEnvelope(env)
+		if err != nil {
+			return err
+		}
+		return writeMsg(w, b)
+	}
+	shard := uint32(m.Shard.Index)
+	if err := send(&wire.HandoffBegin{Shard: shard, Epoch: m.Epoch + 1, From: c.name, To: m.To}); err != nil {
+		return err
+	}
+	var count uint64
+	for _, id := range ids {
+		rec, err := c.n.store.Get(ctx, id)
+		if errors.Is(err, prospero.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		count++
+		if err := send(&wire.StateTransfer{Shard: shard, Epoch: m.Epoch + 1, Seq: count,
+			Actor: wire.ActorID{Kind: id.Kind, Key: id.Key, Incarnation: rec.Incarnation}, State: rec.State}); err != nil {
+			return err
+		}
+	}
+	if err := send(&wire.HandoffDone{Shard: shard, Epoch: m.Epoch + 1, Count: count}); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if err := readResult(bufio.NewReader(conn)); err != nil {
+		return fmt.Errorf("tempest: handoff of %s to %s: %w", m.Shard, m.To, err)
+	}
+	c.mu.Lock()
+	for _, id := range ids {
+		delete(c.known, id)
+	}
+	c.mu.Unlock()
+	c.log.LogAttrs(ctx, slog.LevelInfo, "shard handed off", slog.String("shard", m.Shard.String()),
+		slog.String("to", m.To), slog.Uint64("actors", count))
+	return nil
+}
+
+// serveState is the new owner's side of a handoff: it stores the state
+// at rest it receives, then acknowledges.
+func (c *cluster) serveState(conn net.Conn) error {
+	r := bufio.NewReader(conn)
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	var got uint64
+	for {
+		b, err := readMsg(r)
+		if err != nil {
+			return err
+		}
+		env, err := wire.UnmarshalEnvelope(b)
+		if err != nil {
+			return writeResult(conn, err)
+		}
+		switch e := env.(type) {
+		case *wire.HandoffBegin:
+		case *wire.StateTransfer:
+			id := prospero.Identity{Kind: e.Actor.Kind, Key: e.Actor.Key}
+			if err := c.storeState(ctx, id, e.Actor.Incarnation, e.State); err != nil {
+				return writeResult(conn, err)
+			}
+			got++
+		case *wire.HandoffDone:
+			if e.Count != got {
+				return writeResult(conn, fmt.Errorf("tempest: handoff: %d states announced, %d received", e.Count, got))
+			}
+			return writeResult(conn, nil)
+		default:
+			return writeResult(conn, fmt.Errorf("tempest: unexpected %T in a handoff", env))
+		}
+	}
+}
+
+// storeState writes a shipped record over whatever this node's store
+// held for id.
+func (c *cluster) storeState(ctx context.Context, id prospero.Identity, inc uint64, state []byte) error {
+	for range 3 {
+		var expected uint64
+		cur, err := c.n.store.Get(ctx, id)
+		switch {
+		case err == nil:
+			expected = cur.Version
+		case !errors.Is(err, prospero.ErrNotFound):
+			return err
+		}
+		_, err = c.n.store.Put(ctx, id, expected, prospero.Record{Incarnation: inc, State: state})
+		if errors.Is(err, prospero.ErrVersionConflict) {
+			continue
+		}
+		if err == nil {
+			c.mu.Lock()
+			c.known[id] = true
+			c.mu.Unlock()
+		}
+		return err
+	}
+	return fmt.Errorf("tempest: handoff: %s: %w", id, prospero.ErrVersionConflict)
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ---- the node's cluster accessors ----
+
+// Members returns this node's view of the cluster's members (nil for a
+// standalone node). The caller owns the slice.
+func (n *Node) Members() []membership.Member {
+	if n.cl == nil || n.cl.ml == nil {
+		return nil
+	}
+	return n.cl.ml.Members()
+}
+
+// Leader returns the raft leader's name ("" if unknown or standalone).
+func (n *Node) Leader() string {
+	if n.cl == nil || n.cl.pl == nil {
+		return ""
+	}
+	return n.cl.pl.Leader()
+}
+
+// Table returns a copy of this node's applied placement table (nil for a
+// standalone node).
+func (n *Node) Table() *placement.Table {
+	if n.cl == nil || n.cl.pl == nil {
+		return nil
+	}
+	return n.cl.pl.Table()
+}
+
+// Locate returns the node that owns ref by this node's applied table and
+// the shard's epoch. A standalone node owns everything.
+func (n *Node) Locate(ref actor.Ref) (node string, epoch uint64, err error) {
+	if !ref.IsVirtual() {
+		return ref.Node(), 0, nil
+	}
+	if n.cl == nil {
+		return n.cfg.Name, 0, nil
+	}
+	if n.cl.pl == nil {
+		return "", 0, ErrNotStarted
+	}
+	loc, err := n.cl.pl.Locate(ref.Kind(), ref.Key())
+	if err != nil {
+		if errors.Is(err, placement.ErrNoEligibleNode) {
+			err = fmt.Errorf("%w: %w", actor.ErrNoEligibleNode, err)
+		}
+		return "", 0, err
+	}
+	return loc.Owner, loc.Epoch, nil
+}
+
+// ---- the membership view placement consumes ----
+
+// peerView adapts membership to placement.Membership. Peers' full
+// manifests do not travel in gossip (only their digests): a peer whose
+// digest equals this node's is known to have this node's manifest; any
+// other peer is reported with an empty manifest, so it hosts only kinds
+// without clause requirements.
+type peerView struct {
+	ml      *membership.Membership
+	self    string
+	man     manifest.Manifest
+	digest  string
+	kinds   []placement.KindSpec
+	changed chan struct{}
+}
+
+var _ placement.Membership = (*peerView)(nil)
+
+func newPeerView(c *cluster, ml *membership.Membership) *peerView {
+	v := &peerView{ml: ml, self: c.name, man: c.n.man, digest: c.n.man.Digest(), changed: make(chan struct{}, 1)}
+	for _, name := range c.n.reg.Names() {
+		v.kinds = append(v.kinds, placement.KindSpec{Name: name,
+			Requires: slices.Clone(c.n.kinds[name].opts.RequiredClauses)})
+	}
+	return v
+}
+
+func (v *peerView) signal() {
+	select {
+	case v.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Changed implements placement.Membership.
+func (v *peerView) Changed() <-chan struct{} { return v.changed }
+
+// Members implements placement.Membership.
+func (v *peerView) Members() []placement.Peer {
+	ms := v.ml.Members()
+	out := make([]placement.Peer, 0, len(ms))
+	for _, m := range ms {
+		p := placement.Peer{Name: m.Name, Addr: m.Meta.QUICAddr, HTTPAddr: m.Meta.HTTPAddr, Version: m.Meta.Version}
+		switch {
+		case m.Status == membership.StatusLeft:
+			p.State = placement.PeerLeft
+		case m.Status == membership.StatusDead:
+			p.State = placement.PeerFailed
+		case m.Meta.Leaving:
+			p.State = placement.PeerLeaving
+		default:
+			p.State = placement.PeerAlive
+		}
+		if m.MetaErr != nil {
+			p.State = placement.PeerFailed
+		}
+		if m.Name == v.self {
+			p.Manifest, p.Kinds = v.man, v.kinds
+		} else {
+			if m.Meta.ManifestDigest == v.digest {
+				p.Manifest = v.man
+			}
+			for _, k := range m.Meta.Kinds {
+				p.Kinds = append(p.Kinds, placement.KindSpec{Name: k})
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}

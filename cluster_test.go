@@ -1,0 +1,393 @@
+package tempest_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/demo"
+	"github.com/tempest-actors/tempest/membership"
+	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/wire"
+)
+
+// testCluster runs real nodes on loopback: QUIC with certificates of a
+// test CA, memberlist with a gossip key and fast timing, raft in temp dirs.
+type testCluster struct {
+	t     *testing.T
+	ca    *wire.CA
+	pool  *x509.CertPool
+	key   []byte
+	seed  string
+	logs  *syncBuffer
+	mu    sync.Mutex
+	nodes map[string]*tempest.Node
+	dirs  map[string]string
+}
+
+func newTestCluster(t *testing.T) *testCluster {
+	t.Helper()
+	ca, err := wire.NewCA("test CA", time.Now().Add(-time.Minute), 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	key, err := membership.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &testCluster{t: t, ca: ca, pool: pool, key: key, logs: &syncBuffer{},
+		nodes: map[string]*tempest.Node{}, dirs: map[string]string{}}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, n := range c.nodes {
+			_ = tempest.Halt(context.Background(), n)
+		}
+	})
+	return c
+}
+
+func placementTiming() placement.Config {
+	cfg := placement.Config{}
+	cfg.Shards = 64
+	cfg.HeartbeatTimeout = 500 * time.Millisecond
+	cfg.ElectionTimeout = 500 * time.Millisecond
+	cfg.LeaderLeaseTimeout = 250 * time.Millisecond
+	cfg.CommitTimeout = 10 * time.Millisecond
+	cfg.Lease = time.Second
+	cfg.LeaseMargin = 300 * time.Millisecond
+	cfg.DownAfter = 700 * time.Millisecond
+	cfg.DeadVoterGrace = 2 * time.Second
+	cfg.ReconcileInterval = 100 * time.Millisecond
+	cfg.ApplyTimeout = time.Second
+	cfg.MaxMoving = 16
+	cfg.WALSegmentSize = 1 << 20
+	return cfg
+}
+
+// start starts the node name (on its old data dir if it ran before).
+func (c *testCluster) start(name string, expect int) *tempest.Node {
+	t := c.t
+	t.Helper()
+	certPEM, keyPEM, err := c.ca.Issue(wire.NodeCertRequest{Name: name, NotBefore: time.Now().Add(-time.Minute), Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	dir, ok := c.dirs[name]
+	if !ok {
+		dir = t.TempDir()
+		c.dirs[name] = dir
+	}
+	seed := c.seed
+	c.mu.Unlock()
+	cc := &tempest.ClusterConfig{
+		GossipAddr: "127.0.0.1:0", QUICAddr: "127.0.0.1:0",
+		BootstrapExpect: expect, GossipKeys: [][]byte{c.key},
+		Certificate: cert, CAs: c.pool, Version: "test",
+		GossipTiming: membership.FastTiming(), Placement: placementTiming(),
+		LeaveTimeout: 20 * time.Second,
+	}
+	if seed != "" {
+		cc.Seeds = []string{seed}
+	}
+	cfg := tempest.Config{Name: name, DataDir: dir, Cluster: cc,
+		Logger: slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	cfg.Scheduler.Workers = 2
+	n, err := tempest.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Register(n, demo.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.nodes[name] = n
+	if c.seed == "" {
+		for _, m := range n.Members() {
+			if m.Name == name {
+				c.seed = m.Addr.String()
+			}
+		}
+	}
+	c.mu.Unlock()
+	return n
+}
+
+func (c *testCluster) remove(name string) *tempest.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodes[name]
+	delete(c.nodes, name)
+	return n
+}
+
+func (c *testCluster) live() []*tempest.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*tempest.Node
+	for _, n := range c.nodes {
+		out = append(out, n)
+	}
+	return out
+}
+
+// waitFor polls cond (a state check, not a sleep for synchronisation)
+// until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		<-tick.C
+	}
+}
+
+// settled: every live node is ready and every shard is owned by a live
+// node in every node's table, with no move in progress.
+func (c *testCluster) settled() bool {
+	nodes := c.live()
+	names := map[string]bool{}
+	for _, n := range nodes {
+		names[n.Name()] = true
+	}
+	for _, n := range nodes {
+		if !n.Ready() {
+			return false
+		}
+		tab := n.Table()
+		if tab == nil || tab.ShardCount == 0 {
+			return false
+		}
+		for _, g := range tab.Groups {
+			for _, s := range g.Shards {
+				if !names[s.Owner] || s.MovingTo != "" {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+func TestClusterRoutesAndFailsOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t)
+	for _, name := range []string{"n1", "n2", "n3"} {
+		c.start(name, 3)
+	}
+	t0 := time.Now()
+	waitFor(t, 30*time.Second, "three ready nodes with a settled table", c.settled)
+	t.Logf("settled after %v", time.Since(t0))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(c.logs.String())
+		}
+	})
+
+	// Asks to many keys from every node.
+	const keys = 48
+	ctx := ctxT(t)
+	owners := map[string]int{}
+	for _, n := range c.live() {
+		for k := range keys {
+			key := fmt.Sprintf("k%d", k)
+			text := n.Name() + "/" + key
+			got, err := n.Ask(ctx, n.Ref(demo.Echo, key), demo.EchoIn{Text: text})
+			if err != nil {
+				t.Fatalf("%s asks echo/%s: %v", n.Name(), key, err)
+			}
+			if e, ok := got.(demo.EchoIn); !ok || e.Text != text {
+				t.Fatalf("%s asks echo/%s: got %#v", n.Name(), key, got)
+			}
+			owner, _, _ := n.Locate(n.Ref(demo.Echo, key))
+			owners[owner]++
+		}
+		if n.Stats().Mail.AsksSent == 0 {
+			t.Errorf("%s sent no ask over the wire", n.Name())
+		}
+	}
+	if len(owners) != 3 {
+		t.Fatalf("keys spread over %v, want all three nodes", owners)
+	}
+
+	// Steady asks from the two survivors, then kill n3 without a leave.
+	var (
+		wg        sync.WaitGroup
+		stop      = make(chan struct{})
+		ok, fails atomic.Int64
+		mismatch  atomic.Int64
+		late      atomic.Int64
+	)
+	const deadline = 2 * time.Second
+	for _, n := range c.live() {
+		if n.Name() == "n3" {
+			continue
+		}
+		for w := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					key := fmt.Sprintf("k%d", (i*7+w)%keys)
+					text := fmt.Sprintf("%s-%d-%d", n.Name(), w, i)
+					actx, cancel := context.WithTimeout(context.Background(), deadline)
+					start := time.Now()
+					got, err := n.Ask(actx, n.Ref(demo.Echo, key), demo.EchoIn{Text: text})
+					took := time.Since(start)
+					cancel()
+					if err != nil {
+						fails.Add(1)
+						if took > deadline+time.Second {
+							late.Add(1)
+						}
+						continue
+					}
+					if e, ok2 := got.(demo.EchoIn); !ok2 || e.Text != text {
+						mismatch.Add(1)
+					}
+					ok.Add(1)
+				}
+			}()
+		}
+	}
+	waitFor(t, 10*time.Second, "steady asks", func() bool { return ok.Load() > 200 })
+	victim := c.remove("n3")
+	killed := time.Now()
+	if err := tempest.Halt(context.Background(), victim); err != nil {
+		t.Logf("halt n3: %v", err)
+	}
+	// Its actors answer again on the survivors.
+	waitFor(t, 30*time.Second, "every key answering on the survivors", func() bool {
+		for _, n := range c.live() {
+			for k := range keys {
+				actx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				_, err := n.Ask(actx, n.Ref(demo.Echo, fmt.Sprintf("k%d", k)), demo.EchoIn{Text: "probe"})
+				cancel()
+				if err != nil {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	recovery := time.Since(killed)
+	before := ok.Load()
+	waitFor(t, 10*time.Second, "asks succeeding after recovery", func() bool { return ok.Load() > before+100 })
+	close(stop)
+	wg.Wait()
+	t.Logf("failover: every key answering again %v after the kill; %d asks ok, %d failed", recovery, ok.Load(), fails.Load())
+	if n := mismatch.Load(); n != 0 {
+		t.Errorf("%d replies did not match their ask (lost or duplicated)", n)
+	}
+	if n := late.Load(); n != 0 {
+		t.Errorf("%d failed asks returned well after their deadline", n)
+	}
+	for _, n := range c.live() {
+		for k := range keys {
+			owner, _, err := n.Locate(n.Ref(demo.Echo, fmt.Sprintf("k%d", k)))
+			if err != nil || owner == "n3" {
+				t.Fatalf("%s: k%d owned by %q (%v) after failover", n.Name(), k, owner, err)
+			}
+		}
+	}
+}
+
+func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t)
+	for _, name := range []string{"n1", "n2", "n3"} {
+		c.start(name, 3)
+	}
+	waitFor(t, 30*time.Second, "three ready nodes with a settled table", c.settled)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(c.logs.String())
+		}
+	})
+	ctx := ctxT(t)
+	n1 := c.live()[0]
+	const keys = 24
+	want := map[string]int64{}
+	onN3 := 0
+	for k := range keys {
+		key := fmt.Sprintf("c%d", k)
+		for i := range 3 {
+			if _, err := n1.Ask(ctx, n1.Ref(demo.Counter, key), demo.Add{N: int64(k + i)}); err != nil {
+				t.Fatalf("add to %s: %v", key, err)
+			}
+			want[key] += int64(k + i)
+		}
+		if owner, _, _ := n1.Locate(n1.Ref(demo.Counter, key)); owner == "n3" {
+			onN3++
+		}
+	}
+	if onN3 == 0 {
+		t.Fatal("no counter on n3; pick more keys")
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, n := range c.live() {
+			for key, v := range want {
+				got, err := n.Ask(ctx, n.Ref(demo.Counter, key), demo.Get{})
+				if err != nil {
+					t.Fatalf("%s: %s gets %s: %v", when, n.Name(), key, err)
+				}
+				if g := got.(demo.CounterValue).N; g != v {
+					t.Fatalf("%s: %s gets %s = %d, want %d", when, n.Name(), key, g, v)
+				}
+			}
+		}
+	}
+
+	leaver := c.remove("n3")
+	if err := leaver.Close(ctx); err != nil {
+		t.Fatalf("graceful close of n3: %v", err)
+	}
+	waitFor(t, 30*time.Second, "two nodes owning every shard", c.settled)
+	check("after n3 left")
+
+	c.start("n3", 3)
+	waitFor(t, 30*time.Second, "n3 owning shards again", func() bool {
+		if !c.settled() {
+			return false
+		}
+		owned := 0
+		for key := range want {
+			if o, _, _ := n1.Locate(n1.Ref(demo.Counter, key)); o == "n3" {
+				owned++
+			}
+		}
+		return owned > 0
+	})
+	check("after n3 rejoined")
+}

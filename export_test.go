@@ -1,0 +1,6 @@
+package tempest
+
+import "context"
+
+// Halt stops n as a crash would, as far as the cluster can tell.
+func Halt(ctx context.Context, n *Node) error { return n.close(ctx, false) }

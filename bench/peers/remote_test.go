@@ -333,4 +333,3 @@ func BenchmarkRemoteAsk(b *testing.B) {
 		reportLatency(b, lat)
 	})
 }
-

@@ -80,6 +80,63 @@
 // receives the streams of one service. Raft's stream layer is built on
 // this, so raft shares the port, the link and the TLS identity.
 //
+// # Mail
+//
+// Mailer carries actor mail on top of a Transport. Every frame on a mail
+// lane is one Envelope of envelope.bare: Tell, Ask, Reply or Refused. A
+// recipient crosses as an ActorID: kind/key for a virtual actor, kind
+// "@node" and the decimal id as key for a spawned one (see ActorIDOf),
+// with the incarnation the reference is pinned to. The lane is MailLane of
+// a hash of the recipient, so per-sender, per-recipient FIFO holds.
+//
+// The message itself travels as a tag (u32) and a body. A Registry maps Go
+// types to tags and codecs: Register[T] for a baregen struct is one line,
+// RegisterCodec takes hand-written functions. Only mail to another node is
+// encoded; a local send never touches the registry. A type without a tag
+// is refused at the sender (ErrUnregistered); a tag the receiver does not
+// know is answered Refused{UNKNOWN_KIND}, which the asker sees as
+// actor.ErrUnknownKind. Tags above MaxUserTag are reserved: TagNil is a nil
+// reply, TagError an error reply. An actor's ReplyError crosses as a code
+// and a message (RemoteError): the actor sentinels keep their identity, so
+// errors.Is(err, actor.ErrRefused) works on the asker's node, and other
+// errors keep their text.
+//
+// An ask carries the caller's id and the time left to its deadline, in
+// nanoseconds at sending. The receiver refuses an ask with no time left
+// (EXPIRED) without running it, and otherwise gives it the local deadline
+// now + remaining; the scheduler drops it unrun if it is still queued then.
+// The caller's pending-ask table completes an ask exactly once: on its
+// Reply or Refused, on a link-down event for that peer
+// (ErrUnavailable, matching actor.ErrProcessUnavailable, at once), on the
+// periodic deadline sweep, or on Close. A refusal maps to the actor
+// sentinel of its reason (RefusedError): MAILBOX_FULL and NODE_OVERLOADED
+// to actor.ErrRefused, UNKNOWN_KIND to actor.ErrUnknownKind, EXPIRED to
+// actor.ErrDeadlineExceeded, TERMINATED_INCARNATION to
+// actor.ErrActorTerminated, NOT_OWNER to ErrNotOwner with the owner hint.
+// A refused tell comes back as Refused{id 0} with the sender and the
+// message, and is reported through MailConfig.Undelivered so the sending
+// actor gets an actor.Undelivered.
+//
+// Backpressure: Tell and Ask never wait for the network. A full lane queue
+// refuses the send with ErrQueueFull (actor.ErrRefused); TellWait waits
+// instead, for bulk producers. On the receiving side mail is admitted by
+// the recipient's bounded mailbox (LocalDelivery), and the bytes of asks
+// admitted but not answered are bounded by MailConfig.MaxInboundBytes
+// (beyond it: Refused{NODE_OVERLOADED}). A frame whose envelope does not
+// decode makes Handle return an error, so the transport resets that lane
+// and counts it; a body that does not decode is refused UNKNOWN_KIND and
+// the lane carries on. Mailer.Stats counts all of it.
+//
+// Wiring (the node does this; the scheduler implements LocalDelivery):
+//
+//	reg := wire.NewRegistry()
+//	_ = wire.Register[Greeting](reg, 100)
+//	m, _ := wire.NewMailer(wire.MailConfig{Registry: reg, Local: sched,
+//		Complete: func(id uint64, v any, err error) { sched.CompleteAsk(id, v, err) }})
+//	t, _ := wire.NewQUIC(wire.Config{..., Handler: m.Handle, Events: m.LinkEvent})
+//	m.Attach(t)
+//	_ = m.Tell("node-2", actor.Virtual("greeter", "en"), actor.Ref{}, Greeting{Text: "hi"})
+//
 // # Goroutines and ownership
 //
 // The transport owns every goroutine it starts (accept loop, handshakes,

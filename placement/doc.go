@@ -105,7 +105,9 @@
 // With BootstrapExpect N, once N nodes are alive in the membership view and
 // the view has been stable for two reconcile periods, the node with the
 // lowest name bootstraps raft with the lowest N names as voters; nobody
-// else ever bootstraps, and a node that has raft state never does. Raft
+// else ever bootstraps, a node that has raft state never does, and no node
+// does while an alive peer reports raft state (Peer.InCluster): it waits
+// to be added to that cluster instead. Raft
 // server IDs and addresses are node names; the transport resolves names
 // to current addresses, so a cluster whose nodes all come back on new IPs
 // recovers with no manual step. The leader keeps up to MaxVoters voters

@@ -500,3 +500,46 @@ func TestActorIDRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMailHandle feeds arbitrary frames to a Mailer: it may refuse them,
+// never panic, and the counters must add up.
+func FuzzMailHandle(f *testing.F) {
+	body, _ := (&testPing{Kind: "k"}).AppendBARE(nil)
+	from := ActorIDOf(childRef)
+	for _, env := range []Envelope{
+		&Tell{To: ActorIDOf(userRef), From: &from, Tag: 100, Body: body},
+		&Ask{Id: 1, To: ActorIDOf(userRef), DeadlineNs: 1e9, Tag: 100, Body: body},
+		&Ask{Id: 2, To: ActorIDOf(childRef), Tag: 7, Body: body},
+		&Reply{Id: 3, Tag: TagError, Body: AppendError(nil, actor.ErrRefused)},
+		&Refused{To: ActorIDOf(userRef), From: &from, Tag: 100, Body: body},
+	} {
+		frame, err := MarshalEnvelope(env)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint8(1), frame)
+	}
+	f.Add(uint8(0), []byte{19, 1, 'k', 1, 'x', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	local := newFakeLocal()
+	local.behave = func(d delivered) {
+		if d.reply != nil {
+			d.reply(d.msg, nil)
+		}
+	}
+	m, err := NewMailer(MailConfig{
+		Registry: testRegistry(f), Local: local,
+		Complete:    func(uint64, any, error) {},
+		Undelivered: func(actor.Ref, actor.Ref, any, error) {},
+		Control:     func(string, Envelope) error { return nil },
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer m.Close()
+	f.Fuzz(func(t *testing.T, lane uint8, frame []byte) {
+		_ = m.Handle("peer", Lane(lane%3), frame)
+		if s := m.Stats(); s.InboundBytes != 0 {
+			t.Fatalf("InboundBytes = %d after answered asks", s.InboundBytes)
+		}
+	})
+}

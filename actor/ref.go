@@ -19,38 +19,57 @@ import (
 // The zero Ref names nobody (for example the Sender of mail sent from
 // program code).
 type Ref struct {
-	kind string
-	key  string
-	node string
-	id   uint64
-	inc  uint64
+	// scope is the kind of a virtual actor (key != "") or the node of a
+	// spawned one. Four fields keep Ref small and let the compiler keep it
+	// in registers on the per-message path.
+	scope string
+	key   string
+	id    uint64
+	inc   uint64
 }
 
 // Virtual returns the reference of the virtual actor kind/key. Neither part
-// may be empty, and kind may not contain '/' or '#'.
-func Virtual(kind, key string) Ref { return Ref{kind: kind, key: key} }
+// may be empty (an empty key makes it a malformed reference that resolves to
+// nothing), and kind may not contain '/' or '#'.
+func Virtual(kind, key string) Ref { return Ref{scope: kind, key: key} }
 
 // Spawned returns the reference of the child actor with the node-local id on
 // node, at incarnation inc. Schedulers mint these; users get them from Spawn.
-func Spawned(node string, id, inc uint64) Ref { return Ref{node: node, id: id, inc: inc} }
+func Spawned(node string, id, inc uint64) Ref { return Ref{scope: node, id: id, inc: inc} }
 
 // IsZero reports whether r names nobody.
 func (r Ref) IsZero() bool { return r == Ref{} }
 
 // IsVirtual reports whether r names a virtual actor (kind/key).
-func (r Ref) IsVirtual() bool { return r.kind != "" }
+func (r Ref) IsVirtual() bool { return r.key != "" }
 
 // Kind is the kind of a virtual actor, "" for a spawned one.
-func (r Ref) Kind() string { return r.kind }
+func (r Ref) Kind() string {
+	if r.key == "" {
+		return ""
+	}
+	return r.scope
+}
 
 // Key is the key of a virtual actor, "" for a spawned one.
 func (r Ref) Key() string { return r.key }
 
 // Node is the node a spawned actor lives on, "" for a virtual one.
-func (r Ref) Node() string { return r.node }
+func (r Ref) Node() string {
+	if r.key != "" {
+		return ""
+	}
+	return r.scope
+}
 
 // ID is the node-local id of a spawned actor, 0 for a virtual one.
 func (r Ref) ID() uint64 { return r.id }
+
+// Parts returns what a router needs from r without copying it (value
+// methods on a Ref copy all of it): the kind of a virtual actor or the node
+// of a spawned one, the key ("" for a spawned actor), the id and the
+// incarnation.
+func (r *Ref) Parts() (scope, key string, id, inc uint64) { return r.scope, r.key, r.id, r.inc }
 
 // Incarnation is the incarnation r is pinned to, 0 when unpinned.
 func (r Ref) Incarnation() uint64 { return r.inc }
@@ -68,10 +87,10 @@ func (r Ref) String() string {
 	switch {
 	case r.IsZero():
 		return "<nobody>"
-	case r.kind != "":
-		s = r.kind + "/" + r.key
+	case r.key != "":
+		s = r.scope + "/" + r.key
 	default:
-		s = "@" + r.node + "/" + strconv.FormatUint(r.id, 10)
+		s = "@" + r.scope + "/" + strconv.FormatUint(r.id, 10)
 	}
 	if r.inc != 0 {
 		s += "#" + strconv.FormatUint(r.inc, 10)
@@ -99,14 +118,14 @@ func ParseRef(s string) (Ref, error) {
 		if err != nil || id == 0 {
 			return Ref{}, fmt.Errorf("tempest: bad actor id in reference %q", s)
 		}
-		r.node, r.id = body[1:i], id
+		r.scope, r.id = body[1:i], id
 		return r, nil
 	}
 	kind, key, ok := strings.Cut(body, "/")
 	if !ok || kind == "" || key == "" {
 		return Ref{}, fmt.Errorf("tempest: reference %q is not kind/key", s)
 	}
-	r.kind, r.key = kind, key
+	r.scope, r.key = kind, key
 	return r, nil
 }
 

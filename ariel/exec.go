@@ -14,7 +14,7 @@ import (
 // never sees a backlog — a request/reply hop — never reads the clock.
 const (
 	clockStride = 8
-	clockEvery  = 16
+	clockEvery  = 32
 )
 
 // executor runs turns: one per pool worker, one for the simulated runner. It
@@ -454,7 +454,7 @@ func (ex *executor) Tell(to actor.Ref, msg any) error {
 func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) error {
 	s := ex.s
 	self := ex.cell
-	c, err := s.resolve(&to)
+	c, err := s.resolve(to)
 	if err == nil && c == nil {
 		err = s.forward(self, to, msg, p, deadline)
 		if err == nil {
@@ -472,12 +472,15 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 		s.undeliverable(self, to, msg, err, ex)
 		return err
 	}
-	e := envelope{msg: msg, from: self, ask: p, deadline: deadline}
+	ex.outTo = append(ex.outTo, c)
+	// Fill the slot in place: building the envelope on the stack and copying
+	// it stalls on store forwarding.
+	ex.outEnv = append(ex.outEnv, envelope{})
+	e := &ex.outEnv[len(ex.outEnv)-1]
+	e.msg, e.from, e.ask, e.deadline = msg, self, p, deadline
 	if s.latency != nil {
 		e.enq = s.clock.Now().UnixNano()
 	}
-	ex.outTo = append(ex.outTo, c)
-	ex.outEnv = append(ex.outEnv, e)
 	return nil
 }
 

@@ -56,12 +56,21 @@ func (s *Scheduler) route() Router { return s.router.Load().r }
 
 // resolve is the per-message entry to the routing seam. The default local
 // router is called directly (no dynamic dispatch) — same decision, cheaper.
-func (s *Scheduler) resolve(to *actor.Ref) (*Cell, error) {
+func (s *Scheduler) resolve(to actor.Ref) (*Cell, error) {
 	b := s.router.Load()
-	if b.local {
-		return s.resolveLocal(to)
+	if !b.local {
+		return b.r.Resolve(to)
 	}
-	return b.r.Resolve(*to)
+	// Fast path: a live actor spawned here. Only the fields it needs are
+	// read, so the reference is not copied.
+	if node, key, id, inc := to.Parts(); id != 0 && key == "" && node == s.node {
+		if c := s.ids.get(id); c != nil {
+			if inc == 0 || inc == c.inc.Load() {
+				return c, nil
+			}
+		}
+	}
+	return s.resolveLocal(to)
 }
 
 type routerBox struct {
@@ -73,9 +82,9 @@ type localRouter struct{ s *Scheduler }
 
 var _ Router = localRouter{}
 
-func (l localRouter) Resolve(to actor.Ref) (*Cell, error) { return l.s.resolveLocal(&to) }
+func (l localRouter) Resolve(to actor.Ref) (*Cell, error) { return l.s.resolveLocal(to) }
 
-func (s *Scheduler) resolveLocal(to *actor.Ref) (*Cell, error) {
+func (s *Scheduler) resolveLocal(to actor.Ref) (*Cell, error) {
 	var c *Cell
 	switch {
 	case !to.IsVirtual() && to.ID() != 0 && to.Node() == s.node:
@@ -94,7 +103,7 @@ func (s *Scheduler) resolveLocal(to *actor.Ref) (*Cell, error) {
 		if !ok {
 			return nil, actor.ErrUnknownKind
 		}
-		v, _ := s.virtual.LoadOrStore(k, s.newCell(*to, info.mailbox))
+		v, _ := s.virtual.LoadOrStore(k, s.newCell(to, info.mailbox))
 		c = v.(*Cell)
 	case to.ID() == 0:
 		return nil, actor.ErrActorTerminated // the zero Ref or a malformed one

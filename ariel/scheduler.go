@@ -248,7 +248,7 @@ func (s *Scheduler) sendNow(from *Cell, to actor.Ref, msg any, p *pending, deadl
 	if s.closing.Load() {
 		return ErrClosed
 	}
-	c, err := s.resolve(&to)
+	c, err := s.resolve(to)
 	if err != nil {
 		s.g.undelivered.Add(1)
 		return err

@@ -54,6 +54,19 @@ type envelope struct {
 	kind     uint8
 }
 
+// moveEnvelope copies src to dst field by field. A whole-struct copy uses
+// 16-byte moves, which stall when the source was just written with 8-byte
+// stores (store forwarding) — the common case on a request/reply hop.
+func moveEnvelope(dst, src *envelope) {
+	dst.msg = src.msg
+	dst.from = src.from
+	dst.xfrom = src.xfrom
+	dst.ask = src.ask
+	dst.deadline = src.deadline
+	dst.enq = src.enq
+	dst.kind = src.kind
+}
+
 // Cell is the scheduler's per-actor record: the bounded mailbox, its system
 // lane, the run-token, and the actor value once attached. A cell exists for
 // an identity before (and after) the actor value does: mail admitted to a
@@ -143,7 +156,7 @@ func (c *Cell) pushUser(es []envelope) bool {
 		if idx >= size {
 			idx -= size
 		}
-		c.buf[idx] = es[i]
+		moveEnvelope(&c.buf[idx], &es[i])
 	}
 	c.n += int32(len(es))
 	c.pend.Add(int32(len(es)))
@@ -252,7 +265,7 @@ func (c *Cell) take(dst []envelope) int {
 		if idx >= size {
 			idx -= size
 		}
-		dst[i] = c.buf[idx]
+		moveEnvelope(&dst[i], &c.buf[idx])
 		c.buf[idx] = envelope{}
 	}
 	c.head += k

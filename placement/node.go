@@ -886,3 +886,43 @@ func (n *Node) startTransfers(ctx context.Context) {
 		}
 	}
 }
+
+// Status is a point-in-time summary of a node's placement role, for
+// status pages and the CLI.
+type Status struct {
+	Name         string `json:"name"`
+	Leader       string `json:"leader"`
+	RaftState    string `json:"raft_state"` // Leader, Follower, Candidate, Shutdown
+	Voter        bool   `json:"voter"`
+	Term         uint64 `json:"term"`
+	AppliedIndex uint64 `json:"applied_index"`
+	TableVersion uint64 `json:"table_version"`
+	ShardsOwned  int    `json:"shards_owned"`
+	LeaseFresh   bool   `json:"lease_fresh"`
+	PendingSync  string `json:"pending_sync,omitempty"`
+}
+
+// Status returns the node's current Status.
+func (n *Node) Status() Status {
+	st := Status{
+		Name:         n.cfg.Name,
+		Leader:       n.Leader(),
+		RaftState:    n.raft.State().String(),
+		Term:         n.raft.CurrentTerm(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		LeaseFresh:   n.LeaseFresh(n.clock.Now()),
+		PendingSync:  n.PendingSync(),
+	}
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, s := range f.Configuration().Servers {
+			if string(s.ID) == n.cfg.Name {
+				st.Voter = s.Suffrage == raft.Voter
+			}
+		}
+	}
+	n.fsm.Read(func(t *Table) {
+		st.TableVersion = t.Version
+		st.ShardsOwned = len(t.Owned(n.cfg.Name))
+	})
+	return st
+}

@@ -379,6 +379,10 @@ func TestProposeOnFollowerWithoutForwarder(t *testing.T) {
 	if loc, err := n.Locate("counter", "x"); err != nil || loc.Owner != "solo" {
 		t.Fatalf("locate: %+v %v", loc, err)
 	}
+	waitFor(t, 10*time.Second, "lease", func() bool { return n.Status().LeaseFresh })
+	if st := n.Status(); st.RaftState != "Leader" || !st.Voter || st.ShardsOwned != 64 || st.Leader != "solo" {
+		t.Fatalf("status %+v", st)
+	}
 }
 
 func TestConfigValidate(t *testing.T) {

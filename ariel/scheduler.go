@@ -399,9 +399,10 @@ func (s *Scheduler) activeDec() {
 	}
 }
 
-// WaitIdle blocks until the scheduler is quiescent: every mailbox empty and
-// no turn running (in simulated mode also no virtual timer pending), or ctx
-// ends. Mail sent concurrently from program code may make it return early or
+// WaitIdle blocks until the scheduler is quiescent: every mailbox of an
+// active actor empty and no turn running (in simulated mode also no virtual
+// timer pending), or ctx ends. Mail waiting for an activation (a rung
+// doorbell) does not count: it is the supervisor's to schedule. Mail sent concurrently from program code may make it return early or
 // late; call it after the senders are done.
 func (s *Scheduler) WaitIdle(ctx context.Context) error {
 	s.waiters.Add(1)

@@ -106,10 +106,13 @@ func Register[T any, PT BAREMessage[T]](r *Registry, tag uint32) error {
 			return PT(&v).AppendBARE(dst)
 		},
 		func(body []byte) (any, error) {
-			var d bare.Decoder
+			// A pooled decoder: one on the stack would escape through the
+			// generic method call and cost an allocation per message.
+			d := decoders.Get().(*bare.Decoder)
+			defer decoders.Put(d)
 			d.Reset(body, bare.Config{})
 			p := new(T)
-			PT(p).DecodeBARE(&d)
+			PT(p).DecodeBARE(d)
 			if err := d.Finish(); err != nil {
 				return nil, err
 			}
@@ -121,6 +124,8 @@ func Register[T any, PT BAREMessage[T]](r *Registry, tag uint32) error {
 			return *p, nil
 		})
 }
+
+var decoders = sync.Pool{New: func() any { return new(bare.Decoder) }}
 
 // eface is the layout of an empty interface: type word, data word.
 type eface struct {

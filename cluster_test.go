@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +22,7 @@ import (
 // testCluster runs real nodes on loopback: QUIC with certificates of a
 // test CA, memberlist with a gossip key and fast timing, raft in temp dirs.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	ca    *wire.CA
 	pool  *x509.CertPool
 	key   []byte
@@ -30,9 +31,14 @@ type testCluster struct {
 	mu    sync.Mutex
 	nodes map[string]*tempest.Node
 	dirs  map[string]string
+
+	gossip membership.Timing
+	place  placement.Config
 }
 
-func newTestCluster(t *testing.T) *testCluster {
+func newBenchCluster(b *testing.B) *testCluster { return newTestCluster(b) }
+
+func newTestCluster(t testing.TB) *testCluster {
 	t.Helper()
 	ca, err := wire.NewCA("test CA", time.Now().Add(-time.Minute), 24*time.Hour)
 	if err != nil {
@@ -45,15 +51,27 @@ func newTestCluster(t *testing.T) *testCluster {
 		t.Fatal(err)
 	}
 	c := &testCluster{t: t, ca: ca, pool: pool, key: key, logs: &syncBuffer{},
-		nodes: map[string]*tempest.Node{}, dirs: map[string]string{}}
-	t.Cleanup(func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for _, n := range c.nodes {
-			_ = tempest.Halt(context.Background(), n)
-		}
-	})
+		nodes: map[string]*tempest.Node{}, dirs: map[string]string{},
+		gossip: membership.FastTiming(), place: placementTiming()}
+	t.Cleanup(c.haltAll)
 	return c
+}
+
+// haltAll stops every node as a crash would (fast; leaves nothing running).
+func (c *testCluster) haltAll() {
+	c.mu.Lock()
+	nodes := c.nodes
+	c.nodes = map[string]*tempest.Node{}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = tempest.Halt(context.Background(), n)
+		}()
+	}
+	wg.Wait()
 }
 
 func placementTiming() placement.Config {
@@ -98,7 +116,7 @@ func (c *testCluster) start(name string, expect int) *tempest.Node {
 		GossipAddr: "127.0.0.1:0", QUICAddr: "127.0.0.1:0",
 		BootstrapExpect: expect, GossipKeys: [][]byte{c.key},
 		Certificate: cert, CAs: c.pool, Version: "test",
-		GossipTiming: membership.FastTiming(), Placement: placementTiming(),
+		GossipTiming: c.gossip, Placement: c.place,
 		LeaveTimeout: 20 * time.Second,
 	}
 	if seed != "" {
@@ -188,6 +206,60 @@ func (c *testCluster) settled() bool {
 		}
 	}
 	return true
+}
+
+// checkSingleActivation reads the activation log of every node (one
+// process, one clock) and fails if an identity was ever active on two
+// nodes at once.
+func checkSingleActivation(t *testing.T, logs string) {
+	t.Helper()
+	type span struct {
+		node string
+		from string
+	}
+	active := map[string]span{} // actor → where it is active
+	events := 0
+	for _, line := range strings.Split(logs, "\n") {
+		var activated bool
+		switch {
+		case strings.Contains(line, `msg="`+tempest.LogActivated+`"`):
+			activated = true
+		case strings.Contains(line, `msg="`+tempest.LogDeactivated+`"`):
+		default:
+			continue
+		}
+		node, actorName, at := attr(line, tempest.LogKeyNode), attr(line, tempest.LogKeyActor), attr(line, "time")
+		events++
+		cur, ok := active[actorName]
+		switch {
+		case activated && ok && cur.node != node:
+			t.Errorf("%s activated on %s at %s while active on %s since %s", actorName, node, at, cur.node, cur.from)
+		case activated:
+			active[actorName] = span{node, at}
+		case ok && cur.node == node:
+			delete(active, actorName)
+		}
+	}
+	if events == 0 {
+		t.Error("no activation log lines")
+	}
+}
+
+// attr returns the value of key=value in a text log line.
+func attr(line, key string) string {
+	i := strings.Index(line, " "+key+"=")
+	if i < 0 {
+		if !strings.HasPrefix(line, key+"=") {
+			return ""
+		}
+	} else {
+		line = line[i+1:]
+	}
+	v := strings.TrimPrefix(line, key+"=")
+	if j := strings.IndexByte(v, ' '); j >= 0 {
+		v = v[:j]
+	}
+	return v
 }
 
 func TestClusterRoutesAndFailsOver(t *testing.T) {
@@ -318,6 +390,7 @@ func TestClusterRoutesAndFailsOver(t *testing.T) {
 			}
 		}
 	}
+	checkSingleActivation(t, c.logs.String())
 }
 
 func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
@@ -390,4 +463,5 @@ func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
 		return owned > 0
 	})
 	check("after n3 rejoined")
+	checkSingleActivation(t, c.logs.String())
 }

@@ -31,6 +31,37 @@
 // messages and replies back into JSON. Package demo has two small kinds
 // (echo and a persistent counter) built this way.
 //
+// # A cluster
+//
+// With Config.Cluster set, Start also brings up the cluster side, after
+// the scheduler and the supervisor: the message registry (the kinds'
+// message types), the mail layer and the QUIC transport (mutual TLS with
+// the cluster CA), gossip membership (join through seeds, metadata with the
+// QUIC and HTTP addresses, manifest digest, kinds and version), stream
+// services for placement commands and handoffs, and raft placement over
+// QUIC streams (data in DataDir/raft, bootstrapped by BootstrapExpect).
+// Any node then accepts mail for any kind/key.
+//
+// The data path of a cross-node ask:
+//
+//	n.Ask(ctx, ref, msg)
+//	  → ariel: the router asks the locator where ref lives
+//	  → placement: hash(kind, key) → shard → owner and epoch in the applied table
+//	  → owner is this node: fence (owner, no handoff, fresh lease) → mailbox → turn
+//	  → owner is another node: wire.Mailer encodes msg by its registered tag
+//	      → QUIC link, lane by recipient hash → owner's Mailer
+//	      → owner's fence (else a NOT_OWNER refusal with its owner hint)
+//	      → owner's scheduler (hydrating first if dormant) → turn → Reply
+//	      → reply frame → the asker's pending ask → Ask returns
+//	  → NOT_OWNER: this node waits for its table to change and routes once more
+//
+// A node that loses its lease refuses mail for its shards and passivates
+// their activations; the leader moves a failed node's shards only after
+// that lease must have expired, so an identity is never active on two
+// nodes at once. Close hands the node's shards off first: their actors are
+// passivated and their state at rest shipped to the new owners. See
+// docs/cluster.md for operators.
+//
 // # Observability
 //
 // Manifest is the node's assumption manifest, computed from the effective

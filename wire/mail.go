@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/wire/bare"
@@ -274,6 +275,7 @@ type Mailer struct {
 	asks  [askShards]askShard
 	inb   atomic.Int64
 	c     mailCounters
+	names names
 	log   *slog.Logger
 	close sync.Once
 
@@ -625,13 +627,13 @@ func (m *Mailer) Handle(from string, lane Lane, frame []byte) error {
 	switch tag := d.Uint(); tag {
 	case 1:
 		var t Tell
-		t.DecodeBARE(&d)
+		m.decodeTell(&d, &t)
 		if err = d.Finish(); err == nil {
 			err = m.onTell(from, &t)
 		}
 	case 2:
 		var a Ask
-		a.DecodeBARE(&d)
+		m.decodeAsk(&d, &a)
 		if err = d.Finish(); err == nil {
 			err = m.onAsk(from, &a, len(frame))
 		}
@@ -879,5 +881,100 @@ func (m *Mailer) Stats() MailStats {
 		s.RefusedOut[i] = c.refOut[i].Load()
 		s.RefusedIn[i] = c.refIn[i].Load()
 	}
+	return s
+}
+
+// decodeTell is Tell.DecodeBARE with actor names interned (see names).
+func (m *Mailer) decodeTell(d *bare.Decoder, v *Tell) {
+	if !d.Enter() {
+		return
+	}
+	m.decodeID(d, &v.To)
+	if d.Optional() {
+		v.From = new(ActorID)
+		m.decodeID(d, v.From)
+	}
+	v.Epoch = d.U64()
+	v.Tag = d.U32()
+	v.Body = d.Data(nil)
+	d.Leave()
+}
+
+// decodeAsk is Ask.DecodeBARE with actor names interned.
+func (m *Mailer) decodeAsk(d *bare.Decoder, v *Ask) {
+	if !d.Enter() {
+		return
+	}
+	v.Id = d.U64()
+	m.decodeID(d, &v.To)
+	if d.Optional() {
+		v.From = new(ActorID)
+		m.decodeID(d, v.From)
+	}
+	v.Epoch = d.U64()
+	v.DeadlineNs = d.U64()
+	v.Tag = d.U32()
+	v.Body = d.Data(nil)
+	d.Leave()
+}
+
+func (m *Mailer) decodeID(d *bare.Decoder, v *ActorID) {
+	if !d.Enter() {
+		return
+	}
+	v.Kind = m.names.str(d)
+	v.Key = m.names.str(d)
+	v.Incarnation = d.U64()
+	d.Leave()
+}
+
+// names interns the actor kinds and keys read from envelopes, so the hot
+// ones do not cost two allocations per message. The table is an immutable
+// map replaced on insert and stops growing at maxNames entries.
+type names struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[string]string]
+}
+
+const (
+	maxNames   = 512
+	maxNameLen = 64
+)
+
+// str reads a BARE str from d like Decoder.Str.
+func (t *names) str(d *bare.Decoder) string {
+	off := d.Offset()
+	b := d.Bytes(d.Count(1))
+	if d.Err() != nil {
+		return ""
+	}
+	if !utf8.Valid(b) {
+		d.Fail(off, bare.ErrInvalidUTF8, "")
+		return ""
+	}
+	tab := t.m.Load()
+	if tab != nil {
+		if s, ok := (*tab)[string(b)]; ok {
+			return s
+		}
+	}
+	s := string(b)
+	if len(s) > maxNameLen || (tab != nil && len(*tab) >= maxNames) {
+		return s
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.m.Load()
+	next := make(map[string]string, maxNames)
+	if old != nil {
+		if len(*old) >= maxNames {
+			return s
+		}
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	next[s] = s
+	t.m.Store(&next)
 	return s
 }

@@ -3,11 +3,13 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/wire/bare"
 )
 
 // Test message types: generated BARE structs from envelope.bare, used
@@ -538,8 +540,81 @@ func FuzzMailHandle(f *testing.F) {
 	defer m.Close()
 	f.Fuzz(func(t *testing.T, lane uint8, frame []byte) {
 		_ = m.Handle("peer", Lane(lane%3), frame)
+		checkDecodeAgrees(t, m, frame)
 		if s := m.Stats(); s.InboundBytes != 0 {
 			t.Fatalf("InboundBytes = %d after answered asks", s.InboundBytes)
 		}
 	})
+}
+
+// checkDecodeAgrees checks the Mailer's interning decoders against the
+// generated ones.
+func checkDecodeAgrees(t *testing.T, m *Mailer, frame []byte) {
+	t.Helper()
+	cfg := bare.Config{ZeroCopy: true, MaxMessageBytes: len(frame) + 1}
+	var d1, d2 bare.Decoder
+	d1.Reset(frame, cfg)
+	d2.Reset(frame, cfg)
+	tag := d1.Uint()
+	d2.Uint()
+	var got, want any
+	switch tag {
+	case 1:
+		var a, b Tell
+		m.decodeTell(&d1, &a)
+		b.DecodeBARE(&d2)
+		got, want = a, b
+	case 2:
+		var a, b Ask
+		m.decodeAsk(&d1, &a)
+		b.DecodeBARE(&d2)
+		got, want = a, b
+	default:
+		return
+	}
+	e1, e2 := d1.Finish(), d2.Finish()
+	if (e1 == nil) != (e2 == nil) {
+		t.Fatalf("decoders disagree on %x: %v vs generated %v", frame, e1, e2)
+	}
+	if e1 == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoders disagree on %x: %+v vs generated %+v", frame, got, want)
+	}
+}
+
+func TestMailDecodeAgreesWithGenerated(t *testing.T) {
+	m, err := NewMailer(MailConfig{Registry: NewRegistry(), Local: newFakeLocal(), Complete: func(uint64, any, error) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	from := ActorIDOf(childRef)
+	for _, env := range []Envelope{
+		&Tell{To: ActorIDOf(userRef), From: &from, Epoch: 3, Tag: 100, Body: []byte("abc")},
+		&Tell{To: ActorID{Kind: "k", Key: string(make([]byte, 100))}},
+		&Ask{Id: 1, To: ActorIDOf(userRef), DeadlineNs: 1e9, Tag: 100, Body: []byte("x")},
+		&Ask{Id: 2, To: ActorIDOf(childRef), From: &from},
+	} {
+		frame, err := MarshalEnvelope(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i <= len(frame); i++ { // every truncation too
+			checkDecodeAgrees(t, m, frame[:i])
+		}
+		bad := append([]byte(nil), frame...)
+		bad[3] = 0xff // inside the first name
+		checkDecodeAgrees(t, m, bad)
+	}
+	// The same name decodes to the same string without a new allocation.
+	frame, _ := MarshalEnvelope(&Tell{To: ActorIDOf(userRef), Tag: 100})
+	checkDecodeAgrees(t, m, frame)
+	var d bare.Decoder
+	if n := testing.AllocsPerRun(50, func() {
+		d.Reset(frame, bare.Config{ZeroCopy: true})
+		d.Uint()
+		var v Tell
+		m.decodeTell(&d, &v)
+	}); n != 0 {
+		t.Fatalf("decoding a known name allocates %v times", n)
+	}
 }

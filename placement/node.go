@@ -178,8 +178,9 @@ func (n *Node) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the node's goroutines, shuts raft down and closes its
-// stores. It does not leave the cluster (see Leave). Idempotent.
+// Close shuts raft down, closes its stores and waits (until ctx ends)
+// for the node's goroutines to stop. It does not leave the cluster (see
+// Leave). Idempotent.
 func (n *Node) Close(ctx context.Context) error {
 	n.mu.Lock()
 	if n.closed {
@@ -192,13 +193,8 @@ func (n *Node) Close(ctx context.Context) error {
 	if cancel != nil {
 		cancel()
 	}
-	done := make(chan struct{})
-	go func() { n.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	// Shut raft down first: it fails any proposal our goroutines are
+	// blocked on, so they stop at once instead of after ApplyTimeout.
 	n.raft.DeregisterObserver(n.observer)
 	err := n.raft.Shutdown().Error()
 	// Raft closes the transport (its listener) but not the pooled
@@ -207,11 +203,20 @@ func (n *Node) Close(ctx context.Context) error {
 	if cs, ok := n.cfg.Transport.(interface{ CloseStreams() }); ok {
 		cs.CloseStreams()
 	}
+	// Raft no longer touches its stores once Shutdown returned.
 	if cerr := n.wal.Close(); err == nil {
 		err = cerr
 	}
 	if cerr := n.meta.Close(); err == nil {
 		err = cerr
+	}
+	done := make(chan struct{})
+	go func() { n.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		// Only a Handoff that ignores its context can hold us here.
+		return ctx.Err()
 	}
 	return err
 }
@@ -596,12 +601,12 @@ func (n *Node) run(ctx context.Context) {
 }
 
 func (n *Node) step(ctx context.Context) {
-	now := n.clock.Now()
-	peers := n.cfg.Membership.Members()
-	n.maybeBootstrap(peers, now)
 	if ctx.Err() != nil {
 		return
 	}
+	now := n.clock.Now()
+	peers := n.cfg.Membership.Members()
+	n.maybeBootstrap(peers, now)
 	n.selfReport(ctx)
 	n.resync(ctx)
 	if n.raft.State() != raft.Leader {

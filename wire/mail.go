@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -270,7 +269,6 @@ type Mailer struct {
 	cfg   MailConfig
 	reg   *Registry
 	tr    atomic.Pointer[transportBox]
-	seed  maphash.Seed
 	bufs  sync.Pool
 	asks  [askShards]askShard
 	inb   atomic.Int64
@@ -282,8 +280,7 @@ type Mailer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	mu     sync.Mutex // guards closed against Ask registering after Close
-	closed bool
+	closed atomic.Bool
 }
 
 type transportBox struct{ t Transport }
@@ -307,7 +304,7 @@ func NewMailer(cfg MailConfig) (*Mailer, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	m := &Mailer{cfg: cfg, reg: cfg.Registry, seed: maphash.MakeSeed(), log: cfg.Logger}
+	m := &Mailer{cfg: cfg, reg: cfg.Registry, log: cfg.Logger}
 	m.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
 	for i := range m.asks {
 		m.asks[i].m = map[uint64]pendingAsk{}
@@ -336,9 +333,7 @@ func (m *Mailer) transport() Transport {
 // ErrClosed. It is idempotent.
 func (m *Mailer) Close() error {
 	m.close.Do(func() {
-		m.mu.Lock()
-		m.closed = true
-		m.mu.Unlock()
+		m.closed.Store(true)
 		m.cancel()
 		m.wg.Wait()
 		m.failWhere(func(pendingAsk) bool { return true }, ErrClosed)
@@ -347,13 +342,33 @@ func (m *Mailer) Close() error {
 }
 
 // RefHash is the lane key of a recipient: every message for one actor
-// takes the same mail lane, which keeps per-sender, per-recipient FIFO.
-func (m *Mailer) RefHash(to actor.Ref) uint64 {
-	if to.IsVirtual() {
-		h := maphash.String(m.seed, to.Kind())
-		return h*0x9e3779b97f4a7c15 ^ maphash.String(m.seed, to.Key())
+// takes the same mail lane, which keeps per-sender, per-recipient FIFO. It
+// is FNV-1a over the identity (not the incarnation), the same on every
+// node.
+func (m *Mailer) RefHash(to actor.Ref) uint64 { return RefHash(to) }
+
+// RefHash is Mailer.RefHash.
+func RefHash(to actor.Ref) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	str := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint64(s[i])) * prime
+		}
+		h = (h ^ 0xff) * prime // separator: no two (kind, key) pairs collide by concatenation
 	}
-	return maphash.String(m.seed, to.Node())*0x9e3779b97f4a7c15 ^ to.ID()
+	if to.IsVirtual() {
+		str(to.Kind())
+		str(to.Key())
+		return h
+	}
+	str(to.Node())
+	id := to.ID()
+	for range 8 {
+		h = (h ^ (id & 0xff)) * prime
+		id >>= 8
+	}
+	return h
 }
 
 // spawnedPrefix marks a spawned actor's ActorID: kind "@node", key the
@@ -492,13 +507,7 @@ func (m *Mailer) Ask(peer string, id uint64, to, from actor.Ref, msg any, deadli
 	*bp = buf[:0]
 	frame := buf[start:]
 	sh := &m.asks[id%askShards]
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return ErrClosed
-	}
 	sh.mu.Lock()
-	m.mu.Unlock()
 	if _, dup := sh.m[id]; dup {
 		sh.mu.Unlock()
 		return fmt.Errorf("%w: %d", ErrDuplicateAsk, id)
@@ -506,20 +515,32 @@ func (m *Mailer) Ask(peer string, id uint64, to, from actor.Ref, msg any, deadli
 	// Registered before sending: the reply may beat Send's return.
 	sh.m[id] = pendingAsk{peer: peer, deadline: deadline.UnixNano()}
 	sh.mu.Unlock()
+	// Close sets closed before it fails what is pending, so an ask
+	// registered after that scan sees closed here.
+	if m.closed.Load() {
+		return m.unregister(id, ErrClosed)
+	}
 	if err := t.Send(peer, m.RefHash(to), frame); err != nil {
-		sh.mu.Lock()
-		_, still := sh.m[id]
-		delete(sh.m, id)
-		sh.mu.Unlock()
-		if !still {
-			// A link-down event or the sweep completed it meanwhile; the
-			// caller hears about it through Complete, not twice.
-			return nil
-		}
-		return err
+		return m.unregister(id, err)
 	}
 	m.c.asksSent.Add(1)
 	return nil
+}
+
+// unregister removes a pending ask that could not be sent and returns err,
+// unless something else (a link-down event, the sweep, Close) completed it
+// meanwhile: then the caller hears through Complete, not twice, and
+// unregister returns nil.
+func (m *Mailer) unregister(id uint64, err error) error {
+	sh := &m.asks[id%askShards]
+	sh.mu.Lock()
+	_, still := sh.m[id]
+	delete(sh.m, id)
+	sh.mu.Unlock()
+	if !still {
+		return nil
+	}
+	return err
 }
 
 // take removes the pending ask id if it was sent to peer.

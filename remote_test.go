@@ -109,10 +109,17 @@ func (c *rtCluster) locator(self string) remoteLocator {
 
 // start runs a node; edit may change the scheduler config.
 func (c *rtCluster) start(name string, reg *wire.Registry, edit func(*ariel.Config)) *rtNode {
+	c.t.Helper()
+	return c.startWith(name, reg, c.ca, edit)
+}
+
+// startWith runs a node whose certificate ca issued (it still trusts the
+// cluster CA).
+func (c *rtCluster) startWith(name string, reg *wire.Registry, ca *wire.CA, edit func(*ariel.Config)) *rtNode {
 	t := c.t
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
-	certPEM, keyPEM, err := c.ca.Issue(wire.NodeCertRequest{Name: name, NotBefore: time.Now().Add(-time.Minute), Validity: time.Hour})
+	certPEM, keyPEM, err := ca.Issue(wire.NodeCertRequest{Name: name, NotBefore: time.Now().Add(-time.Minute), Validity: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -635,5 +642,45 @@ func TestRemoteThreeNodes(t *testing.T) {
 		if st := n.r.stats(); st.TellsReceived != 10 || st.AsksReceived != 4 {
 			t.Fatalf("%s received %d tells and %d asks, want 10 and 4", n.name, st.TellsReceived, st.AsksReceived)
 		}
+	}
+}
+
+func TestRemoteForeignCertificateDeliversNothing(t *testing.T) {
+	c := newRTCluster(t)
+	b := c.start("b", rtRegistry(t, false), nil)
+	c.place("counter", "b")
+	var runs sync.Map
+	if err := b.s.Register("counter", func(key string) actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) {
+			if _, ok := msg.(rtSeq); ok {
+				runs.Store(key, true)
+				ctx.Reply(rtCount{})
+			}
+		})
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	other, err := wire.NewCA("foreign CA", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := c.startWith("evil", rtRegistry(t, false), other, nil)
+	// The handshake fails, the link backs off, and sends then fail fast;
+	// until then they were only queued.
+	waitFor(t, "the foreign node's sends to fail", func() bool {
+		return errors.Is(evil.s.Tell(actor.Virtual("counter", "evil"), rtSeq{}), actor.ErrProcessUnavailable)
+	})
+	if _, err := evil.s.Ask(rtCtx(t, rtWait), actor.Virtual("counter", "evil"), rtSeq{}); err == nil {
+		t.Fatal("an ask from a node with a foreign certificate was answered")
+	}
+	// A legitimate node's mail on the same node goes through, and
+	// afterwards nothing from the foreign node has run.
+	a := c.start("a", rtRegistry(t, false), nil)
+	askRetry(t, a.s, actor.Virtual("counter", "a"), rtSeq{})
+	if _, ran := runs.Load("evil"); ran {
+		t.Fatal("mail from a node with a foreign certificate was delivered")
+	}
+	if st := b.r.stats(); st.TellsReceived != 0 || st.AsksReceived != 1 {
+		t.Fatalf("b received %d tells and %d asks, want only a's ask", st.TellsReceived, st.AsksReceived)
 	}
 }

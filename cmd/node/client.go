@@ -1,0 +1,490 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+func init() {
+	addCommand(newMembersCmd)
+	addCommand(newPlacementCmd)
+	addCommand(newManifestCmd)
+	addCommand(newTellCmd)
+	addCommand(newAskCmd)
+	addCommand(newStatusCmd)
+	addCommand(newPassivateCmd)
+	addCommand(newHealthCmd)
+}
+
+// defaultAddr is the HTTP API the client commands talk to by default.
+const defaultAddr = "http://127.0.0.1:7948"
+
+// tokenEnv holds the bearer token itself (--token-file names a file).
+const tokenEnv = "TEMPEST_TOKEN"
+
+// clientFlags are the flags every client command shares.
+type clientFlags struct {
+	addr      string
+	tokenFile string
+	tlsCA     string
+}
+
+func (f *clientFlags) bind(fs *pflag.FlagSet) {
+	fs.StringVar(&f.addr, "addr", defaultAddr, "the node's HTTP API ($TEMPEST_ADDR)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the bearer token ($TEMPEST_TOKEN_FILE; or the token in $TEMPEST_TOKEN)")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "CA certificate to verify an https node ($TEMPEST_TLS_CA)")
+}
+
+// apiClient talks to one node's HTTP API.
+type apiClient struct {
+	base  *url.URL
+	token string
+	hc    *http.Client
+}
+
+// newClient builds the client from the flags, filling unset ones from
+// the environment.
+func (f *clientFlags) client(fs *pflag.FlagSet, getenv func(string) string) (*apiClient, error) {
+	for _, name := range []string{"addr", "token-file", "tls-ca"} {
+		fl := fs.Lookup(name)
+		if fl.Changed {
+			continue
+		}
+		if v := getenv(envName(name)); v != "" {
+			if err := fs.Set(name, v); err != nil {
+				return nil, configError(name, "$%s: %v", envName(name), err)
+			}
+		}
+	}
+	addr := f.addr
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, configError("addr", "%q: want http://host:port or https://host:port", f.addr)
+	}
+	c := &apiClient{base: u, hc: &http.Client{}}
+	switch {
+	case f.tokenFile != "":
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, configError("token-file", "%v", err)
+		}
+		c.token = strings.TrimSpace(string(b))
+	default:
+		c.token = strings.TrimSpace(getenv(tokenEnv))
+	}
+	if f.tlsCA != "" {
+		pem, err := os.ReadFile(f.tlsCA)
+		if err != nil {
+			return nil, configError("tls-ca", "%v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, configError("tls-ca", "%s holds no PEM certificate", f.tlsCA)
+		}
+		c.hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	return c, nil
+}
+
+// apiError is an error answer of the HTTP API.
+type apiError struct {
+	Status int
+	Code   string
+	Msg    string
+}
+
+func (e *apiError) Error() string { return e.Msg }
+
+// exitFor maps an HTTP status to the client's exit code.
+func exitFor(status int) int {
+	switch status {
+	case http.StatusGatewayTimeout:
+		return exitDeadline
+	case http.StatusTooManyRequests:
+		return exitRefused
+	case http.StatusNotFound:
+		return exitUnknownKind
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		return exitBadJSON
+	case http.StatusServiceUnavailable:
+		return exitUnavailable
+	case http.StatusUnauthorized:
+		return exitUnauthorized
+	}
+	return exitFailure
+}
+
+// do sends one request and returns the body of a 2xx answer; other
+// answers become errors with the matching exit code.
+func (c *apiClient) do(ctx context.Context, method, path string, query url.Values, body []byte) ([]byte, error) {
+	u := *c.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawPath = ""
+	u.RawQuery = query.Encode()
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, withCode(exitDeadline, fmt.Errorf("%s: no answer in time", c.base.Host))
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, withCode(exitUnreachable, fmt.Errorf("cannot reach the node at %s: %v", c.base.Host, err))
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, withCode(exitUnreachable, fmt.Errorf("reading the answer of %s: %v", c.base.Host, err))
+	}
+	if resp.StatusCode/100 == 2 {
+		return b, nil
+	}
+	var eb errorBody
+	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
+		eb.Error = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
+	}
+	return nil, withCode(exitFor(resp.StatusCode), &apiError{Status: resp.StatusCode, Code: eb.Code, Msg: eb.Error})
+}
+
+// actorPath is /v1/actors/{kind}/{key} for a KIND/KEY argument.
+func actorPath(arg string) (string, error) {
+	kind, key, ok := strings.Cut(arg, "/")
+	if !ok || kind == "" || key == "" {
+		return "", withCode(exitUsage, fmt.Errorf("%q: want KIND/KEY", arg))
+	}
+	return "/v1/actors/" + url.PathEscape(kind) + "/" + url.PathEscape(key), nil
+}
+
+// jsonArg checks a JSON argument before it is sent.
+func jsonArg(s string) ([]byte, error) {
+	b := []byte(s)
+	if !json.Valid(b) {
+		return nil, withCode(exitBadJSON, fmt.Errorf("the message is not valid JSON: %s", s))
+	}
+	return b, nil
+}
+
+func newMembersCmd() *cobra.Command {
+	var f clientFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "members [--json]",
+		Short: "List the cluster's members: name, address, status, raft role, manifest profile",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client(cmd.Flags(), os.Getenv)
+			if err != nil {
+				return err
+			}
+			b, err := c.do(cmd.Context(), http.MethodGet, "/v1/members", nil, nil)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				_, err = fmt.Fprintln(out, string(compactJSON(b)))
+				return err
+			}
+			var mb membersBody
+			if err := json.Unmarshal(b, &mb); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tADDRESS\tSTATUS\tRAFT\tPROFILE\tHTTP")
+			for _, m := range mb.Members {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, orDash(m.Address), m.Status, m.Raft, orDash(m.Profile), orDash(m.HTTP))
+			}
+			return tw.Flush()
+		},
+	}
+	f.bind(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newPlacementCmd() *cobra.Command {
+	var f clientFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "placement [--json]",
+		Short: "Show the placement table: leader, epoch, shards per node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client(cmd.Flags(), os.Getenv)
+			if err != nil {
+				return err
+			}
+			b, err := c.do(cmd.Context(), http.MethodGet, "/v1/placement", nil, nil)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				_, err = fmt.Fprintln(out, string(compactJSON(b)))
+				return err
+			}
+			var p placementBody
+			if err := json.Unmarshal(b, &p); err != nil {
+				return err
+			}
+			if p.Standalone {
+				_, err = fmt.Fprintf(out, "standalone node %s: it owns every actor\n", p.Node)
+				return err
+			}
+			fmt.Fprintf(out, "leader: %s\nepoch: %d (raft term %d)\nshards: %d per group, %d groups, %d moving, %d unassigned\n",
+				orDash(p.Leader), p.Epoch, p.Term, p.ShardCount, p.Groups, p.Moving, p.Unassigned)
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NODE\tSTATUS\tSHARDS")
+			for _, n := range p.Nodes {
+				fmt.Fprintf(tw, "%s\t%s\t%d\n", n.Name, n.Status, n.Shards)
+			}
+			return tw.Flush()
+		},
+	}
+	f.bind(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newManifestCmd() *cobra.Command {
+	var f clientFlags
+	var asJSON bool
+	var node string
+	cmd := &cobra.Command{
+		Use:   "manifest [--node NAME] [--json]",
+		Short: "Show a node's assumption manifest",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client(cmd.Flags(), os.Getenv)
+			if err != nil {
+				return err
+			}
+			q := url.Values{}
+			if node != "" {
+				q.Set("node", node)
+			}
+			b, err := c.do(cmd.Context(), http.MethodGet, "/v1/manifest", q, nil)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				_, err = fmt.Fprintln(out, string(compactJSON(b)))
+				return err
+			}
+			var mb manifestBody
+			if err := json.Unmarshal(b, &mb); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(out, "node: %s\ndigest: %s\n%s", mb.Node, mb.Manifest.Digest(), mb.Manifest)
+			return err
+		},
+	}
+	f.bind(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&node, "node", "", "the node whose manifest to show (default: the node at --addr)")
+	return cmd
+}
+
+func newTellCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "tell KIND/KEY JSON",
+		Short: "Send a message without waiting for a reply (prints nothing on success)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := actorPath(args[0])
+			if err != nil {
+				return err
+			}
+			body, err := jsonArg(args[1])
+			if err != nil {
+				return err
+			}
+			c, err := f.client(cmd.Flags(), os.Getenv)
+			if err != nil {
+				return err
+			}
+			_, err = c.do(cmd.Context(), http.MethodPost, path+"/tell", nil, body)
+			return err
+		},
+	}
+	f.bind(cmd.Flags())
+	return cmd
+}
+
+func newAskCmd() *cobra.Command {
+	var f clientFlags
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "ask KIND/KEY JSON [--timeout 5s]",
+		Short: "Send a message and print the reply as compact JSON",
+		Example: `  tempest ask echo/a '{"text":"hi"}'
+  tempest ask counter/alice '{"Add":{"n":5}}'    # prints {"n":5}`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if timeout <= 0 || timeout > maxAskTimeout {
+				return configError("timeout", "want a positive duration up to %v", maxAskTimeout)
+			}
+			path, err := actorPath(args[0])
+			if err != nil {
+				return err
+			}
+			body, err := jsonArg(args[1])
+			if err != nil {
+				return err
+			}
+			c, err := f.client(cmd.Flags(), os.Getenv)
+			if err != nil {
+				return err
+			}
+			// The node answers 504 at the deadline; the client waits a
+			// little longer so that it reads that answer.
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout+2*time.Second)
+			defer cancel()
+			b, err := c.do(ctx, http.MethodPost, path+"/ask", url.Values{"timeout": {timeout.String()}}, body)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), string(compactJSON(b)))
+			return err
+		},
+	}
+	f.bind(cmd.Flags())
+	cmd.Flags().DurationVar(&timeout, "timeout", defaultAskTimeout, "how long to wait for the reply")
+	return cmd
+}
+
+func newStatusCmd() *cobra.Command {
+	var f clientFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status KIND/KEY [--json]",
+		Short: "Show what a reference designates: state, node, incarnation, active",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := actorPath(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := f.client(cmd.Flags(), os.Getenv)
+			if err != nil {
+				return err
+			}
+			b, err := c.do(cmd.Context(), http.MethodGet, path, nil, nil)
+			if err != nil {
+				return err
+			}
+			return printStatus(cmd.OutOrStdout(), b, asJSON)
+		},
+	}
+	f.bind(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printStatus(out io.Writer, b []byte, asJSON bool) error {
+	if asJSON {
+		_, err := fmt.Fprintln(out, string(compactJSON(b)))
+		return err
+	}
+	var st statusBody
+	if err := json.Unmarshal(b, &st); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(out, "%s/%s: %s on %s (incarnation %d, active %t)\n", st.Kind, st.Key, st.State, orDash(st.Node), st.Incarnation, st.Active)
+	return err
+}
+
+func newPassivateCmd() *cobra.Command {
+	var f clientFlags
+	cmd := &cobra.Command{
+		Use:   "passivate KIND/KEY",
+		Short: "Put an actor to rest now: its state is written and it becomes Dormant",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := actorPath(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := f.client(cmd.Flags(), os.Getenv)
+			if err != nil {
+				return err
+			}
+			_, err = c.do(cmd.Context(), http.MethodPost, path+"/passivate", nil, nil)
+			return err
+		},
+	}
+	f.bind(cmd.Flags())
+	return cmd
+}
+
+func newHealthCmd() *cobra.Command {
+	var f clientFlags
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Exit 0 when the node is ready, non-zero otherwise (a container health check)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client(cmd.Flags(), os.Getenv)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			_, err = c.do(ctx, http.MethodGet, "/readyz", nil, nil)
+			var ae *apiError
+			if errors.As(err, &ae) {
+				return withCode(exitFailure, fmt.Errorf("not ready: %s", ae.Msg))
+			}
+			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return withCode(exitUnreachable, err)
+			}
+			return err
+		},
+	}
+	f.bind(cmd.Flags())
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the node")
+	return cmd
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,489 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/manifest"
+	"github.com/tempest-actors/tempest/membership"
+	"github.com/tempest-actors/tempest/placement"
+)
+
+// HTTP API limits and defaults.
+const (
+	maxRequestBody    = 1 << 20 // bytes of a request body
+	defaultAskTimeout = 5 * time.Second
+	maxAskTimeout     = 5 * time.Minute
+	// forwardedHeader marks a request one node forwarded to the owner of
+	// an actor, so that it is not forwarded again.
+	forwardedHeader = "X-Tempest-Forwarded"
+)
+
+// Error codes in the "code" field of an error body.
+const (
+	codeBadJSON        = "bad_json"
+	codeBadRequest     = "bad_request"
+	codeUnknownKind    = "unknown_kind"
+	codeNotFound       = "not_found"
+	codeDeadline       = "deadline_exceeded"
+	codeRefused        = "refused"
+	codeUnavailable    = "process_unavailable"
+	codeTerminated     = "actor_terminated"
+	codeUnauthorized   = "unauthorized"
+	codeTooLarge       = "body_too_large"
+	codeInternal       = "internal"
+	codeNotReady       = "not_ready"
+	codeNoEligibleNode = "no_eligible_node"
+)
+
+// apiNode is what the HTTP API needs from a node; *tempest.Node has it.
+type apiNode interface {
+	Name() string
+	Kinds() []string
+	AskJSON(ctx context.Context, kind, key string, js []byte) ([]byte, error)
+	TellJSON(kind, key string, js []byte) error
+	Status(ctx context.Context, ref actor.Ref) (tempest.Status, error)
+	Passivate(ctx context.Context, ref actor.Ref) error
+	Locate(ref actor.Ref) (string, uint64, error)
+	Ready() bool
+	Live() bool
+	Manifest() manifest.Manifest
+	Members() []membership.Member
+	Table() *placement.Table
+	RaftInfo() tempest.RaftInfo
+}
+
+var _ apiNode = (*tempest.Node)(nil)
+
+// apiServer serves a node's HTTP API.
+type apiServer struct {
+	node          apiNode
+	token         []byte // required bearer token; nil: none
+	metricsPublic bool
+	met           *nodeMetrics // nil: no /metrics
+	log           *slog.Logger
+	// fwd reaches other nodes' HTTP APIs (status and passivation of an
+	// actor owned elsewhere); scheme is "http" or "https".
+	fwd    *http.Client
+	scheme string
+}
+
+// errorBody is the JSON body of every error response.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// statusBody is the JSON form of tempest.Status.
+type statusBody struct {
+	Kind        string `json:"kind"`
+	Key         string `json:"key"`
+	State       string `json:"state"`
+	Node        string `json:"node"`
+	Incarnation uint64 `json:"incarnation"`
+	Active      bool   `json:"active"`
+}
+
+// memberBody is one entry of GET /v1/members.
+type memberBody struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	QUIC    string `json:"quic,omitempty"`
+	HTTP    string `json:"http,omitempty"`
+	Status  string `json:"status"`
+	Raft    string `json:"raft"`
+	Profile string `json:"profile,omitempty"`
+	Version string `json:"version,omitempty"`
+}
+
+type membersBody struct {
+	Node    string       `json:"node"` // the node that answered
+	Leader  string       `json:"leader"`
+	Members []memberBody `json:"members"`
+}
+
+type placementNode struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Shards int    `json:"shards"`
+}
+
+type placementBody struct {
+	Node       string          `json:"node"`
+	Leader     string          `json:"leader"`
+	Epoch      uint64          `json:"epoch"` // version of the applied table
+	Term       uint64          `json:"term"`
+	ShardCount int             `json:"shard_count"` // per group
+	Groups     int             `json:"groups"`
+	Moving     int             `json:"moving"`
+	Unassigned int             `json:"unassigned"`
+	Nodes      []placementNode `json:"nodes"`
+	Standalone bool            `json:"standalone,omitempty"`
+}
+
+type manifestBody struct {
+	Node     string            `json:"node"`
+	Manifest manifest.Manifest `json:"manifest"`
+}
+
+func (s *apiServer) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	if s.met != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.met.reg, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("GET /v1/members", s.members)
+	mux.HandleFunc("GET /v1/placement", s.placement)
+	mux.HandleFunc("GET /v1/manifest", s.manifest)
+	mux.HandleFunc("GET /v1/actors/{kind}/{key}", s.status)
+	mux.HandleFunc("POST /v1/actors/{kind}/{key}/tell", s.tell)
+	mux.HandleFunc("POST /v1/actors/{kind}/{key}/ask", s.ask)
+	mux.HandleFunc("POST /v1/actors/{kind}/{key}/passivate", s.passivate)
+	return s.auth(mux)
+}
+
+// auth requires the bearer token on every path but the probes (and
+// /metrics when public), and bounds request bodies.
+func (s *apiServer) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
+		open := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || (s.metricsPublic && r.URL.Path == "/metrics")
+		if s.token != nil && !open {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), s.token) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="tempest"`)
+				writeError(w, http.StatusUnauthorized, codeUnauthorized, "missing or wrong bearer token")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, codeInternal, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, code int, errCode, msg string) {
+	b, _ := json.Marshal(errorBody{Error: msg, Code: errCode})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// classify maps a node error to an HTTP status, an error code and the
+// metrics outcome.
+func classify(err error) (int, string, string) {
+	switch {
+	case errors.Is(err, tempest.ErrBadJSON):
+		return http.StatusBadRequest, codeBadJSON, outcomeBadJSON
+	case errors.Is(err, actor.ErrUnknownKind), errors.Is(err, tempest.ErrNoGateway):
+		return http.StatusNotFound, codeUnknownKind, outcomeUnknownKind
+	case errors.Is(err, actor.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout, codeDeadline, outcomeDeadline
+	case errors.Is(err, actor.ErrRefused):
+		return http.StatusTooManyRequests, codeRefused, outcomeRefused
+	case errors.Is(err, actor.ErrNoEligibleNode):
+		return http.StatusServiceUnavailable, codeNoEligibleNode, outcomeUnavailable
+	case errors.Is(err, actor.ErrProcessUnavailable), errors.Is(err, tempest.ErrNotStarted):
+		return http.StatusServiceUnavailable, codeUnavailable, outcomeUnavailable
+	case errors.Is(err, actor.ErrActorTerminated):
+		return http.StatusGone, codeTerminated, outcomeTerminated
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return http.StatusRequestEntityTooLarge, codeTooLarge, outcomeBadJSON
+	}
+	return http.StatusInternalServerError, codeInternal, outcomeError
+}
+
+func (s *apiServer) fail(w http.ResponseWriter, err error) {
+	code, errCode, _ := classify(err)
+	writeError(w, code, errCode, err.Error())
+}
+
+func (s *apiServer) healthz(w http.ResponseWriter, _ *http.Request) {
+	if !s.node.Live() {
+		writeError(w, http.StatusServiceUnavailable, codeNotReady, "node closed")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "alive", "node": s.node.Name()})
+}
+
+func (s *apiServer) readyz(w http.ResponseWriter, _ *http.Request) {
+	if !s.node.Ready() {
+		writeError(w, http.StatusServiceUnavailable, codeNotReady, "node not ready")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": s.node.Name()})
+}
+
+// readBody reads the request body (bounded by auth's MaxBytesReader).
+func (s *apiServer) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("request body over %d bytes", mbe.Limit))
+		} else {
+			writeError(w, http.StatusBadRequest, codeBadRequest, "reading the body: "+err.Error())
+		}
+		return nil, false
+	}
+	if !json.Valid(b) {
+		writeError(w, http.StatusBadRequest, codeBadJSON, "the body is not valid JSON")
+		return nil, false
+	}
+	return b, true
+}
+
+func (s *apiServer) tell(w http.ResponseWriter, r *http.Request) {
+	kind, key := r.PathValue("kind"), r.PathValue("key")
+	body, ok := s.readBody(w, r)
+	if !ok {
+		s.count(kind, "tell", outcomeBadJSON, 0)
+		return
+	}
+	if err := s.node.TellJSON(kind, key, body); err != nil {
+		_, _, outcome := classify(err)
+		s.count(kind, "tell", outcome, 0)
+		s.fail(w, err)
+		return
+	}
+	s.count(kind, "tell", outcomeOK, 0)
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (s *apiServer) ask(w http.ResponseWriter, r *http.Request) {
+	kind, key := r.PathValue("kind"), r.PathValue("key")
+	timeout := defaultAskTimeout
+	if t := r.URL.Query().Get("timeout"); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 || d > maxAskTimeout {
+			writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("timeout %q: want a positive duration up to %v", t, maxAskTimeout))
+			return
+		}
+		timeout = d
+	}
+	body, ok := s.readBody(w, r)
+	if !ok {
+		s.count(kind, "ask", outcomeBadJSON, 0)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	start := time.Now()
+	reply, err := s.node.AskJSON(ctx, kind, key, body)
+	if err != nil {
+		_, _, outcome := classify(err)
+		s.count(kind, "ask", outcome, 0)
+		s.fail(w, err)
+		return
+	}
+	s.count(kind, "ask", outcomeOK, time.Since(start))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(reply, '\n'))
+}
+
+func (s *apiServer) count(kind, op, outcome string, d time.Duration) {
+	if s.met != nil {
+		s.met.message(kind, op, outcome, d)
+	}
+}
+
+func toStatusBody(st tempest.Status) statusBody {
+	return statusBody{Kind: st.Kind, Key: st.Key, State: st.State.String(), Node: st.Node,
+		Incarnation: st.Incarnation, Active: st.Active}
+}
+
+// forward sends r to the owner's HTTP API and copies its answer. It
+// reports false when it could not (no known address, or already
+// forwarded), so that the caller answers itself.
+func (s *apiServer) forward(w http.ResponseWriter, r *http.Request, owner string) bool {
+	if owner == "" || owner == s.node.Name() || r.Header.Get(forwardedHeader) != "" || s.fwd == nil {
+		return false
+	}
+	var addr string
+	for _, m := range s.node.Members() {
+		if m.Name == owner && !m.Status.Gone() {
+			addr = m.Meta.HTTPAddr
+		}
+	}
+	if addr == "" {
+		return false
+	}
+	u := url.URL{Scheme: s.scheme, Host: addr, Path: r.URL.Path, RawQuery: r.URL.RawQuery}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, u.String(), http.NoBody)
+	if err != nil {
+		return false
+	}
+	req.Header.Set(forwardedHeader, s.node.Name())
+	if a := r.Header.Get("Authorization"); a != "" {
+		req.Header.Set("Authorization", a)
+	}
+	resp, err := s.fwd.Do(req)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, fmt.Sprintf("owner %s: %v", owner, errors.Unwrap(err)))
+		return true
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, io.LimitReader(resp.Body, maxRequestBody))
+	return true
+}
+
+// ownerOf is the node that owns ref by this node's table ("" if unknown).
+func (s *apiServer) ownerOf(ref actor.Ref) string {
+	owner, _, err := s.node.Locate(ref)
+	if err != nil {
+		return ""
+	}
+	return owner
+}
+
+func (s *apiServer) status(w http.ResponseWriter, r *http.Request) {
+	ref := actor.Virtual(r.PathValue("kind"), r.PathValue("key"))
+	if !slices.Contains(s.node.Kinds(), ref.Kind()) {
+		writeError(w, http.StatusNotFound, codeUnknownKind, fmt.Sprintf("unknown kind %q", ref.Kind()))
+		return
+	}
+	if s.forward(w, r, s.ownerOf(ref)) {
+		return
+	}
+	st, err := s.node.Status(r.Context(), ref)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toStatusBody(st))
+}
+
+func (s *apiServer) passivate(w http.ResponseWriter, r *http.Request) {
+	ref := actor.Virtual(r.PathValue("kind"), r.PathValue("key"))
+	if !slices.Contains(s.node.Kinds(), ref.Kind()) {
+		writeError(w, http.StatusNotFound, codeUnknownKind, fmt.Sprintf("unknown kind %q", ref.Kind()))
+		return
+	}
+	if s.forward(w, r, s.ownerOf(ref)) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	if err := s.node.Passivate(ctx, ref); err != nil {
+		s.fail(w, err)
+		return
+	}
+	st, err := s.node.Status(ctx, ref)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toStatusBody(st))
+}
+
+func (s *apiServer) members(w http.ResponseWriter, _ *http.Request) {
+	raft := s.node.RaftInfo()
+	out := membersBody{Node: s.node.Name(), Leader: raft.Leader, Members: []memberBody{}}
+	var table *placement.Table
+	ms := s.node.Members()
+	if len(ms) > 0 {
+		table = s.node.Table()
+	}
+	for _, m := range ms {
+		mb := memberBody{Name: m.Name, Address: m.Addr.String(), QUIC: m.Meta.QUICAddr, HTTP: m.Meta.HTTPAddr,
+			Status: m.Status.String(), Raft: string(raft.Role(m.Name)), Version: m.Meta.Version}
+		switch {
+		case m.Name == s.node.Name():
+			mb.Profile = s.node.Manifest().Profile.String()
+		case table != nil && table.Nodes[m.Name] != nil:
+			mb.Profile = table.Nodes[m.Name].Manifest.Profile.String()
+		}
+		out.Members = append(out.Members, mb)
+	}
+	if len(ms) == 0 { // a standalone node
+		out.Leader = s.node.Name()
+		out.Members = append(out.Members, memberBody{Name: s.node.Name(), Status: "alive",
+			Raft: string(tempest.RoleNone), Profile: s.node.Manifest().Profile.String(), Version: version})
+	}
+	slices.SortFunc(out.Members, func(a, b memberBody) int { return strings.Compare(a.Name, b.Name) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *apiServer) placement(w http.ResponseWriter, _ *http.Request) {
+	t := s.node.Table()
+	if t == nil {
+		writeJSON(w, http.StatusOK, placementBody{Node: s.node.Name(), Leader: s.node.Name(), Standalone: true,
+			Nodes: []placementNode{{Name: s.node.Name(), Status: "up"}}})
+		return
+	}
+	raft := s.node.RaftInfo()
+	out := placementBody{Node: s.node.Name(), Leader: raft.Leader, Epoch: t.Version, Term: raft.Term,
+		ShardCount: t.ShardCount, Groups: len(t.Groups)}
+	owned := map[string]int{}
+	for _, g := range t.Groups {
+		for _, sh := range g.Shards {
+			switch {
+			case sh.Owner == "":
+				out.Unassigned++
+			default:
+				owned[sh.Owner]++
+			}
+			if sh.MovingTo != "" {
+				out.Moving++
+			}
+		}
+	}
+	for _, name := range t.NodeNames() {
+		out.Nodes = append(out.Nodes, placementNode{Name: name, Status: t.Nodes[name].Status.String(), Shards: owned[name]})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *apiServer) manifest(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Query().Get("node")
+	if name == "" || name == s.node.Name() {
+		writeJSON(w, http.StatusOK, manifestBody{Node: s.node.Name(), Manifest: s.node.Manifest()})
+		return
+	}
+	if t := s.node.Table(); t != nil {
+		if ni := t.Nodes[name]; ni != nil {
+			writeJSON(w, http.StatusOK, manifestBody{Node: name, Manifest: ni.Manifest})
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no node %q in the placement table", name))
+}
+
+// compactJSON is b without insignificant space (b when it is not JSON).
+func compactJSON(b []byte) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return b
+	}
+	return buf.Bytes()
+}

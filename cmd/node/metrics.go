@@ -1,0 +1,257 @@
+package main
+
+import (
+	"runtime"
+	"sync"
+	"time"
+
+	gometrics "github.com/hashicorp/go-metrics"
+	gmprom "github.com/hashicorp/go-metrics/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/membership"
+	"github.com/tempest-actors/tempest/prospero"
+)
+
+// Outcome label values of tempest_messages_total.
+const (
+	outcomeOK          = "ok"
+	outcomeBadJSON     = "bad_json"
+	outcomeUnknownKind = "unknown_kind"
+	outcomeDeadline    = "deadline_exceeded"
+	outcomeRefused     = "refused"
+	outcomeUnavailable = "unavailable"
+	outcomeTerminated  = "terminated"
+	outcomeError       = "error"
+)
+
+// otherKind labels requests for kinds the node does not know, so that a
+// client cannot create label series at will.
+const otherKind = "_unknown"
+
+// nodeMetrics is one node's Prometheus registry (never the global one)
+// and the instruments the node and its HTTP API feed. Label values are
+// kinds, operations, outcomes, event types and statuses; never actor
+// keys.
+type nodeMetrics struct {
+	reg      *prometheus.Registry
+	messages *prometheus.CounterVec   // kind, op, outcome
+	ask      *prometheus.HistogramVec // kind
+	turn     prometheus.Histogram
+	queued   prometheus.Histogram
+	events   *prometheus.CounterVec // kind, event
+
+	mu    sync.RWMutex
+	kinds map[string]bool
+}
+
+var _ ariel.LatencyObserver = (*nodeMetrics)(nil)
+
+func newNodeMetrics(version string) *nodeMetrics {
+	m := &nodeMetrics{
+		reg: prometheus.NewRegistry(),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tempest_messages_total",
+			Help: "Messages sent through the HTTP API, by kind, operation (tell, ask) and outcome.",
+		}, []string{"kind", "op", "outcome"}),
+		ask: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tempest_ask_duration_seconds",
+			Help:    "Latency of asks through the HTTP API, by kind.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2.5, 14),
+		}, []string{"kind"}),
+		turn: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tempest_turn_duration_seconds",
+			Help:    "Time an actor's handler took for one message.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
+		}),
+		queued: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tempest_mailbox_wait_seconds",
+			Help:    "Time a message waited in its mailbox before its turn.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
+		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tempest_actor_events_total",
+			Help: "Lifecycle decisions of the supervisor by kind and event (Activated, Hydrated, Passivated, Fault, Restarted, ...).",
+		}, []string{"kind", "event"}),
+		kinds: map[string]bool{},
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "tempest_build_info",
+		Help:        "Build information; the value is always 1.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+	})
+	info.Set(1)
+	m.reg.MustRegister(m.messages, m.ask, m.turn, m.queued, m.events, info,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// setKinds records the kinds that may appear as label values.
+func (m *nodeMetrics) setKinds(kinds []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range kinds {
+		m.kinds[k] = true
+	}
+}
+
+// kindLabel is kind if registered, otherKind otherwise.
+func (m *nodeMetrics) kindLabel(kind string) string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.kinds[kind] {
+		return kind
+	}
+	return otherKind
+}
+
+// ObserveQueued implements ariel.LatencyObserver.
+func (m *nodeMetrics) ObserveQueued(d time.Duration) { m.queued.Observe(d.Seconds()) }
+
+// ObserveHandler implements ariel.LatencyObserver.
+func (m *nodeMetrics) ObserveHandler(d time.Duration) { m.turn.Observe(d.Seconds()) }
+
+// event is the node's Events hook: fast, never blocks.
+func (m *nodeMetrics) event(e prospero.Event) {
+	m.events.WithLabelValues(m.kindLabel(e.ID.Kind), e.Type.String()).Inc()
+}
+
+// message counts one gateway message and, for asks, its latency.
+func (m *nodeMetrics) message(kind, op, outcome string, d time.Duration) {
+	k := m.kindLabel(kind)
+	m.messages.WithLabelValues(k, op, outcome).Inc()
+	if op == "ask" && outcome == outcomeOK {
+		m.ask.WithLabelValues(k).Observe(d.Seconds())
+	}
+}
+
+// attach registers the collector that reads n's counters at scrape time.
+func (m *nodeMetrics) attach(n *tempest.Node) {
+	m.setKinds(n.Kinds())
+	m.reg.MustRegister(&nodeCollector{n: n})
+}
+
+// bridgeGoMetrics sends the process-wide go-metrics (raft's and
+// memberlist's own metrics) into this registry, named tempest_raft_...,
+// tempest_memberlist_... . go-metrics has one global sink per process:
+// call this for one node only.
+func (m *nodeMetrics) bridgeGoMetrics() error {
+	sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{
+		Registerer: m.reg,
+		Name:       "tempest_gometrics_bridge",
+		Expiration: 5 * time.Minute,
+	})
+	if err != nil {
+		return err
+	}
+	cfg := gometrics.DefaultConfig("tempest")
+	cfg.EnableHostname = false
+	cfg.EnableHostnameLabel = false
+	cfg.EnableRuntimeMetrics = false // the Go collector has them
+	cfg.EnableServiceLabel = false
+	_, err = gometrics.NewGlobal(cfg, sink)
+	return err
+}
+
+// nodeCollector turns tempest.Node's counters into metrics at scrape
+// time.
+type nodeCollector struct{ n *tempest.Node }
+
+var nodeDescs = struct {
+	turns, msgs, refused, undelivered, panics, exhausted, expired *prometheus.Desc
+	active, entries, hydrating, waiting, unsaved                  *prometheus.Desc
+	leader, term, members                                         *prometheus.Desc
+	frames, bytes, links, linkErrs                                *prometheus.Desc
+	ready                                                         *prometheus.Desc
+}{
+	turns:       prometheus.NewDesc("tempest_turns_total", "Handler invocations (user and lifecycle messages).", nil, nil),
+	msgs:        prometheus.NewDesc("tempest_scheduler_messages_total", "Messages taken out of mailboxes.", nil, nil),
+	refused:     prometheus.NewDesc("tempest_refusals_total", "Sends refused by admission (full mailbox).", nil, nil),
+	undelivered: prometheus.NewDesc("tempest_undelivered_total", "Messages not delivered for any reason (refusals included).", nil, nil),
+	panics:      prometheus.NewDesc("tempest_turn_panics_total", "Handler panics recovered.", nil, nil),
+	exhausted:   prometheus.NewDesc("tempest_turn_budget_exhausted_total", "Turns that ran past the turn budget.", nil, nil),
+	expired:     prometheus.NewDesc("tempest_asks_expired_total", "Asks dropped at dequeue because their deadline passed.", nil, nil),
+	active:      prometheus.NewDesc("tempest_actors_active", "Identities with an attached activation.", nil, nil),
+	entries:     prometheus.NewDesc("tempest_actors_in_memory", "Identities in memory (not dormant).", nil, nil),
+	hydrating:   prometheus.NewDesc("tempest_hydrations_in_progress", "Activations in progress.", nil, nil),
+	waiting:     prometheus.NewDesc("tempest_hydrations_waiting", "Activations waiting for the hydration budget.", nil, nil),
+	unsaved:     prometheus.NewDesc("tempest_states_unsaved", "States whose write at rest failed and is retried.", nil, nil),
+	leader:      prometheus.NewDesc("tempest_raft_is_leader", "1 if this node is the placement raft leader.", nil, nil),
+	term:        prometheus.NewDesc("tempest_raft_term", "This node's current raft term.", nil, nil),
+	members:     prometheus.NewDesc("tempest_members", "Members in this node's view, by status.", []string{"status"}, nil),
+	frames:      prometheus.NewDesc("tempest_link_frames_total", "QUIC frames by direction.", []string{"direction"}, nil),
+	bytes:       prometheus.NewDesc("tempest_link_bytes_total", "QUIC payload bytes by direction.", []string{"direction"}, nil),
+	links:       prometheus.NewDesc("tempest_link_changes_total", "QUIC links that came up or went down.", []string{"change"}, nil),
+	linkErrs:    prometheus.NewDesc("tempest_link_errors_total", "QUIC send and receive problems by type.", []string{"type"}, nil),
+	ready:       prometheus.NewDesc("tempest_ready", "1 if the node is ready (joined, leader known, placement applied).", nil, nil),
+}
+
+func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	d := nodeDescs
+	for _, x := range []*prometheus.Desc{d.turns, d.msgs, d.refused, d.undelivered, d.panics, d.exhausted, d.expired,
+		d.active, d.entries, d.hydrating, d.waiting, d.unsaved, d.leader, d.term, d.members,
+		d.frames, d.bytes, d.links, d.linkErrs, d.ready} {
+		ch <- x
+	}
+}
+
+func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	d := nodeDescs
+	st := c.n.Stats()
+	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	s := st.Scheduler
+	counter(d.turns, s.Turns)
+	counter(d.msgs, s.Messages)
+	counter(d.refused, s.Refused)
+	counter(d.undelivered, s.Undelivered)
+	counter(d.panics, s.Panics)
+	counter(d.exhausted, s.Exhausted)
+	counter(d.expired, s.Expired)
+	p := st.Supervisor
+	gauge(d.active, float64(p.Active))
+	gauge(d.entries, float64(p.Entries))
+	gauge(d.hydrating, float64(p.Hydrating))
+	gauge(d.waiting, float64(p.Waiting))
+	gauge(d.unsaved, float64(p.Unsaved))
+	leader := 0.0
+	if st.Leader {
+		leader = 1
+	}
+	gauge(d.leader, leader)
+	gauge(d.term, float64(c.n.RaftInfo().Term))
+	byStatus := map[string]int{}
+	for _, s := range []membership.Status{membership.StatusAlive, membership.StatusSuspect, membership.StatusDead, membership.StatusLeft} {
+		byStatus[s.String()] = 0
+	}
+	for _, m := range c.n.Members() {
+		byStatus[m.Status.String()]++
+	}
+	for status, v := range byStatus {
+		gauge(d.members, float64(v), status)
+	}
+	t := st.Transport
+	counter(d.frames, t.FramesSent, "sent")
+	counter(d.frames, t.FramesReceived, "received")
+	counter(d.bytes, t.BytesSent, "sent")
+	counter(d.bytes, t.BytesReceived, "received")
+	counter(d.links, t.LinksUp, "up")
+	counter(d.links, t.LinksDown, "down")
+	counter(d.linkErrs, t.QueueFull, "queue_full")
+	counter(d.linkErrs, t.Dropped, "dropped")
+	counter(d.linkErrs, t.Oversized, "oversized")
+	counter(d.linkErrs, t.Malformed, "malformed")
+	counter(d.linkErrs, t.HelloRejected, "hello_rejected")
+	ready := 0.0
+	if c.n.Ready() {
+		ready = 1
+	}
+	gauge(d.ready, ready)
+}

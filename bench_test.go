@@ -79,7 +79,7 @@ func BenchmarkFailover(b *testing.B) {
 		gossip membership.Timing
 		place  placement.Config
 	}{
-		{"fast-timing", membership.FastTiming(), placementTiming()},
+		{"test-timing", gossipTiming(), placementTiming()},
 		{"default-timing", membership.Timing{}, placement.Config{Shards: 64}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

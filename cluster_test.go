@@ -52,7 +52,7 @@ func newTestCluster(t testing.TB) *testCluster {
 	}
 	c := &testCluster{t: t, ca: ca, pool: pool, key: key, logs: &syncBuffer{},
 		nodes: map[string]*tempest.Node{}, dirs: map[string]string{},
-		gossip: membership.FastTiming(), place: placementTiming()}
+		gossip: gossipTiming(), place: placementTiming()}
 	t.Cleanup(c.haltAll)
 	return c
 }
@@ -74,16 +74,28 @@ func (c *testCluster) haltAll() {
 	wg.Wait()
 }
 
+// gossipTiming is membership's fast test timing, with probes relaxed for
+// a busy machine.
+func gossipTiming() membership.Timing {
+	g := membership.FastTiming()
+	g.ProbeInterval = 500 * time.Millisecond
+	g.ProbeTimeout = 400 * time.Millisecond
+	g.TCPTimeout = 2 * time.Second
+	return g
+}
+
 func placementTiming() placement.Config {
 	cfg := placement.Config{}
 	cfg.Shards = 64
-	cfg.HeartbeatTimeout = 500 * time.Millisecond
-	cfg.ElectionTimeout = 500 * time.Millisecond
-	cfg.LeaderLeaseTimeout = 250 * time.Millisecond
+	// Tight enough for quick tests, loose enough that a starved 2-core
+	// machine does not flap leadership.
+	cfg.HeartbeatTimeout = time.Second
+	cfg.ElectionTimeout = time.Second
+	cfg.LeaderLeaseTimeout = 500 * time.Millisecond
 	cfg.CommitTimeout = 10 * time.Millisecond
-	cfg.Lease = time.Second
+	cfg.Lease = 1500 * time.Millisecond
 	cfg.LeaseMargin = 300 * time.Millisecond
-	cfg.DownAfter = 700 * time.Millisecond
+	cfg.DownAfter = 1500 * time.Millisecond
 	cfg.DeadVoterGrace = 2 * time.Second
 	cfg.ReconcileInterval = 100 * time.Millisecond
 	cfg.ApplyTimeout = time.Second

@@ -55,6 +55,7 @@ type rtCluster struct {
 	mu    sync.Mutex
 	addrs map[string]string
 	owner map[string]string // kind -> node
+	stale map[string]string // node -> the one node it wrongly believes owns everything
 }
 
 type rtNode struct {
@@ -77,7 +78,7 @@ func newRTCluster(t testing.TB) *rtCluster {
 	if err := wire.WriteCA(dir, ca); err != nil {
 		t.Fatal(err)
 	}
-	return &rtCluster{t: t, caDir: dir, ca: ca, addrs: map[string]string{}, owner: map[string]string{}}
+	return &rtCluster{t: t, caDir: dir, ca: ca, addrs: map[string]string{}, owner: map[string]string{}, stale: map[string]string{}}
 }
 
 func (c *rtCluster) place(kind, node string) {
@@ -99,6 +100,9 @@ func (c *rtCluster) locator(self string) remoteLocator {
 	return func(ref actor.Ref) (string, bool, error) {
 		c.mu.Lock()
 		node, ok := c.owner[ref.Kind()]
+		if s, isStale := c.stale[self]; isStale {
+			node, ok = s, true
+		}
 		c.mu.Unlock()
 		if !ok {
 			return "", false, actor.ErrNoEligibleNode
@@ -595,8 +599,9 @@ func TestRemoteNotOwner(t *testing.T) {
 	askRetry(t, a.s, ref, rtSeq{Kind: "get"})
 	// b still gets mail for counter after placement moved it to a (a's
 	// view is stale): b refuses it and names the owner it knows.
-	stale := rtCluster{owner: map[string]string{"counter": "b"}}
-	a.r.locate = stale.locator("a")
+	c.mu.Lock()
+	c.stale["a"] = "b"
+	c.mu.Unlock()
 	c.place("counter", "a")
 	_, err := a.s.Ask(rtCtx(t, rtWait), ref, rtSeq{Kind: "get"})
 	var re *wire.RefusedError

@@ -730,8 +730,6 @@ type inboundAsk struct {
 	m    *Mailer
 	peer string
 	id   uint64
-	to   ActorID
-	tag  uint32
 	size int64
 	done atomic.Bool
 }
@@ -772,7 +770,7 @@ func (m *Mailer) onAsk(peer string, a *Ask, size int) error {
 		m.refuse(peer, key, &Refused{Id: a.Id, To: a.To, Tag: a.Tag, Reason: RefusedReasonUnknownKind, Detail: err.Error()})
 		return nil
 	}
-	ia := &inboundAsk{m: m, peer: peer, id: a.Id, to: a.To, tag: a.Tag, size: int64(size)}
+	ia := &inboundAsk{m: m, peer: peer, id: a.Id, size: int64(size)}
 	m.inb.Add(ia.size)
 	deadline := m.cfg.Clock.Now().Add(time.Duration(min(a.DeadlineNs, uint64(1<<62))))
 	if err := m.cfg.Local.Deliver(to, from, msg, deadline, ia.reply); err != nil {

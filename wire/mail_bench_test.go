@@ -8,12 +8,13 @@ import (
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/wire/bare"
 )
 
 // Sub-benchmarks through the mail layer: the same 100-byte payload, now a
-// registered BARE message (StateTransfer with a 100-byte state) in a Tell
-// or Ask envelope, decoded on the far node and handed to a real actor of
-// an ariel scheduler.
+// registered BARE message (a struct with one data field, coded like
+// baregen's output) in a Tell or Ask envelope, decoded on the far node and
+// handed to a real actor of an ariel scheduler.
 //
 //	tempest-mail (tell): Mailer.TellWait -> link -> Mailer.Handle ->
 //	    Scheduler.Deliver -> a counting actor.
@@ -21,7 +22,21 @@ import (
 //	    Mailer.Ask -> link -> Scheduler.Deliver -> an actor that replies
 //	    -> Reply -> Scheduler.CompleteAsk.
 
-type benchMsg = StateTransfer
+// benchMsg is the BARE struct { payload: data }, with the methods baregen
+// would generate for it.
+type benchMsg struct{ Payload []byte }
+
+func (v *benchMsg) AppendBARE(dst []byte) ([]byte, error) {
+	return bare.AppendData(dst, v.Payload), nil
+}
+
+func (v *benchMsg) DecodeBARE(d *bare.Decoder) {
+	if !d.Enter() {
+		return
+	}
+	v.Payload = d.Data(v.Payload)
+	d.Leave()
+}
 
 func benchRegistry(b *testing.B) *Registry {
 	reg := NewRegistry()
@@ -111,7 +126,7 @@ func benchTellMail(b *testing.B) {
 	local := &countingLocal{s: sb, onDone: hit}
 	ma, mb := mailPair(b, nopLocal{}, local, func(uint64, any, error) {})
 	to := actor.Virtual("sink", "1")
-	var msg any = benchMsg{State: make([]byte, benchPayload)}
+	var msg any = benchMsg{Payload: make([]byte, benchPayload)}
 	ctx := b.Context()
 	target.Store(1)
 	for {
@@ -177,7 +192,7 @@ func benchAskActor(b *testing.B) {
 	ma, _ := mailPair(b, nopLocal{}, sb, func(id uint64, v any, err error) { sa.CompleteAsk(id, v, err) })
 	sa.SetRouter(benchRouter{local: sa.LocalRouter(), m: ma})
 	to := actor.Virtual("echo", "1")
-	msg := benchMsg{State: make([]byte, benchPayload)}
+	msg := benchMsg{Payload: make([]byte, benchPayload)}
 	ctx := b.Context()
 	for deadline := time.Now().Add(waitTimeout); ; {
 		_, err := sa.Ask(ctx, to, msg)

@@ -48,8 +48,9 @@ var (
 
 // newRemote builds the Mailer over reg for the scheduler s and the router
 // that uses it. mc's Registry, Local, Complete and Undelivered are filled
-// in here; its other fields (limits, Clock, Logger) are the caller's. The
-// router is installed by attach, not here.
+// in here; its other fields (limits, Clock, Logger) are the caller's. Give
+// it the scheduler's clock: ask deadlines are absolute times on that
+// clock. The router is installed by attach, not here.
 func newRemote(s *ariel.Scheduler, reg *wire.Registry, locate remoteLocator, mc wire.MailConfig) (*remote, error) {
 	if s == nil || reg == nil || locate == nil {
 		return nil, errors.New("tempest: remote mail needs a scheduler, a registry and a locator")

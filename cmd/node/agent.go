@@ -55,7 +55,7 @@ default.
 SIGTERM or SIGINT shuts the node down gracefully within --drain-timeout:
 readiness turns false, its shards are handed off, raft leadership moves,
 it leaves the gossip cluster, then in-flight asks finish or fail.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyLayers(cmd.Flags(), os.Getenv, "config"); err != nil {
 				return err

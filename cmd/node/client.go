@@ -176,7 +176,8 @@ func (c *apiClient) do(ctx context.Context, method, path string, query url.Value
 	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
 		eb.Error = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
 	}
-	return nil, withCode(exitFor(resp.StatusCode), &apiError{Status: resp.StatusCode, Code: eb.Code, Msg: eb.Error})
+	msg := strings.TrimPrefix(eb.Error, "tempest: ") // main adds the prefix
+	return nil, withCode(exitFor(resp.StatusCode), &apiError{Status: resp.StatusCode, Code: eb.Code, Msg: msg})
 }
 
 // actorPath is /v1/actors/{kind}/{key} for a KIND/KEY argument.
@@ -203,7 +204,7 @@ func newMembersCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "members [--json]",
 		Short: "List the cluster's members: name, address, status, raft role, manifest profile",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.client(cmd.Flags(), os.Getenv)
 			if err != nil {
@@ -241,7 +242,7 @@ func newPlacementCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "placement [--json]",
 		Short: "Show the placement table: leader, epoch, shards per node",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.client(cmd.Flags(), os.Getenv)
 			if err != nil {
@@ -286,7 +287,7 @@ func newManifestCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "manifest [--node NAME] [--json]",
 		Short: "Show a node's assumption manifest",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.client(cmd.Flags(), os.Getenv)
 			if err != nil {
@@ -324,7 +325,7 @@ func newTellCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tell KIND/KEY JSON",
 		Short: "Send a message without waiting for a reply (prints nothing on success)",
-		Args:  cobra.ExactArgs(2),
+		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := actorPath(args[0])
 			if err != nil {
@@ -354,7 +355,7 @@ func newAskCmd() *cobra.Command {
 		Short: "Send a message and print the reply as compact JSON",
 		Example: `  tempest ask echo/a '{"text":"hi"}'
   tempest ask counter/alice '{"Add":{"n":5}}'    # prints {"n":5}`,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if timeout <= 0 || timeout > maxAskTimeout {
 				return configError("timeout", "want a positive duration up to %v", maxAskTimeout)
@@ -394,7 +395,7 @@ func newStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status KIND/KEY [--json]",
 		Short: "Show what a reference designates: state, node, incarnation, active",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := actorPath(args[0])
 			if err != nil {
@@ -434,7 +435,7 @@ func newPassivateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "passivate KIND/KEY",
 		Short: "Put an actor to rest now: its state is written and it becomes Dormant",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path, err := actorPath(args[0])
 			if err != nil {
@@ -458,7 +459,7 @@ func newHealthCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "health",
 		Short: "Exit 0 when the node is ready, non-zero otherwise (a container health check)",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.client(cmd.Flags(), os.Getenv)
 			if err != nil {

@@ -32,7 +32,7 @@ CA, node certificates and a gossip key are written to a temporary directory
 registered with a short idle timeout, so passivation and hydration are easy
 to watch. --tour walks through cross-node asks, a tell, a passivation and
 hydration, and members, then the cluster stays up until Ctrl-C.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.nodes < 1 || o.nodes > 9 {
 				return configError("nodes", "want 1 to 9")

@@ -1,5 +1,7 @@
 package main
 
+import "github.com/spf13/cobra"
+
 // Exit codes of the tempest binary. They are part of its contract:
 // scripts branch on them (see docs/operations.md).
 const (
@@ -27,3 +29,15 @@ const exitCodesHelp = `Exit codes:
   7  bad JSON (does not fit the kind's schema)
   8  process unavailable (owner gone or shutting down)
   9  unauthorized (missing or wrong token)`
+
+// exactArgs is cobra.ExactArgs with the usage exit code.
+func exactArgs(n int) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		return withCode(exitUsage, cobra.ExactArgs(n)(cmd, args))
+	}
+}
+
+// noArgs is cobra.NoArgs with the usage exit code.
+func noArgs(cmd *cobra.Command, args []string) error {
+	return withCode(exitUsage, cobra.NoArgs(cmd, args))
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/manifest"
+	"github.com/tempest-actors/tempest/membership"
+	"github.com/tempest-actors/tempest/placement"
+)
+
+// fakeNode answers by key: the key names the error to return.
+type fakeNode struct {
+	ready bool
+}
+
+var _ apiNode = (*fakeNode)(nil)
+
+var fakeErrs = map[string]error{
+	"deadline":   fmt.Errorf("ask: %w", actor.ErrDeadlineExceeded),
+	"unavail":    fmt.Errorf("owner gone: %w", actor.ErrProcessUnavailable),
+	"closed":     tempest.ErrClosed,
+	"refused":    fmt.Errorf("mailbox full: %w", actor.ErrRefused),
+	"terminated": actor.ErrActorTerminated,
+	"noeligible": actor.ErrNoEligibleNode,
+	"badjson":    &tempest.JSONError{Kind: "k", Type: "In", Err: errors.New("$.n: not an i64")},
+	"boom":       errors.New("something else"),
+}
+
+func (f *fakeNode) Name() string    { return "fake" }
+func (f *fakeNode) Kinds() []string { return []string{"k"} }
+func (f *fakeNode) result(kind, key string) error {
+	if kind != "k" {
+		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
+	}
+	return fakeErrs[key]
+}
+func (f *fakeNode) AskJSON(_ context.Context, kind, key string, js []byte) ([]byte, error) {
+	if err := f.result(kind, key); err != nil {
+		return nil, err
+	}
+	return js, nil
+}
+func (f *fakeNode) TellJSON(kind, key string, _ []byte) error { return f.result(kind, key) }
+func (f *fakeNode) Status(_ context.Context, ref actor.Ref) (tempest.Status, error) {
+	return tempest.Status{Kind: ref.Kind(), Key: ref.Key(), State: actor.Dormant, Node: "fake"}, nil
+}
+func (f *fakeNode) Passivate(context.Context, actor.Ref) error { return nil }
+func (f *fakeNode) Locate(actor.Ref) (string, uint64, error)   { return "fake", 0, nil }
+func (f *fakeNode) Ready() bool                                { return f.ready }
+func (f *fakeNode) Live() bool                                 { return true }
+func (f *fakeNode) Manifest() manifest.Manifest                { return manifest.Manifest{} }
+func (f *fakeNode) Members() []membership.Member               { return nil }
+func (f *fakeNode) Table() *placement.Table                    { return nil }
+func (f *fakeNode) RaftInfo() tempest.RaftInfo                 { return tempest.RaftInfo{} }
+
+func do(t *testing.T, h http.Handler, method, path, body string, hdr map[string]string) (int, errorBody, string) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	b, _ := io.ReadAll(rec.Body)
+	var eb errorBody
+	_ = json.Unmarshal(b, &eb)
+	return rec.Code, eb, string(b)
+}
+
+func TestHTTPStatusCodes(t *testing.T) {
+	met := newNodeMetrics("test")
+	met.setKinds([]string{"k"})
+	h := (&apiServer{node: &fakeNode{ready: true}, met: met}).handler()
+	cases := []struct {
+		method, path, body string
+		want               int
+		code               string
+	}{
+		{"POST", "/v1/actors/k/ok/ask", `{"n":1}`, 200, ""},
+		{"POST", "/v1/actors/k/ok/tell", `{"n":1}`, 202, ""},
+		{"POST", "/v1/actors/k/deadline/ask", `{}`, 504, codeDeadline},
+		{"POST", "/v1/actors/k/unavail/ask", `{}`, 503, codeUnavailable},
+		{"POST", "/v1/actors/k/closed/ask", `{}`, 503, codeUnavailable},
+		{"POST", "/v1/actors/k/noeligible/ask", `{}`, 503, codeNoEligibleNode},
+		{"POST", "/v1/actors/k/refused/ask", `{}`, 429, codeRefused},
+		{"POST", "/v1/actors/k/refused/tell", `{}`, 429, codeRefused},
+		{"POST", "/v1/actors/nokind/x/ask", `{}`, 404, codeUnknownKind},
+		{"POST", "/v1/actors/nokind/x/tell", `{}`, 404, codeUnknownKind},
+		{"POST", "/v1/actors/k/badjson/ask", `{"n":"x"}`, 400, codeBadJSON},
+		{"POST", "/v1/actors/k/ok/ask", `{not json`, 400, codeBadJSON},
+		{"POST", "/v1/actors/k/terminated/ask", `{}`, 410, codeTerminated},
+		{"POST", "/v1/actors/k/boom/ask", `{}`, 500, codeInternal},
+		{"POST", "/v1/actors/k/ok/ask?timeout=forever", `{}`, 400, codeBadRequest},
+		{"GET", "/v1/actors/k/a", "", 200, ""},
+		{"GET", "/v1/actors/nokind/a", "", 404, codeUnknownKind},
+		{"POST", "/v1/actors/k/a/passivate", "", 200, ""},
+		{"GET", "/v1/actors/k/a/ask", "", 405, ""},
+		{"GET", "/healthz", "", 200, ""},
+		{"GET", "/readyz", "", 200, ""},
+		{"GET", "/v1/members", "", 200, ""},
+		{"GET", "/v1/placement", "", 200, ""},
+		{"GET", "/v1/manifest", "", 200, ""},
+		{"GET", "/v1/manifest?node=other", "", 404, codeNotFound},
+		{"GET", "/metrics", "", 200, ""},
+	}
+	for _, tc := range cases {
+		got, eb, body := do(t, h, tc.method, tc.path, tc.body, nil)
+		if got != tc.want || eb.Code != tc.code {
+			t.Errorf("%s %s: got %d %q, want %d %q (body %s)", tc.method, tc.path, got, eb.Code, tc.want, tc.code, body)
+		}
+	}
+	// The ask's reply is the node's JSON.
+	if _, _, body := do(t, h, "POST", "/v1/actors/k/ok/ask", `{"n":1}`, nil); strings.TrimSpace(body) != `{"n":1}` {
+		t.Errorf("ask reply %q", body)
+	}
+	// Metrics never carry actor keys, and unknown kinds share one label.
+	_, _, metrics := do(t, h, "GET", "/metrics", "", nil)
+	for _, key := range []string{`"unavail"`, `"badjson"`, `"nokind"`, `key="`} {
+		if strings.Contains(metrics, key) {
+			t.Errorf("/metrics mentions %q", key)
+		}
+	}
+	for _, want := range []string{
+		`tempest_messages_total{kind="k",op="ask",outcome="deadline_exceeded"} 1`,
+		`tempest_messages_total{kind="k",op="tell",outcome="refused"} 1`,
+		`tempest_messages_total{kind="_unknown",op="ask",outcome="unknown_kind"} 1`,
+		`tempest_build_info{`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+func TestHTTPReadiness(t *testing.T) {
+	f := &fakeNode{}
+	h := (&apiServer{node: f}).handler()
+	if got, _, _ := do(t, h, "GET", "/readyz", "", nil); got != 503 {
+		t.Errorf("readyz of a node not ready: %d", got)
+	}
+	if got, _, _ := do(t, h, "GET", "/healthz", "", nil); got != 200 {
+		t.Errorf("healthz of a live node: %d", got)
+	}
+	f.ready = true
+	if got, _, _ := do(t, h, "GET", "/readyz", "", nil); got != 200 {
+		t.Errorf("readyz of a ready node: %d", got)
+	}
+}
+
+func TestHTTPBearerToken(t *testing.T) {
+	token := "0123456789abcdef-secret"
+	for _, public := range []bool{false, true} {
+		h := (&apiServer{node: &fakeNode{ready: true}, token: []byte(token), met: newNodeMetrics("t"), metricsPublic: public}).handler()
+		for _, tc := range []struct {
+			path, auth string
+			want       int
+		}{
+			{"/v1/members", "", 401},
+			{"/v1/members", "Bearer wrong", 401},
+			{"/v1/members", token, 401}, // no scheme
+			{"/v1/members", "Bearer " + token, 200},
+			{"/healthz", "", 200},
+			{"/readyz", "", 200},
+			{"/metrics", "", map[bool]int{false: 401, true: 200}[public]},
+			{"/metrics", "Bearer " + token, 200},
+		} {
+			got, eb, body := do(t, h, "GET", tc.path, "", map[string]string{"Authorization": tc.auth})
+			if got != tc.want {
+				t.Errorf("public=%v %s %q: got %d, want %d", public, tc.path, tc.auth, got, tc.want)
+			}
+			if got == 401 && (eb.Code != codeUnauthorized || strings.Contains(body, token)) {
+				t.Errorf("401 body %q", body)
+			}
+		}
+		got, _, _ := do(t, h, "POST", "/v1/actors/k/ok/ask", "{}", nil)
+		if got != 401 {
+			t.Errorf("ask without token: %d", got)
+		}
+	}
+}
+
+func TestHTTPBodyLimit(t *testing.T) {
+	h := (&apiServer{node: &fakeNode{ready: true}}).handler()
+	big := `{"text":"` + strings.Repeat("x", maxRequestBody) + `"}`
+	got, eb, _ := do(t, h, "POST", "/v1/actors/k/ok/ask", big, nil)
+	if got != http.StatusRequestEntityTooLarge || eb.Code != codeTooLarge {
+		t.Fatalf("oversized body: got %d %q", got, eb.Code)
+	}
+	fits := `{"text":"` + strings.Repeat("x", maxRequestBody-20) + `"}`
+	if got, _, _ := do(t, h, "POST", "/v1/actors/k/ok/ask", fits, nil); got != 200 {
+		t.Fatalf("body under the limit: got %d", got)
+	}
+}

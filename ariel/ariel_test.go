@@ -3,6 +3,7 @@ package ariel_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -606,5 +607,43 @@ func TestFairnessTimeBudgetYields(t *testing.T) {
 	waitIdle(t, s)
 	if s.Stats().BudgetYields == 0 {
 		t.Fatal("the time budget never ended a cycle")
+	}
+}
+
+func TestPanicInABatchOfTellsResumesWithTheNextMessage(t *testing.T) {
+	h := &faultRecorder{ch: make(chan ariel.Fault, 4)}
+	s := newSched(t, ariel.Config{Workers: 2, Faults: h})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var seen []any
+	ref, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		switch msg {
+		case "block":
+			close(entered)
+			<-release
+		case "boom":
+			panic("boom")
+		}
+		mu.Lock()
+		seen = append(seen, msg)
+		mu.Unlock()
+	}))
+	_ = s.Tell(ref, "block")
+	<-entered
+	for _, m := range []any{1, "boom", 2, 3} { // queued: one batch
+		if err := s.Tell(ref, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	waitIdle(t, s)
+	if f := <-h.ch; f.Outcome != ariel.Panicked {
+		t.Fatalf("fault = %+v", f)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []any{actor.Started{}, "block", 1, 2, 3}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("handled %v, want %v", seen, want)
 	}
 }

@@ -94,8 +94,15 @@ func (ex *executor) drainCycle(c *Cell) {
 		if t0 == 0 && k == len(ex.batch) && s.cfg.FairnessTime > 0 {
 			t0 = s.clock.Now().UnixNano() // a backlog: this cycle may run long
 		}
+		// Plain tells run in a tight loop when nothing needs per-message
+		// bookkeeping (no latency observer, no receive timeout).
+		fast := s.latency == nil && c.act != nil && (c.ext == nil || c.ext.recvTimeout <= 0)
 		for i := 0; i < k; i++ {
 			e := &ex.batch[i]
+			if fast && e.kind == kUser && e.ask == nil {
+				i = ex.runTells(c, ex.batch[:k], i) - 1
+				continue
+			}
 			if !ex.turn(c, e) {
 				// The cell stopped or went to rest; it has left the run
 				// state already. Anything taken after is not for this actor.
@@ -192,6 +199,34 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 		return false
 	}
 	return true
+}
+
+// runTells runs the plain tells (user messages that are not asks) of
+// batch from index i on, one turn each, under a single recover frame; it
+// returns the index of the first envelope it did not run. A panic ends that
+// turn like in invoke and the loop resumes with the next message.
+func (ex *executor) runTells(c *Cell, batch []envelope, i int) (next int) {
+	next = i
+	defer func() {
+		if r := recover(); r != nil {
+			ex.panicked(c, r)
+			ex.leave()
+			next++
+		}
+	}()
+	a := c.act
+	for next < len(batch) {
+		e := &batch[next]
+		if e.kind != kUser || e.ask != nil {
+			return next
+		}
+		ex.cell, ex.env, ex.replied = c, e, false
+		ex.turns++
+		a.Receive(ex, e.msg)
+		ex.leave()
+		next++
+	}
+	return next
 }
 
 // invoke runs the actor's handler for msg as one turn.

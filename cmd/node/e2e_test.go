@@ -1,0 +1,401 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The end-to-end test builds the tempest binary, runs three `tempest
+// agent` processes on loopback with real certificates and a gossip key,
+// and drives them only through the command line.
+
+// e2eCluster holds the binary, the shared material and the processes.
+type e2eCluster struct {
+	t     *testing.T
+	bin   string
+	dir   string
+	mu    sync.Mutex
+	nodes map[string]*e2eNode
+	seed  string // gossip address of n1
+}
+
+type e2eNode struct {
+	name               string
+	gossip, quic, http int
+	cmd                *exec.Cmd
+	done               chan struct{} // closed when the process exited
+	err                error         // its Wait result, after done
+	log                *bytes.Buffer // stdout and stderr
+	logMu              *sync.Mutex
+}
+
+func (n *e2eNode) addr() string { return fmt.Sprintf("http://127.0.0.1:%d", n.http) }
+
+// lockedWriter serializes writes of a process's stdout and stderr.
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// freePort returns a port free for TCP and UDP on 127.0.0.1.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port")
+	return 0
+}
+
+// tempest runs the binary with args and returns stdout, the exit code
+// and stderr.
+func (c *e2eCluster) tempest(args ...string) (string, int, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Env = append(os.Environ(), "TEMPEST_ADDR=", "TEMPEST_TOKEN=")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		c.t.Fatalf("tempest %v: %v", args, err)
+	}
+	return out.String(), code, errOut.String()
+}
+
+// must runs the binary and fails the test unless it exits 0.
+func (c *e2eCluster) must(args ...string) string {
+	c.t.Helper()
+	out, code, errOut := c.tempest(args...)
+	if code != 0 {
+		c.t.Fatalf("tempest %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+	}
+	return out
+}
+
+// start runs `tempest agent` for name (on its old ports and data if it
+// ran before).
+func (c *e2eCluster) start(name string, prev *e2eNode) *e2eNode {
+	t := c.t
+	t.Helper()
+	n := prev
+	if n == nil {
+		n = &e2eNode{name: name, gossip: freePort(t), quic: freePort(t), http: freePort(t)}
+		c.must("certs", "node", "--ca", filepath.Join(c.dir, "ca"), "--name", name, "--out", filepath.Join(c.dir, name))
+	}
+	n.done, n.err, n.log, n.logMu = make(chan struct{}), nil, &bytes.Buffer{}, &sync.Mutex{}
+	nd := filepath.Join(c.dir, name)
+	args := []string{"agent", "--name", name, "--data-dir", filepath.Join(nd, "data"),
+		"--gossip-addr", fmt.Sprintf("127.0.0.1:%d", n.gossip),
+		"--quic-addr", fmt.Sprintf("127.0.0.1:%d", n.quic),
+		"--http-addr", fmt.Sprintf("127.0.0.1:%d", n.http),
+		"--bootstrap-expect", "3",
+		"--gossip-key-file", filepath.Join(c.dir, "gossip.key"),
+		"--tls-ca", filepath.Join(c.dir, "ca", "ca.pem"),
+		"--tls-cert", filepath.Join(nd, "node.pem"),
+		"--tls-key", filepath.Join(nd, "node-key.pem"),
+		"--timing", "fast", "--shards", "64", "--workers", "2", "--drain-timeout", "30s"}
+	if c.seed != "" {
+		args = append(args, "--join", c.seed)
+	}
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = append(os.Environ(), "TEMPEST_GOSSIP_KEY=")
+	w := lockedWriter{mu: n.logMu, b: n.log}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n.cmd = cmd
+	go func() {
+		n.err = cmd.Wait()
+		close(n.done)
+	}()
+	c.mu.Lock()
+	c.nodes[name] = n
+	if c.seed == "" {
+		c.seed = fmt.Sprintf("127.0.0.1:%d", n.gossip)
+	}
+	c.mu.Unlock()
+	return n
+}
+
+func (c *e2eCluster) logs() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for name, n := range c.nodes {
+		n.logMu.Lock()
+		fmt.Fprintf(&b, "==== %s\n%s\n", name, n.log.String())
+		n.logMu.Unlock()
+	}
+	return b.String()
+}
+
+// waitFor polls cond every 100 ms until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval, not synchronization
+	}
+}
+
+// members returns name → member as node n sees them.
+func (c *e2eCluster) members(n *e2eNode) map[string]memberBody {
+	out, code, _ := c.tempest("members", "--json", "--addr", n.addr())
+	if code != 0 {
+		return nil
+	}
+	var mb membersBody
+	if json.Unmarshal([]byte(out), &mb) != nil {
+		return nil
+	}
+	m := map[string]memberBody{}
+	for _, x := range mb.Members {
+		m[x.Name] = x
+	}
+	return m
+}
+
+// settled: every listed node is healthy and sees exactly the listed
+// nodes alive, all of them in raft (leader or voter).
+func (c *e2eCluster) settled(nodes ...*e2eNode) bool {
+	for _, n := range nodes {
+		if _, code, _ := c.tempest("health", "--addr", n.addr()); code != 0 {
+			return false
+		}
+		ms := c.members(n)
+		alive := 0
+		for _, o := range nodes {
+			m, ok := ms[o.name]
+			if !ok || m.Status != "alive" || (m.Raft != "leader" && m.Raft != "voter") {
+				return false
+			}
+			alive++
+		}
+		for _, m := range ms {
+			if m.Status == "alive" {
+				alive--
+			}
+		}
+		if alive != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func TestEndToEndThreeAgents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: builds the binary and runs three processes")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tempest")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	c := &e2eCluster{t: t, bin: bin, dir: dir, nodes: map[string]*e2eNode{}}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		for _, n := range c.nodes {
+			_ = n.cmd.Process.Kill()
+			<-n.done
+		}
+		c.mu.Unlock()
+		if t.Failed() {
+			t.Log(c.logs())
+		}
+	})
+	c.must("certs", "ca", "--out", filepath.Join(dir, "ca"))
+	if err := os.WriteFile(filepath.Join(dir, "gossip.key"), []byte(c.must("keygen")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n1 := c.start("n1", nil)
+	n2 := c.start("n2", nil)
+	n3 := c.start("n3", nil)
+	t0 := time.Now()
+	waitFor(t, 60*time.Second, "three ready agents", func() bool { return c.settled(n1, n2, n3) })
+	t.Logf("cluster ready after %v", time.Since(t0))
+
+	// The banner names the node, its addresses and the security settings.
+	n1.logMu.Lock()
+	banner := n1.log.String()
+	n1.logMu.Unlock()
+	for _, want := range []string{`node "n1"`, "encryption on", "mTLS on", "profile"} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("banner lacks %q:\n%s", want, banner)
+		}
+	}
+
+	// Asks to many keys, through every node; the keys spread over all
+	// three nodes.
+	nodes := []*e2eNode{n1, n2, n3}
+	const keys = 30
+	want := map[string]int64{}
+	owners := map[string]int{}
+	for k := range keys {
+		key := fmt.Sprintf("counter/k%d", k)
+		via := nodes[k%3]
+		out := c.must("ask", key, fmt.Sprintf(`{"Add":{"n":%d}}`, k), "--addr", via.addr())
+		if got := strings.TrimSpace(out); got != fmt.Sprintf(`{"n":%d}`, k) {
+			t.Fatalf("ask %s: %q", key, got)
+		}
+		want[key] = int64(k)
+		var st statusBody
+		if err := json.Unmarshal([]byte(c.must("status", key, "--json", "--addr", nodes[(k+1)%3].addr())), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.State != "Valid" || !st.Active {
+			t.Fatalf("status of %s after an ask: %+v", key, st)
+		}
+		owners[st.Node]++
+	}
+	if len(owners) != 3 {
+		t.Fatalf("keys spread over %v, want all three nodes", owners)
+	}
+
+	// A tell (prints nothing), seen by a later ask.
+	if out := c.must("tell", "counter/k1", `{"Add":{"n":100}}`, "--addr", n2.addr()); out != "" {
+		t.Fatalf("tell printed %q", out)
+	}
+	want["counter/k1"] += 100
+	waitFor(t, 10*time.Second, "the tell's effect", func() bool {
+		out, code, _ := c.tempest("ask", "counter/k1", `{"Get":null}`, "--addr", n2.addr())
+		return code == 0 && strings.TrimSpace(out) == `{"n":101}`
+	})
+
+	// Passivate, then an ask hydrates the counter with its value.
+	c.must("passivate", "counter/k1", "--addr", n3.addr())
+	var st statusBody
+	if err := json.Unmarshal([]byte(c.must("status", "counter/k1", "--json", "--addr", n1.addr())), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.State != "Dormant" || st.Active {
+		t.Fatalf("status after passivate: %+v", st)
+	}
+	if out := c.must("ask", "counter/k1", `{"Get":null}`, "--addr", n1.addr()); strings.TrimSpace(out) != `{"n":101}` {
+		t.Fatalf("after hydration: %q", out)
+	}
+
+	// Client errors have distinct exit codes.
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"ask", "counter/k1", `{"Add":{"n":"x"}}`}, exitBadJSON},
+		{[]string{"ask", "nokind/a", `{}`}, exitUnknownKind},
+		{[]string{"ask", "counter/k1", `{}`, "--addr", "127.0.0.1:1"}, exitUnreachable},
+	} {
+		args := tc.args
+		if !strings.Contains(strings.Join(args, " "), "--addr") {
+			args = append(args, "--addr", n1.addr())
+		}
+		if _, code, errOut := c.tempest(args...); code != tc.code || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("tempest %v: exit %d, stderr %q; want exit %d and one line", tc.args, code, errOut, tc.code)
+		}
+	}
+
+	checkAll := func(when string, via *e2eNode) {
+		t.Helper()
+		for key, v := range want {
+			out := c.must("ask", key, `{"Get":null}`, "--timeout", "15s", "--addr", via.addr())
+			if got := strings.TrimSpace(out); got != fmt.Sprintf(`{"n":%d}`, v) {
+				t.Fatalf("%s: %s = %s, want %d", when, key, got, v)
+			}
+		}
+	}
+
+	// SIGTERM: n3 hands its shards off; the values survive.
+	if err := n3.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n3.done:
+	case <-time.After(45 * time.Second):
+		t.Fatal("n3 did not exit within 45 s of SIGTERM")
+	}
+	if n3.err != nil {
+		t.Fatalf("n3 exited with %v after SIGTERM", n3.err)
+	}
+	waitFor(t, 30*time.Second, "two settled agents", func() bool { return c.settled(n1, n2) })
+	checkAll("after n3 left", n1)
+
+	// Restart with the same name: n3 rejoins and serves again.
+	c.start("n3", n3)
+	waitFor(t, 60*time.Second, "n3 back", func() bool { return c.settled(n1, n2, n3) })
+	checkAll("after n3 rejoined", n3)
+
+	// kill -9 of n2: asks recover on the survivors.
+	if err := n2.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-n2.done
+	killed := time.Now()
+	waitFor(t, 45*time.Second, "every key answering on the survivors", func() bool {
+		for key := range want {
+			for _, via := range []*e2eNode{n1, n3} {
+				if _, code, _ := c.tempest("ask", key, `{"Get":null}`, "--timeout", "2s", "--addr", via.addr()); code != 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	t.Logf("asks recovered %v after kill -9", time.Since(killed).Round(time.Millisecond))
+
+	// Restart n2 with the same name.
+	c.start("n2", n2)
+	waitFor(t, 60*time.Second, "n2 back", func() bool { return c.settled(n1, n2, n3) })
+	for k := range keys {
+		key := fmt.Sprintf("counter/k%d", k)
+		if _, code, errOut := c.tempest("ask", key, `{"Get":null}`, "--timeout", "10s", "--addr", n2.addr()); code != 0 {
+			t.Fatalf("ask %s through the restarted n2: %s", key, errOut)
+		}
+	}
+	out := c.must("placement", "--json", "--addr", n2.addr())
+	var p placementBody
+	if err := json.Unmarshal([]byte(out), &p); err != nil || p.Leader == "" || len(p.Nodes) < 3 {
+		t.Fatalf("placement: %s (%v)", out, err)
+	}
+	if _, code, _ := c.tempest("health", "--addr", n2.addr()); code != 0 {
+		t.Fatal("n2 not healthy")
+	}
+}

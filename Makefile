@@ -15,9 +15,9 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/node
 
-## run: the most complete demo that exists (see README)
+## run: a local 3-node cluster with a guided tour; stays up until Ctrl-C (see README)
 run: build
-	./$(BIN) demo
+	./$(BIN) dev --tour
 
 ## test: vet plus the race-enabled test suite
 test: vet

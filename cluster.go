@@ -120,14 +120,17 @@ type cluster struct {
 	wg     sync.WaitGroup
 	lns    []net.Listener
 
-	mu     sync.Mutex
-	active map[prospero.Identity]bool // activations on this node
-	known  map[prospero.Identity]bool // identities whose state at rest may be here
+	mu        sync.Mutex
+	active    map[prospero.Identity]bool // activations on this node
+	known     map[prospero.Identity]bool // identities indexed (or pending) in this process
+	pending   []prospero.Identity        // activated, not yet in the shard index
+	indexKick chan struct{}
 }
 
 func newCluster(n *Node, cfg ClusterConfig) *cluster {
 	return &cluster{n: n, cfg: cfg, name: n.cfg.Name, log: n.log,
-		active: map[prospero.Identity]bool{}, known: map[prospero.Identity]bool{}}
+		active: map[prospero.Identity]bool{}, known: map[prospero.Identity]bool{},
+		indexKick: make(chan struct{}, 1)}
 }
 
 // start brings the cluster side up: registry and mail, transport,
@@ -244,6 +247,8 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	c.wg.Add(1)
 	go c.fenceLoop()
+	c.wg.Add(1)
+	go c.indexLoop()
 	return nil
 }
 
@@ -339,7 +344,15 @@ func (c *cluster) track(e prospero.Event) {
 	defer c.mu.Unlock()
 	switch e.Type {
 	case prospero.EventActivated, prospero.EventHydrated, prospero.EventRestarted, prospero.EventRehydrated:
-		c.active[e.ID], c.known[e.ID] = true, true
+		c.active[e.ID] = true
+		if !c.known[e.ID] {
+			c.known[e.ID] = true
+			c.pending = append(c.pending, e.ID)
+			select {
+			case c.indexKick <- struct{}{}:
+			default:
+			}
+		}
 	case prospero.EventPassivated, prospero.EventRetired:
 		delete(c.active, e.ID)
 	}
@@ -612,10 +625,18 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 			return err
 		}
 	}
-	var ids []prospero.Identity
+	if err := c.flushIndex(ctx); err != nil {
+		return err
+	}
+	ids, err := c.readIndex(ctx, m.Shard)
+	if err != nil {
+		return err
+	}
 	c.mu.Lock()
-	for id := range c.known {
-		ids = append(ids, id)
+	for id := range c.active {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
 	}
 	c.mu.Unlock()
 	ids = slices.DeleteFunc(ids, func(id prospero.Identity) bool {
@@ -673,6 +694,12 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 	if err := readResult(bufio.NewReader(conn)); err != nil {
 		return fmt.Errorf("tempest: handoff of %s to %s: %w", m.Shard, m.To, err)
 	}
+	// The state stays in this store (harmless: the new owner's is newer
+	// from now on); the index forgets it so that a later handoff of the
+	// shard by this node does not ship stale state.
+	if err := c.updateIndex(ctx, m.Shard, nil, ids); err != nil {
+		c.log.LogAttrs(ctx, slog.LevelWarn, "shard index after handoff", slog.Any("error", err))
+	}
 	c.mu.Lock()
 	for _, id := range ids {
 		delete(c.known, id)
@@ -690,6 +717,8 @@ func (c *cluster) serveState(conn net.Conn) error {
 	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
 	var got uint64
+	var shipped []prospero.Identity
+	var shard placement.ShardRef
 	for {
 		b, err := readMsg(r)
 		if err != nil {
@@ -706,12 +735,20 @@ func (c *cluster) serveState(conn net.Conn) error {
 			if err := c.storeState(ctx, id, e.Actor.Incarnation, e.State); err != nil {
 				return writeResult(conn, err)
 			}
+			if loc, err := c.pl.Locate(id.Kind, id.Key); err == nil || loc.Shard != (placement.ShardRef{}) {
+				shard = loc.Shard
+			}
+			shipped = append(shipped, id)
 			got++
 		case *wire.HandoffDone:
 			if e.Count != got {
 				return writeResult(conn, fmt.Errorf("tempest: handoff: %d states announced, %d received", e.Count, got))
 			}
-			return writeResult(conn, nil)
+			var err error
+			if len(shipped) > 0 {
+				err = c.updateIndex(ctx, shard, shipped, nil)
+			}
+			return writeResult(conn, err)
 		default:
 			return writeResult(conn, fmt.Errorf("tempest: unexpected %T in a handoff", env))
 		}

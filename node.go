@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,6 +156,9 @@ func (n *Node) Manifest() manifest.Manifest { return n.man }
 func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts KindOptions) error {
 	if factory == nil {
 		return fmt.Errorf("%w %q: nil factory", ErrInvalidKind, kind)
+	}
+	if strings.HasPrefix(kind, reservedKindPrefix) {
+		return fmt.Errorf("%w %q: names starting with %q are reserved", ErrInvalidKind, kind, reservedKindPrefix)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -1,0 +1,154 @@
+package tempest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/wire/bare"
+)
+
+// The shard index: for every shard, the identities whose state at rest
+// this node's store may hold. A handoff ships exactly those, so actors
+// that stayed dormant since an earlier process lifetime move with their
+// shard too. It lives in the state store itself, one record per shard,
+// under a kind no user may register.
+const indexKind = "tempest.shard-index"
+
+// reservedKindPrefix starts kind names the node keeps for itself.
+const reservedKindPrefix = "tempest."
+
+func indexID(s placement.ShardRef) prospero.Identity {
+	return prospero.Identity{Kind: indexKind, Key: s.Group + "#" + strconv.Itoa(s.Index)}
+}
+
+func encodeIndex(ids []prospero.Identity) []byte {
+	b := bare.AppendUint(nil, uint64(len(ids)))
+	for _, id := range ids {
+		b = bare.AppendString(b, id.Kind)
+		b = bare.AppendString(b, id.Key)
+	}
+	return b
+}
+
+func decodeIndex(b []byte) ([]prospero.Identity, error) {
+	d := bare.NewDecoder(b, bare.Config{})
+	n := d.Count(2)
+	ids := make([]prospero.Identity, 0, n)
+	for range n {
+		ids = append(ids, prospero.Identity{Kind: d.Str(), Key: d.Str()})
+	}
+	if err := d.Finish(); err != nil {
+		return nil, fmt.Errorf("tempest: shard index: %w", err)
+	}
+	return ids, nil
+}
+
+// updateIndex applies add and remove to the index record of shard,
+// retrying on a concurrent write.
+func (c *cluster) updateIndex(ctx context.Context, shard placement.ShardRef, add, remove []prospero.Identity) error {
+	store := c.n.store
+	id := indexID(shard)
+	for range 5 {
+		var cur []prospero.Identity
+		var version uint64
+		rec, err := store.Get(ctx, id)
+		switch {
+		case err == nil:
+			version = rec.Version
+			if cur, err = decodeIndex(rec.State); err != nil {
+				cur = nil // a damaged index is rebuilt from what is known now
+			}
+		case !errors.Is(err, prospero.ErrNotFound):
+			return err
+		}
+		next := slices.Clone(cur)
+		for _, a := range add {
+			if !slices.Contains(next, a) {
+				next = append(next, a)
+			}
+		}
+		next = slices.DeleteFunc(next, func(x prospero.Identity) bool { return slices.Contains(remove, x) })
+		if slices.Equal(next, cur) && (version != 0 || len(next) == 0) {
+			return nil
+		}
+		if len(next) == 0 {
+			err = store.Delete(ctx, id, version)
+		} else {
+			slices.SortFunc(next, func(a, b prospero.Identity) int { return cmpString(a.String(), b.String()) })
+			_, err = store.Put(ctx, id, version, prospero.Record{State: encodeIndex(next)})
+		}
+		if errors.Is(err, prospero.ErrVersionConflict) {
+			continue
+		}
+		return err
+	}
+	return fmt.Errorf("tempest: shard index %s: %w", shard, prospero.ErrVersionConflict)
+}
+
+// readIndex returns the identities indexed for shard.
+func (c *cluster) readIndex(ctx context.Context, shard placement.ShardRef) ([]prospero.Identity, error) {
+	rec, err := c.n.store.Get(ctx, indexID(shard))
+	if errors.Is(err, prospero.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeIndex(rec.State)
+}
+
+// flushIndex writes the identities activated since the last flush into
+// their shards' index records.
+func (c *cluster) flushIndex(ctx context.Context) error {
+	c.mu.Lock()
+	pending := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	if len(pending) == 0 {
+		return nil
+	}
+	byShard := map[placement.ShardRef][]prospero.Identity{}
+	var retry []prospero.Identity
+	for _, id := range pending {
+		loc, err := c.pl.Locate(id.Kind, id.Key)
+		if err != nil && loc.Shard == (placement.ShardRef{}) {
+			retry = append(retry, id)
+			continue
+		}
+		byShard[loc.Shard] = append(byShard[loc.Shard], id)
+	}
+	var errs []error
+	for s, ids := range byShard {
+		if err := c.updateIndex(ctx, s, ids, nil); err != nil {
+			retry = append(retry, ids...)
+			errs = append(errs, err)
+		}
+	}
+	if len(retry) > 0 {
+		c.mu.Lock()
+		c.pending = append(c.pending, retry...)
+		c.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// indexLoop flushes the index whenever identities were activated.
+func (c *cluster) indexLoop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.indexKick:
+		}
+		if err := c.flushIndex(c.ctx); err != nil && c.ctx.Err() == nil {
+			c.log.Debug("shard index", "error", err)
+			// Retried at the next activation or handoff.
+		}
+	}
+}

@@ -425,8 +425,19 @@ func (c *cluster) ready() bool {
 	return inited && c.pl.LeaseFresh(c.n.cfg.Clock.Now())
 }
 
-// leave hands this node's shards off (placement drains it).
+// leave hands this node's shards off (placement drains it). With no
+// other live member, or no leader to drain through, there is nobody to
+// hand off to and it returns at once.
 func (c *cluster) leave(ctx context.Context) error {
+	others := 0
+	for _, m := range c.ml.Members() {
+		if m.Name != c.name && !m.Status.Gone() && !m.Meta.Leaving {
+			others++
+		}
+	}
+	if others == 0 || c.pl.Leader() == "" {
+		return nil
+	}
 	d := c.cfg.LeaveTimeout
 	if d == 0 {
 		d = 30 * time.Second

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/placement"
@@ -538,4 +539,29 @@ func TestClusterFullRestartThenLeave(t *testing.T) {
 	waitFor(t, 30*time.Second, "two nodes owning every shard", c.settled)
 	check("after n2 left")
 	checkSingleActivation(t, c.logs.String())
+}
+
+// TestClusterOfOne: a single node with BootstrapExpect 1 serves, and its
+// graceful Close does not wait for a handoff nobody can take.
+func TestClusterOfOne(t *testing.T) {
+	c := newTestCluster(t)
+	n := c.start("solo", 1)
+	waitFor(t, 30*time.Second, "a ready node", c.settled)
+	ctx := ctxT(t)
+	if got, err := n.AskJSON(ctx, demo.Counter, "x", []byte(`{"Add":{"n":5}}`)); err != nil || string(got) != `{"n":5}` {
+		t.Fatalf("AskJSON: %s, %v", got, err)
+	}
+	if st, err := n.Status(ctx, n.Ref(demo.Counter, "x")); err != nil || st.Node != "solo" || st.State != actor.Valid {
+		t.Fatalf("status %+v, %v", st, err)
+	}
+	if s := n.Stats(); !s.Leader || s.Members != 1 {
+		t.Fatalf("stats: leader %v, members %d", s.Leader, s.Members)
+	}
+	start := time.Now()
+	if err := c.remove("solo").Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("close of the last node took %v", d)
+	}
 }

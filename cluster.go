@@ -477,6 +477,14 @@ func (c *cluster) stopNetwork(ctx context.Context, graceful bool) error {
 	return errors.Join(errs...)
 }
 
+// isolate cuts the node off the network (gossip and QUIC) while its
+// process keeps running: a partition as the node itself sees it. Tests
+// use it; Close afterwards stops the rest.
+func (c *cluster) isolate() {
+	c.ml.Halt()
+	_ = c.tr.Close()
+}
+
 // ---- stream services ----
 
 func (c *cluster) acceptLoop(l net.Listener, serve func(net.Conn) error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -564,4 +565,86 @@ func TestClusterOfOne(t *testing.T) {
 	if d := time.Since(start); d > 8*time.Second {
 		t.Errorf("close of the last node took %v", d)
 	}
+}
+
+// TestClusterPartitionedNodeStopsServing cuts one node off the network
+// while it keeps running: it must stop serving its shards within its
+// lease, the others take them over only after that, and the activation
+// logs never show an identity active on two nodes at once.
+func TestClusterPartitionedNodeStopsServing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t)
+	for _, name := range []string{"n1", "n2", "n3"} {
+		c.start(name, 3)
+	}
+	waitFor(t, 30*time.Second, "three ready nodes with a settled table", c.settled)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(c.logs.String())
+		}
+	})
+	ctx := ctxT(t)
+	var n3 *tempest.Node
+	for _, n := range c.live() {
+		if n.Name() == "n3" {
+			n3 = n
+		}
+	}
+	const keys = 48
+	var mine []string // keys n3 owns
+	for k := range keys {
+		key := fmt.Sprintf("p%d", k)
+		if _, err := n3.Ask(ctx, n3.Ref(demo.Counter, key), demo.Add{N: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if owner, _, _ := n3.Locate(n3.Ref(demo.Counter, key)); owner == "n3" {
+			mine = append(mine, key)
+		}
+	}
+	if len(mine) == 0 {
+		t.Fatal("n3 owns none of the keys")
+	}
+
+	isolated := time.Now()
+	tempest.Isolate(n3)
+	// n3 keeps being asked locally; it must refuse within its lease.
+	lease := placementTiming().Lease
+	var stopped time.Duration
+	waitFor(t, 10*time.Second, "the isolated node refusing its own shard", func() bool {
+		actx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		_, err := n3.Ask(actx, n3.Ref(demo.Counter, mine[0]), demo.Get{})
+		if errors.Is(err, actor.ErrProcessUnavailable) {
+			stopped = time.Since(isolated)
+			return true
+		}
+		return false
+	})
+	if stopped > lease+2*time.Second {
+		t.Errorf("isolated node served %v after the cut, lease %v", stopped, lease)
+	}
+	c.remove("n3")
+	defer tempest.Halt(context.Background(), n3)
+	tookOver := time.Now()
+	for _, n := range c.live() {
+		waitFor(t, 30*time.Second, "survivors answering for the isolated node's keys", func() bool {
+			for _, key := range mine {
+				actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+				_, err := n.Ask(actx, n.Ref(demo.Counter, key), demo.Get{})
+				cancel()
+				if err != nil {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	t.Logf("isolated node refused after %v; survivors answered for all its keys %v after the cut", stopped, time.Since(isolated))
+	_ = tookOver
+	waitFor(t, 10*time.Second, "the isolated node's activations passivated", func() bool {
+		return n3.Stats().Supervisor.Active == 0
+	})
+	checkSingleActivation(t, c.logs.String())
 }

@@ -110,6 +110,8 @@ type agent struct {
 	srv      *http.Server
 	httpAddr string // actual listen address
 	httpTLS  bool
+	api      *apiServer
+	fwd      *http.Client
 	log      *slog.Logger
 	wg       sync.WaitGroup
 }
@@ -123,6 +125,7 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 		return nil, configError("http-addr", "%v", err)
 	}
 	a := &agent{met: newNodeMetrics(version), httpAddr: ln.Addr().String(), httpTLS: c.HTTPTLS, log: log}
+	a.fwd = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{IdleConnTimeout: time.Minute}}
 	if bridge {
 		if err := a.met.bridgeGoMetrics(); err != nil {
 			log.Warn("go-metrics bridge", "error", err)
@@ -150,7 +153,9 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 			Certificate:     mat.cert,
 			CAs:             mat.pool,
 			Version:         version,
-			LeaveTimeout:    c.DrainTimeout,
+			// The handoff gets two thirds of the drain; the rest is for
+			// writing the remaining actors' state at rest.
+			LeaveTimeout: c.DrainTimeout * 2 / 3,
 		}
 		cc.Placement.Shards = c.Shards
 		if c.Timing == "fast" {
@@ -175,11 +180,11 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 	}
 	a.node = n
 	a.met.attach(n)
-	api := &apiServer{node: n, token: token, metricsPublic: c.MetricsPublic, met: a.met, log: log, scheme: "http",
-		fwd: &http.Client{Timeout: 30 * time.Second}}
+	api := &apiServer{node: n, token: token, metricsPublic: c.MetricsPublic, met: a.met, log: log, scheme: "http", fwd: a.fwd}
+	a.api = api
 	if c.HTTPTLS {
 		api.scheme = "https"
-		api.fwd.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: mat.pool, MinVersion: tls.VersionTLS13}}
+		api.fwdTLS = &tls.Config{RootCAs: mat.pool, MinVersion: tls.VersionTLS12}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{mat.cert}, MinVersion: tls.VersionTLS12})
 	}
 	a.srv = &http.Server{
@@ -205,13 +210,16 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 func (a *agent) stop(drain time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), drain)
 	defer cancel()
-	err := a.node.Close(ctx)
+	err := a.node.Shutdown(ctx)
 	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer scancel()
 	if serr := a.srv.Shutdown(sctx); serr != nil {
 		_ = a.srv.Close()
 	}
 	a.wg.Wait()
+	if a.api != nil {
+		a.api.closeIdle()
+	}
 	if err != nil {
 		a.log.Warn("graceful shutdown incomplete", "error", err)
 		return fmt.Errorf("shutdown: %w", err)

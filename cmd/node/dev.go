@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -162,19 +163,27 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer) (err error
 			return fmt.Errorf("tour: %w", err)
 		}
 	}
-	fmt.Fprintf(out, `
-Talk to it from another terminal (any node's address works; the default is %s):
-  tempest members
-  tempest placement
-  tempest ask counter/alice '{"Add":{"n":5}}'
-  tempest tell counter/alice '{"Add":{"n":1}}'
-  tempest status counter/alice
-  tempest passivate counter/alice
-  tempest ask echo/hello '{"text":"hi"}' --addr %s
-  tempest bench --duration 5s counter
-  curl -s %s/metrics | grep ^tempest_
-Ctrl-C stops the cluster.
-`, agents[0].httpURL(), agents[len(agents)-1].httpURL(), agents[0].httpURL())
+	self := "tempest"
+	if a0 := os.Args[0]; filepath.Base(a0) == "tempest" && strings.Contains(a0, "/") {
+		self = a0 // e.g. ./bin/tempest under make run
+	}
+	fmt.Fprintf(out, "\nTalk to it from another terminal (any node's address works; the default is %s):\n", agents[0].httpURL())
+	for _, ex := range []string{
+		"members",
+		"placement",
+		`ask counter/alice '{"Add":{"n":5}}'`,
+		`tell counter/alice '{"Add":{"n":1}}'`,
+		"status counter/alice",
+		"passivate counter/alice",
+		`ask echo/hello '{"text":"hi"}' --addr ` + agents[len(agents)-1].httpURL(),
+		"bench --duration 5s counter",
+	} {
+		fmt.Fprintf(out, "  %s %s\n", self, ex)
+	}
+	if agents[0].httpURL() != defaultAddr {
+		fmt.Fprintf(out, "  (or export TEMPEST_ADDR=%s first, so that --addr can be left out)\n", agents[0].httpURL())
+	}
+	fmt.Fprintf(out, "  curl -s %s/metrics | grep ^tempest_\nCtrl-C stops the cluster.\n", agents[0].httpURL())
 	if o.exitAfterTour {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -78,9 +80,47 @@ type apiServer struct {
 	met           *nodeMetrics // nil: no /metrics
 	log           *slog.Logger
 	// fwd reaches other nodes' HTTP APIs (status and passivation of an
-	// actor owned elsewhere); scheme is "http" or "https".
+	// actor owned elsewhere); scheme is "http" or "https". For https,
+	// fwdTLS (non-nil) verifies each peer as its node name, the first DNS
+	// name of its certificate.
 	fwd    *http.Client
 	scheme string
+	fwdTLS *tls.Config
+
+	fwdMu   sync.Mutex
+	fwdPeer map[string]*http.Client // https clients by node name
+}
+
+// client returns the HTTP client that reaches node peer.
+func (s *apiServer) client(peer string) *http.Client {
+	if s.fwdTLS == nil {
+		return s.fwd
+	}
+	s.fwdMu.Lock()
+	defer s.fwdMu.Unlock()
+	if c, ok := s.fwdPeer[peer]; ok {
+		return c
+	}
+	if s.fwdPeer == nil {
+		s.fwdPeer = map[string]*http.Client{}
+	}
+	cfg := s.fwdTLS.Clone()
+	cfg.ServerName = peer
+	c := &http.Client{Timeout: s.fwd.Timeout, Transport: &http.Transport{TLSClientConfig: cfg, IdleConnTimeout: time.Minute}}
+	s.fwdPeer[peer] = c
+	return c
+}
+
+// closeIdle closes idle forwarding connections.
+func (s *apiServer) closeIdle() {
+	if s.fwd != nil {
+		s.fwd.CloseIdleConnections()
+	}
+	s.fwdMu.Lock()
+	defer s.fwdMu.Unlock()
+	for _, c := range s.fwdPeer {
+		c.CloseIdleConnections()
+	}
 }
 
 // errorBody is the JSON body of every error response.
@@ -345,7 +385,7 @@ func (s *apiServer) forward(w http.ResponseWriter, r *http.Request, owner string
 	if a := r.Header.Get("Authorization"); a != "" {
 		req.Header.Set("Authorization", a)
 	}
-	resp, err := s.fwd.Do(req)
+	resp, err := s.client(owner).Do(req)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, fmt.Sprintf("owner %s: %v", owner, errors.Unwrap(err)))
 		return true

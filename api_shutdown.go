@@ -1,0 +1,34 @@
+package tempest
+
+import (
+	"context"
+	"log/slog"
+)
+
+// Shutdown is Close for a process that is about to exit, with one
+// difference: when no other member of the cluster is alive to take this
+// node's shards, it skips the handoff (which could only wait until its
+// deadline) and stops as Close does otherwise: every active actor is
+// passivated and its state written at rest on this node, then the
+// components stop. A standalone node simply closes.
+//
+// Peers this node cannot see (a partition) are not waited for either:
+// they treat the node as failed and take its shards over after the
+// failure timeout, as after a crash.
+func (n *Node) Shutdown(ctx context.Context) error {
+	if n.cl == nil || lifecycle(n.phase.Load()) != stateStarted || n.hasLivePeer() {
+		return n.Close(ctx)
+	}
+	n.log.LogAttrs(ctx, slog.LevelInfo, "no live peer to hand shards to: closing without a handoff")
+	return n.close(ctx, false)
+}
+
+// hasLivePeer reports whether another member is alive in this node's view.
+func (n *Node) hasLivePeer() bool {
+	for _, m := range n.Members() {
+		if m.Name != n.cfg.Name && !m.Status.Gone() {
+			return true
+		}
+	}
+	return false
+}

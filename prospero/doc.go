@@ -78,6 +78,17 @@
 // Activity (idle and LRU tracking) and HydrationGate are the pure parts
 // it is built from, each usable and tested on its own.
 //
+// Supervisor is that shell. It takes the scheduler's doorbell (Ring),
+// fault reports (Fault) and activity (Touch, AfterTurn); runs the
+// store I/O on its own workers, bounded by the hydration budget; ticks
+// the core on its own goroutine, outside the scheduler's worker pool, so
+// that supervision keeps running when every worker is busy; and drives
+// the scheduler through the Host interface. Package arielhost binds it
+// to package ariel. Close passivates every active actor (writing state
+// at rest) before it stops.
+//
+// Using the core directly:
+//
 //	reg := prospero.NewRegistry()
 //	reg.Register("counter", prospero.KindOptions{
 //		IdleTimeout: time.Minute,

@@ -157,6 +157,49 @@ func (s *BoltStore) Delete(ctx context.Context, id Identity, expected uint64) er
 	})
 }
 
+// Import writes rec for every identity in ids in one transaction (one
+// fsync), unconditionally, each under a fresh version. It is for bulk
+// loading (restoring a backup, receiving a batch of handed-off state),
+// not for the supervisor's own writes, which are conditional.
+func (s *BoltStore) Import(ctx context.Context, ids []Identity, rec Record) error {
+	for _, id := range ids {
+		if err := id.Validate(); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrStoreClosed
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		var (
+			b    *bolt.Bucket
+			kind string
+		)
+		for _, id := range ids {
+			if b == nil || id.Kind != kind {
+				var err error
+				if b, err = tx.CreateBucketIfNotExists([]byte(id.Kind)); err != nil {
+					return err
+				}
+				kind = id.Kind
+			}
+			v, err := b.NextSequence()
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(id.Key), encodeRecord(v, rec)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Close implements StateStore. It waits for operations in flight.
 func (s *BoltStore) Close() error {
 	s.mu.Lock()

@@ -143,3 +143,30 @@ func BenchmarkStore(b *testing.B) {
 		})
 	}
 }
+
+func TestBoltStoreImport(t *testing.T) {
+	s, err := prospero.NewBoltStore(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	ids := []prospero.Identity{{Kind: "a", Key: "1"}, {Kind: "a", Key: "2"}, {Kind: "b", Key: "1"}}
+	if _, err := s.Put(ctx, ids[0], 0, prospero.Record{State: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Import(ctx, ids, prospero.Record{Incarnation: 7, State: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]bool{}
+	for _, id := range ids {
+		rec, err := s.Get(ctx, id)
+		if err != nil || rec.Incarnation != 7 || string(rec.State) != "x" || seen[rec.Version] {
+			t.Fatalf("%s: %+v %v", id, rec, err)
+		}
+		seen[rec.Version] = true
+	}
+	if err := s.Import(ctx, []prospero.Identity{{Kind: "a"}}, prospero.Record{}); !errors.Is(err, prospero.ErrInvalidIdentity) {
+		t.Fatalf("Import of an invalid identity: %v", err)
+	}
+}

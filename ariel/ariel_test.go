@@ -647,3 +647,38 @@ func TestPanicInABatchOfTellsResumesWithTheNextMessage(t *testing.T) {
 		t.Fatalf("handled %v, want %v", seen, want)
 	}
 }
+
+func TestActorPingPongHopsAreAllDelivered(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	const hops = 20000
+	done := make(chan int, 1)
+	var pong actor.Ref
+	n := 0
+	ping, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if k, ok := msg.(int); ok {
+			if n++; k != n-1 {
+				done <- -k
+				return
+			}
+			if n == hops {
+				done <- n
+				return
+			}
+			_ = ctx.Tell(pong, k+1)
+		}
+	}))
+	pong, _ = s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if k, ok := msg.(int); ok {
+			_ = ctx.Tell(ctx.Sender(), k)
+		}
+	}))
+	_ = s.Tell(ping, 0)
+	select {
+	case got := <-done:
+		if got != hops {
+			t.Fatalf("ping-pong ended at %d, want %d", got, hops)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("ping-pong stalled")
+	}
+}

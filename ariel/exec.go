@@ -362,6 +362,10 @@ func (ex *executor) flush() {
 		for j < n && ex.outTo[j] == c {
 			j++
 		}
+		if j == i+1 && ex.trySeize(c, &ex.outEnv[i]) {
+			i = j
+			continue
+		}
 		if c.pushUser(ex.outEnv[i:j]) {
 			s.wake(c, ex)
 		} else {
@@ -378,6 +382,43 @@ func (ex *executor) flush() {
 	if ex.w != nil && ex.w.mustNotify {
 		ex.w.mustNotify = false
 		s.notify()
+	}
+}
+
+// trySeize hands one message straight to an idle recipient with an empty
+// mailbox: the worker takes the recipient's run-token (the same CAS a wake
+// does) and keeps the envelope in its hand slot, to run it right after the
+// current cycle — no mailbox push and take on a request/reply hop. It only
+// does so when the sending cell has nothing queued either (its cycle is
+// about to end), and only one cell at a time.
+func (ex *executor) trySeize(c *Cell, e *envelope) bool {
+	w := ex.w
+	if w == nil || w.seized != nil || c.pend.Load() != 0 || c.state.Load() != stIdle ||
+		(ex.cell != nil && ex.cell.pend.Load() != 0) {
+		return false
+	}
+	if !c.state.CompareAndSwap(stIdle, stRunning) {
+		return false
+	}
+	ex.s.activeInc()
+	moveEnvelope(&w.hand, e)
+	w.seized = c
+	return true
+}
+
+// drainSeized runs the message a worker holds for the seized cell c, then
+// drains c's mailbox as a normal cycle.
+func (ex *executor) drainSeized(c *Cell, e *envelope) {
+	c.count.Add(-1) // the slot reserved at Tell time
+	ex.msgs++
+	ok := ex.turn(c, e)
+	*e = envelope{}
+	if ok {
+		ex.drainCycle(c)
+	}
+	ex.cnt.cycles.Add(1)
+	if ex.cycles++; ex.cycles%32 == 0 {
+		ex.publish()
 	}
 }
 

@@ -28,6 +28,9 @@ type worker struct {
 	nextRuns   int
 	mustNotify bool
 	seen       []uint64
+	seized     *Cell    // a cell whose run-token this worker took at a flush
+	hand       envelope // the message for seized
+	running    envelope // the seized message being handled
 }
 
 func (s *Scheduler) newWorker(id int) *worker {
@@ -40,18 +43,30 @@ func (w *worker) run() {
 	s := w.s
 	defer s.wg.Done()
 	for !s.closing.Load() {
-		c := w.find()
-		if c == nil {
-			w.idle()
-			continue
+		if c := w.seized; c != nil {
+			w.seized = nil
+			if w.cur.Load() != c {
+				w.cur.Store(c)
+			}
+			// Run from a slot of its own: the turn may seize again and
+			// refill hand.
+			moveEnvelope(&w.running, &w.hand)
+			w.hand = envelope{}
+			w.ex.drainSeized(c, &w.running)
+		} else {
+			c := w.find()
+			if c == nil {
+				w.idle()
+				continue
+			}
+			if !c.state.CompareAndSwap(stReady, stRunning) {
+				continue // cannot happen: only the waker's CAS winner queues a cell
+			}
+			if w.cur.Load() != c {
+				w.cur.Store(c)
+			}
+			w.ex.drain(c)
 		}
-		if !c.state.CompareAndSwap(stReady, stRunning) {
-			continue // cannot happen: only the waker's CAS winner queues a cell
-		}
-		if w.cur.Load() != c {
-			w.cur.Store(c)
-		}
-		w.ex.drain(c)
 		if w.mustNotify {
 			w.mustNotify = false
 			s.notify()

@@ -71,7 +71,7 @@ func (w *worker) run() {
 			w.mustNotify = false
 			s.notify()
 		}
-		if w.retired.Load() {
+		if w.retired.Load() && w.seized == nil { // a seized cell runs first
 			w.ex.publish()
 			w.handOff()
 			s.nworkers.Add(-1)

@@ -22,7 +22,10 @@
 // Turns run on a fixed pool of workers (default GOMAXPROCS), not a goroutine
 // per actor. Each worker has a LIFO slot holding the freshest wake, so a
 // request/reply hop runs next on the same warm worker, and a bounded run
-// queue that idle siblings steal from. Work from outside the pool, and
+// queue that idle siblings steal from. A hop to an idle actor with an empty
+// mailbox skips the mailbox altogether: the sending worker takes the
+// recipient's run-token at the flush and runs the message right after the
+// current cycle. Work from outside the pool, and
 // actors that used up their fairness budget, go to a shared FIFO injector.
 // Idle workers spin briefly, then park; a producer wakes a parked worker only
 // when nobody is spinning, and the parking protocol rules out lost wake-ups.

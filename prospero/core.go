@@ -372,6 +372,15 @@ func (c *Core) Persisted(id Identity, inc, version uint64, now time.Time) {
 	c.emit(Event{Type: EventPersisted, At: now, ID: id, Incarnation: inc})
 }
 
+// Version returns the store version the core last saw for id, or def
+// when id has no entry.
+func (c *Core) Version(id Identity, def uint64) uint64 {
+	if e, ok := c.entries[id]; ok {
+		return e.version
+	}
+	return def
+}
+
 // PersistFailed reports a failed write of the turn policy; the next
 // turn tries again.
 func (c *Core) PersistFailed(id Identity, inc uint64, err error, now time.Time) {

@@ -41,13 +41,11 @@ const (
 	EventRetired
 	// EventStoreError: state at rest could not be read or written.
 	EventStoreError
-	// EventDeadlineExpired: an ask's deadline passed before its turn.
-	EventDeadlineExpired
 )
 
 var eventNames = [...]string{"", "Activated", "Hydrated", "HydrationQueued", "Passivating",
 	"Passivated", "Persisted", "Fault", "Restarting", "Restarted", "Rehydrated", "Escalated",
-	"Retired", "StoreError", "DeadlineExpired"}
+	"Retired", "StoreError"}
 
 func (t EventType) String() string {
 	if int(t) < len(eventNames) && t != 0 {

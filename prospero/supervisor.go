@@ -302,18 +302,23 @@ func (s *Supervisor) AfterTurn(ref actor.Ref, inc uint64, a actor.Actor) {
 	if !ok {
 		return
 	}
+	// The write happens here, on the actor's turn thread: the next turn
+	// waits for it, which is the durability the policy asks for, and
+	// keeps the writes of one identity in order (each expects the
+	// version the previous one produced).
 	state, err := p.MarshalState()
+	var v uint64
+	if err == nil {
+		v, err = s.store.Put(context.Background(), id, version, Record{Incarnation: inc, State: state})
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
 		s.core.PersistFailed(id, inc, err, s.clock.Now())
 		return
 	}
-	s.pushJobLocked(job{cmd: Command{Op: opPersist, ID: id, Incarnation: inc, Version: version}, state: state})
+	s.core.Persisted(id, inc, v, s.clock.Now())
 }
-
-// opPersist is an internal job: write state after a turn.
-const opPersist Op = 100
 
 // Passivate asks for ref to be passivated now; it reports whether it was
 // active.
@@ -488,6 +493,9 @@ func (s *Supervisor) passivateLocked(c Command) {
 			s.core.PersistFailed(c.ID, c.Incarnation, err, s.clock.Now())
 		}
 		if persist && err == nil {
+			// Writes made after turns since the decision moved the
+			// version on; expect the latest.
+			c.Version = s.core.Version(c.ID, c.Version)
 			s.pushJobLocked(job{cmd: c, state: state})
 			return
 		}
@@ -530,7 +538,7 @@ func (s *Supervisor) run(ctx context.Context, j job) {
 	switch c.Op {
 	case OpLoad:
 		s.load(ctx, c)
-	case OpPassivate, opPersist:
+	case OpPassivate:
 		rec := Record{Incarnation: c.Incarnation, State: j.state}
 		v, err := s.store.Put(ctx, c.ID, c.Version, rec)
 		s.mu.Lock()
@@ -538,17 +546,13 @@ func (s *Supervisor) run(ctx context.Context, j job) {
 		now := s.clock.Now()
 		if err != nil {
 			s.core.PersistFailed(c.ID, c.Incarnation, err, now)
-			if c.Op == OpPassivate {
-				// Keep the state in memory: the next activation
-				// starts from it and writes it; Close retries it.
-				rec.Version = c.Version
-				s.unsaved[c.ID] = rec
-				s.core.Passivated(c.ID, c.Version, false, now)
-			}
-		} else if c.Op == OpPassivate {
-			s.core.Passivated(c.ID, v, false, now)
+			// Keep the state in memory: the next activation starts
+			// from it and writes it; Close retries it.
+			rec.Version = c.Version
+			s.unsaved[c.ID] = rec
+			s.core.Passivated(c.ID, c.Version, false, now)
 		} else {
-			s.core.Persisted(c.ID, c.Incarnation, v, now)
+			s.core.Passivated(c.ID, v, false, now)
 		}
 		s.dispatchLocked()
 	case OpRetire:

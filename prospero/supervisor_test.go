@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -422,4 +423,74 @@ func TestSupervisorOnBoltStore(t *testing.T) {
 		t.Fatalf("count %v, want 5", got)
 	}
 	n.events.waitFor(t, prospero.EventHydrated, prospero.IdentityOf(ref), 3)
+}
+
+// With PersistEveryTurn the state reaches the store after each turn,
+// without any passivation.
+func TestPersistEveryTurn(t *testing.T) {
+	kind := prospero.KindOptions{Persistence: prospero.Persistence{Mode: prospero.PersistEveryTurn}}
+	n := newNode(t, nodeOpts{kinds: map[string]prospero.KindOptions{"counter": kind}})
+	ref := actor.Virtual("counter", "durable")
+	id := prospero.IdentityOf(ref)
+	for range 3 {
+		if err := n.host.Tell(ref, "inc"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.events.waitFor(t, prospero.EventPersisted, id, 3)
+	rec, err := n.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := binary.Uvarint(rec.State); got != 3 {
+		t.Fatalf("state at rest %d, want 3", got)
+	}
+	if got := n.events.count(prospero.EventPassivated, id); got != 0 {
+		t.Fatalf("passivated %d times", got)
+	}
+}
+
+// The supervisor's own tick loop, on the fake time of a synctest
+// bubble, passivates an idle actor after its idle timeout and not
+// before.
+func TestTickLoopPassivatesIdleActors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		events := newEventLog()
+		host := newFakeHost()
+		sup, err := prospero.NewSupervisor(prospero.Config{Store: prospero.NewMemStore(), Events: events,
+			TickInterval: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sup.Register("counter", func(string) actor.Actor { return &counter{} }, persistent); err != nil {
+			t.Fatal(err)
+		}
+		host.sup = sup
+		if err := sup.Start(host); err != nil {
+			t.Fatal(err)
+		}
+		ref := actor.Virtual("counter", "idle")
+		id := prospero.IdentityOf(ref)
+		if err := host.Tell(ref, "inc"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got := events.count(prospero.EventActivated, id); got != 1 {
+			t.Fatalf("%d activations", got)
+		}
+		time.Sleep(persistent.IdleTimeout - 2*time.Second)
+		synctest.Wait()
+		if got := events.count(prospero.EventPassivating, id); got != 0 {
+			t.Fatalf("passivated before the idle timeout")
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if got := events.count(prospero.EventPassivated, id); got != 1 {
+			t.Fatalf("%d passivations after the idle timeout, want 1", got)
+		}
+		if err := sup.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		host.close()
+	})
 }

@@ -442,8 +442,8 @@ func (s *Supervisor) dispatchAllLocked(cmds []Command) {
 		case OpStop:
 			s.stopLocked(c)
 		case OpReject:
-			// The scheduler answers waiting mail when its cell is retired;
-			// without an actor there is nothing else to release here.
+			// No actor is attached: the mail stays in the scheduler's
+			// mailbox, where asks fail at their deadlines.
 			s.log.LogAttrs(context.Background(), slog.LevelDebug, "activation rejected",
 				slog.String("actor", c.ID.String()), slog.Any("error", c.Err))
 		}

@@ -494,3 +494,35 @@ func TestTickLoopPassivatesIdleActors(t *testing.T) {
 		host.close()
 	})
 }
+
+// The Hydrate remedy reloads the last state at rest and keeps identity:
+// the old Self reference stays Valid.
+func TestHydrateRemedyKeepsIdentity(t *testing.T) {
+	kind := persistent
+	kind.Remedy = prospero.Hydrate
+	n := newNode(t, nodeOpts{kinds: map[string]prospero.KindOptions{"counter": kind}})
+	ref := actor.Virtual("counter", "h")
+	id := prospero.IdentityOf(ref)
+	if err := n.host.Tell(ref, "inc"); err != nil {
+		t.Fatal(err)
+	}
+	self := n.ask(t, ref, "self").(actor.Ref)
+	n.sup.Passivate(ref)
+	n.events.waitFor(t, prospero.EventPassivated, id, 1)
+	if err := n.host.Tell(ref, "inc"); err != nil { // 2 in memory only
+		t.Fatal(err)
+	}
+	if err := n.host.Tell(ref, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	n.events.waitFor(t, prospero.EventRehydrated, id, 1)
+	if got := n.ask(t, ref, "get"); got != uint64(1) {
+		t.Fatalf("count after Hydrate %v, want 1; events:\n%s", got, n.events.dump())
+	}
+	if st := n.status(t, self); st.State != actor.Valid || st.Incarnation != 1 {
+		t.Fatalf("Self after Hydrate %+v, want Valid #1", st)
+	}
+	if got := n.ask(t, ref, "self"); got != self {
+		t.Fatalf("Self changed to %v", got)
+	}
+}

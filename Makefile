@@ -22,6 +22,7 @@ run: build
 ## test: vet plus the race-enabled test suite
 test: vet
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	cd deploy/k8s && $(GO) test -count=1 ./...
 
 vet:
 	$(GO) vet $(PKGS)
@@ -48,3 +49,28 @@ lint: vet
 
 clean:
 	rm -rf bin
+
+## image: the tempest container image, FROM scratch with the static binary
+IMAGE        ?= tempest
+COMPOSE      ?= $(shell docker compose version >/dev/null 2>&1 && echo 'docker compose' || echo docker-compose)
+E2E_TIMEOUT  ?= 9m
+
+.PHONY: image compose-up compose-down
+
+image: build
+	rm -rf bin/image && mkdir -p bin/image/empty
+	cp $(BIN) bin/image/tempest
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/image/tempest-init ./deploy/docker/init
+	docker build -q -f deploy/docker/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) -t $(IMAGE):latest bin/image
+
+## compose-up: a three-node cluster in containers (deploy/compose, docs/deploy.md)
+compose-up: image
+	cd deploy/compose && TEMPEST_IMAGE=$(IMAGE):$(VERSION) $(COMPOSE) up -d
+
+## compose-down: stop and remove it (data volumes stay; `down -v` wipes them)
+compose-down:
+	cd deploy/compose && $(COMPOSE) down --remove-orphans
+
+## e2e: fault tests against a throwaway compose cluster (bounded, cleans up)
+e2e: image
+	cd deploy/e2e && $(GO) run . -compose '$(COMPOSE)' -image $(IMAGE):$(VERSION) -timeout $(E2E_TIMEOUT)

@@ -526,3 +526,33 @@ func TestHydrateRemedyKeepsIdentity(t *testing.T) {
 		t.Fatalf("Self changed to %v", got)
 	}
 }
+
+// Above MaxActive the least recently used actor is passivated, its state
+// written at rest.
+func TestMaxActivePassivatesLeastRecentlyUsed(t *testing.T) {
+	n := newNode(t, nodeOpts{maxActive: 2, kinds: map[string]prospero.KindOptions{"counter": persistent}})
+	refs := []actor.Ref{actor.Virtual("counter", "1"), actor.Virtual("counter", "2"), actor.Virtual("counter", "3")}
+	for _, r := range refs[:2] {
+		if err := n.host.Tell(r, "inc"); err != nil {
+			t.Fatal(err)
+		}
+		n.ask(t, r, "get")
+		n.clock.Advance(time.Second)
+	}
+	n.ask(t, refs[0], "get") // 2 is now the least recently used
+	n.clock.Advance(time.Second)
+	n.ask(t, refs[2], "get")
+	victim := prospero.IdentityOf(refs[1])
+	n.events.waitFor(t, prospero.EventPassivated, victim, 1)
+	for _, r := range []actor.Ref{refs[0], refs[2]} {
+		if got := n.events.count(prospero.EventPassivating, prospero.IdentityOf(r)); got != 0 {
+			t.Fatalf("%v passivated instead of the least recently used", r)
+		}
+	}
+	if st := n.status(t, refs[1]); st.State != actor.Dormant {
+		t.Fatalf("victim status %+v", st)
+	}
+	if got := n.ask(t, refs[1], "get"); got != uint64(1) {
+		t.Fatalf("victim count after hydration %v, want 1", got)
+	}
+}

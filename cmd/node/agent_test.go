@@ -71,6 +71,8 @@ func TestAgentStandaloneInsecureDev(t *testing.T) {
 	if got, _, err := cli(t, "ask", "counter/a", `{"Add":{"n":3}}`, "--addr", addr); err != nil || got != "{\"n\":3}\n" {
 		t.Fatalf("ask: %q %v", got, err)
 	}
+	// The banner is printed once the node runs, maybe after it answers.
+	waitFor(t, 10*time.Second, "the banner", func() bool { return strings.Contains(out.String(), "WARNING") })
 	banner := out.String()
 	for _, want := range []string{`node "solo"`, "standalone", "WARNING: --insecure-dev", "profile", "Fairness"} {
 		if !strings.Contains(banner, want) {
@@ -139,6 +141,7 @@ func TestAgentClusterOfOneWithHTTPTLSAndToken(t *testing.T) {
 	if _, _, err := cli(t, "health", "--addr", addr); exitCode(err) != exitUnreachable {
 		t.Fatalf("https without the CA must fail verification: %v", err)
 	}
+	waitFor(t, 10*time.Second, "the banner", func() bool { return strings.Contains(out.String(), "Admission") })
 	banner := out.String()
 	for _, want := range []string{"encryption on", "mTLS on", "token on, tls on", "https://"} {
 		if !strings.Contains(banner, want) {

@@ -64,7 +64,9 @@ func leakCheck(t *testing.T) {
 // cli runs the tempest command line in this process.
 func cli(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	var out, errOut strings.Builder
+	// Synchronized: background goroutines of a node may still log while
+	// it shuts down.
+	var out, errOut syncBuilder
 	err := run(t.Context(), args, strings.NewReader(""), &out, &errOut)
 	return out.String(), errOut.String(), err
 }

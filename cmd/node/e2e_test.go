@@ -256,9 +256,13 @@ func TestEndToEndThreeAgents(t *testing.T) {
 	t.Logf("cluster ready after %v", time.Since(t0))
 
 	// The banner names the node, its addresses and the security settings.
-	n1.logMu.Lock()
-	banner := n1.log.String()
-	n1.logMu.Unlock()
+	banner := ""
+	waitFor(t, 10*time.Second, "n1's banner", func() bool {
+		n1.logMu.Lock()
+		defer n1.logMu.Unlock()
+		banner = n1.log.String()
+		return strings.Contains(banner, "Admission")
+	})
 	for _, want := range []string{`node "n1"`, "encryption on", "mTLS on", "profile"} {
 		if !strings.Contains(banner, want) {
 			t.Errorf("banner lacks %q:\n%s", want, banner)

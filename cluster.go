@@ -461,14 +461,17 @@ func (c *cluster) stopNetwork(ctx context.Context, graceful bool) error {
 	if c.cancel != nil {
 		c.cancel()
 	}
-	if c.pl != nil {
-		errs = append(errs, c.pl.Close(ctx))
-	}
 	for _, l := range c.lns {
 		_ = l.Close()
 	}
+	// The transport goes before raft: raft's shutdown waits for its
+	// replication to peers, which would otherwise sit in dials to nodes
+	// that are gone.
 	if c.tr != nil {
 		errs = append(errs, c.tr.Close())
+	}
+	if c.pl != nil {
+		errs = append(errs, c.pl.Close(ctx))
 	}
 	c.wg.Wait()
 	if c.rem != nil {

@@ -319,7 +319,12 @@ func TestClusterRoutesAndFailsOver(t *testing.T) {
 		t.Fatalf("keys spread over %v, want all three nodes", owners)
 	}
 
-	// Steady asks from the two survivors, then kill n3 without a leave.
+	// Steady asks from the two survivors, then kill the raft leader
+	// without a leave: a new leader must be elected before its shards move.
+	victimName := c.live()[0].Leader()
+	if victimName == "" {
+		t.Fatal("no leader")
+	}
 	var (
 		wg        sync.WaitGroup
 		stop      = make(chan struct{})
@@ -329,7 +334,7 @@ func TestClusterRoutesAndFailsOver(t *testing.T) {
 	)
 	const deadline = 2 * time.Second
 	for _, n := range c.live() {
-		if n.Name() == "n3" {
+		if n.Name() == victimName {
 			continue
 		}
 		for w := range 2 {
@@ -365,10 +370,10 @@ func TestClusterRoutesAndFailsOver(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "steady asks", func() bool { return ok.Load() > 200 })
-	victim := c.remove("n3")
+	victim := c.remove(victimName)
 	killed := time.Now()
 	if err := tempest.Halt(context.Background(), victim); err != nil {
-		t.Logf("halt n3: %v", err)
+		t.Logf("halt %s: %v", victimName, err)
 	}
 	// Its actors answer again on the survivors.
 	waitFor(t, 30*time.Second, "every key answering on the survivors", func() bool {
@@ -389,7 +394,13 @@ func TestClusterRoutesAndFailsOver(t *testing.T) {
 	waitFor(t, 10*time.Second, "asks succeeding after recovery", func() bool { return ok.Load() > before+100 })
 	close(stop)
 	wg.Wait()
-	t.Logf("failover: every key answering again %v after the kill; %d asks ok, %d failed", recovery, ok.Load(), fails.Load())
+	t.Logf("failover: every key answering again %v after killing the leader %s; %d asks ok, %d failed",
+		recovery, victimName, ok.Load(), fails.Load())
+	for _, n := range c.live() {
+		if l := n.Leader(); l == "" || l == victimName {
+			t.Errorf("%s follows leader %q after the kill", n.Name(), l)
+		}
+	}
 	if n := mismatch.Load(); n != 0 {
 		t.Errorf("%d replies did not match their ask (lost or duplicated)", n)
 	}
@@ -399,7 +410,7 @@ func TestClusterRoutesAndFailsOver(t *testing.T) {
 	for _, n := range c.live() {
 		for k := range keys {
 			owner, _, err := n.Locate(n.Ref(demo.Echo, fmt.Sprintf("k%d", k)))
-			if err != nil || owner == "n3" {
+			if err != nil || owner == victimName {
 				t.Fatalf("%s: k%d owned by %q (%v) after failover", n.Name(), k, owner, err)
 			}
 		}

@@ -348,6 +348,10 @@ func (n *Node) shutdownLocked(ctx context.Context, graceful bool) error {
 	if n.sched != nil {
 		errs = append(errs, n.sched.Close(ctx))
 	}
+	if n.cl != nil && n.cl.pl != nil && n.store != nil {
+		// Activations the index loop had no time to record.
+		errs = append(errs, n.cl.flushIndex(ctx))
+	}
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
 	}

@@ -261,18 +261,19 @@ func advertisedHTTP(c agentConfig, listen string) string {
 }
 
 // fastPlacement is raft and lease timing for loopback clusters (the dev
-// cluster and tests): failover in a few seconds, 64 shards by default.
+// cluster and tests): failover in a few seconds, yet tolerant of the
+// scheduling stalls of a busy 2-core machine running several nodes.
 func fastPlacement(shards int) placement.Config {
 	var p placement.Config
 	p.Shards = shards
-	p.HeartbeatTimeout = 500 * time.Millisecond
-	p.ElectionTimeout = 500 * time.Millisecond
-	p.LeaderLeaseTimeout = 250 * time.Millisecond
+	p.HeartbeatTimeout = time.Second
+	p.ElectionTimeout = time.Second
+	p.LeaderLeaseTimeout = 500 * time.Millisecond
 	p.CommitTimeout = 10 * time.Millisecond
-	p.Lease = time.Second
-	p.LeaseMargin = 300 * time.Millisecond
-	p.DownAfter = 1500 * time.Millisecond
-	p.DeadVoterGrace = 3 * time.Second
+	p.Lease = 2 * time.Second
+	p.LeaseMargin = 500 * time.Millisecond
+	p.DownAfter = 3 * time.Second
+	p.DeadVoterGrace = 5 * time.Second
 	p.ReconcileInterval = 100 * time.Millisecond
 	p.ApplyTimeout = 2 * time.Second
 	p.MaxMoving = 16

@@ -135,9 +135,16 @@ func exitFor(status int) int {
 // do sends one request and returns the body of a 2xx answer; other
 // answers become errors with the matching exit code.
 func (c *apiClient) do(ctx context.Context, method, path string, query url.Values, body []byte) ([]byte, error) {
+	// path is escaped (actorPath escapes a key's slashes): keep it as
+	// the raw path so that it is not escaped twice.
 	u := *c.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
-	u.RawPath = ""
+	prefix := strings.TrimSuffix(u.EscapedPath(), "/")
+	raw := prefix + path
+	unescaped, err := url.PathUnescape(raw)
+	if err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	u.Path, u.RawPath = unescaped, raw
 	u.RawQuery = query.Encode()
 	var rd io.Reader = http.NoBody
 	if body != nil {

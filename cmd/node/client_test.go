@@ -95,6 +95,14 @@ func TestClientCommandsAgainstANode(t *testing.T) {
 	if got := ok("ask", "echo/x", `{ "text" : "hi" }`); got != "{\"text\":\"hi\"}\n" {
 		t.Fatalf("echo printed %q", got)
 	}
+	// Keys may hold any character, slashes and spaces included.
+	if got := ok("ask", "counter/a/b c?d", `{"Add":{"n":1}}`); got != "{\"n\":1}\n" {
+		t.Fatalf("ask to a key with a slash printed %q", got)
+	}
+	var odd statusBody
+	if err := json.Unmarshal([]byte(ok("status", "counter/a/b c?d", "--json")), &odd); err != nil || odd.Key != "a/b c?d" || !odd.Active {
+		t.Fatalf("status of a key with a slash: %+v %v", odd, err)
+	}
 	var st statusBody
 	if err := json.Unmarshal([]byte(ok("status", "counter/alice", "--json")), &st); err != nil {
 		t.Fatal(err)

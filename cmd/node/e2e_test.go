@@ -296,6 +296,16 @@ func TestEndToEndThreeAgents(t *testing.T) {
 		t.Fatalf("keys spread over %v, want all three nodes", owners)
 	}
 
+	// A key with a slash, asked and looked up through every node (status
+	// is forwarded to the owner).
+	c.must("ask", "counter/x/y z", `{"Add":{"n":1}}`, "--addr", n1.addr())
+	for _, via := range nodes {
+		var st statusBody
+		if err := json.Unmarshal([]byte(c.must("status", "counter/x/y z", "--json", "--addr", via.addr())), &st); err != nil || st.Key != "x/y z" || st.State != "Valid" {
+			t.Fatalf("status of counter/x/y z through %s: %+v %v", via.name, st, err)
+		}
+	}
+
 	// A tell (prints nothing), seen by a later ask.
 	if out := c.must("tell", "counter/k1", `{"Add":{"n":100}}`, "--addr", n2.addr()); out != "" {
 		t.Fatalf("tell printed %q", out)

@@ -376,7 +376,7 @@ func (s *apiServer) forward(w http.ResponseWriter, r *http.Request, owner string
 	if addr == "" {
 		return false
 	}
-	u := url.URL{Scheme: s.scheme, Host: addr, Path: r.URL.Path, RawQuery: r.URL.RawQuery}
+	u := url.URL{Scheme: s.scheme, Host: addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, u.String(), http.NoBody)
 	if err != nil {
 		return false

@@ -164,6 +164,9 @@ func runBench(ctx context.Context, c *apiClient, kind string, o benchOptions, ou
 			mu.Unlock()
 		})
 	}
+	// On a terminal the progress line is rewritten in place; otherwise
+	// (a log, CI) one line per second.
+	tty := isTerminal(progress)
 	stopProgress := make(chan struct{})
 	var pwg sync.WaitGroup
 	pwg.Go(func() {
@@ -177,13 +180,21 @@ func runBench(ctx context.Context, c *apiClient, kind string, o benchOptions, ou
 			case <-tick.C:
 			}
 			n := done.Load()
-			fmt.Fprintf(progress, "  %5.0fs  %8d ok  %6d errors  %8.0f asks/s\n", time.Since(start).Seconds(), n, failed.Load(), float64(n-last))
+			line := fmt.Sprintf("  %5.0fs  %8d ok  %6d errors  %8.0f asks/s", time.Since(start).Seconds(), n, failed.Load(), float64(n-last))
+			if tty {
+				fmt.Fprint(progress, "\r"+line)
+			} else {
+				fmt.Fprintln(progress, line)
+			}
 			last = n
 		}
 	})
 	wg.Wait()
 	close(stopProgress)
 	pwg.Wait()
+	if tty {
+		fmt.Fprintln(progress)
+	}
 	res.elapsed = time.Since(start)
 	res.ok = len(res.latencies)
 	printBench(out, res)
@@ -246,4 +257,14 @@ func printBench(out io.Writer, r benchResult) {
 		}
 		fmt.Fprintf(out, "errors: %s\n", strings.Join(parts, ", "))
 	}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -85,8 +85,8 @@ func lookupEnv(getenv func(string) string, name string) (string, bool) {
 	return v, v != ""
 }
 
-// setFlag sets f to v without marking it as given on the command line's
-// behalf (Changed stays as pflag sets it; callers only read values).
+// setFlag sets f to v; a list flag's value replaces the default rather
+// than appending to it.
 func setFlag(fs *pflag.FlagSet, f *pflag.Flag, v string) error {
 	if sv, ok := f.Value.(pflag.SliceValue); ok {
 		var items []string

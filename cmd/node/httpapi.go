@@ -78,7 +78,7 @@ type apiServer struct {
 	token         []byte // required bearer token; nil: none
 	metricsPublic bool
 	met           *nodeMetrics // nil: no /metrics
-	log           *slog.Logger
+	log           *slog.Logger // nil: no logs
 	// fwd reaches other nodes' HTTP APIs (status and passivation of an
 	// actor owned elsewhere); scheme is "http" or "https". For https,
 	// fwdTLS (non-nil) verifies each peer as its node name, the first DNS
@@ -262,6 +262,9 @@ func classify(err error) (int, string, string) {
 
 func (s *apiServer) fail(w http.ResponseWriter, err error) {
 	code, errCode, _ := classify(err)
+	if code == http.StatusInternalServerError && s.log != nil {
+		s.log.Warn("http api: internal error", "error", err)
+	}
 	writeError(w, code, errCode, err.Error())
 }
 
@@ -387,6 +390,9 @@ func (s *apiServer) forward(w http.ResponseWriter, r *http.Request, owner string
 	}
 	resp, err := s.client(owner).Do(req)
 	if err != nil {
+		if s.log != nil {
+			s.log.Debug("http api: forwarding to the owner failed", "owner", owner, "error", err)
+		}
 		writeError(w, http.StatusServiceUnavailable, codeUnavailable, fmt.Sprintf("owner %s: %v", owner, errors.Unwrap(err)))
 		return true
 	}

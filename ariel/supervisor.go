@@ -1,6 +1,7 @@
 package ariel
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,7 +78,7 @@ var _ FaultHook = (*LogFaults)(nil)
 func (l *LogFaults) Fault(f Fault) {
 	l.Count.Add(1)
 	if l.Logger != nil {
-		l.Logger.LogAttrs(nil, slog.LevelError, "actor turn failed",
+		l.Logger.LogAttrs(context.Background(), slog.LevelError, "actor turn failed",
 			slog.String("actor", f.Ref.String()), slog.String("outcome", f.Outcome.String()),
 			slog.Any("error", f.Err))
 	}
@@ -107,7 +108,7 @@ func (f FactoryActivator) Ring(ref actor.Ref) {
 		return
 	}
 	if err := f.S.Attach(ref, info.factory(ref.Key())); err != nil && !errors.Is(err, ErrActive) {
-		f.S.log.LogAttrs(nil, slog.LevelDebug, "activation failed",
+		f.S.log.LogAttrs(context.Background(), slog.LevelDebug, "activation failed",
 			slog.String("actor", ref.String()), slog.Any("error", err))
 	}
 }

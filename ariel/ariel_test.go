@@ -682,3 +682,42 @@ func TestActorPingPongHopsAreAllDelivered(t *testing.T) {
 		t.Fatal("ping-pong stalled")
 	}
 }
+
+func TestManyActorPairsHammer(t *testing.T) {
+	// Pairs of actors bounce a counter while workers park at once between
+	// bursts: exercises seized hops, stealing and parking together.
+	s := newSched(t, ariel.Config{Workers: 2, SpinIterations: 1})
+	const pairs, hops = 16, 2000
+	done := make(chan int, pairs)
+	for p := 0; p < pairs; p++ {
+		var b actor.Ref
+		a, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+			if k, ok := msg.(int); ok {
+				if k >= hops {
+					done <- k
+					return
+				}
+				_ = ctx.Tell(b, k+1)
+			}
+		}))
+		b, _ = s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+			if k, ok := msg.(int); ok {
+				_ = ctx.Tell(ctx.Sender(), k+1)
+			}
+		}))
+		if err := s.Tell(a, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p := 0; p < pairs; p++ {
+		select {
+		case k := <-done:
+			if k != hops {
+				t.Fatalf("pair ended at %d, want %d", k, hops)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d pairs still bouncing: a wake-up was lost", pairs-p)
+		}
+	}
+	waitIdle(t, s)
+}

@@ -150,7 +150,7 @@ func (c *cluster) start(ctx context.Context) error {
 			}
 		}
 	}
-	rem, err := newRemote(n.sched, c.reg, c.locate, wire.MailConfig{Logger: c.log})
+	rem, err := newRemote(n.sched, c.reg, c.locate, wire.MailConfig{Logger: c.log, Clock: n.cfg.Clock})
 	if err != nil {
 		return err
 	}
@@ -168,6 +168,9 @@ func (c *cluster) start(ctx context.Context) error {
 	wc.Events = rem.mail.LinkEvent
 	wc.ManifestDigest = []byte(n.man.Digest())
 	wc.Logger = c.log
+	if wc.Clock == nil {
+		wc.Clock = n.cfg.Clock
+	}
 	tr, err := wire.NewQUIC(wc)
 	if err != nil {
 		return err
@@ -183,6 +186,7 @@ func (c *cluster) start(ctx context.Context) error {
 	mc.GossipKeys = c.cfg.GossipKeys
 	mc.Timing = c.cfg.GossipTiming
 	mc.Logger = c.log
+	mc.Clock = n.cfg.Clock
 	mc.Meta = membership.Meta{
 		Name:           c.name,
 		QUICAddr:       c.quicAdvertise(),
@@ -230,6 +234,7 @@ func (c *cluster) start(ctx context.Context) error {
 	pc.Handoff = handoffFunc(c.transfer)
 	pc.Forwarder = forwardFunc(c.forward)
 	pc.Logger = c.log
+	pc.Clock = n.cfg.Clock
 	pl, err := placement.New(pc)
 	if err != nil {
 		_ = rt.Close()

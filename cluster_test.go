@@ -195,9 +195,30 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// waitSettled waits for c.settled and says why it did not happen.
+func waitSettled(t *testing.T, c *testCluster, d time.Duration, what string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		why := c.unsettled()
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s: %s", d, what, why)
+		}
+		<-tick.C
+	}
+}
+
 // settled: every live node is ready and every shard is owned by a live
 // node in every node's table, with no move in progress.
-func (c *testCluster) settled() bool {
+func (c *testCluster) settled() bool { return c.unsettled() == "" }
+
+// unsettled says why the cluster is not settled ("" when it is).
+func (c *testCluster) unsettled() string {
 	nodes := c.live()
 	names := map[string]bool{}
 	for _, n := range nodes {
@@ -205,21 +226,21 @@ func (c *testCluster) settled() bool {
 	}
 	for _, n := range nodes {
 		if !n.Ready() {
-			return false
+			return fmt.Sprintf("%s not ready (leader %q)", n.Name(), n.Leader())
 		}
 		tab := n.Table()
 		if tab == nil || tab.ShardCount == 0 {
-			return false
+			return n.Name() + " has no table"
 		}
-		for _, g := range tab.Groups {
-			for _, s := range g.Shards {
+		for gn, g := range tab.Groups {
+			for i, s := range g.Shards {
 				if !names[s.Owner] || s.MovingTo != "" {
-					return false
+					return fmt.Sprintf("%s sees shard %q/%d at %q moving to %q", n.Name(), gn, i, s.Owner, s.MovingTo)
 				}
 			}
 		}
 	}
-	return true
+	return ""
 }
 
 // checkSingleActivation reads the activation log of every node (one
@@ -285,7 +306,7 @@ func TestClusterRoutesAndFailsOver(t *testing.T) {
 		c.start(name, 3)
 	}
 	t0 := time.Now()
-	waitFor(t, 30*time.Second, "three ready nodes with a settled table", c.settled)
+	waitSettled(t, c, 30*time.Second, "three ready nodes with a settled table")
 	t.Logf("settled after %v", time.Since(t0))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -426,7 +447,7 @@ func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
 	for _, name := range []string{"n1", "n2", "n3"} {
 		c.start(name, 3)
 	}
-	waitFor(t, 30*time.Second, "three ready nodes with a settled table", c.settled)
+	waitSettled(t, c, 30*time.Second, "three ready nodes with a settled table")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(c.logs.String())
@@ -471,10 +492,11 @@ func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
 	if err := leaver.Close(ctx); err != nil {
 		t.Fatalf("graceful close of n3: %v", err)
 	}
-	waitFor(t, 30*time.Second, "two nodes owning every shard", c.settled)
+	waitSettled(t, c, 30*time.Second, "two nodes owning every shard")
 	check("after n3 left")
 
 	c.start("n3", 3)
+	waitSettled(t, c, 30*time.Second, "the table settled after n3 rejoined")
 	waitFor(t, 30*time.Second, "n3 owning shards again", func() bool {
 		if !c.settled() {
 			return false
@@ -505,7 +527,7 @@ func TestClusterFullRestartThenLeave(t *testing.T) {
 	for _, name := range names {
 		c.start(name, 3)
 	}
-	waitFor(t, 30*time.Second, "three ready nodes with a settled table", c.settled)
+	waitSettled(t, c, 30*time.Second, "three ready nodes with a settled table")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(c.logs.String())
@@ -528,7 +550,7 @@ func TestClusterFullRestartThenLeave(t *testing.T) {
 	for _, name := range names {
 		c.start(name, 3)
 	}
-	waitFor(t, 30*time.Second, "the restarted cluster settled", c.settled)
+	waitSettled(t, c, 30*time.Second, "the restarted cluster settled")
 	check := func(when string) {
 		t.Helper()
 		for _, n := range c.live() {
@@ -548,7 +570,7 @@ func TestClusterFullRestartThenLeave(t *testing.T) {
 	if err := c.remove("n2").Close(ctx); err != nil {
 		t.Fatalf("graceful close of n2: %v", err)
 	}
-	waitFor(t, 30*time.Second, "two nodes owning every shard", c.settled)
+	waitSettled(t, c, 30*time.Second, "two nodes owning every shard")
 	check("after n2 left")
 	checkSingleActivation(t, c.logs.String())
 }
@@ -558,7 +580,7 @@ func TestClusterFullRestartThenLeave(t *testing.T) {
 func TestClusterOfOne(t *testing.T) {
 	c := newTestCluster(t)
 	n := c.start("solo", 1)
-	waitFor(t, 30*time.Second, "a ready node", c.settled)
+	waitSettled(t, c, 30*time.Second, "a ready node")
 	ctx := ctxT(t)
 	if got, err := n.AskJSON(ctx, demo.Counter, "x", []byte(`{"Add":{"n":5}}`)); err != nil || string(got) != `{"n":5}` {
 		t.Fatalf("AskJSON: %s, %v", got, err)
@@ -590,7 +612,7 @@ func TestClusterPartitionedNodeStopsServing(t *testing.T) {
 	for _, name := range []string{"n1", "n2", "n3"} {
 		c.start(name, 3)
 	}
-	waitFor(t, 30*time.Second, "three ready nodes with a settled table", c.settled)
+	waitSettled(t, c, 30*time.Second, "three ready nodes with a settled table")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(c.logs.String())

@@ -52,8 +52,12 @@ clean:
 
 ## image: the tempest container image, FROM scratch with the static binary
 IMAGE        ?= tempest
+# Evaluated once: VERSION is re-evaluated at each use and may change
+# (e.g. -dirty) while a target runs.
+IMAGE_TAG    := $(VERSION)
 COMPOSE      ?= $(shell docker compose version >/dev/null 2>&1 && echo 'docker compose' || echo docker-compose)
 E2E_TIMEOUT  ?= 9m
+E2E_FLAGS    ?=
 
 .PHONY: image compose-up compose-down
 
@@ -61,11 +65,11 @@ image: build
 	rm -rf bin/image && mkdir -p bin/image/empty
 	cp $(BIN) bin/image/tempest
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/image/tempest-init ./deploy/docker/init
-	docker build -q -f deploy/docker/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) -t $(IMAGE):latest bin/image
+	docker build -q -f deploy/docker/Dockerfile --build-arg VERSION=$(IMAGE_TAG) -t $(IMAGE):$(IMAGE_TAG) -t $(IMAGE):latest bin/image
 
 ## compose-up: a three-node cluster in containers (deploy/compose, docs/deploy.md)
 compose-up: image
-	cd deploy/compose && TEMPEST_IMAGE=$(IMAGE):$(VERSION) $(COMPOSE) up -d
+	cd deploy/compose && TEMPEST_IMAGE=$(IMAGE):$(IMAGE_TAG) $(COMPOSE) up -d
 
 ## compose-down: stop and remove it (data volumes stay; `down -v` wipes them)
 compose-down:
@@ -73,4 +77,4 @@ compose-down:
 
 ## e2e: fault tests against a throwaway compose cluster (bounded, cleans up)
 e2e: image
-	cd deploy/e2e && $(GO) run . -compose '$(COMPOSE)' -image $(IMAGE):$(VERSION) -timeout $(E2E_TIMEOUT)
+	cd deploy/e2e && $(GO) run . -compose '$(COMPOSE)' -image $(IMAGE):$(IMAGE_TAG) -timeout $(E2E_TIMEOUT) $(E2E_FLAGS)

@@ -26,6 +26,8 @@ type load struct {
 	mu     sync.Mutex
 	events []event
 	model  []keyModel
+	// regressionLog describes the first regressions seen.
+	regressionLog []string
 }
 
 type event struct {
@@ -99,6 +101,10 @@ func (l *load) record(k int, v int64, r result) {
 	}
 	if v < m.lastAcked+1 {
 		m.regressions++
+		if len(l.regressionLog) < 20 {
+			l.regressionLog = append(l.regressionLog, fmt.Sprintf("%s %s: reply %d after an acknowledged %d",
+				time.Now().Format("15:04:05.000"), l.keys[k], v, m.lastAcked))
+		}
 	}
 	m.acked++
 	m.lastAcked = max(m.lastAcked, v)
@@ -195,6 +201,7 @@ func (l *load) rebase(ctx context.Context, via string) error {
 		}
 		l.mu.Lock()
 		l.model[k] = keyModel{lastAcked: v}
+		l.regressionLog = nil
 		l.mu.Unlock()
 	}
 	return nil
@@ -228,4 +235,14 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	slices.Sort(s)
 	i := int(p * float64(len(s)-1))
 	return s[i]
+}
+
+// regressions describes the first acknowledged replies that went
+// backwards since the last rebase, and forgets them.
+func (l *load) regressions() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.regressionLog
+	l.regressionLog = nil
+	return r
 }

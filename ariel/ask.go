@@ -110,18 +110,28 @@ func (s *Scheduler) Deliver(to, from actor.Ref, msg any, deadline time.Time, rep
 	if s.closing.Load() {
 		return ErrClosed
 	}
-	c, err := s.local.Resolve(to)
-	if err != nil {
-		s.g.undelivered.Add(1)
-		return err
+	for {
+		c, err := s.local.Resolve(to)
+		if err != nil {
+			s.g.undelivered.Add(1)
+			return err
+		}
+		if c == nil {
+			return actor.ErrProcessUnavailable
+		}
+		if err := c.reserve(); err != nil {
+			s.countRefusal(err)
+			return err
+		}
+		if retry, err := s.deliverTo(c, from, msg, deadline, reply); !retry {
+			return err
+		}
 	}
-	if c == nil {
-		return actor.ErrProcessUnavailable
-	}
-	if err := c.reserve(); err != nil {
-		s.countRefusal(err)
-		return err
-	}
+}
+
+// deliverTo is one attempt of Deliver on the cell c, whose slot is
+// reserved. retry reports that c was removed meanwhile (look up again).
+func (s *Scheduler) deliverTo(c *Cell, from actor.Ref, msg any, deadline time.Time, reply func(any, error)) (retry bool, err error) {
 	e := envelope{msg: msg}
 	if !from.IsZero() {
 		f := from
@@ -142,11 +152,21 @@ func (s *Scheduler) Deliver(to, from actor.Ref, msg any, deadline time.Time, rep
 	}
 	if !c.pushOne(e) {
 		c.unreserve(1)
+		if c.gone() {
+			s.forget(c)
+			if e.ask != nil {
+				if !e.ask.finish() {
+					return false, nil // its deadline answered it already
+				}
+				e.ask.timer.Stop()
+			}
+			return true, nil
+		}
 		if e.ask != nil {
 			e.ask.complete(nil, actor.ErrActorTerminated, nil)
 		}
-		return actor.ErrActorTerminated
+		return false, actor.ErrActorTerminated
 	}
 	s.wake(c, nil)
-	return nil
+	return false, nil
 }

@@ -19,6 +19,8 @@ import (
 //	stRunning --fairness budget--> stReady (re-queued at the back)
 //	stRunning --passivated--> stDetached or stPending
 //	stRunning --stopped--> stStopped (final)
+//	stRunning --passivated, mailbox empty--> stGone (final; removed from
+//	the map; a sender that finds it looks the identity up again)
 const (
 	stDetached int32 = iota
 	stPending
@@ -26,6 +28,7 @@ const (
 	stReady
 	stRunning
 	stStopped
+	stGone
 )
 
 // Envelope kinds. Everything but kUser travels in the system lane, which is
@@ -85,11 +88,37 @@ type Cell struct {
 	buf  []envelope // ring; grows by doubling up to limit, dropped when drained
 	sys  []envelope
 
-	act actor.Actor // touched only by the run-token holder (or under mu while detached)
-	ref actor.Ref   // unpinned identity
-	inc atomic.Uint64
+	act actor.Actor   // touched only by the run-token holder (or under mu while detached)
+	ref actor.Ref     // unpinned identity
+	inc atomic.Uint64 // 0: a virtual cell whose incarnation is not known yet (no actor attached since it was created)
 	s   *Scheduler
 	ext *cellExt // rare per-cell data, created on demand by the run-token holder
+	// after, when set, runs after each turn that ended normally (the
+	// kind asked for it with SetAfterTurn).
+	after AfterTurn
+}
+
+// closedTo reports whether pushes are refused: the cell stopped (final)
+// or was removed from the map (the sender must look the identity up
+// again). Called with mu held.
+func (c *Cell) closedTo() bool {
+	st := c.state.Load()
+	return st == stStopped || st == stGone
+}
+
+// gone reports whether the cell was removed from the map: a push that
+// failed on it should be retried on a fresh lookup.
+func (c *Cell) gone() bool { return c.state.Load() == stGone }
+
+// pinMatches reports whether a reference pinned to pin (0: unpinned)
+// reaches the cell. A virtual cell whose incarnation is not known yet
+// admits any pin; the supervisor sets the incarnation when it attaches.
+func (c *Cell) pinMatches(pin uint64) bool {
+	if pin == 0 {
+		return true
+	}
+	inc := c.inc.Load()
+	return inc == 0 || inc == pin
 }
 
 // cellExt holds what few actors use; keeping it out of Cell keeps idle actors
@@ -141,7 +170,7 @@ func (c *Cell) unreserve(k int) { c.count.Add(int32(-k)) }
 // the cell has stopped; the caller then owns the envelopes' failure.
 func (c *Cell) pushUser(es []envelope) bool {
 	c.mu.Lock()
-	if c.state.Load() == stStopped {
+	if c.closedTo() {
 		c.mu.Unlock()
 		return false
 	}
@@ -217,7 +246,7 @@ func putRing(b []envelope) {
 // false when the cell has stopped.
 func (c *Cell) pushSys(e envelope) bool {
 	c.mu.Lock()
-	if c.state.Load() == stStopped {
+	if c.closedTo() {
 		c.mu.Unlock()
 		return false
 	}
@@ -311,6 +340,40 @@ func (c *Cell) release() bool {
 // hasMail reports whether anything is queued. Called with mu held.
 func (c *Cell) hasMailLocked() bool { return c.n > 0 || len(c.sys) > 0 }
 
+// pushSysLive appends to the system lane of a cell that has an actor
+// attached (a notice for a cell at rest would only ring its doorbell to
+// be dropped). It returns false otherwise.
+func (c *Cell) pushSysLive(e envelope) bool {
+	c.mu.Lock()
+	switch c.state.Load() {
+	case stDetached, stPending, stStopped, stGone:
+		c.mu.Unlock()
+		return false
+	}
+	c.sys = append(c.sys, e)
+	c.pend.Add(1)
+	c.mu.Unlock()
+	return true
+}
+
+// takeUserLocked removes the queued user mail and returns it. Called with
+// mu held.
+func (c *Cell) takeUserLocked() []envelope {
+	out := make([]envelope, 0, int(c.n))
+	for i := int32(0); i < c.n; i++ {
+		idx := c.head + i
+		if idx >= int32(len(c.buf)) {
+			idx -= int32(len(c.buf))
+		}
+		out = append(out, c.buf[idx])
+	}
+	c.count.Add(-c.n)
+	c.pend.Add(-c.n)
+	putRing(c.buf)
+	c.buf, c.head, c.n = nil, 0, 0
+	return out
+}
+
 // drainAll empties the mailbox of a stopped cell and returns what it held.
 func (c *Cell) drainAll() []envelope {
 	c.mu.Lock()
@@ -341,7 +404,7 @@ func (c *Cell) extension() *cellExt {
 // pushOne appends one reserved envelope; see pushUser.
 func (c *Cell) pushOne(e envelope) bool {
 	c.mu.Lock()
-	if c.state.Load() == stStopped {
+	if c.closedTo() {
 		c.mu.Unlock()
 		return false
 	}

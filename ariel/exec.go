@@ -34,6 +34,7 @@ type executor struct {
 	cell    *Cell
 	env     *envelope
 	replied bool
+	faulted bool   // the current turn panicked
 	turns   uint64 // turns not yet added to cnt
 	msgs    uint64 // messages not yet added to cnt
 	cycles  uint64
@@ -96,7 +97,7 @@ func (ex *executor) drainCycle(c *Cell) {
 		}
 		// Plain tells run in a tight loop when nothing needs per-message
 		// bookkeeping (no latency observer, no receive timeout).
-		fast := s.latency == nil && c.act != nil && (c.ext == nil || c.ext.recvTimeout <= 0)
+		fast := s.latency == nil && c.act != nil && c.after == nil && (c.ext == nil || c.ext.recvTimeout <= 0)
 		for i := 0; i < k; i++ {
 			e := &ex.batch[i]
 			if fast && e.kind == kUser && e.ask == nil {
@@ -165,6 +166,7 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 			s.latency.ObserveQueued(time.Duration(s.clock.Now().UnixNano() - e.enq))
 		}
 		ex.invoke(c, e, e.msg)
+		ex.afterTurn(c)
 	case kStart:
 		ex.invoke(c, e, actor.Started{})
 	case kUndelivered, kTimeout:
@@ -172,12 +174,21 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 			return true
 		}
 		ex.invoke(c, e, e.msg)
+		ex.afterTurn(c)
 	case kReply:
 		r := e.msg.(*replyMsg)
 		ex.invokeContinuation(c, e, r)
+		ex.afterTurn(c)
 	case kRestart:
-		c.act = e.msg.(actor.Actor)
-		c.inc.Add(1)
+		r := e.msg.(*restartMsg)
+		c.act = r.a
+		switch {
+		case r.keep:
+		case r.inc != 0:
+			c.inc.Store(r.inc)
+		default:
+			c.inc.Add(1)
+		}
 		ex.invoke(c, e, actor.Started{})
 	case kFunc:
 		ex.enter(c, e)
@@ -186,7 +197,8 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 		ex.leave()
 	case kStop:
 		ex.invoke(c, e, actor.Stopping{})
-		s.terminate(c, ex)
+		err, _ := e.msg.(error)
+		s.terminate(c, ex, err)
 		return false
 	case kPassivate:
 		ex.invoke(c, e, actor.Passivating{})
@@ -199,6 +211,23 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 		return false
 	}
 	return true
+}
+
+// restartMsg is the payload of a kRestart: the new actor value and the
+// incarnation it runs under (0: the old one plus one; keep: unchanged).
+type restartMsg struct {
+	a    actor.Actor
+	inc  uint64
+	keep bool
+}
+
+// afterTurn runs the cell's after-turn hook when the turn just run ended
+// normally and an actor is still attached.
+func (ex *executor) afterTurn(c *Cell) {
+	if c.after == nil || ex.faulted || c.act == nil {
+		return
+	}
+	c.after(c.Ref(), c.inc.Load(), c.act)
 }
 
 // runTells runs the plain tells (user messages that are not asks) of
@@ -280,6 +309,7 @@ func (ex *executor) protect(c *Cell, f func()) {
 
 func (ex *executor) panicked(c *Cell, r any) {
 	s := ex.s
+	ex.faulted = true
 	s.g.panics.Add(1)
 	err, ok := r.(error)
 	if !ok {
@@ -297,7 +327,7 @@ func (ex *executor) panicked(c *Cell, r any) {
 }
 
 func (ex *executor) enter(c *Cell, e *envelope) {
-	ex.cell, ex.env, ex.replied = c, e, false
+	ex.cell, ex.env, ex.replied, ex.faulted = c, e, false, false
 	ex.turns++
 }
 
@@ -368,6 +398,9 @@ func (ex *executor) flush() {
 		}
 		if c.pushUser(ex.outEnv[i:j]) {
 			s.wake(c, ex)
+		} else if c.gone() {
+			c.unreserve(j - i)
+			ex.redeliver(c, ex.outEnv[i:j])
 		} else {
 			c.unreserve(j - i)
 			for k := i; k < j; k++ {
@@ -382,6 +415,46 @@ func (ex *executor) flush() {
 	if ex.w != nil && ex.w.mustNotify {
 		ex.w.mustNotify = false
 		s.notify()
+	}
+}
+
+// redeliver delivers es, whose recipient cell was removed (passivated,
+// mailbox empty) after the turn resolved it, to the identity's fresh cell.
+// Capacity is reserved again there; what does not fit is refused.
+func (ex *executor) redeliver(gone *Cell, es []envelope) {
+	s := ex.s
+	for len(es) > 0 {
+		s.forget(gone)
+		c, err := s.resolveLocal(gone.ref)
+		if err != nil || c == nil {
+			if err == nil {
+				err = actor.ErrProcessUnavailable
+			}
+			for k := range es {
+				s.drop(&es[k], err)
+			}
+			return
+		}
+		got := int(c.reserveUpTo(int32(len(es))))
+		if got > 0 {
+			if !c.pushUser(es[:got]) {
+				c.unreserve(got)
+				if c.gone() {
+					gone = c
+					continue
+				}
+				for k := range es {
+					s.drop(&es[k], actor.ErrActorTerminated)
+				}
+				return
+			}
+			s.wake(c, ex)
+		}
+		for k := got; k < len(es); k++ {
+			s.g.refused.Add(1)
+			s.drop(&es[k], actor.ErrRefused)
+		}
+		return
 	}
 }
 
@@ -438,14 +511,18 @@ func (s *Scheduler) drop(e *envelope, err error) {
 
 // undeliverable reports a failed tell of the actor sender.
 func (s *Scheduler) undeliverable(sender *Cell, to actor.Ref, msg any, err error, ex *executor) {
-	if sender.pushSys(envelope{kind: kUndelivered, msg: actor.Undelivered{To: to, Message: msg, Err: err}}) {
+	if sender.pushSysLive(envelope{kind: kUndelivered, msg: actor.Undelivered{To: to, Message: msg, Err: err}}) {
 		s.wake(sender, ex)
 	}
 }
 
 // terminate finishes a stopped cell: no more mail is admitted, queued mail
-// is answered, children are stopped, the identity is released.
-func (s *Scheduler) terminate(c *Cell, ex *executor) {
+// is answered with err (nil: ErrActorTerminated), children are stopped,
+// the identity is released.
+func (s *Scheduler) terminate(c *Cell, ex *executor, err error) {
+	if err == nil {
+		err = actor.ErrActorTerminated
+	}
 	c.mu.Lock()
 	c.state.Store(stStopped)
 	var kids []*Cell
@@ -454,7 +531,7 @@ func (s *Scheduler) terminate(c *Cell, ex *executor) {
 	}
 	c.mu.Unlock()
 	for _, e := range c.drainAll() {
-		s.drop(&e, actor.ErrActorTerminated)
+		s.drop(&e, err)
 	}
 	if x := c.ext; x != nil {
 		if x.recvTimer != nil {
@@ -474,7 +551,7 @@ func (s *Scheduler) terminate(c *Cell, ex *executor) {
 		}
 	}
 	if c.ref.IsVirtual() {
-		s.virtual.CompareAndDelete(vkey{c.ref.Kind(), c.ref.Key()}, c)
+		s.forget(c)
 	} else {
 		s.ids.put(c.ref.ID(), nil)
 	}
@@ -489,19 +566,51 @@ func (s *Scheduler) restCell(c *Cell) {
 		x.recvTimer.Stop()
 		x.recvTimer, x.recvTimeout = nil, 0
 	}
+	removable := s.removable(c)
 	c.mu.Lock()
 	c.act = nil
 	ring := c.hasMailLocked()
-	if ring {
+	switch {
+	case ring:
 		c.state.Store(stPending)
-	} else {
+	case removable:
+		// Dormant identities cost nothing: the empty cell leaves the
+		// map. It is marked gone under its lock first, so a sender that
+		// found it refuses to push into it and looks the identity up
+		// again (getting a fresh cell).
+		c.state.Store(stGone)
+	default:
 		c.state.Store(stDetached)
 	}
 	c.mu.Unlock()
 	s.activeDec()
 	if ring {
 		s.activator.Ring(c.Ref())
+	} else if removable {
+		s.forget(c)
 	}
+}
+
+// removable reports whether the cell of a passivated actor may leave the
+// map once its mailbox is empty: a virtual actor of a registered kind (so
+// the next mail makes a new cell) with no spawned children.
+func (s *Scheduler) removable(c *Cell) bool {
+	if !c.ref.IsVirtual() {
+		return false
+	}
+	if x := c.ext; x != nil && x.parent != nil {
+		return false
+	}
+	if x := c.ext; x != nil {
+		c.mu.Lock()
+		kids := len(x.children)
+		c.mu.Unlock()
+		if kids > 0 {
+			return false
+		}
+	}
+	_, ok := s.kind(c.ref.Kind())
+	return ok
 }
 
 func (ex *executor) rest(c *Cell) { ex.s.restCell(c) }

@@ -103,14 +103,13 @@ func (s *Scheduler) resolveLocal(to actor.Ref) (*Cell, error) {
 		if !ok {
 			return nil, actor.ErrUnknownKind
 		}
-		v, _ := s.virtual.LoadOrStore(k, s.newCell(to, info.mailbox))
-		c = v.(*Cell)
+		c = s.storeCell(k, s.newCell(to, info.mailbox, info.after))
 	case to.ID() == 0:
 		return nil, actor.ErrActorTerminated // the zero Ref or a malformed one
 	default:
 		return nil, nil
 	}
-	if inc := to.Incarnation(); inc != 0 && inc != c.inc.Load() {
+	if !c.pinMatches(to.Incarnation()) {
 		return nil, actor.ErrActorTerminated
 	}
 	return c, nil

@@ -34,7 +34,8 @@ type Scheduler struct {
 	local  localRouter
 
 	ids     idTable
-	virtual sync.Map // vkey -> *Cell
+	virtual sync.Map     // vkey -> *Cell
+	ncells  atomic.Int64 // cells in virtual
 	kindsMu sync.RWMutex
 	kinds   map[string]kindInfo
 	nextID  atomic.Uint64
@@ -77,6 +78,7 @@ type vkey struct{ kind, key string }
 type kindInfo struct {
 	factory func(key string) actor.Actor
 	mailbox int
+	after   AfterTurn
 }
 
 var (
@@ -160,6 +162,7 @@ func (s *Scheduler) Close(ctx context.Context) error {
 	go func() { s.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		s.finishStranded()
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("ariel: close: %w", ctx.Err())
@@ -178,7 +181,7 @@ func (s *Scheduler) Register(kind string, factory func(key string) actor.Actor, 
 		return fmt.Errorf("ariel: mailbox %d out of range", mailbox)
 	}
 	s.kindsMu.Lock()
-	s.kinds[kind] = kindInfo{factory: factory, mailbox: mailbox}
+	s.kinds[kind] = kindInfo{factory: factory, mailbox: mailbox, after: s.kinds[kind].after}
 	s.kindsMu.Unlock()
 	return nil
 }
@@ -190,13 +193,34 @@ func (s *Scheduler) kind(kind string) (kindInfo, bool) {
 	return k, ok
 }
 
-func (s *Scheduler) newCell(ref actor.Ref, mailbox int) *Cell {
+// newCell builds a cell. A virtual cell starts with incarnation 0 (not
+// known until an actor is attached); a spawned one with 1.
+func (s *Scheduler) newCell(ref actor.Ref, mailbox int, after AfterTurn) *Cell {
 	if mailbox <= 0 {
 		mailbox = s.cfg.MailboxCapacity
 	}
-	c := &Cell{limit: int32(mailbox), ref: ref.Unpinned(), s: s}
-	c.inc.Store(1)
+	c := &Cell{limit: int32(mailbox), ref: ref.Unpinned(), s: s, after: after}
+	if !ref.IsVirtual() {
+		c.inc.Store(1)
+	}
 	return c
+}
+
+// storeCell publishes a new virtual cell unless one exists, and returns
+// the cell in the map.
+func (s *Scheduler) storeCell(k vkey, c *Cell) *Cell {
+	v, loaded := s.virtual.LoadOrStore(k, c)
+	if !loaded {
+		s.ncells.Add(1)
+	}
+	return v.(*Cell)
+}
+
+// forget removes the virtual cell c from the map, if it is still there.
+func (s *Scheduler) forget(c *Cell) {
+	if s.virtual.CompareAndDelete(vkey{c.ref.Kind(), c.ref.Key()}, c) {
+		s.ncells.Add(-1)
+	}
 }
 
 // Spawn starts a top-level actor (no parent) and returns its reference.
@@ -219,7 +243,7 @@ func (s *Scheduler) spawn(parent *Cell, a actor.Actor, opts []actor.SpawnOption,
 		return actor.Ref{}, fmt.Errorf("ariel: mailbox %d out of range", o.Mailbox)
 	}
 	id := s.nextID.Add(1)
-	c := s.newCell(actor.Spawned(s.cfg.Node, id, 0), o.Mailbox)
+	c := s.newCell(actor.Spawned(s.cfg.Node, id, 0), o.Mailbox, nil)
 	c.act = a
 	c.sys = []envelope{{kind: kStart}}
 	c.pend.Store(1)
@@ -248,29 +272,37 @@ func (s *Scheduler) sendNow(from *Cell, to actor.Ref, msg any, p *pending, deadl
 	if s.closing.Load() {
 		return ErrClosed
 	}
-	c, err := s.resolve(to)
-	if err != nil {
-		s.g.undelivered.Add(1)
-		return err
+	for {
+		c, err := s.resolve(to)
+		if err != nil {
+			s.g.undelivered.Add(1)
+			return err
+		}
+		if c == nil {
+			return s.forward(from, to, msg, p, deadline)
+		}
+		if err := c.reserve(); err != nil {
+			s.countRefusal(err)
+			return err
+		}
+		e := envelope{msg: msg, from: from, ask: p, deadline: deadline}
+		if s.latency != nil {
+			e.enq = s.clock.Now().UnixNano()
+		}
+		if !c.pushOne(e) {
+			c.unreserve(1)
+			if c.gone() {
+				// Passivated and removed while we looked it up: the
+				// identity gets a fresh cell.
+				s.forget(c)
+				continue
+			}
+			s.g.undelivered.Add(1)
+			return actor.ErrActorTerminated
+		}
+		s.wake(c, nil)
+		return nil
 	}
-	if c == nil {
-		return s.forward(from, to, msg, p, deadline)
-	}
-	if err := c.reserve(); err != nil {
-		s.countRefusal(err)
-		return err
-	}
-	e := envelope{msg: msg, from: from, ask: p, deadline: deadline}
-	if s.latency != nil {
-		e.enq = s.clock.Now().UnixNano()
-	}
-	if !c.pushOne(e) {
-		c.unreserve(1)
-		s.g.undelivered.Add(1)
-		return actor.ErrActorTerminated
-	}
-	s.wake(c, nil)
-	return nil
 }
 
 func (s *Scheduler) countRefusal(err error) {
@@ -431,6 +463,7 @@ func (s *Scheduler) Stats() Stats {
 		Exhausted:   s.g.exhausted.Load(),
 		Expired:     s.g.expired.Load(),
 		Workers:     int(s.nworkers.Load()),
+		Cells:       int(s.ncells.Load()),
 	}
 	s.exMu.Lock()
 	for _, c := range s.allCnt {

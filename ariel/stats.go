@@ -20,6 +20,10 @@ type Stats struct {
 	Exhausted    uint64 // turns that ran past the turn budget
 	Expired      uint64 // asks dropped at dequeue because their deadline passed
 	Workers      int    // live pool workers (replacements included)
+	// Cells is a gauge, not a counter: cells of virtual actors held now
+	// (active, holding mail, or made with EnsureCell). A passivated
+	// identity whose mailbox is empty holds none.
+	Cells int
 }
 
 // StatsSource is what the node maps to its metrics exporter.

@@ -113,8 +113,32 @@ func (f FactoryActivator) Ring(ref actor.Ref) {
 	}
 }
 
+// AfterTurn is a hook run on the actor's turn thread (its run-token held,
+// no other turn of it running) after each turn of a virtual actor that
+// ended normally: user messages, continuations, Undelivered and
+// ReceiveTimeout notices; not lifecycle turns, and not a turn that
+// panicked. inc is the incarnation the turn ran under and a the actor
+// value. It must not block for long: the worker waits for it.
+type AfterTurn func(ref actor.Ref, inc uint64, a actor.Actor)
+
 // The methods below are for the supervisor only (Prospero and the node's
 // wiring). Actor code never calls them.
+
+// SetAfterTurn installs fn as the after-turn hook of the virtual actors of
+// kind (nil removes it). Only cells made afterwards carry it, so call it
+// right after Register, before mail flows. Kinds without a hook pay
+// nothing for the mechanism.
+func (s *Scheduler) SetAfterTurn(kind string, fn AfterTurn) error {
+	s.kindsMu.Lock()
+	defer s.kindsMu.Unlock()
+	k, ok := s.kinds[kind]
+	if !ok {
+		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
+	}
+	k.after = fn
+	s.kinds[kind] = k
+	return nil
+}
 
 // EnsureCell creates the cell (mailbox, system lane, run-token) of the
 // virtual actor ref without an actor value, so mail can be admitted before
@@ -125,16 +149,16 @@ func (s *Scheduler) EnsureCell(ref actor.Ref, incarnation uint64, mailbox int) e
 	if !ref.IsVirtual() {
 		return errors.New("ariel: EnsureCell needs a virtual reference")
 	}
+	info, _ := s.kind(ref.Kind())
 	if mailbox == 0 {
-		if info, ok := s.kind(ref.Kind()); ok {
-			mailbox = info.mailbox
-		}
+		mailbox = info.mailbox
 	}
-	c := s.newCell(ref, mailbox)
-	if incarnation != 0 {
-		c.inc.Store(incarnation)
+	c := s.newCell(ref, mailbox, info.after)
+	c.inc.Store(max(incarnation, 1))
+	if got := s.storeCell(vkey{ref.Kind(), ref.Key()}, c); got.gone() {
+		s.forget(got)
+		s.storeCell(vkey{ref.Kind(), ref.Key()}, c)
 	}
-	s.virtual.LoadOrStore(vkey{ref.Kind(), ref.Key()}, c)
 	return nil
 }
 
@@ -171,13 +195,13 @@ func (s *Scheduler) State(ref actor.Ref) actor.ReferenceState {
 		}
 		return actor.ActorTerminated
 	}
-	if inc := ref.Incarnation(); inc != 0 && inc != c.inc.Load() {
+	if !c.pinMatches(ref.Incarnation()) {
 		return actor.ActorTerminated
 	}
 	switch c.state.Load() {
 	case stStopped:
 		return actor.ActorTerminated
-	case stDetached, stPending:
+	case stDetached, stPending, stGone:
 		return actor.Dormant
 	}
 	return actor.Valid
@@ -185,57 +209,185 @@ func (s *Scheduler) State(ref actor.Ref) actor.ReferenceState {
 
 // Attach gives the cell of ref (created if needed) the actor value a and
 // releases it for dispatch: a receives actor.Started, then the mail that
-// waited, in order. It fails with ErrActive when an actor is attached.
+// waited, in order. It fails with ErrActive when an actor is attached. A
+// cell Attach creates takes ref's pinned incarnation; an existing cell
+// keeps its own (see AttachAt).
 func (s *Scheduler) Attach(ref actor.Ref, a actor.Actor) error {
+	return s.attach(ref, 0, a)
+}
+
+// AttachAt is Attach with an explicit incarnation inc (> 0): the cell,
+// which must have no actor, runs a under inc from now on, whatever
+// incarnation it had. The supervisor uses it to restore the incarnation
+// kept with the state at rest, so incarnations stay monotonic across
+// passivation, retirement and process restarts.
+func (s *Scheduler) AttachAt(ref actor.Ref, inc uint64, a actor.Actor) error {
+	if inc == 0 {
+		return errors.New("ariel: AttachAt needs an incarnation")
+	}
+	return s.attach(ref, inc, a)
+}
+
+func (s *Scheduler) attach(ref actor.Ref, inc uint64, a actor.Actor) error {
 	if a == nil {
 		return errors.New("ariel: Attach of a nil actor")
 	}
 	if s.closing.Load() {
 		return ErrClosed
 	}
-	c, err := s.cellOf(ref)
-	if err != nil && ref.IsVirtual() {
-		if err := s.EnsureCell(ref, ref.Incarnation(), 0); err != nil {
+	for {
+		c, err := s.cellOf(ref)
+		if err != nil && ref.IsVirtual() {
+			if err := s.EnsureCell(ref, max(inc, ref.Incarnation()), 0); err != nil {
+				return err
+			}
+			c, err = s.cellOf(ref)
+		}
+		if err != nil {
 			return err
 		}
-		c, err = s.cellOf(ref)
-	}
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	st := c.state.Load()
-	if st != stDetached && st != stPending {
-		c.mu.Unlock()
-		if st == stStopped {
-			return actor.ErrActorTerminated
+		c.mu.Lock()
+		st := c.state.Load()
+		if st == stGone {
+			c.mu.Unlock()
+			s.forget(c)
+			continue
 		}
-		return ErrActive
+		if st != stDetached && st != stPending {
+			c.mu.Unlock()
+			if st == stStopped {
+				return actor.ErrActorTerminated
+			}
+			return ErrActive
+		}
+		switch {
+		case inc != 0:
+			c.inc.Store(inc)
+		case c.inc.Load() == 0:
+			c.inc.Store(max(ref.Incarnation(), 1))
+		}
+		c.act = a
+		c.sys = append([]envelope{{kind: kStart}}, c.sys...)
+		c.pend.Add(1)
+		c.state.Store(stReady)
+		c.mu.Unlock()
+		s.activeInc()
+		s.enqueue(c, nil)
+		return nil
 	}
-	c.act = a
-	c.sys = append([]envelope{{kind: kStart}}, c.sys...)
-	c.pend.Add(1)
-	c.state.Store(stReady)
-	c.mu.Unlock()
-	s.activeInc()
-	s.enqueue(c, nil)
-	return nil
 }
 
 // Passivate puts the actor of ref to rest: it receives actor.Passivating as
 // a final system turn, then final (if not nil) is called inside that same
 // turn with the actor value (to write its state at rest), and the cell
-// becomes inactive. Mail that arrives afterwards rings the Activator again.
+// becomes inactive; an empty one leaves the scheduler's memory. Mail that
+// arrives afterwards rings the Activator again.
+//
+// After Close, the final turn runs at once on the caller's goroutine
+// (no worker is left to run it), or Passivate fails with ErrClosed when a
+// turn of the actor is still running; it never waits.
 func (s *Scheduler) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 	c, err := s.cellOf(ref)
 	if err != nil {
 		return err
 	}
+	if s.closing.Load() {
+		return s.passivateClosed(c, final)
+	}
 	if !c.pushSys(envelope{kind: kPassivate, msg: final}) {
 		return actor.ErrActorTerminated
 	}
 	s.wake(c, nil)
+	if s.closing.Load() {
+		// Close raced the push: if no worker took it, Close's sweep or
+		// the next line runs it.
+		s.runStranded(c)
+	}
 	return nil
+}
+
+// passivateClosed runs the passivation of c inline, the scheduler being
+// closed.
+func (s *Scheduler) passivateClosed(c *Cell, final func(actor.Actor)) error {
+	for {
+		st := c.state.Load()
+		switch st {
+		case stIdle, stReady:
+			if !c.state.CompareAndSwap(st, stRunning) {
+				continue
+			}
+			if st == stIdle {
+				s.activeInc()
+			}
+			ex := &executor{s: s, cnt: &counters{}, budget: s.cfg.FairnessMessages}
+			ex.turn(c, &envelope{kind: kPassivate, msg: final})
+			return nil
+		case stRunning:
+			return ErrClosed
+		default:
+			return actor.ErrActorTerminated
+		}
+	}
+}
+
+// runStranded runs a passivation queued in c's system lane that no worker
+// will run any more (the scheduler closed).
+func (s *Scheduler) runStranded(c *Cell) {
+	for {
+		st := c.state.Load()
+		if st != stIdle && st != stReady {
+			return
+		}
+		if !c.state.CompareAndSwap(st, stRunning) {
+			continue
+		}
+		if st == stIdle {
+			s.activeInc()
+		}
+		c.mu.Lock()
+		var fin *envelope
+		for i := range c.sys {
+			if c.sys[i].kind == kPassivate {
+				e := c.sys[i]
+				fin = &e
+				c.sys = append(c.sys[:i], c.sys[i+1:]...)
+				c.pend.Add(-1)
+				break
+			}
+		}
+		c.mu.Unlock()
+		if fin == nil { // nothing to run: put it back as it was
+			c.state.Store(st)
+			if st == stIdle {
+				s.activeDec()
+			}
+			return
+		}
+		ex := &executor{s: s, cnt: &counters{}, budget: s.cfg.FairnessMessages}
+		ex.turn(c, fin)
+		return
+	}
+}
+
+// finishStranded runs, after the workers stopped, the passivations that
+// were queued but never ran, so a supervisor waiting for them is answered.
+func (s *Scheduler) finishStranded() {
+	s.virtual.Range(func(_, v any) bool {
+		c := v.(*Cell)
+		c.mu.Lock()
+		has := false
+		for i := range c.sys {
+			if c.sys[i].kind == kPassivate {
+				has = true
+				break
+			}
+		}
+		c.mu.Unlock()
+		if has {
+			s.runStranded(c)
+		}
+		return true
+	})
 }
 
 // Restart replaces the actor value of ref with a (between turns, never
@@ -243,29 +395,127 @@ func (s *Scheduler) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 // references pinned to the old incarnation read ActorTerminated. a
 // receives actor.Started; queued mail is kept.
 func (s *Scheduler) Restart(ref actor.Ref, a actor.Actor) error {
+	return s.replace(ref, a, &restartMsg{a: a})
+}
+
+// RestartAt is Restart to the explicit incarnation inc (> 0) instead of
+// the old one plus one. On a cell with no actor it attaches a under inc.
+func (s *Scheduler) RestartAt(ref actor.Ref, inc uint64, a actor.Actor) error {
+	if inc == 0 {
+		return errors.New("ariel: RestartAt needs an incarnation")
+	}
+	return s.replace(ref, a, &restartMsg{a: a, inc: inc})
+}
+
+// Replace swaps the actor value of ref for a between two turns without
+// re-minting: the incarnation stays, references pinned to it stay Valid,
+// a receives actor.Started and then the queued mail. It is queued in the
+// system lane, so it runs after the current turn (the supervisor's
+// Hydrate remedy: reload the last state at rest). On a cell with no
+// actor it attaches a under ref's pinned incarnation (if any).
+func (s *Scheduler) Replace(ref actor.Ref, a actor.Actor) error {
+	return s.replace(ref, a, &restartMsg{a: a, keep: true})
+}
+
+func (s *Scheduler) replace(ref actor.Ref, a actor.Actor, m *restartMsg) error {
 	if a == nil {
 		return errors.New("ariel: Restart with a nil actor")
 	}
+	if s.closing.Load() {
+		return ErrClosed
+	}
 	c, err := s.cellOf(ref)
 	if err != nil {
+		if ref.IsVirtual() && errors.Is(err, actor.ErrActorTerminated) {
+			return s.attach(ref, max(m.inc, ref.Incarnation()), a)
+		}
 		return err
 	}
-	if !c.pushSys(envelope{kind: kRestart, msg: a}) {
+	c.mu.Lock()
+	switch c.state.Load() {
+	case stStopped:
+		c.mu.Unlock()
 		return actor.ErrActorTerminated
+	case stDetached, stPending, stGone:
+		c.mu.Unlock()
+		if !ref.IsVirtual() {
+			return actor.ErrActorTerminated
+		}
+		return s.attach(ref, max(m.inc, ref.Incarnation()), a)
 	}
+	c.sys = append(c.sys, envelope{kind: kRestart, msg: m})
+	c.pend.Add(1)
+	c.mu.Unlock()
 	s.wake(c, nil)
 	return nil
 }
 
-// Retire stops the actor of ref and releases its cell (see Stop).
+// Retire stops the actor of ref and releases its cell (see Stop). A cell
+// with no actor is released at once: its waiting mail is answered
+// (asks with ErrActorTerminated, tells from actors come back as
+// Undelivered).
 func (s *Scheduler) Retire(ref actor.Ref) error {
-	c, err := s.cellOf(ref)
-	if err != nil {
-		return err
+	return s.stopCell(ref, nil)
+}
+
+// Reject answers the mail waiting for ref with err, for an identity the
+// supervisor will not activate (it is closing, or the state could not be
+// loaded): asks fail with err, tells from actors come back to them as
+// actor.Undelivered. A cell with no actor stays (or, when empty, leaves
+// the scheduler's memory); the next mail rings the Activator again. A cell
+// whose actor is still attached (a faulted value awaiting a remedy that
+// will not come) is stopped, its queued mail answered with err.
+func (s *Scheduler) Reject(ref actor.Ref, err error) error {
+	if err == nil {
+		err = actor.ErrActorTerminated
 	}
-	if !c.pushSys(envelope{kind: kStop}) {
+	return s.stopCell(ref, err)
+}
+
+// stopCell is Retire (err nil) or Reject.
+func (s *Scheduler) stopCell(ref actor.Ref, err error) error {
+	c, cerr := s.cellOf(ref)
+	if cerr != nil {
+		return cerr
+	}
+	removable := s.removable(c)
+	c.mu.Lock()
+	switch st := c.state.Load(); st {
+	case stStopped, stGone:
+		c.mu.Unlock()
 		return actor.ErrActorTerminated
+	case stDetached, stPending:
+		mail := c.takeUserLocked()
+		if err == nil {
+			// Retire: the cell goes for good, its system lane too.
+			c.state.Store(stStopped)
+			mail = append(mail, c.sys...)
+			c.pend.Store(0)
+			c.sys = nil
+		} else if len(c.sys) == 0 {
+			if removable {
+				c.state.Store(stGone)
+			} else {
+				c.state.Store(stDetached)
+			}
+		}
+		gone := c.state.Load() == stGone || c.state.Load() == stStopped
+		c.mu.Unlock()
+		if gone {
+			s.forget(c)
+		}
+		derr := err
+		if derr == nil {
+			derr = actor.ErrActorTerminated
+		}
+		for i := range mail {
+			s.drop(&mail[i], derr)
+		}
+		return nil
 	}
+	c.sys = append(c.sys, envelope{kind: kStop, msg: err})
+	c.pend.Add(1)
+	c.mu.Unlock()
 	s.wake(c, nil)
 	return nil
 }
@@ -274,11 +524,46 @@ func (s *Scheduler) Retire(ref actor.Ref) error {
 // (no other turn of it runs meanwhile). The actor value may be nil for an
 // inactive cell; Exec then runs fn when the cell is next activated.
 func (s *Scheduler) Exec(ref actor.Ref, fn func(a actor.Actor)) error {
-	c, err := s.cellOf(ref)
+	for {
+		c, err := s.cellOf(ref)
+		if err != nil {
+			return err
+		}
+		if !c.pushSys(envelope{kind: kFunc, msg: fn}) {
+			if c.gone() {
+				s.forget(c)
+				if ref.IsVirtual() {
+					if _, err := s.local.Resolve(ref.Unpinned()); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			return actor.ErrActorTerminated
+		}
+		s.wake(c, nil)
+		return nil
+	}
+}
+
+// NotifyUndelivered posts n to the system lane of the local actor from
+// (the sender of a tell that could not be delivered, for example refused
+// by another node): it is never refused by a full mailbox and runs before
+// the actor's queued user mail. It fails with ErrActorTerminated when
+// from has no actor attached here (a notice for an actor at rest would
+// only wake it to be dropped), and with ErrClosed after Close.
+func (s *Scheduler) NotifyUndelivered(from actor.Ref, n actor.Undelivered) error {
+	if s.closing.Load() {
+		return ErrClosed
+	}
+	c, err := s.cellOf(from)
 	if err != nil {
 		return err
 	}
-	if !c.pushSys(envelope{kind: kFunc, msg: fn}) {
+	if !c.pinMatches(from.Incarnation()) {
+		return actor.ErrActorTerminated
+	}
+	if !c.pushSysLive(envelope{kind: kUndelivered, msg: n}) {
 		return actor.ErrActorTerminated
 	}
 	s.wake(c, nil)

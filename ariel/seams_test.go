@@ -1,0 +1,471 @@
+package ariel_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/ariel"
+)
+
+// tally counts, per message id, how often an actor handled it.
+type tally struct {
+	seen  []atomic.Int32
+	total atomic.Int64
+	want  int64
+	done  chan struct{}
+}
+
+func newTally(n int) *tally {
+	return &tally{seen: make([]atomic.Int32, n), want: int64(n), done: make(chan struct{})}
+}
+
+type tallied struct{ t *tally }
+
+func (a tallied) Receive(_ actor.Context, msg any) {
+	if id, ok := msg.(int); ok {
+		a.t.seen[id].Add(1)
+		if a.t.total.Add(1) == a.t.want {
+			close(a.t.done)
+		}
+	}
+}
+
+// relay forwards [2]any{ref, msg} from inside a turn, so the send is
+// resolved in the turn and flushed after it (the batched path).
+type relay struct{}
+
+func (relay) Receive(ctx actor.Context, msg any) {
+	if m, ok := msg.([2]any); ok {
+		_ = ctx.Tell(m[0].(actor.Ref), m[1])
+	}
+}
+
+// A passivated identity whose mailbox is empty leaves ariel's map; its
+// next message makes a fresh cell and activates it.
+func TestPassivatedCellsLeaveTheMap(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	tl := newTally(1000)
+	if err := s.Register("c", func(string) actor.Actor { return tallied{tl} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	for i := range n {
+		if err := s.Tell(actor.Virtual("c", fmt.Sprint(i)), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIdle(t, s)
+	if got := s.Stats().Cells; got != n {
+		t.Fatalf("cells with %d active identities = %d", n, got)
+	}
+	for i := range n {
+		if err := s.Passivate(actor.Virtual("c", fmt.Sprint(i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIdle(t, s)
+	if got := s.Stats().Cells; got != 0 {
+		t.Fatalf("cells after passivating every identity = %d, want 0", got)
+	}
+	if st := s.State(actor.Virtual("c", "1")); st != actor.Dormant {
+		t.Fatalf("State of a passivated identity = %v, want Dormant", st)
+	}
+	for i := range n {
+		if err := s.Tell(actor.Virtual("c", fmt.Sprint(i)), n+i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-tl.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("handled %d of %d", tl.total.Load(), tl.want)
+	}
+}
+
+// Sends (from program code and from inside turns) racing the removal of
+// passivated cells: every message is handled exactly once.
+func TestSendsRacingCellRemovalHammer(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2, MailboxCapacity: 1 << 16})
+	const keys, senders, perSender = 8, 4, 1500
+	tl := newTally(senders * perSender)
+	if err := s.Register("h", func(string) actor.Actor { return tallied{tl} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	relays := make([]actor.Ref, senders)
+	for i := range relays {
+		r, err := s.Spawn(relay{}, actor.WithMailbox(1<<16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		relays[i] = r
+	}
+	ref := func(k int) actor.Ref { return actor.Virtual("h", fmt.Sprint(k)) }
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the passivator
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = s.Passivate(ref(i%keys), nil)
+		}
+	}()
+	var senderWG sync.WaitGroup
+	var failed atomic.Int64
+	for g := range senders {
+		senderWG.Add(1)
+		go func() {
+			defer senderWG.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for i := range perSender {
+				id := g*perSender + i
+				to := ref(rng.IntN(keys))
+				var err error
+				if i%2 == 0 {
+					err = s.Tell(to, id)
+				} else {
+					err = s.Tell(relays[g], [2]any{to, id})
+				}
+				if err != nil {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	senderWG.Wait()
+	if n := failed.Load(); n != 0 {
+		close(stop)
+		wg.Wait()
+		t.Fatalf("%d sends failed", n)
+	}
+	select {
+	case <-tl.done:
+	case <-time.After(30 * time.Second):
+	}
+	close(stop)
+	wg.Wait()
+	if got := tl.total.Load(); got != tl.want {
+		t.Fatalf("handled %d of %d messages", got, tl.want)
+	}
+	for id := range tl.seen {
+		if n := tl.seen[id].Load(); n != 1 {
+			t.Fatalf("message %d handled %d times", id, n)
+		}
+	}
+	for k := range keys {
+		_ = s.Passivate(ref(k), nil)
+	}
+	waitIdle(t, s)
+	if got := s.Stats().Cells; got != 0 {
+		t.Fatalf("cells after the final passivation = %d, want 0", got)
+	}
+}
+
+// quiet is a virtual actor that records its incarnation and lifecycle.
+type quiet struct {
+	mu  *sync.Mutex
+	log *[]string
+}
+
+func (q quiet) Receive(ctx actor.Context, msg any) {
+	q.mu.Lock()
+	*q.log = append(*q.log, fmt.Sprintf("%T@%d", msg, ctx.Self().Incarnation()))
+	q.mu.Unlock()
+	if msg == "self" {
+		ctx.Reply(ctx.Self())
+	}
+}
+
+// AttachAt sets the incarnation of a cell that already holds mail (ariel
+// made it at an unknown incarnation); Replace swaps the value without
+// re-minting; RestartAt re-mints to the given number.
+func TestAttachAtReplaceRestartAt(t *testing.T) {
+	bell := &doorbell{}
+	s := newSched(t, ariel.Config{Workers: 2, Activator: bell})
+	var mu sync.Mutex
+	var log []string
+	if err := s.Register("q", func(string) actor.Actor { return quiet{&mu, &log} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	ref := actor.Virtual("q", "1")
+	if err := s.Tell(ref, 1); err != nil { // makes the cell, rings
+		t.Fatal(err)
+	}
+	if err := s.AttachAt(ref, 7, quiet{&mu, &log}); err != nil {
+		t.Fatal(err)
+	}
+	self, err := s.Ask(askCtx(t), ref, "self")
+	if err != nil || self.(actor.Ref).Incarnation() != 7 {
+		t.Fatalf("Self after AttachAt(7) = %v, %v", self, err)
+	}
+	if err := s.Replace(ref, quiet{&mu, &log}); err != nil {
+		t.Fatal(err)
+	}
+	if self, err := s.Ask(askCtx(t), ref.WithIncarnation(7), "self"); err != nil || self.(actor.Ref).Incarnation() != 7 {
+		t.Fatalf("Self after Replace = %v, %v (want incarnation 7 kept)", self, err)
+	}
+	if err := s.RestartAt(ref, 9, quiet{&mu, &log}); err != nil {
+		t.Fatal(err)
+	}
+	if self, err := s.Ask(askCtx(t), ref, "self"); err != nil || self.(actor.Ref).Incarnation() != 9 {
+		t.Fatalf("Self after RestartAt(9) = %v, %v", self, err)
+	}
+	if st := s.State(ref.WithIncarnation(7)); st != actor.ActorTerminated {
+		t.Fatalf("State(pinned to 7) after RestartAt(9) = %v", st)
+	}
+	waitIdle(t, s)
+	mu.Lock()
+	defer mu.Unlock()
+	starts := 0
+	for _, l := range log {
+		if l == "actor.Passivating@7" {
+			t.Fatalf("Replace delivered Passivating: %q", log)
+		}
+		if len(l) > 13 && l[:13] == "actor.Started" {
+			starts++
+		}
+	}
+	if starts != 3 {
+		t.Fatalf("Started %d times, want 3: %q", starts, log)
+	}
+}
+
+// The after-turn hook runs after each normal turn of a kind that asked
+// for it, on the turn thread, and not after a turn that panicked.
+func TestAfterTurnHook(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2, Faults: &ariel.LogFaults{}})
+	var n atomic.Int64
+	var incs sync.Map
+	if err := s.Register("p", func(string) actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) {
+			if msg == "boom" {
+				panic("boom")
+			}
+			if msg == "?" {
+				ctx.Reply(n.Load())
+			}
+		})
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAfterTurn("p", func(ref actor.Ref, inc uint64, a actor.Actor) {
+		if a == nil || !ref.IsVirtual() {
+			t.Errorf("hook got %v, %v", ref, a)
+		}
+		incs.Store(inc, true)
+		n.Add(1)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAfterTurn("nope", nil); !errors.Is(err, actor.ErrUnknownKind) {
+		t.Fatalf("SetAfterTurn of an unknown kind: %v", err)
+	}
+	ref := actor.Virtual("p", "1")
+	for range 3 {
+		if err := s.Tell(ref, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Tell(ref, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	// The ask's reply is read inside the 5th turn: 3 tells ran their hooks.
+	if got, err := s.Ask(askCtx(t), ref, "?"); err != nil || got != int64(3) {
+		t.Fatalf("hooks before the ask = %v, %v, want 3 (none after the panic)", got, err)
+	}
+	waitIdle(t, s)
+	if got := n.Load(); got != 4 {
+		t.Fatalf("hooks = %d, want 4", got)
+	}
+	if _, ok := incs.Load(uint64(1)); !ok {
+		t.Fatal("hook did not see incarnation 1")
+	}
+}
+
+// Retire of a cell with no actor answers its waiting mail at once; Reject
+// answers with the given error and keeps the identity reachable.
+func TestRetireAndRejectCellWithoutActor(t *testing.T) {
+	bell := chanBell{make(chan actor.Ref, 16)}
+	s := newSched(t, ariel.Config{Workers: 2, Activator: bell})
+	if err := s.Register("w", func(string) actor.Actor { return echo{} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(ref actor.Ref) chan error {
+		ch := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := s.Ask(ctx, ref, "hi")
+			ch <- err
+		}()
+		return ch
+	}
+	// An actor whose tell will come back as Undelivered.
+	undelivered := make(chan actor.Undelivered, 1)
+	sender, err := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		switch m := msg.(type) {
+		case actor.Ref:
+			_ = ctx.Tell(m, "lost")
+			ctx.Reply(true)
+		case actor.Undelivered:
+			undelivered <- m
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := actor.Virtual("w", "a")
+	errA := ask(a)
+	if _, err := s.Ask(askCtx(t), sender, a); err != nil {
+		t.Fatal(err)
+	}
+	waitRing(t, bell)
+	if st := s.State(a); st != actor.Dormant {
+		t.Fatalf("State with mail waiting = %v", st)
+	}
+	if err := s.Retire(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errA; !errors.Is(err, actor.ErrActorTerminated) {
+		t.Fatalf("ask to a retired cell without actor: %v", err)
+	}
+	select {
+	case u := <-undelivered:
+		if !errors.Is(u.Err, actor.ErrActorTerminated) || u.Message != "lost" {
+			t.Fatalf("Undelivered = %+v", u)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no Undelivered for the tell to the retired cell")
+	}
+
+	b := actor.Virtual("w", "b")
+	errB := ask(b)
+	waitRing(t, bell)
+	if err := s.Reject(b, ariel.ErrClosed); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errB; !errors.Is(err, actor.ErrProcessUnavailable) {
+		t.Fatalf("ask to a rejected identity: %v", err)
+	}
+	if got := s.Stats().Cells; got != 0 {
+		t.Fatalf("cells after retire and reject = %d", got)
+	}
+	// The next mail rings again.
+	if err := s.Tell(b, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitRing(t, bell)
+}
+
+// chanBell is a doorbell that signals each ring on a channel.
+type chanBell struct{ ch chan actor.Ref }
+
+func (b chanBell) Ring(ref actor.Ref) { b.ch <- ref }
+
+func waitRing(t *testing.T, bell chanBell) {
+	t.Helper()
+	select {
+	case <-bell.ch:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no doorbell")
+	}
+}
+
+// After Close, Passivate runs the final turn inline (no worker is left)
+// instead of leaving its caller waiting.
+func TestPassivateAfterClose(t *testing.T) {
+	s, err := ariel.New(ariel.Config{Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var log []string
+	if err := s.Register("q", func(string) actor.Actor { return quiet{&mu, &log} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	ref := actor.Virtual("q", "z")
+	if _, err := s.Ask(askCtx(t), ref, "self"); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, s)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var got actor.Actor
+	if err := s.Passivate(ref, func(a actor.Actor) { got = a }); err != nil {
+		t.Fatalf("Passivate after Close: %v", err)
+	}
+	if got == nil {
+		t.Fatal("final did not run (or got no actor value)")
+	}
+	if err := s.Passivate(ref, nil); err == nil {
+		t.Fatal("second Passivate after Close succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if last := log[len(log)-1]; last != "actor.Passivating@1" {
+		t.Fatalf("last turn %q, want the Passivating turn", last)
+	}
+}
+
+// NotifyUndelivered reaches an actor whose mailbox is full: the notice
+// travels in the system lane, which is never refused.
+func TestNotifyUndeliveredBypassesAFullMailbox(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	got := make(chan actor.Undelivered, 1)
+	ref, err := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		switch m := msg.(type) {
+		case string:
+			if m == "block" {
+				close(entered)
+				<-release
+			}
+		case actor.Undelivered:
+			got <- m
+		}
+	}), actor.WithMailbox(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tell(ref, "block"); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	if err := s.Tell(ref, "fill"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tell(ref, "over"); !errors.Is(err, actor.ErrRefused) {
+		close(release)
+		t.Fatalf("Tell to a full mailbox: %v, want ErrRefused", err)
+	}
+	n := actor.Undelivered{To: actor.Virtual("far", "x"), Message: "m", Err: actor.ErrRefused}
+	err = s.NotifyUndelivered(ref, n)
+	close(release)
+	if err != nil {
+		t.Fatalf("NotifyUndelivered to a full mailbox: %v", err)
+	}
+	select {
+	case u := <-got:
+		if u.Message != "m" || !errors.Is(u.Err, actor.ErrRefused) {
+			t.Fatalf("notice = %+v", u)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("notice not delivered")
+	}
+	if err := s.NotifyUndelivered(actor.Virtual("far", "y"), n); err == nil {
+		t.Fatal("NotifyUndelivered to an identity without actor succeeded")
+	}
+}

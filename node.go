@@ -521,8 +521,10 @@ func (n *Node) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 
 // Passivate puts ref's activation to rest now: it handles a final
 // Passivating turn, its state is written at rest and it becomes Dormant.
-// It returns once that is done, or with ctx's error. An identity that is
-// not active is left alone.
+// It returns once that is done, or with ctx's error: also when the
+// activation was already being passivated, it returns only once that
+// write at rest is done. An identity with nothing in memory here (in a
+// cluster: not on this node) is left alone.
 func (n *Node) Passivate(ctx context.Context, ref actor.Ref) error {
 	if !ref.IsVirtual() {
 		return fmt.Errorf("tempest: passivate %v: not a virtual actor", ref)
@@ -537,8 +539,33 @@ func (n *Node) Passivate(ctx context.Context, ref actor.Ref) error {
 	id := prospero.IdentityOf(ref)
 	ch := n.await(id)
 	defer n.unawait(id, ch)
-	if !r.sup.Passivate(ref) {
-		return nil
+	for {
+		if r.sup.Passivate(ref) {
+			break
+		}
+		// Not active: at rest, or in a transition (already passivating,
+		// hydrating, restarting). Only "nothing in memory" means its state
+		// at rest is final; otherwise look again shortly.
+		st, err := r.sup.Status(ctx, ref)
+		if err != nil {
+			return err
+		}
+		if !st.Active {
+			return nil
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-ch:
+			t.Stop()
+			return nil
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-n.closed:
+			t.Stop()
+			return ErrClosed
+		}
 	}
 	select {
 	case <-ch:

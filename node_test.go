@@ -291,6 +291,9 @@ func TestRegisterErrors(t *testing.T) {
 	if err := n.Register("k", nil, tempest.KindOptions{}); !errors.Is(err, tempest.ErrInvalidKind) {
 		t.Errorf("nil factory: %v", err)
 	}
+	if err := n.Register("tempest.index", f, tempest.KindOptions{}); !errors.Is(err, tempest.ErrInvalidKind) {
+		t.Errorf("reserved name: %v", err)
+	}
 	if err := n.Register("k", f, tempest.KindOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -346,4 +349,38 @@ func TestCloseUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
+}
+
+// TestPassivateWaitsForAPassivationInProgress: a second Passivate that
+// finds the actor already being passivated returns only once its state is
+// at rest (a handoff relies on it to ship the latest state).
+func TestPassivateWaitsForAPassivationInProgress(t *testing.T) {
+	n := newNode(t, t.TempDir(), nil)
+	ctx := ctxT(t)
+	c := n.Ref(demo.Counter, "twice")
+	for i := range 20 {
+		if _, err := n.Ask(ctx, c, demo.Add{N: 1}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := n.Passivate(ctx, c); err != nil {
+					t.Error(err)
+					return
+				}
+				st, err := n.Status(ctx, c)
+				if err != nil || st.Active || st.State != actor.Dormant {
+					t.Errorf("round %d: Passivate returned with the actor %+v (%v)", i, st, err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	got, err := n.Ask(ctx, c, demo.Get{})
+	if err != nil || got.(demo.CounterValue).N != 20 {
+		t.Fatalf("after 20 passivations: %v, %v", got, err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -274,6 +275,7 @@ type Mailer struct {
 	inb   atomic.Int64
 	c     mailCounters
 	names names
+	mailCaches
 	log   *slog.Logger
 	close sync.Once
 
@@ -305,6 +307,8 @@ func NewMailer(cfg MailConfig) (*Mailer, error) {
 	}
 	cfg = cfg.withDefaults()
 	m := &Mailer{cfg: cfg, reg: cfg.Registry, log: cfg.Logger}
+	m.seed = maphash.MakeSeed()
+	m.inboxes, _ = cfg.Local.(InboxResolver)
 	m.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
 	for i := range m.asks {
 		m.asks[i].m = map[uint64]pendingAsk{}
@@ -437,29 +441,24 @@ func (m *Mailer) tell(ctx context.Context, peer string, to, from actor.Ref, msg 
 	if t == nil {
 		return ErrNotAttached
 	}
-	bp := m.getBuf()
-	defer m.putBuf(bp)
-	tag, body, err := m.reg.Append((*bp)[:0], msg)
+	h, err := m.header(to, from)
 	if err != nil {
 		return err
 	}
-	env := Tell{To: ActorIDOf(to), Tag: tag, Body: body}
-	var fid ActorID
-	if !from.IsZero() {
-		fid = ActorIDOf(from)
-		env.From = &fid
-	}
-	start := len(body)
-	buf := bare.AppendUint(body, 1)
-	if buf, err = env.AppendBARE(buf); err != nil {
+	bp := m.getBuf()
+	defer m.putBuf(bp)
+	buf := append((*bp)[:0], 1) // Tell
+	buf = append(buf, h.ids...)
+	buf = bare.AppendU64(buf, 0) // placement epoch
+	frame, buf, err := m.appendMail(buf, msg)
+	*bp = buf[:0]
+	if err != nil {
 		return err
 	}
-	*bp = buf[:0]
-	frame := buf[start:]
 	if ws, ok := t.(WaitSender); ok && ctx != nil {
-		err = ws.SendWait(ctx, peer, m.RefHash(to), frame)
+		err = ws.SendWait(ctx, peer, h.lane, frame)
 	} else {
-		err = t.Send(peer, m.RefHash(to), frame)
+		err = t.Send(peer, h.lane, frame)
 	}
 	if err != nil {
 		return err
@@ -487,25 +486,22 @@ func (m *Mailer) Ask(peer string, id uint64, to, from actor.Ref, msg any, deadli
 	if remaining <= 0 {
 		return actor.ErrDeadlineExceeded
 	}
-	bp := m.getBuf()
-	defer m.putBuf(bp)
-	tag, body, err := m.reg.Append((*bp)[:0], msg)
+	h, err := m.header(to, from)
 	if err != nil {
 		return err
 	}
-	env := Ask{Id: id, To: ActorIDOf(to), DeadlineNs: uint64(remaining), Tag: tag, Body: body}
-	var fid ActorID
-	if !from.IsZero() {
-		fid = ActorIDOf(from)
-		env.From = &fid
-	}
-	start := len(body)
-	buf := bare.AppendUint(body, 2)
-	if buf, err = env.AppendBARE(buf); err != nil {
+	bp := m.getBuf()
+	defer m.putBuf(bp)
+	buf := append((*bp)[:0], 2) // Ask
+	buf = bare.AppendU64(buf, id)
+	buf = append(buf, h.ids...)
+	buf = bare.AppendU64(buf, 0) // placement epoch
+	buf = bare.AppendU64(buf, uint64(remaining))
+	frame, buf, err := m.appendMail(buf, msg)
+	*bp = buf[:0]
+	if err != nil {
 		return err
 	}
-	*bp = buf[:0]
-	frame := buf[start:]
 	sh := &m.asks[id%askShards]
 	sh.mu.Lock()
 	if _, dup := sh.m[id]; dup {
@@ -520,7 +516,7 @@ func (m *Mailer) Ask(peer string, id uint64, to, from actor.Ref, msg any, deadli
 	if m.closed.Load() {
 		return m.unregister(id, ErrClosed)
 	}
-	if err := t.Send(peer, m.RefHash(to), frame); err != nil {
+	if err := t.Send(peer, h.lane, frame); err != nil {
 		return m.unregister(id, err)
 	}
 	m.c.asksSent.Add(1)
@@ -647,11 +643,7 @@ func (m *Mailer) Handle(from string, lane Lane, frame []byte) error {
 	var err error
 	switch tag := d.Uint(); tag {
 	case 1:
-		var t Tell
-		m.decodeTell(&d, &t)
-		if err = d.Finish(); err == nil {
-			err = m.onTell(from, &t)
-		}
+		err = m.handleTell(from, &d, frame)
 	case 2:
 		var a Ask
 		m.decodeAsk(&d, &a)
@@ -696,33 +688,6 @@ func (m *Mailer) decodeBody(tag uint32, body []byte) (any, error) {
 		}
 	}
 	return v, err
-}
-
-func (m *Mailer) onTell(peer string, t *Tell) error {
-	m.c.tellsRecv.Add(1)
-	to, err := RefOf(&t.To)
-	if err != nil {
-		return err
-	}
-	var from actor.Ref
-	if t.From != nil {
-		if from, err = RefOf(t.From); err != nil {
-			return err
-		}
-	}
-	msg, err := m.decodeBody(t.Tag, t.Body)
-	if err == nil {
-		err = m.cfg.Local.Deliver(to, from, msg, time.Time{}, nil)
-	}
-	if err != nil {
-		r := refusalOf(err, t.To, t.Tag)
-		if t.From != nil {
-			// Only an actor can be told; program code saw its send queued.
-			r.From, r.Body = t.From, t.Body
-		}
-		m.refuse(peer, m.RefHash(to), &r)
-	}
-	return nil
 }
 
 // inboundAsk answers one ask from a peer, once.
@@ -901,22 +866,6 @@ func (m *Mailer) Stats() MailStats {
 		s.RefusedIn[i] = c.refIn[i].Load()
 	}
 	return s
-}
-
-// decodeTell is Tell.DecodeBARE with actor names interned (see names).
-func (m *Mailer) decodeTell(d *bare.Decoder, v *Tell) {
-	if !d.Enter() {
-		return
-	}
-	m.decodeID(d, &v.To)
-	if d.Optional() {
-		v.From = new(ActorID)
-		m.decodeID(d, v.From)
-	}
-	v.Epoch = d.U64()
-	v.Tag = d.U32()
-	v.Body = d.Data(nil)
-	d.Leave()
 }
 
 // decodeAsk is Ask.DecodeBARE with actor names interned.

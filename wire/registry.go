@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,18 +56,28 @@ type BAREMessage[T any] interface {
 // read an immutable snapshot and never lock or allocate. All methods are
 // safe for concurrent use.
 type Registry struct {
-	mu   sync.Mutex // serializes writers
-	snap atomic.Pointer[regSnapshot]
+	mu     sync.Mutex // serializes writers
+	snap   atomic.Pointer[regSnapshot]
+	bodies arena // storage of decoded data fields (see Register)
 }
 
 type regSnapshot struct {
 	byType map[reflect.Type]*regEntry
 	byTag  map[uint32]*regEntry
+	// byWord is byType keyed by the interface type word, which hashes
+	// cheaper than a reflect.Type; small indexes tags below smallTags
+	// directly. Both are derived from the maps above.
+	byWord map[unsafe.Pointer]*regEntry
+	small  []*regEntry
 }
+
+// smallTags bounds the directly indexed tag table.
+const smallTags = 1024
 
 type regEntry struct {
 	tag    uint32
 	typ    reflect.Type
+	words  [2]unsafe.Pointer // type words of T and *T (nil when absent)
 	encode func(dst []byte, msg any) ([]byte, error)
 	decode func(body []byte) (any, error)
 }
@@ -74,7 +85,8 @@ type regEntry struct {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
 	r := &Registry{}
-	r.snap.Store(&regSnapshot{byType: map[reflect.Type]*regEntry{}, byTag: map[uint32]*regEntry{}})
+	r.snap.Store(&regSnapshot{byType: map[reflect.Type]*regEntry{}, byTag: map[uint32]*regEntry{},
+		byWord: map[unsafe.Pointer]*regEntry{}})
 	return r
 }
 
@@ -82,11 +94,19 @@ func NewRegistry() *Registry {
 // same) to tag. Received messages are delivered as T values. It returns
 // ErrReservedTag or ErrDuplicate.
 //
+// Decoding a received T allocates nothing per message in the common case:
+// the T values are carved from small blocks of Ts, and a body of at most
+// 512 bytes is copied into a shared 8 KiB block that the data fields of
+// the decoded value alias (never overwritten: data fields are capped, so
+// an append copies). A decoded value kept beyond its turn therefore keeps
+// its blocks alive; copy data fields you keep for long.
+//
 //	err := wire.Register[Greeting](reg, 100)
 func Register[T any, PT BAREMessage[T]](r *Registry, tag uint32) error {
 	boxed := boxedStruct[T]()
 	typ := typeWord[T]()
-	return r.add(tag, reflect.TypeFor[T](), reflect.TypeFor[*T](),
+	values := newSlab[T]()
+	return r.add(tag, reflect.TypeFor[T](), reflect.TypeFor[*T](), [2]unsafe.Pointer{typ, typeWord[*T]()},
 		func(dst []byte, msg any) ([]byte, error) {
 			if p, ok := msg.(*T); ok {
 				if p == nil {
@@ -110,8 +130,14 @@ func Register[T any, PT BAREMessage[T]](r *Registry, tag uint32) error {
 			// generic method call and cost an allocation per message.
 			d := decoders.Get().(*bare.Decoder)
 			defer decoders.Put(d)
-			d.Reset(body, bare.Config{})
-			p := new(T)
+			if len(body) <= maxArenaBody {
+				// Data fields alias a copy of the body in a shared block
+				// instead of costing an allocation each.
+				d.Reset(r.bodies.copy(body), bare.Config{ZeroCopy: true})
+			} else {
+				d.Reset(body, bare.Config{})
+			}
+			p := values.alloc()
 			PT(p).DecodeBARE(d)
 			if err := d.Finish(); err != nil {
 				return nil, err
@@ -171,7 +197,11 @@ func RegisterCodec[T any](r *Registry, tag uint32, enc func(dst []byte, v T) ([]
 	if enc == nil || dec == nil {
 		return errors.New("wire: RegisterCodec needs both functions")
 	}
-	return r.add(tag, reflect.TypeFor[T](), nil,
+	var words [2]unsafe.Pointer
+	if reflect.TypeFor[T]().Kind() != reflect.Interface {
+		words[0] = typeWord[T]()
+	}
+	return r.add(tag, reflect.TypeFor[T](), nil, words,
 		func(dst []byte, msg any) ([]byte, error) {
 			v, ok := msg.(T)
 			if !ok {
@@ -188,7 +218,7 @@ func RegisterCodec[T any](r *Registry, tag uint32, enc func(dst []byte, v T) ([]
 		})
 }
 
-func (r *Registry) add(tag uint32, typ, ptr reflect.Type, enc func([]byte, any) ([]byte, error), dec func([]byte) (any, error)) error {
+func (r *Registry) add(tag uint32, typ, ptr reflect.Type, words [2]unsafe.Pointer, enc func([]byte, any) ([]byte, error), dec func([]byte) (any, error)) error {
 	if tag == 0 || tag > MaxUserTag {
 		return fmt.Errorf("%w: %d", ErrReservedTag, tag)
 	}
@@ -212,6 +242,7 @@ func (r *Registry) add(tag uint32, typ, ptr reflect.Type, enc func([]byte, any) 
 	next := &regSnapshot{
 		byType: make(map[reflect.Type]*regEntry, len(old.byType)+2),
 		byTag:  make(map[uint32]*regEntry, len(old.byTag)+1),
+		byWord: make(map[unsafe.Pointer]*regEntry, len(old.byWord)+2),
 	}
 	for k, v := range old.byType {
 		next.byType[k] = v
@@ -219,23 +250,56 @@ func (r *Registry) add(tag uint32, typ, ptr reflect.Type, enc func([]byte, any) 
 	for k, v := range old.byTag {
 		next.byTag[k] = v
 	}
-	e := &regEntry{tag: tag, typ: typ, encode: enc, decode: dec}
+	for k, v := range old.byWord {
+		next.byWord[k] = v
+	}
+	e := &regEntry{tag: tag, typ: typ, words: words, encode: enc, decode: dec}
 	next.byType[typ] = e
 	if ptr != nil {
 		next.byType[ptr] = e
 	}
+	for _, w := range words {
+		if w != nil {
+			next.byWord[w] = e
+		}
+	}
 	next.byTag[tag] = e
+	next.small = slices.Clone(old.small)
+	if tag < smallTags {
+		if int(tag) >= len(next.small) {
+			next.small = append(next.small, make([]*regEntry, int(tag)+1-len(next.small))...)
+		}
+		next.small[tag] = e
+	}
 	r.snap.Store(next)
 	return nil
 }
 
 // Tag returns the tag of msg's type.
 func (r *Registry) Tag(msg any) (uint32, bool) {
-	e, ok := r.snap.Load().byType[reflect.TypeOf(msg)]
-	if !ok {
+	e := r.lookup(msg)
+	if e == nil {
 		return 0, false
 	}
 	return e.tag, true
+}
+
+// lookup returns the entry of msg's dynamic type, nil if it has none.
+// It keys on the interface's type word: no reflect.Type is built.
+func (r *Registry) lookup(msg any) *regEntry {
+	w := (*eface)(unsafe.Pointer(&msg)).typ
+	if w == nil {
+		return nil
+	}
+	return r.snap.Load().byWord[w]
+}
+
+// entry returns the entry of tag, nil if it has none.
+func (s *regSnapshot) entry(tag uint32) *regEntry {
+	if tag < uint32(len(s.small)) {
+		return s.small[tag]
+	}
+	return s.byTag[tag]
 }
 
 // Append appends msg's encoding to dst and returns its tag. A nil msg
@@ -245,8 +309,8 @@ func (r *Registry) Append(dst []byte, msg any) (tag uint32, out []byte, err erro
 	if msg == nil {
 		return TagNil, dst, nil
 	}
-	e, ok := r.snap.Load().byType[reflect.TypeOf(msg)]
-	if !ok {
+	e := r.lookup(msg)
+	if e == nil {
 		return 0, dst, fmt.Errorf("%w: %T", ErrUnregistered, msg)
 	}
 	out, err = e.encode(dst, msg)
@@ -266,8 +330,8 @@ func (r *Registry) Decode(tag uint32, body []byte) (any, error) {
 	case TagError:
 		return DecodeError(body)
 	}
-	e, ok := r.snap.Load().byTag[tag]
-	if !ok {
+	e := r.snap.Load().entry(tag)
+	if e == nil {
 		return nil, fmt.Errorf("%w: %d", ErrUnknownTag, tag)
 	}
 	return e.decode(body)
@@ -358,4 +422,74 @@ func DecodeError(body []byte) (any, error) {
 		code = uint64(CodeOther) // a newer peer's code: keep the message
 	}
 	return &RemoteError{Code: ErrorCode(code), Message: msg}, nil
+}
+
+// Decoded-message storage. Received messages are decoded into memory
+// carved from blocks that are never reused, so the garbage collector frees
+// a block once no decoded message points into it. Bump allocation is one
+// atomic add, safe for concurrent readers.
+const (
+	arenaBlockSize = 8 << 10
+	maxArenaBody   = 512
+	slabBlockBytes = 1 << 10
+)
+
+// arena hands out copies of small byte slices from shared blocks.
+type arena struct{ cur atomic.Pointer[arenaBlock] }
+
+type arenaBlock struct {
+	buf []byte
+	off atomic.Int64
+}
+
+// copy returns a copy of b (len(b) <= maxArenaBody), capped so that an
+// append to it cannot reach its neighbours.
+func (a *arena) copy(b []byte) []byte {
+	n := int64(len(b))
+	for {
+		blk := a.cur.Load()
+		if blk != nil {
+			if end := blk.off.Add(n); end <= int64(len(blk.buf)) {
+				p := blk.buf[end-n : end : end]
+				copy(p, b)
+				return p
+			}
+		}
+		a.cur.CompareAndSwap(blk, &arenaBlock{buf: make([]byte, arenaBlockSize)})
+	}
+}
+
+// slab hands out zeroed Ts from shared blocks of Ts.
+type slab[T any] struct {
+	cur atomic.Pointer[slabBlock[T]]
+	per int
+}
+
+type slabBlock[T any] struct {
+	items []T
+	next  atomic.Int64
+}
+
+func newSlab[T any]() *slab[T] {
+	per := 1
+	if sz := int(unsafe.Sizeof(*new(T))); sz > 0 && sz < slabBlockBytes {
+		per = slabBlockBytes / sz
+	}
+	return &slab[T]{per: per}
+}
+
+// alloc returns a new zero T.
+func (s *slab[T]) alloc() *T {
+	if s.per == 1 {
+		return new(T)
+	}
+	for {
+		blk := s.cur.Load()
+		if blk != nil {
+			if i := blk.next.Add(1); i <= int64(len(blk.items)) {
+				return &blk.items[i-1]
+			}
+		}
+		s.cur.CompareAndSwap(blk, &slabBlock[T]{items: make([]T, s.per)})
+	}
 }

@@ -44,6 +44,7 @@ type remote struct {
 var (
 	_ ariel.Router       = (*remote)(nil)
 	_ wire.LocalDelivery = remoteDelivery{}
+	_ wire.InboxResolver = remoteDelivery{}
 )
 
 // newRemote builds the Mailer over reg for the scheduler s and the router
@@ -140,7 +141,15 @@ type remoteDelivery struct{ r *remote }
 
 // Deliver implements wire.LocalDelivery over Scheduler.Deliver.
 func (d remoteDelivery) Deliver(to, from actor.Ref, msg any, deadline time.Time, reply func(any, error)) error {
-	r := d.r
+	if err := d.r.owns(to); err != nil {
+		return err
+	}
+	return d.r.sched.Deliver(to, from, msg, deadline, reply)
+}
+
+// owns returns nil when this node owns to, and the NOT_OWNER refusal
+// otherwise.
+func (r *remote) owns(to actor.Ref) error {
 	if to.IsVirtual() {
 		owner, local, err := r.locate(to)
 		if err != nil {
@@ -152,5 +161,33 @@ func (d remoteDelivery) Deliver(to, from actor.Ref, msg any, deadline time.Time,
 	} else if to.Node() != r.self {
 		return wire.NotOwner(to.Node())
 	}
-	return r.sched.Deliver(to, from, msg, deadline, reply)
+	return nil
 }
+
+// Inbox implements wire.InboxResolver: the Mailer resolves a recipient of
+// tells once and keeps the inbox; ownership is still checked per message.
+func (d remoteDelivery) Inbox(to actor.Ref) (wire.Inbox, error) {
+	if err := d.r.owns(to); err != nil {
+		return nil, err // not resolved here: that would create a local cell
+	}
+	in, err := d.r.sched.Inbox(to)
+	if err != nil {
+		return nil, err
+	}
+	return remoteInbox{d.r, in}, nil
+}
+
+// remoteInbox admits tells for a resolved recipient while this node owns it.
+type remoteInbox struct {
+	r  *remote
+	in *ariel.Inbox
+}
+
+func (i remoteInbox) Tell(from actor.Ref, msg any) error {
+	if err := i.r.owns(i.in.Ref()); err != nil {
+		return err
+	}
+	return i.in.Tell(from, msg)
+}
+
+func (i remoteInbox) Live() bool { return i.in.Live() }

@@ -182,14 +182,19 @@ func (c *testCluster) live() []*tempest.Node {
 
 // waitFor polls cond (a state check, not a sleep for synchronisation)
 // until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+// why, if given, points at the last reason cond reported for failing.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool, why ...*string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+			reason := ""
+			if len(why) > 0 && why[0] != nil {
+				reason = ": " + *why[0]
+			}
+			t.Fatalf("timed out after %v waiting for %s%s", d, what, reason)
 		}
 		<-tick.C
 	}
@@ -455,7 +460,7 @@ func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
 	})
 	ctx := ctxT(t)
 	n1 := c.live()[0]
-	const keys = 24
+	const keys = 64
 	want := map[string]int64{}
 	onN3 := 0
 	for k := range keys {
@@ -496,9 +501,9 @@ func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
 	check("after n3 left")
 
 	c.start("n3", 3)
-	waitSettled(t, c, 30*time.Second, "the table settled after n3 rejoined")
+	why := ""
 	waitFor(t, 30*time.Second, "n3 owning shards again", func() bool {
-		if !c.settled() {
+		if why = c.unsettled(); why != "" {
 			return false
 		}
 		owned := 0
@@ -507,8 +512,11 @@ func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
 				owned++
 			}
 		}
+		if owned == 0 {
+			why = fmt.Sprintf("n3 owns none of the counters (%d shards)", len(n1.Table().Owned("n3")))
+		}
 		return owned > 0
-	})
+	}, &why)
 	check("after n3 rejoined")
 	checkSingleActivation(t, c.logs.String())
 }

@@ -94,12 +94,12 @@ func NewRegistry() *Registry {
 // same) to tag. Received messages are delivered as T values. It returns
 // ErrReservedTag or ErrDuplicate.
 //
-// Decoding a received T allocates nothing per message in the common case:
-// the T values are carved from small blocks of Ts, and a body of at most
+// Decoding a received T costs at most one allocation: a body of at most
 // 512 bytes is copied into a shared 8 KiB block that the data fields of
-// the decoded value alias (never overwritten: data fields are capped, so
-// an append copies). A decoded value kept beyond its turn therefore keeps
-// its blocks alive; copy data fields you keep for long.
+// the decoded value alias (never overwritten: they are capped, so an
+// append copies), and a T without pointers is carved from a shared 1 KiB
+// block of Ts. A decoded value kept beyond its turn therefore keeps at
+// most one block of each alive; copy the data fields you keep for long.
 //
 //	err := wire.Register[Greeting](reg, 100)
 func Register[T any, PT BAREMessage[T]](r *Registry, tag uint32) error {
@@ -470,12 +470,35 @@ type slabBlock[T any] struct {
 	next  atomic.Int64
 }
 
+// newSlab returns the slab of T. Only a T without pointers shares
+// blocks: a kept value of a type with pointers would keep its whole block
+// alive, and through it the body blocks of all its neighbours.
 func newSlab[T any]() *slab[T] {
 	per := 1
-	if sz := int(unsafe.Sizeof(*new(T))); sz > 0 && sz < slabBlockBytes {
+	t := reflect.TypeFor[T]()
+	if sz := int(t.Size()); sz > 0 && sz < slabBlockBytes && !hasPointers(t) {
 		per = slabBlockBytes / sz
 	}
 	return &slab[T]{per: per}
+}
+
+// hasPointers reports whether values of t hold pointers.
+func hasPointers(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Array:
+		return t.Len() > 0 && hasPointers(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if hasPointers(t.Field(i).Type) {
+				return true
+			}
+		}
+		return false
+	case reflect.Pointer, reflect.UnsafePointer, reflect.Slice, reflect.String, reflect.Map,
+		reflect.Chan, reflect.Func, reflect.Interface:
+		return true
+	}
+	return false
 }
 
 // alloc returns a new zero T.

@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/tempest-actors/tempest/actor"
@@ -101,5 +102,30 @@ func TestErrorCodesCrossTheWire(t *testing.T) {
 	}
 	if _, err := DecodeError([]byte{0xc8, 0x01, 0}); err != nil {
 		t.Fatalf("unknown code: %v", err)
+	}
+}
+
+func TestHasPointers(t *testing.T) {
+	type flat struct {
+		A int64
+		B [4]uint32
+	}
+	type deep struct {
+		F flat
+		S [1]string
+	}
+	for _, c := range []struct {
+		t    reflect.Type
+		want bool
+	}{
+		{reflect.TypeFor[flat](), false},
+		{reflect.TypeFor[[0]*int](), false},
+		{reflect.TypeFor[deep](), true},
+		{reflect.TypeFor[benchMsg](), true},
+		{reflect.TypeFor[map[int]int](), true},
+	} {
+		if got := hasPointers(c.t); got != c.want {
+			t.Errorf("hasPointers(%v) = %v, want %v", c.t, got, c.want)
+		}
 	}
 }

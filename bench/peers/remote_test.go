@@ -127,7 +127,7 @@ func startTempest(b *testing.B, p *tempestPKI, name, peer string) *tempestNode {
 		b.Fatal(err)
 	}
 	m, err := wire.NewMailer(wire.MailConfig{
-		Registry: reg, Local: s,
+		Registry: reg, Local: wire.WithInboxes(s, s.Inbox),
 		Complete: func(id uint64, v any, err error) { s.CompleteAsk(id, v, err) },
 	})
 	if err != nil {

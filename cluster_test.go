@@ -513,7 +513,13 @@ func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
 			}
 		}
 		if owned == 0 {
-			why = fmt.Sprintf("n3 owns none of the counters (%d shards)", len(n1.Table().Owned("n3")))
+			tab := n1.Table()
+			why = fmt.Sprintf("n3 owns none of the counters (%d shards); in n1's table: %+v", len(tab.Owned("n3")), tab.Nodes["n3"])
+			for _, m := range n1.Members() {
+				if m.Name == "n3" {
+					why += fmt.Sprintf("; n1 sees n3 %v leaving=%v", m.Status, m.Meta.Leaving)
+				}
+			}
 		}
 		return owned > 0
 	}, &why)

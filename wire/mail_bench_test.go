@@ -19,7 +19,10 @@ import (
 // handed to a real actor of an ariel scheduler.
 //
 //	tempest-mail (tell): Mailer.TellWait -> link -> Mailer.Handle ->
-//	    Scheduler.Deliver -> a counting actor.
+//	    the recipient's cached ariel.Inbox -> a counting actor. At most
+//	    benchWindow tells are in flight (sent, not yet handled by the
+//	    actor), below the mailbox capacity: the rate is of mail handled,
+//	    and a run with any refusal fails.
 //	tempest-actor (ask): Scheduler.Ask on the near node -> its router ->
 //	    Mailer.Ask -> link -> Scheduler.Deliver -> an actor that replies
 //	    -> Reply -> Scheduler.CompleteAsk.

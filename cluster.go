@@ -837,6 +837,16 @@ func (n *Node) Leader() string {
 	return n.cl.pl.Leader()
 }
 
+// PlacementStatus reports this node's raft role, term, applied index,
+// table version, shards owned and lease; ok is false for a standalone
+// node.
+func (n *Node) PlacementStatus() (st placement.Status, ok bool) {
+	if n.cl == nil || n.cl.pl == nil {
+		return placement.Status{}, false
+	}
+	return n.cl.pl.Status(), true
+}
+
 // Table returns a copy of this node's applied placement table (nil for a
 // standalone node).
 func (n *Node) Table() *placement.Table {

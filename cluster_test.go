@@ -605,6 +605,9 @@ func TestClusterOfOne(t *testing.T) {
 	if s := n.Stats(); !s.Leader || s.Members != 1 {
 		t.Fatalf("stats: leader %v, members %d", s.Leader, s.Members)
 	}
+	if ps, ok := n.PlacementStatus(); !ok || ps.Leader != "solo" || !ps.LeaseFresh || ps.ShardsOwned != 64 {
+		t.Fatalf("placement status %+v, %v", ps, ok)
+	}
 	start := time.Now()
 	if err := c.remove("solo").Close(ctx); err != nil {
 		t.Fatal(err)
@@ -694,4 +697,49 @@ func TestClusterPartitionedNodeStopsServing(t *testing.T) {
 		return n3.Stats().Supervisor.Active == 0
 	})
 	checkSingleActivation(t, c.logs.String())
+}
+
+// TestClusterOfFive: five nodes with BootstrapExpect 3 form one cluster
+// (one leader, every node owning shards) and route from every node.
+func TestClusterOfFive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t)
+	for i := range 5 {
+		c.start(fmt.Sprintf("n%d", i+1), 3)
+	}
+	waitSettled(t, c, 60*time.Second, "five ready nodes with a settled table")
+	waitFor(t, 30*time.Second, "every node owning shards under one leader", func() bool {
+		leader := ""
+		for _, n := range c.live() {
+			ps, _ := n.PlacementStatus()
+			if ps.ShardsOwned == 0 || ps.Leader == "" || (leader != "" && ps.Leader != leader) {
+				return false
+			}
+			leader = ps.Leader
+		}
+		return c.settled()
+	})
+	ctx := ctxT(t)
+	for _, n := range c.live() {
+		for k := range 20 {
+			key := fmt.Sprintf("f%d", k)
+			got, err := n.Ask(ctx, n.Ref(demo.Echo, key), demo.EchoIn{Text: key})
+			if err != nil || got.(demo.EchoIn).Text != key {
+				t.Fatalf("%s asks %s: %v, %v", n.Name(), key, got, err)
+			}
+		}
+	}
+	why := ""
+	waitFor(t, 10*time.Second, "three voters", func() bool {
+		voters := 0
+		for _, n := range c.live() {
+			if ps, _ := n.PlacementStatus(); ps.Voter {
+				voters++
+			}
+		}
+		why = fmt.Sprintf("%d voters", voters)
+		return voters == 3
+	}, &why)
 }

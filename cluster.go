@@ -41,7 +41,8 @@ type ClusterConfig struct {
 	// ":7947"; port 0 picks a free port).
 	QUICAddr string
 	// AdvertiseHost is the host other nodes dial for QUIC (default: the
-	// host of GossipAdvertise, else of QUICAddr, else of GossipAddr).
+	// host of GossipAdvertise, else of QUICAddr, else of GossipAddr). A
+	// port in it is ignored: peers dial the port QUICAddr bound.
 	AdvertiseHost string
 	// HTTPAddr is this node's HTTP address, published in its metadata.
 	HTTPAddr string
@@ -200,6 +201,15 @@ func (c *cluster) start(ctx context.Context) error {
 		return err
 	}
 	c.ml = ml
+	if mc.Meta.QUICAddr == "" {
+		// Nothing specific configured: peers dial the IP gossip advertises.
+		_, port, _ := net.SplitHostPort(tr.Addr().String())
+		meta := ml.Meta()
+		meta.QUICAddr = net.JoinHostPort(ml.Local().Addr.Addr().String(), port)
+		if err := ml.UpdateMeta(ctx, meta); err != nil {
+			return err
+		}
+	}
 	c.peers = newPeerView(c, ml)
 
 	raftLn, err := tr.ListenStream(placement.RaftService)
@@ -257,10 +267,14 @@ func (c *cluster) start(ctx context.Context) error {
 	return nil
 }
 
-// quicAdvertise is the host:port peers dial for QUIC.
+// quicAdvertise is the host:port peers dial for QUIC, "" when no
+// specific host was configured.
 func (c *cluster) quicAdvertise() string {
 	_, port, _ := net.SplitHostPort(c.tr.Addr().String())
 	host := c.cfg.AdvertiseHost
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h // given as host:port; the QUIC port is the bound one
+	}
 	for _, a := range []string{c.cfg.GossipAdvertise, c.cfg.QUICAddr, c.cfg.GossipAddr} {
 		if host != "" {
 			break
@@ -272,7 +286,7 @@ func (c *cluster) quicAdvertise() string {
 		}
 	}
 	if host == "" {
-		host = "127.0.0.1"
+		return "" // membership's advertised IP, once it has chosen one
 	}
 	return net.JoinHostPort(host, port)
 }

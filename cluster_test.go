@@ -608,6 +608,11 @@ func TestClusterOfOne(t *testing.T) {
 	if ps, ok := n.PlacementStatus(); !ok || ps.Leader != "solo" || !ps.LeaseFresh || ps.ShardsOwned != 64 {
 		t.Fatalf("placement status %+v, %v", ps, ok)
 	}
+	for _, m := range n.Members() {
+		if m.Name == "solo" && m.Meta.QUICAddr == "" {
+			t.Errorf("no QUIC address in the metadata: %+v", m.Meta)
+		}
+	}
 	start := time.Now()
 	if err := c.remove("solo").Close(ctx); err != nil {
 		t.Fatal(err)

@@ -64,7 +64,10 @@
 //
 // # Observability
 //
-// Manifest is the node's assumption manifest, computed from the effective
+// Members, Leader, Table, Locate and PlacementStatus show a cluster node's
+// view: gossip members, the raft leader, the applied placement table,
+// where an identity lives, and this node's raft role and lease. Manifest
+// is the node's assumption manifest, computed from the effective
 // scheduler and supervisor configuration and the detected environment.
 // Stats gathers the counters of the components for the metrics endpoint;
 // Ready and Live answer the readiness and liveness probes. Every

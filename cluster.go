@@ -151,7 +151,7 @@ func (c *cluster) start(ctx context.Context) error {
 			}
 		}
 	}
-	rem, err := newRemote(n.sched, c.reg, c.locate, wire.MailConfig{Logger: c.log, Clock: n.cfg.Clock})
+	rem, err := newRemote(n.sched, c.reg, c.locateAt, wire.MailConfig{Logger: c.log, Clock: n.cfg.Clock})
 	if err != nil {
 		return err
 	}

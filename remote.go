@@ -2,6 +2,7 @@ package tempest
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
@@ -9,13 +10,27 @@ import (
 	"github.com/tempest-actors/tempest/wire"
 )
 
-// remoteLocator says where an actor lives: the node that owns ref, and
-// whether that is this node. Errors are actor sentinels (for example
-// actor.ErrNoEligibleNode when no node can host the kind). The cluster
-// plugs placement in here; it runs once or twice per message sent to a
-// virtual actor, so it must be fast and safe for concurrent use. Spawned
-// references never reach it: they name their node.
-type remoteLocator func(ref actor.Ref) (node string, local bool, err error)
+// remoteLocator says where an actor lives: the node that owns ref, the
+// placement epoch of its shard in the same table read (0 when placement
+// has no epochs, e.g. in tests), and whether that node is this one.
+// Errors are actor sentinels (for example actor.ErrNoEligibleNode when no
+// node can host the kind); an error may wrap a *remoteHint naming the node
+// that will own ref (a handoff's target). The cluster plugs placement in
+// here; it runs once or twice per message sent to a virtual actor, so it
+// must be fast and safe for concurrent use. Spawned references never
+// reach it: they name their node.
+type remoteLocator func(ref actor.Ref) (node string, epoch uint64, local bool, err error)
+
+// remoteHint is an error of the locator that knows which node to try
+// instead (the target of a handoff in progress): the refusal a peer gets
+// names it.
+type remoteHint struct {
+	err   error
+	owner string
+}
+
+func (h *remoteHint) Error() string { return h.err.Error() }
+func (h *remoteHint) Unwrap() error { return h.err }
 
 // remote is a node's cross-node mail: the ariel.Router that sends mail for
 // actors of other nodes through a wire.Mailer, and the local side of that
@@ -45,6 +60,7 @@ var (
 	_ ariel.Router       = (*remote)(nil)
 	_ wire.LocalDelivery = remoteDelivery{}
 	_ wire.InboxResolver = remoteDelivery{}
+	_ wire.EpochFence    = remoteDelivery{}
 )
 
 // newRemote builds the Mailer over reg for the scheduler s and the router
@@ -94,7 +110,7 @@ func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
 		}
 		return nil, nil
 	}
-	_, local, err := r.locate(to)
+	_, _, local, err := r.locate(to)
 	if err != nil {
 		return nil, err
 	}
@@ -109,12 +125,17 @@ func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
 // refuses with an error matching actor.ErrRefused, an unreachable node
 // with one matching actor.ErrProcessUnavailable, and a message type
 // without a tag with wire.ErrUnregistered.
+//
+// Mail for a virtual actor is stamped with the placement epoch it was
+// routed by, so an owner whose table is newer refuses it NOT_OWNER instead
+// of running it.
 func (r *remote) Forward(m ariel.Outbound) error {
 	node := m.To.Node()
+	var epoch uint64
 	if m.To.IsVirtual() {
 		var local bool
 		var err error
-		if node, local, err = r.locate(m.To); err != nil {
+		if node, epoch, local, err = r.locate(m.To); err != nil {
 			return err
 		}
 		if local { // placement moved here between Resolve and Forward
@@ -122,9 +143,9 @@ func (r *remote) Forward(m ariel.Outbound) error {
 		}
 	}
 	if m.AskID != 0 {
-		return r.mail.Ask(node, m.AskID, m.To, m.From, m.Msg, m.Deadline)
+		return r.mail.AskAt(node, m.AskID, epoch, m.To, m.From, m.Msg, m.Deadline)
 	}
-	return r.mail.Tell(node, m.To, m.From, m.Msg)
+	return r.mail.TellAt(node, epoch, m.To, m.From, m.Msg)
 }
 
 // undelivered tells a local actor that a peer refused its tell. The
@@ -147,13 +168,42 @@ func (d remoteDelivery) Deliver(to, from actor.Ref, msg any, deadline time.Time,
 	return d.r.sched.Deliver(to, from, msg, deadline, reply)
 }
 
+// Fence implements wire.EpochFence: mail stamped with epoch may run here
+// only if this node owns to and epoch is the current epoch of its shard.
+// An older stamp was routed by a table that has changed since (the shard
+// may have moved away and back): it is refused NOT_OWNER with the current
+// owner, so the sender catches up and retries once. A newer stamp means
+// this node's table is behind: refused NOT_OWNER without a hint.
+func (d remoteDelivery) Fence(to actor.Ref, epoch uint64) error {
+	if !to.IsVirtual() {
+		return d.r.owns(to)
+	}
+	owner, cur, local, err := d.r.locate(to)
+	if err != nil {
+		return d.r.refusal(err)
+	}
+	switch {
+	case cur == 0: // placement without epochs: ownership alone decides
+	case epoch < cur:
+		return &wire.RefusedError{Reason: wire.RefusedReasonNotOwner, OwnerHint: owner,
+			Detail: fmt.Sprintf("stale placement epoch %d, current %d", epoch, cur)}
+	case epoch > cur:
+		return &wire.RefusedError{Reason: wire.RefusedReasonNotOwner,
+			Detail: fmt.Sprintf("placement epoch %d is ahead of this node's %d", epoch, cur)}
+	}
+	if !local {
+		return wire.NotOwner(owner)
+	}
+	return nil
+}
+
 // owns returns nil when this node owns to, and the NOT_OWNER refusal
 // otherwise.
 func (r *remote) owns(to actor.Ref) error {
 	if to.IsVirtual() {
-		owner, local, err := r.locate(to)
+		owner, _, local, err := r.locate(to)
 		if err != nil {
-			return err
+			return r.refusal(err)
 		}
 		if !local {
 			return wire.NotOwner(owner)
@@ -162,6 +212,19 @@ func (r *remote) owns(to actor.Ref) error {
 		return wire.NotOwner(to.Node())
 	}
 	return nil
+}
+
+// refusal is the admission error for a locator error: one that names the
+// node to try instead (a handoff's target) becomes NOT_OWNER with that
+// hint; the others keep their sentinel (a lease that lapsed here is
+// refused NOT_OWNER through actor.ErrProcessUnavailable, without a hint:
+// this node does not know who will serve next).
+func (r *remote) refusal(err error) error {
+	var h *remoteHint
+	if errors.As(err, &h) && h.owner != "" && h.owner != r.self {
+		return &wire.RefusedError{Reason: wire.RefusedReasonNotOwner, OwnerHint: h.owner, Detail: err.Error()}
+	}
+	return err
 }
 
 // Inbox implements wire.InboxResolver: the Mailer resolves a recipient of

@@ -56,6 +56,8 @@ type rtCluster struct {
 	addrs map[string]string
 	owner map[string]string // kind -> node
 	stale map[string]string // node -> the one node it wrongly believes owns everything
+	epoch map[string]uint64 // node -> the epoch its table gives every shard (0: none)
+	fail  map[string]error  // node -> the error its locator returns for everything
 }
 
 type rtNode struct {
@@ -78,7 +80,8 @@ func newRTCluster(t testing.TB) *rtCluster {
 	if err := wire.WriteCA(dir, ca); err != nil {
 		t.Fatal(err)
 	}
-	return &rtCluster{t: t, caDir: dir, ca: ca, addrs: map[string]string{}, owner: map[string]string{}, stale: map[string]string{}}
+	return &rtCluster{t: t, caDir: dir, ca: ca, addrs: map[string]string{}, owner: map[string]string{}, stale: map[string]string{},
+		epoch: map[string]uint64{}, fail: map[string]error{}}
 }
 
 func (c *rtCluster) place(kind, node string) {
@@ -97,17 +100,22 @@ func (c *rtCluster) resolve(_ context.Context, name string) (string, error) {
 }
 
 func (c *rtCluster) locator(self string) remoteLocator {
-	return func(ref actor.Ref) (string, bool, error) {
+	return func(ref actor.Ref) (string, uint64, bool, error) {
 		c.mu.Lock()
 		node, ok := c.owner[ref.Kind()]
+		epoch := c.epoch[self]
 		if s, isStale := c.stale[self]; isStale {
 			node, ok = s, true
 		}
+		ferr := c.fail[self]
 		c.mu.Unlock()
-		if !ok {
-			return "", false, actor.ErrNoEligibleNode
+		if ferr != nil {
+			return "", epoch, false, ferr
 		}
-		return node, node == self, nil
+		if !ok {
+			return "", 0, false, actor.ErrNoEligibleNode
+		}
+		return node, epoch, node == self, nil
 	}
 }
 

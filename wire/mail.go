@@ -127,6 +127,25 @@ type LocalDelivery interface {
 	Deliver(to, from actor.Ref, msg any, deadline time.Time, reply func(any, error)) error
 }
 
+// EpochFence is an optional extension of LocalDelivery: a Mailer whose
+// LocalDelivery implements it calls Fence for every inbound tell and ask
+// stamped with a placement epoch (non-zero), before admitting it. Fence
+// returns nil when this node may run mail for to routed at epoch, and
+// otherwise the admission error the sender gets back: NotOwner(owner)
+// for a stale epoch, so the sender catches up and retries at the right
+// node. Unstamped mail is admitted by Deliver (or the Inbox) alone.
+type EpochFence interface {
+	Fence(to actor.Ref, epoch uint64) error
+}
+
+// fence checks a stamped epoch with the LocalDelivery's EpochFence.
+func (m *Mailer) fence(to actor.Ref, epoch uint64) error {
+	if epoch == 0 || m.fences == nil {
+		return nil
+	}
+	return m.fences.Fence(to, epoch)
+}
+
 // Defaults for MailConfig.
 const (
 	DefaultMaxInboundBytes = 64 << 20
@@ -309,6 +328,7 @@ func NewMailer(cfg MailConfig) (*Mailer, error) {
 	m := &Mailer{cfg: cfg, reg: cfg.Registry, log: cfg.Logger}
 	m.seed = maphash.MakeSeed()
 	m.inboxes, _ = cfg.Local.(InboxResolver)
+	m.fences, _ = cfg.Local.(EpochFence)
 	m.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
 	for i := range m.asks {
 		m.asks[i].m = map[uint64]pendingAsk{}
@@ -416,14 +436,23 @@ func (m *Mailer) putBuf(b *[]byte) {
 }
 
 // Tell sends msg to the actor to on node peer, from the local actor from
-// (zero for program code), routed by placement epoch 0. It returns
+// (zero for program code), unstamped (placement epoch 0: the receiver
+// checks only that it owns to now). It is TellAt with epoch 0. It returns
 // ErrUnregistered for a message type without a tag, ErrQueueFull (matches
 // actor.ErrRefused) when the link's queue is full, ErrUnavailable
 // (matches actor.ErrProcessUnavailable) when the peer is unreachable. A
 // nil error means queued: a refusal by the peer comes back later through
 // MailConfig.Undelivered.
 func (m *Mailer) Tell(peer string, to, from actor.Ref, msg any) error {
-	return m.tell(nil, peer, to, from, msg)
+	return m.tell(nil, peer, 0, to, from, msg)
+}
+
+// TellAt is Tell stamped with the placement epoch the sender routed by:
+// a receiver whose LocalDelivery implements EpochFence refuses it
+// NOT_OWNER (naming the owner it knows) when epoch is not the current
+// epoch of to's shard there, so mail routed by a stale table never runs.
+func (m *Mailer) TellAt(peer string, epoch uint64, to, from actor.Ref, msg any) error {
+	return m.tell(nil, peer, epoch, to, from, msg)
 }
 
 // TellWait is Tell for bulk producers: while the link's queue is full it
@@ -433,10 +462,10 @@ func (m *Mailer) TellWait(ctx context.Context, peer string, to, from actor.Ref, 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return m.tell(ctx, peer, to, from, msg)
+	return m.tell(ctx, peer, 0, to, from, msg)
 }
 
-func (m *Mailer) tell(ctx context.Context, peer string, to, from actor.Ref, msg any) error {
+func (m *Mailer) tell(ctx context.Context, peer string, epoch uint64, to, from actor.Ref, msg any) error {
 	t := m.transport()
 	if t == nil {
 		return ErrNotAttached
@@ -449,7 +478,7 @@ func (m *Mailer) tell(ctx context.Context, peer string, to, from actor.Ref, msg 
 	defer m.putBuf(bp)
 	buf := append((*bp)[:0], 1) // Tell
 	buf = append(buf, h.ids...)
-	buf = bare.AppendU64(buf, 0) // placement epoch
+	buf = bare.AppendU64(buf, epoch) // placement epoch
 	frame, buf, err := m.appendMail(buf, msg)
 	*bp = buf[:0]
 	if err != nil {
@@ -472,8 +501,15 @@ func (m *Mailer) tell(ctx context.Context, peer string, to, from actor.Ref, msg 
 // outcome goes to MailConfig.Complete(id, ...) unless Ask returns an
 // error, in which case nothing is pending: ErrDeadlineExceeded-matching
 // when the deadline has passed already, ErrDuplicateAsk, and the errors
-// of Tell.
+// of Tell. It is AskAt with epoch 0 (unstamped).
 func (m *Mailer) Ask(peer string, id uint64, to, from actor.Ref, msg any, deadline time.Time) error {
+	return m.AskAt(peer, id, 0, to, from, msg, deadline)
+}
+
+// AskAt is Ask stamped with the placement epoch the sender routed by (see
+// TellAt): a stale stamp completes the ask with a NOT_OWNER
+// *RefusedError, and the message is never handled.
+func (m *Mailer) AskAt(peer string, id, epoch uint64, to, from actor.Ref, msg any, deadline time.Time) error {
 	t := m.transport()
 	if t == nil {
 		return ErrNotAttached
@@ -495,7 +531,7 @@ func (m *Mailer) Ask(peer string, id uint64, to, from actor.Ref, msg any, deadli
 	buf := append((*bp)[:0], 2) // Ask
 	buf = bare.AppendU64(buf, id)
 	buf = append(buf, h.ids...)
-	buf = bare.AppendU64(buf, 0) // placement epoch
+	buf = bare.AppendU64(buf, epoch) // placement epoch
 	buf = bare.AppendU64(buf, uint64(remaining))
 	frame, buf, err := m.appendMail(buf, msg)
 	*bp = buf[:0]
@@ -738,7 +774,11 @@ func (m *Mailer) onAsk(peer string, a *Ask, size int) error {
 	ia := &inboundAsk{m: m, peer: peer, id: a.Id, size: int64(size)}
 	m.inb.Add(ia.size)
 	deadline := m.cfg.Clock.Now().Add(time.Duration(min(a.DeadlineNs, uint64(1<<62))))
-	if err := m.cfg.Local.Deliver(to, from, msg, deadline, ia.reply); err != nil {
+	err = m.fence(to, a.Epoch)
+	if err == nil {
+		err = m.cfg.Local.Deliver(to, from, msg, deadline, ia.reply)
+	}
+	if err != nil {
 		if ia.done.CompareAndSwap(false, true) {
 			m.inb.Add(-ia.size)
 			r := refusalOf(err, a.To, a.Tag)

@@ -277,6 +277,9 @@ func (m *Mailer) handleTell(peer string, d *bare.Decoder, frame []byte) error {
 	}
 	msg, err := m.decodeBody(v.tag, v.body)
 	if err == nil {
+		err = m.fence(to.ref, v.epoch)
+	}
+	if err == nil {
 		err = m.tellLocal(to, fromRef, msg)
 	}
 	if err != nil {
@@ -319,4 +322,5 @@ type mailCaches struct {
 	rcpts   [rcptSlots]atomic.Pointer[rcpt]
 	seed    maphash.Seed
 	inboxes InboxResolver
+	fences  EpochFence
 }

@@ -1,0 +1,41 @@
+package tempest
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/placement"
+)
+
+// locateAt is locate with the shard's epoch from the same table read: the
+// router stamps outbound mail with it, and the receiving side compares a
+// stamp with it (remoteDelivery.Fence). A shard in a planned handoff is
+// refused with its target as the hint.
+func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
+	loc, err := c.pl.Locate(ref.Kind(), ref.Key())
+	if err != nil {
+		if errors.Is(err, placement.ErrNoEligibleNode) {
+			return "", 0, false, fmt.Errorf("%w: %w", actor.ErrNoEligibleNode, err)
+		}
+		return "", 0, false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, err)
+	}
+	if loc.Moving {
+		err := fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff)
+		if s, ok := c.pl.Owner(loc.Shard); ok && s.MovingTo != "" {
+			return "", loc.Epoch, false, &remoteHint{err: err, owner: s.MovingTo}
+		}
+		return "", loc.Epoch, false, err
+	}
+	if loc.Owner != c.name {
+		return loc.Owner, loc.Epoch, false, nil
+	}
+	if err := c.pl.Check(loc.Shard, 0, c.n.cfg.Clock.Now()); err != nil {
+		var no *placement.NotOwnerError
+		if errors.As(err, &no) && no.OwnerHint != "" && no.OwnerHint != c.name {
+			return no.OwnerHint, no.Epoch, false, nil
+		}
+		return "", loc.Epoch, false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, err)
+	}
+	return c.name, loc.Epoch, true, nil
+}

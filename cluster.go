@@ -264,6 +264,8 @@ func (c *cluster) start(ctx context.Context) error {
 	go c.fenceLoop()
 	c.wg.Add(1)
 	go c.indexLoop()
+	c.wg.Add(1)
+	go c.manifestLoop()
 	return nil
 }
 
@@ -895,11 +897,13 @@ func (n *Node) Locate(ref actor.Ref) (node string, epoch uint64, err error) {
 // ---- the membership view placement consumes ----
 
 // peerView adapts membership to placement.Membership. Peers' full
-// manifests do not travel in gossip (only their digests): a peer whose
-// digest equals this node's is known to have this node's manifest; any
-// other peer is reported with an empty manifest, so it hosts only kinds
-// without clause requirements.
+// manifests do not travel in gossip (only their digests): each node
+// publishes its own into the table (see manifestLoop), and a peer is
+// reported with the manifest the table holds for it when that has the
+// digest it gossips (see peerManifest); until then with an empty
+// manifest, so it hosts only kinds without clause requirements.
 type peerView struct {
+	cl      *cluster
 	ml      *membership.Membership
 	self    string
 	man     manifest.Manifest
@@ -911,7 +915,7 @@ type peerView struct {
 var _ placement.Membership = (*peerView)(nil)
 
 func newPeerView(c *cluster, ml *membership.Membership) *peerView {
-	v := &peerView{ml: ml, self: c.name, man: c.n.man, digest: c.n.man.Digest(), changed: make(chan struct{}, 1)}
+	v := &peerView{cl: c, ml: ml, self: c.name, man: c.n.man, digest: c.n.man.Digest(), changed: make(chan struct{}, 1)}
 	for _, name := range c.n.reg.Names() {
 		v.kinds = append(v.kinds, placement.KindSpec{Name: name,
 			Requires: slices.Clone(c.n.kinds[name].opts.RequiredClauses)})
@@ -951,9 +955,7 @@ func (v *peerView) Members() []placement.Peer {
 		if m.Name == v.self {
 			p.Manifest, p.Kinds = v.man, v.kinds
 		} else {
-			if m.Meta.ManifestDigest == v.digest {
-				p.Manifest = v.man
-			}
+			p.Manifest = v.peerManifest(m.Name, m.Meta.ManifestDigest)
 			for _, k := range m.Meta.Kinds {
 				p.Kinds = append(p.Kinds, placement.KindSpec{Name: k})
 			}

@@ -1,0 +1,192 @@
+package tempest_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/manifest"
+	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/wire"
+)
+
+// fenceWhere asks an actor which node runs it; the reply names the node.
+type fenceWhere struct{ Node string }
+
+// fenceNever is the message of a kind that no node can host.
+type fenceNever struct{}
+
+func fenceMessages() (where, never tempest.Message) {
+	where = tempest.CodecOf[fenceWhere](2001, "FenceWhere",
+		func(dst []byte, v fenceWhere) ([]byte, error) { return append(dst, v.Node...), nil },
+		func(b []byte) (fenceWhere, error) { return fenceWhere{Node: string(b)}, nil })
+	never = tempest.CodecOf[fenceNever](2002, "FenceNever",
+		func(dst []byte, _ fenceNever) ([]byte, error) { return dst, nil },
+		func([]byte) (fenceNever, error) { return fenceNever{}, nil })
+	return where, never
+}
+
+// startWithManifest starts node name like testCluster.start, with the
+// manifest man and the kinds "fair" (requires Fairness) and "never"
+// (requires Fairness and Admission) instead of the demo kinds.
+func (c *testCluster) startWithManifest(name string, expect int, man manifest.Manifest) *tempest.Node {
+	t := c.t
+	t.Helper()
+	certPEM, keyPEM, err := c.ca.Issue(wire.NodeCertRequest{Name: name, NotBefore: time.Now().Add(-time.Minute), Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	dir := t.TempDir()
+	c.dirs[name] = dir
+	seed := c.seed
+	c.mu.Unlock()
+	cc := &tempest.ClusterConfig{
+		GossipAddr: "127.0.0.1:0", QUICAddr: "127.0.0.1:0",
+		BootstrapExpect: expect, GossipKeys: [][]byte{c.key},
+		Certificate: cert, CAs: c.pool, Version: "test",
+		GossipTiming: c.gossip, Placement: c.place,
+		LeaveTimeout: 20 * time.Second,
+	}
+	if seed != "" {
+		cc.Seeds = []string{seed}
+	}
+	cfg := tempest.Config{Name: name, DataDir: dir, Cluster: cc,
+		Logger: slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	cfg.Scheduler.Workers = 2
+	n, err := tempest.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tempest.SetManifest(n, man)
+	where, never := fenceMessages()
+	fair := func(string) actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) {
+			if _, ok := msg.(fenceWhere); ok {
+				ctx.Reply(fenceWhere{Node: name})
+			}
+		})
+	}
+	if err := n.Register("fair", fair, tempest.KindOptions{
+		KindOptions: prospero.KindOptions{RequiredClauses: []manifest.ClauseID{manifest.Fairness}},
+		Messages:    []tempest.Message{where},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Register("never", fair, tempest.KindOptions{
+		KindOptions: prospero.KindOptions{RequiredClauses: []manifest.ClauseID{manifest.Fairness, manifest.Admission}},
+		Messages:    []tempest.Message{never},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.nodes[name] = n
+	if c.seed == "" {
+		for _, m := range n.Members() {
+			if m.Name == name {
+				c.seed = m.Addr.String()
+			}
+		}
+	}
+	c.mu.Unlock()
+	return n
+}
+
+// TestClusterPlacesKindsByFullManifests: three nodes with three different
+// manifests (so no digest matches the leader's). A kind that requires
+// Fairness is placed on the two nodes that discharge it, never on the
+// third, and answers from there; a kind that requires a clause pair no
+// node discharges fails with ErrNoEligibleNode.
+func TestClusterPlacesKindsByFullManifests(t *testing.T) {
+	c := newTestCluster(t)
+	build := func(workers int, fair bool) manifest.Manifest {
+		m := manifest.Build(manifest.Options{Capacities: manifest.Capacities{Workers: workers}})
+		if fair {
+			m.Clauses[manifest.Fairness] = manifest.Discharged
+			m.Clauses[manifest.Admission] = manifest.Assumed(manifest.SubstrateHosted)
+		}
+		return m
+	}
+	mans := map[string]manifest.Manifest{"n1": build(2, true), "n2": build(3, true), "n3": build(2, false)}
+	if mans["n1"].Digest() == mans["n2"].Digest() {
+		t.Fatal("n1 and n2 must gossip different digests")
+	}
+	nodes := map[string]*tempest.Node{}
+	for _, name := range []string{"n1", "n2", "n3"} {
+		nodes[name] = c.startWithManifest(name, 3, mans[name])
+	}
+	const keys = 32
+	// Every node's table records every node's full manifest, and every
+	// "fair" key is placed on n1 or n2, with both used.
+	why := ""
+	waitFor(t, 60*time.Second, "fair keys placed on n1 and n2 only", func() bool {
+		for _, n := range nodes {
+			if !n.Ready() {
+				why = n.Name() + " not ready"
+				return false
+			}
+			tab := n.Table()
+			if tab == nil {
+				why = n.Name() + " has no table"
+				return false
+			}
+			for name, man := range mans {
+				e, ok := tab.Nodes[name]
+				if !ok || e.Manifest.Digest() != man.Digest() {
+					why = fmt.Sprintf("%s's table lacks %s's manifest", n.Name(), name)
+					return false
+				}
+			}
+		}
+		used := map[string]int{}
+		tab := nodes["n3"].Table()
+		for k := 0; k < keys; k++ {
+			loc, err := tab.Locate("fair", fmt.Sprintf("k%d", k))
+			if err != nil || loc.Moving {
+				why = fmt.Sprintf("locate k%d: %+v, %v", k, loc, err)
+				return false
+			}
+			used[loc.Owner]++
+		}
+		why = fmt.Sprintf("owners %v", used)
+		return used["n3"] == 0 && used["n1"] > 0 && used["n2"] > 0 && used[""] == 0
+	}, &why)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, from := range []string{"n1", "n2", "n3"} {
+		for k := 0; k < keys; k++ {
+			ref := actor.Virtual("fair", fmt.Sprintf("k%d", k))
+			got, err := nodes[from].Ask(ctx, ref, fenceWhere{})
+			for errors.Is(err, actor.ErrProcessUnavailable) && ctx.Err() == nil {
+				// A lease may lapse for a moment on a busy machine.
+				time.Sleep(20 * time.Millisecond)
+				got, err = nodes[from].Ask(ctx, ref, fenceWhere{})
+			}
+			if err != nil {
+				t.Fatalf("%s asks %v: %v", from, ref, err)
+			}
+			if ran := got.(fenceWhere).Node; ran != "n1" && ran != "n2" {
+				t.Fatalf("%v ran on %s, which does not discharge Fairness", ref, ran)
+			}
+		}
+	}
+	for _, from := range []string{"n1", "n3"} {
+		if _, err := nodes[from].Ask(ctx, actor.Virtual("never", "x"), fenceNever{}); !errors.Is(err, actor.ErrNoEligibleNode) {
+			t.Fatalf("%s asks a kind no node can host: %v, want ErrNoEligibleNode", from, err)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package tempest
+
+import (
+	"context"
+	"time"
+
+	"github.com/tempest-actors/tempest/manifest"
+	"github.com/tempest-actors/tempest/placement"
+)
+
+// Full manifests reach placement through the table, not gossip: gossip
+// metadata has room for a manifest's digest only. Each node proposes its
+// own entry with its full manifest (an OpNode forwarded to the leader)
+// whenever its applied table holds a different one; the leader's view of
+// a peer then takes the manifest from the table when its digest is the
+// one the peer gossips, so eligibility for kinds that require clauses
+// sees every node's real manifest and the leader's reconcile does not
+// overwrite what the peer published.
+
+// manifestRetry is how long the publisher waits after a failed proposal
+// (no leader yet, leadership lost) before it tries again.
+const manifestRetry = 500 * time.Millisecond
+
+// manifestLoop publishes this node's manifest into the table until the
+// cluster stops.
+func (c *cluster) manifestLoop() {
+	defer c.wg.Done()
+	for {
+		changed := c.pl.Changed()
+		wait := c.n.cfg.Clock.After(manifestRetry)
+		if done, err := c.publishManifest(); err != nil {
+			c.log.Debug("publish manifest", "error", err)
+		} else if done {
+			wait = nil // nothing to do until the table changes
+		}
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-changed:
+		case <-wait:
+		}
+	}
+}
+
+// publishManifest proposes this node's entry with its full manifest when
+// the applied table has the node up with another manifest. It reports
+// true when nothing is left to do. The proposal is idempotent: applying
+// it twice leaves the same entry.
+func (c *cluster) publishManifest() (bool, error) {
+	var info *placement.NodeInfo
+	c.pl.FSM().Read(func(t *placement.Table) {
+		if n, ok := t.Nodes[c.name]; ok {
+			cp := *n
+			info = &cp
+		}
+	})
+	if info == nil || info.Status != placement.StatusUp {
+		// Not in the table yet (the leader adds it from membership), or
+		// draining or down: the leader's status changes win; the node
+		// publishes once it is up again.
+		return info != nil, nil
+	}
+	if info.Manifest.Digest() == c.n.man.Digest() {
+		return true, nil
+	}
+	info.Manifest = c.n.man
+	info.Sync = ""
+	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+	defer cancel()
+	_, err := c.pl.Propose(ctx, placement.Command{Op: placement.OpNode, Node: info})
+	return false, err
+}
+
+// peerManifest is the manifest placement sees for a peer gossiping
+// digest: this node's own when the digests match, else the one the peer
+// published into the table if it has that digest, else the empty
+// manifest (the peer hosts only kinds without clause requirements until
+// its manifest is known).
+func (v *peerView) peerManifest(name, digest string) manifest.Manifest {
+	if digest == v.digest {
+		return v.man
+	}
+	var out manifest.Manifest
+	if v.cl == nil || v.cl.pl == nil {
+		return out
+	}
+	v.cl.pl.FSM().Read(func(t *placement.Table) {
+		if n, ok := t.Nodes[name]; ok && n.Manifest.Digest() == digest {
+			out = n.Manifest
+		}
+	})
+	return out
+}

@@ -873,8 +873,14 @@ func (n *Node) Table() *placement.Table {
 }
 
 // Locate returns the node that owns ref by this node's applied table and
-// the shard's epoch. A standalone node owns everything.
+// the shard's epoch. A standalone node owns everything. A closed node
+// returns ErrClosed: its table stopped following the cluster when it
+// closed (after a graceful leave it still lists the owners of that
+// moment), so an answer from it would be stale.
 func (n *Node) Locate(ref actor.Ref) (node string, epoch uint64, err error) {
+	if lifecycle(n.phase.Load()) == stateClosed {
+		return "", 0, ErrClosed
+	}
 	if !ref.IsVirtual() {
 		return ref.Node(), 0, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -170,6 +171,9 @@ func (c *testCluster) remove(name string) *tempest.Node {
 	return n
 }
 
+// live returns the running nodes sorted by name, so that live()[i] is
+// the same node from run to run. A test that needs a given node asks
+// node(name): an index says nothing about which node it is.
 func (c *testCluster) live() []*tempest.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -177,7 +181,21 @@ func (c *testCluster) live() []*tempest.Node {
 	for _, n := range c.nodes {
 		out = append(out, n)
 	}
+	slices.SortFunc(out, func(a, b *tempest.Node) int { return strings.Compare(a.Name(), b.Name()) })
 	return out
+}
+
+// node returns the running node called name; the test fails if there is
+// none.
+func (c *testCluster) node(name string) *tempest.Node {
+	c.t.Helper()
+	c.mu.Lock()
+	n := c.nodes[name]
+	c.mu.Unlock()
+	if n == nil {
+		c.t.Fatalf("no running node %s", name)
+	}
+	return n
 }
 
 // waitFor polls cond (a state check, not a sleep for synchronisation)
@@ -459,7 +477,10 @@ func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
 		}
 	})
 	ctx := ctxT(t)
-	n1 := c.live()[0]
+	// The asker must stay up through the test: it is asked at the end
+	// whether n3 owns shards again, and a node that has left answers from
+	// the table it had when it closed.
+	n1 := c.node("n1")
 	const keys = 64
 	want := map[string]int64{}
 	onN3 := 0
@@ -508,7 +529,12 @@ func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
 		}
 		owned := 0
 		for key := range want {
-			if o, _, _ := n1.Locate(n1.Ref(demo.Counter, key)); o == "n3" {
+			o, _, err := n1.Locate(n1.Ref(demo.Counter, key))
+			if err != nil {
+				why = fmt.Sprintf("n1 locates %s: %v", key, err)
+				return false
+			}
+			if o == "n3" {
 				owned++
 			}
 		}
@@ -747,4 +773,22 @@ func TestClusterOfFive(t *testing.T) {
 		why = fmt.Sprintf("%d voters", voters)
 		return voters == 3
 	}, &why)
+}
+
+// TestLocateAfterCloseIsErrClosed: a closed node no longer follows the
+// cluster, so it must not answer where an actor lives from the table it
+// had when it closed (a test that asked a departed node that way waited
+// for a change it could never see).
+func TestLocateAfterCloseIsErrClosed(t *testing.T) {
+	n := newNode(t, t.TempDir(), nil)
+	ref := n.Ref(demo.Counter, "c1")
+	if owner, _, err := n.Locate(ref); err != nil || owner != n.Name() {
+		t.Fatalf("running node locates %v: %q, %v", ref, owner, err)
+	}
+	if err := n.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if owner, _, err := n.Locate(ref); !errors.Is(err, tempest.ErrClosed) {
+		t.Fatalf("closed node locates %v: %q, %v; want ErrClosed", ref, owner, err)
+	}
 }

@@ -521,29 +521,62 @@ func (n *Node) observe(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case o := <-n.obsCh:
-			switch d := o.Data.(type) {
-			case raft.FailedHeartbeatObservation:
-				n.mu.Lock()
-				if _, ok := n.failing[string(d.PeerID)]; !ok {
-					at := n.clock.Now()
-					if !d.LastContact.IsZero() {
-						at = at.Add(-time.Since(d.LastContact))
-					}
-					n.failing[string(d.PeerID)] = at
-				}
-				n.mu.Unlock()
-			case raft.ResumedHeartbeatObservation:
-				n.mu.Lock()
-				delete(n.failing, string(d.PeerID))
-				n.mu.Unlock()
-			case raft.LeaderObservation:
-				n.mu.Lock()
-				clear(n.failing)
-				n.mu.Unlock()
-			}
+			n.noteContact(o, n.inConfiguration)
 			n.poke()
 		}
 	}
+}
+
+// noteContact records what a raft observation says about the leader's
+// contact with a peer. inConfig reports whether a peer is in the latest
+// raft configuration.
+//
+// raft reports that heartbeats resumed only from the replication that saw
+// them fail. When a peer is removed (it left) its replication stops, and a
+// heartbeat already in flight may still fail after the removal; when the
+// peer comes back under the same name it gets a new replication, which
+// never reports that the old one's failures are over. A failure recorded
+// from the old replication would then mark the returning node down for as
+// long as this leader leads. So a failure from a peer outside the
+// configuration is ignored, and starting or stopping a peer's replication
+// forgets its failures.
+func (n *Node) noteContact(o raft.Observation, inConfig func(raft.ServerID) bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch d := o.Data.(type) {
+	case raft.FailedHeartbeatObservation:
+		if !inConfig(d.PeerID) {
+			return
+		}
+		if _, ok := n.failing[string(d.PeerID)]; !ok {
+			at := n.clock.Now()
+			if !d.LastContact.IsZero() {
+				at = at.Add(-time.Since(d.LastContact))
+			}
+			n.failing[string(d.PeerID)] = at
+		}
+	case raft.ResumedHeartbeatObservation:
+		delete(n.failing, string(d.PeerID))
+	case raft.PeerObservation:
+		delete(n.failing, string(d.Peer.ID))
+	case raft.LeaderObservation:
+		clear(n.failing)
+	}
+}
+
+// inConfiguration reports whether id is in the latest raft configuration
+// (committed or not).
+func (n *Node) inConfiguration(id raft.ServerID) bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return true // unknown: keep the observation
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // verifyLoop renews the leader's own lease: the start of each successful

@@ -266,6 +266,8 @@ func (c *cluster) start(ctx context.Context) error {
 	go c.indexLoop()
 	c.wg.Add(1)
 	go c.manifestLoop()
+	c.wg.Add(1)
+	go c.bufferLoop()
 	return nil
 }
 

@@ -22,10 +22,11 @@ func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 	}
 	if loc.Moving {
 		err := fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff)
-		if s, ok := c.pl.Owner(loc.Shard); ok && s.MovingTo != "" {
-			return "", loc.Epoch, false, &remoteHint{err: err, owner: s.MovingTo}
+		h := &remoteHint{err: err, shard: loc.Shard.String()}
+		if s, ok := c.pl.Owner(loc.Shard); ok {
+			h.owner = s.MovingTo
 		}
-		return "", loc.Epoch, false, err
+		return "", loc.Epoch, false, h
 	}
 	if loc.Owner != c.name {
 		return loc.Owner, loc.Epoch, false, nil

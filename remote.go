@@ -27,6 +27,7 @@ type remoteLocator func(ref actor.Ref) (node string, epoch uint64, local bool, e
 type remoteHint struct {
 	err   error
 	owner string
+	shard string // the shard's name, when known (bounds handoff buffers)
 }
 
 func (h *remoteHint) Error() string { return h.err.Error() }
@@ -54,6 +55,7 @@ type remote struct {
 	local  ariel.Router
 	locate remoteLocator
 	mail   *wire.Mailer
+	buf    *handoffBuffer
 }
 
 var (
@@ -72,7 +74,8 @@ func newRemote(s *ariel.Scheduler, reg *wire.Registry, locate remoteLocator, mc 
 	if s == nil || reg == nil || locate == nil {
 		return nil, errors.New("tempest: remote mail needs a scheduler, a registry and a locator")
 	}
-	r := &remote{self: s.Config().Node, sched: s, local: s.LocalRouter(), locate: locate}
+	r := &remote{self: s.Config().Node, sched: s, local: s.LocalRouter(), locate: locate,
+		buf: newHandoffBuffer(handoffBufferPerShard, handoffBufferWait)}
 	mc.Registry = reg
 	mc.Local = remoteDelivery{r}
 	mc.Complete = func(id uint64, reply any, err error) { s.CompleteAsk(id, reply, err) }
@@ -102,7 +105,9 @@ func (r *remote) close() error {
 func (r *remote) stats() wire.MailStats { return r.mail.Stats() }
 
 // Resolve implements ariel.Router: local references resolve to their cell,
-// others to (nil, nil) so the scheduler calls Forward.
+// others to (nil, nil) so the scheduler calls Forward; so do recipients
+// whose shard is being handed off, or that have mail waiting in a handoff
+// buffer (Forward decides whether the message waits too).
 func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
 	if !to.IsVirtual() {
 		if to.IsZero() || to.Node() == r.self {
@@ -110,8 +115,14 @@ func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
 		}
 		return nil, nil
 	}
+	if r.buf.queued(to) {
+		return nil, nil
+	}
 	_, _, local, err := r.locate(to)
 	if err != nil {
+		if _, moving := inHandoff(err); moving {
+			return nil, nil
+		}
 		return nil, err
 	}
 	if local {
@@ -128,18 +139,26 @@ func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
 //
 // Mail for a virtual actor is stamped with the placement epoch it was
 // routed by, so an owner whose table is newer refuses it NOT_OWNER instead
-// of running it.
+// of running it. Mail from an actor to a shard being handed off waits in
+// a handoff buffer (see handoff_buffer.go); program code gets the
+// placement error and waits itself.
 func (r *remote) Forward(m ariel.Outbound) error {
 	node := m.To.Node()
 	var epoch uint64
 	if m.To.IsVirtual() {
+		if ok, err := r.buffer(m, nil); ok { // behind buffered mail
+			return err
+		}
 		var local bool
 		var err error
 		if node, epoch, local, err = r.locate(m.To); err != nil {
+			if ok, berr := r.buffer(m, err); ok {
+				return berr
+			}
 			return err
 		}
-		if local { // placement moved here between Resolve and Forward
-			return actor.ErrProcessUnavailable
+		if local { // placement moved here since Resolve
+			return r.route(m)
 		}
 	}
 	if m.AskID != 0 {

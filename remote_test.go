@@ -57,7 +57,7 @@ type rtCluster struct {
 	owner map[string]string // kind -> node
 	stale map[string]string // node -> the one node it wrongly believes owns everything
 	epoch map[string]uint64 // node -> the epoch its table gives every shard (0: none)
-	fail  map[string]error  // node -> the error its locator returns for everything
+	fail  map[string]error  // node (or node/kind) -> the error its locator returns for everything (that kind)
 }
 
 type rtNode struct {
@@ -108,6 +108,9 @@ func (c *rtCluster) locator(self string) remoteLocator {
 			node, ok = s, true
 		}
 		ferr := c.fail[self]
+		if kerr, ok := c.fail[self+"/"+ref.Kind()]; ok {
+			ferr = kerr
+		}
 		c.mu.Unlock()
 		if ferr != nil {
 			return "", epoch, false, ferr

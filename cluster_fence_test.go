@@ -19,6 +19,10 @@ import (
 // fenceWhere asks an actor which node runs it; the reply names the node.
 type fenceWhere struct{ Node string }
 
+// fenceRuns counts the fenceWhere turns per node/key (under the test
+// cluster's mutex).
+var fenceRuns = map[string]int{}
+
 // fenceNever is the message of a kind that no node can host.
 type fenceNever struct{}
 
@@ -70,9 +74,12 @@ func (c *testCluster) startWithManifest(name string, expect int, man manifest.Ma
 	}
 	tempest.SetManifest(n, man)
 	where, never := fenceMessages()
-	fair := func(string) actor.Actor {
+	fair := func(key string) actor.Actor {
 		return actor.Func(func(ctx actor.Context, msg any) {
 			if _, ok := msg.(fenceWhere); ok {
+				c.mu.Lock()
+				fenceRuns[name+"/"+key]++
+				c.mu.Unlock()
 				ctx.Reply(fenceWhere{Node: name})
 			}
 		})
@@ -189,4 +196,78 @@ func TestClusterPlacesKindsByFullManifests(t *testing.T) {
 			t.Fatalf("%s asks a kind no node can host: %v, want ErrNoEligibleNode", from, err)
 		}
 	}
+}
+
+// TestClusterStaleEpochRefused: in a real cluster, mail stamped with an
+// epoch other than the shard's current one (older: as if routed before
+// the shard's last move; newer: crafted) reaches the owner and is refused
+// NOT_OWNER without running; mail with the current stamp runs.
+func TestClusterStaleEpochRefused(t *testing.T) {
+	c := newTestCluster(t)
+	man := manifest.Build(manifest.Options{Capacities: manifest.Capacities{Workers: 2}})
+	man.Clauses[manifest.Fairness] = manifest.Discharged
+	c.mu.Lock()
+	clear(fenceRuns)
+	c.mu.Unlock()
+	nodes := map[string]*tempest.Node{}
+	ready := func(names ...string) func() bool {
+		return func() bool {
+			for _, name := range names {
+				if !nodes[name].Ready() {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	// Two nodes form the cluster; the third joins later and takes shards
+	// over through handoffs, so those shards have moved (epoch 2 or more)
+	// and a stamp one below is stale, not unstamped.
+	for _, name := range []string{"n1", "n2"} {
+		nodes[name] = c.startWithManifest(name, 2, man)
+	}
+	waitFor(t, 60*time.Second, "n1 and n2 ready", ready("n1", "n2"))
+	nodes["n3"] = c.startWithManifest("n3", 2, man)
+	var key, owner, why string
+	var epoch uint64
+	waitFor(t, 60*time.Second, "a key on a shard that moved", func() bool {
+		if !ready("n1", "n2", "n3")() {
+			why = "not all ready"
+			return false
+		}
+		tab := nodes["n1"].Table()
+		for k := 0; k < 256; k++ {
+			loc, err := tab.Locate("fair", fmt.Sprintf("s%d", k))
+			if err == nil && !loc.Moving && loc.Owner != "" && loc.Owner != "n1" && loc.Epoch >= 2 {
+				key, owner, epoch = fmt.Sprintf("s%d", k), loc.Owner, loc.Epoch
+				return true
+			}
+		}
+		why = fmt.Sprintf("no moved shard among 256 keys; n3 owns %d shards", len(tab.Owned("n3")))
+		return false
+	}, &why)
+	ref := actor.Virtual("fair", key)
+	stale := []uint64{epoch - 1, epoch + 3}
+	before := nodes[owner].Stats().Mail.RefusedOut[wire.RefusedReasonNotOwner]
+	for _, e := range stale {
+		if err := tempest.TellStamped(nodes["n1"], owner, e, ref, fenceWhere{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 20*time.Second, "the stale tells refused", func() bool {
+		return nodes[owner].Stats().Mail.RefusedOut[wire.RefusedReasonNotOwner]-before == uint64(len(stale))
+	})
+	if err := tempest.TellStamped(nodes["n1"], owner, epoch, ref, fenceWhere{}); err != nil {
+		t.Fatal(err)
+	}
+	runs := func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return fenceRuns[owner+"/"+key]
+	}
+	waitFor(t, 20*time.Second, "the current tell to run", func() bool { return runs() > 0 })
+	if n := runs(); n != 1 {
+		t.Fatalf("%s ran %d times at %s; only the tell stamped with the current epoch %d may run (stale %v)", ref, n, owner, epoch, stale)
+	}
+	t.Logf("%s on %s at epoch %d; refused stamps %v", ref, owner, epoch, stale)
 }

@@ -194,10 +194,13 @@ func (r *remote) buffer(m ariel.Outbound, locErr error) (handled bool, err error
 	if r.buf == nil || m.From.IsZero() || !m.To.IsVirtual() {
 		return false, nil
 	}
-	now := r.sched.Clock().Now()
 	if locErr == nil {
-		return r.buf.add(m, "", now, true)
+		if r.buf.n.Load() == 0 { // the common case: nothing waits anywhere
+			return false, nil
+		}
+		return r.buf.add(m, "", r.sched.Clock().Now(), true)
 	}
+	now := r.sched.Clock().Now()
 	shard, ok := inHandoff(locErr)
 	if !ok {
 		return false, nil

@@ -141,9 +141,14 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 	cfg.Scheduler.Workers = c.Workers
 	cfg.Scheduler.Latency = a.met
 	if c.clustered() {
+		gossipAdvertise, err := resolveAdvertise(c.Advertise, net.DefaultResolver, advertiseResolveTimeout)
+		if err != nil {
+			_ = ln.Close()
+			return nil, err
+		}
 		cc := &tempest.ClusterConfig{
 			GossipAddr:      c.GossipAddr,
-			GossipAdvertise: c.Advertise,
+			GossipAdvertise: gossipAdvertise,
 			QUICAddr:        c.QUICAddr,
 			AdvertiseHost:   c.Advertise,
 			HTTPAddr:        advertisedHTTP(c, a.httpAddr),
@@ -234,6 +239,52 @@ func (a *agent) httpURL() string {
 		return "https://" + a.httpAddr
 	}
 	return "http://" + a.httpAddr
+}
+
+// advertiseResolveTimeout bounds how long the agent waits for a DNS name
+// given to --advertise to resolve (a Kubernetes pod's own record appears
+// shortly after the pod starts).
+const advertiseResolveTimeout = time.Minute
+
+// hostResolver is the part of *net.Resolver resolveAdvertise needs.
+type hostResolver interface {
+	LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error)
+}
+
+// resolveAdvertise returns the IP gossip advertises for --advertise:
+// the value itself when it is an IP (or empty), else the first address
+// (IPv4 preferred) its DNS name resolves to, retried until timeout.
+// Gossip needs an IP; QUIC and HTTP keep the name, so peers dial the
+// stable name and a restart with a new IP needs no manual step.
+func resolveAdvertise(adv string, r hostResolver, timeout time.Duration) (string, error) {
+	if adv == "" || net.ParseIP(adv) != nil {
+		return adv, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var lastErr error
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		addrs, err := r.LookupIPAddr(ctx, adv)
+		if err == nil && len(addrs) > 0 {
+			for _, a := range addrs {
+				if a.IP.To4() != nil {
+					return a.IP.String(), nil
+				}
+			}
+			return addrs[0].IP.String(), nil
+		}
+		if err == nil {
+			err = errors.New("no addresses")
+		}
+		lastErr = err
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", configError("advertise", "%q did not resolve within %s: %v", adv, timeout, lastErr)
+		case <-t.C:
+		}
+	}
 }
 
 // advertisedHTTP is the HTTP address published to other nodes: the

@@ -90,7 +90,7 @@ func bindAgentFlags(fs *pflag.FlagSet, c *agentConfig) {
 	fs.StringVar(&c.GossipAddr, "gossip-addr", d.GossipAddr, "gossip bind address, TCP and UDP")
 	fs.StringVar(&c.QUICAddr, "quic-addr", d.QUICAddr, "QUIC bind address (UDP): actor mail, raft, handoff")
 	fs.StringVar(&c.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP API bind address (loopback by default)")
-	fs.StringVar(&c.Advertise, "advertise", "", "IP address other nodes use to reach this one (default: the bind address, or the first private IP)")
+	fs.StringVar(&c.Advertise, "advertise", "", "IP address or DNS name other nodes use to reach this one (a name is resolved for gossip and dialled by name for QUIC; default: the bind address, or the first private IP)")
 	fs.StringSliceVar(&c.Join, "join", nil, "addresses or DNS names of nodes to join (repeatable or comma-separated)")
 	fs.IntVar(&c.BootstrapExpect, "bootstrap-expect", d.BootstrapExpect, "nodes that must see each other before the first raft bootstrap (0: only join an existing cluster)")
 	fs.StringVar(&c.GossipKeyFile, "gossip-key-file", "", "file of base64 gossip keys (see tempest keygen); default $"+membership.KeyEnv)
@@ -128,8 +128,8 @@ func (c *agentConfig) validate() error {
 		}
 	}
 	if c.Advertise != "" {
-		if _, err := netip.ParseAddr(c.Advertise); err != nil {
-			return configError("advertise", "%q: not an IP address", c.Advertise)
+		if _, err := netip.ParseAddr(c.Advertise); err != nil && !validHostName(c.Advertise) {
+			return configError("advertise", "%q: not an IP address or a DNS name", c.Advertise)
 		}
 	}
 	for _, j := range c.Join {
@@ -294,4 +294,23 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// validHostName reports whether s is a DNS host name (RFC 1123 labels:
+// letters, digits and inner hyphens, dot-separated; no port).
+func validHostName(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(s, "."), ".") {
+		if len(label) == 0 || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -313,7 +313,7 @@ func TestStatefulSet(t *testing.T) {
 	}
 
 	// Node name from the pod name, joined through the headless service,
-	// advertised with the pod's address.
+	// advertised with the pod's DNS name under the headless service.
 	envs := map[string]*corev1.EnvVar{}
 	for i := range c.Env {
 		envs[c.Env[i].Name] = &c.Env[i]
@@ -327,8 +327,8 @@ func TestStatefulSet(t *testing.T) {
 	if args["name"] == nil || args["name"][0] != "$(POD_NAME)" || fieldOf("POD_NAME") != "metadata.name" {
 		t.Errorf("--name %q: want $(POD_NAME) from metadata.name", args["name"])
 	}
-	if a := args["advertise"]; a == nil || a[0] != "$(POD_IP)" || fieldOf("POD_IP") != "status.podIP" {
-		t.Errorf("--advertise %q: want $(POD_IP) from status.podIP", a)
+	if a := args["advertise"]; a == nil || !strings.HasPrefix(a[0], "$(POD_NAME)."+headless.Name+".") {
+		t.Errorf("--advertise %q: want the pod's DNS name $(POD_NAME).%s...", a, headless.Name)
 	}
 	join := strings.Join(args["join"], ",")
 	if !strings.HasPrefix(join, headless.Name+".") {

@@ -34,22 +34,10 @@ const (
 
 var profileNames = [...]string{"Freestanding", "MicroVM", "Container", "Hosted", "Simulated"}
 
-func (p Profile) String() string {
-	if int(p) < len(profileNames) {
-		return profileNames[p]
-	}
-	return fmt.Sprintf("Profile(%d)", p)
-}
+func (p Profile) String() string { return enumString(profileNames[:], "Profile", p) }
 
 // ParseProfile parses the String form of a Profile.
-func ParseProfile(s string) (Profile, error) {
-	for i, n := range profileNames {
-		if n == s {
-			return Profile(i), nil
-		}
-	}
-	return 0, fmt.Errorf("manifest: unknown profile %q", s)
-}
+func ParseProfile(s string) (Profile, error) { return parseEnum[Profile](profileNames[:], "profile", s) }
 
 // Authority says who holds dispatch authority over a node's actors.
 // A Tempest node is always Sovereign: dispatch never leaves the node.
@@ -65,21 +53,11 @@ const (
 
 var authorityNames = [...]string{"Sovereign", "Federated", "Replicated"}
 
-func (a Authority) String() string {
-	if int(a) < len(authorityNames) {
-		return authorityNames[a]
-	}
-	return fmt.Sprintf("Authority(%d)", a)
-}
+func (a Authority) String() string { return enumString(authorityNames[:], "Authority", a) }
 
 // ParseAuthority parses the String form of an Authority.
 func ParseAuthority(s string) (Authority, error) {
-	for i, n := range authorityNames {
-		if n == s {
-			return Authority(i), nil
-		}
-	}
-	return 0, fmt.Errorf("manifest: unknown authority %q", s)
+	return parseEnum[Authority](authorityNames[:], "authority", s)
 }
 
 // ClauseID names one of the four dispatch clauses of the scheduler
@@ -103,21 +81,25 @@ var Clauses = []ClauseID{Fairness, TurnDiscipline, ControlPlaneImmunity, Admissi
 
 var clauseNames = [...]string{"Fairness", "TurnDiscipline", "ControlPlaneImmunity", "Admission"}
 
-func (c ClauseID) String() string {
-	if int(c) < len(clauseNames) {
-		return clauseNames[c]
-	}
-	return fmt.Sprintf("Clause(%d)", c)
-}
+func (c ClauseID) String() string { return enumString(clauseNames[:], "Clause", c) }
 
 // ParseClause parses the String form of a ClauseID.
-func ParseClause(s string) (ClauseID, error) {
-	for i, n := range clauseNames {
-		if n == s {
-			return ClauseID(i), nil
-		}
+func ParseClause(s string) (ClauseID, error) { return parseEnum[ClauseID](clauseNames[:], "clause", s) }
+
+// enumString names v from names, or "Type(n)" for an undeclared value.
+func enumString[T ~uint8](names []string, typ string, v T) string {
+	if int(v) < len(names) {
+		return names[v]
 	}
-	return 0, fmt.Errorf("manifest: unknown clause %q", s)
+	return fmt.Sprintf("%s(%d)", typ, v)
+}
+
+// parseEnum is the inverse of enumString for declared values.
+func parseEnum[T ~uint8](names []string, what, s string) (T, error) {
+	if i := slices.Index(names, s); i >= 0 {
+		return T(i), nil
+	}
+	return 0, fmt.Errorf("manifest: unknown %s %q", what, s)
 }
 
 // Discharge says who guarantees a clause: the implementation itself

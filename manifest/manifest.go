@@ -37,7 +37,9 @@ var profileNames = [...]string{"Freestanding", "MicroVM", "Container", "Hosted",
 func (p Profile) String() string { return enumString(profileNames[:], "Profile", p) }
 
 // ParseProfile parses the String form of a Profile.
-func ParseProfile(s string) (Profile, error) { return parseEnum[Profile](profileNames[:], "profile", s) }
+func ParseProfile(s string) (Profile, error) {
+	return parseEnum[Profile](profileNames[:], "profile", s)
+}
 
 // Authority says who holds dispatch authority over a node's actors.
 // A Tempest node is always Sovereign: dispatch never leaves the node.

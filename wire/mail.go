@@ -360,7 +360,7 @@ func (m *Mailer) Close() error {
 		m.closed.Store(true)
 		m.cancel()
 		m.wg.Wait()
-		m.failWhere(func(pendingAsk) bool { return true }, ErrClosed)
+		m.failWhere(func(pendingAsk) bool { return true }, ErrClosed, nil)
 	})
 	return nil
 }
@@ -601,12 +601,12 @@ func (m *Mailer) LinkEvent(ev LinkEvent) {
 	if ev.Err != nil {
 		err = fmt.Errorf("%w: link to %s down: %v", ErrUnavailable, ev.Peer, ev.Err)
 	}
-	n := m.failWhere(func(p pendingAsk) bool { return p.peer == ev.Peer }, err)
-	m.c.asksDown.Add(uint64(n))
+	m.failWhere(func(p pendingAsk) bool { return p.peer == ev.Peer }, err, &m.c.asksDown)
 }
 
-// failWhere completes with err every pending ask that match selects.
-func (m *Mailer) failWhere(match func(pendingAsk) bool, err error) int {
+// failWhere completes with err every pending ask that match selects,
+// counting them in counter before their callers hear of it.
+func (m *Mailer) failWhere(match func(pendingAsk) bool, err error, counter *atomic.Uint64) int {
 	var ids []uint64
 	n := 0
 	for i := range m.asks {
@@ -620,6 +620,9 @@ func (m *Mailer) failWhere(match func(pendingAsk) bool, err error) int {
 			}
 		}
 		sh.mu.Unlock()
+		if counter != nil {
+			counter.Add(uint64(len(ids)))
+		}
 		for _, id := range ids {
 			m.cfg.Complete(id, nil, err)
 		}
@@ -637,8 +640,7 @@ func (m *Mailer) sweepLoop() {
 		case <-m.cfg.Clock.After(m.cfg.SweepInterval):
 		}
 		now := m.cfg.Clock.Now().UnixNano()
-		n := m.failWhere(func(p pendingAsk) bool { return p.deadline <= now }, actor.ErrDeadlineExceeded)
-		m.c.asksExpired.Add(uint64(n))
+		m.failWhere(func(p pendingAsk) bool { return p.deadline <= now }, actor.ErrDeadlineExceeded, &m.c.asksExpired)
 	}
 }
 

@@ -269,7 +269,7 @@ func (r *remote) fail(m ariel.Outbound, err error) {
 		r.sched.CompleteAsk(m.AskID, nil, err)
 		return
 	}
-	r.undelivered(m.From, m.To, m.Msg, err)
+	r.notify(m.From, m.To, m.Msg, err)
 }
 
 // bufferLoop flushes the handoff buffers when the table changes, and

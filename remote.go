@@ -171,8 +171,47 @@ func (r *remote) Forward(m ariel.Outbound) error {
 // notice goes through the actor's mailbox (the scheduler's system lane is
 // not reachable from outside ariel), so it can itself be refused when
 // that mailbox is full; the Mailer has counted the refusal either way.
+//
+// A tell to a virtual actor refused NOT_OWNER is first sent again, once,
+// if this node's table has meanwhile changed its owner away from the
+// refusing node (to this node or another), or waits in the handoff
+// buffer if the shard is moving now. A table that still names the
+// refusing node gets the notice at once, so the retry never loops: every
+// further retry needs another change of owner.
 func (r *remote) undelivered(from, to actor.Ref, msg any, err error) {
+	if r.retryTell(from, to, msg, err) {
+		return
+	}
+	r.notify(from, to, msg, err)
+}
+
+func (r *remote) notify(from, to actor.Ref, msg any, err error) {
 	_ = r.sched.Tell(from, actor.Undelivered{To: to, Message: msg, Err: err})
+}
+
+// retryTell sends a refused tell again when the refusal is NOT_OWNER and
+// the owner changed since; it reports whether it took the tell.
+func (r *remote) retryTell(from, to actor.Ref, msg any, err error) bool {
+	var re *wire.RefusedError
+	if msg == nil || !to.IsVirtual() || from.IsZero() || !errors.As(err, &re) || re.Reason != wire.RefusedReasonNotOwner {
+		return false
+	}
+	m := ariel.Outbound{To: to, From: from, Msg: msg}
+	node, _, local, lerr := r.locate(to)
+	if lerr != nil {
+		ok, berr := r.buffer(m, lerr)
+		if ok && berr != nil {
+			r.notify(from, to, msg, berr)
+		}
+		return ok
+	}
+	if !local && node == re.Node {
+		return false // this node's table has not caught up: no retry
+	}
+	if rerr := r.route(m); rerr != nil {
+		r.notify(from, to, msg, rerr)
+	}
+	return true
 }
 
 // remoteDelivery is the Mailer's local side: mail from a peer is admitted

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/wire"
 )
 
 // bufLog records the sequence numbers it is told, in order; "get"
@@ -150,4 +151,53 @@ func TestRemoteHandoffBuffersActorMail(t *testing.T) {
 		t.Fatalf("%d still buffered after expiry", buffered())
 	}
 	waitFor(t, "4 undelivered", func() bool { return pump.unavail.Load() == 4 })
+}
+
+// TestRemoteNotOwnerTellRetried: an actor's tell refused NOT_OWNER is sent
+// again once when the sender's table has meanwhile moved the recipient
+// away from the refusing node, and comes back Undelivered when it has not.
+func TestRemoteNotOwnerTellRetried(t *testing.T) {
+	c := newRTCluster(t)
+	a := c.start("a", rtRegistry(t, false), nil)
+	b := c.start("b", rtRegistry(t, false), nil)
+	c.place("log", "b")
+	c.place("pump", "a")
+	pump := &bufPump{}
+	for _, n := range []*rtNode{a, b} {
+		if err := n.s.Register("log", bufLog, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.s.Register("pump", pump.factory, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logRef, pumpRef := actor.Virtual("log", "x"), actor.Virtual("pump", "p")
+	askRetry(t, a.s, logRef, rtSeq{Kind: "get"}) // the link is up
+	// log/x moved to a; a routes the tell by its old view (b: two locates,
+	// Resolve and Forward) and has caught up when b's refusal arrives.
+	c.place("log", "a")
+	c.mu.Lock()
+	c.seq["a/log"] = []string{"b", "b"}
+	c.mu.Unlock()
+	if err := a.s.Tell(pumpRef, rtSeq{Kind: "go", DefaultDeadlineNs: 1, TurnBudgetNs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b's refusal", func() bool { return b.r.stats().RefusedOut[wire.RefusedReasonNotOwner] == 1 })
+	waitFor(t, "the retried tell at a", func() bool {
+		return string(askRetry(t, a.s, logRef, rtSeq{Kind: "get"}).(rtPayload).State) == "[1]"
+	})
+	// Still the old view when the refusal arrives: no retry, Undelivered.
+	c.mu.Lock()
+	c.seq["a/log"] = []string{"b", "b", "b"}
+	c.mu.Unlock()
+	if err := a.s.Tell(pumpRef, rtSeq{Kind: "go", DefaultDeadlineNs: 2, TurnBudgetNs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "an Undelivered notice", func() bool { return pump.unavail.Load() == 1 })
+	if got := string(askRetry(t, a.s, logRef, rtSeq{Kind: "get"}).(rtPayload).State); got != "[1]" {
+		t.Fatalf("log/x at a has %s, want [1]", got)
+	}
+	if st := b.r.stats(); st.RefusedOut[wire.RefusedReasonNotOwner] != 2 || st.TellsReceived != 2 {
+		t.Fatalf("b received %d tells and refused %d NOT_OWNER, want 2 and 2", st.TellsReceived, st.RefusedOut[wire.RefusedReasonNotOwner])
+	}
 }

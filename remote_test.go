@@ -54,10 +54,11 @@ type rtCluster struct {
 	ca    *wire.CA
 	mu    sync.Mutex
 	addrs map[string]string
-	owner map[string]string // kind -> node
-	stale map[string]string // node -> the one node it wrongly believes owns everything
-	epoch map[string]uint64 // node -> the epoch its table gives every shard (0: none)
-	fail  map[string]error  // node (or node/kind) -> the error its locator returns for everything (that kind)
+	owner map[string]string   // kind -> node
+	stale map[string]string   // node -> the one node it wrongly believes owns everything
+	epoch map[string]uint64   // node -> the epoch its table gives every shard (0: none)
+	fail  map[string]error    // node (or node/kind) -> the error its locator returns for everything (that kind)
+	seq   map[string][]string // node/kind -> owners its next locates answer, one each, before owner's
 }
 
 type rtNode struct {
@@ -81,7 +82,7 @@ func newRTCluster(t testing.TB) *rtCluster {
 		t.Fatal(err)
 	}
 	return &rtCluster{t: t, caDir: dir, ca: ca, addrs: map[string]string{}, owner: map[string]string{}, stale: map[string]string{},
-		epoch: map[string]uint64{}, fail: map[string]error{}}
+		epoch: map[string]uint64{}, fail: map[string]error{}, seq: map[string][]string{}}
 }
 
 func (c *rtCluster) place(kind, node string) {
@@ -106,6 +107,10 @@ func (c *rtCluster) locator(self string) remoteLocator {
 		epoch := c.epoch[self]
 		if s, isStale := c.stale[self]; isStale {
 			node, ok = s, true
+		}
+		if q := c.seq[self+"/"+ref.Kind()]; len(q) > 0 {
+			node, ok = q[0], true
+			c.seq[self+"/"+ref.Kind()] = q[1:]
 		}
 		ferr := c.fail[self]
 		if kerr, ok := c.fail[self+"/"+ref.Kind()]; ok {

@@ -402,12 +402,17 @@ func TestPassivateAfterClose(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var got actor.Actor
-	if err := s.Passivate(ref, func(a actor.Actor) { got = a }); err != nil {
+	got := make(chan actor.Actor, 1)
+	if err := s.Passivate(ref, func(a actor.Actor) { got <- a }); err != nil {
 		t.Fatalf("Passivate after Close: %v", err)
 	}
-	if got == nil {
-		t.Fatal("final did not run (or got no actor value)")
+	select {
+	case a := <-got:
+		if a == nil {
+			t.Fatal("final got no actor value")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("final did not run")
 	}
 	if err := s.Passivate(ref, nil); err == nil {
 		t.Fatal("second Passivate after Close succeeded")

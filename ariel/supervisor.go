@@ -283,9 +283,10 @@ func (s *Scheduler) attach(ref actor.Ref, inc uint64, a actor.Actor) error {
 // becomes inactive; an empty one leaves the scheduler's memory. Mail that
 // arrives afterwards rings the Activator again.
 //
-// After Close, the final turn runs at once on the caller's goroutine
-// (no worker is left to run it), or Passivate fails with ErrClosed when a
-// turn of the actor is still running; it never waits.
+// After Close, the final turn runs at once on a goroutine of its own (no
+// worker is left to run it; the caller may hold a lock final needs), or
+// Passivate fails with ErrClosed when a turn of the actor is still
+// running; it never waits.
 func (s *Scheduler) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 	c, err := s.cellOf(ref)
 	if err != nil {
@@ -319,8 +320,7 @@ func (s *Scheduler) passivateClosed(c *Cell, final func(actor.Actor)) error {
 			if st == stIdle {
 				s.activeInc()
 			}
-			ex := &executor{s: s, cnt: &counters{}, budget: s.cfg.FairnessMessages}
-			ex.turn(c, &envelope{kind: kPassivate, msg: final})
+			go s.runClosed(c, envelope{kind: kPassivate, msg: final})
 			return nil
 		case stRunning:
 			return ErrClosed
@@ -363,10 +363,16 @@ func (s *Scheduler) runStranded(c *Cell) {
 			}
 			return
 		}
-		ex := &executor{s: s, cnt: &counters{}, budget: s.cfg.FairnessMessages}
-		ex.turn(c, fin)
+		go s.runClosed(c, *fin)
 		return
 	}
+}
+
+// runClosed runs one system envelope of c, whose run-token the caller
+// took, after Close. It ends with the turn.
+func (s *Scheduler) runClosed(c *Cell, e envelope) {
+	ex := &executor{s: s, cnt: &counters{}, budget: s.cfg.FairnessMessages}
+	ex.turn(c, &e)
 }
 
 // finishStranded runs, after the workers stopped, the passivations that

@@ -43,6 +43,7 @@ type entry struct {
 	mail     bool // mail arrived while the identity could not take it
 	turns    int  // turns since state was last written at rest
 	lastSave time.Time
+	since    time.Time // when the current activation attempt began (doorbell or resume)
 }
 
 // Op is an operation the shell must carry out for the core.
@@ -107,6 +108,10 @@ type Command struct {
 	Remedy Remedy
 	// Err explains a Reject.
 	Err error
+	// Replace: for Load, the faulted actor value of this incarnation may
+	// still be attached (remedy Hydrate on a host that replaces values in
+	// place); the new value replaces it without re-minting.
+	Replace bool
 }
 
 // LoadIncarnation returns the incarnation an OpLoad activation runs
@@ -232,6 +237,7 @@ func (c *Core) Doorbell(id Identity, now time.Time) error {
 // admit passes e through the hydration gate.
 func (c *Core) admit(id Identity, e *entry, now time.Time) {
 	e.mail = false
+	e.since = now
 	if c.gate.Acquire(id) {
 		c.startLoad(id, e)
 		return
@@ -242,7 +248,8 @@ func (c *Core) admit(id Identity, e *entry, now time.Time) {
 
 func (c *Core) startLoad(id Identity, e *entry) {
 	e.phase = phaseLoading
-	c.out = append(c.out, Command{Op: OpLoad, ID: id, Kind: e.kind, Mint: e.mint})
+	c.out = append(c.out, Command{Op: OpLoad, ID: id, Kind: e.kind, Mint: e.mint,
+		Replace: e.inc != 0 && e.mint == 0})
 }
 
 // releaseSlot gives a freed hydration slot to the next queued identity.
@@ -281,7 +288,7 @@ func (c *Core) Loaded(id Identity, inc, version uint64, hydrated bool, now time.
 	e.phase, e.inc, e.version, e.mint = phaseActive, inc, version, 0
 	e.turns, e.lastSave = 0, now
 	c.activity.Touch(id, e.kind.Options.IdleTimeout, now)
-	c.emit(Event{Type: typ, At: now, ID: id, Incarnation: inc})
+	c.emit(Event{Type: typ, At: now, ID: id, Incarnation: inc, Hydration: now.Sub(e.since)})
 	if c.closing {
 		c.passivate(id, ReasonShutdown, now)
 		return

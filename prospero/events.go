@@ -78,6 +78,11 @@ type Event struct {
 	Reason string
 	// Err of a Fault or StoreError.
 	Err error
+	// Hydration is how long the activation took, from the doorbell (or
+	// the end of a fault's back-off) to the actor attached, on the
+	// supervisor's clock; hydration-budget queueing and the store read
+	// included (Activated, Hydrated, Rehydrated, Restarted).
+	Hydration time.Duration
 }
 
 func (e Event) String() string {
@@ -89,6 +94,8 @@ func (e Event) String() string {
 		s += fmt.Sprintf(" remedy=%s delay=%s", e.Remedy, e.Delay)
 	case EventPassivating:
 		s += " reason=" + e.Reason
+	case EventActivated, EventHydrated, EventRehydrated, EventRestarted:
+		s += fmt.Sprintf(" in=%s", e.Hydration)
 	}
 	if e.Err != nil {
 		s += " err=" + e.Err.Error()

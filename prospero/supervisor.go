@@ -48,6 +48,24 @@ type Host interface {
 	Retire(ref actor.Ref) error
 }
 
+// Replacer is implemented by a Host that can swap the attached actor
+// value of ref for a between two turns without re-minting (the
+// incarnation stays). With it the Hydrate remedy leaves the faulted value
+// attached until the reloaded one replaces it, like Restart does, instead
+// of detaching it with a Passivating turn first.
+type Replacer interface {
+	Replace(ref actor.Ref, a actor.Actor) error
+}
+
+// Rejecter is implemented by a Host that can answer the mail waiting for
+// an identity the supervisor will not activate (OpReject: shutdown, or
+// its state cannot be loaded): asks fail with err (ErrClosed: the node is
+// going away), tells from actors come back to them as Undelivered. Hosts
+// without it leave that mail to fail at its deadlines.
+type Rejecter interface {
+	Reject(ref actor.Ref, err error) error
+}
+
 // Config configures a Supervisor. Zero fields take the defaults of
 // DefaultConfig.
 type Config struct {
@@ -442,10 +460,13 @@ func (s *Supervisor) dispatchAllLocked(cmds []Command) {
 		case OpStop:
 			s.stopLocked(c)
 		case OpReject:
-			// No actor is attached: the mail stays in the scheduler's
-			// mailbox, where asks fail at their deadlines.
 			s.log.LogAttrs(context.Background(), slog.LevelDebug, "activation rejected",
 				slog.String("actor", c.ID.String()), slog.Any("error", c.Err))
+			if _, ok := s.host.(Rejecter); ok {
+				// Answered by an I/O worker, outside the lock: failing
+				// the mail may wake its senders.
+				s.pushJobLocked(job{cmd: c})
+			}
 		}
 	}
 }
@@ -456,7 +477,7 @@ func (s *Supervisor) dispatchAllLocked(cmds []Command) {
 // the remedy reloads the last state at rest.
 func (s *Supervisor) stopLocked(c Command) {
 	s.lastUse.Delete(c.ID)
-	if c.Remedy != Hydrate || s.host == nil {
+	if _, replaces := s.host.(Replacer); c.Remedy != Hydrate || s.host == nil || replaces {
 		s.core.Stopped(c.ID, s.clock.Now())
 		return
 	}
@@ -555,6 +576,12 @@ func (s *Supervisor) run(ctx context.Context, j job) {
 			s.core.Passivated(c.ID, v, false, now)
 		}
 		s.dispatchLocked()
+	case OpReject:
+		if r, ok := s.host.(Rejecter); ok {
+			if err := r.Reject(c.ID.Ref(), c.Err); err != nil {
+				s.log.LogAttrs(ctx, slog.LevelDebug, "reject", slog.String("actor", c.ID.String()), slog.Any("error", err))
+			}
+		}
 	case OpRetire:
 		if err := s.host.Retire(c.ID.Ref()); err != nil {
 			s.log.LogAttrs(ctx, slog.LevelDebug, "retire", slog.String("actor", c.ID.String()), slog.Any("error", err))
@@ -634,9 +661,13 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 	// incarnation can reach the core before it knows the activation.
 	ref := c.ID.Ref().WithIncarnation(inc)
 	var err error
-	if c.Mint != 0 {
+	r, replaces := s.host.(Replacer)
+	switch {
+	case c.Mint != 0:
 		err = s.host.Restart(ref, a)
-	} else {
+	case c.Replace && replaces:
+		err = r.Replace(ref, a)
+	default:
 		err = s.host.Attach(ref, a)
 	}
 	if err != nil {

@@ -16,6 +16,8 @@ package arielhost
 
 import (
 	"errors"
+	"fmt"
+	"sync/atomic"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
@@ -25,18 +27,54 @@ import (
 // arielHost adapts an *ariel.Scheduler to Host.
 type arielHost struct{ s *ariel.Scheduler }
 
-var _ prospero.Host = arielHost{}
+var (
+	_ prospero.Host     = arielHost{}
+	_ prospero.Replacer = arielHost{}
+	_ prospero.Rejecter = arielHost{}
+)
 
 // New returns the prospero.Host view of sched.
 func New(sched *ariel.Scheduler) prospero.Host { return arielHost{sched} }
 
-// Attach implements Host. A cell ariel creates here takes the pinned
-// incarnation; a cell that already exists keeps the incarnation ariel
-// gave it (see the package documentation's note on incarnations).
-func (h arielHost) Attach(ref actor.Ref, a actor.Actor) error { return h.s.Attach(ref, a) }
+// Attach implements Host: the cell runs a under ref's pinned incarnation
+// (the one Prospero restored from the state at rest), whatever ariel had.
+func (h arielHost) Attach(ref actor.Ref, a actor.Actor) error {
+	if inc := ref.Incarnation(); inc != 0 {
+		return h.s.AttachAt(ref.Unpinned(), inc, a)
+	}
+	return h.s.Attach(ref, a)
+}
 
-// Restart implements Host; ariel re-mints by adding one.
-func (h arielHost) Restart(ref actor.Ref, a actor.Actor) error { return h.s.Restart(ref.Unpinned(), a) }
+// Restart implements Host: the new value runs under ref's pinned
+// incarnation (the one Prospero minted and wrote at rest).
+func (h arielHost) Restart(ref actor.Ref, a actor.Actor) error {
+	if inc := ref.Incarnation(); inc != 0 {
+		return h.s.RestartAt(ref.Unpinned(), inc, a)
+	}
+	return h.s.Restart(ref.Unpinned(), a)
+}
+
+// Replace implements prospero.Replacer (the Hydrate remedy).
+func (h arielHost) Replace(ref actor.Ref, a actor.Actor) error { return h.s.Replace(ref, a) }
+
+// Reject implements prospero.Rejecter: during shutdown asks get an error
+// matching actor.ErrProcessUnavailable (the node is going away),
+// otherwise actor.ErrActorTerminated; both wrap the cause.
+func (h arielHost) Reject(ref actor.Ref, cause error) error {
+	return h.s.Reject(ref.Unpinned(), rejectError(cause))
+}
+
+func rejectError(cause error) error {
+	switch {
+	case cause == nil:
+		return actor.ErrActorTerminated
+	case errors.Is(cause, prospero.ErrClosed):
+		return fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, cause)
+	case errors.Is(cause, actor.ErrActorTerminated), errors.Is(cause, actor.ErrProcessUnavailable):
+		return cause
+	}
+	return fmt.Errorf("%w: activation failed: %w", actor.ErrActorTerminated, cause)
+}
 
 // Passivate implements Host.
 func (h arielHost) Passivate(ref actor.Ref, final func(actor.Actor)) error {
@@ -47,16 +85,25 @@ func (h arielHost) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 func (h arielHost) Retire(ref actor.Ref) error { return h.s.Retire(ref.Unpinned()) }
 
 // Activator returns the doorbell to install as ariel.Config.Activator.
-func Activator(s *prospero.Supervisor) ariel.Activator { return arielRing{s} }
+func Activator(s *prospero.Supervisor) ariel.Activator { return &arielRing{s: s} }
 
-type arielRing struct{ s *prospero.Supervisor }
+type arielRing struct {
+	s     *prospero.Supervisor
+	sched atomic.Pointer[ariel.Scheduler] // set by Start
+}
 
 // Ring forwards ariel's doorbell. An unknown kind never gets here
-// (ariel's router refuses it with ErrUnknownKind, since StartOnAriel
-// registers exactly the supervisor's kinds).
-func (r arielRing) Ring(ref actor.Ref) {
-	if ref.IsVirtual() {
-		_ = r.s.Ring(ref)
+// (ariel's router refuses it with ErrUnknownKind, since Start registers
+// exactly the supervisor's kinds). A doorbell the supervisor refuses
+// (it is closing) fails the waiting mail at once.
+func (r *arielRing) Ring(ref actor.Ref) {
+	if !ref.IsVirtual() {
+		return
+	}
+	if err := r.s.Ring(ref); err != nil {
+		if sched := r.sched.Load(); sched != nil {
+			_ = sched.Reject(ref.Unpinned(), rejectError(err))
+		}
 	}
 }
 
@@ -111,6 +158,19 @@ func Start(s *prospero.Supervisor, sched *ariel.Scheduler) error {
 		if err := sched.Register(name, f, k.Options.MailboxDepth); err != nil {
 			return err
 		}
+	}
+	for _, name := range s.Registry().Names() {
+		k, _ := s.Registry().Lookup(name)
+		switch k.Options.Persistence.Mode {
+		case prospero.PersistEveryTurn, prospero.PersistPeriodic:
+			// Only kinds whose policy is driven by turns pay for the hook.
+			if err := sched.SetAfterTurn(name, s.AfterTurn); err != nil {
+				return err
+			}
+		}
+	}
+	if r, ok := sched.Config().Activator.(*arielRing); ok && r.s == s {
+		r.sched.Store(sched)
 	}
 	sched.SetRouter(touchRouter{next: sched.LocalRouter(), s: s})
 	return s.Start(New(sched))

@@ -77,7 +77,32 @@
 //
 // # For the supervisor
 //
-// EnsureCell, Attach, Passivate, Restart, Retire, Exec and State, together
-// with the Activator and FaultHook interfaces, are the supervisor's handles
-// on cells; actor code never uses them.
+// EnsureCell, Attach, AttachAt, Passivate, Restart, RestartAt, Replace,
+// Retire, Reject, Exec, State, SetAfterTurn and NotifyUndelivered, together
+// with the Activator and FaultHook interfaces, are the supervisor's (and
+// the transport's) handles on cells; actor code never uses them.
+//
+// Incarnations: a virtual cell made by mail has no known incarnation
+// (pinned references are admitted) until an actor is attached; AttachAt
+// and RestartAt set the number the supervisor restored from the state at
+// rest, so incarnations stay monotonic across passivation, retirement and
+// process restarts. Replace swaps the actor value between turns without
+// re-minting. A consequence: mail pinned to a stale incarnation that
+// reaches an identity at rest is delivered to the next activation.
+//
+// Dormant identities cost nothing: when a passivation leaves an empty
+// mailbox, the cell is marked gone under its lock and leaves the map
+// (Stats.Cells counts the cells held). A sender that resolved it before
+// finds it gone when it pushes and looks the identity up again, so no
+// message is lost or stranded in an orphaned cell.
+//
+// SetAfterTurn installs a per-kind hook run on the turn thread after each
+// turn that ended normally (turn-driven persistence); kinds without one pay
+// nothing. Retire of a cell with no actor, and Reject (an activation the
+// supervisor refuses), answer the waiting mail at once: asks fail, tells
+// from actors come back as Undelivered. NotifyUndelivered posts a notice to
+// an actor's system lane, never refused by a full mailbox. After Close,
+// Passivate runs the final turn on a goroutine of its own (and Close runs
+// passivations that were queued but never ran), so a supervisor shut down
+// after the scheduler is still answered.
 package ariel

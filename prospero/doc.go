@@ -83,9 +83,13 @@
 // store I/O on its own workers, bounded by the hydration budget; ticks
 // the core on its own goroutine, outside the scheduler's worker pool, so
 // that supervision keeps running when every worker is busy; and drives
-// the scheduler through the Host interface. Package arielhost binds it
-// to package ariel. Close passivates every active actor (writing state
-// at rest) before it stops.
+// the scheduler through the Host interface (plus the optional Replacer,
+// for an in-place Hydrate remedy, and Rejecter, to answer the mail of a
+// rejected activation at once). Package arielhost binds it to package
+// ariel. Close passivates every active actor (writing state at rest)
+// before it stops. Activation events (Activated, Hydrated, Rehydrated,
+// Restarted) carry Hydration, the time from the doorbell (or the end of a
+// back-off) to the actor attached, for a hydration-time histogram.
 //
 // Using the core directly:
 //

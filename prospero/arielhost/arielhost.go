@@ -10,8 +10,19 @@
 //	sched, _ := ariel.New(ariel.Config{Activator: arielhost.Activator(sup), Faults: arielhost.Faults(sup)})
 //	_ = arielhost.Start(sup, sched)
 //	...
-//	sup.Close(ctx)   // passivates everything; needs the scheduler running
+//	sup.Close(ctx)   // passivates everything (writing state at rest)
 //	sched.Close(ctx)
+//
+// The reverse order is safe too: after the scheduler's Close, a
+// passivation runs its final turn at once instead of waiting for a worker.
+//
+// The binding uses ariel's supervisor seams: activations attach at the
+// incarnation restored from the state at rest (AttachAt, RestartAt); the
+// Hydrate remedy replaces the faulted value in place (Replace, so
+// prospero.Replacer); rejected activations answer their waiting mail at
+// once (Reject, so prospero.Rejecter), and a doorbell the supervisor
+// refuses while closing does too; kinds with a turn-driven persistence
+// policy get ariel's after-turn hook wired to Supervisor.AfterTurn.
 package arielhost
 
 import (

@@ -90,11 +90,11 @@
 // re-minting. A consequence: mail pinned to a stale incarnation that
 // reaches an identity at rest is delivered to the next activation.
 //
-// Dormant identities cost nothing: when a passivation leaves an empty
-// mailbox, the cell is marked gone under its lock and leaves the map
-// (Stats.Cells counts the cells held). A sender that resolved it before
-// finds it gone when it pushes and looks the identity up again, so no
-// message is lost or stranded in an orphaned cell.
+// Dormant cells: a passivated cell still stays in the map (Stats.Cells
+// counts the cells held). The removal mechanism is written (a cell whose
+// passivation leaves an empty mailbox is marked gone under its lock, and a
+// sender that finds it gone looks the identity up again) but switched off:
+// a hammer of sends racing the removal still lost messages.
 //
 // SetAfterTurn installs a per-kind hook run on the turn thread after each
 // turn that ended normally (turn-driven persistence); kinds without one pay

@@ -591,11 +591,18 @@ func (s *Scheduler) restCell(c *Cell) {
 	}
 }
 
+// removeDormantCells switches the removal of passivated empty cells on.
+// It is off: a hammer of sends racing the removal still loses messages
+// (some path pushes into a cell after it left the map), so the mechanism
+// (stGone, forget, the senders' retry) stays in place but unused until
+// that is found.
+const removeDormantCells = false
+
 // removable reports whether the cell of a passivated actor may leave the
 // map once its mailbox is empty: a virtual actor of a registered kind (so
 // the next mail makes a new cell) with no spawned children.
 func (s *Scheduler) removable(c *Cell) bool {
-	if !c.ref.IsVirtual() {
+	if !removeDormantCells || !c.ref.IsVirtual() {
 		return false
 	}
 	if x := c.ext; x != nil && x.parent != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -128,9 +127,6 @@ func TestIncarnationsAcrossPassivationRetireAndNodeRestart(t *testing.T) {
 		t.Fatal("not active")
 	}
 	n.events.waitFor(t, prospero.EventPassivated, id, 1)
-	if got := n.sched.Stats().Cells; got != 0 {
-		t.Fatalf("ariel cells while dormant = %d, want 0", got)
-	}
 	if got := selfInc(t, n.node, ref); got != 2 {
 		t.Fatalf("incarnation after hydration %d, want 2", got)
 	}
@@ -203,31 +199,6 @@ func TestPersistEveryTurnOnAriel(t *testing.T) {
 	}
 	if n.events.count(prospero.EventPassivated, id) != 0 {
 		t.Fatal("passivated")
-	}
-}
-
-// Many identities passivated: ariel's cell count returns to zero.
-func TestDormantIdentitiesHoldNoArielCells(t *testing.T) {
-	n := newSeamNode(t, prospero.NewMemStore(), persistent, nil)
-	const ids = 300
-	for i := range ids {
-		if err := n.sched.Tell(actor.Virtual("counter", fmt.Sprint(i)), "inc"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range ids {
-		n.events.waitFor(t, prospero.EventActivated, prospero.Identity{Kind: "counter", Key: fmt.Sprint(i)}, 1)
-	}
-	n.clock.Advance(time.Hour)
-	n.sup.Tick()
-	for i := range ids {
-		n.events.waitFor(t, prospero.EventPassivated, prospero.Identity{Kind: "counter", Key: fmt.Sprint(i)}, 1)
-	}
-	if got := n.sched.Stats().Cells; got != 0 {
-		t.Fatalf("ariel cells after passivating %d identities = %d, want 0", ids, got)
-	}
-	if got := n.ask(t, actor.Virtual("counter", "7"), "get"); got != uint64(1) {
-		t.Fatalf("count after hydration %v", got)
 	}
 }
 

@@ -185,8 +185,11 @@ func (r *remote) undelivered(from, to actor.Ref, msg any, err error) {
 	r.notify(from, to, msg, err)
 }
 
+// notify posts the Undelivered notice on the sender's system lane, which
+// a full mailbox cannot refuse; an error only means the sender is no
+// longer active on this node, and then nobody is left to tell.
 func (r *remote) notify(from, to actor.Ref, msg any, err error) {
-	_ = r.sched.Tell(from, actor.Undelivered{To: to, Message: msg, Err: err})
+	_ = r.sched.NotifyUndelivered(from, actor.Undelivered{To: to, Message: msg, Err: err})
 }
 
 // retryTell sends a refused tell again when the refusal is NOT_OWNER and

@@ -42,7 +42,8 @@ type nodeMetrics struct {
 	ask      *prometheus.HistogramVec // kind
 	turn     prometheus.Histogram
 	queued   prometheus.Histogram
-	events   *prometheus.CounterVec // kind, event
+	events   *prometheus.CounterVec   // kind, event
+	hydrate  *prometheus.HistogramVec // kind, event
 
 	mu    sync.RWMutex
 	kinds map[string]bool
@@ -76,6 +77,11 @@ func newNodeMetrics(version string) *nodeMetrics {
 			Name: "tempest_actor_events_total",
 			Help: "Lifecycle decisions of the supervisor by kind and event (Activated, Hydrated, Passivated, Fault, Restarted, ...).",
 		}, []string{"kind", "event"}),
+		hydrate: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "tempest_activation_duration_seconds",
+			Help:    "Time from the doorbell (mail for an inactive actor) to the actor attached, by kind and event (Activated, Hydrated, Rehydrated, Restarted); includes waiting for the hydration budget and reading the state at rest.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
+		}, []string{"kind", "event"}),
 		kinds: map[string]bool{},
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -84,7 +90,7 @@ func newNodeMetrics(version string) *nodeMetrics {
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
 	})
 	info.Set(1)
-	m.reg.MustRegister(m.messages, m.ask, m.turn, m.queued, m.events, info,
+	m.reg.MustRegister(m.messages, m.ask, m.turn, m.queued, m.events, m.hydrate, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -116,7 +122,12 @@ func (m *nodeMetrics) ObserveHandler(d time.Duration) { m.turn.Observe(d.Seconds
 
 // event is the node's Events hook: fast, never blocks.
 func (m *nodeMetrics) event(e prospero.Event) {
-	m.events.WithLabelValues(m.kindLabel(e.ID.Kind), e.Type.String()).Inc()
+	k := m.kindLabel(e.ID.Kind)
+	m.events.WithLabelValues(k, e.Type.String()).Inc()
+	switch e.Type {
+	case prospero.EventActivated, prospero.EventHydrated, prospero.EventRehydrated, prospero.EventRestarted:
+		m.hydrate.WithLabelValues(k, e.Type.String()).Observe(e.Hydration.Seconds())
+	}
 }
 
 // message counts one gateway message and, for asks, its latency.

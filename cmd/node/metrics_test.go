@@ -1,0 +1,54 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tempest-actors/tempest/prospero"
+)
+
+// Activation events feed the activation-time histogram by kind and
+// event; other events only count.
+func TestMetricsActivationDuration(t *testing.T) {
+	m := newNodeMetrics("test")
+	m.setKinds([]string{"counter"})
+	id := prospero.Identity{Kind: "counter", Key: "a"}
+	m.event(prospero.Event{Type: prospero.EventHydrated, ID: id, Hydration: 3 * time.Millisecond})
+	m.event(prospero.Event{Type: prospero.EventHydrated, ID: id, Hydration: 5 * time.Millisecond})
+	m.event(prospero.Event{Type: prospero.EventPassivated, ID: id})
+	m.event(prospero.Event{Type: prospero.EventActivated, ID: prospero.Identity{Kind: "secret-kind", Key: "k"}, Hydration: time.Millisecond})
+
+	families, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{} // "kind/event" -> sample count
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != "tempest_activation_duration_seconds" {
+			continue
+		}
+		for _, metric := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range metric.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			got[labels["kind"]+"/"+labels["event"]] = metric.GetHistogram().GetSampleCount()
+			if labels["kind"] == "counter" {
+				sum += metric.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	want := map[string]uint64{"counter/Hydrated": 2, otherKind + "/Activated": 1}
+	if len(got) != len(want) {
+		t.Fatalf("series %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("%s: %d samples, want %d", k, got[k], n)
+		}
+	}
+	if sum < 0.0079 || sum > 0.0081 {
+		t.Errorf("sum of counter hydration times %v, want 0.008", sum)
+	}
+}

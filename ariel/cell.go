@@ -87,6 +87,13 @@ type Cell struct {
 	n    int32
 	buf  []envelope // ring; grows by doubling up to limit, dropped when drained
 	sys  []envelope
+	// passq is the passivation queued in sys and not taken yet: further
+	// Passivate calls join it instead of queueing another one.
+	passq *passReq
+	// owed is how many user messages that waited for the actor's
+	// activation are still queued: they run before a passivation queued
+	// behind them in the system lane, so every activation makes progress.
+	owed int32
 
 	act actor.Actor   // touched only by the run-token holder (or under mu while detached)
 	ref actor.Ref     // unpinned identity
@@ -266,9 +273,12 @@ func (c *Cell) take(dst []envelope) int {
 		return 0
 	}
 	c.mu.Lock()
-	if len(c.sys) > 0 {
+	if len(c.sys) > 0 && (c.owed == 0 || c.n == 0 || c.sys[0].kind != kPassivate) {
 		// One system message at a time: a stop or a passivation ends the
 		// cycle, and what follows it must stay queued.
+		if c.sys[0].kind == kPassivate {
+			c.passq = nil // later requests queue a new passivation
+		}
 		dst[0] = c.sys[0]
 		rest := copy(c.sys, c.sys[1:])
 		c.sys[rest] = envelope{}
@@ -287,6 +297,12 @@ func (c *Cell) take(dst []envelope) int {
 	if k == 0 {
 		c.mu.Unlock()
 		return 0
+	}
+	if c.owed > 0 {
+		if len(c.sys) > 0 && k > c.owed {
+			k = c.owed // a passivation waits behind the owed mail only
+		}
+		c.owed = max(c.owed-k, 0)
 	}
 	size := int32(len(c.buf))
 	for i := int32(0); i < k; i++ {
@@ -370,7 +386,7 @@ func (c *Cell) takeUserLocked() []envelope {
 	c.count.Add(-c.n)
 	c.pend.Add(-c.n)
 	putRing(c.buf)
-	c.buf, c.head, c.n = nil, 0, 0
+	c.buf, c.head, c.n, c.owed = nil, 0, 0, 0
 	return out
 }
 
@@ -389,7 +405,7 @@ func (c *Cell) drainAll() []envelope {
 	c.count.Add(-c.n)
 	c.pend.Store(0)
 	putRing(c.buf)
-	c.buf, c.sys, c.head, c.n = nil, nil, 0, 0
+	c.buf, c.sys, c.head, c.n, c.owed, c.passq = nil, nil, 0, 0, 0, nil
 	c.mu.Unlock()
 	return out
 }
@@ -399,6 +415,40 @@ func (c *Cell) extension() *cellExt {
 		c.ext = &cellExt{}
 	}
 	return c.ext
+}
+
+// passReq is the payload of a queued passivation: the final callbacks of
+// every Passivate call that joined it, run in the one passivation turn.
+type passReq struct {
+	finals []func(actor.Actor) // guarded by the cell's mu while queued
+}
+
+// pushPassivate queues a passivation in the system lane, or joins the one
+// already queued (one passivation puts the actor to rest; a burst of
+// requests must not queue a rest-and-reactivate cycle each, ahead of the
+// user mail). It returns false when the cell has stopped.
+func (c *Cell) pushPassivate(final func(actor.Actor)) bool {
+	c.mu.Lock()
+	if c.closedTo() {
+		c.mu.Unlock()
+		return false
+	}
+	if r := c.passq; r != nil {
+		if final != nil {
+			r.finals = append(r.finals, final)
+		}
+		c.mu.Unlock()
+		return true
+	}
+	r := &passReq{}
+	if final != nil {
+		r.finals = []func(actor.Actor){final}
+	}
+	c.passq = r
+	c.sys = append(c.sys, envelope{kind: kPassivate, msg: r})
+	c.pend.Add(1)
+	c.mu.Unlock()
+	return true
 }
 
 // pushOne appends one reserved envelope; see pushUser.

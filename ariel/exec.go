@@ -202,7 +202,18 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 		return false
 	case kPassivate:
 		ex.invoke(c, e, actor.Passivating{})
-		if fn, _ := e.msg.(func(actor.Actor)); fn != nil {
+		var finals []func(actor.Actor)
+		switch m := e.msg.(type) {
+		case func(actor.Actor):
+			if m != nil {
+				finals = append(finals, m)
+			}
+		case *passReq:
+			// Taken from the lane under the lock, so no Passivate
+			// joins it any more.
+			finals = m.finals
+		}
+		for _, fn := range finals {
 			ex.enter(c, e)
 			ex.protect(c, func() { fn(c.act) })
 			ex.leave()
@@ -569,6 +580,7 @@ func (s *Scheduler) restCell(c *Cell) {
 	removable := s.removable(c)
 	c.mu.Lock()
 	c.act = nil
+	c.owed = 0
 	ring := c.hasMailLocked()
 	switch {
 	case ring:

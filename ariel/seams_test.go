@@ -438,3 +438,82 @@ func TestNotifyUndeliveredBypassesAFullMailbox(t *testing.T) {
 		t.Fatal("NotifyUndelivered to an identity without actor succeeded")
 	}
 }
+
+// A burst of Passivate calls while the actor is busy queues one
+// passivation: the actor receives Passivating once, every final runs, and
+// the mail that waited for the next activation runs before the next
+// passivation.
+func TestPassivateBurstJoinsOnePassivation(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var passivating, handled atomic.Int64
+	if err := s.Register("b", func(string) actor.Actor {
+		return actor.Func(func(_ actor.Context, msg any) {
+			switch msg.(type) {
+			case actor.Passivating:
+				passivating.Add(1)
+			case string:
+				select {
+				case entered <- struct{}{}:
+					<-release
+				default:
+				}
+			case int:
+				handled.Add(1)
+			}
+		})
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	ref := actor.Virtual("b", "1")
+	if err := s.Tell(ref, "block"); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	const n = 50
+	var finals sync.WaitGroup
+	finals.Add(n)
+	for range n {
+		if err := s.Passivate(ref, func(a actor.Actor) {
+			if a == nil {
+				t.Error("final got no actor value")
+			}
+			finals.Done()
+		}); err != nil {
+			close(release)
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		if err := s.Tell(ref, i); err != nil {
+			close(release)
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	done := make(chan struct{})
+	go func() { finals.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("not every final ran")
+	}
+	// The mail queued behind the passivation re-activated the actor; a new
+	// passivation now waits behind it.
+	type seen struct{ handled, passivating int64 }
+	last := make(chan seen, 1)
+	if err := s.Passivate(ref, func(actor.Actor) {
+		last <- seen{handled.Load(), passivating.Load()}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-last:
+		if got.handled != 10 || got.passivating != 2 {
+			t.Fatalf("at the second passivation: handled %d of 10, Passivating %d times (want 2: one per burst)", got.handled, got.passivating)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("second passivation did not run")
+	}
+}

@@ -267,6 +267,7 @@ func (s *Scheduler) attach(ref actor.Ref, inc uint64, a actor.Actor) error {
 			c.inc.Store(max(ref.Incarnation(), 1))
 		}
 		c.act = a
+		c.owed = c.n // the mail that waited runs before a later passivation
 		c.sys = append([]envelope{{kind: kStart}}, c.sys...)
 		c.pend.Add(1)
 		c.state.Store(stReady)
@@ -283,6 +284,11 @@ func (s *Scheduler) attach(ref actor.Ref, inc uint64, a actor.Actor) error {
 // becomes inactive; an empty one leaves the scheduler's memory. Mail that
 // arrives afterwards rings the Activator again.
 //
+// A Passivate while an earlier one is still queued joins it: the actor
+// receives Passivating once, and every caller's final runs in that turn.
+// Mail that waited for the actor's activation is handled before the next
+// passivation, so repeated passivations cannot starve it.
+//
 // After Close, the final turn runs at once on a goroutine of its own (no
 // worker is left to run it; the caller may hold a lock final needs), or
 // Passivate fails with ErrClosed when a turn of the actor is still
@@ -295,7 +301,7 @@ func (s *Scheduler) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 	if s.closing.Load() {
 		return s.passivateClosed(c, final)
 	}
-	if !c.pushSys(envelope{kind: kPassivate, msg: final}) {
+	if !c.pushPassivate(final) {
 		return actor.ErrActorTerminated
 	}
 	s.wake(c, nil)
@@ -350,6 +356,9 @@ func (s *Scheduler) runStranded(c *Cell) {
 			if c.sys[i].kind == kPassivate {
 				e := c.sys[i]
 				fin = &e
+				if r, _ := e.msg.(*passReq); r != nil && r == c.passq {
+					c.passq = nil
+				}
 				c.sys = append(c.sys[:i], c.sys[i+1:]...)
 				c.pend.Add(-1)
 				break

@@ -90,11 +90,11 @@
 // re-minting. A consequence: mail pinned to a stale incarnation that
 // reaches an identity at rest is delivered to the next activation.
 //
-// Dormant cells: a passivated cell still stays in the map (Stats.Cells
-// counts the cells held). The removal mechanism is written (a cell whose
-// passivation leaves an empty mailbox is marked gone under its lock, and a
-// sender that finds it gone looks the identity up again) but switched off:
-// a hammer of sends racing the removal still lost messages.
+// Dormant cells cost nothing: a passivated virtual actor whose mailbox is
+// empty leaves the map (Stats.Cells counts the cells held). Its cell is marked
+// gone under its lock first, and a sender that finds it gone looks the
+// identity up again and gets a fresh cell, so no mail is pushed into a
+// cell that left the map.
 //
 // SetAfterTurn installs a per-kind hook run on the turn thread after each
 // turn that ended normally (turn-driven persistence); kinds without one pay

@@ -604,11 +604,10 @@ func (s *Scheduler) restCell(c *Cell) {
 }
 
 // removeDormantCells switches the removal of passivated empty cells on.
-// It is off: a hammer of sends racing the removal still loses messages
-// (some path pushes into a cell after it left the map), so the mechanism
-// (stGone, forget, the senders' retry) stays in place but unused until
-// that is found.
-const removeDormantCells = false
+// The messages a hammer of sends racing passivation seemed to lose were
+// starved behind piled-up passivations, not pushed into removed cells;
+// with passivations joined, removal holds under that hammer.
+const removeDormantCells = true
 
 // removable reports whether the cell of a passivated actor may leave the
 // map once its mailbox is empty: a virtual actor of a registered kind (so

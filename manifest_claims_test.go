@@ -114,9 +114,12 @@ func TestClaimAdmission(t *testing.T) {
 			t.Fatalf("tell: %v", err)
 		}
 	}
-	// At most depth messages (plus the one running) fit; every other send
+	// The bound holds: at most depth messages wait in the mailbox, plus the
+	// batch the worker took with the running one (a drain cycle takes up to
+	// 8 messages and frees their slots as it takes them); every other send
 	// was refused, observably.
-	if accepted := 10*depth - refused; accepted > depth+1 || refused == 0 {
+	const batch = 8
+	if accepted := 10*depth - refused; accepted > depth+batch || refused == 0 {
 		t.Fatalf("accepted %d of %d with a mailbox of %d (refused %d)", accepted, 10*depth, depth, refused)
 	}
 }

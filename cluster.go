@@ -628,7 +628,38 @@ func (c *cluster) serveForward(conn net.Conn) error {
 }
 
 // transfer runs on the leader: the old owner of m hands the shard off.
+//
+// A peer that is not reachable yet is tried again until ctx ends (the
+// placement's fence delay): a node that rejoins is given shards by the
+// raft leader as soon as it is a voter again, often before the other
+// nodes' membership sees its new incarnation alive. Giving up at once
+// let the leader complete the move after the fence delay with no state
+// shipped, and the new owner then hydrated the identity from its own
+// record of an earlier ownership: acknowledged updates made on the old
+// owner meanwhile were lost and replies went backwards.
 func (c *cluster) transfer(ctx context.Context, m placement.Move) error {
+	for {
+		err := c.transferOnce(ctx, m)
+		if err == nil {
+			return nil
+		}
+		// The error may come from the old owner as text; whatever it
+		// was, trying again is safe (shipping overwrites) and useful as
+		// long as the table still shows this move.
+		if s, ok := c.pl.Owner(m.Shard); !ok || s.Owner != m.From || s.MovingTo != m.To || s.Epoch != m.Epoch {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "shard handoff failed", slog.String("shard", m.Shard.String()),
+				slog.String("from", m.From), slog.String("to", m.To), slog.Any("error", err))
+			return err
+		}
+		if werr := c.awaitChange(ctx, 100*time.Millisecond); werr != nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "shard handoff failed", slog.String("shard", m.Shard.String()),
+				slog.String("from", m.From), slog.String("to", m.To), slog.Any("error", err))
+			return err
+		}
+	}
+}
+
+func (c *cluster) transferOnce(ctx context.Context, m placement.Move) error {
 	if m.From == c.name {
 		return c.shipShard(ctx, m)
 	}
@@ -691,10 +722,8 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 	slices.SortFunc(ids, func(a, b prospero.Identity) int {
 		return cmpString(a.String(), b.String())
 	})
-	for _, id := range ids {
-		if err := c.n.Passivate(ctx, id.Ref()); err != nil {
-			return err
-		}
+	if err := c.quiesce(ctx, ids); err != nil {
+		return err
 	}
 	conn, err := c.tr.DialStream(ctx, m.To, serviceState)
 	if err != nil {
@@ -753,6 +782,44 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 	c.log.LogAttrs(ctx, slog.LevelInfo, "shard handed off", slog.String("shard", m.Shard.String()),
 		slog.String("to", m.To), slog.Uint64("actors", count))
 	return nil
+}
+
+// quiesce passivates ids until none of them is in memory here. One
+// round is not enough: mail admitted before the table showed the move
+// may still wait in an activation's mailbox, and a passivation that
+// finds mail waiting hydrates the identity again at once to run it. An
+// Add acknowledged by such a second activation is written at rest only
+// by its own passivation, so the store may be read for shipping only
+// once every identity stays dormant.
+func (c *cluster) quiesce(ctx context.Context, ids []prospero.Identity) error {
+	r, err := c.n.running()
+	if err != nil {
+		return err
+	}
+	for {
+		for _, id := range ids {
+			if err := c.n.Passivate(ctx, id.Ref()); err != nil {
+				return err
+			}
+		}
+		busy := false
+		for _, id := range ids {
+			st, err := r.sup.Status(ctx, id.Ref())
+			if err != nil {
+				return err
+			}
+			if st.Active {
+				busy = true
+				break
+			}
+		}
+		if !busy {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
 }
 
 // serveState is the new owner's side of a handoff: it stores the state

@@ -48,7 +48,6 @@ type options struct {
 	pace     time.Duration
 	lease    time.Duration
 	keep     bool
-	strict   bool
 }
 
 func main() {
@@ -64,7 +63,6 @@ func main() {
 	flag.DurationVar(&o.pace, "pace", 15*time.Millisecond, "pause between one asker's requests")
 	flag.DurationVar(&o.lease, "lease", 5*time.Second, "the nodes' placement lease (a partitioned node must stop serving within it)")
 	flag.BoolVar(&o.keep, "keep", false, "leave the cluster running at the end (for debugging)")
-	flag.BoolVar(&o.strict, "strict", false, "fail on the known defects too (see knownDefects)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -72,35 +70,11 @@ func main() {
 	os.Exit(run(ctx, o, os.Stdout))
 }
 
-// knownDefects are checks that fail, sometimes, because of a defect of
-// the node that is known and reported, not of the deployment. Without
-// -strict they are printed as KNOWN and do not fail the run; fix the
-// defect, then remove its entry.
-var knownDefects = map[string]string{
-	"rolling-restart-loss": "a shard handed off while its actor is already passivating (fence loop) can ship " +
-		"the state at rest from before that passivation: Node.Passivate returns at once when the supervisor " +
-		"reports the actor not active, without waiting for the write in progress",
-}
-
 // report collects each step's figures and failed checks.
 type report struct {
 	out    io.Writer
-	strict bool
 	rows   [][3]string // step, figure, value
 	failed []string
-	known  []string
-}
-
-// checkKnown is check for a check that a known defect can fail.
-func (r *report) checkKnown(step, defect string, ok bool, format string, args ...any) {
-	if ok || r.strict {
-		r.check(step, ok, format, args...)
-		return
-	}
-	msg := fmt.Sprintf(format, args...)
-	r.known = append(r.known, step+": "+msg+": known defect: "+knownDefects[defect])
-	r.rows = append(r.rows, [3]string{step, "check", "KNOWN " + msg})
-	fmt.Fprintf(r.out, "    [KNOWN] %s\n            known defect (-strict fails on it): %s\n", msg, knownDefects[defect])
 }
 
 func (r *report) add(step, figure string, format string, args ...any) {
@@ -137,7 +111,7 @@ func (r *report) table() {
 }
 
 func run(ctx context.Context, o options, out io.Writer) int {
-	rep := &report{out: out, strict: o.strict}
+	rep := &report{out: out}
 	start := time.Now()
 	e, err := setup(o, out)
 	if err != nil {
@@ -156,9 +130,6 @@ func run(ctx context.Context, o options, out io.Writer) int {
 	}
 	rep.table()
 	fmt.Fprintf(out, "\ntotal time %s\n", time.Since(start).Round(time.Second))
-	for _, k := range rep.known {
-		fmt.Fprintln(out, "KNOWN DEFECT SEEN:", k)
-	}
 	if len(rep.failed) > 0 {
 		fmt.Fprintf(out, "\n%d check(s) failed:\n", len(rep.failed))
 		for _, f := range rep.failed {
@@ -655,7 +626,7 @@ func (e *env) stepRolling(ctx context.Context, rep *report, l *load) error {
 	for _, r := range l.regressions() {
 		e.logf("regression: %s", r)
 	}
-	rep.checkKnown(step, "rolling-restart-loss", lost == 0 && regr == 0,
+	rep.check(step, lost == 0 && regr == 0,
 		"no acknowledged counter update lost (%d counters checked, %d lost, %d regressions)", checked, lost, regr)
 	rep.check(step, w.unrecovered == 0, "every key answers after the restarts (%d failing)", w.unrecovered)
 	return nil

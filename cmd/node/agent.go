@@ -18,6 +18,7 @@ import (
 
 	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/demo"
+	"github.com/tempest-actors/tempest/httpapi"
 	"github.com/tempest-actors/tempest/manifest"
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/placement"
@@ -106,11 +107,11 @@ func runAgent(ctx context.Context, c agentConfig, getenv func(string) string, st
 // agent is a running node with its HTTP API.
 type agent struct {
 	node     *tempest.Node
-	met      *nodeMetrics
+	met      *httpapi.Metrics
 	srv      *http.Server
 	httpAddr string // actual listen address
 	httpTLS  bool
-	api      *apiServer
+	api      *httpapi.Server
 	fwd      *http.Client
 	log      *slog.Logger
 	wg       sync.WaitGroup
@@ -124,10 +125,10 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 	if err != nil {
 		return nil, configError("http-addr", "%v", err)
 	}
-	a := &agent{met: newNodeMetrics(version), httpAddr: ln.Addr().String(), httpTLS: c.HTTPTLS, log: log}
+	a := &agent{met: httpapi.NewMetrics(version), httpAddr: ln.Addr().String(), httpTLS: c.HTTPTLS, log: log}
 	a.fwd = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{IdleConnTimeout: time.Minute}}
 	if bridge {
-		if err := a.met.bridgeGoMetrics(); err != nil {
+		if err := a.met.BridgeGoMetrics(); err != nil {
 			log.Warn("go-metrics bridge", "error", err)
 		}
 	}
@@ -135,7 +136,7 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 		Name:         c.Name,
 		DataDir:      c.DataDir,
 		Logger:       log,
-		Events:       a.met.event,
+		Events:       a.met.Event,
 		CloseTimeout: c.DrainTimeout,
 	}
 	cfg.Scheduler.Workers = c.Workers
@@ -184,16 +185,21 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 		return nil, err
 	}
 	a.node = n
-	a.met.attach(n)
-	api := &apiServer{node: n, token: token, metricsPublic: c.MetricsPublic, met: a.met, log: log, scheme: "http", fwd: a.fwd}
-	a.api = api
+	a.met.Attach(n)
+	acfg := httpapi.Config{Node: n, Token: token, MetricsPublic: c.MetricsPublic, Metrics: a.met, Logger: log,
+		Version: version, Forward: a.fwd}
 	if c.HTTPTLS {
-		api.scheme = "https"
-		api.fwdTLS = &tls.Config{RootCAs: mat.pool, MinVersion: tls.VersionTLS12}
+		acfg.ForwardTLS = &tls.Config{RootCAs: mat.pool, MinVersion: tls.VersionTLS12}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{mat.cert}, MinVersion: tls.VersionTLS12})
 	}
+	api, err := httpapi.New(acfg)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	a.api = api
 	a.srv = &http.Server{
-		Handler:           api.handler(),
+		Handler:           api.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -223,7 +229,7 @@ func (a *agent) stop(drain time.Duration) error {
 	}
 	a.wg.Wait()
 	if a.api != nil {
-		a.api.closeIdle()
+		a.api.CloseIdle()
 	}
 	if err != nil {
 		a.log.Warn("graceful shutdown incomplete", "error", err)

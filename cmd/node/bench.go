@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tempest-actors/tempest/httpapi"
 )
 
 func init() { addCommand(newBenchCmd) }
@@ -53,8 +55,8 @@ counter: {"Add":{"n":1}}).`,
 				return configError("concurrency", "want 1 to 10000")
 			case o.keys < 1:
 				return configError("keys", "must be positive")
-			case o.timeout <= 0 || o.timeout > maxAskTimeout:
-				return configError("timeout", "want a positive duration up to %v", maxAskTimeout)
+			case o.timeout <= 0 || o.timeout > httpapi.MaxAskTimeout:
+				return configError("timeout", "want a positive duration up to %v", httpapi.MaxAskTimeout)
 			}
 			kind := args[0]
 			body := o.body
@@ -102,7 +104,7 @@ func runBench(ctx context.Context, c *apiClient, kind string, o benchOptions, ou
 	targets := []*apiClient{c}
 	if !o.local {
 		if b, err := c.do(ctx, http.MethodGet, "/v1/members", nil, nil); err == nil {
-			var mb membersBody
+			var mb httpapi.MembersBody
 			if json.Unmarshal(b, &mb) == nil {
 				for _, m := range mb.Members {
 					if m.Status != "alive" || m.HTTP == "" || m.HTTP == c.base.Host {

@@ -18,6 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/tempest-actors/tempest/httpapi"
 )
 
 func init() {
@@ -179,7 +181,7 @@ func (c *apiClient) do(ctx context.Context, method, path string, query url.Value
 	if resp.StatusCode/100 == 2 {
 		return b, nil
 	}
-	var eb errorBody
+	var eb httpapi.ErrorBody
 	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
 		eb.Error = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
 	}
@@ -226,7 +228,7 @@ func newMembersCmd() *cobra.Command {
 				_, err = fmt.Fprintln(out, string(compactJSON(b)))
 				return err
 			}
-			var mb membersBody
+			var mb httpapi.MembersBody
 			if err := json.Unmarshal(b, &mb); err != nil {
 				return err
 			}
@@ -264,7 +266,7 @@ func newPlacementCmd() *cobra.Command {
 				_, err = fmt.Fprintln(out, string(compactJSON(b)))
 				return err
 			}
-			var p placementBody
+			var p httpapi.PlacementBody
 			if err := json.Unmarshal(b, &p); err != nil {
 				return err
 			}
@@ -313,7 +315,7 @@ func newManifestCmd() *cobra.Command {
 				_, err = fmt.Fprintln(out, string(compactJSON(b)))
 				return err
 			}
-			var mb manifestBody
+			var mb httpapi.ManifestBody
 			if err := json.Unmarshal(b, &mb); err != nil {
 				return err
 			}
@@ -364,8 +366,8 @@ func newAskCmd() *cobra.Command {
   tempest ask counter/alice '{"Add":{"n":5}}'    # prints {"n":5}`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if timeout <= 0 || timeout > maxAskTimeout {
-				return configError("timeout", "want a positive duration up to %v", maxAskTimeout)
+			if timeout <= 0 || timeout > httpapi.MaxAskTimeout {
+				return configError("timeout", "want a positive duration up to %v", httpapi.MaxAskTimeout)
 			}
 			path, err := actorPath(args[0])
 			if err != nil {
@@ -392,7 +394,7 @@ func newAskCmd() *cobra.Command {
 		},
 	}
 	f.bind(cmd.Flags())
-	cmd.Flags().DurationVar(&timeout, "timeout", defaultAskTimeout, "how long to wait for the reply")
+	cmd.Flags().DurationVar(&timeout, "timeout", httpapi.DefaultAskTimeout, "how long to wait for the reply")
 	return cmd
 }
 
@@ -429,7 +431,7 @@ func printStatus(out io.Writer, b []byte, asJSON bool) error {
 		_, err := fmt.Fprintln(out, string(compactJSON(b)))
 		return err
 	}
-	var st statusBody
+	var st httpapi.StatusBody
 	if err := json.Unmarshal(b, &st); err != nil {
 		return err
 	}
@@ -495,4 +497,13 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// compactJSON is b without insignificant space (b when it is not JSON).
+func compactJSON(b []byte) []byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return b
+	}
+	return buf.Bytes()
 }

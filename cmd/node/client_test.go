@@ -16,6 +16,7 @@ import (
 
 	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/demo"
+	"github.com/tempest-actors/tempest/httpapi"
 )
 
 // startLocalNode runs a standalone node with the demo kinds behind an
@@ -32,13 +33,13 @@ func startLocalNode(t *testing.T, token string) *httptest.Server {
 	if err := n.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	met := newNodeMetrics("test")
-	met.attach(n)
-	api := &apiServer{node: n, met: met}
-	if token != "" {
-		api.token = []byte(token)
+	met := httpapi.NewMetrics("test")
+	met.Attach(n)
+	api, err := httpapi.New(httpapi.Config{Node: n, Metrics: met, Token: []byte(token)})
+	if err != nil {
+		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.handler())
+	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -99,11 +100,11 @@ func TestClientCommandsAgainstANode(t *testing.T) {
 	if got := ok("ask", "counter/a/b c?d", `{"Add":{"n":1}}`); got != "{\"n\":1}\n" {
 		t.Fatalf("ask to a key with a slash printed %q", got)
 	}
-	var odd statusBody
+	var odd httpapi.StatusBody
 	if err := json.Unmarshal([]byte(ok("status", "counter/a/b c?d", "--json")), &odd); err != nil || odd.Key != "a/b c?d" || !odd.Active {
 		t.Fatalf("status of a key with a slash: %+v %v", odd, err)
 	}
-	var st statusBody
+	var st httpapi.StatusBody
 	if err := json.Unmarshal([]byte(ok("status", "counter/alice", "--json")), &st); err != nil {
 		t.Fatal(err)
 	}

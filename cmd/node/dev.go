@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tempest-actors/tempest/httpapi"
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/wire"
 )
@@ -209,7 +210,7 @@ func waitReady(ctx context.Context, clients []*apiClient, want int, timeout time
 			if err != nil {
 				break
 			}
-			var mb membersBody
+			var mb httpapi.MembersBody
 			if json.Unmarshal(b, &mb) != nil || aliveCount(mb) < want {
 				break
 			}
@@ -229,7 +230,7 @@ func waitReady(ctx context.Context, clients []*apiClient, want int, timeout time
 	}
 }
 
-func aliveCount(mb membersBody) int {
+func aliveCount(mb httpapi.MembersBody) int {
 	n := 0
 	for _, m := range mb.Members {
 		if m.Status == "alive" {
@@ -249,9 +250,9 @@ func runTour(ctx context.Context, out io.Writer, clients []*apiClient) error {
 		b, err := c.do(ctx, http.MethodPost, path+"/ask", nil, []byte(msg))
 		return string(compactJSON(b)), err
 	}
-	status := func(c *apiClient, actor string) (statusBody, error) {
+	status := func(c *apiClient, actor string) (httpapi.StatusBody, error) {
 		path, _ := actorPath(actor)
-		var st statusBody
+		var st httpapi.StatusBody
 		b, err := c.do(ctx, http.MethodGet, path, nil, nil)
 		if err == nil {
 			err = json.Unmarshal(b, &st)
@@ -264,7 +265,7 @@ func runTour(ctx context.Context, out io.Writer, clients []*apiClient) error {
 	if err != nil {
 		return err
 	}
-	var mb membersBody
+	var mb httpapi.MembersBody
 	if err := json.Unmarshal(b, &mb); err != nil {
 		return err
 	}
@@ -334,7 +335,7 @@ func runTour(ctx context.Context, out io.Writer, clients []*apiClient) error {
 	if err != nil {
 		return err
 	}
-	var p placementBody
+	var p httpapi.PlacementBody
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tempest-actors/tempest/httpapi"
 )
 
 // The end-to-end test builds the tempest binary, runs three `tempest
@@ -177,16 +179,16 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // members returns name → member as node n sees them.
-func (c *e2eCluster) members(n *e2eNode) map[string]memberBody {
+func (c *e2eCluster) members(n *e2eNode) map[string]httpapi.MemberBody {
 	out, code, _ := c.tempest("members", "--json", "--addr", n.addr())
 	if code != 0 {
 		return nil
 	}
-	var mb membersBody
+	var mb httpapi.MembersBody
 	if json.Unmarshal([]byte(out), &mb) != nil {
 		return nil
 	}
-	m := map[string]memberBody{}
+	m := map[string]httpapi.MemberBody{}
 	for _, x := range mb.Members {
 		m[x.Name] = x
 	}
@@ -283,7 +285,7 @@ func TestEndToEndThreeAgents(t *testing.T) {
 			t.Fatalf("ask %s: %q", key, got)
 		}
 		want[key] = int64(k)
-		var st statusBody
+		var st httpapi.StatusBody
 		if err := json.Unmarshal([]byte(c.must("status", key, "--json", "--addr", nodes[(k+1)%3].addr())), &st); err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +302,7 @@ func TestEndToEndThreeAgents(t *testing.T) {
 	// is forwarded to the owner).
 	c.must("ask", "counter/x/y z", `{"Add":{"n":1}}`, "--addr", n1.addr())
 	for _, via := range nodes {
-		var st statusBody
+		var st httpapi.StatusBody
 		if err := json.Unmarshal([]byte(c.must("status", "counter/x/y z", "--json", "--addr", via.addr())), &st); err != nil || st.Key != "x/y z" || st.State != "Valid" {
 			t.Fatalf("status of counter/x/y z through %s: %+v %v", via.name, st, err)
 		}
@@ -318,7 +320,7 @@ func TestEndToEndThreeAgents(t *testing.T) {
 
 	// Passivate, then an ask hydrates the counter with its value.
 	c.must("passivate", "counter/k1", "--addr", n3.addr())
-	var st statusBody
+	var st httpapi.StatusBody
 	if err := json.Unmarshal([]byte(c.must("status", "counter/k1", "--json", "--addr", n1.addr())), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +407,7 @@ func TestEndToEndThreeAgents(t *testing.T) {
 		}
 	}
 	out := c.must("placement", "--json", "--addr", n2.addr())
-	var p placementBody
+	var p httpapi.PlacementBody
 	if err := json.Unmarshal([]byte(out), &p); err != nil || p.Leader == "" || len(p.Nodes) < 3 {
 		t.Fatalf("placement: %s (%v)", out, err)
 	}

@@ -1,4 +1,4 @@
-package main
+package httpapi
 
 import (
 	"runtime"
@@ -32,11 +32,11 @@ const (
 // client cannot create label series at will.
 const otherKind = "_unknown"
 
-// nodeMetrics is one node's Prometheus registry (never the global one)
+// Metrics is one node's Prometheus registry (never the global one)
 // and the instruments the node and its HTTP API feed. Label values are
 // kinds, operations, outcomes, event types and statuses; never actor
 // keys.
-type nodeMetrics struct {
+type Metrics struct {
 	reg      *prometheus.Registry
 	messages *prometheus.CounterVec   // kind, op, outcome
 	ask      *prometheus.HistogramVec // kind
@@ -49,10 +49,10 @@ type nodeMetrics struct {
 	kinds map[string]bool
 }
 
-var _ ariel.LatencyObserver = (*nodeMetrics)(nil)
+var _ ariel.LatencyObserver = (*Metrics)(nil)
 
-func newNodeMetrics(version string) *nodeMetrics {
-	m := &nodeMetrics{
+func NewMetrics(version string) *Metrics {
+	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tempest_messages_total",
@@ -95,8 +95,8 @@ func newNodeMetrics(version string) *nodeMetrics {
 	return m
 }
 
-// setKinds records the kinds that may appear as label values.
-func (m *nodeMetrics) setKinds(kinds []string) {
+// SetKinds records the kinds that may appear as label values.
+func (m *Metrics) SetKinds(kinds []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, k := range kinds {
@@ -105,7 +105,7 @@ func (m *nodeMetrics) setKinds(kinds []string) {
 }
 
 // kindLabel is kind if registered, otherKind otherwise.
-func (m *nodeMetrics) kindLabel(kind string) string {
+func (m *Metrics) kindLabel(kind string) string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.kinds[kind] {
@@ -115,13 +115,13 @@ func (m *nodeMetrics) kindLabel(kind string) string {
 }
 
 // ObserveQueued implements ariel.LatencyObserver.
-func (m *nodeMetrics) ObserveQueued(d time.Duration) { m.queued.Observe(d.Seconds()) }
+func (m *Metrics) ObserveQueued(d time.Duration) { m.queued.Observe(d.Seconds()) }
 
 // ObserveHandler implements ariel.LatencyObserver.
-func (m *nodeMetrics) ObserveHandler(d time.Duration) { m.turn.Observe(d.Seconds()) }
+func (m *Metrics) ObserveHandler(d time.Duration) { m.turn.Observe(d.Seconds()) }
 
 // event is the node's Events hook: fast, never blocks.
-func (m *nodeMetrics) event(e prospero.Event) {
+func (m *Metrics) Event(e prospero.Event) {
 	k := m.kindLabel(e.ID.Kind)
 	m.events.WithLabelValues(k, e.Type.String()).Inc()
 	switch e.Type {
@@ -131,7 +131,7 @@ func (m *nodeMetrics) event(e prospero.Event) {
 }
 
 // message counts one gateway message and, for asks, its latency.
-func (m *nodeMetrics) message(kind, op, outcome string, d time.Duration) {
+func (m *Metrics) message(kind, op, outcome string, d time.Duration) {
 	k := m.kindLabel(kind)
 	m.messages.WithLabelValues(k, op, outcome).Inc()
 	if op == "ask" && outcome == outcomeOK {
@@ -140,16 +140,16 @@ func (m *nodeMetrics) message(kind, op, outcome string, d time.Duration) {
 }
 
 // attach registers the collector that reads n's counters at scrape time.
-func (m *nodeMetrics) attach(n *tempest.Node) {
-	m.setKinds(n.Kinds())
+func (m *Metrics) Attach(n *tempest.Node) {
+	m.SetKinds(n.Kinds())
 	m.reg.MustRegister(&nodeCollector{n: n})
 }
 
-// bridgeGoMetrics sends the process-wide go-metrics (raft's and
+// BridgeGoMetrics sends the process-wide go-metrics (raft's and
 // memberlist's own metrics) into this registry, named tempest_raft_...,
 // tempest_memberlist_... . go-metrics has one global sink per process:
 // call this for one node only.
-func (m *nodeMetrics) bridgeGoMetrics() error {
+func (m *Metrics) BridgeGoMetrics() error {
 	sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{
 		Registerer: m.reg,
 		Name:       "tempest_gometrics_bridge",

@@ -1,4 +1,4 @@
-package main
+package httpapi
 
 import (
 	"testing"
@@ -10,13 +10,13 @@ import (
 // Activation events feed the activation-time histogram by kind and
 // event; other events only count.
 func TestMetricsActivationDuration(t *testing.T) {
-	m := newNodeMetrics("test")
-	m.setKinds([]string{"counter"})
+	m := NewMetrics("test")
+	m.SetKinds([]string{"counter"})
 	id := prospero.Identity{Kind: "counter", Key: "a"}
-	m.event(prospero.Event{Type: prospero.EventHydrated, ID: id, Hydration: 3 * time.Millisecond})
-	m.event(prospero.Event{Type: prospero.EventHydrated, ID: id, Hydration: 5 * time.Millisecond})
-	m.event(prospero.Event{Type: prospero.EventPassivated, ID: id})
-	m.event(prospero.Event{Type: prospero.EventActivated, ID: prospero.Identity{Kind: "secret-kind", Key: "k"}, Hydration: time.Millisecond})
+	m.Event(prospero.Event{Type: prospero.EventHydrated, ID: id, Hydration: 3 * time.Millisecond})
+	m.Event(prospero.Event{Type: prospero.EventHydrated, ID: id, Hydration: 5 * time.Millisecond})
+	m.Event(prospero.Event{Type: prospero.EventPassivated, ID: id})
+	m.Event(prospero.Event{Type: prospero.EventActivated, ID: prospero.Identity{Kind: "secret-kind", Key: "k"}, Hydration: time.Millisecond})
 
 	families, err := m.reg.Gather()
 	if err != nil {

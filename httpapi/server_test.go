@@ -1,4 +1,4 @@
-package main
+package httpapi
 
 import (
 	"context"
@@ -23,7 +23,7 @@ type fakeNode struct {
 	ready bool
 }
 
-var _ apiNode = (*fakeNode)(nil)
+var _ Node = (*fakeNode)(nil)
 
 var fakeErrs = map[string]error{
 	"deadline":   fmt.Errorf("ask: %w", actor.ErrDeadlineExceeded),
@@ -63,7 +63,7 @@ func (f *fakeNode) Members() []membership.Member               { return nil }
 func (f *fakeNode) Table() *placement.Table                    { return nil }
 func (f *fakeNode) RaftInfo() tempest.RaftInfo                 { return tempest.RaftInfo{} }
 
-func do(t *testing.T, h http.Handler, method, path, body string, hdr map[string]string) (int, errorBody, string) {
+func do(t *testing.T, h http.Handler, method, path, body string, hdr map[string]string) (int, ErrorBody, string) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	for k, v := range hdr {
@@ -72,15 +72,15 @@ func do(t *testing.T, h http.Handler, method, path, body string, hdr map[string]
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	b, _ := io.ReadAll(rec.Body)
-	var eb errorBody
+	var eb ErrorBody
 	_ = json.Unmarshal(b, &eb)
 	return rec.Code, eb, string(b)
 }
 
 func TestHTTPStatusCodes(t *testing.T) {
-	met := newNodeMetrics("test")
-	met.setKinds([]string{"k"})
-	h := (&apiServer{node: &fakeNode{ready: true}, met: met}).handler()
+	met := NewMetrics("test")
+	met.SetKinds([]string{"k"})
+	h := (&Server{node: &fakeNode{ready: true}, met: met}).Handler()
 	cases := []struct {
 		method, path, body string
 		want               int
@@ -144,7 +144,7 @@ func TestHTTPStatusCodes(t *testing.T) {
 
 func TestHTTPReadiness(t *testing.T) {
 	f := &fakeNode{}
-	h := (&apiServer{node: f}).handler()
+	h := (&Server{node: f}).Handler()
 	if got, _, _ := do(t, h, "GET", "/readyz", "", nil); got != 503 {
 		t.Errorf("readyz of a node not ready: %d", got)
 	}
@@ -160,7 +160,7 @@ func TestHTTPReadiness(t *testing.T) {
 func TestHTTPBearerToken(t *testing.T) {
 	token := "0123456789abcdef-secret"
 	for _, public := range []bool{false, true} {
-		h := (&apiServer{node: &fakeNode{ready: true}, token: []byte(token), met: newNodeMetrics("t"), metricsPublic: public}).handler()
+		h := (&Server{node: &fakeNode{ready: true}, token: []byte(token), met: NewMetrics("t"), metricsPublic: public}).Handler()
 		for _, tc := range []struct {
 			path, auth string
 			want       int
@@ -190,13 +190,13 @@ func TestHTTPBearerToken(t *testing.T) {
 }
 
 func TestHTTPBodyLimit(t *testing.T) {
-	h := (&apiServer{node: &fakeNode{ready: true}}).handler()
-	big := `{"text":"` + strings.Repeat("x", maxRequestBody) + `"}`
+	h := (&Server{node: &fakeNode{ready: true}}).Handler()
+	big := `{"text":"` + strings.Repeat("x", MaxRequestBody) + `"}`
 	got, eb, _ := do(t, h, "POST", "/v1/actors/k/ok/ask", big, nil)
 	if got != http.StatusRequestEntityTooLarge || eb.Code != codeTooLarge {
 		t.Fatalf("oversized body: got %d %q", got, eb.Code)
 	}
-	fits := `{"text":"` + strings.Repeat("x", maxRequestBody-20) + `"}`
+	fits := `{"text":"` + strings.Repeat("x", MaxRequestBody-20) + `"}`
 	if got, _, _ := do(t, h, "POST", "/v1/actors/k/ok/ask", fits, nil); got != 200 {
 		t.Fatalf("body under the limit: got %d", got)
 	}

@@ -1,7 +1,6 @@
-package main
+package httpapi
 
 import (
-	"bytes"
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
@@ -28,9 +27,9 @@ import (
 
 // HTTP API limits and defaults.
 const (
-	maxRequestBody    = 1 << 20 // bytes of a request body
-	defaultAskTimeout = 5 * time.Second
-	maxAskTimeout     = 5 * time.Minute
+	MaxRequestBody    = 1 << 20 // bytes of a request body
+	DefaultAskTimeout = 5 * time.Second
+	MaxAskTimeout     = 5 * time.Minute
 	// forwardedHeader marks a request one node forwarded to the owner of
 	// an actor, so that it is not forwarded again.
 	forwardedHeader = "X-Tempest-Forwarded"
@@ -53,8 +52,8 @@ const (
 	codeNoEligibleNode = "no_eligible_node"
 )
 
-// apiNode is what the HTTP API needs from a node; *tempest.Node has it.
-type apiNode interface {
+// Node is what the HTTP API needs from a node; *tempest.Node has it.
+type Node interface {
 	Name() string
 	Kinds() []string
 	AskJSON(ctx context.Context, kind, key string, js []byte) ([]byte, error)
@@ -70,15 +69,58 @@ type apiNode interface {
 	RaftInfo() tempest.RaftInfo
 }
 
-var _ apiNode = (*tempest.Node)(nil)
+var _ Node = (*tempest.Node)(nil)
 
-// apiServer serves a node's HTTP API.
-type apiServer struct {
-	node          apiNode
+// Config configures a Server. Only Node is required.
+type Config struct {
+	// Node is the node the API serves.
+	Node Node
+	// Token is the bearer token every request but the probes (and
+	// /metrics when MetricsPublic) must carry; empty: none.
+	Token []byte
+	// MetricsPublic serves /metrics without the token.
+	MetricsPublic bool
+	// Metrics is the registry served at /metrics and fed by the gateway;
+	// nil: no /metrics.
+	Metrics *Metrics
+	// Logger receives the API's warnings; nil: none.
+	Logger *slog.Logger
+	// Version is reported for a standalone node in /v1/members.
+	Version string
+	// Forward reaches other nodes' HTTP APIs for status and passivation
+	// of an actor owned elsewhere; nil: answer locally.
+	Forward *http.Client
+	// ForwardTLS, when set, makes forwarding use https and verifies each
+	// peer as its node name, the first DNS name of its certificate.
+	ForwardTLS *tls.Config
+}
+
+// New returns a Server for cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Node == nil {
+		return nil, errors.New("httpapi: Config.Node is nil")
+	}
+	s := &Server{node: cfg.Node, metricsPublic: cfg.MetricsPublic, met: cfg.Metrics, log: cfg.Logger,
+		version: cfg.Version, fwd: cfg.Forward, scheme: "http", fwdTLS: cfg.ForwardTLS}
+	if len(cfg.Token) > 0 {
+		s.token = cfg.Token
+	}
+	if cfg.ForwardTLS != nil {
+		s.scheme = "https"
+	}
+	return s, nil
+}
+
+// Server serves a node's HTTP API: the admin endpoints, the JSON gateway
+// of every kind with a gateway schema, /metrics and the probes. Mount
+// its Handler on any http.Server; it is safe for concurrent use.
+type Server struct {
+	node          Node
 	token         []byte // required bearer token; nil: none
 	metricsPublic bool
-	met           *nodeMetrics // nil: no /metrics
+	met           *Metrics     // nil: no /metrics
 	log           *slog.Logger // nil: no logs
+	version       string
 	// fwd reaches other nodes' HTTP APIs (status and passivation of an
 	// actor owned elsewhere); scheme is "http" or "https". For https,
 	// fwdTLS (non-nil) verifies each peer as its node name, the first DNS
@@ -92,7 +134,7 @@ type apiServer struct {
 }
 
 // client returns the HTTP client that reaches node peer.
-func (s *apiServer) client(peer string) *http.Client {
+func (s *Server) client(peer string) *http.Client {
 	if s.fwdTLS == nil {
 		return s.fwd
 	}
@@ -111,8 +153,8 @@ func (s *apiServer) client(peer string) *http.Client {
 	return c
 }
 
-// closeIdle closes idle forwarding connections.
-func (s *apiServer) closeIdle() {
+// CloseIdle closes idle forwarding connections.
+func (s *Server) CloseIdle() {
 	if s.fwd != nil {
 		s.fwd.CloseIdleConnections()
 	}
@@ -123,14 +165,14 @@ func (s *apiServer) closeIdle() {
 	}
 }
 
-// errorBody is the JSON body of every error response.
-type errorBody struct {
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
 }
 
-// statusBody is the JSON form of tempest.Status.
-type statusBody struct {
+// StatusBody is the JSON form of tempest.Status.
+type StatusBody struct {
 	Kind        string `json:"kind"`
 	Key         string `json:"key"`
 	State       string `json:"state"`
@@ -139,8 +181,8 @@ type statusBody struct {
 	Active      bool   `json:"active"`
 }
 
-// memberBody is one entry of GET /v1/members.
-type memberBody struct {
+// MemberBody is one entry of GET /v1/members.
+type MemberBody struct {
 	Name    string `json:"name"`
 	Address string `json:"address"`
 	QUIC    string `json:"quic,omitempty"`
@@ -151,19 +193,19 @@ type memberBody struct {
 	Version string `json:"version,omitempty"`
 }
 
-type membersBody struct {
+type MembersBody struct {
 	Node    string       `json:"node"` // the node that answered
 	Leader  string       `json:"leader"`
-	Members []memberBody `json:"members"`
+	Members []MemberBody `json:"members"`
 }
 
-type placementNode struct {
+type PlacementNode struct {
 	Name   string `json:"name"`
 	Status string `json:"status"`
 	Shards int    `json:"shards"`
 }
 
-type placementBody struct {
+type PlacementBody struct {
 	Node       string          `json:"node"`
 	Leader     string          `json:"leader"`
 	Epoch      uint64          `json:"epoch"` // version of the applied table
@@ -172,16 +214,17 @@ type placementBody struct {
 	Groups     int             `json:"groups"`
 	Moving     int             `json:"moving"`
 	Unassigned int             `json:"unassigned"`
-	Nodes      []placementNode `json:"nodes"`
+	Nodes      []PlacementNode `json:"nodes"`
 	Standalone bool            `json:"standalone,omitempty"`
 }
 
-type manifestBody struct {
+type ManifestBody struct {
 	Node     string            `json:"node"`
 	Manifest manifest.Manifest `json:"manifest"`
 }
 
-func (s *apiServer) handler() http.Handler {
+// Handler is the API's root handler.
+func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
@@ -200,9 +243,9 @@ func (s *apiServer) handler() http.Handler {
 
 // auth requires the bearer token on every path but the probes (and
 // /metrics when public), and bounds request bodies.
-func (s *apiServer) auth(next http.Handler) http.Handler {
+func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
+		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBody)
 		open := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || (s.metricsPublic && r.URL.Path == "/metrics")
 		if s.token != nil && !open {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -228,7 +271,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, code int, errCode, msg string) {
-	b, _ := json.Marshal(errorBody{Error: msg, Code: errCode})
+	b, _ := json.Marshal(ErrorBody{Error: msg, Code: errCode})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(append(b, '\n'))
@@ -260,7 +303,7 @@ func classify(err error) (int, string, string) {
 	return http.StatusInternalServerError, codeInternal, outcomeError
 }
 
-func (s *apiServer) fail(w http.ResponseWriter, err error) {
+func (s *Server) fail(w http.ResponseWriter, err error) {
 	code, errCode, _ := classify(err)
 	if code == http.StatusInternalServerError && s.log != nil {
 		s.log.Warn("http api: internal error", "error", err)
@@ -268,7 +311,7 @@ func (s *apiServer) fail(w http.ResponseWriter, err error) {
 	writeError(w, code, errCode, err.Error())
 }
 
-func (s *apiServer) healthz(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	if !s.node.Live() {
 		writeError(w, http.StatusServiceUnavailable, codeNotReady, "node closed")
 		return
@@ -276,7 +319,7 @@ func (s *apiServer) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "alive", "node": s.node.Name()})
 }
 
-func (s *apiServer) readyz(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !s.node.Ready() {
 		writeError(w, http.StatusServiceUnavailable, codeNotReady, "node not ready")
 		return
@@ -285,7 +328,7 @@ func (s *apiServer) readyz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // readBody reads the request body (bounded by auth's MaxBytesReader).
-func (s *apiServer) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -303,7 +346,7 @@ func (s *apiServer) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bo
 	return b, true
 }
 
-func (s *apiServer) tell(w http.ResponseWriter, r *http.Request) {
+func (s *Server) tell(w http.ResponseWriter, r *http.Request) {
 	kind, key := r.PathValue("kind"), r.PathValue("key")
 	body, ok := s.readBody(w, r)
 	if !ok {
@@ -320,13 +363,13 @@ func (s *apiServer) tell(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 }
 
-func (s *apiServer) ask(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ask(w http.ResponseWriter, r *http.Request) {
 	kind, key := r.PathValue("kind"), r.PathValue("key")
-	timeout := defaultAskTimeout
+	timeout := DefaultAskTimeout
 	if t := r.URL.Query().Get("timeout"); t != "" {
 		d, err := time.ParseDuration(t)
-		if err != nil || d <= 0 || d > maxAskTimeout {
-			writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("timeout %q: want a positive duration up to %v", t, maxAskTimeout))
+		if err != nil || d <= 0 || d > MaxAskTimeout {
+			writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("timeout %q: want a positive duration up to %v", t, MaxAskTimeout))
 			return
 		}
 		timeout = d
@@ -352,21 +395,21 @@ func (s *apiServer) ask(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(append(reply, '\n'))
 }
 
-func (s *apiServer) count(kind, op, outcome string, d time.Duration) {
+func (s *Server) count(kind, op, outcome string, d time.Duration) {
 	if s.met != nil {
 		s.met.message(kind, op, outcome, d)
 	}
 }
 
-func toStatusBody(st tempest.Status) statusBody {
-	return statusBody{Kind: st.Kind, Key: st.Key, State: st.State.String(), Node: st.Node,
+func toStatusBody(st tempest.Status) StatusBody {
+	return StatusBody{Kind: st.Kind, Key: st.Key, State: st.State.String(), Node: st.Node,
 		Incarnation: st.Incarnation, Active: st.Active}
 }
 
 // forward sends r to the owner's HTTP API and copies its answer. It
 // reports false when it could not (no known address, or already
 // forwarded), so that the caller answers itself.
-func (s *apiServer) forward(w http.ResponseWriter, r *http.Request, owner string) bool {
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, owner string) bool {
 	if owner == "" || owner == s.node.Name() || r.Header.Get(forwardedHeader) != "" || s.fwd == nil {
 		return false
 	}
@@ -399,12 +442,12 @@ func (s *apiServer) forward(w http.ResponseWriter, r *http.Request, owner string
 	defer resp.Body.Close()
 	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, io.LimitReader(resp.Body, maxRequestBody))
+	_, _ = io.Copy(w, io.LimitReader(resp.Body, MaxRequestBody))
 	return true
 }
 
 // ownerOf is the node that owns ref by this node's table ("" if unknown).
-func (s *apiServer) ownerOf(ref actor.Ref) string {
+func (s *Server) ownerOf(ref actor.Ref) string {
 	owner, _, err := s.node.Locate(ref)
 	if err != nil {
 		return ""
@@ -412,7 +455,7 @@ func (s *apiServer) ownerOf(ref actor.Ref) string {
 	return owner
 }
 
-func (s *apiServer) status(w http.ResponseWriter, r *http.Request) {
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	ref := actor.Virtual(r.PathValue("kind"), r.PathValue("key"))
 	if !slices.Contains(s.node.Kinds(), ref.Kind()) {
 		writeError(w, http.StatusNotFound, codeUnknownKind, fmt.Sprintf("unknown kind %q", ref.Kind()))
@@ -429,7 +472,7 @@ func (s *apiServer) status(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toStatusBody(st))
 }
 
-func (s *apiServer) passivate(w http.ResponseWriter, r *http.Request) {
+func (s *Server) passivate(w http.ResponseWriter, r *http.Request) {
 	ref := actor.Virtual(r.PathValue("kind"), r.PathValue("key"))
 	if !slices.Contains(s.node.Kinds(), ref.Kind()) {
 		writeError(w, http.StatusNotFound, codeUnknownKind, fmt.Sprintf("unknown kind %q", ref.Kind()))
@@ -452,16 +495,16 @@ func (s *apiServer) passivate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toStatusBody(st))
 }
 
-func (s *apiServer) members(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) members(w http.ResponseWriter, _ *http.Request) {
 	raft := s.node.RaftInfo()
-	out := membersBody{Node: s.node.Name(), Leader: raft.Leader, Members: []memberBody{}}
+	out := MembersBody{Node: s.node.Name(), Leader: raft.Leader, Members: []MemberBody{}}
 	var table *placement.Table
 	ms := s.node.Members()
 	if len(ms) > 0 {
 		table = s.node.Table()
 	}
 	for _, m := range ms {
-		mb := memberBody{Name: m.Name, Address: m.Addr.String(), QUIC: m.Meta.QUICAddr, HTTP: m.Meta.HTTPAddr,
+		mb := MemberBody{Name: m.Name, Address: m.Addr.String(), QUIC: m.Meta.QUICAddr, HTTP: m.Meta.HTTPAddr,
 			Status: m.Status.String(), Raft: string(raft.Role(m.Name)), Version: m.Meta.Version}
 		switch {
 		case m.Name == s.node.Name():
@@ -473,22 +516,22 @@ func (s *apiServer) members(w http.ResponseWriter, _ *http.Request) {
 	}
 	if len(ms) == 0 { // a standalone node
 		out.Leader = s.node.Name()
-		out.Members = append(out.Members, memberBody{Name: s.node.Name(), Status: "alive",
-			Raft: string(tempest.RoleNone), Profile: s.node.Manifest().Profile.String(), Version: version})
+		out.Members = append(out.Members, MemberBody{Name: s.node.Name(), Status: "alive",
+			Raft: string(tempest.RoleNone), Profile: s.node.Manifest().Profile.String(), Version: s.version})
 	}
-	slices.SortFunc(out.Members, func(a, b memberBody) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out.Members, func(a, b MemberBody) int { return strings.Compare(a.Name, b.Name) })
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *apiServer) placement(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) placement(w http.ResponseWriter, _ *http.Request) {
 	t := s.node.Table()
 	if t == nil {
-		writeJSON(w, http.StatusOK, placementBody{Node: s.node.Name(), Leader: s.node.Name(), Standalone: true,
-			Nodes: []placementNode{{Name: s.node.Name(), Status: "up"}}})
+		writeJSON(w, http.StatusOK, PlacementBody{Node: s.node.Name(), Leader: s.node.Name(), Standalone: true,
+			Nodes: []PlacementNode{{Name: s.node.Name(), Status: "up"}}})
 		return
 	}
 	raft := s.node.RaftInfo()
-	out := placementBody{Node: s.node.Name(), Leader: raft.Leader, Epoch: t.Version, Term: raft.Term,
+	out := PlacementBody{Node: s.node.Name(), Leader: raft.Leader, Epoch: t.Version, Term: raft.Term,
 		ShardCount: t.ShardCount, Groups: len(t.Groups)}
 	owned := map[string]int{}
 	for _, g := range t.Groups {
@@ -505,31 +548,22 @@ func (s *apiServer) placement(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	for _, name := range t.NodeNames() {
-		out.Nodes = append(out.Nodes, placementNode{Name: name, Status: t.Nodes[name].Status.String(), Shards: owned[name]})
+		out.Nodes = append(out.Nodes, PlacementNode{Name: name, Status: t.Nodes[name].Status.String(), Shards: owned[name]})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *apiServer) manifest(w http.ResponseWriter, r *http.Request) {
+func (s *Server) manifest(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("node")
 	if name == "" || name == s.node.Name() {
-		writeJSON(w, http.StatusOK, manifestBody{Node: s.node.Name(), Manifest: s.node.Manifest()})
+		writeJSON(w, http.StatusOK, ManifestBody{Node: s.node.Name(), Manifest: s.node.Manifest()})
 		return
 	}
 	if t := s.node.Table(); t != nil {
 		if ni := t.Nodes[name]; ni != nil {
-			writeJSON(w, http.StatusOK, manifestBody{Node: name, Manifest: ni.Manifest})
+			writeJSON(w, http.StatusOK, ManifestBody{Node: name, Manifest: ni.Manifest})
 			return
 		}
 	}
 	writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no node %q in the placement table", name))
-}
-
-// compactJSON is b without insignificant space (b when it is not JSON).
-func compactJSON(b []byte) []byte {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, b); err != nil {
-		return b
-	}
-	return buf.Bytes()
 }

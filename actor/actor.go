@@ -70,8 +70,23 @@ type Context interface {
 	// last message; mail still queued is answered ErrActorTerminated.
 	Stop(ref Ref)
 
-	// After delivers msg to this actor after d, from itself.
-	After(d time.Duration, msg any) Cancel
+	// After delivers msg to this activation once, after d, from itself.
+	// Timers belong to the activation that armed them: passivation,
+	// restart and retirement cancel them, and a tick already queued when
+	// the activation ends is discarded, so a timer never wakes a dormant
+	// actor (use a durable reminder for that). A tick does not count as
+	// activity for idle passivation unless the timer was armed with
+	// KeepAlive. Cancel, called in a later turn, guarantees the tick is
+	// not delivered.
+	After(d time.Duration, msg any, opts ...TimerOption) Cancel
+	// Every delivers msg to this activation every d (d > 0), the first
+	// time after d, at a fixed rate. At most one tick of the timer is
+	// queued at a time: a tick due while the previous one still waits in
+	// the mailbox is skipped, so a slow actor never builds a backlog. It
+	// belongs to the activation like After and runs until cancelled or
+	// the activation ends. A non-positive d arms nothing and returns a
+	// Cancel that reports false.
+	Every(d time.Duration, msg any, opts ...TimerOption) Cancel
 	// SetReceiveTimeout asks for a ReceiveTimeout message when no message
 	// arrived for d. Zero or negative turns it off.
 	SetReceiveTimeout(d time.Duration)
@@ -113,6 +128,22 @@ type Undelivered struct {
 	Message any
 	Err     error
 }
+
+// TimerOption configures one timer (After, Every).
+type TimerOption func(*TimerOptions)
+
+// TimerOptions is the resolved form of TimerOption values.
+type TimerOptions struct {
+	// KeepAlive makes the timer's ticks count as activity for idle
+	// passivation, like mail from outside. By default they do not, so
+	// an actor whose only traffic is its own periodic timer still idles
+	// out (and its timers end with the activation).
+	KeepAlive bool
+}
+
+// KeepAlive makes a timer's ticks count as activity: an actor with a
+// keep-alive periodic timer never becomes idle while the timer runs.
+func KeepAlive() TimerOption { return func(o *TimerOptions) { o.KeepAlive = true } }
 
 // AskOption configures one ask.
 type AskOption func(*AskOptions)

@@ -43,6 +43,7 @@ const (
 	kUndelivered
 	kTimeout
 	kFunc
+	kTimer // a tick of an activation's timer (*actTimer)
 )
 
 // envelope is one message in a mailbox. Envelopes are stored by value in
@@ -136,6 +137,9 @@ type cellExt struct {
 	recvTimeout time.Duration
 	recvTimer   Timer
 	last        int64 // unix nanos of the last turn, kept only with a receive timeout
+	// timers are the live timers of the current activation; guarded by
+	// the cell's mu.
+	timers map[*actTimer]struct{}
 }
 
 // Ref returns the identity of the cell, pinned to its current incarnation.

@@ -30,6 +30,15 @@
 // Idle workers spin briefly, then park; a producer wakes a parked worker only
 // when nobody is spinning, and the parking protocol rules out lost wake-ups.
 //
+// Timers (Context.After, Context.Every) belong to the activation that
+// armed them: passivation, restart and termination end them, and a tick
+// queued for an activation that ended is discarded rather than ringing the
+// doorbell of the identity at rest. A tick travels in the system lane as
+// a notice from the actor to itself; a periodic timer keeps at most one
+// tick queued (Stats.TimerSkipped counts the periods skipped). The
+// after-turn hook is told that a tick's turn is not activity, unless the
+// timer was armed with actor.KeepAlive.
+//
 // Sends made during a turn are buffered and delivered when the turn returns,
 // grouped by recipient: a fan-out to N actors costs one mailbox lock and at
 // most one wake per recipient. Admission is still synchronous: Tell reserves

@@ -166,7 +166,7 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 			s.latency.ObserveQueued(time.Duration(s.clock.Now().UnixNano() - e.enq))
 		}
 		ex.invoke(c, e, e.msg)
-		ex.afterTurn(c)
+		ex.afterTurn(c, true)
 	case kStart:
 		ex.invoke(c, e, actor.Started{})
 	case kUndelivered, kTimeout:
@@ -174,13 +174,21 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 			return true
 		}
 		ex.invoke(c, e, e.msg)
-		ex.afterTurn(c)
+		ex.afterTurn(c, true)
+	case kTimer:
+		t := e.msg.(*actTimer)
+		if !t.take() {
+			return true // cancelled, or queued for an activation that ended
+		}
+		ex.invoke(c, e, t.msg)
+		ex.afterTurn(c, t.keep)
 	case kReply:
 		r := e.msg.(*replyMsg)
 		ex.invokeContinuation(c, e, r)
-		ex.afterTurn(c)
+		ex.afterTurn(c, true)
 	case kRestart:
 		r := e.msg.(*restartMsg)
+		c.endTimers() // the old activation's timers end with it
 		c.act = r.a
 		switch {
 		case r.keep:
@@ -233,12 +241,13 @@ type restartMsg struct {
 }
 
 // afterTurn runs the cell's after-turn hook when the turn just run ended
-// normally and an actor is still attached.
-func (ex *executor) afterTurn(c *Cell) {
+// normally and an actor is still attached. activity is false for the tick
+// of a timer that does not keep the actor alive.
+func (ex *executor) afterTurn(c *Cell, activity bool) {
 	if c.after == nil || ex.faulted || c.act == nil {
 		return
 	}
-	c.after(c.Ref(), c.inc.Load(), c.act)
+	c.after(c.Ref(), c.inc.Load(), c.act, activity)
 }
 
 // runTells runs the plain tells (user messages that are not asks) of
@@ -544,10 +553,8 @@ func (s *Scheduler) terminate(c *Cell, ex *executor, err error) {
 	for _, e := range c.drainAll() {
 		s.drop(&e, err)
 	}
+	c.endTimers()
 	if x := c.ext; x != nil {
-		if x.recvTimer != nil {
-			x.recvTimer.Stop()
-		}
 		if p := x.parent; p != nil {
 			p.mu.Lock()
 			if p.ext != nil {
@@ -573,14 +580,12 @@ func (s *Scheduler) terminate(c *Cell, ex *executor, err error) {
 // rest detaches the actor after a passivation turn. Mail already queued, or
 // arriving later, rings the Activator.
 func (s *Scheduler) restCell(c *Cell) {
-	if x := c.ext; x != nil && x.recvTimer != nil {
-		x.recvTimer.Stop()
-		x.recvTimer, x.recvTimeout = nil, 0
-	}
+	c.endTimers()
 	removable := s.removable(c)
 	c.mu.Lock()
 	c.act = nil
 	c.owed = 0
+	c.purgeNoticesLocked()
 	ring := c.hasMailLocked()
 	switch {
 	case ring:
@@ -734,18 +739,6 @@ func (ex *executor) Stop(ref actor.Ref) {
 	if c.pushSys(envelope{kind: kStop}) {
 		s.wake(c, ex)
 	}
-}
-
-func (ex *executor) After(d time.Duration, msg any) actor.Cancel {
-	s := ex.s
-	c := ex.cell
-	self := c.Ref()
-	t := s.clock.AfterFunc(d, func() {
-		if err := s.sendNow(c, self, msg, nil, 0); err != nil {
-			s.undeliverable(c, self, msg, err, nil)
-		}
-	})
-	return t.Stop
 }
 
 func (ex *executor) SetReceiveTimeout(d time.Duration) {

@@ -457,13 +457,14 @@ func (s *Scheduler) WaitIdle(ctx context.Context) error {
 // Stats returns a snapshot of the counters.
 func (s *Scheduler) Stats() Stats {
 	st := Stats{
-		Refused:     s.g.refused.Load(),
-		Undelivered: s.g.undelivered.Load(),
-		Panics:      s.g.panics.Load(),
-		Exhausted:   s.g.exhausted.Load(),
-		Expired:     s.g.expired.Load(),
-		Workers:     int(s.nworkers.Load()),
-		Cells:       int(s.ncells.Load()),
+		Refused:      s.g.refused.Load(),
+		Undelivered:  s.g.undelivered.Load(),
+		Panics:       s.g.panics.Load(),
+		Exhausted:    s.g.exhausted.Load(),
+		Expired:      s.g.expired.Load(),
+		TimerSkipped: s.g.timerSkipped.Load(),
+		Workers:      int(s.nworkers.Load()),
+		Cells:        int(s.ncells.Load()),
 	}
 	s.exMu.Lock()
 	for _, c := range s.allCnt {

@@ -19,7 +19,11 @@ type Stats struct {
 	Panics       uint64 // handler panics recovered
 	Exhausted    uint64 // turns that ran past the turn budget
 	Expired      uint64 // asks dropped at dequeue because their deadline passed
-	Workers      int    // live pool workers (replacements included)
+	// TimerSkipped counts periodic timer ticks (Context.Every) not
+	// delivered because the previous tick was still queued or the
+	// period had already passed when the timer ran.
+	TimerSkipped uint64
+	Workers      int // live pool workers (replacements included)
 	// Cells is a gauge, not a counter: cells of virtual actors held now
 	// (active, holding mail, or made with EnsureCell). A passivated
 	// identity whose mailbox is empty holds none.
@@ -49,5 +53,5 @@ type counters struct {
 
 // globalCounters are rare events counted where they happen.
 type globalCounters struct {
-	refused, undelivered, panics, exhausted, expired atomic.Uint64
+	refused, undelivered, panics, exhausted, expired, timerSkipped atomic.Uint64
 }

@@ -116,10 +116,12 @@ func (f FactoryActivator) Ring(ref actor.Ref) {
 // AfterTurn is a hook run on the actor's turn thread (its run-token held,
 // no other turn of it running) after each turn of a virtual actor that
 // ended normally: user messages, continuations, Undelivered and
-// ReceiveTimeout notices; not lifecycle turns, and not a turn that
-// panicked. inc is the incarnation the turn ran under and a the actor
-// value. It must not block for long: the worker waits for it.
-type AfterTurn func(ref actor.Ref, inc uint64, a actor.Actor)
+// ReceiveTimeout notices, timer ticks; not lifecycle turns, and not a
+// turn that panicked. inc is the incarnation the turn ran under and a the
+// actor value. activity is false for the tick of a timer armed without
+// actor.KeepAlive: such a turn must not refresh the actor's idle clock.
+// It must not block for long: the worker waits for it.
+type AfterTurn func(ref actor.Ref, inc uint64, a actor.Actor, activity bool)
 
 // The methods below are for the supervisor only (Prospero and the node's
 // wiring). Actor code never calls them.

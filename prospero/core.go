@@ -351,11 +351,25 @@ func (c *Core) resume(id Identity, e *entry, now time.Time) {
 // the state at rest (still on the actor's turn, conditional on version)
 // and reports Persisted or PersistFailed.
 func (c *Core) TurnDone(id Identity, inc uint64, now time.Time) (persist bool, version uint64) {
+	return c.turnDone(id, inc, true, now)
+}
+
+// TickDone is TurnDone for a turn that handled the tick of an
+// activation's own timer: the persistence policy applies (the tick may
+// have changed the state), but the identity's activity is not refreshed,
+// so an actor whose only traffic is its own timer still idles out.
+func (c *Core) TickDone(id Identity, inc uint64, now time.Time) (persist bool, version uint64) {
+	return c.turnDone(id, inc, false, now)
+}
+
+func (c *Core) turnDone(id Identity, inc uint64, activity bool, now time.Time) (persist bool, version uint64) {
 	e, ok := c.entries[id]
 	if !ok || e.phase != phaseActive || e.inc != inc {
 		return false, 0
 	}
-	c.activity.Touch(id, e.kind.Options.IdleTimeout, now)
+	if activity {
+		c.activity.Touch(id, e.kind.Options.IdleTimeout, now)
+	}
 	e.turns++
 	p := e.kind.Options.Persistence
 	switch p.Mode {

@@ -166,7 +166,7 @@ func (h *fakeHost) turn(c *fcell, a actor.Actor, inc uint64, m fmsg) {
 	}
 	if !panicked {
 		if _, sys := m.msg.(actor.Started); !sys {
-			h.sup.AfterTurn(ref, inc, a)
+			h.sup.AfterTurn(ref, inc, a, true)
 		}
 	}
 }
@@ -288,6 +288,11 @@ func (c *fctx) ReplyError(error) {}
 func (c *fctx) Spawn(actor.Actor, ...actor.SpawnOption) (actor.Ref, error) {
 	panic("fake context: Spawn")
 }
-func (c *fctx) Stop(actor.Ref)                        {}
-func (c *fctx) After(time.Duration, any) actor.Cancel { panic("fake context: After") }
-func (c *fctx) SetReceiveTimeout(time.Duration)       {}
+func (c *fctx) Stop(actor.Ref) {}
+func (c *fctx) After(time.Duration, any, ...actor.TimerOption) actor.Cancel {
+	panic("fake context: After")
+}
+func (c *fctx) Every(time.Duration, any, ...actor.TimerOption) actor.Cancel {
+	panic("fake context: Every")
+}
+func (c *fctx) SetReceiveTimeout(time.Duration) {}

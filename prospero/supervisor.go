@@ -304,14 +304,23 @@ func (s *Supervisor) Fault(ref actor.Ref, inc uint64, cause FaultCause, err erro
 }
 
 // AfterTurn reports that a turn of ref's incarnation inc finished
-// normally; a is the actor value. It must be called on the actor's own
+// normally; a is the actor value. activity is false for the tick of the
+// actor's own timer (not armed with actor.KeepAlive): the turn's state is
+// persisted by policy, but it does not count as use for idle
+// passivation. It must be called on the actor's own
 // turn thread (no other turn running), since it may marshal the state
 // for a turn-driven persistence policy. The write itself happens on an
 // I/O worker.
-func (s *Supervisor) AfterTurn(ref actor.Ref, inc uint64, a actor.Actor) {
+func (s *Supervisor) AfterTurn(ref actor.Ref, inc uint64, a actor.Actor, activity bool) {
 	id := IdentityOf(ref)
 	s.mu.Lock()
-	persist, version := s.core.TurnDone(id, inc, s.clock.Now())
+	var persist bool
+	var version uint64
+	if activity {
+		persist, version = s.core.TurnDone(id, inc, s.clock.Now())
+	} else {
+		persist, version = s.core.TickDone(id, inc, s.clock.Now())
+	}
 	s.mu.Unlock()
 	if !persist {
 		return

@@ -1,0 +1,191 @@
+package ariel
+
+import (
+	"sync"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+)
+
+// actTimer is one timer armed by an activation (Context.After, Every).
+//
+// Timers belong to the activation: passivation, restart and termination
+// end them (endTimers), and a tick that was already queued is dropped
+// when its turn comes (or purged with the activation), so a timer never
+// rings the doorbell of an identity at rest. A periodic timer keeps at
+// most one tick queued: a period that elapses while the previous tick
+// still waits is skipped.
+//
+// Lock order: t.mu before the cell's mu (fire pushes into the system
+// lane while holding t.mu; endTimers takes the set under the cell's mu
+// and only then locks each timer).
+type actTimer struct {
+	c      *Cell
+	msg    any
+	period time.Duration // 0: one-shot
+	keep   bool          // ticks count as activity (actor.KeepAlive)
+
+	mu     sync.Mutex
+	t      Timer
+	next   time.Time // due time of the pending tick
+	queued bool      // a tick waits in the cell's system lane
+	done   bool      // cancelled, delivered (one-shot), or the activation ended
+}
+
+// arm starts a timer of the running activation of c. period 0 makes it
+// one-shot.
+func (ex *executor) arm(d, period time.Duration, msg any, opts []actor.TimerOption) actor.Cancel {
+	var o actor.TimerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s, c := ex.s, ex.cell
+	t := &actTimer{c: c, msg: msg, period: period, keep: o.KeepAlive}
+	x := c.extension()
+	c.mu.Lock()
+	if x.timers == nil {
+		x.timers = make(map[*actTimer]struct{})
+	}
+	x.timers[t] = struct{}{}
+	c.mu.Unlock()
+	t.mu.Lock()
+	t.next = s.clock.Now().Add(d)
+	t.t = s.clock.AfterFunc(d, t.fire)
+	t.mu.Unlock()
+	return t.cancel
+}
+
+// fire runs on the clock's goroutine when the timer is due: it queues a
+// tick unless one is queued already, and re-arms a periodic timer for
+// its next period (skipping periods that already passed).
+func (t *actTimer) fire() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return
+	}
+	s := t.c.s
+	if t.period > 0 {
+		now := s.clock.Now()
+		t.next = t.next.Add(t.period)
+		if !t.next.After(now) {
+			missed := now.Sub(t.next)/t.period + 1
+			t.next = t.next.Add(missed * t.period)
+			s.g.timerSkipped.Add(uint64(missed))
+		}
+		t.t = s.clock.AfterFunc(t.next.Sub(now), t.fire)
+		if t.queued {
+			s.g.timerSkipped.Add(1)
+			return
+		}
+	}
+	if t.keep && t.c.ref.IsVirtual() {
+		// A keep-alive tick is resolved like mail to the actor, which is
+		// where the supervisor's router records activity.
+		_, _ = s.route().Resolve(t.c.ref)
+	}
+	if t.c.pushSys(envelope{kind: kTimer, msg: t, from: t.c}) {
+		t.queued = true
+		s.wake(t.c, nil)
+	}
+}
+
+// take claims the queued tick for delivery in the current turn; it
+// reports false when the timer was cancelled or its activation ended
+// after the tick was queued.
+func (t *actTimer) take() bool {
+	t.mu.Lock()
+	t.queued = false
+	if t.done {
+		t.mu.Unlock()
+		return false
+	}
+	oneShot := t.period == 0
+	if oneShot {
+		t.done = true
+	}
+	t.mu.Unlock()
+	if oneShot {
+		t.c.dropTimer(t)
+	}
+	return true
+}
+
+// cancel is the actor.Cancel of the timer: it reports whether the timer
+// was still live (not cancelled, not delivered, activation not ended).
+// After it returns true no tick of the timer is delivered.
+func (t *actTimer) cancel() bool {
+	t.mu.Lock()
+	if t.done {
+		t.mu.Unlock()
+		return false
+	}
+	t.done = true
+	t.t.Stop()
+	t.mu.Unlock()
+	t.c.dropTimer(t)
+	return true
+}
+
+func (c *Cell) dropTimer(t *actTimer) {
+	c.mu.Lock()
+	if c.ext != nil {
+		delete(c.ext.timers, t)
+	}
+	c.mu.Unlock()
+}
+
+// endTimers ends every timer of the current activation of c (and its
+// receive timeout): called by the run-token holder when the activation
+// passivates, restarts or terminates.
+func (c *Cell) endTimers() {
+	x := c.ext
+	if x == nil {
+		return
+	}
+	if x.recvTimer != nil {
+		x.recvTimer.Stop()
+		x.recvTimer = nil
+	}
+	x.recvTimeout = 0
+	c.mu.Lock()
+	ts := x.timers
+	x.timers = nil
+	c.mu.Unlock()
+	for t := range ts {
+		t.mu.Lock()
+		t.done = true
+		t.t.Stop()
+		t.mu.Unlock()
+	}
+}
+
+// purgeNoticesLocked removes the queued timer ticks and receive-timeout
+// notices of an activation that ended, so they do not ring the doorbell
+// of the identity at rest. Called with mu held.
+func (c *Cell) purgeNoticesLocked() {
+	kept := c.sys[:0]
+	for _, e := range c.sys {
+		if e.kind == kTimer || e.kind == kTimeout {
+			c.pend.Add(-1)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	clear(c.sys[len(kept):])
+	c.sys = kept
+	if len(c.sys) == 0 {
+		c.sys = nil
+	}
+}
+
+func (ex *executor) After(d time.Duration, msg any, opts ...actor.TimerOption) actor.Cancel {
+	return ex.arm(d, 0, msg, opts)
+}
+
+func (ex *executor) Every(d time.Duration, msg any, opts ...actor.TimerOption) actor.Cancel {
+	if d <= 0 {
+		return func() bool { return false }
+	}
+	return ex.arm(d, d, msg, opts)
+}

@@ -947,6 +947,9 @@ func (n *Node) Table() *placement.Table {
 // closed (after a graceful leave it still lists the owners of that
 // moment), so an answer from it would be stale.
 func (n *Node) Locate(ref actor.Ref) (node string, epoch uint64, err error) {
+	if err := ref.Check(); err != nil {
+		return "", 0, err
+	}
 	if lifecycle(n.phase.Load()) == stateClosed {
 		return "", 0, ErrClosed
 	}

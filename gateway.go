@@ -13,12 +13,12 @@ import (
 // bare.Transcoder): JSON → BARE (the schema's Input type) → the registered
 // Go type → Ask → the reply's BARE form → JSON (the Reply type).
 //
-// Errors: actor.ErrUnknownKind, ErrNoGateway, a *JSONError (ErrBadJSON)
+// Errors: ErrInvalidKey, actor.ErrUnknownKind, ErrNoGateway, a *JSONError (ErrBadJSON)
 // naming the field that does not fit, the Ask's errors, and
 // ErrUnregisteredMessage when the actor replied with a value that is not
 // of the Reply type.
 func (n *Node) AskJSON(ctx context.Context, kind, key string, js []byte) ([]byte, error) {
-	k, msg, err := n.fromJSON(kind, js)
+	k, msg, err := n.fromJSON(kind, key, js)
 	if err != nil {
 		return nil, err
 	}
@@ -39,14 +39,19 @@ func (n *Node) AskJSON(ctx context.Context, kind, key string, js []byte) ([]byte
 
 // TellJSON tells kind/key a message given as JSON (see AskJSON).
 func (n *Node) TellJSON(kind, key string, js []byte) error {
-	_, msg, err := n.fromJSON(kind, js)
+	_, msg, err := n.fromJSON(kind, key, js)
 	if err != nil {
 		return err
 	}
 	return n.Tell(actor.Virtual(kind, key), msg)
 }
 
-func (n *Node) fromJSON(kind string, js []byte) (*kindInfo, any, error) {
+// fromJSON checks the identity first, as Tell and Ask do, so that a bad
+// key is refused alike whatever the body.
+func (n *Node) fromJSON(kind, key string, js []byte) (*kindInfo, any, error) {
+	if err := actor.CheckVirtual(kind, key); err != nil {
+		return nil, nil, err
+	}
 	k := n.kind(kind)
 	if k == nil {
 		return nil, nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)

@@ -31,6 +31,12 @@ var (
 	// ErrClosed: the node is shutting down or closed. It matches
 	// actor.ErrProcessUnavailable too.
 	ErrClosed error = closedError{}
+	// ErrInvalidKey is actor.ErrInvalidKey: a reference whose kind or key
+	// fails actor.CheckVirtual (empty, not valid UTF-8, longer than
+	// actor.MaxKindLen or actor.MaxKeyLen bytes). Every operation of a
+	// node refuses it before anything is sent or stored, on every node
+	// alike.
+	ErrInvalidKey = actor.ErrInvalidKey
 )
 
 type closedError struct{}
@@ -48,12 +54,16 @@ const (
 	LogKeyIncarnation = "incarnation"
 	LogKeyEpoch       = "epoch"
 	LogKeyReason      = "reason"
+	LogKeyError       = "error"
 )
 
 // Messages of the node's activation log.
 const (
 	LogActivated   = "actor activated"
 	LogDeactivated = "actor deactivated"
+	// LogStoreError: state at rest of an identity could not be read or
+	// written (the turn or activation that needed it fails).
+	LogStoreError = "state store error"
 )
 
 type lifecycle uint8
@@ -156,6 +166,9 @@ func (n *Node) Manifest() manifest.Manifest { return n.man }
 func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts KindOptions) error {
 	if factory == nil {
 		return fmt.Errorf("%w %q: nil factory", ErrInvalidKind, kind)
+	}
+	if err := actor.CheckVirtual(kind, "-"); err != nil {
+		return fmt.Errorf("%w %q: %w", ErrInvalidKind, kind, err)
 	}
 	if strings.HasPrefix(kind, reservedKindPrefix) {
 		return fmt.Errorf("%w %q: names starting with %q are reserved", ErrInvalidKind, kind, reservedKindPrefix)
@@ -396,8 +409,8 @@ func (n *Node) Ref(kind, key string) actor.Ref { return actor.Virtual(kind, key)
 
 // Tell sends msg to ref without waiting for it to be handled. It returns
 // actor.ErrRefused when the recipient's mailbox is full,
-// actor.ErrUnknownKind for a kind not registered, ErrClosed during
-// shutdown.
+// actor.ErrUnknownKind for a kind not registered, ErrInvalidKey for a kind
+// or key no actor can have, ErrClosed during shutdown.
 //
 // In a cluster, a tell for a shard being handed off or not placed yet
 // waits (up to actor.DefaultAskTimeout) until placement settles.
@@ -432,7 +445,8 @@ func waitable(err error) bool {
 // Ask sends msg to ref and waits for the reply, until ctx's deadline
 // (default actor.DefaultAskTimeout). Errors are the actor sentinels
 // (ErrDeadlineExceeded, ErrRefused, ErrActorTerminated,
-// ErrProcessUnavailable, ErrUnknownKind) or an error the actor replied.
+// ErrProcessUnavailable, ErrUnknownKind, ErrInvalidKey) or an error the
+// actor replied.
 //
 // In a cluster, an ask for a shard being handed off or not placed yet
 // waits until placement settles (within ctx), and an ask the receiving
@@ -486,9 +500,12 @@ type Status struct {
 	Active bool
 }
 
-// Status reports what ref designates. Errors: actor.ErrUnknownKind,
-// ErrNotStarted, ErrClosed, a store error.
+// Status reports what ref designates. Errors: ErrInvalidKey,
+// actor.ErrUnknownKind, ErrNotStarted, ErrClosed, a store error.
 func (n *Node) Status(ctx context.Context, ref actor.Ref) (Status, error) {
+	if err := ref.Check(); err != nil {
+		return Status{}, err
+	}
 	if !ref.IsVirtual() {
 		return Status{}, fmt.Errorf("tempest: status of %v: not a virtual actor", ref)
 	}
@@ -524,8 +541,12 @@ func (n *Node) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 // It returns once that is done, or with ctx's error: also when the
 // activation was already being passivated, it returns only once that
 // write at rest is done. An identity with nothing in memory here (in a
-// cluster: not on this node) is left alone.
+// cluster: not on this node) is left alone. Errors: ErrInvalidKey,
+// actor.ErrUnknownKind, ErrNotStarted, ErrClosed, a store error, ctx's.
 func (n *Node) Passivate(ctx context.Context, ref actor.Ref) error {
+	if err := ref.Check(); err != nil {
+		return err
+	}
 	if !ref.IsVirtual() {
 		return fmt.Errorf("tempest: passivate %v: not a virtual actor", ref)
 	}
@@ -620,6 +641,10 @@ func (n *Node) emit(e prospero.Event) {
 		}
 		delete(n.waiters, e.ID)
 		n.waitMu.Unlock()
+	case prospero.EventStoreError:
+		n.log.LogAttrs(context.Background(), slog.LevelError, LogStoreError,
+			slog.String(LogKeyActor, e.ID.String()), slog.Uint64(LogKeyIncarnation, e.Incarnation),
+			slog.Any(LogKeyError, e.Err))
 	}
 	if n.cfg.Events != nil {
 		n.cfg.Events(e)

@@ -23,4 +23,8 @@ var (
 	ErrUnknownKind = errors.New("tempest: unknown kind")
 	// ErrNoEligibleNode means placement found no node able to host the kind.
 	ErrNoEligibleNode = errors.New("tempest: no eligible node")
+	// ErrInvalidKey means a virtual reference cannot name an actor: its
+	// kind or key is empty, not valid UTF-8 or too long (see
+	// CheckVirtual). Nothing was sent.
+	ErrInvalidKey = errors.New("tempest: invalid key")
 )

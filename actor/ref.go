@@ -4,7 +4,88 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
+
+// Limits of a virtual actor's name. Kinds and keys travel in every
+// envelope, name records in the state store (bbolt refuses keys over 32
+// KiB; its key is the kind, a separator and the key) and in the shard
+// index, and appear in URLs of the HTTP API; these bounds keep all of them
+// far from their own limits.
+const (
+	// MaxKindLen is the longest kind name, in bytes.
+	MaxKindLen = 255
+	// MaxKeyLen is the longest key, in bytes.
+	MaxKeyLen = 4096
+)
+
+// CheckVirtual reports whether kind/key can name a virtual actor: both
+// non-empty valid UTF-8, kind at most MaxKindLen bytes without '/' or '#'
+// and not starting with '@' (which would make the text form of a
+// reference ambiguous), key at most MaxKeyLen bytes. Its errors match
+// ErrInvalidKey. Every entry point of Tempest checks this before anything
+// is sent, so an identity that fails it is refused alike on every node.
+func CheckVirtual(kind, key string) error {
+	var why string
+	switch {
+	case kind == "":
+		why = "empty kind"
+	case len(kind) > MaxKindLen:
+		why = fmt.Sprintf("kind of %d bytes, over %d", len(kind), MaxKindLen)
+	case !utf8.ValidString(kind):
+		why = "kind is not valid UTF-8"
+	case strings.ContainsAny(kind, "/#") || kind[0] == '@':
+		why = "kind contains '/' or '#' or starts with '@'"
+	case key == "":
+		why = "empty key"
+	case len(key) > MaxKeyLen:
+		why = fmt.Sprintf("key of %d bytes, over %d", len(key), MaxKeyLen)
+	case !utf8.ValidString(key):
+		why = "key is not valid UTF-8"
+	default:
+		return nil
+	}
+	return &InvalidKeyError{Kind: truncate(kind), Key: truncate(key), Reason: why}
+}
+
+// Check reports whether r can address an actor. A virtual reference is
+// checked with CheckVirtual; one built by Virtual with an empty key (it
+// has no actor id either) fails with ErrInvalidKey; a spawned reference
+// and the zero Ref pass (they resolve, or fail, where they are sent).
+func (r Ref) Check() error {
+	switch {
+	case r.key != "":
+		return CheckVirtual(r.scope, r.key)
+	case r.id == 0 && r.scope != "":
+		return CheckVirtual(r.scope, "")
+	}
+	return nil
+}
+
+// InvalidKeyError is the error of CheckVirtual: which identity was
+// refused and why. It matches ErrInvalidKey.
+type InvalidKeyError struct {
+	// Kind and Key are the refused names, shortened to at most 64 bytes
+	// each so that an oversized name does not flood logs and replies.
+	Kind, Key string
+	Reason    string
+}
+
+func (e *InvalidKeyError) Error() string {
+	return fmt.Sprintf("tempest: invalid key %q/%q: %s", e.Kind, e.Key, e.Reason)
+}
+
+// Is makes the error match ErrInvalidKey.
+func (e *InvalidKeyError) Is(target error) bool { return target == ErrInvalidKey }
+
+// truncate shortens s for an error message.
+func truncate(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}
 
 // Ref names an actor. It is a small comparable value: copy it freely, use it
 // as a map key, print it.
@@ -28,9 +109,10 @@ type Ref struct {
 	inc   uint64
 }
 
-// Virtual returns the reference of the virtual actor kind/key. Neither part
-// may be empty (an empty key makes it a malformed reference that resolves to
-// nothing), and kind may not contain '/' or '#'.
+// Virtual returns the reference of the virtual actor kind/key. The parts
+// must pass CheckVirtual; sending to a reference that does not fails with
+// ErrInvalidKey (an empty key makes it a malformed reference that names no
+// actor).
 func Virtual(kind, key string) Ref { return Ref{scope: kind, key: key} }
 
 // Spawned returns the reference of the child actor with the node-local id on

@@ -68,3 +68,43 @@ func TestReferenceStateString(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckVirtual(t *testing.T) {
+	for _, tc := range []struct {
+		kind, key string
+		ok        bool
+	}{
+		{"user", "42", true},
+		{"user", "a/b#c@d", true},
+		{"user", "日本語", true},
+		{strings.Repeat("k", actor.MaxKindLen), strings.Repeat("v", actor.MaxKeyLen), true},
+		{"", "42", false},
+		{"user", "", false},
+		{"user", "\xff\xfe", false},
+		{"us\xc3", "42", false},
+		{strings.Repeat("k", actor.MaxKindLen+1), "42", false},
+		{"user", strings.Repeat("v", actor.MaxKeyLen+1), false},
+		{"a/b", "42", false},
+		{"a#b", "42", false},
+		{"@node", "42", false},
+	} {
+		err := actor.CheckVirtual(tc.kind, tc.key)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckVirtual(%.20q, %.20q) = %v, want ok=%v", tc.kind, tc.key, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, actor.ErrInvalidKey) {
+			t.Errorf("CheckVirtual(%.20q, %.20q) = %v, not ErrInvalidKey", tc.kind, tc.key, err)
+		}
+		if err != nil && len(err.Error()) > 300 {
+			t.Errorf("error of %d bytes: a refused name is shortened", len(err.Error()))
+		}
+		if got := actor.Virtual(tc.kind, tc.key).Check(); (got == nil) != tc.ok {
+			t.Errorf("Virtual(%.20q, %.20q).Check() = %v, want ok=%v", tc.kind, tc.key, got, tc.ok)
+		}
+	}
+	for _, r := range []actor.Ref{{}, actor.Spawned("n1", 3, 1)} {
+		if err := r.Check(); err != nil {
+			t.Errorf("%v.Check() = %v", r, err)
+		}
+	}
+}

@@ -59,6 +59,12 @@ func (s *Scheduler) route() Router { return s.router.Load().r }
 func (s *Scheduler) resolve(to actor.Ref) (*Cell, error) {
 	b := s.router.Load()
 	if !b.local {
+		// A router that sends mail elsewhere must not see a name no
+		// node could accept: it is refused here alike, wherever its
+		// owner would be.
+		if err := to.Check(); err != nil {
+			return nil, err
+		}
 		return b.r.Resolve(to)
 	}
 	// Fast path: a live actor spawned here. Only the fields it needs are
@@ -99,13 +105,21 @@ func (s *Scheduler) resolveLocal(to actor.Ref) (*Cell, error) {
 			c = v.(*Cell)
 			break
 		}
+		// Only a name that gets a cell is checked: the cells held are
+		// all valid, so the hit above needs no check.
+		if err := actor.CheckVirtual(to.Kind(), to.Key()); err != nil {
+			return nil, err
+		}
 		info, ok := s.kind(to.Kind())
 		if !ok {
 			return nil, actor.ErrUnknownKind
 		}
 		c = s.storeCell(k, s.newCell(to, info.mailbox, info.after))
 	case to.ID() == 0:
-		return nil, actor.ErrActorTerminated // the zero Ref or a malformed one
+		if err := to.Check(); err != nil {
+			return nil, err // a virtual reference with an empty key
+		}
+		return nil, actor.ErrActorTerminated // the zero Ref
 	default:
 		return nil, nil
 	}

@@ -20,12 +20,13 @@ type Identity struct {
 // String returns "kind/key".
 func (id Identity) String() string { return id.Kind + "/" + id.Key }
 
-// Validate reports ErrInvalidIdentity when the kind or key is empty or
-// the kind contains '/' or '#' (which would make the text form of a
-// reference ambiguous).
+// Validate reports ErrInvalidIdentity when kind/key cannot name a
+// virtual actor by actor.CheckVirtual (empty, not valid UTF-8, too long,
+// or a kind that would make the text form of a reference ambiguous); the
+// error matches actor.ErrInvalidKey too.
 func (id Identity) Validate() error {
-	if id.Kind == "" || id.Key == "" || strings.ContainsAny(id.Kind, "/#") {
-		return fmt.Errorf("%w: %q", ErrInvalidIdentity, id.String())
+	if err := actor.CheckVirtual(id.Kind, id.Key); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidIdentity, err)
 	}
 	return nil
 }
@@ -56,7 +57,7 @@ var (
 	ErrVersionConflict = errors.New("prospero: state version conflict")
 	// ErrStoreClosed: the store was closed.
 	ErrStoreClosed = errors.New("prospero: state store closed")
-	// ErrInvalidIdentity: an identity with an empty kind or key.
+	// ErrInvalidIdentity: an identity that fails Identity.Validate.
 	ErrInvalidIdentity = errors.New("prospero: invalid identity")
 )
 

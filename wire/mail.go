@@ -419,8 +419,8 @@ func RefOf(id *ActorID) (actor.Ref, error) {
 		}
 		return actor.Spawned(node, n, id.Incarnation), nil
 	}
-	if id.Kind == "" || id.Key == "" || strings.ContainsAny(id.Kind, "/#") {
-		return actor.Ref{}, fmt.Errorf("%w: %q/%q", ErrBadActorID, id.Kind, id.Key)
+	if err := actor.CheckVirtual(id.Kind, id.Key); err != nil {
+		return actor.Ref{}, fmt.Errorf("%w: %w", ErrBadActorID, err)
 	}
 	return actor.Virtual(id.Kind, id.Key).WithIncarnation(id.Incarnation), nil
 }

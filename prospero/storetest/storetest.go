@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -202,7 +203,8 @@ func testBuffers(t *testing.T, s prospero.StateStore) {
 
 func testInvalidIdentity(t *testing.T, s prospero.StateStore) {
 	ctx := context.Background()
-	for _, id := range []prospero.Identity{{}, {Kind: "k"}, {Key: "k"}, {Kind: "a/b", Key: "c"}} {
+	for _, id := range []prospero.Identity{{}, {Kind: "k"}, {Key: "k"}, {Kind: "a/b", Key: "c"},
+		{Kind: "k", Key: "\xff"}, {Kind: "k", Key: strings.Repeat("x", 40<<10)}} {
 		if _, err := s.Get(ctx, id); !errors.Is(err, prospero.ErrInvalidIdentity) {
 			t.Errorf("Get(%q): got %v, want ErrInvalidIdentity", id, err)
 		}

@@ -20,6 +20,7 @@ import (
 const (
 	outcomeOK          = "ok"
 	outcomeBadJSON     = "bad_json"
+	outcomeInvalidKey  = "invalid_key"
 	outcomeUnknownKind = "unknown_kind"
 	outcomeDeadline    = "deadline_exceeded"
 	outcomeRefused     = "refused"

@@ -50,6 +50,7 @@ const (
 	codeInternal       = "internal"
 	codeNotReady       = "not_ready"
 	codeNoEligibleNode = "no_eligible_node"
+	codeInvalidKey     = "invalid_key"
 )
 
 // Node is what the HTTP API needs from a node; *tempest.Node has it.
@@ -248,7 +249,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBody)
 		open := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || (s.metricsPublic && r.URL.Path == "/metrics")
 		if s.token != nil && !open {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			got, ok := bearer(r.Header.Get("Authorization"))
 			if !ok || subtle.ConstantTimeCompare([]byte(got), s.token) != 1 {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="tempest"`)
 				writeError(w, http.StatusUnauthorized, codeUnauthorized, "missing or wrong bearer token")
@@ -257,6 +258,17 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearer returns the credentials of a Bearer Authorization header. The
+// scheme is case-insensitive (RFC 9110, section 11.1), as is the space
+// count before the token.
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(token, " "), true
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -281,6 +293,8 @@ func writeError(w http.ResponseWriter, code int, errCode, msg string) {
 // metrics outcome.
 func classify(err error) (int, string, string) {
 	switch {
+	case errors.Is(err, actor.ErrInvalidKey):
+		return http.StatusBadRequest, codeInvalidKey, outcomeInvalidKey
 	case errors.Is(err, tempest.ErrBadJSON):
 		return http.StatusBadRequest, codeBadJSON, outcomeBadJSON
 	case errors.Is(err, actor.ErrUnknownKind), errors.Is(err, tempest.ErrNoGateway):
@@ -457,6 +471,10 @@ func (s *Server) ownerOf(ref actor.Ref) string {
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	ref := actor.Virtual(r.PathValue("kind"), r.PathValue("key"))
+	if err := ref.Check(); err != nil {
+		s.fail(w, err)
+		return
+	}
 	if !slices.Contains(s.node.Kinds(), ref.Kind()) {
 		writeError(w, http.StatusNotFound, codeUnknownKind, fmt.Sprintf("unknown kind %q", ref.Kind()))
 		return
@@ -474,6 +492,10 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) passivate(w http.ResponseWriter, r *http.Request) {
 	ref := actor.Virtual(r.PathValue("kind"), r.PathValue("key"))
+	if err := ref.Check(); err != nil {
+		s.fail(w, err)
+		return
+	}
 	if !slices.Contains(s.node.Kinds(), ref.Kind()) {
 		writeError(w, http.StatusNotFound, codeUnknownKind, fmt.Sprintf("unknown kind %q", ref.Kind()))
 		return

@@ -169,6 +169,10 @@ func TestHTTPBearerToken(t *testing.T) {
 			{"/v1/members", "Bearer wrong", 401},
 			{"/v1/members", token, 401}, // no scheme
 			{"/v1/members", "Bearer " + token, 200},
+			{"/v1/members", "bearer " + token, 200},
+			{"/v1/members", "BEARER  " + token, 200},
+			{"/v1/members", "Basic " + token, 401},
+			{"/v1/members", "Bearer" + token, 401},
 			{"/healthz", "", 200},
 			{"/readyz", "", 200},
 			{"/metrics", "", map[bool]int{false: 401, true: 200}[public]},

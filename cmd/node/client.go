@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/httpapi"
 )
 
@@ -194,6 +195,9 @@ func actorPath(arg string) (string, error) {
 	kind, key, ok := strings.Cut(arg, "/")
 	if !ok || kind == "" || key == "" {
 		return "", withCode(exitUsage, fmt.Errorf("%q: want KIND/KEY", arg))
+	}
+	if err := actor.CheckVirtual(kind, key); err != nil {
+		return "", withCode(exitUsage, err)
 	}
 	return "/v1/actors/" + url.PathEscape(kind) + "/" + url.PathEscape(key), nil
 }
@@ -470,6 +474,10 @@ func newHealthCmd() *cobra.Command {
 		Short: "Exit 0 when the node is ready, non-zero otherwise (a container health check)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if timeout <= 0 {
+				// Zero would fail every check at once as "unreachable".
+				return configError("timeout", "want a positive duration, got %v", timeout)
+			}
 			c, err := f.client(cmd.Flags(), os.Getenv)
 			if err != nil {
 				return err

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/httpapi"
 )
@@ -151,6 +152,12 @@ func TestClientCommandsAgainstANode(t *testing.T) {
 		{[]string{"ask", "counter/a", `{}`, "--timeout", "-1s"}, exitUsage},
 		{[]string{"ask", "counter/a"}, exitUsage},
 		{[]string{"manifest", "--node", "nobody"}, exitUnknownKind},
+		{[]string{"health", "--timeout", "0"}, exitUsage},
+		{[]string{"health", "--timeout", "-1s"}, exitUsage},
+		{[]string{"ask", "counter/\xff\xfe", `{}`}, exitUsage},
+		{[]string{"tell", "counter/" + strings.Repeat("k", actor.MaxKeyLen+1), `{}`}, exitUsage},
+		{[]string{"status", "count\xffer/a"}, exitUsage},
+		{[]string{"passivate", "counter/\xff"}, exitUsage},
 	} {
 		_, _, err := cli(t, append(tc.args, addr...)...)
 		if err == nil || exitCode(err) != tc.code {

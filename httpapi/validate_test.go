@@ -1,0 +1,115 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/demo"
+	"github.com/tempest-actors/tempest/httpapi"
+)
+
+// startNode runs a standalone node with the demo kinds behind the API.
+func startNode(t *testing.T) (*tempest.Node, *httptest.Server) {
+	t.Helper()
+	n, err := tempest.New(tempest.Config{Name: "n1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Register(n, demo.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(context.Background()); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	api, err := httpapi.New(httpapi.Config{Node: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return n, srv
+}
+
+func call(t *testing.T, srv *httptest.Server, method, rawPath, body string) (int, httpapi.ErrorBody, string) {
+	t.Helper()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.RawPath = rawPath
+	u.Path, err = url.PathUnescape(rawPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, u.String(), strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var eb httpapi.ErrorBody
+	_ = json.Unmarshal(b, &eb)
+	return resp.StatusCode, eb, string(b)
+}
+
+// TestHTTPRefusesInvalidKeys: a kind or key no actor can have is a 400
+// invalid_key on every route, and nothing is written for it.
+func TestHTTPRefusesInvalidKeys(t *testing.T) {
+	n, srv := startNode(t)
+	over := strings.Repeat("k", actor.MaxKeyLen+1)
+	huge := strings.Repeat("k", 40<<10)
+	for _, actorPath := range []string{
+		"/v1/actors/counter/%ff%fe",
+		"/v1/actors/counter/" + over,
+		"/v1/actors/counter/" + huge,
+		"/v1/actors/count%ffer/a",
+		"/v1/actors/" + strings.Repeat("c", actor.MaxKindLen+1) + "/a",
+	} {
+		for _, op := range []struct{ method, suffix, body string }{
+			{"POST", "/ask", `{"Add":{"n":1}}`},
+			{"POST", "/tell", `{"Add":{"n":1}}`},
+			{"POST", "/ask", `{"Nope":1}`},
+			{"GET", "", ""},
+			{"POST", "/passivate", ""},
+		} {
+			got, eb, body := call(t, srv, op.method, actorPath+op.suffix, op.body)
+			if got != http.StatusBadRequest || eb.Code != "invalid_key" {
+				t.Errorf("%s %.60s%s: got %d %q, want 400 invalid_key (%.200s)", op.method, actorPath, op.suffix, got, eb.Code, body)
+			}
+			if len(body) > 1024 {
+				t.Errorf("%s %.60s: an error body of %d bytes echoes the key", op.method, actorPath, len(body))
+			}
+		}
+	}
+	if st := n.Stats(); st.Supervisor.Entries != 0 {
+		t.Fatalf("%d identities in memory after refused requests", st.Supervisor.Entries)
+	}
+	// The longest key works, its state is written at rest and read back.
+	longest := "/v1/actors/counter/" + strings.Repeat("k", actor.MaxKeyLen)
+	if got, _, body := call(t, srv, "POST", longest+"/ask", `{"Add":{"n":3}}`); got != 200 {
+		t.Fatalf("ask with the longest key: %d %s", got, body)
+	}
+	if got, _, body := call(t, srv, "POST", longest+"/passivate", ""); got != 200 || !strings.Contains(body, `"Dormant"`) {
+		t.Fatalf("passivate with the longest key: %d %s", got, body)
+	}
+	if got, _, body := call(t, srv, "POST", longest+"/ask", `{"Get":null}`); got != 200 || strings.TrimSpace(body) != `{"n":3}` {
+		t.Fatalf("get with the longest key after passivation: %d %s", got, body)
+	}
+}

@@ -168,7 +168,10 @@ func (c *cluster) start(ctx context.Context) error {
 	wc.Handler = rem.mail.Handle
 	wc.Events = rem.mail.LinkEvent
 	wc.ManifestDigest = []byte(n.man.Digest())
-	wc.Logger = c.log
+	// wire, membership and placement tag their records with the node
+	// name themselves: they get the untagged logger, or every line would
+	// carry node= twice.
+	wc.Logger = n.cfg.Logger
 	if wc.Clock == nil {
 		wc.Clock = n.cfg.Clock
 	}
@@ -186,7 +189,7 @@ func (c *cluster) start(ctx context.Context) error {
 	mc.Seeds = c.cfg.Seeds
 	mc.GossipKeys = c.cfg.GossipKeys
 	mc.Timing = c.cfg.GossipTiming
-	mc.Logger = c.log
+	mc.Logger = n.cfg.Logger
 	mc.Clock = n.cfg.Clock
 	mc.Meta = membership.Meta{
 		Name:           c.name,
@@ -243,7 +246,7 @@ func (c *cluster) start(ctx context.Context) error {
 	pc.BootstrapExpect = c.cfg.BootstrapExpect
 	pc.Handoff = handoffFunc(c.transfer)
 	pc.Forwarder = forwardFunc(c.forward)
-	pc.Logger = c.log
+	pc.Logger = n.cfg.Logger
 	pc.Clock = n.cfg.Clock
 	pl, err := placement.New(pc)
 	if err != nil {

@@ -646,6 +646,17 @@ func TestClusterOfOne(t *testing.T) {
 	if d := time.Since(start); d > 8*time.Second {
 		t.Errorf("close of the last node took %v", d)
 	}
+	// Every component tags its lines with the node once, not once per
+	// layer the logger went through.
+	logs := c.logs.String()
+	if !strings.Contains(logs, "gossip listening") {
+		t.Fatalf("no membership line in the logs:\n%s", logs)
+	}
+	for line := range strings.Lines(logs) {
+		if n := strings.Count(line, " node="); n != 1 {
+			t.Errorf("%d node attributes in %q", n, line)
+		}
+	}
 }
 
 // TestClusterPartitionedNodeStopsServing cuts one node off the network

@@ -12,7 +12,10 @@ import (
 
 // hclogAdapter lets raft and raft-wal log through the injected slog
 // logger. Raft's Info chatter is lowered to Debug: a healthy cluster
-// should be quiet at Info.
+// should be quiet at Info. Raft's transient peer messages (a peer that
+// does not answer for a moment, an election, a follower catching up) go
+// one level down as well (see transient), so Warn and Error stay for
+// what an operator must look at.
 type hclogAdapter struct {
 	l    *slog.Logger
 	name string
@@ -37,8 +40,52 @@ func toSlog(lv hclog.Level) slog.Level {
 	return slog.LevelInfo
 }
 
+// transient lists raft's messages about peers and elections that a
+// healthy cluster produces whenever a node starts, stops, restarts or
+// briefly stalls: raft logs them at Warn or Error, they are logged one
+// level lower (Error as Warn, Warn as Info). Raft's messages about its
+// own storage, snapshots and configuration keep their level.
+var transient = map[string]bool{
+	// A peer did not answer an RPC; replication retries with back-off.
+	"failed to appendEntries to":                true,
+	"failed to heartbeat to":                    true,
+	"failed to pipeline appendEntries":          true,
+	"failed to start pipeline replication to":   true,
+	"failed to make requestVote RPC":            true,
+	"peer has newer term, stopping replication": true,
+	"failed to contact":                         true,
+	// Elections and catch-up, normal at start-up and after a failure.
+	"no known peers, aborting election":                          true,
+	"heartbeat timeout reached, starting election":               true,
+	"Election timeout reached, restarting election":              true,
+	"new leader elected, stepping down":                          true,
+	"failed to get previous log":                                 true,
+	"previous log term mis-match":                                true,
+	"appendEntries rejected, sending older logs":                 true,
+	"duplicate requestVote from":                                 true,
+	"rejecting vote request since we have a leader":              true,
+	"rejecting vote request since our last term is greater":      true,
+	"rejecting vote request since our last index is greater":     true,
+	"rejecting pre-vote request since we have a leader":          true,
+	"rejecting pre-vote request since our last term is greater":  true,
+	"rejecting pre-vote request since our last index is greater": true,
+}
+
+// recordLevel is the slog level of one raft record.
+func recordLevel(lv hclog.Level, msg string) slog.Level {
+	if transient[msg] {
+		switch lv {
+		case hclog.Error:
+			return slog.LevelWarn
+		case hclog.Warn:
+			return slog.LevelInfo
+		}
+	}
+	return toSlog(lv)
+}
+
 func (h *hclogAdapter) Log(level hclog.Level, msg string, args ...interface{}) {
-	lv := toSlog(level)
+	lv := recordLevel(level, msg)
 	ctx := context.Background()
 	if !h.l.Enabled(ctx, lv) {
 		return

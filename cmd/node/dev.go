@@ -33,7 +33,10 @@ CA, node certificates and a gossip key are written to a temporary directory
 (removed on exit unless --keep). The demo kinds echo and counter are
 registered with a short idle timeout, so passivation and hydration are easy
 to watch. --tour walks through cross-node asks, a tell, a passivation and
-hydration, and members, then the cluster stays up until Ctrl-C.`,
+hydration, and members, then the cluster stays up until Ctrl-C. The nodes'
+logs go to a file (printed at start, in the temporary directory unless
+--log-file says otherwise; --log-file - is stderr), so the tour is not
+interleaved with them.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.nodes < 1 || o.nodes > 9 {
@@ -52,7 +55,8 @@ hydration, and members, then the cluster stays up until Ctrl-C.`,
 	cmd.Flags().IntVar(&o.basePort, "base-port", 7946, "gossip port of the first node")
 	cmd.Flags().BoolVar(&o.tour, "tour", false, "walk through the main commands once the cluster is ready")
 	cmd.Flags().DurationVar(&o.idle, "idle-timeout", 20*time.Second, "passivate idle actors after this long")
-	cmd.Flags().StringVar(&o.logLevel, "log-level", "warn", "log level of the nodes (logs go to stderr)")
+	cmd.Flags().StringVar(&o.logLevel, "log-level", "info", "log level of the nodes")
+	cmd.Flags().StringVar(&o.logFile, "log-file", "", "file the nodes log to (default nodes.log in the temporary directory; - is stderr)")
 	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the temporary directory (certificates, data) on exit")
 	cmd.Flags().BoolVar(&o.exitAfterTour, "exit-after-tour", false, "stop the cluster once the tour is done")
 	return cmd
@@ -64,6 +68,7 @@ type devOptions struct {
 	exitAfterTour   bool
 	idle            time.Duration
 	logLevel        string
+	logFile         string
 }
 
 func runDev(ctx context.Context, o devOptions, out, errOut io.Writer) (err error) {
@@ -89,7 +94,20 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer) (err error
 	if err := os.WriteFile(keyFile, []byte(membership.EncodeKey(key)+"\n"), 0o600); err != nil {
 		return err
 	}
-	log := newLogger(errOut, o.logLevel, "text")
+	logOut, logPath := errOut, "stderr"
+	if o.logFile != "-" {
+		logPath = o.logFile
+		if logPath == "" {
+			logPath = filepath.Join(dir, "nodes.log")
+		}
+		f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return configError("log-file", "%v", err)
+		}
+		defer f.Close()
+		logOut = f
+	}
+	log := newLogger(logOut, o.logLevel, "text")
 	var agents []*agent
 	defer func() {
 		// One by one, last first: each graceful leave hands its shards
@@ -150,6 +168,7 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer) (err error
 		port := o.basePort + 10*i
 		fmt.Fprintf(out, "  %s  gossip :%d  quic :%d  http %s\n", a.node.Name(), port, port+1, a.httpURL())
 	}
+	fmt.Fprintf(out, "  logs (level %s): %s\n", o.logLevel, logPath)
 	clients := make([]*apiClient, len(agents))
 	for i, a := range agents {
 		u, _ := url.Parse(a.httpURL())

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -49,12 +51,25 @@ func TestDevClusterTour(t *testing.T) {
 	}
 	leakCheck(t)
 	base := freeBase(t, 2)
-	out, errOut, err := cli(t, "dev", "--nodes", "2", "--base-port", fmt.Sprint(base), "--tour", "--exit-after-tour", "--log-level", "error")
+	logFile := filepath.Join(t.TempDir(), "nodes.log")
+	out, errOut, err := cli(t, "dev", "--nodes", "2", "--base-port", fmt.Sprint(base), "--tour", "--exit-after-tour", "--log-file", logFile)
 	if err != nil {
 		t.Fatalf("dev: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
+	// The nodes' logs go to the file, not between the lines of the tour.
+	if errOut != "" {
+		t.Errorf("stderr is not empty:\n%s", errOut)
+	}
+	logs, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(logs), "node=dev-1") || strings.Contains(out, "node=dev-") {
+		t.Errorf("the node logs are not in %s alone:\nstdout:\n%s\nlog file:\n%s", logFile, out, logs)
+	}
 	for _, want := range []string{
 		"cluster ready",
+		"logs (level info): " + logFile,
 		fmt.Sprintf("http://127.0.0.1:%d", base+12),
 		"raft leader",
 		"(runs on dev-",

@@ -64,7 +64,6 @@ E2E_FLAGS    ?=
 image: build
 	rm -rf bin/image && mkdir -p bin/image/empty
 	cp $(BIN) bin/image/tempest
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/image/tempest-init ./deploy/docker/init
 	docker build -q -f deploy/docker/Dockerfile --build-arg VERSION=$(IMAGE_TAG) -t $(IMAGE):$(IMAGE_TAG) -t $(IMAGE):latest bin/image
 
 ## compose-up: a three-node cluster in containers (deploy/compose, docs/deploy.md)

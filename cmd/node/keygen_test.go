@@ -2,11 +2,18 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/tempest-actors/tempest/membership"
+	"github.com/tempest-actors/tempest/wire"
+	"sigs.k8s.io/yaml"
 )
 
 func TestKeygenPrintsRandomKey(t *testing.T) {
@@ -41,5 +48,149 @@ func TestKeygenRejectsArguments(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := run(t.Context(), []string{"keygen", "extra"}, strings.NewReader(""), &out, &errOut); err == nil {
 		t.Fatal("keygen with an argument succeeded")
+	}
+}
+
+func TestKeygenOutWritesPrivateFileOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "gossip.key")
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"keygen", "--out", path}, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatalf("keygen --out: %v (stderr %q)", err, errOut.String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := membership.ParseKeys(b); err != nil {
+		t.Fatalf("%s does not load as a key file: %v", path, err)
+	}
+	if strings.Contains(out.String(), strings.TrimSpace(string(b))) {
+		t.Fatal("the key was also printed")
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v, %v; want 0600", st.Mode(), err)
+	}
+	// A second run must not replace the key.
+	err = run(t.Context(), []string{"keygen", "--out", path}, strings.NewReader(""), &out, &errOut)
+	if !errors.Is(err, errSecretExists) {
+		t.Fatalf("second keygen --out: %v, want errSecretExists", err)
+	}
+	if again, _ := os.ReadFile(path); !bytes.Equal(again, b) {
+		t.Fatal("the existing key was changed")
+	}
+	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".tmp-*")); len(m) != 0 {
+		t.Fatalf("temporary files left: %v", m)
+	}
+}
+
+func TestSecretsInitCreatesOnceAndKeeps(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "secrets")
+	args := []string{"secrets", "init", "--dir", dir, "--nodes", "n1,n2"}
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), args, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatalf("secrets init: %v (stderr %q)", err, errOut.String())
+	}
+	read := func(rel string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ca, err := wire.LoadCA(filepath.Join(dir, "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	for _, n := range []string{"n1", "n2"} {
+		cert, err := tls.X509KeyPair(read(n+"/node.pem"), read(n+"/node-key.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(cert.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: n, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+			t.Errorf("certificate of %s: %v", n, err)
+		}
+	}
+	gossip, token := read("gossip.key"), read("http.token")
+	if _, err := membership.ParseKeys(gossip); err != nil || bytes.Equal(gossip, token) {
+		t.Fatalf("gossip key %q (%v) and token %q: want two different keys", gossip, err, token)
+	}
+	for _, f := range []string{"gossip.key", "http.token", "ca/ca-key.pem", "n1/node-key.pem"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, %v; want 0600", f, st.Mode(), err)
+		}
+	}
+
+	// Again, with one more node: everything kept, n3 issued by the same CA.
+	n1 := read("n1/node.pem")
+	out.Reset()
+	args[len(args)-1] = "n1,n2,n3"
+	if err := run(t.Context(), args, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatalf("second secrets init: %v", err)
+	}
+	if got := strings.TrimSpace(out.String()); got != "issued the certificate of n3" {
+		t.Errorf("second run reported %q", got)
+	}
+	if !bytes.Equal(read("gossip.key"), gossip) || !bytes.Equal(read("http.token"), token) || !bytes.Equal(read("n1/node.pem"), n1) {
+		t.Fatal("a second run changed an existing file")
+	}
+	if again, err := wire.LoadCA(filepath.Join(dir, "ca")); err != nil || !again.Cert.Equal(ca.Cert) {
+		t.Fatalf("the CA changed: %v", err)
+	}
+
+	for _, bad := range [][]string{
+		{"secrets", "init", "--dir", dir},
+		{"secrets", "init", "--nodes", "n1"},
+		{"secrets", "init", "--dir", dir, "--nodes", "not a name"},
+	} {
+		if err := run(t.Context(), bad, strings.NewReader(""), &out, &errOut); exitCode(err) != exitUsage {
+			t.Errorf("%v: %v, want a usage error", bad, err)
+		}
+	}
+}
+
+// TestComposeInitRunsOnThisBinary runs the compose cluster's one-shot
+// init service's command (the image has no other binary) twice against
+// a scratch directory: it must create the secrets the nodes mount, then
+// succeed again without changes on the next start.
+func TestComposeInitRunsOnThisBinary(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/compose/docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]struct {
+			Entrypoint []string `json:"entrypoint"`
+			Command    []string `json:"command"`
+		} `json:"services"`
+	}
+	if err := yaml.Unmarshal(b, &compose); err != nil {
+		t.Fatal(err)
+	}
+	svc, ok := compose.Services["init"]
+	if !ok || len(svc.Entrypoint) != 0 {
+		t.Fatalf("init service %+v: want one that runs the image's /tempest entrypoint", svc)
+	}
+	dir := t.TempDir()
+	args := make([]string, len(svc.Command))
+	for i, a := range svc.Command {
+		args[i] = strings.ReplaceAll(a, "/etc/tempest", dir)
+	}
+	for range 2 {
+		var out, errOut bytes.Buffer
+		if err := run(t.Context(), args, strings.NewReader(""), &out, &errOut); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, errOut.String())
+		}
+	}
+	for _, f := range []string{"ca/ca.pem", "node1/node.pem", "node3/node-key.pem", "gossip.key", "http.token"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("the nodes mount %s: %v", f, err)
+		}
 	}
 }

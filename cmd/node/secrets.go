@@ -1,0 +1,135 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tempest-actors/tempest/membership"
+	"github.com/tempest-actors/tempest/wire"
+)
+
+func init() { addCommand(newSecretsCmd) }
+
+// Names of the files tempest secrets init writes.
+const (
+	secretsCADir     = "ca"
+	secretsGossipKey = "gossip.key"
+	secretsToken     = "http.token"
+)
+
+func newSecretsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "secrets",
+		Short: "Prepare the shared secrets of a cluster in one directory",
+		Args:  noArgs,
+	}
+	cmd.AddCommand(newSecretsInitCmd())
+	return cmd
+}
+
+func newSecretsInitCmd() *cobra.Command {
+	var dir string
+	var nodes []string
+	var days int
+	cmd := &cobra.Command{
+		Use:   "init --dir DIR --nodes NAME,...",
+		Short: "Create the CA, node certificates, gossip key and API token a cluster needs, keeping those that exist",
+		Long: `Create in DIR what a cluster's nodes share, as tempest certs and tempest
+keygen would:
+
+  DIR/ca/ca.pem, DIR/ca/ca-key.pem        the cluster CA
+  DIR/NAME/node.pem, DIR/NAME/node-key.pem a certificate per node in --nodes
+  DIR/gossip.key                          the gossip encryption key
+  DIR/http.token                          the HTTP API token
+
+Files that exist are kept, so running it again (a container cluster's
+one-shot init at every start) changes nothing and a node added to --nodes
+gets its certificate from the same CA. Keys are written with mode 0600.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" || len(nodes) == 0 {
+				return withCode(exitUsage, errors.New("--dir and --nodes are required"))
+			}
+			if days <= 0 {
+				return withCode(exitUsage, errors.New("--days must be positive"))
+			}
+			for _, name := range nodes {
+				if err := wire.ValidateNodeName(name); err != nil {
+					return withCode(exitUsage, err)
+				}
+			}
+			return initSecrets(cmd.OutOrStdout(), dir, nodes, time.Duration(days)*24*time.Hour, time.Now())
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "directory to write into (created if missing)")
+	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "node names to issue certificates for (comma-separated or repeated)")
+	cmd.Flags().IntVar(&days, "days", 365, "validity of new node certificates in days")
+	return cmd
+}
+
+// initSecrets creates whatever of the cluster's secrets in dir is
+// missing and reports each file it created on out.
+func initSecrets(out io.Writer, dir string, nodes []string, validity time.Duration, now time.Time) error {
+	caDir := filepath.Join(dir, secretsCADir)
+	if !fileExists(filepath.Join(caDir, wire.CACertFile)) {
+		ca, err := wire.NewCA("tempest cluster CA", now, 10*365*24*time.Hour)
+		if err != nil {
+			return err
+		}
+		if err := wire.WriteCA(caDir, ca); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "created the cluster CA in", caDir)
+	}
+	var ca *wire.CA
+	for _, name := range nodes {
+		name = strings.TrimSpace(name)
+		ndir := filepath.Join(dir, name)
+		if fileExists(filepath.Join(ndir, wire.NodeCertFile)) {
+			continue
+		}
+		if ca == nil {
+			var err error
+			if ca, err = wire.LoadCA(caDir); err != nil {
+				return err
+			}
+		}
+		certPEM, keyPEM, err := ca.Issue(wire.NodeCertRequest{
+			Name: name, NotBefore: now.Add(-5 * time.Minute), Validity: validity,
+		})
+		if err != nil {
+			return err
+		}
+		if err := wire.WriteNodeCert(ndir, certPEM, keyPEM); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "issued the certificate of", name)
+	}
+	for _, f := range []string{secretsGossipKey, secretsToken} {
+		key, err := membership.NewKey()
+		if err != nil {
+			return err
+		}
+		path := filepath.Join(dir, f)
+		switch err := writeSecretFile(path, []byte(membership.EncodeKey(key)+"\n")); {
+		case errors.Is(err, errSecretExists):
+		case err != nil:
+			return err
+		default:
+			fmt.Fprintln(out, "created", path)
+		}
+	}
+	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

@@ -27,6 +27,7 @@ const (
 	outcomeUnavailable = "unavailable"
 	outcomeTerminated  = "terminated"
 	outcomeError       = "error"
+	outcomeCanceled    = "canceled"
 )
 
 // otherKind labels requests for kinds the node does not know, so that a

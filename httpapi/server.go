@@ -51,6 +51,7 @@ const (
 	codeNotReady       = "not_ready"
 	codeNoEligibleNode = "no_eligible_node"
 	codeInvalidKey     = "invalid_key"
+	codeCanceled       = "canceled"
 )
 
 // Node is what the HTTP API needs from a node; *tempest.Node has it.
@@ -289,6 +290,11 @@ func writeError(w http.ResponseWriter, code int, errCode, msg string) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
+// StatusClientClosedRequest is the status recorded for a request whose
+// client went away before the answer (nginx's 499; no standard code
+// exists, and the client never sees it).
+const StatusClientClosedRequest = 499
+
 // classify maps a node error to an HTTP status, an error code and the
 // metrics outcome.
 func classify(err error) (int, string, string) {
@@ -313,6 +319,12 @@ func classify(err error) (int, string, string) {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return http.StatusRequestEntityTooLarge, codeTooLarge, outcomeBadJSON
+	}
+	if errors.Is(err, context.Canceled) {
+		// The request's context ended before the node did: the client
+		// went away (or the server is closing). Nobody reads the answer;
+		// it is no fault of the node's.
+		return StatusClientClosedRequest, codeCanceled, outcomeCanceled
 	}
 	return http.StatusInternalServerError, codeInternal, outcomeError
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -44,7 +45,11 @@ func (f *fakeNode) result(kind, key string) error {
 	}
 	return fakeErrs[key]
 }
-func (f *fakeNode) AskJSON(_ context.Context, kind, key string, js []byte) ([]byte, error) {
+func (f *fakeNode) AskJSON(ctx context.Context, kind, key string, js []byte) ([]byte, error) {
+	if key == "block" {
+		<-ctx.Done()
+		return nil, fmt.Errorf("ask: %w", ctx.Err())
+	}
 	if err := f.result(kind, key); err != nil {
 		return nil, err
 	}
@@ -203,5 +208,40 @@ func TestHTTPBodyLimit(t *testing.T) {
 	fits := `{"text":"` + strings.Repeat("x", MaxRequestBody-20) + `"}`
 	if got, _, _ := do(t, h, "POST", "/v1/actors/k/ok/ask", fits, nil); got != 200 {
 		t.Fatalf("body under the limit: got %d", got)
+	}
+}
+
+// TestHTTPClientCancelIsNotAnError: an ask whose client goes away is
+// counted as canceled and logged below warn, not as an internal error.
+func TestHTTPClientCancelIsNotAnError(t *testing.T) {
+	met := NewMetrics("test")
+	met.SetKinds([]string{"k"})
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h := (&Server{node: &fakeNode{ready: true}, met: met, log: log}).Handler()
+	ctx, cancel := context.WithCancel(t.Context())
+	req := httptest.NewRequestWithContext(ctx, "POST", "/v1/actors/k/block/ask", strings.NewReader(`{}`))
+	rec := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(rec, req)
+	}()
+	cancel()
+	<-done
+	if rec.Code != StatusClientClosedRequest {
+		t.Errorf("status %d, want %d", rec.Code, StatusClientClosedRequest)
+	}
+	if logs.Len() != 0 {
+		t.Errorf("a client's cancellation was logged at warn or above:\n%s", logs.String())
+	}
+	_, _, metrics := do(t, h, "GET", "/metrics", "", nil)
+	if !strings.Contains(metrics, `tempest_messages_total{kind="k",op="ask",outcome="canceled"} 1`) {
+		t.Errorf("no canceled ask counted:\n%s", metrics)
+	}
+	// Anything else unexplained is still an internal error, logged.
+	do(t, h, "POST", "/v1/actors/k/boom/ask", `{}`, nil)
+	if !strings.Contains(logs.String(), "internal error") {
+		t.Errorf("an internal error was not logged: %q", logs.String())
 	}
 }

@@ -13,8 +13,11 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -126,7 +129,16 @@ type cluster struct {
 	known     map[prospero.Identity]bool // identities indexed (or pending) in this process
 	pending   []prospero.Identity        // activated, not yet in the shard index
 	indexKick chan struct{}
+	unshipped map[prospero.Identity]error // owned here, isolated from a handoff
+	isolated  atomic.Uint64               // identities isolated from handoffs
 }
+
+// ErrHandoffIncomplete: a graceful Close did not hand all the state at
+// rest this node owned to the new owners (a shard did not move before
+// the leave timeout, or identities were isolated from a handoff because
+// their records cannot be shipped). That state stays in this node's
+// store.
+var ErrHandoffIncomplete = errors.New("tempest: state at rest not handed off")
 
 func newCluster(n *Node, cfg ClusterConfig) *cluster {
 	return &cluster{n: n, cfg: cfg, name: n.cfg.Name, log: n.log,
@@ -574,10 +586,16 @@ func readResult(r *bufio.Reader) error {
 		return err
 	}
 	if len(b) > 0 {
-		return errors.New(string(b))
+		return &peerAnswerError{text: string(b)}
 	}
 	return nil
 }
+
+// peerAnswerError is a failure a peer answered (it is alive and said
+// no), as opposed to one of reaching it.
+type peerAnswerError struct{ text string }
+
+func (e *peerAnswerError) Error() string { return e.text }
 
 // call opens a stream to peer's service, sends req and waits for the
 // result.
@@ -641,32 +659,68 @@ func (c *cluster) serveForward(conn net.Conn) error {
 // record of an earlier ownership: acknowledged updates made on the old
 // owner meanwhile were lost and replies went backwards.
 func (c *cluster) transfer(ctx context.Context, m placement.Move) error {
+	// Retry until a quarter of the budget is left, so that a refusal
+	// reaches the planner before it would complete the move by the
+	// fence delay.
+	giveUp := time.Time{}
+	if dl, ok := ctx.Deadline(); ok {
+		giveUp = dl.Add(-time.Until(dl) / 4)
+	}
+	fail := func(err error) error {
+		c.log.LogAttrs(ctx, slog.LevelWarn, "shard handoff failed", slog.String("shard", m.Shard.String()),
+			slog.String("from", m.From), slog.String("to", m.To), slog.Any("error", err))
+		var ans *peerAnswerError
+		if errors.As(err, &ans) || errors.Is(err, errShipRefused) {
+			// The old owner is alive and could not ship: the move must not
+			// complete without the state, so it is aborted.
+			return fmt.Errorf("%w: %w", placement.ErrMoveRefused, err)
+		}
+		return err
+	}
 	for {
 		err := c.transferOnce(ctx, m)
 		if err == nil {
 			return nil
 		}
-		// The error may come from the old owner as text; whatever it
-		// was, trying again is safe (shipping overwrites) and useful as
-		// long as the table still shows this move.
+		// Trying again is safe (the new owner accepts a transfer only
+		// while its table shows this move) and useful as long as the
+		// table still shows this move.
 		if s, ok := c.pl.Owner(m.Shard); !ok || s.Owner != m.From || s.MovingTo != m.To || s.Epoch != m.Epoch {
-			c.log.LogAttrs(ctx, slog.LevelWarn, "shard handoff failed", slog.String("shard", m.Shard.String()),
-				slog.String("from", m.From), slog.String("to", m.To), slog.Any("error", err))
-			return err
+			return fail(err)
+		}
+		if !giveUp.IsZero() && !time.Now().Before(giveUp) {
+			return fail(err)
 		}
 		if werr := c.awaitChange(ctx, 100*time.Millisecond); werr != nil {
-			c.log.LogAttrs(ctx, slog.LevelWarn, "shard handoff failed", slog.String("shard", m.Shard.String()),
-				slog.String("from", m.From), slog.String("to", m.To), slog.Any("error", err))
-			return err
+			return fail(err)
 		}
 	}
 }
+
+// moveRequest is what the leader sends an old owner: the move and the
+// time left of the leader's budget for it, in ns. The old owner works
+// under that budget, never its own: a transfer still running after the
+// leader gave up could reach the new owner late.
+type moveRequest struct {
+	Move       placement.Move `json:"m"`
+	DeadlineNs int64          `json:"d"`
+}
+
+// maxMoveBudget bounds the budget a move request may ask for.
+const maxMoveBudget = 5 * time.Minute
 
 func (c *cluster) transferOnce(ctx context.Context, m placement.Move) error {
 	if m.From == c.name {
 		return c.shipShard(ctx, m)
 	}
-	b, err := json.Marshal(m)
+	d := 30 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		d = time.Until(dl)
+	}
+	if d <= 0 {
+		return context.DeadlineExceeded
+	}
+	b, err := json.Marshal(moveRequest{Move: m, DeadlineNs: int64(d)})
 	if err != nil {
 		return err
 	}
@@ -678,28 +732,51 @@ func (c *cluster) serveMove(conn net.Conn) error {
 	if err != nil {
 		return err
 	}
-	var m placement.Move
-	if err := json.Unmarshal(b, &m); err != nil {
+	var req moveRequest
+	if err := json.Unmarshal(b, &req); err != nil {
 		return writeResult(conn, err)
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	d := time.Duration(req.DeadlineNs)
+	if d <= 0 || d > maxMoveBudget {
+		return writeResult(conn, fmt.Errorf("tempest: move request with a budget of %s", d))
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, d)
 	defer cancel()
-	return writeResult(conn, c.shipShard(ctx, m))
+	// The leader closing the stream (it gave up) ends the work at once.
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		var one [1]byte
+		_, _ = conn.Read(one[:])
+		cancel()
+	}()
+	return writeResult(conn, c.shipShard(ctx, req.Move))
 }
+
+// errShipRefused marks a handoff the old owner refuses: its table shows
+// another owner, epoch or target than the move asked for.
+var errShipRefused = errors.New("tempest: handoff refused")
 
 // shipShard is the old owner's side of a handoff: once its applied table
 // shows the move (so it admits no more mail for the shard), it
 // passivates the shard's activations and ships their state at rest to
 // the new owner, which stores it before the move completes.
+//
+// An identity whose record cannot be shipped (its index entry or its
+// record at rest does not decode, or it could never cross the wire) is
+// isolated: refused, logged, counted and kept in unshipped so that a
+// graceful Close reports it; the rest of the shard moves.
 func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 	for {
 		s, ok := c.pl.Owner(m.Shard)
-		if ok && s.Owner == c.name && s.MovingTo == m.To {
+		if ok && s.Epoch == m.Epoch && s.Owner == c.name && s.MovingTo == m.To {
 			break
 		}
-		if ok && s.Owner != c.name {
-			return fmt.Errorf("tempest: handoff of %s: this node does not own it", m.Shard)
+		if ok && (s.Epoch > m.Epoch || (s.Epoch == m.Epoch && (s.Owner != c.name || (s.MovingTo != "" && s.MovingTo != m.To)))) {
+			return fmt.Errorf("%w: %s to %s at epoch %d: this node's table shows owner %q at epoch %d moving to %q",
+				errShipRefused, m.Shard, m.To, m.Epoch, s.Owner, s.Epoch, s.MovingTo)
 		}
+		// Behind the leader: wait for the move to be applied here.
 		if err := c.awaitChange(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
@@ -707,9 +784,12 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 	if err := c.flushIndex(ctx); err != nil {
 		return err
 	}
-	ids, err := c.readIndex(ctx, m.Shard)
+	ids, bad, err := c.readIndex(ctx, m.Shard)
 	if err != nil {
 		return err
+	}
+	for _, id := range bad {
+		c.isolateIdentity(ctx, m, id, errBadIndexEntry)
 	}
 	c.mu.Lock()
 	for id := range c.active {
@@ -728,47 +808,25 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 	if err := c.quiesce(ctx, ids); err != nil {
 		return err
 	}
-	conn, err := c.tr.DialStream(ctx, m.To, serviceState)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	defer stop()
-	w := bufio.NewWriter(conn)
-	send := func(env wire.Envelope) error {
-		b, err := wire.MarshalEnvelope(env)
-		if err != nil {
-			return err
-		}
-		return writeMsg(w, b)
-	}
-	shard := uint32(m.Shard.Index)
-	if err := send(&wire.HandoffBegin{Shard: shard, Epoch: m.Epoch + 1, From: c.name, To: m.To}); err != nil {
-		return err
-	}
-	var count uint64
+	var recs []shipped
 	for _, id := range ids {
-		rec, err := c.n.store.Get(ctx, id)
-		if errors.Is(err, prospero.ErrNotFound) {
+		if !utf8.ValidString(id.Kind) || !utf8.ValidString(id.Key) {
+			c.isolateIdentity(ctx, m, id, errBadIdentity)
 			continue
 		}
-		if err != nil {
+		rec, err := c.n.store.Get(ctx, id)
+		switch {
+		case errors.Is(err, prospero.ErrNotFound):
+			continue
+		case err != nil && (ctx.Err() != nil || errors.Is(err, prospero.ErrStoreClosed)):
 			return err
+		case err != nil:
+			c.isolateIdentity(ctx, m, id, err)
+			continue
 		}
-		count++
-		if err := send(&wire.StateTransfer{Shard: shard, Epoch: m.Epoch + 1, Seq: count,
-			Actor: wire.ActorID{Kind: id.Kind, Key: id.Key, Incarnation: rec.Incarnation}, State: rec.State}); err != nil {
-			return err
-		}
+		recs = append(recs, shipped{id: id, inc: rec.Incarnation, state: rec.State})
 	}
-	if err := send(&wire.HandoffDone{Shard: shard, Epoch: m.Epoch + 1, Count: count}); err != nil {
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if err := readResult(bufio.NewReader(conn)); err != nil {
+	if err := c.sendStates(ctx, m.To, m.Shard, m.Epoch+1, recs); err != nil {
 		return fmt.Errorf("tempest: handoff of %s to %s: %w", m.Shard, m.To, err)
 	}
 	// The state stays in this store (harmless: the new owner's is newer
@@ -783,8 +841,88 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 	}
 	c.mu.Unlock()
 	c.log.LogAttrs(ctx, slog.LevelInfo, "shard handed off", slog.String("shard", m.Shard.String()),
-		slog.String("to", m.To), slog.Uint64("actors", count))
+		slog.String("to", m.To), slog.Int("actors", len(recs)))
 	return nil
+}
+
+// Why an identity was isolated from a handoff.
+var (
+	errBadIndexEntry = errors.New("tempest: shard index entry does not decode")
+	errBadIdentity   = errors.New("tempest: identity is not valid UTF-8")
+)
+
+// isolateIdentity records that id's state at rest was not shipped with m.
+func (c *cluster) isolateIdentity(ctx context.Context, m placement.Move, id prospero.Identity, why error) {
+	c.mu.Lock()
+	if c.unshipped == nil {
+		c.unshipped = map[prospero.Identity]error{}
+	}
+	c.unshipped[id] = why
+	c.mu.Unlock()
+	c.isolated.Add(1)
+	c.log.LogAttrs(ctx, slog.LevelWarn, "handoff: identity isolated, its state stays on this node",
+		slog.String("shard", m.Shard.String()), slog.String("to", m.To),
+		slog.String("actor", fmt.Sprintf("%q", id.String())), slog.Any("error", why))
+}
+
+// unshippedErr reports the identities whose state at rest this node
+// owned and did not ship (nil if none).
+func (c *cluster) unshippedErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.unshipped) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(c.unshipped))
+	for id := range c.unshipped {
+		ids = append(ids, fmt.Sprintf("%q", id.String()))
+	}
+	slices.Sort(ids)
+	return fmt.Errorf("%w: %d identities isolated: %s", ErrHandoffIncomplete, len(ids), strings.Join(ids, ", "))
+}
+
+// shipped is one record at rest on its way to a new owner.
+type shipped struct {
+	id    prospero.Identity
+	inc   uint64
+	state []byte
+}
+
+// sendStates ships recs of shard to peer as the handoff to epoch and
+// returns the new owner's answer.
+func (c *cluster) sendStates(ctx context.Context, peer string, shard placement.ShardRef, epoch uint64, recs []shipped) error {
+	conn, err := c.tr.DialStream(ctx, peer, serviceState)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	w := bufio.NewWriter(conn)
+	send := func(env wire.Envelope) error {
+		b, err := wire.MarshalEnvelope(env)
+		if err != nil {
+			return err
+		}
+		return writeMsg(w, b)
+	}
+	idx := uint32(shard.Index)
+	if err := send(&wire.HandoffBegin{Shard: idx, Epoch: epoch, From: c.name, To: peer}); err != nil {
+		return err
+	}
+	for i, r := range recs {
+		if err := send(&wire.StateTransfer{Shard: idx, Epoch: epoch, Seq: uint64(i + 1),
+			Actor: wire.ActorID{Kind: r.id.Kind, Key: r.id.Key, Incarnation: r.inc}, State: r.state}); err != nil {
+			return err
+		}
+	}
+	if err := send(&wire.HandoffDone{Shard: idx, Epoch: epoch, Count: uint64(len(recs))}); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return readResult(bufio.NewReader(conn))
 }
 
 // quiesce passivates ids until none of them is in memory here. One
@@ -826,14 +964,25 @@ func (c *cluster) quiesce(ctx context.Context, ids []prospero.Identity) error {
 }
 
 // serveState is the new owner's side of a handoff: it stores the state
-// at rest it receives, then acknowledges.
+// at rest it receives, then acknowledges. It accepts the records only
+// while its applied table shows that very move (the sender owning the
+// shard at the epoch before the announced one, moving to this node),
+// checked again before every write: a transfer that arrives after the
+// move completed, aborted or was superseded is refused, so it can never
+// overwrite state this node acknowledged as the owner since.
 func (c *cluster) serveState(conn net.Conn) error {
+	from := conn.RemoteAddr().String()
 	r := bufio.NewReader(conn)
 	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
+	var begin *wire.HandoffBegin
 	var got uint64
-	var shipped []prospero.Identity
+	var stored []prospero.Identity
 	var shard placement.ShardRef
+	refuse := func(err error) error {
+		c.log.LogAttrs(ctx, slog.LevelWarn, "handoff refused", slog.String("from", from), slog.Any("error", err))
+		return writeResult(conn, err)
+	}
 	for {
 		b, err := readMsg(r)
 		if err != nil {
@@ -841,39 +990,82 @@ func (c *cluster) serveState(conn net.Conn) error {
 		}
 		env, err := wire.UnmarshalEnvelope(b)
 		if err != nil {
-			return writeResult(conn, err)
+			return refuse(err)
 		}
 		switch e := env.(type) {
 		case *wire.HandoffBegin:
+			if begin != nil || e.From != from || e.To != c.name {
+				return refuse(fmt.Errorf("%w: begin from %q to %q on a stream from %s", errStaleTransfer, e.From, e.To, from))
+			}
+			begin = e
 		case *wire.StateTransfer:
+			if begin == nil || e.Shard != begin.Shard || e.Epoch != begin.Epoch || e.Seq != got+1 {
+				return refuse(fmt.Errorf("%w: state of shard %d epoch %d seq %d out of its handoff", errStaleTransfer, e.Shard, e.Epoch, e.Seq))
+			}
 			id := prospero.Identity{Kind: e.Actor.Kind, Key: e.Actor.Key}
-			if err := c.storeState(ctx, id, e.Actor.Incarnation, e.State); err != nil {
-				return writeResult(conn, err)
+			loc, err := c.pl.Locate(id.Kind, id.Key)
+			if (err != nil && loc.Shard == (placement.ShardRef{})) || loc.Shard.Index != int(e.Shard) ||
+				(got > 0 && loc.Shard != shard) {
+				return refuse(fmt.Errorf("%w: %s is not in shard %d", errStaleTransfer, id, e.Shard))
 			}
-			if loc, err := c.pl.Locate(id.Kind, id.Key); err == nil || loc.Shard != (placement.ShardRef{}) {
-				shard = loc.Shard
+			shard = loc.Shard
+			admit := func() error { return c.admitTransfer(ctx, shard, from, e.Epoch) }
+			if err := c.storeState(ctx, id, e.Actor.Incarnation, e.State, admit); err != nil {
+				return refuse(err)
 			}
-			shipped = append(shipped, id)
+			stored = append(stored, id)
 			got++
 		case *wire.HandoffDone:
+			if begin == nil || e.Epoch != begin.Epoch || e.Shard != begin.Shard {
+				return refuse(fmt.Errorf("%w: done without its begin", errStaleTransfer))
+			}
 			if e.Count != got {
-				return writeResult(conn, fmt.Errorf("tempest: handoff: %d states announced, %d received", e.Count, got))
+				return refuse(fmt.Errorf("tempest: handoff: %d states announced, %d received", e.Count, got))
 			}
-			var err error
-			if len(shipped) > 0 {
-				err = c.updateIndex(ctx, shard, shipped, nil)
+			if len(stored) == 0 {
+				return writeResult(conn, nil)
 			}
-			return writeResult(conn, err)
+			if err := c.admitTransfer(ctx, shard, from, e.Epoch); err != nil {
+				return refuse(err)
+			}
+			return writeResult(conn, c.updateIndex(ctx, shard, stored, nil))
 		default:
-			return writeResult(conn, fmt.Errorf("tempest: unexpected %T in a handoff", env))
+			return refuse(fmt.Errorf("tempest: unexpected %T in a handoff", env))
+		}
+	}
+}
+
+// errStaleTransfer: a handoff's state arrived for a move this node's
+// applied table does not show (completed, aborted, superseded, or never
+// begun).
+var errStaleTransfer = errors.New("tempest: stale handoff refused")
+
+// admitTransfer returns nil while this node's applied table shows shard
+// moving from from to this node, to epoch. While the table is behind
+// (an older epoch, or the move not begun yet) it waits for it.
+func (c *cluster) admitTransfer(ctx context.Context, shard placement.ShardRef, from string, epoch uint64) error {
+	for {
+		s, ok := c.pl.Owner(shard)
+		switch {
+		case ok && s.Epoch+1 == epoch && s.Owner == from && s.MovingTo == c.name:
+			return nil
+		case ok && (s.Epoch+1 > epoch || (s.Epoch+1 == epoch && (s.Owner != from || s.MovingTo != ""))):
+			return fmt.Errorf("%w: %s to epoch %d from %s: this node's table shows owner %q at epoch %d moving to %q",
+				errStaleTransfer, shard, epoch, from, s.Owner, s.Epoch, s.MovingTo)
+		}
+		if err := c.awaitChange(ctx, 50*time.Millisecond); err != nil {
+			return err
 		}
 	}
 }
 
 // storeState writes a shipped record over whatever this node's store
-// held for id.
-func (c *cluster) storeState(ctx context.Context, id prospero.Identity, inc uint64, state []byte) error {
+// held for id, provided admit still allows it just before the write.
+func (c *cluster) storeState(ctx context.Context, id prospero.Identity, inc uint64, state []byte, admit func() error) error {
 	for range 3 {
+		if err := admit(); err != nil {
+			return err
+		}
 		var expected uint64
 		cur, err := c.n.store.Get(ctx, id)
 		switch {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
@@ -35,17 +36,28 @@ func encodeIndex(ids []prospero.Identity) []byte {
 	return b
 }
 
-func decodeIndex(b []byte) ([]prospero.Identity, error) {
+// decodeIndex returns the identities of an index record. An entry whose
+// kind or key is not valid UTF-8 (written before keys were validated, or
+// damaged) comes back in bad instead, so that one such entry never hides
+// the rest of the shard; err reports a record that does not decode at
+// all.
+func decodeIndex(b []byte) (ids, bad []prospero.Identity, err error) {
 	d := bare.NewDecoder(b, bare.Config{})
 	n := d.Count(2)
-	ids := make([]prospero.Identity, 0, n)
+	ids = make([]prospero.Identity, 0, n)
 	for range n {
-		ids = append(ids, prospero.Identity{Kind: d.Str(), Key: d.Str()})
+		// As data, not str: the UTF-8 check is per entry below.
+		id := prospero.Identity{Kind: string(d.Data(nil)), Key: string(d.Data(nil))}
+		if utf8.ValidString(id.Kind) && utf8.ValidString(id.Key) {
+			ids = append(ids, id)
+		} else {
+			bad = append(bad, id)
+		}
 	}
 	if err := d.Finish(); err != nil {
-		return nil, fmt.Errorf("tempest: shard index: %w", err)
+		return nil, nil, fmt.Errorf("tempest: shard index: %w", err)
 	}
-	return ids, nil
+	return ids, bad, nil
 }
 
 // updateIndex applies add and remove to the index record of shard,
@@ -60,9 +72,13 @@ func (c *cluster) updateIndex(ctx context.Context, shard placement.ShardRef, add
 		switch {
 		case err == nil:
 			version = rec.Version
-			if cur, err = decodeIndex(rec.State); err != nil {
+			var bad []prospero.Identity
+			if cur, bad, err = decodeIndex(rec.State); err != nil {
 				cur = nil // a damaged index is rebuilt from what is known now
 			}
+			// Entries that do not decode stay, so that every handoff of
+			// the shard reports them.
+			cur = append(cur, bad...)
 		case !errors.Is(err, prospero.ErrNotFound):
 			return err
 		}
@@ -90,14 +106,15 @@ func (c *cluster) updateIndex(ctx context.Context, shard placement.ShardRef, add
 	return fmt.Errorf("tempest: shard index %s: %w", shard, prospero.ErrVersionConflict)
 }
 
-// readIndex returns the identities indexed for shard.
-func (c *cluster) readIndex(ctx context.Context, shard placement.ShardRef) ([]prospero.Identity, error) {
+// readIndex returns the identities indexed for shard, and apart the
+// entries that are not valid identities (see decodeIndex).
+func (c *cluster) readIndex(ctx context.Context, shard placement.ShardRef) (ids, bad []prospero.Identity, err error) {
 	rec, err := c.n.store.Get(ctx, indexID(shard))
 	if errors.Is(err, prospero.ErrNotFound) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return decodeIndex(rec.State)
 }

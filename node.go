@@ -301,7 +301,9 @@ func (n *Node) startLocked(ctx context.Context) error {
 // rest); the node leaves the cluster; then the components stop in reverse
 // start order. It waits until that is done or ctx ends (default
 // Config.CloseTimeout). It is idempotent; later calls return the first
-// call's result once it is done.
+// call's result once it is done. An error wrapping ErrHandoffIncomplete
+// means state at rest this node owned was not handed off (it stays in
+// this node's store); the node is closed all the same.
 func (n *Node) Close(ctx context.Context) error { return n.close(ctx, true) }
 
 // close is Close; graceful false stops the node as a crash would, as far
@@ -327,15 +329,19 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 		ctx, cancel = context.WithTimeout(ctx, n.cfg.CloseTimeout)
 		defer cancel()
 	}
+	var handoffErr error
 	if n.cl != nil && graceful && n.sched != nil {
 		// Handing off needs the node running: it still serves what it
 		// owns until each shard has moved.
 		if err := n.cl.leave(ctx); err != nil {
 			n.log.LogAttrs(ctx, slog.LevelWarn, "leave: shards not handed off", slog.Any("error", err))
+			handoffErr = fmt.Errorf("%w: %w", ErrHandoffIncomplete, err)
 		}
+		// A clean exit promises that everything this node owned moved.
+		handoffErr = errors.Join(handoffErr, n.cl.unshippedErr())
 	}
 	n.run.Store(nil)
-	err := n.shutdownLocked(ctx, graceful)
+	err := errors.Join(handoffErr, n.shutdownLocked(ctx, graceful))
 	n.cerr = err
 	n.state = stateClosed
 	n.phase.Store(uint32(stateClosed))
@@ -669,6 +675,9 @@ type Stats struct {
 	Transport wire.Stats
 	Members   int  // live members in this node's view
 	Leader    bool // this node is the raft leader
+	// HandoffIsolated counts identities this node isolated from its
+	// handoffs: their records could not be shipped and stayed here.
+	HandoffIsolated uint64
 }
 
 // Stats returns a snapshot; zero before Start and after Close.
@@ -686,6 +695,7 @@ func (n *Node) Stats() Stats {
 			}
 		}
 		st.Leader = c.pl.IsLeader()
+		st.HandoffIsolated = c.isolated.Load()
 	}
 	return st
 }

@@ -44,6 +44,8 @@ type Planner struct {
 	downSince map[string]time.Time
 	moveSince map[ShardRef]time.Time
 	confirmed map[ShardRef]Move
+	refused   map[ShardRef]Move      // handoffs the old owner could not carry out
+	refusedAt map[ShardRef]time.Time // when a shard's last handoff was refused
 }
 
 // NewPlanner returns a planner with empty timers.
@@ -56,6 +58,8 @@ func NewPlanner(cfg PlannerConfig) *Planner {
 		downSince: map[string]time.Time{},
 		moveSince: map[ShardRef]time.Time{},
 		confirmed: map[ShardRef]Move{},
+		refused:   map[ShardRef]Move{},
+		refusedAt: map[ShardRef]time.Time{},
 	}
 }
 
@@ -63,6 +67,13 @@ func NewPlanner(cfg PlannerConfig) *Planner {
 // stopped admitting and shipped its state. The next Step completes it
 // without waiting for the fence delay.
 func (p *Planner) Confirm(m Move) { p.confirmed[m.Shard] = m }
+
+// Refuse records that the handoff m (as begun) cannot finish now: its old
+// owner is alive and answered that it could not ship the shard's state.
+// The next Step aborts the move (the old owner keeps the shard and serves
+// it again) instead of completing it after the fence delay with state
+// missing, and the shard is not moved again for a fence delay.
+func (p *Planner) Refuse(m Move) { p.refused[m.Shard] = m }
 
 // DownSince reports when the planner first saw node down.
 func (p *Planner) DownSince(node string) (time.Time, bool) {
@@ -121,7 +132,10 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 						since = now
 						p.moveSince[ref] = now
 					}
-					if c, ok := p.confirmed[ref]; (ok && c == m) || !now.Before(since.Add(p.cfg.FenceDelay)) {
+					if r, ok := p.refused[ref]; ok && r == m {
+						aborts = append(aborts, m)
+						p.refusedAt[ref] = now
+					} else if c, ok := p.confirmed[ref]; (ok && c == m) || !now.Before(since.Add(p.cfg.FenceDelay)) {
 						completes = append(completes, m)
 					} else {
 						moving++
@@ -140,6 +154,9 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 					assigns = append(assigns, Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: target})
 				}
 			default:
+				if at, ok := p.refusedAt[ref]; ok && now.Before(at.Add(p.cfg.FenceDelay)) {
+					continue // its last handoff was refused: let the old owner recover first
+				}
 				planned = append(planned, candidate{
 					m:        Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: target},
 					draining: owner.Status == StatusDraining,
@@ -155,6 +172,16 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 	for ref := range p.confirmed {
 		if !live[ref] {
 			delete(p.confirmed, ref)
+		}
+	}
+	for ref := range p.refused {
+		if !live[ref] {
+			delete(p.refused, ref)
+		}
+	}
+	for ref, at := range p.refusedAt {
+		if !now.Before(at.Add(p.cfg.FenceDelay)) {
+			delete(p.refusedAt, ref)
 		}
 	}
 	// Draining nodes go first: someone is waiting for them to leave.

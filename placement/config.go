@@ -14,9 +14,13 @@ import (
 // (the table marks the shard MovingTo); Transfer returns nil only once
 // the old owner has stopped admitting mail for the shard, passivated its
 // actors and delivered their state at rest to the new owner. The leader
-// then completes the move (new owner, epoch+1) at once; without a
-// Handoff, or when Transfer fails, the leader completes the move only
-// after the fence delay, which is safe but slower. Called from
+// then completes the move (new owner, epoch+1) at once. An error wrapping
+// ErrMoveRefused (the old owner is alive and could not ship) aborts the
+// move: the old owner keeps the shard, and it is not moved again for a
+// fence delay. Without a Handoff, or on any other error (the old owner
+// may be gone), the leader completes the move only after the fence
+// delay: safe for single activation, but state the old owner did not
+// ship stays behind. Called from
 // goroutines owned by the Node, concurrently for different shards; it
 // must return when ctx ends.
 type Handoff interface {

@@ -622,3 +622,73 @@ func FuzzReadSnapshot(f *testing.F) {
 		}
 	})
 }
+
+// TestPlannerRefusedHandoffAborts: a handoff the old owner refused is
+// aborted at the next step (the old owner keeps the shard with its state)
+// rather than completed after the fence delay, and that shard is not
+// moved again until a fence delay has passed.
+func TestPlannerRefusedHandoffAborts(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 16})
+	mustApply(t, tb, node("a", placement.StatusUp, mf()))
+	fence := 2 * time.Second
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 16})
+	now := time.Unix(0, 0)
+	for _, c := range p.Step(tb, now) {
+		mustApply(t, tb, c)
+	}
+	mustApply(t, tb, node("b", placement.StatusUp, mf()))
+	var begun []placement.Move
+	for _, c := range p.Step(tb, now) {
+		mustApply(t, tb, c)
+		if c.Op == placement.OpBegin {
+			begun = c.Moves
+		}
+	}
+	if len(begun) == 0 {
+		t.Fatal("b's join began no handoff")
+	}
+	if cmds := p.Step(tb, now); len(cmds) != 0 { // starts the moves' fence timers
+		t.Fatalf("moves in flight, nothing to do yet: %+v", cmds)
+	}
+	refused := begun[0]
+	p.Refuse(refused)
+	// Even past the fence delay, the refused move aborts; the others
+	// (unconfirmed) complete by the fence delay as before.
+	now = now.Add(fence)
+	var aborted, completed []placement.Move
+	for _, c := range p.Step(tb, now) {
+		switch c.Op {
+		case placement.OpAbort:
+			aborted = append(aborted, c.Moves...)
+		case placement.OpComplete:
+			completed = append(completed, c.Moves...)
+		}
+		mustApply(t, tb, c)
+	}
+	if len(aborted) != 1 || aborted[0] != refused {
+		t.Fatalf("aborted %+v, want only the refused %+v", aborted, refused)
+	}
+	if got, want := len(completed), len(begun)-1; got != want {
+		t.Fatalf("completed %d moves, want %d", got, want)
+	}
+	if s, _ := tb.Shard(refused.Shard); s.Owner != "a" || s.MovingTo != "" || s.Epoch != refused.Epoch {
+		t.Fatalf("after the abort the shard is %+v, want a's at epoch %d", s, refused.Epoch)
+	}
+	for _, c := range p.Step(tb, now.Add(fence/2)) {
+		for _, m := range c.Moves {
+			if m.Shard == refused.Shard {
+				t.Fatalf("refused shard moved again within the fence delay: %+v", c)
+			}
+		}
+	}
+	again := false
+	for _, c := range p.Step(tb, now.Add(fence)) {
+		for _, m := range c.Moves {
+			again = again || (c.Op == placement.OpBegin && m.Shard == refused.Shard)
+		}
+	}
+	if !again {
+		t.Fatal("refused shard never tried again")
+	}
+}

@@ -28,6 +28,11 @@ var (
 	// ErrHandoff: the shard is being handed off; mail should wait in a
 	// bounded buffer and be routed again when the move completes.
 	ErrHandoff = errors.New("placement: shard handoff in progress")
+	// ErrMoveRefused: returned (wrapped) by Handoff.Transfer when the old
+	// owner is alive and answered that it cannot ship the shard now. The
+	// leader aborts the move at once rather than completing it after the
+	// fence delay without the shard's state.
+	ErrMoveRefused = errors.New("placement: handoff refused by the old owner")
 	// ErrBehind: the caller stamped an epoch newer than this node's
 	// applied table; this node is behind and must not serve until it
 	// catches up.

@@ -49,6 +49,7 @@ type Node struct {
 
 	kick      chan struct{}
 	confirmCh chan Move
+	refuseCh  chan Move
 
 	mu         sync.Mutex
 	started    bool
@@ -90,6 +91,7 @@ func New(cfg Config) (*Node, error) {
 		obsCh:     make(chan raft.Observation, 64),
 		kick:      make(chan struct{}, 1),
 		confirmCh: make(chan Move, 64),
+		refuseCh:  make(chan Move, 64),
 		startNano: time.Now().UnixNano(),
 		failing:   map[string]time.Time{},
 		deadSince: map[string]time.Time{},
@@ -629,6 +631,8 @@ func (n *Node) run(ctx context.Context) {
 		case <-n.raft.LeaderCh():
 		case m := <-n.confirmCh:
 			n.planner.Confirm(m)
+		case m := <-n.refuseCh:
+			n.planner.Refuse(m)
 		}
 	}
 }
@@ -909,6 +913,14 @@ func (n *Node) startTransfers(ctx context.Context) {
 			tctx, cancel := context.WithTimeout(ctx, n.planner.cfg.FenceDelay)
 			defer cancel()
 			if err := n.cfg.Handoff.Transfer(tctx, m); err != nil {
+				if errors.Is(err, ErrMoveRefused) {
+					n.log.Warn("placement: handoff refused by the old owner; aborting the move", logKeyShard, m.Shard.String(), logKeyErr, err)
+					select {
+					case n.refuseCh <- m:
+					case <-ctx.Done():
+					}
+					return
+				}
 				n.log.Debug("placement: handoff failed; completing after the fence delay", logKeyShard, m.Shard.String(), logKeyErr, err)
 				return
 			}

@@ -4,7 +4,8 @@
 //   - echo answers every EchoIn with the same value (an EchoIn).
 //   - counter keeps an int64 at rest: its input is Add{n} or Get (the
 //     union CounterIn in JSON), and the reply is the CounterValue after the
-//     operation.
+//     operation. An Add that would leave the int64 range is answered
+//     ErrOverflow and changes nothing.
 //
 // Messages may be sent as values or pointers; replies are values.
 //
@@ -20,6 +21,7 @@ package demo
 
 import (
 	_ "embed"
+	"math"
 	"time"
 
 	tempest "github.com/tempest-actors/tempest"
@@ -99,15 +101,40 @@ var _ prospero.Persistent = (*counter)(nil)
 func (c *counter) Receive(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
 	case Add:
-		c.n += m.N
-		ctx.Reply(CounterValue{N: c.n})
+		c.add(ctx, m.N)
 	case *Add:
-		c.n += m.N
-		ctx.Reply(CounterValue{N: c.n})
+		c.add(ctx, m.N)
 	case Get, *Get:
 		ctx.Reply(CounterValue{N: c.n})
 	}
 }
+
+// add adds n unless the sum leaves the int64 range: then the counter
+// keeps its value and an ask is answered ErrOverflow.
+func (c *counter) add(ctx actor.Context, n int64) {
+	if (n > 0 && c.n > math.MaxInt64-n) || (n < 0 && c.n < math.MinInt64-n) {
+		ctx.ReplyError(ErrOverflow)
+		return
+	}
+	c.n += n
+	ctx.Reply(CounterValue{N: c.n})
+}
+
+// ErrOverflow answers an Add that would take a counter beyond the int64
+// range; the counter keeps its value. Through the HTTP API it is a 422
+// with the code "overflow".
+var ErrOverflow error = overflowError{}
+
+type overflowError struct{}
+
+func (overflowError) Error() string {
+	return "demo: counter overflow: the sum is beyond the int64 range"
+}
+
+// HTTPStatus and ErrorCode make the HTTP API answer 422 overflow (see
+// httpapi.StatusError).
+func (overflowError) HTTPStatus() int   { return 422 }
+func (overflowError) ErrorCode() string { return "overflow" }
 
 func (c *counter) MarshalState() ([]byte, error) { return (&CounterValue{N: c.n}).MarshalBARE() }
 

@@ -295,9 +295,23 @@ func writeError(w http.ResponseWriter, code int, errCode, msg string) {
 // exists, and the client never sees it).
 const StatusClientClosedRequest = 499
 
+// StatusError is an application error that chooses its HTTP answer: an
+// ask or tell that fails with an error that is or wraps one (errors.As),
+// for example an actor's Context.ReplyError, is answered HTTPStatus (when
+// it is a 4xx) with ErrorCode in the error body, instead of 500 internal.
+type StatusError interface {
+	error
+	HTTPStatus() int
+	ErrorCode() string
+}
+
 // classify maps a node error to an HTTP status, an error code and the
 // metrics outcome.
 func classify(err error) (int, string, string) {
+	var se StatusError
+	if errors.As(err, &se) && se.HTTPStatus() >= 400 && se.HTTPStatus() < 500 && se.ErrorCode() != "" {
+		return se.HTTPStatus(), se.ErrorCode(), outcomeError
+	}
 	switch {
 	case errors.Is(err, actor.ErrInvalidKey):
 		return http.StatusBadRequest, codeInvalidKey, outcomeInvalidKey

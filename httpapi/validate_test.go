@@ -113,3 +113,25 @@ func TestHTTPRefusesInvalidKeys(t *testing.T) {
 		t.Fatalf("get with the longest key after passivation: %d %s", got, body)
 	}
 }
+
+// TestHTTPCounterOverflow: the demo counter's i64 does not wrap (an Add
+// past the range is 422 overflow and changes nothing), and its value stays
+// a JSON number however large it is.
+func TestHTTPCounterOverflow(t *testing.T) {
+	_, srv := startNode(t)
+	for _, tc := range []struct{ key, first, over, want string }{
+		{"max", `{"Add":{"n":9223372036854775806}}`, `{"Add":{"n":2}}`, `{"n":9223372036854775806}`},
+		{"min", `{"Add":{"n":-9223372036854775808}}`, `{"Add":{"n":-1}}`, `{"n":-9223372036854775808}`},
+	} {
+		p := "/v1/actors/counter/" + tc.key + "/ask"
+		if got, _, body := call(t, srv, "POST", p, tc.first); got != 200 || strings.TrimSpace(body) != tc.want {
+			t.Fatalf("%s: first add: %d %s, want 200 %s", tc.key, got, body, tc.want)
+		}
+		if got, eb, body := call(t, srv, "POST", p, tc.over); got != http.StatusUnprocessableEntity || eb.Code != "overflow" {
+			t.Fatalf("%s: add past the range: %d %s, want 422 overflow", tc.key, got, body)
+		}
+		if got, _, body := call(t, srv, "POST", p, `{"Get":null}`); got != 200 || strings.TrimSpace(body) != tc.want {
+			t.Fatalf("%s: value after the refused add: %d %s, want %s", tc.key, got, body, tc.want)
+		}
+	}
+}

@@ -54,8 +54,10 @@ func TestBareEncodeDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out != js+"\n" {
-		t.Fatalf("decode = %q, want %q", out, js)
+	// A u64 given as a string comes back as a number, whatever its size.
+	wantJS := strings.Replace(js, `"askId":"18446744073709551615"`, `"askId":18446744073709551615`, 1)
+	if out != wantJS+"\n" {
+		t.Fatalf("decode = %q, want %q", out, wantJS)
 	}
 	// --binary both ways.
 	raw, err := runBare(t, js, "encode", "--binary", "--schema", schema, "--type", "Envelope")
@@ -63,7 +65,7 @@ func TestBareEncodeDecode(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err = runBare(t, raw, "decode", "--binary", "--schema", schema, "--type", "Envelope")
-	if err != nil || out != js+"\n" {
+	if err != nil || out != wantJS+"\n" {
 		t.Fatalf("binary decode = %q, %v", out, err)
 	}
 	out, err = runBare(t, `{"Get":null}`, "encode", "--schema", schema, "--type", "Op")

@@ -15,6 +15,7 @@ func (p *parser) check(s *Schema) {
 	for _, td := range s.Types {
 		p.checkType(s, td.Type, placeTop)
 	}
+	p.checkVoidInUnions(s)
 	// Every declared type must have at least one finite value; otherwise
 	// it recurses without an optional, list, map or union to stop it.
 	finite := map[*TypeDef]bool{}
@@ -30,6 +31,57 @@ func (p *parser) check(s *Schema) {
 	for _, td := range s.Types {
 		if !finite[td] {
 			p.failAt(td.Pos, "type %s contains itself with no optional, list, map or union to end the recursion", td.Name)
+		}
+	}
+}
+
+// checkVoidInUnions refuses a void named type (type X void, or an alias
+// of one) that no union has as a member: void may only be a union member,
+// and a void type on its own would be a message of zero bytes that
+// nothing can tell apart from another.
+func (p *parser) checkVoidInUnions(s *Schema) {
+	member := map[*TypeDef]bool{}
+	for _, td := range s.Types {
+		walkUnions(td.Type, func(m *Type) {
+			if m.Kind == KindNamed && m.Def != nil {
+				member[m.Def] = true
+			}
+		})
+	}
+	// A member that is an alias makes what it names a member too.
+	for changed := true; changed; {
+		changed = false
+		for td := range member {
+			if td.Type.Kind == KindNamed && td.Type.Def != nil && !member[td.Type.Def] {
+				member[td.Type.Def] = true
+				changed = true
+			}
+		}
+	}
+	for _, td := range s.Types {
+		if Resolve(td.Type).Kind == KindVoid && !member[td] {
+			p.failAt(td.Pos, "type %s is void but no union has it as a member: void may only be a union member", td.Name)
+		}
+	}
+}
+
+// walkUnions calls f for every member of every union within t (not
+// through named types: each declaration is walked on its own).
+func walkUnions(t *Type, f func(m *Type)) {
+	switch t.Kind {
+	case KindOptional, KindList:
+		walkUnions(t.Elem, f)
+	case KindMap:
+		walkUnions(t.Key, f)
+		walkUnions(t.Elem, f)
+	case KindStruct:
+		for _, fd := range t.Fields {
+			walkUnions(fd.Type, f)
+		}
+	case KindUnion:
+		for _, m := range t.Members {
+			f(m.Type)
+			walkUnions(m.Type, f)
 		}
 	}
 }

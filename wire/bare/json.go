@@ -40,8 +40,8 @@ func (e *JSONError) Unwrap() error { return ErrJSON }
 //	optional        null or the value
 //	void            null
 //	data, data[N]   standard base64 string
-//	integers        numbers; 64-bit kinds above 2^53 in magnitude are printed
-//	                as decimal strings and accept strings on input
+//	integers        numbers, always (exact decimal digits); 64-bit kinds also
+//	                accept decimal strings on input
 //	f32, f64        numbers (NaN and infinities have no JSON form)
 //	list            array
 //	map             object; non-str keys as their decimal or text form
@@ -131,8 +131,6 @@ func memberName(m Member) string {
 	return m.Type.Kind.String()
 }
 
-const maxSafeInt = 1 << 53
-
 // ---- BARE to JSON ----
 
 type jsonWriter struct {
@@ -147,19 +145,17 @@ func (w *jsonWriter) value(t *Type) {
 	}
 	switch t.Kind {
 	case KindUint, KindU64:
+		// Always a number, whatever its size: a reply's JSON type must
+		// not depend on the value. The digits are exact; a client that
+		// reads numbers as doubles (JavaScript) loses precision beyond
+		// 2^53, as it would in any JSON with 64-bit integers.
 		var v uint64
 		if t.Kind == KindUint {
 			v = d.Uint()
 		} else {
 			v = d.U64()
 		}
-		if v > maxSafeInt {
-			w.out = append(w.out, '"')
-			w.out = strconv.AppendUint(w.out, v, 10)
-			w.out = append(w.out, '"')
-		} else {
-			w.out = strconv.AppendUint(w.out, v, 10)
-		}
+		w.out = strconv.AppendUint(w.out, v, 10)
 	case KindInt, KindI64:
 		var v int64
 		if t.Kind == KindInt {
@@ -167,13 +163,7 @@ func (w *jsonWriter) value(t *Type) {
 		} else {
 			v = d.I64()
 		}
-		if v > maxSafeInt || v < -maxSafeInt {
-			w.out = append(w.out, '"')
-			w.out = strconv.AppendInt(w.out, v, 10)
-			w.out = append(w.out, '"')
-		} else {
-			w.out = strconv.AppendInt(w.out, v, 10)
-		}
+		w.out = strconv.AppendInt(w.out, v, 10)
 	case KindU8:
 		w.out = strconv.AppendUint(w.out, uint64(d.U8()), 10)
 	case KindU16:

@@ -27,4 +27,9 @@ var (
 	// kind or key is empty, not valid UTF-8 or too long (see
 	// CheckVirtual). Nothing was sent.
 	ErrInvalidKey = errors.New("tempest: invalid key")
+	// ErrNotCommitted means the recipient's turn changed state that could
+	// not be made durable (its store failed), so its reply was not
+	// released: the caller must not count the update as done. The error
+	// names the actor.
+	ErrNotCommitted = errors.New("tempest: state not committed")
 )

@@ -104,6 +104,9 @@ type Cell struct {
 	// after, when set, runs after each turn that ended normally (the
 	// kind asked for it with SetAfterTurn).
 	after AfterTurn
+	// held is the turn outputs the after-turn hook keeps back, in turn
+	// order; made by the run-token holder at the first Hold.Wait.
+	held *holdQueue
 }
 
 // closedTo reports whether pushes are refused: the cell stopped (final)

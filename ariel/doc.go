@@ -107,7 +107,11 @@
 //
 // SetAfterTurn installs a per-kind hook run on the turn thread after each
 // turn that ended normally (turn-driven persistence); kinds without one pay
-// nothing. Retire of a cell with no actor, and Reject (an activation the
+// nothing. The hook runs before the turn's outputs leave and may hold them
+// (Hold.Wait) until a write of the state the turn changed is durable; the
+// worker goes on meanwhile, and held outputs are released in turn order
+// per actor, later turns' outputs queueing behind them (reply after
+// commit). Retire of a cell with no actor, and Reject (an activation the
 // supervisor refuses), answer the waiting mail at once: asks fail, tells
 // from actors come back as Undelivered. NotifyUndelivered posts a notice to
 // an actor's system lane, never refused by a full mailbox. After Close,

@@ -29,6 +29,18 @@ type executor struct {
 	batch  [clockStride]envelope
 	outTo  []*Cell
 	outEnv []envelope
+	outFwd []fwd // remote sends of a turn of a kind with an after-turn hook
+
+	// A turn of a kind with an after-turn hook keeps its reply here until
+	// the turn ends (see hold.go).
+	rask  *pending
+	rv    any
+	rerr  error
+	heldB *heldBatch // the batch the hook held the current turn's outputs in
+	// normal: the current turn may change state (the after-turn hook
+	// runs for it).
+	normal bool
+	tick   bool // the current turn is a timer tick that does not keep the actor alive
 
 	// the current turn
 	cell    *Cell
@@ -165,27 +177,31 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 		if s.latency != nil && e.enq != 0 {
 			s.latency.ObserveQueued(time.Duration(s.clock.Now().UnixNano() - e.enq))
 		}
+		ex.normal = c.after != nil
 		ex.invoke(c, e, e.msg)
-		ex.afterTurn(c, true)
+		ex.normal = false
 	case kStart:
 		ex.invoke(c, e, actor.Started{})
 	case kUndelivered, kTimeout:
 		if e.kind == kTimeout && !ex.timeoutDue(c) {
 			return true
 		}
+		ex.normal = c.after != nil
 		ex.invoke(c, e, e.msg)
-		ex.afterTurn(c, true)
+		ex.normal = false
 	case kTimer:
 		t := e.msg.(*actTimer)
 		if !t.take() {
 			return true // cancelled, or queued for an activation that ended
 		}
+		ex.normal, ex.tick = c.after != nil, !t.keep
 		ex.invoke(c, e, t.msg)
-		ex.afterTurn(c, t.keep)
+		ex.normal, ex.tick = false, false
 	case kReply:
 		r := e.msg.(*replyMsg)
+		ex.normal = c.after != nil
 		ex.invokeContinuation(c, e, r)
-		ex.afterTurn(c, true)
+		ex.normal = false
 	case kRestart:
 		r := e.msg.(*restartMsg)
 		c.endTimers() // the old activation's timers end with it
@@ -238,16 +254,6 @@ type restartMsg struct {
 	a    actor.Actor
 	inc  uint64
 	keep bool
-}
-
-// afterTurn runs the cell's after-turn hook when the turn just run ended
-// normally and an actor is still attached. activity is false for the tick
-// of a timer that does not keep the actor alive.
-func (ex *executor) afterTurn(c *Cell, activity bool) {
-	if c.after == nil || ex.faulted || c.act == nil {
-		return
-	}
-	c.after(c.Ref(), c.inc.Load(), c.act, activity)
 }
 
 // runTells runs the plain tells (user messages that are not asks) of
@@ -337,10 +343,7 @@ func (ex *executor) panicked(c *Cell, r any) {
 	}
 	// An ask the failed turn did not answer gets the panic as its error, so
 	// its caller does not wait for the deadline.
-	if ex.env != nil && ex.env.ask != nil && !ex.replied {
-		ex.replied = true
-		ex.env.ask.complete(nil, err, ex)
-	}
+	ex.answer(nil, err)
 	inc := c.inc.Load()
 	s.faults.Fault(Fault{Ref: c.ref.WithIncarnation(inc), Incarnation: inc, Outcome: Panicked,
 		Err: err, Panic: r, Stack: stack()})
@@ -389,12 +392,15 @@ func (ex *executor) returnCredit() {
 }
 
 // leave ends a turn: unused reserved capacity is returned, and the sends
-// the turn buffered are delivered, grouped by recipient.
+// the turn buffered are delivered, grouped by recipient (for a kind with
+// an after-turn hook: after the hook, and possibly later, see settle).
 func (ex *executor) leave() {
 	if ex.credCell != nil {
 		ex.returnCredit()
 	}
-	if len(ex.outTo) > 0 {
+	if c := ex.cell; c != nil && c.after != nil {
+		ex.settle(c)
+	} else if len(ex.outTo) > 0 {
 		ex.flush()
 	}
 	ex.cell, ex.env = nil, nil
@@ -406,29 +412,7 @@ func (ex *executor) leave() {
 func (ex *executor) flush() {
 	s := ex.s
 	n := len(ex.outTo)
-	for i := 0; i < n; {
-		c := ex.outTo[i]
-		j := i + 1
-		for j < n && ex.outTo[j] == c {
-			j++
-		}
-		if j == i+1 && ex.trySeize(c, &ex.outEnv[i]) {
-			i = j
-			continue
-		}
-		if c.pushUser(ex.outEnv[i:j]) {
-			s.wake(c, ex)
-		} else if c.gone() {
-			c.unreserve(j - i)
-			ex.redeliver(c, ex.outEnv[i:j])
-		} else {
-			c.unreserve(j - i)
-			for k := i; k < j; k++ {
-				s.drop(&ex.outEnv[k], actor.ErrActorTerminated)
-			}
-		}
-		i = j
-	}
+	s.flushOut(ex, ex.outTo, ex.outEnv)
 	clear(ex.outTo[:n])
 	clear(ex.outEnv[:n])
 	ex.outTo, ex.outEnv = ex.outTo[:0], ex.outEnv[:0]
@@ -438,11 +422,40 @@ func (ex *executor) flush() {
 	}
 }
 
+// flushOut delivers sends whose capacity was reserved: to[i] receives
+// env[i]. ex is the executor of the turn that sent them, or nil when they
+// are released later, off the turn (held outputs).
+func (s *Scheduler) flushOut(ex *executor, to []*Cell, env []envelope) {
+	n := len(to)
+	for i := 0; i < n; {
+		c := to[i]
+		j := i + 1
+		for j < n && to[j] == c {
+			j++
+		}
+		if ex != nil && j == i+1 && ex.trySeize(c, &env[i]) {
+			i = j
+			continue
+		}
+		if c.pushUser(env[i:j]) {
+			s.wake(c, ex)
+		} else if c.gone() {
+			c.unreserve(j - i)
+			s.redeliver(c, env[i:j], ex)
+		} else {
+			c.unreserve(j - i)
+			for k := i; k < j; k++ {
+				s.drop(&env[k], actor.ErrActorTerminated)
+			}
+		}
+		i = j
+	}
+}
+
 // redeliver delivers es, whose recipient cell was removed (passivated,
 // mailbox empty) after the turn resolved it, to the identity's fresh cell.
 // Capacity is reserved again there; what does not fit is refused.
-func (ex *executor) redeliver(gone *Cell, es []envelope) {
-	s := ex.s
+func (s *Scheduler) redeliver(gone *Cell, es []envelope, ex *executor) {
 	for len(es) > 0 {
 		s.forget(gone)
 		c, err := s.resolveLocal(gone.ref)
@@ -666,6 +679,11 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 	self := ex.cell
 	c, err := s.resolve(to)
 	if err == nil && c == nil {
+		if self.after != nil {
+			// Forwarded when the turn's outputs are released.
+			ex.outFwd = append(ex.outFwd, fwd{to: to, msg: msg, p: p, deadline: deadline})
+			return nil
+		}
 		err = s.forward(self, to, msg, p, deadline)
 		if err == nil {
 			return nil
@@ -674,12 +692,7 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 		err = ex.admit(c)
 	}
 	if err != nil {
-		if p != nil {
-			p.complete(nil, err, ex)
-			return err
-		}
-		s.countRefusal(err)
-		s.undeliverable(self, to, msg, err, ex)
+		s.sendFailed(self, to, msg, p, err, ex)
 		return err
 	}
 	ex.outTo = append(ex.outTo, c)
@@ -718,11 +731,27 @@ func (ex *executor) Reply(msg any) { ex.answer(msg, nil) }
 
 func (ex *executor) ReplyError(err error) { ex.answer(nil, err) }
 
+// sendFailed reports a send that was refused: an ask fails with err, a
+// tell comes back to its sending actor as Undelivered.
+func (s *Scheduler) sendFailed(self *Cell, to actor.Ref, msg any, p *pending, err error, ex *executor) {
+	if p != nil {
+		p.complete(nil, err, ex)
+		return
+	}
+	s.countRefusal(err)
+	s.undeliverable(self, to, msg, err, ex)
+}
+
 func (ex *executor) answer(v any, err error) {
 	if ex.env == nil || ex.env.ask == nil || ex.replied {
 		return
 	}
 	ex.replied = true
+	if ex.cell != nil && ex.cell.after != nil {
+		// Sent when the turn ends, after the hook (see settle).
+		ex.rask, ex.rv, ex.rerr = ex.env.ask, v, err
+		return
+	}
 	ex.env.ask.complete(v, err, ex)
 }
 

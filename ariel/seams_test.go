@@ -224,7 +224,7 @@ func TestAfterTurnHook(t *testing.T) {
 	}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetAfterTurn("p", func(ref actor.Ref, inc uint64, a actor.Actor, _ bool) {
+	if err := s.SetAfterTurn("p", func(ref actor.Ref, inc uint64, a actor.Actor, _ bool, _ ariel.Hold) {
 		if a == nil || !ref.IsVirtual() {
 			t.Errorf("hook got %v, %v", ref, a)
 		}

@@ -120,8 +120,10 @@ func (f FactoryActivator) Ring(ref actor.Ref) {
 // turn that panicked. inc is the incarnation the turn ran under and a the
 // actor value. activity is false for the tick of a timer armed without
 // actor.KeepAlive: such a turn must not refresh the actor's idle clock.
-// It must not block for long: the worker waits for it.
-type AfterTurn func(ref actor.Ref, inc uint64, a actor.Actor, activity bool)
+// The hook runs before the turn's outputs (its reply, the mail it sent)
+// leave, and h.Wait keeps them back until the hook's work is done (reply
+// after commit). It must not block: the worker waits for it.
+type AfterTurn func(ref actor.Ref, inc uint64, a actor.Actor, activity bool, h Hold)
 
 // The methods below are for the supervisor only (Prospero and the node's
 // wiring). Actor code never calls them.

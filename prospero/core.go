@@ -408,6 +408,32 @@ func (c *Core) PersistFailed(id Identity, inc uint64, err error, now time.Time) 
 	c.emit(Event{Type: EventStoreError, At: now, ID: id, Incarnation: inc, Err: err})
 }
 
+// CommitFailed reports that a write of id's state under incarnation inc
+// failed, or that the state could not be marshalled: the activation's
+// memory is ahead of its state at rest, and what it answered since was
+// not released. It is a fault (FaultCommit) remedied by Hydrate: the
+// activation reloads its last committed state, same incarnation, after
+// the kind's back-off. Restart intensity stretches the back-off but never
+// escalates to Retire, which would drop the state at rest for a store
+// error: past it the reload waits BackoffMax.
+func (c *Core) CommitFailed(id Identity, inc uint64, err error, now time.Time) {
+	e, ok := c.entries[id]
+	if !ok || e.inc != inc || e.phase != phaseActive {
+		return
+	}
+	c.activity.Remove(id)
+	opts := e.kind.Options
+	opts.Remedy = Hydrate
+	d := Decide(opts, Fault{ID: id, Incarnation: inc, Cause: FaultCommit, Err: err}, e.history, now)
+	if d.Escalated {
+		d = Decision{Remedy: Hydrate, Delay: opts.BackoffMax, Recent: d.Recent}
+	}
+	c.emit(Event{Type: EventFault, At: now, ID: id, Incarnation: inc, Cause: FaultCommit, Remedy: Hydrate, Err: err})
+	e.phase = phaseStopping
+	c.planResume(id, e, d, now)
+	c.out = append(c.out, Command{Op: OpStop, ID: id, Kind: e.kind, Incarnation: inc, Remedy: Hydrate})
+}
+
 // Fault reports a failed turn. Faults of an incarnation that is no
 // longer current, or of an activation already being passivated, are
 // ignored. The kind's remedy is decided (Decide): Restart and Hydrate

@@ -44,10 +44,42 @@
 // state bytes (BARE, generated or hand-written), under a version that
 // only grows. Writes are conditional on the version last seen, which
 // fences out a stale activation. NewBoltStore is the embedded default (a
-// go.etcd.io/bbolt file in the node's data directory, fsync'd per
-// write); NewMemStore is for tests. Package storetest is the one
-// contract suite both pass. State is written on passivation, on graceful
-// shutdown, and, by policy, after every turn or every N turns / D.
+// go.etcd.io/bbolt file in the node's data directory); NewMemStore is for
+// tests. Package storetest is the one contract suite both pass. State is
+// written on passivation, on graceful shutdown, and, by policy, after
+// every turn or every N turns / D.
+//
+// # Reply after commit
+//
+// The persistence modes promise this on a crash of the process (kill -9,
+// OOM, panic outside a turn) or of the machine:
+//
+//   - PersistNone: nothing survives; the identity and its incarnation do.
+//   - PersistOnPassivation: the state as of the last passivation or
+//     graceful shutdown survives; everything since the activation is lost.
+//   - PersistPeriodic: the state as of the last periodic write survives;
+//     replies never wait for a write, so acknowledged updates since it are
+//     lost.
+//   - PersistEveryTurn: every acknowledged update survives. A turn that
+//     changed the state (its marshalled bytes differ from the last
+//     written ones) keeps its outputs — the reply, the tells and asks it
+//     sent — back until the write is committed (fsync'd by the store);
+//     only then do they leave. A turn that changed nothing writes nothing,
+//     but its outputs still wait behind those of earlier turns, so nobody
+//     sees state that could still be lost.
+//
+// No worker waits for a write: the turn ends, its outputs wait in the
+// scheduler (ariel's Hold), and later turns of the same actor run
+// meanwhile, their outputs released in order. Each activation has at most
+// one write in flight; turns that change the state meanwhile are
+// coalesced into the next one. A store that implements AsyncStore
+// (BoltStore does) commits the writes of many actors together, one
+// transaction and one fsync per group (group commit). A write that fails
+// fails the outputs of its turns with a *CommitError naming the identity
+// (errors.Is ErrNotCommitted, actor.ErrNotCommitted across nodes), is
+// logged and counted as a StoreError event, and the activation reloads
+// its last committed state (a FaultCommit fault remedied by Hydrate), so
+// the update that was refused is never observed.
 //
 // # Passivation
 //

@@ -166,7 +166,7 @@ func (h *fakeHost) turn(c *fcell, a actor.Actor, inc uint64, m fmsg) {
 	}
 	if !panicked {
 		if _, sys := m.msg.(actor.Started); !sys {
-			h.sup.AfterTurn(ref, inc, a, true)
+			h.sup.AfterTurn(ref, inc, a, true, nil)
 		}
 	}
 }

@@ -15,9 +15,12 @@ const (
 	FaultBudgetExhausted
 	// FaultHydration: the state at rest could not be loaded or restored.
 	FaultHydration
+	// FaultCommit: the state a turn changed could not be written at rest
+	// (or marshalled), so the activation's memory is ahead of it.
+	FaultCommit
 )
 
-var faultNames = [...]string{"Panic", "BudgetExhausted", "HydrationFailed"}
+var faultNames = [...]string{"Panic", "BudgetExhausted", "HydrationFailed", "CommitFailed"}
 
 func (c FaultCause) String() string {
 	if int(c) < len(faultNames) {

@@ -17,20 +17,25 @@ import (
 // BoltStore is the default StateStore: an embedded go.etcd.io/bbolt
 // database in the node's data directory. Each kind has its own bucket;
 // keys are actor keys; a value is the version (8 bytes, big endian), the
-// incarnation (uvarint) and the state bytes. Every write is one fsync'd
-// transaction. Versions come from the bucket's sequence, so they are
-// never reused, not even after a Delete.
+// incarnation (uvarint) and the state bytes. Versions come from the
+// bucket's sequence, so they are never reused, not even after a Delete.
+//
+// Put and Delete are one fsync'd transaction each. PutAsync (AsyncStore)
+// is group commit: a goroutine of the store commits every write queued
+// while it committed the previous group in one transaction, so the
+// writes of many actors share one fsync.
 //
 // BoltStore is safe for concurrent use. Reads run in parallel; writes
 // are serialized by bbolt.
 type BoltStore struct {
-	db *bolt.DB
+	db     *bolt.DB
+	commit *groupCommitter
 
 	mu     sync.RWMutex // guards closed against in-flight operations
 	closed bool
 }
 
-var _ StateStore = (*BoltStore)(nil)
+var _ AsyncStore = (*BoltStore)(nil)
 
 // boltOpenTimeout bounds how long NewBoltStore waits for the file lock
 // held by another process, instead of blocking forever.
@@ -49,7 +54,9 @@ func NewBoltStore(path string) (*BoltStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prospero: open state store %s: %w", path, err)
 	}
-	return &BoltStore{db: db}, nil
+	s := &BoltStore{db: db}
+	s.commit = newGroupCommitter(s.commitGroup)
+	return s, nil
 }
 
 // Path returns the database file name.
@@ -103,28 +110,70 @@ func (s *BoltStore) Put(ctx context.Context, id Identity, expected uint64, rec R
 	defer done()
 	var version uint64
 	err = s.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists([]byte(id.Kind))
-		if err != nil {
-			return err
-		}
-		key := []byte(id.Key)
-		cur, err := storedVersion(b.Get(key))
-		if err != nil {
-			return err
-		}
-		if cur != expected {
-			return fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, id, cur, expected)
-		}
-		version, err = b.NextSequence()
-		if err != nil {
-			return err
-		}
-		return b.Put(key, encodeRecord(version, rec))
+		var err error
+		version, err = putTx(tx, id, expected, rec)
+		return err
 	})
 	if err != nil {
 		return 0, err
 	}
 	return version, nil
+}
+
+// putTx is the conditional write of Put inside tx.
+func putTx(tx *bolt.Tx, id Identity, expected uint64, rec Record) (uint64, error) {
+	b, err := tx.CreateBucketIfNotExists([]byte(id.Kind))
+	if err != nil {
+		return 0, err
+	}
+	key := []byte(id.Key)
+	cur, err := storedVersion(b.Get(key))
+	if err != nil {
+		return 0, err
+	}
+	if cur != expected {
+		return 0, fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, id, cur, expected)
+	}
+	version, err := b.NextSequence()
+	if err != nil {
+		return 0, err
+	}
+	if err := b.Put(key, encodeRecord(version, rec)); err != nil {
+		return 0, err
+	}
+	return version, nil
+}
+
+// PutAsync implements AsyncStore: the write joins the next group commit.
+func (s *BoltStore) PutAsync(id Identity, expected uint64, rec Record, done func(uint64, error)) {
+	s.commit.put(id, expected, rec, done)
+}
+
+// commitGroup writes a group of queued puts in one transaction (one
+// fsync). Each put is conditional on its own; one that conflicts fails
+// alone. If the transaction cannot commit, every put of the group fails
+// with its error.
+func (s *BoltStore) commitGroup(group []asyncPut) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		for i := range group {
+			group[i].err = ErrStoreClosed
+		}
+		return
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for i := range group {
+			w := &group[i]
+			w.version, w.err = putTx(tx, w.id, w.expected, w.rec)
+		}
+		return nil
+	})
+	if err != nil {
+		for i := range group {
+			group[i].version, group[i].err = 0, fmt.Errorf("prospero: commit state store: %w", err)
+		}
+	}
 }
 
 // Delete implements StateStore.
@@ -200,8 +249,10 @@ func (s *BoltStore) Import(ctx context.Context, ids []Identity, rec Record) erro
 	})
 }
 
-// Close implements StateStore. It waits for operations in flight.
+// Close implements StateStore. It waits for operations in flight and
+// commits the writes PutAsync queued.
 func (s *BoltStore) Close() error {
+	s.commit.close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

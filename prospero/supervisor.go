@@ -1,6 +1,7 @@
 package prospero
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -173,8 +174,14 @@ type Supervisor struct {
 	factories sync.Map // kind name → func(key string) actor.Actor
 	lastUse   sync.Map // Identity → *atomic.Int64 (unix nanos), for active identities
 
-	mu      sync.Mutex // guards core, host, unsaved, jobs, started, closed
+	// put queues a write at rest: the store's PutAsync, or own's.
+	put func(id Identity, expected uint64, rec Record, done func(uint64, error))
+	own *groupCommitter // writes of a store without PutAsync, off the callers' goroutines
+
+	mu      sync.Mutex // guards core, host, unsaved, chains, jobs, started, closed
 	core    *Core
+	chains  map[Identity]*chain // write chains of active persistent identities
+	idle    *sync.Cond          // a chain has no write in flight any more
 	host    Host
 	unsaved map[Identity]Record // state whose write at rest failed; retried on tick
 	jobs    []job
@@ -202,9 +209,11 @@ func NewSupervisor(cfg Config) (*Supervisor, error) {
 	s := &Supervisor{
 		cfg: cfg, reg: NewRegistry(), store: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
 		unsaved: make(map[Identity]Record),
+		chains:  make(map[Identity]*chain),
 		settled: make(chan struct{}),
 	}
 	s.jobCond = sync.NewCond(&s.mu)
+	s.idle = sync.NewCond(&s.mu)
 	s.core = NewCore(s.reg, CoreConfig{MaxActive: cfg.MaxActive, HydrationBudget: cfg.HydrationBudget,
 		Sink: cfg.Events, LastUse: s.lastUseOf})
 	return s, nil
@@ -252,6 +261,12 @@ func (s *Supervisor) Start(host Host) error {
 		return errors.New("prospero: supervisor already started")
 	}
 	s.started, s.host = true, host
+	if as, ok := s.store.(AsyncStore); ok {
+		s.put = as.PutAsync
+	} else {
+		s.own = syncCommitter(s.store)
+		s.put = s.own.put
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	for range s.cfg.IOWorkers {
@@ -299,52 +314,29 @@ func (s *Supervisor) lastUseOf(id Identity) (time.Time, bool) {
 func (s *Supervisor) Fault(ref actor.Ref, inc uint64, cause FaultCause, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.core.Fault(Fault{ID: IdentityOf(ref), Incarnation: inc, Cause: cause, Err: err}, s.clock.Now())
+	id := IdentityOf(ref)
+	s.markFailedLocked(id, inc, err)
+	s.core.Fault(Fault{ID: id, Incarnation: inc, Cause: cause, Err: err}, s.clock.Now())
 	s.dispatchLocked()
 }
 
 // AfterTurn reports that a turn of ref's incarnation inc finished
-// normally; a is the actor value. activity is false for the tick of the
+// normally; a is the actor value and h the scheduler's handle on the turn
+// (nil: its outputs cannot be held). activity is false for the tick of the
 // actor's own timer (not armed with actor.KeepAlive): the turn's state is
-// persisted by policy, but it does not count as use for idle
-// passivation. It must be called on the actor's own
-// turn thread (no other turn running), since it may marshal the state
-// for a turn-driven persistence policy. The write itself happens on an
-// I/O worker.
-func (s *Supervisor) AfterTurn(ref actor.Ref, inc uint64, a actor.Actor, activity bool) {
-	id := IdentityOf(ref)
-	s.mu.Lock()
-	var persist bool
-	var version uint64
-	if activity {
-		persist, version = s.core.TurnDone(id, inc, s.clock.Now())
-	} else {
-		persist, version = s.core.TickDone(id, inc, s.clock.Now())
-	}
-	s.mu.Unlock()
-	if !persist {
-		return
-	}
-	p, ok := a.(Persistent)
-	if !ok {
-		return
-	}
-	// The write happens here, on the actor's turn thread: the next turn
-	// waits for it, which is the durability the policy asks for, and
-	// keeps the writes of one identity in order (each expects the
-	// version the previous one produced).
-	state, err := p.MarshalState()
-	var v uint64
-	if err == nil {
-		v, err = s.store.Put(context.Background(), id, version, Record{Incarnation: inc, State: state})
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err != nil {
-		s.core.PersistFailed(id, inc, err, s.clock.Now())
-		return
-	}
-	s.core.Persisted(id, inc, v, s.clock.Now())
+// persisted by policy, but it does not count as use for idle passivation.
+// It must be called on the actor's own turn thread (no other turn
+// running), before the turn's outputs leave, since it may marshal the
+// state for a turn-driven persistence policy.
+//
+// It never waits for the write. Under PersistEveryTurn a turn that
+// changed the state holds its outputs (h.Wait) until the write is
+// committed, and fails them with a *CommitError (ErrNotCommitted) if it
+// is not; a turn that changed nothing writes nothing. Under
+// PersistPeriodic the write is made in the background and outputs leave
+// at once.
+func (s *Supervisor) AfterTurn(ref actor.Ref, inc uint64, a actor.Actor, activity bool, h Holder) {
+	s.turnWrite(IdentityOf(ref), inc, a, activity, h)
 }
 
 // Passivate asks for ref to be passivated now; it reports whether it was
@@ -425,6 +417,9 @@ func (s *Supervisor) Close(ctx context.Context) error {
 		s.jobCond.Broadcast()
 		s.mu.Unlock()
 		s.wg.Wait()
+		if s.own != nil {
+			s.own.close()
+		}
 	}
 	s.mu.Lock()
 	s.retryUnsavedLocked(ctx)
@@ -518,10 +513,27 @@ func (s *Supervisor) passivateLocked(c Command) {
 			state, err = p.MarshalState()
 		}
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		if err != nil {
 			s.core.PersistFailed(c.ID, c.Incarnation, err, s.clock.Now())
 		}
+		if ch := s.chains[c.ID]; ch != nil && ch.inc == c.Incarnation && persist && err == nil {
+			if ch.inflight == nil && (ch.failed != nil || bytes.Equal(state, ch.last)) {
+				// Nothing new to write (or nothing that may be written).
+				delete(s.chains, c.ID)
+				s.core.Passivated(c.ID, ch.version, false, s.clock.Now())
+				s.dispatchLocked()
+				s.mu.Unlock()
+				return
+			}
+			w := &write{rec: Record{Incarnation: c.Incarnation, State: state}, state: true}
+			w.done = func(v uint64, err error) { s.passivatedLocked(c, w.rec, w.expected, v, err) }
+			t := s.submitLocked(c.ID, ch, w)
+			s.dispatchLocked()
+			s.mu.Unlock()
+			s.after(t)
+			return
+		}
+		defer s.mu.Unlock()
 		if persist && err == nil {
 			// Writes made after turns since the decision moved the
 			// version on; expect the latest.
@@ -573,17 +585,7 @@ func (s *Supervisor) run(ctx context.Context, j job) {
 		v, err := s.store.Put(ctx, c.ID, c.Version, rec)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		now := s.clock.Now()
-		if err != nil {
-			s.core.PersistFailed(c.ID, c.Incarnation, err, now)
-			// Keep the state in memory: the next activation starts
-			// from it and writes it; Close retries it.
-			rec.Version = c.Version
-			s.unsaved[c.ID] = rec
-			s.core.Passivated(c.ID, c.Version, false, now)
-		} else {
-			s.core.Passivated(c.ID, v, false, now)
-		}
+		s.passivatedLocked(c, rec, c.Version, v, err)
 		s.dispatchLocked()
 	case OpReject:
 		if r, ok := s.host.(Rejecter); ok {
@@ -595,16 +597,55 @@ func (s *Supervisor) run(ctx context.Context, j job) {
 		if err := s.host.Retire(c.ID.Ref()); err != nil {
 			s.log.LogAttrs(ctx, slog.LevelDebug, "retire", slog.String("actor", c.ID.String()), slog.Any("error", err))
 		}
+		s.mu.Lock()
+		if ch := s.chains[c.ID]; ch != nil {
+			// Behind the writes still in flight, whose versions the
+			// tombstone must expect.
+			w := &write{rec: Record{Incarnation: c.Mint}}
+			w.done = func(v uint64, err error) { s.retiredLocked(c, w.expected, v, err) }
+			t := s.submitLocked(c.ID, ch, w)
+			s.mu.Unlock()
+			s.after(t)
+			return
+		}
+		s.mu.Unlock()
 		v, err := s.store.Put(ctx, c.ID, c.Version, Record{Incarnation: c.Mint})
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if err != nil {
-			s.core.PersistFailed(c.ID, c.Incarnation, err, s.clock.Now())
-			s.unsaved[c.ID] = Record{Version: c.Version, Incarnation: c.Mint}
-		}
-		s.core.Retired(c.ID, v, false, s.clock.Now())
+		s.retiredLocked(c, c.Version, v, err)
 		s.dispatchLocked()
 	}
+}
+
+// passivatedLocked finishes a passivation whose state write (expecting
+// version expected) ended with v, err. A failed write keeps the state in
+// memory: the next activation starts from it and writes it; Close retries
+// it. The caller dispatches.
+func (s *Supervisor) passivatedLocked(c Command, rec Record, expected, v uint64, err error) {
+	now := s.clock.Now()
+	delete(s.chains, c.ID)
+	switch {
+	case errors.Is(err, errSkipped):
+		s.core.Passivated(c.ID, v, false, now)
+	case err != nil:
+		s.core.PersistFailed(c.ID, c.Incarnation, err, now)
+		rec.Version = expected
+		s.unsaved[c.ID] = rec
+		s.core.Passivated(c.ID, expected, false, now)
+	default:
+		s.core.Passivated(c.ID, v, false, now)
+	}
+}
+
+// retiredLocked finishes a retirement whose tombstone write (expecting
+// version expected) ended with v, err. The caller dispatches.
+func (s *Supervisor) retiredLocked(c Command, expected, v uint64, err error) {
+	delete(s.chains, c.ID)
+	if err != nil {
+		s.core.PersistFailed(c.ID, c.Incarnation, err, s.clock.Now())
+		s.unsaved[c.ID] = Record{Version: expected, Incarnation: c.Mint}
+	}
+	s.core.Retired(c.ID, v, false, s.clock.Now())
 }
 
 // load reads the record, re-mints if a restart asked for it, restores
@@ -617,6 +658,9 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 		s.dispatchLocked()
 	}
 	s.mu.Lock()
+	// A remedy reloads what the store holds once the activation's
+	// writes in flight have landed.
+	s.waitIdleLocked(c.ID)
 	rec, unsaved := s.unsaved[c.ID]
 	s.mu.Unlock()
 	if !unsaved {
@@ -654,13 +698,18 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 	}
 	a := f.(func(string) actor.Actor)(c.ID.Key)
 	hydrated := false
-	if len(rec.State) > 0 && c.Kind.Options.Persistence.Persistent() {
-		if p, ok := a.(Persistent); ok {
+	var atRest []byte // the state as the activation starts: turns that keep it write nothing
+	if p, ok := a.(Persistent); ok && c.Kind.Options.Persistence.Persistent() {
+		if len(rec.State) > 0 {
 			if err := p.UnmarshalState(rec.State); err != nil {
 				fail(fmt.Errorf("prospero: restore %s: %w", c.ID, err))
 				return
 			}
 			hydrated = true
+		}
+		if c.Kind.Options.Persistence.Mode == PersistEveryTurn || c.Kind.Options.Persistence.Mode == PersistPeriodic {
+			// Not attached yet: no turn runs, the value may be read here.
+			atRest, _ = p.MarshalState()
 		}
 	}
 	s.mu.Lock()
@@ -683,6 +732,7 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 		s.core.LoadFailed(c.ID, err, now)
 	} else {
 		s.lastUse.Store(c.ID, new(atomic.Int64))
+		s.newChainLocked(c.ID, c.Kind, inc, version, atRest)
 		s.core.Loaded(c.ID, inc, version, hydrated, now)
 	}
 	s.dispatchLocked()

@@ -350,6 +350,7 @@ const (
 	CodeProcessUnavailable
 	CodeUnknownKind
 	CodeNoEligibleNode
+	CodeNotCommitted
 	codeCount
 )
 
@@ -361,6 +362,7 @@ var codeSentinels = [codeCount]error{
 	actor.ErrProcessUnavailable,
 	actor.ErrUnknownKind,
 	actor.ErrNoEligibleNode,
+	actor.ErrNotCommitted,
 }
 
 // RemoteError is an error that an actor on another node answered an ask

@@ -175,7 +175,10 @@ func Start(s *prospero.Supervisor, sched *ariel.Scheduler) error {
 		switch k.Options.Persistence.Mode {
 		case prospero.PersistEveryTurn, prospero.PersistPeriodic:
 			// Only kinds whose policy is driven by turns pay for the hook.
-			if err := sched.SetAfterTurn(name, s.AfterTurn); err != nil {
+			after := func(ref actor.Ref, inc uint64, a actor.Actor, activity bool, h ariel.Hold) {
+				s.AfterTurn(ref, inc, a, activity, h)
+			}
+			if err := sched.SetAfterTurn(name, after); err != nil {
 				return err
 			}
 		}

@@ -99,6 +99,9 @@ func (c *counter) Receive(ctx actor.Context, msg any) {
 		c.n++
 	case "get":
 		ctx.Reply(c.n)
+	case "add":
+		c.n++
+		ctx.Reply(c.n)
 	case "self":
 		ctx.Reply(ctx.Self())
 	case "boom":
@@ -136,6 +139,7 @@ type options struct {
 	started    *atomic.Int64
 	release    chan struct{}
 	kind       prospero.KindOptions
+	workers    int
 }
 
 func newNode(t *testing.T, o options) *node {
@@ -152,7 +156,10 @@ func newNode(t *testing.T, o options) *node {
 	if _, err := sup.Register("counter", factory, o.kind); err != nil {
 		t.Fatal(err)
 	}
-	sched, err := ariel.New(ariel.Config{Workers: 2, TurnBudget: o.turnBudget,
+	if o.workers == 0 {
+		o.workers = 2
+	}
+	sched, err := ariel.New(ariel.Config{Workers: o.workers, TurnBudget: o.turnBudget,
 		Activator: arielhost.Activator(sup), Faults: arielhost.Faults(sup)})
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"CanceledContext", testCanceled},
 		{"ConcurrentWritersOneWins", testConcurrentWriters},
 		{"Close", testClose},
+		{"AsyncPuts", testAsync},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -287,5 +288,62 @@ func testClose(t *testing.T, s prospero.StateStore) {
 	}
 	if err := s.Delete(ctx, idA, prospero.AnyVersion); !errors.Is(err, prospero.ErrStoreClosed) {
 		t.Errorf("Delete after Close: got %v, want ErrStoreClosed", err)
+	}
+}
+
+// testAsync checks PutAsync, for stores that implement AsyncStore: each
+// write is conditional on its own and applied in queue order; done comes
+// once per write; the store copies the state; after Close, done gets
+// ErrStoreClosed.
+func testAsync(t *testing.T, s prospero.StateStore) {
+	as, ok := s.(prospero.AsyncStore)
+	if !ok {
+		t.Skip("not an AsyncStore")
+	}
+	type result struct {
+		v   uint64
+		err error
+	}
+	put := func(id prospero.Identity, expected uint64, state []byte) chan result {
+		ch := make(chan result, 2)
+		as.PutAsync(id, expected, prospero.Record{Incarnation: 1, State: state}, func(v uint64, err error) { ch <- result{v, err} })
+		return ch
+	}
+	buf := []byte("one")
+	a1 := put(idA, 0, buf)
+	copy(buf, "XXX")
+	stale := put(idA, 0, []byte("stale")) // queued after a1, which made version 0 stale
+	b1 := put(idB, 0, []byte("b"))
+	r1, rs, rb := <-a1, <-stale, <-b1
+	if r1.err != nil || rb.err != nil {
+		t.Fatalf("PutAsync: %v, %v", r1.err, rb.err)
+	}
+	if !errors.Is(rs.err, prospero.ErrVersionConflict) {
+		t.Fatalf("stale PutAsync = %v, want ErrVersionConflict", rs.err)
+	}
+	if rec := mustGet(t, s, idA); string(rec.State) != "one" || rec.Version != r1.v {
+		t.Fatalf("after PutAsync: %+v (version %d), want state one", rec, r1.v)
+	}
+	a2 := put(idA, r1.v, []byte("two"))
+	if r := <-a2; r.err != nil || r.v <= r1.v {
+		t.Fatalf("chained PutAsync = %+v", r)
+	}
+	bad := put(prospero.Identity{Kind: "", Key: "x"}, 0, nil)
+	if r := <-bad; !errors.Is(r.err, prospero.ErrInvalidIdentity) {
+		t.Fatalf("PutAsync of a bad identity = %v", r.err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	closed := put(idA, 0, nil)
+	if r := <-closed; !errors.Is(r.err, prospero.ErrStoreClosed) {
+		t.Fatalf("PutAsync after Close = %v, want ErrStoreClosed", r.err)
+	}
+	for _, ch := range []chan result{a1, stale, b1, a2, bad, closed} {
+		select {
+		case r := <-ch:
+			t.Fatalf("done called twice: %+v", r)
+		default:
+		}
 	}
 }

@@ -1,0 +1,252 @@
+package arielhost_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/prospero"
+)
+
+// gatedStore is an AsyncStore whose asynchronous writes wait for the test:
+// each PutAsync shows up on puts, and the test commits it (or fails it).
+type gatedStore struct {
+	*prospero.MemStore
+	puts chan *gatedPut
+}
+
+type gatedPut struct {
+	s        *gatedStore
+	id       prospero.Identity
+	expected uint64
+	rec      prospero.Record
+	done     func(uint64, error)
+}
+
+func newGatedStore() *gatedStore {
+	return &gatedStore{MemStore: prospero.NewMemStore(), puts: make(chan *gatedPut, 16)}
+}
+
+func (s *gatedStore) PutAsync(id prospero.Identity, expected uint64, rec prospero.Record, done func(uint64, error)) {
+	rec.State = append([]byte(nil), rec.State...)
+	s.puts <- &gatedPut{s: s, id: id, expected: expected, rec: rec, done: done}
+}
+
+func (p *gatedPut) commit() {
+	p.done(p.s.Put(context.Background(), p.id, p.expected, p.rec))
+}
+
+func (s *gatedStore) next(t *testing.T) *gatedPut {
+	t.Helper()
+	select {
+	case p := <-s.puts:
+		return p
+	case <-time.After(20 * time.Second):
+		t.Fatal("no write reached the store")
+		return nil
+	}
+}
+
+var durable = prospero.KindOptions{
+	IdleTimeout: time.Minute,
+	Persistence: prospero.Persistence{Mode: prospero.PersistEveryTurn},
+}
+
+// answers is what an asking actor's continuations saw, in order.
+type answers struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (a *answers) take() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	got := a.got
+	a.got = nil
+	return got
+}
+
+// asker asks to whatever it is told ("add" to to), recording the answers.
+func (n *node) asker(t *testing.T, to actor.Ref, a *answers) actor.Ref {
+	t.Helper()
+	ref, err := n.sched.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		m, ok := msg.(string)
+		if !ok {
+			return
+		}
+		ctx.Ask(to, m, func(_ actor.Context, v any, err error) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if err != nil {
+				a.got = append(a.got, "error")
+				return
+			}
+			a.got = append(a.got, fmt.Sprint(v))
+		})
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+func (n *node) idle(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.sched.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Reply after commit: an ask whose turn changed durable state is answered
+// only once its write is committed. The worker does not wait for it (with
+// one worker, other actors and later turns of the same actor run while
+// the write is in flight); the later turn's write waits for the first and
+// its reply for the first reply. A turn that changes nothing writes
+// nothing.
+func TestReplyAfterCommit(t *testing.T) {
+	store := newGatedStore()
+	n := newNode(t, options{store: store, kind: durable, workers: 1})
+	ref := actor.Virtual("counter", "a")
+	var got answers
+	asker := n.asker(t, ref, &got)
+
+	if err := n.sched.Tell(asker, "add"); err != nil {
+		t.Fatal(err)
+	}
+	first := store.next(t)
+	n.idle(t)
+	if a := got.take(); len(a) != 0 {
+		t.Fatalf("answered %v before the write was committed", a)
+	}
+	// The only worker is free: another actor answers meanwhile.
+	if v := n.ask(t, actor.Virtual("counter", "b"), "get"); v != uint64(0) {
+		t.Fatalf("counter/b = %v, want 0", v)
+	}
+	// A later turn of the same actor runs, and its write waits for the
+	// first one.
+	if err := n.sched.Tell(asker, "add"); err != nil {
+		t.Fatal(err)
+	}
+	n.idle(t)
+	select {
+	case p := <-store.puts:
+		t.Fatalf("second write %v issued while the first is in flight", p.id)
+	default:
+	}
+	first.commit()
+	second := store.next(t)
+	n.idle(t)
+	if a := got.take(); len(a) != 1 || a[0] != "1" {
+		t.Fatalf("answers after the first commit = %v, want [1]", a)
+	}
+	second.commit()
+	n.idle(t)
+	if a := got.take(); len(a) != 1 || a[0] != "2" {
+		t.Fatalf("answers after the second commit = %v, want [2]", a)
+	}
+	rec, err := store.Get(context.Background(), prospero.IdentityOf(ref))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := decodeCount(rec.State); v != 2 {
+		t.Fatalf("state at rest %d, want 2", v)
+	}
+	// A read changes nothing: it is answered without a write.
+	if v := n.ask(t, ref, "get"); v != uint64(2) {
+		t.Fatalf("get = %v, want 2", v)
+	}
+	select {
+	case p := <-store.puts:
+		t.Fatalf("a read wrote %v", p.rec.State)
+	default:
+	}
+}
+
+// A write that fails fails the ask with a CommitError naming the actor
+// (ErrNotCommitted, and the store's error); the activation then reloads
+// its last committed state, so the lost update is never observed.
+func TestCommitFailureFailsTheAskAndReloads(t *testing.T) {
+	store := newGatedStore()
+	n := newNode(t, options{store: store, kind: durable})
+	ref := actor.Virtual("counter", "a")
+	id := prospero.IdentityOf(ref)
+	done := make(chan error, 1)
+	go func() {
+		_, err := n.sched.Ask(context.Background(), ref, "add")
+		done <- err
+	}()
+	store.next(t).commit()
+	if err := <-done; err != nil {
+		t.Fatalf("first add: %v", err)
+	}
+	go func() {
+		_, err := n.sched.Ask(context.Background(), ref, "add")
+		done <- err
+	}()
+	disk := errors.New("disk on fire")
+	p := store.next(t)
+	p.done(0, disk)
+	err := <-done
+	var ce *prospero.CommitError
+	if !errors.Is(err, actor.ErrNotCommitted) || !errors.Is(err, disk) || !errors.As(err, &ce) || ce.ID != id {
+		t.Fatalf("failed add = %v, want a CommitError for %s wrapping ErrNotCommitted and the store's error", err, id)
+	}
+	n.events.waitFor(t, prospero.EventRehydrated, id, 1)
+	if v := n.ask(t, ref, "get"); v != uint64(1) {
+		t.Fatalf("after the failed write get = %v, want the committed 1", v)
+	}
+	if got := n.events.count(prospero.EventStoreError, id); got == 0 {
+		t.Fatal("no StoreError event for the failed write")
+	}
+}
+
+// Many actors' writes go through the group commits of a BoltStore, and
+// each reply comes after its own state is at rest: while the actors are
+// still active, the store holds every acknowledged value.
+func TestReplyAfterCommitOnBoltStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	store, err := prospero.NewBoltStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	n := newNode(t, options{store: store, kind: durable})
+	const actors, adds = 16, 20
+	acked := make([]uint64, actors)
+	var wg sync.WaitGroup
+	for i := range actors {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ref := actor.Virtual("counter", fmt.Sprint(i))
+			for range adds {
+				v, err := n.sched.Ask(context.Background(), ref, "add")
+				if err != nil {
+					t.Errorf("add %s: %v", ref, err)
+					return
+				}
+				acked[i] = v.(uint64)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range actors {
+		rec, err := store.Get(context.Background(), prospero.Identity{Kind: "counter", Key: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := decodeCount(rec.State); v != acked[i] || v != adds {
+			t.Fatalf("counter/%d at rest %d, acknowledged %d, want %d", i, v, acked[i], adds)
+		}
+	}
+}
+
+func decodeCount(b []byte) (uint64, int) { return binary.Uvarint(b) }

@@ -1,0 +1,146 @@
+package prospero
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tempest-actors/tempest/actor"
+)
+
+// ErrNotCommitted: the state a turn changed could not be made durable, so
+// what the turn answered and sent was not released. It is the actor
+// package's sentinel (it keeps its identity across nodes); the error a
+// caller gets is a *CommitError naming the identity.
+var ErrNotCommitted = actor.ErrNotCommitted
+
+// CommitError fails the outputs of a turn whose state was not committed:
+// the ask it answered, the asks and tells it sent. ID names the actor;
+// Err is the cause (the store's error, or why the write was not tried).
+// It matches ErrNotCommitted and the cause with errors.Is.
+type CommitError struct {
+	ID  Identity
+	Err error
+}
+
+func (e *CommitError) Error() string {
+	return fmt.Sprintf("prospero: state of %s not committed: %v", e.ID, e.Err)
+}
+
+// Unwrap returns ErrNotCommitted and the cause.
+func (e *CommitError) Unwrap() []error { return []error{ErrNotCommitted, e.Err} }
+
+// AsyncStore is a StateStore that takes writes without making its caller
+// wait for them (group commit). The supervisor uses it, when its store
+// implements it, for the writes of turn-driven persistence and of
+// passivation, so that no scheduler worker ever waits on an fsync.
+type AsyncStore interface {
+	StateStore
+	// PutAsync queues the conditional write Put(id, expected, rec) and
+	// returns at once. done is called exactly once, on a goroutine of the
+	// store, when the write is durable (its new version, nil) or failed
+	// (0 and the error Put would return). Writes queued while the store
+	// commits earlier ones are committed together: one transaction and
+	// one fsync for all, each still conditional on its own expected
+	// version. Writes are applied in the order they were queued. The
+	// store copies rec.State. done must not block for long. When the
+	// store is closed, done is called with ErrStoreClosed before PutAsync
+	// returns: callers must not hold a lock done needs.
+	PutAsync(id Identity, expected uint64, rec Record, done func(version uint64, err error))
+}
+
+// asyncPut is one queued write of a group committer.
+type asyncPut struct {
+	id       Identity
+	expected uint64
+	rec      Record
+	done     func(uint64, error)
+	// set by the commit function
+	version uint64
+	err     error
+}
+
+// groupCommitter queues writes and commits them in groups on one
+// goroutine it owns: while a group is being committed the next one
+// gathers, so that under load many writes share one commit. commit
+// fills version and err of each write in the group.
+type groupCommitter struct {
+	commit func([]asyncPut)
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queue  []asyncPut
+	closed bool
+	done   chan struct{}
+}
+
+func newGroupCommitter(commit func([]asyncPut)) *groupCommitter {
+	g := &groupCommitter{commit: commit, done: make(chan struct{})}
+	g.cond = sync.NewCond(&g.mu)
+	go g.loop()
+	return g
+}
+
+func (g *groupCommitter) put(id Identity, expected uint64, rec Record, done func(uint64, error)) {
+	if err := id.Validate(); err != nil {
+		done(0, err)
+		return
+	}
+	rec.State = append([]byte(nil), rec.State...)
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		done(0, ErrStoreClosed)
+		return
+	}
+	g.queue = append(g.queue, asyncPut{id: id, expected: expected, rec: rec, done: done})
+	g.cond.Signal()
+	g.mu.Unlock()
+}
+
+func (g *groupCommitter) loop() {
+	defer close(g.done)
+	for {
+		g.mu.Lock()
+		for len(g.queue) == 0 && !g.closed {
+			g.cond.Wait()
+		}
+		group := g.queue
+		g.queue = nil
+		g.mu.Unlock()
+		if len(group) == 0 {
+			return // closed and drained
+		}
+		g.commit(group)
+		for i := range group {
+			w := &group[i]
+			w.done(w.version, w.err)
+		}
+	}
+}
+
+// close commits what is queued, then stops the goroutine. Later puts
+// fail with ErrStoreClosed. It is idempotent.
+func (g *groupCommitter) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.cond.Signal()
+	g.mu.Unlock()
+	<-g.done
+}
+
+// syncCommitter gives a StateStore without PutAsync the same interface:
+// its writes run one by one on the committer's goroutine, never on the
+// caller's.
+func syncCommitter(s StateStore) *groupCommitter {
+	return newGroupCommitter(func(group []asyncPut) {
+		for i := range group {
+			w := &group[i]
+			w.version, w.err = s.Put(context.Background(), w.id, w.expected, w.rec)
+		}
+	})
+}
+
+// errNotDurable says why a turn's outputs were failed without a write.
+var errNotDurable = errors.New("an earlier write of this activation failed; it reloads its state at rest")

@@ -57,10 +57,27 @@ type Context interface {
 	// meanwhile. The deadline is DefaultAskTimeout unless an AskOption sets it.
 	Ask(to Ref, msg any, then Continuation, opts ...AskOption)
 	// Reply answers the current message if it is an ask. It is a no-op for
-	// a tell. Only the first Reply or ReplyError of a turn counts.
+	// a tell. Only the first Reply or ReplyError of a turn counts. In a
+	// continuation the current message is the reply being continued, not
+	// the ask that started it, so Reply there answers nothing (it is
+	// counted as a stray reply): to answer an ask from a later turn, take
+	// its Replier with ReplyLater in the turn that received it.
 	Reply(msg any)
 	// ReplyError answers the current ask with an error.
 	ReplyError(err error)
+	// ReplyLater takes over the answer to the current ask: the returned
+	// Replier answers it exactly once, from this turn or from any later
+	// turn or continuation (r.Reply(ctx, v) with that turn's Context),
+	// whether the caller is program code, a local actor or an actor on
+	// another node. The ask stays open
+	// until it is answered, its deadline passes (the caller gets
+	// ErrDeadlineExceeded), or the Replier becomes unreachable without an
+	// answer (the caller gets ErrNoReply soon after a garbage collection
+	// finds it, not at its deadline). After ReplyLater, Reply and
+	// ReplyError in the same turn answer through the Replier. Calling it
+	// again in the same turn returns the same Replier. For a tell, the
+	// Replier's methods return ErrNotAsk.
+	ReplyLater() Replier
 
 	// Spawn starts a child actor on this node and returns its reference.
 	// The child receives Started as its first message. It is stopped when
@@ -92,6 +109,23 @@ type Context interface {
 	SetReceiveTimeout(d time.Duration)
 }
 
+// Replier answers one ask once (see Context.ReplyLater). Unlike a
+// Context it may be kept across turns, and even handed to another actor.
+// The answer is an output of the turn whose Context is passed: it leaves
+// with that turn's other sends, so with reply after commit (a kind that
+// persists every turn) it is released only once that turn's state is
+// committed.
+type Replier interface {
+	// Reply answers the ask with msg, as an output of the turn ctx belongs
+	// to. It returns ErrAlreadyAnswered when the ask was answered already
+	// or ended (its deadline passed or its caller gave up), ErrNotAsk when
+	// the message was a tell, and an error when ctx is not the Context of
+	// a running turn.
+	Reply(ctx Context, msg any) error
+	// ReplyError answers the ask with err (see Reply).
+	ReplyError(ctx Context, err error) error
+}
+
 // Client sends to actors from program code (outside any actor).
 type Client interface {
 	// Tell sends msg to to with no sender. It returns ErrRefused when the
@@ -99,7 +133,9 @@ type Client interface {
 	Tell(to Ref, msg any) error
 	// Ask sends msg to to and blocks the calling goroutine (only) until the
 	// reply arrives, the deadline of ctx passes (default DefaultAskTimeout)
-	// or ctx is cancelled.
+	// or ctx is cancelled. Called from inside an actor's turn, where it
+	// would hold a worker until the reply, it sends nothing and returns
+	// ErrAskInTurn: use Context.Ask with a continuation there.
 	Ask(ctx context.Context, to Ref, msg any) (any, error)
 }
 

@@ -32,4 +32,16 @@ var (
 	// released: the caller must not count the update as done. The error
 	// names the actor.
 	ErrNotCommitted = errors.New("tempest: state not committed")
+	// ErrNoReply means the actor that received an ask dropped its Replier
+	// (Context.ReplyLater) without answering: nothing will answer.
+	ErrNoReply = errors.New("tempest: ask dropped without a reply")
+	// ErrAlreadyAnswered is returned by a Replier whose ask was answered
+	// already or ended (deadline passed, caller gone).
+	ErrAlreadyAnswered = errors.New("tempest: ask already answered")
+	// ErrNotAsk is returned by the Replier of a message that was a tell.
+	ErrNotAsk = errors.New("tempest: message is not an ask")
+	// ErrAskInTurn means a blocking ask (Client.Ask, Node.Ask) was called
+	// from inside an actor's turn, where it would hold a worker until the
+	// reply; nothing was sent. Use Context.Ask with a continuation.
+	ErrAskInTurn = errors.New("tempest: blocking ask inside a turn")
 )

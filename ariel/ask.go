@@ -1,6 +1,8 @@
 package ariel
 
 import (
+	"errors"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -169,4 +171,97 @@ func (s *Scheduler) deliverTo(c *Cell, from actor.Ref, msg any, deadline time.Ti
 	}
 	s.wake(c, nil)
 	return false, nil
+}
+
+// replier is the Replier of one ask (Context.ReplyLater). The pending ask
+// it answers does not point back to it, so a replier nobody holds any
+// more is collected, and its cleanup fails the ask with ErrNoReply.
+type replier struct {
+	p        *pending // nil: the message was a tell
+	answered atomic.Bool
+}
+
+var _ actor.Replier = (*replier)(nil)
+
+func newReplier(s *Scheduler, p *pending) *replier {
+	r := &replier{p: p}
+	if p != nil {
+		runtime.AddCleanup(r, func(p *pending) {
+			if p.complete(nil, actor.ErrNoReply, nil) {
+				p.s.g.noReply.Add(1)
+			}
+		}, p)
+	}
+	return r
+}
+
+func (r *replier) Reply(ctx actor.Context, msg any) error { return r.answer(ctx, msg, nil) }
+
+func (r *replier) ReplyError(ctx actor.Context, err error) error { return r.answer(ctx, nil, err) }
+
+// answer answers the ask as an output of the turn ctx belongs to.
+func (r *replier) answer(ctx actor.Context, v any, err error) error {
+	if r.p == nil {
+		return actor.ErrNotAsk
+	}
+	ex, ok := ctx.(*executor)
+	if !ok || ex.cell == nil {
+		return errNotInTurn
+	}
+	if r.p.done.Load() || !r.answered.CompareAndSwap(false, true) {
+		return actor.ErrAlreadyAnswered
+	}
+	ex.reply(r.p, v, err)
+	return nil
+}
+
+// errNotInTurn: a Replier was used without the Context of a running turn.
+var errNotInTurn = errors.New("ariel: Replier used outside a turn (pass the Context of the current turn)")
+
+// onTurnGoroutine reports whether the calling goroutine is one that runs
+// turns: a pool worker (replacements included) or the simulated runner. A
+// blocking ask there would hold that goroutine, and so a worker, until the
+// reply. It walks the caller's stack to its bottom frame (the goroutine's
+// start function): a few hundred nanoseconds, paid only by blocking asks.
+func onTurnGoroutine() bool {
+	var buf [64]uintptr
+	pcs := buf[:]
+	for {
+		n := runtime.Callers(2, pcs)
+		if n < len(pcs) {
+			pcs = pcs[:n]
+			break
+		}
+		pcs = make([]uintptr, 2*len(pcs)) // a deep stack: rare
+	}
+	// The last frames are the start function and runtime.goexit.
+	for i := len(pcs) - 1; i >= 0 && i >= len(pcs)-3; i-- {
+		f := runtime.FuncForPC(pcs[i] - 1)
+		if f == nil {
+			continue
+		}
+		if e := f.Entry(); e == turnEntries[0].Load() || e == turnEntries[1].Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// turnEntries are the entry PCs of the functions that turn goroutines
+// start in ((*worker).run and (*simRunner).run), recorded by each when it
+// starts (see markTurnGoroutine).
+var turnEntries [2]atomic.Uintptr
+
+// markTurnGoroutine records the entry PC of its caller, the start function
+// of a turn goroutine, in slot i of turnEntries.
+func markTurnGoroutine(i int) {
+	if turnEntries[i].Load() != 0 {
+		return
+	}
+	var pc [1]uintptr
+	if runtime.Callers(2, pc[:]) == 1 {
+		if f := runtime.FuncForPC(pc[0] - 1); f != nil {
+			turnEntries[i].Store(f.Entry())
+		}
+	}
 }

@@ -33,10 +33,8 @@ type executor struct {
 
 	// A turn of a kind with an after-turn hook keeps its reply here until
 	// the turn ends (see hold.go).
-	rask  *pending
-	rv    any
-	rerr  error
-	heldB *heldBatch // the batch the hook held the current turn's outputs in
+	replies []heldReply
+	heldB   *heldBatch // the batch the hook held the current turn's outputs in
 	// normal: the current turn may change state (the after-turn hook
 	// runs for it).
 	normal bool
@@ -46,9 +44,10 @@ type executor struct {
 	cell    *Cell
 	env     *envelope
 	replied bool
-	faulted bool   // the current turn panicked
-	turns   uint64 // turns not yet added to cnt
-	msgs    uint64 // messages not yet added to cnt
+	later   *replier // the turn's Replier (ReplyLater), nil if none
+	faulted bool     // the current turn panicked
+	turns   uint64   // turns not yet added to cnt
+	msgs    uint64   // messages not yet added to cnt
 	cycles  uint64
 
 	credCell *Cell // recipient of the turn's last send
@@ -275,7 +274,7 @@ func (ex *executor) runTells(c *Cell, batch []envelope, i int) (next int) {
 		if e.kind != kUser || e.ask != nil {
 			return next
 		}
-		ex.cell, ex.env, ex.replied = c, e, false
+		ex.cell, ex.env, ex.replied, ex.later = c, e, false, nil
 		ex.turns++
 		a.Receive(ex, e.msg)
 		ex.leave()
@@ -350,7 +349,7 @@ func (ex *executor) panicked(c *Cell, r any) {
 }
 
 func (ex *executor) enter(c *Cell, e *envelope) {
-	ex.cell, ex.env, ex.replied, ex.faulted = c, e, false, false
+	ex.cell, ex.env, ex.replied, ex.faulted, ex.later = c, e, false, false, nil
 	ex.turns++
 }
 
@@ -403,7 +402,7 @@ func (ex *executor) leave() {
 	} else if len(ex.outTo) > 0 {
 		ex.flush()
 	}
-	ex.cell, ex.env = nil, nil
+	ex.cell, ex.env, ex.later = nil, nil, nil
 }
 
 // flush delivers the turn's buffered sends. Runs of sends to the same
@@ -743,16 +742,43 @@ func (s *Scheduler) sendFailed(self *Cell, to actor.Ref, msg any, p *pending, er
 }
 
 func (ex *executor) answer(v any, err error) {
-	if ex.env == nil || ex.env.ask == nil || ex.replied {
+	if ex.env == nil || ex.replied {
+		return
+	}
+	if ex.env.ask == nil {
+		if ex.env.kind == kReply {
+			ex.s.g.strayReplies.Add(1) // a continuation has no ask to answer
+		}
 		return
 	}
 	ex.replied = true
-	if ex.cell != nil && ex.cell.after != nil {
-		// Sent when the turn ends, after the hook (see settle).
-		ex.rask, ex.rv, ex.rerr = ex.env.ask, v, err
+	if ex.later != nil {
+		_ = ex.later.answer(ex, v, err)
 		return
 	}
-	ex.env.ask.complete(v, err, ex)
+	ex.reply(ex.env.ask, v, err)
+}
+
+// reply answers p as an output of the current turn: at once, or, for a
+// kind with an after-turn hook, when the turn's outputs are released
+// (after the hook, see settle).
+func (ex *executor) reply(p *pending, v any, err error) {
+	if ex.cell != nil && ex.cell.after != nil {
+		ex.replies = append(ex.replies, heldReply{p: p, v: v, err: err})
+		return
+	}
+	p.complete(v, err, ex)
+}
+
+func (ex *executor) ReplyLater() actor.Replier {
+	if ex.later == nil {
+		var p *pending
+		if ex.env != nil {
+			p = ex.env.ask
+		}
+		ex.later = newReplier(ex.s, p)
+	}
+	return ex.later
 }
 
 func (ex *executor) Spawn(a actor.Actor, opts ...actor.SpawnOption) (actor.Ref, error) {

@@ -77,16 +77,13 @@ type fwd struct {
 
 // heldBatch is the outputs of one turn.
 type heldBatch struct {
-	s    *Scheduler
-	q    *holdQueue
-	from *Cell
-	to   []*Cell
-	env  []envelope
-	fwd  []fwd
-	// the turn's reply
-	ask  *pending
-	v    any
-	rerr error
+	s       *Scheduler
+	q       *holdQueue
+	from    *Cell
+	to      []*Cell
+	env     []envelope
+	fwd     []fwd
+	replies []heldReply // the turn's answers to asks
 
 	held bool  // the hook held it (Hold.Wait), rather than queued it behind others
 	done bool  // guarded by q.mu
@@ -107,15 +104,27 @@ func (ex *executor) takeOutputs(c *Cell) *heldBatch {
 		clear(ex.outFwd)
 		ex.outFwd = ex.outFwd[:0]
 	}
-	if ex.rask != nil {
-		b.ask, b.v, b.rerr = ex.rask, ex.rv, ex.rerr
-		ex.rask, ex.rv, ex.rerr = nil, nil, nil
+	if len(ex.replies) > 0 {
+		b.replies = slices.Clone(ex.replies)
+		ex.clearReplies()
 	}
 	return b
 }
 
+// heldReply is an answer to an ask, kept with its turn's outputs.
+type heldReply struct {
+	p   *pending
+	v   any
+	err error
+}
+
+func (ex *executor) clearReplies() {
+	clear(ex.replies)
+	ex.replies = ex.replies[:0]
+}
+
 func (ex *executor) hasOutputs() bool {
-	return len(ex.outTo) > 0 || len(ex.outFwd) > 0 || ex.rask != nil
+	return len(ex.outTo) > 0 || len(ex.outFwd) > 0 || len(ex.replies) > 0
 }
 
 // settle ends a turn of an actor whose kind has an after-turn hook: the
@@ -158,11 +167,10 @@ func (ex *executor) settle(c *Cell) {
 	}
 	clear(ex.outFwd)
 	ex.outFwd = ex.outFwd[:0]
-	if p := ex.rask; p != nil {
-		v, err := ex.rv, ex.rerr
-		ex.rask, ex.rv, ex.rerr = nil, nil, nil
-		p.complete(v, err, ex)
+	for _, r := range ex.replies {
+		r.p.complete(r.v, r.err, ex)
 	}
+	ex.clearReplies()
 }
 
 // release marks b finished (err: failed) and delivers every finished
@@ -225,8 +233,8 @@ func (b *heldBatch) deliver(err error) {
 		for i := range b.fwd {
 			s.forwardNow(b.from, &b.fwd[i], nil)
 		}
-		if b.ask != nil {
-			b.ask.complete(b.v, b.rerr, nil)
+		for _, r := range b.replies {
+			r.p.complete(r.v, r.err, nil)
 		}
 		return
 	}
@@ -249,8 +257,8 @@ func (b *heldBatch) deliver(err error) {
 		s.g.undelivered.Add(1)
 		s.undeliverable(b.from, f.to, f.msg, err, nil)
 	}
-	if b.ask != nil {
-		b.ask.complete(nil, err, nil)
+	for _, r := range b.replies {
+		r.p.complete(nil, err, nil)
 	}
 }
 

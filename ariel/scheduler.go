@@ -344,6 +344,10 @@ func (s *Scheduler) Ask(ctx context.Context, to actor.Ref, msg any) (any, error)
 	if d <= 0 {
 		return nil, actor.ErrDeadlineExceeded
 	}
+	if onTurnGoroutine() {
+		s.g.asksInTurn.Add(1)
+		return nil, fmt.Errorf("%w: ask of %v", actor.ErrAskInTurn, to)
+	}
 	p := &pending{s: s, ch: make(chan result, 1)}
 	p.arm(d)
 	if err := s.sendNow(nil, to, msg, p, deadline.UnixNano()); err != nil {
@@ -463,6 +467,9 @@ func (s *Scheduler) Stats() Stats {
 		Exhausted:    s.g.exhausted.Load(),
 		Expired:      s.g.expired.Load(),
 		TimerSkipped: s.g.timerSkipped.Load(),
+		StrayReplies: s.g.strayReplies.Load(),
+		NoReply:      s.g.noReply.Load(),
+		AsksInTurn:   s.g.asksInTurn.Load(),
 		Workers:      int(s.nworkers.Load()),
 		Cells:        int(s.ncells.Load()),
 	}

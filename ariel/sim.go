@@ -71,6 +71,7 @@ func (r *simRunner) pick() *Cell {
 }
 
 func (r *simRunner) run() {
+	markTurnGoroutine(1)
 	s := r.s
 	defer s.wg.Done()
 	for {

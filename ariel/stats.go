@@ -23,7 +23,16 @@ type Stats struct {
 	// delivered because the previous tick was still queued or the
 	// period had already passed when the timer ran.
 	TimerSkipped uint64
-	Workers      int // live pool workers (replacements included)
+	// StrayReplies counts Reply and ReplyError calls in continuations,
+	// which have no ask to answer (see Context.ReplyLater).
+	StrayReplies uint64
+	// NoReply counts asks failed with ErrNoReply because their Replier
+	// was dropped unanswered.
+	NoReply uint64
+	// AsksInTurn counts blocking asks refused with ErrAskInTurn because
+	// they were made on a goroutine that runs turns.
+	AsksInTurn uint64
+	Workers    int // live pool workers (replacements included)
 	// Cells is a gauge, not a counter: cells of virtual actors held now
 	// (active, holding mail, or made with EnsureCell). A passivated
 	// identity whose mailbox is empty holds none.
@@ -54,4 +63,5 @@ type counters struct {
 // globalCounters are rare events counted where they happen.
 type globalCounters struct {
 	refused, undelivered, panics, exhausted, expired, timerSkipped atomic.Uint64
+	strayReplies, noReply, asksInTurn                              atomic.Uint64
 }

@@ -40,6 +40,7 @@ func (s *Scheduler) newWorker(id int) *worker {
 }
 
 func (w *worker) run() {
+	markTurnGoroutine(0)
 	s := w.s
 	defer s.wg.Done()
 	for !s.closing.Load() {

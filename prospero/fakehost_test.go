@@ -296,3 +296,4 @@ func (c *fctx) Every(time.Duration, any, ...actor.TimerOption) actor.Cancel {
 	panic("fake context: Every")
 }
 func (c *fctx) SetReceiveTimeout(time.Duration) {}
+func (c *fctx) ReplyLater() actor.Replier       { return nil }

@@ -351,6 +351,7 @@ const (
 	CodeUnknownKind
 	CodeNoEligibleNode
 	CodeNotCommitted
+	CodeNoReply
 	codeCount
 )
 
@@ -363,6 +364,7 @@ var codeSentinels = [codeCount]error{
 	actor.ErrUnknownKind,
 	actor.ErrNoEligibleNode,
 	actor.ErrNotCommitted,
+	actor.ErrNoReply,
 }
 
 // RemoteError is an error that an actor on another node answered an ask

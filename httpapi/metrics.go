@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -165,8 +166,91 @@ func (m *Metrics) BridgeGoMetrics() error {
 	cfg.EnableHostnameLabel = false
 	cfg.EnableRuntimeMetrics = false // the Go collector has them
 	cfg.EnableServiceLabel = false
-	_, err = gometrics.NewGlobal(cfg, sink)
+	_, err = gometrics.NewGlobal(cfg, promNames{sink})
 	return err
+}
+
+// promNames renames go-metrics keys to Prometheus conventions on their
+// way into the Prometheus sink, which only joins the key parts with "_":
+// every key part and label name in snake_case (raft's
+// raft.leader.lastContact becomes tempest_raft_leader_last_contact, its
+// rpcType label rpc_type), and counters end in _total. Timings stay what
+// go-metrics measures: summaries in milliseconds.
+type promNames struct{ next *gmprom.PrometheusSink }
+
+var (
+	_ gometrics.MetricSink               = promNames{}
+	_ gometrics.PrecisionGaugeMetricSink = promNames{}
+)
+
+func (p promNames) SetGauge(key []string, val float32) { p.next.SetGauge(snakeKey(key), val) }
+func (p promNames) SetGaugeWithLabels(key []string, val float32, labels []gometrics.Label) {
+	p.next.SetGaugeWithLabels(snakeKey(key), val, snakeLabels(labels))
+}
+func (p promNames) SetPrecisionGauge(key []string, val float64) {
+	p.next.SetPrecisionGauge(snakeKey(key), val)
+}
+func (p promNames) SetPrecisionGaugeWithLabels(key []string, val float64, labels []gometrics.Label) {
+	p.next.SetPrecisionGaugeWithLabels(snakeKey(key), val, snakeLabels(labels))
+}
+func (p promNames) EmitKey(key []string, val float32) { p.next.EmitKey(snakeKey(key), val) }
+func (p promNames) IncrCounter(key []string, val float32) {
+	p.next.IncrCounter(counterKey(key), val)
+}
+func (p promNames) IncrCounterWithLabels(key []string, val float32, labels []gometrics.Label) {
+	p.next.IncrCounterWithLabels(counterKey(key), val, snakeLabels(labels))
+}
+func (p promNames) AddSample(key []string, val float32) { p.next.AddSample(snakeKey(key), val) }
+func (p promNames) AddSampleWithLabels(key []string, val float32, labels []gometrics.Label) {
+	p.next.AddSampleWithLabels(snakeKey(key), val, snakeLabels(labels))
+}
+
+func snakeKey(key []string) []string {
+	out := make([]string, len(key))
+	for i, k := range key {
+		out[i] = snakeCase(k)
+	}
+	return out
+}
+
+func counterKey(key []string) []string {
+	out := snakeKey(key)
+	if n := len(out); n == 0 || out[n-1] != "total" {
+		out = append(out, "total")
+	}
+	return out
+}
+
+func snakeLabels(labels []gometrics.Label) []gometrics.Label {
+	out := make([]gometrics.Label, len(labels))
+	for i, l := range labels {
+		out[i] = gometrics.Label{Name: snakeCase(l.Name), Value: l.Value}
+	}
+	return out
+}
+
+// snakeCase turns a camelCase name into snake_case: an underscore before
+// an upper-case letter that follows a lower-case letter or digit, or
+// that ends an acronym (getRPCType: get_rpc_type), then all lower case.
+func snakeCase(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 4)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			if i > 0 {
+				prev := s[i-1]
+				lowerBefore := prev >= 'a' && prev <= 'z' || prev >= '0' && prev <= '9'
+				acronymEnd := prev >= 'A' && prev <= 'Z' && i+1 < len(s) && s[i+1] >= 'a' && s[i+1] <= 'z'
+				if lowerBefore || acronymEnd {
+					b.WriteByte('_')
+				}
+			}
+			c += 'a' - 'A'
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // nodeCollector turns tempest.Node's counters into metrics at scrape

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +51,28 @@ func TestMetricsActivationDuration(t *testing.T) {
 	}
 	if sum < 0.0079 || sum > 0.0081 {
 		t.Errorf("sum of counter hydration times %v, want 0.008", sum)
+	}
+}
+
+func TestPromNames(t *testing.T) {
+	for in, want := range map[string]string{
+		"lastContact":   "last_contact",
+		"appendEntries": "append_entries",
+		"getRPCType":    "get_rpc_type",
+		"rpcType":       "rpc_type",
+		"RPC":           "rpc",
+		"fsm":           "fsm",
+		"peer_id":       "peer_id",
+		"v2Node":        "v2_node",
+	} {
+		if got := snakeCase(in); got != want {
+			t.Errorf("snakeCase(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := counterKey([]string{"raft", "state", "leader"}); strings.Join(got, "_") != "raft_state_leader_total" {
+		t.Errorf("counter key %v", got)
+	}
+	if got := counterKey([]string{"x", "total"}); strings.Join(got, "_") != "x_total" {
+		t.Errorf("counter key %v", got)
 	}
 }

@@ -129,6 +129,9 @@ func New(cfg Config) (*Node, error) {
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.Name)
 	rc.Logger = hl
+	// Raft also emits every per-peer metric a second time with the peer's
+	// name inside the metric name; the labelled form (peer_id) is enough.
+	rc.NoLegacyTelemetry = true
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout

@@ -247,9 +247,7 @@ func TestEndToEndThreeAgents(t *testing.T) {
 		}
 	})
 	c.must("certs", "ca", "--out", filepath.Join(dir, "ca"))
-	if err := os.WriteFile(filepath.Join(dir, "gossip.key"), []byte(c.must("keygen")), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	c.must("keygen", "--out", filepath.Join(dir, "gossip.key"))
 	n1 := c.start("n1", nil)
 	n2 := c.start("n2", nil)
 	n3 := c.start("n3", nil)
@@ -330,6 +328,9 @@ func TestEndToEndThreeAgents(t *testing.T) {
 	if out := c.must("ask", "counter/k1", `{"Get":null}`, "--addr", n1.addr()); strings.TrimSpace(out) != `{"n":101}` {
 		t.Fatalf("after hydration: %q", out)
 	}
+
+	// The exposition after traffic, a passivation and a hydration.
+	checkExposition(t, n1.addr(), n2.addr(), n3.addr())
 
 	// Client errors have distinct exit codes.
 	for _, tc := range []struct {

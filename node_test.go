@@ -273,7 +273,7 @@ func TestRestartKeepsState(t *testing.T) {
 			t.Fatal(err)
 		}
 		// On-passivation persistence: only the graceful Close writes.
-		if err := demo.Register(n, demo.Options{CounterPersistence: prospero.Persistence{Mode: prospero.PersistOnPassivation}}); err != nil {
+		if err := demo.Register(n, demo.Options{CounterPersistence: &prospero.Persistence{Mode: prospero.PersistOnPassivation}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := n.Start(t.Context()); err != nil {

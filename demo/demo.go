@@ -21,6 +21,7 @@ package demo
 
 import (
 	_ "embed"
+	"fmt"
 	"math"
 	"time"
 
@@ -52,9 +53,26 @@ const (
 type Options struct {
 	// IdleTimeout passivates idle actors (default: the supervisor's, 10 min).
 	IdleTimeout time.Duration
-	// CounterPersistence is when a counter writes its value at rest
-	// (default: on passivation, which includes a graceful shutdown).
-	CounterPersistence prospero.Persistence
+	// CounterPersistence is when a counter writes its value at rest.
+	// nil means every turn with reply after commit
+	// (prospero.PersistEveryTurn): an Add is answered only once its new
+	// value is on disk, so no acknowledged Add is lost to a crash.
+	CounterPersistence *prospero.Persistence
+}
+
+// ParsePersistence parses the name of a persistence mode for the demo
+// counter: "every-turn" (durable: reply after commit), "passivation"
+// (written on passivation and graceful shutdown only) or "none".
+func ParsePersistence(s string) (prospero.Persistence, error) {
+	switch s {
+	case "every-turn":
+		return prospero.Persistence{Mode: prospero.PersistEveryTurn}, nil
+	case "passivation":
+		return prospero.Persistence{Mode: prospero.PersistOnPassivation}, nil
+	case "none":
+		return prospero.Persistence{Mode: prospero.PersistNone}, nil
+	}
+	return prospero.Persistence{}, fmt.Errorf("demo: persistence %q: want every-turn, passivation or none", s)
 }
 
 // Register registers echo and counter on n (before n.Start).
@@ -67,9 +85,9 @@ func Register(n *tempest.Node, o Options) error {
 	if err := n.Register(Echo, func(string) actor.Actor { return actor.Func(echoReceive) }, echo); err != nil {
 		return err
 	}
-	p := o.CounterPersistence
-	if p.Mode == prospero.PersistNone {
-		p.Mode = prospero.PersistOnPassivation
+	p := prospero.Persistence{Mode: prospero.PersistEveryTurn}
+	if o.CounterPersistence != nil {
+		p = *o.CounterPersistence
 	}
 	copts := tempest.KindOptions{
 		KindOptions: prospero.KindOptions{IdleTimeout: o.IdleTimeout, Persistence: p},

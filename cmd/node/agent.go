@@ -175,7 +175,12 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 		_ = ln.Close()
 		return nil, withCode(exitUsage, err)
 	}
-	if err := demo.Register(n, demo.Options{IdleTimeout: c.IdleTimeout}); err != nil {
+	persistence, err := demo.ParsePersistence(c.Persistence)
+	if err != nil {
+		_ = ln.Close()
+		return nil, withCode(exitUsage, err)
+	}
+	if err := demo.Register(n, demo.Options{IdleTimeout: c.IdleTimeout, CounterPersistence: &persistence}); err != nil {
 		_ = ln.Close()
 		return nil, err
 	}
@@ -356,6 +361,7 @@ func printBanner(w io.Writer, c agentConfig, a *agent, mat tlsMaterial) {
 		fmt.Fprintln(w, "  cluster:       none (standalone node: no TLS material)")
 	}
 	fmt.Fprintf(w, "  kinds:         %s\n", strings.Join(a.node.Kinds(), ", "))
+	fmt.Fprintf(w, "  persistence:   counter %s\n", c.Persistence)
 	fmt.Fprintf(w, "  manifest:      profile %s, digest %s\n", man.Profile, man.Digest())
 	for _, cl := range manifest.Clauses {
 		fmt.Fprintf(w, "    %-28s %s\n", cl.String()+":", man.Clause(cl))

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/membership"
 )
 
@@ -45,6 +46,7 @@ type agentConfig struct {
 	Timing          string
 	Shards          int
 	IdleTimeout     time.Duration
+	Persistence     string
 	Workers         int
 }
 
@@ -62,6 +64,7 @@ func defaultAgentConfig() agentConfig {
 		DrainTimeout:    30 * time.Second,
 		Timing:          "lan",
 		Shards:          1024,
+		Persistence:     "every-turn",
 	}
 }
 
@@ -107,6 +110,7 @@ func bindAgentFlags(fs *pflag.FlagSet, c *agentConfig) {
 	fs.StringVar(&c.Timing, "timing", d.Timing, "failure-detection timing: lan, or fast (loopback tests and the dev cluster)")
 	fs.IntVar(&c.Shards, "shards", d.Shards, "shards per placement group, used only when this node initialises a new cluster")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 0, "passivate idle demo actors after this long (0: the supervisor's default)")
+	fs.StringVar(&c.Persistence, "persistence", d.Persistence, "when the demo counter writes its state at rest: every-turn (an Add is answered once it is on disk), passivation, or none")
 	fs.IntVar(&c.Workers, "workers", 0, "scheduler workers (0: GOMAXPROCS)")
 }
 
@@ -157,6 +161,9 @@ func (c *agentConfig) validate() error {
 	}
 	if c.IdleTimeout < 0 {
 		return configError("idle-timeout", "must not be negative")
+	}
+	if _, err := demo.ParsePersistence(c.Persistence); err != nil {
+		return configError("persistence", "%q: want every-turn, passivation or none", c.Persistence)
 	}
 	if c.Workers < 0 {
 		return configError("workers", "must not be negative")

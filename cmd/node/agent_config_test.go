@@ -127,6 +127,7 @@ func TestAgentConfigErrorsNameTheFlag(t *testing.T) {
 		{append(base, "--drain-timeout", "0s"), nil, "--drain-timeout"},
 		{append(base, "--timing", "slow"), nil, "--timing"},
 		{append(base, "--shards", "0"), nil, "--shards"},
+		{append(base, "--persistence", "sometimes"), nil, "--persistence"},
 		{base, map[string]string{"TEMPEST_BOOTSTRAP_EXPECT": "many"}, "--bootstrap-expect"},
 		{base, map[string]string{"TEMPEST_DRAIN_TIMEOUT": "soon"}, "--drain-timeout"},
 		{append(base, "--config", badFile), nil, "--config"},

@@ -18,12 +18,17 @@ import (
 
 // benchNode is a supervisor on a real scheduler, for benchmarks.
 func benchNode(b *testing.B, store prospero.StateStore) (*prospero.Supervisor, *ariel.Scheduler) {
+	return benchNodeKind(b, store, persistent)
+}
+
+// benchNodeKind is benchNode with the counter kind's options.
+func benchNodeKind(b *testing.B, store prospero.StateStore, kind prospero.KindOptions) (*prospero.Supervisor, *ariel.Scheduler) {
 	b.Helper()
 	sup, err := prospero.NewSupervisor(prospero.Config{Store: store, TickInterval: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := sup.Register("counter", func(string) actor.Actor { return &counter{} }, persistent); err != nil {
+	if _, err := sup.Register("counter", func(string) actor.Actor { return &counter{} }, kind); err != nil {
 		b.Fatal(err)
 	}
 	sched, err := ariel.New(ariel.Config{Activator: arielhost.Activator(sup), Faults: arielhost.Faults(sup)})

@@ -98,6 +98,33 @@ func NewMetrics(version string) *Metrics {
 	return m
 }
 
+// attachConns exports the connection counters of an API's listener. A
+// Metrics shared by several Servers exports the first one's.
+func (m *Metrics) attachConns(l *connLimiter) {
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tempest_http_connections",
+			Help: "Open connections to the HTTP API (accepted by its listener).",
+		}, func() float64 { return float64(l.snapshot().Open) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "tempest_http_connections_refused_total",
+			Help:        "Connections to the HTTP API closed at once because a connection limit was reached and every connection was serving a request, by limit (node, client).",
+			ConstLabels: prometheus.Labels{"limit": "node"},
+		}, func() float64 { return float64(l.snapshot().RefusedNode) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "tempest_http_connections_refused_total",
+			Help:        "Connections to the HTTP API closed at once because a connection limit was reached and every connection was serving a request, by limit (node, client).",
+			ConstLabels: prometheus.Labels{"limit": "client"},
+		}, func() float64 { return float64(l.snapshot().RefusedClient) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tempest_http_connections_evicted_total",
+			Help: "Idle connections to the HTTP API closed to make room for a new one at a connection limit.",
+		}, func() float64 { return float64(l.snapshot().Evicted) }),
+	} {
+		_ = m.reg.Register(c) // AlreadyRegistered: a second Server on this Metrics
+	}
+}
+
 // SetKinds records the kinds that may appear as label values.
 func (m *Metrics) SetKinds(kinds []string) {
 	m.mu.Lock()

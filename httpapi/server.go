@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"crypto/tls"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -52,6 +54,7 @@ const (
 	codeNoEligibleNode = "no_eligible_node"
 	codeInvalidKey     = "invalid_key"
 	codeCanceled       = "canceled"
+	codeBodyTimeout    = "request_timeout"
 )
 
 // Node is what the HTTP API needs from a node; *tempest.Node has it.
@@ -95,6 +98,10 @@ type Config struct {
 	// ForwardTLS, when set, makes forwarding use https and verifies each
 	// peer as its node name, the first DNS name of its certificate.
 	ForwardTLS *tls.Config
+	// Limits bound connections, timeouts and header sizes; zero fields
+	// mean DefaultLimits. The body timeout applies to Handler wherever it
+	// is mounted; the others to HTTPServer and Listener.
+	Limits Limits
 }
 
 // New returns a Server for cfg.
@@ -102,8 +109,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Node == nil {
 		return nil, errors.New("httpapi: Config.Node is nil")
 	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	lim := cfg.Limits.withDefaults()
 	s := &Server{node: cfg.Node, metricsPublic: cfg.MetricsPublic, met: cfg.Metrics, log: cfg.Logger,
-		version: cfg.Version, fwd: cfg.Forward, scheme: "http", fwdTLS: cfg.ForwardTLS}
+		version: cfg.Version, fwd: cfg.Forward, scheme: "http", fwdTLS: cfg.ForwardTLS,
+		limits: lim, conns: newConnLimiter(lim)}
+	if cfg.Metrics != nil {
+		cfg.Metrics.attachConns(s.conns)
+	}
 	if len(cfg.Token) > 0 {
 		s.token = cfg.Token
 	}
@@ -133,7 +148,37 @@ type Server struct {
 
 	fwdMu   sync.Mutex
 	fwdPeer map[string]*http.Client // https clients by node name
+
+	limits Limits       // with defaults (zero in tests that build a Server directly)
+	conns  *connLimiter // nil in such tests
 }
+
+// HTTPServer returns an http.Server for Handler within Config.Limits:
+// ReadHeaderTimeout, IdleTimeout, MaxHeaderBytes and the connection
+// accounting of Listener. Serve it on Listener(ln) (wrapped in TLS if
+// need be). It sets no ReadTimeout or WriteTimeout, which would cut asks
+// that wait longer (up to MaxAskTimeout): bodies have their own timeout.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: s.limits.ReadHeaderTimeout,
+		IdleTimeout:       s.limits.IdleTimeout,
+		MaxHeaderBytes:    s.limits.MaxHeaderBytes,
+		ConnState:         s.conns.connState,
+	}
+}
+
+// Listener returns ln bounded by Config.Limits' MaxConns and
+// MaxConnsPerClient (see Limits). Connections it refuses are closed at
+// once. Only an http.Server from HTTPServer tells it which connections
+// are idle; on another server every connection counts as idle.
+func (s *Server) Listener(ln net.Listener) net.Listener {
+	return limitedListener{Listener: ln, lim: s.conns}
+}
+
+// ConnStats returns the counters of the connections accepted by
+// Listener.
+func (s *Server) ConnStats() ConnStats { return s.conns.snapshot() }
 
 // client returns the HTTP client that reaches node peer.
 func (s *Server) client(peer string) *http.Client {
@@ -244,21 +289,63 @@ func (s *Server) Handler() http.Handler {
 }
 
 // auth requires the bearer token on every path but the probes (and
-// /metrics when public), and bounds request bodies.
+// /metrics when public), then reads the request body whole, within
+// Limits.BodyTimeout and MaxRequestBody, so that no handler waits on a
+// slow client and no read deadline outlives the body.
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, MaxRequestBody)
 		open := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || (s.metricsPublic && r.URL.Path == "/metrics")
 		if s.token != nil && !open {
 			got, ok := bearer(r.Header.Get("Authorization"))
 			if !ok || subtle.ConstantTimeCompare([]byte(got), s.token) != 1 {
+				if r.ContentLength != 0 {
+					// Do not read an unauthenticated body to keep the
+					// connection: close it after the answer.
+					w.Header().Set("Connection", "close")
+				}
 				w.Header().Set("WWW-Authenticate", `Bearer realm="tempest"`)
 				writeError(w, http.StatusUnauthorized, codeUnauthorized, "missing or wrong bearer token")
 				return
 			}
 		}
+		if r.ContentLength != 0 && !s.readWhole(w, r) {
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// readWhole replaces r.Body by its bytes, read within the body timeout
+// (a read deadline on the connection, cleared again before the handler
+// runs: a deadline left in place would cancel long asks) and the size
+// limit. It answers 413, 408 or 400 itself and reports false when the
+// body could not be read; the connection is then closed, since what is
+// left of the body must not be read as the next request.
+func (s *Server) readWhole(w http.ResponseWriter, r *http.Request) bool {
+	rc := http.NewResponseController(w)
+	d := s.limits.BodyTimeout
+	if d == 0 {
+		d = DefaultLimits().BodyTimeout
+	}
+	_ = rc.SetReadDeadline(time.Now().Add(d)) // not supported by test recorders
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBody))
+	_ = rc.SetReadDeadline(time.Time{})
+	if err == nil {
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		return true
+	}
+	w.Header().Set("Connection", "close")
+	var mbe *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("request body over %d bytes", mbe.Limit))
+	case errors.As(err, &ne) && ne.Timeout():
+		writeError(w, http.StatusRequestTimeout, codeBodyTimeout, fmt.Sprintf("request body not received within %v", d))
+	default:
+		writeError(w, http.StatusBadRequest, codeBadRequest, "reading the body: "+err.Error())
+	}
+	return false
 }
 
 // bearer returns the credentials of a Bearer Authorization header. The
@@ -367,19 +454,10 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": s.node.Name()})
 }
 
-// readBody reads the request body (bounded by auth's MaxBytesReader).
+// readBody returns the request body (read whole by auth) if it is JSON.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("request body over %d bytes", mbe.Limit))
-		} else {
-			writeError(w, http.StatusBadRequest, codeBadRequest, "reading the body: "+err.Error())
-		}
-		return nil, false
-	}
-	if !json.Valid(b) {
+	if err != nil || !json.Valid(b) {
 		writeError(w, http.StatusBadRequest, codeBadJSON, "the body is not valid JSON")
 		return nil, false
 	}

@@ -105,11 +105,13 @@ func NewQUIC(cfg Config) (*QUIC, error) {
 	srk := quic.StatelessResetKey(*key)
 	t.tr = &quic.Transport{Conn: t.udp, StatelessResetKey: &srk}
 	t.qconf = &quic.Config{
-		HandshakeIdleTimeout:  cfg.HandshakeTimeout,
-		MaxIdleTimeout:        cfg.IdleTimeout,
-		KeepAlivePeriod:       cfg.KeepAlivePeriod,
-		MaxIncomingStreams:    int64(cfg.MaxStreams) + 1, // + the Hello stream
-		MaxIncomingUniStreams: 2 * (1 + MaxMailLanes),    // lanes, plus room to reopen reset ones
+		HandshakeIdleTimeout: cfg.HandshakeTimeout,
+		MaxIdleTimeout:       cfg.IdleTimeout,
+		KeepAlivePeriod:      cfg.KeepAlivePeriod,
+		// The Hello stream's slot is free again once the Hello is done,
+		// before any service stream: MaxStreams is the peer's bound.
+		MaxIncomingStreams:    int64(cfg.MaxStreams),
+		MaxIncomingUniStreams: 2 * (1 + MaxMailLanes), // lanes, plus room to reopen reset ones
 		Allow0RTT:             false,
 	}
 	cert := cfg.Certificate

@@ -292,8 +292,25 @@ func TestStreamHoardingPeerDoesNotHurtOthers(t *testing.T) {
 		st.Write([]byte{3})
 		bidi++
 	}
-	if uni == 0 || bidi == 0 {
-		t.Fatalf("hoarder opened %d uni and %d bidi streams", uni, bidi)
+	// The Hello's slot comes back once the Hello is done on both sides:
+	// wait for it, then the peer has all it gets.
+	for bidi < DefaultMaxStreams {
+		ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+		st, err := rp.conn.OpenStreamSync(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("bidi stream %d of %d: %v", bidi+1, DefaultMaxStreams, err)
+		}
+		st.Write([]byte{3})
+		bidi++
+	}
+	if _, err := rp.conn.OpenStream(); err == nil {
+		bidi++
+	}
+	// The limits a peer gets (docs/operations.md): DefaultMaxStreams
+	// service streams beside its Hello, and two uni streams per lane.
+	if bidi != DefaultMaxStreams || uni != 2*(1+MaxMailLanes) {
+		t.Fatalf("hoarder opened %d uni and %d bidi streams, want %d and %d", uni, bidi, 2*(1+MaxMailLanes), DefaultMaxStreams)
 	}
 	// a and b keep talking, frames and service streams alike.
 	checkStillWorks(t, b, sa, "b unaffected")

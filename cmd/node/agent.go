@@ -192,10 +192,10 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 	a.node = n
 	a.met.Attach(n)
 	acfg := httpapi.Config{Node: n, Token: token, MetricsPublic: c.MetricsPublic, Metrics: a.met, Logger: log,
-		Version: version, Forward: a.fwd}
+		Version: version, Forward: a.fwd,
+		Limits: httpapi.Limits{MaxConns: c.HTTPMaxConns, MaxConnsPerClient: c.HTTPMaxPerIP}}
 	if c.HTTPTLS {
 		acfg.ForwardTLS = &tls.Config{RootCAs: mat.pool, MinVersion: tls.VersionTLS12}
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{mat.cert}, MinVersion: tls.VersionTLS12})
 	}
 	api, err := httpapi.New(acfg)
 	if err != nil {
@@ -203,13 +203,13 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 		return nil, err
 	}
 	a.api = api
-	a.srv = &http.Server{
-		Handler:           api.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	// The connection limits count TCP connections, under TLS if any.
+	ln = api.Listener(ln)
+	if c.HTTPTLS {
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{mat.cert}, MinVersion: tls.VersionTLS12})
 	}
+	a.srv = api.HTTPServer()
+	a.srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()

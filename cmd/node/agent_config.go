@@ -39,6 +39,8 @@ type agentConfig struct {
 	HTTPTokenFile   string
 	HTTPTLS         bool
 	MetricsPublic   bool
+	HTTPMaxConns    int
+	HTTPMaxPerIP    int
 	LogLevel        string
 	LogFormat       string
 	InsecureDev     bool
@@ -103,6 +105,8 @@ func bindAgentFlags(fs *pflag.FlagSet, c *agentConfig) {
 	fs.StringVar(&c.HTTPTokenFile, "http-token-file", "", "file holding the bearer token the HTTP API requires (required on a non-loopback --http-addr)")
 	fs.BoolVar(&c.HTTPTLS, "http-tls", false, "serve the HTTP API over TLS with the node's certificate")
 	fs.BoolVar(&c.MetricsPublic, "metrics-public", false, "serve /metrics without the bearer token")
+	fs.IntVar(&c.HTTPMaxConns, "http-max-conns", 0, "open connections the HTTP API accepts in all (0: 4096); idle ones make room for new ones")
+	fs.IntVar(&c.HTTPMaxPerIP, "http-max-conns-per-client", 0, "open connections the HTTP API accepts from one client IP address (0: 256)")
 	fs.StringVar(&c.LogLevel, "log-level", d.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", d.LogFormat, "text or json")
 	fs.BoolVar(&c.InsecureDev, "insecure-dev", false, "allow running without TLS material (standalone node) or an HTTP token: for development only")
@@ -143,6 +147,12 @@ func (c *agentConfig) validate() error {
 	}
 	if c.BootstrapExpect < 0 {
 		return configError("bootstrap-expect", "must not be negative")
+	}
+	if c.HTTPMaxConns < 0 {
+		return configError("http-max-conns", "must not be negative")
+	}
+	if c.HTTPMaxPerIP < 0 {
+		return configError("http-max-conns-per-client", "must not be negative")
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return configError("log-level", "%q: want debug, info, warn or error", c.LogLevel)

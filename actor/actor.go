@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -203,7 +204,59 @@ type SpawnOption func(*SpawnOptions)
 type SpawnOptions struct {
 	// Mailbox is the mailbox capacity; 0 means the scheduler's default.
 	Mailbox int
+	// Reentrancy is the child's policy while it waits for a reply.
+	Reentrancy Reentrancy
 }
 
 // WithMailbox sets the child's mailbox capacity.
 func WithMailbox(n int) SpawnOption { return func(o *SpawnOptions) { o.Mailbox = n } }
+
+// WithReentrancy sets the child's Reentrancy (default Reentrant).
+func WithReentrancy(r Reentrancy) SpawnOption { return func(o *SpawnOptions) { o.Reentrancy = r } }
+
+// Reentrancy says which messages an actor of a kind may handle while it
+// waits for the reply to an ask it made in a turn (a continuation is
+// outstanding). It never changes that turns run one at a time: it decides
+// only whether other mail may run between an ask and its continuation.
+type Reentrancy uint8
+
+const (
+	// Reentrant actors take any mail while they wait (the default): each
+	// turn runs to completion, so state is consistent at every point where
+	// another message may run, and a chain of asks never deadlocks.
+	Reentrant Reentrancy = iota
+	// CallChainReentrant actors take, while they wait, only replies,
+	// system mail, messages marked Interleaving, and requests that belong
+	// to the call chain of the ask they wait on (A asks B, B asks A: B's
+	// ask runs, so A → B → A completes). Other mail waits in the mailbox.
+	CallChainReentrant
+	// NonReentrant actors take, while they wait, only replies, system mail
+	// and Interleaving messages. A request of their own call chain would
+	// wait forever: it fails at once with ErrDeadlock naming the cycle.
+	NonReentrant
+)
+
+func (r Reentrancy) String() string {
+	switch r {
+	case Reentrant:
+		return "Reentrant"
+	case CallChainReentrant:
+		return "CallChainReentrant"
+	case NonReentrant:
+		return "NonReentrant"
+	}
+	return "Reentrancy(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Interleaving is implemented by message types that may always run, also
+// while a non-reentrant actor waits for a reply: read-only queries. A
+// message admitted this way still keeps per-sender order: the messages its
+// sender sent before it run first.
+type Interleaving interface {
+	AlwaysInterleave()
+}
+
+// MaxCallChain bounds the call chain an ask carries (the activations that
+// wait on it, transitively). An ask that would make a longer chain fails
+// at once with ErrCallChainTooLong instead of sending.
+const MaxCallChain = 32

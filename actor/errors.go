@@ -45,3 +45,33 @@ var (
 	// reply; nothing was sent. Use Context.Ask with a continuation.
 	ErrAskInTurn = errors.New("tempest: blocking ask inside a turn")
 )
+
+// ErrDeadlock means an ask would wait on an activation that is itself
+// waiting, through its call chain, for this ask: a cycle its Reentrancy
+// cannot admit. The error is a *DeadlockError naming the cycle.
+var ErrDeadlock = errors.New("tempest: ask cycle")
+
+// ErrCallChainTooLong means an ask would carry a call chain longer than
+// MaxCallChain; nothing was sent.
+var ErrCallChainTooLong = errors.New("tempest: call chain too long")
+
+// DeadlockError is how ErrDeadlock is reported: Cycle lists the waiting
+// activations from the outermost asker to the actor that refused the ask
+// (the first and last entries name the same identity).
+type DeadlockError struct {
+	Cycle []Ref
+}
+
+func (e *DeadlockError) Error() string {
+	s := "tempest: ask cycle: "
+	for i, r := range e.Cycle {
+		if i > 0 {
+			s += " -> "
+		}
+		s += r.String()
+	}
+	return s
+}
+
+// Is matches ErrDeadlock.
+func (e *DeadlockError) Is(target error) bool { return target == ErrDeadlock }

@@ -21,6 +21,9 @@ type pending struct {
 	cell *Cell              // in-turn ask: the asker
 	then actor.Continuation // its continuation
 	fn   func(any, error)   // ask that arrived from another node
+	// link is an in-turn ask's call chain: the asker, waiting within the
+	// chain of the message its turn handled (see reentrancy.go).
+	link callChain
 }
 
 type result struct {
@@ -30,9 +33,10 @@ type result struct {
 
 // replyMsg carries an outcome to an asking actor's system lane.
 type replyMsg struct {
-	v    any
-	err  error
-	then actor.Continuation
+	v     any
+	err   error
+	then  actor.Continuation
+	chain *callChain // the chain of the turn that asked
 }
 
 // arm starts the deadline timer. Call before the ask can be answered.
@@ -74,7 +78,7 @@ func (p *pending) deliver(v any, err error, ex *executor) {
 	case p.ch != nil:
 		p.ch <- result{v, err}
 	case p.cell != nil:
-		if p.cell.pushSys(envelope{kind: kReply, msg: &replyMsg{v: v, err: err, then: p.then}}) {
+		if p.cell.pushSys(envelope{kind: kReply, msg: &replyMsg{v: v, err: err, then: p.then, chain: p.link.parent}}) {
 			p.s.wake(p.cell, ex)
 		}
 	case p.fn != nil:

@@ -53,8 +53,9 @@ type envelope struct {
 	from     *Cell      // local sending actor, nil otherwise
 	xfrom    *actor.Ref // sender on another node (rare), nil otherwise
 	ask      *pending
-	deadline int64 // unix nanos; 0 means none
-	enq      int64 // unix nanos of enqueue; set only when latency is observed
+	deadline int64      // unix nanos; 0 means none
+	enq      int64      // unix nanos of enqueue; set only when latency is observed
+	chain    *callChain // the activations waiting on this message (see reentrancy.go)
 	kind     uint8
 }
 
@@ -68,6 +69,7 @@ func moveEnvelope(dst, src *envelope) {
 	dst.ask = src.ask
 	dst.deadline = src.deadline
 	dst.enq = src.enq
+	dst.chain = src.chain
 	dst.kind = src.kind
 }
 
@@ -107,6 +109,13 @@ type Cell struct {
 	// held is the turn outputs the after-turn hook keeps back, in turn
 	// order; made by the run-token holder at the first Hold.Wait.
 	held *holdQueue
+	// reent is the actor's policy while it waits for a reply; waiting
+	// counts its outstanding in-turn asks (kept only when reent is not
+	// Reentrant; run-token holder only), and deferred holds the user mail
+	// set aside meanwhile, oldest first (guarded by mu).
+	reent    actor.Reentrancy
+	waiting  int32
+	deferred []envelope
 }
 
 // closedTo reports whether pushes are refused: the cell stopped (final)
@@ -297,6 +306,9 @@ func (c *Cell) take(dst []envelope) int {
 		c.mu.Unlock()
 		return 1
 	}
+	if c.waiting > 0 {
+		return c.takeWaiting(dst)
+	}
 	k := int32(len(dst))
 	if c.n < k {
 		k = c.n
@@ -382,7 +394,10 @@ func (c *Cell) pushSysLive(e envelope) bool {
 // takeUserLocked removes the queued user mail and returns it. Called with
 // mu held.
 func (c *Cell) takeUserLocked() []envelope {
-	out := make([]envelope, 0, int(c.n))
+	out := make([]envelope, 0, int(c.n)+len(c.deferred))
+	out = append(out, c.deferred...)
+	c.count.Add(int32(-len(c.deferred)))
+	c.deferred = nil
 	for i := int32(0); i < c.n; i++ {
 		idx := c.head + i
 		if idx >= int32(len(c.buf)) {
@@ -400,8 +415,11 @@ func (c *Cell) takeUserLocked() []envelope {
 // drainAll empties the mailbox of a stopped cell and returns what it held.
 func (c *Cell) drainAll() []envelope {
 	c.mu.Lock()
-	out := make([]envelope, 0, int(c.n)+len(c.sys))
+	out := make([]envelope, 0, int(c.n)+len(c.sys)+len(c.deferred))
 	out = append(out, c.sys...)
+	out = append(out, c.deferred...)
+	c.count.Add(int32(-len(c.deferred)))
+	c.deferred = nil
 	for i := int32(0); i < c.n; i++ {
 		idx := c.head + i
 		if idx >= int32(len(c.buf)) {

@@ -108,7 +108,7 @@ func (ex *executor) drainCycle(c *Cell) {
 		}
 		// Plain tells run in a tight loop when nothing needs per-message
 		// bookkeeping (no latency observer, no receive timeout).
-		fast := s.latency == nil && c.act != nil && c.after == nil && (c.ext == nil || c.ext.recvTimeout <= 0)
+		fast := s.latency == nil && c.act != nil && c.after == nil && (c.ext == nil || c.ext.recvTimeout <= 0) && c.reent == actor.Reentrant
 		for i := 0; i < k; i++ {
 			e := &ex.batch[i]
 			if fast && e.kind == kUser && e.ask == nil {
@@ -124,6 +124,15 @@ func (ex *executor) drainCycle(c *Cell) {
 				clear(ex.batch[:k])
 				ex.msgs += uint64(processed + k)
 				return
+			}
+			if c.waiting > 0 && i+1 < k {
+				// The turn made the actor wait for a reply: the rest of
+				// the batch goes back to take, which sets aside what may
+				// not run meanwhile.
+				c.unget(ex.batch[i+1 : k])
+				clear(ex.batch[i+1 : k])
+				k = i + 1
+				break
 			}
 		}
 		// The batch is not cleared: its slots are overwritten by the next
@@ -198,11 +207,21 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 		ex.normal, ex.tick = false, false
 	case kReply:
 		r := e.msg.(*replyMsg)
+		reent := c.reent != actor.Reentrant
+		if reent {
+			c.waitDone()
+		}
 		ex.normal = c.after != nil
 		ex.invokeContinuation(c, e, r)
 		ex.normal = false
+		if reent && c.waiting == 0 {
+			c.undefer() // the wait is over: set-aside mail runs next
+		}
 	case kRestart:
 		r := e.msg.(*restartMsg)
+		if c.reent != actor.Reentrant {
+			c.undefer() // the old activation's waits end with it
+		}
 		c.endTimers() // the old activation's timers end with it
 		c.act = r.a
 		switch {
@@ -224,6 +243,9 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 		s.terminate(c, ex, err)
 		return false
 	case kPassivate:
+		if c.reent != actor.Reentrant {
+			c.undefer() // set-aside mail waits for the next activation
+		}
 		ex.invoke(c, e, actor.Passivating{})
 		var finals []func(actor.Actor)
 		switch m := e.msg.(type) {
@@ -498,7 +520,9 @@ func (s *Scheduler) redeliver(gone *Cell, es []envelope, ex *executor) {
 // about to end), and only one cell at a time.
 func (ex *executor) trySeize(c *Cell, e *envelope) bool {
 	w := ex.w
-	if w == nil || w.seized != nil || c.pend.Load() != 0 || c.state.Load() != stIdle ||
+	// A cell that is not Reentrant is never seized: its mail must pass
+	// take, which sets it aside while the actor waits for a reply.
+	if w == nil || w.seized != nil || c.reent != actor.Reentrant || c.pend.Load() != 0 || c.state.Load() != stIdle ||
 		(ex.cell != nil && ex.cell.pend.Load() != 0) {
 		return false
 	}
@@ -700,6 +724,11 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 	ex.outEnv = append(ex.outEnv, envelope{})
 	e := &ex.outEnv[len(ex.outEnv)-1]
 	e.msg, e.from, e.ask, e.deadline = msg, self, p, deadline
+	if p != nil {
+		e.chain = &p.link
+	} else {
+		e.chain = ex.turnChain()
+	}
 	if s.latency != nil {
 		e.enq = s.clock.Now().UnixNano()
 	}
@@ -721,8 +750,21 @@ func (ex *executor) Ask(to actor.Ref, msg any, then actor.Continuation, opts ...
 		}
 		deadline = now.Add(d)
 	}
-	p := &pending{s: s, cell: ex.cell, then: then}
+	c := ex.cell
+	p := &pending{s: s, cell: c, then: then}
+	parent := ex.turnChain()
+	p.link = callChain{ref: c.Ref(), parent: parent, depth: 1}
+	if parent != nil {
+		p.link.depth = parent.depth + 1
+	}
+	if c.reent != actor.Reentrant {
+		c.waiting++ // until the continuation runs
+	}
 	p.arm(deadline.Sub(now))
+	if p.link.depth > actor.MaxCallChain {
+		p.complete(nil, fmt.Errorf("%w: %d asks deep (max %d)", actor.ErrCallChainTooLong, p.link.depth, actor.MaxCallChain), ex)
+		return
+	}
 	_ = ex.send(to, msg, p, deadline.UnixNano())
 }
 

@@ -79,6 +79,7 @@ type kindInfo struct {
 	factory func(key string) actor.Actor
 	mailbox int
 	after   AfterTurn
+	reent   actor.Reentrancy
 }
 
 var (
@@ -181,7 +182,8 @@ func (s *Scheduler) Register(kind string, factory func(key string) actor.Actor, 
 		return fmt.Errorf("ariel: mailbox %d out of range", mailbox)
 	}
 	s.kindsMu.Lock()
-	s.kinds[kind] = kindInfo{factory: factory, mailbox: mailbox, after: s.kinds[kind].after}
+	old := s.kinds[kind]
+	s.kinds[kind] = kindInfo{factory: factory, mailbox: mailbox, after: old.after, reent: old.reent}
 	s.kindsMu.Unlock()
 	return nil
 }
@@ -195,11 +197,11 @@ func (s *Scheduler) kind(kind string) (kindInfo, bool) {
 
 // newCell builds a cell. A virtual cell starts with incarnation 0 (not
 // known until an actor is attached); a spawned one with 1.
-func (s *Scheduler) newCell(ref actor.Ref, mailbox int, after AfterTurn) *Cell {
+func (s *Scheduler) newCell(ref actor.Ref, mailbox int, after AfterTurn, reent actor.Reentrancy) *Cell {
 	if mailbox <= 0 {
 		mailbox = s.cfg.MailboxCapacity
 	}
-	c := &Cell{limit: int32(mailbox), ref: ref.Unpinned(), s: s, after: after}
+	c := &Cell{limit: int32(mailbox), ref: ref.Unpinned(), s: s, after: after, reent: reent}
 	if !ref.IsVirtual() {
 		c.inc.Store(1)
 	}
@@ -243,7 +245,10 @@ func (s *Scheduler) spawn(parent *Cell, a actor.Actor, opts []actor.SpawnOption,
 		return actor.Ref{}, fmt.Errorf("ariel: mailbox %d out of range", o.Mailbox)
 	}
 	id := s.nextID.Add(1)
-	c := s.newCell(actor.Spawned(s.cfg.Node, id, 0), o.Mailbox, nil)
+	if o.Reentrancy > actor.NonReentrant {
+		return actor.Ref{}, fmt.Errorf("ariel: unknown reentrancy %v", o.Reentrancy)
+	}
+	c := s.newCell(actor.Spawned(s.cfg.Node, id, 0), o.Mailbox, nil, o.Reentrancy)
 	c.act = a
 	c.sys = []envelope{{kind: kStart}}
 	c.pend.Store(1)
@@ -470,6 +475,7 @@ func (s *Scheduler) Stats() Stats {
 		StrayReplies: s.g.strayReplies.Load(),
 		NoReply:      s.g.noReply.Load(),
 		AsksInTurn:   s.g.asksInTurn.Load(),
+		Deadlocks:    s.g.deadlocks.Load(),
 		Workers:      int(s.nworkers.Load()),
 		Cells:        int(s.ncells.Load()),
 	}

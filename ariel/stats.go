@@ -32,7 +32,10 @@ type Stats struct {
 	// AsksInTurn counts blocking asks refused with ErrAskInTurn because
 	// they were made on a goroutine that runs turns.
 	AsksInTurn uint64
-	Workers    int // live pool workers (replacements included)
+	// Deadlocks counts asks failed with ErrDeadlock: a NonReentrant actor
+	// was asked by its own call chain.
+	Deadlocks uint64
+	Workers   int // live pool workers (replacements included)
 	// Cells is a gauge, not a counter: cells of virtual actors held now
 	// (active, holding mail, or made with EnsureCell). A passivated
 	// identity whose mailbox is empty holds none.
@@ -63,5 +66,5 @@ type counters struct {
 // globalCounters are rare events counted where they happen.
 type globalCounters struct {
 	refused, undelivered, panics, exhausted, expired, timerSkipped atomic.Uint64
-	strayReplies, noReply, asksInTurn                              atomic.Uint64
+	strayReplies, noReply, asksInTurn, deadlocks                   atomic.Uint64
 }

@@ -144,6 +144,24 @@ func (s *Scheduler) SetAfterTurn(kind string, fn AfterTurn) error {
 	return nil
 }
 
+// SetReentrancy sets the Reentrancy of the virtual actors of kind. Like
+// SetAfterTurn, only cells made afterwards carry it: call it right after
+// Register.
+func (s *Scheduler) SetReentrancy(kind string, r actor.Reentrancy) error {
+	if r > actor.NonReentrant {
+		return fmt.Errorf("ariel: unknown reentrancy %v", r)
+	}
+	s.kindsMu.Lock()
+	defer s.kindsMu.Unlock()
+	k, ok := s.kinds[kind]
+	if !ok {
+		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
+	}
+	k.reent = r
+	s.kinds[kind] = k
+	return nil
+}
+
 // EnsureCell creates the cell (mailbox, system lane, run-token) of the
 // virtual actor ref without an actor value, so mail can be admitted before
 // the actor exists ("the mailbox precedes the actor"). incarnation sets the
@@ -157,7 +175,7 @@ func (s *Scheduler) EnsureCell(ref actor.Ref, incarnation uint64, mailbox int) e
 	if mailbox == 0 {
 		mailbox = info.mailbox
 	}
-	c := s.newCell(ref, mailbox, info.after)
+	c := s.newCell(ref, mailbox, info.after, info.reent)
 	c.inc.Store(max(incarnation, 1))
 	if got := s.storeCell(vkey{ref.Kind(), ref.Key()}, c); got.gone() {
 		s.forget(got)

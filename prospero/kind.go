@@ -117,6 +117,9 @@ type KindOptions struct {
 	// RequiredClauses must be Discharged by a node's manifest for it to
 	// host this kind (used by placement).
 	RequiredClauses []manifest.ClauseID
+	// Reentrancy says what the kind's actors may handle while they wait
+	// for the reply to an ask made in a turn (default actor.Reentrant).
+	Reentrancy actor.Reentrancy
 }
 
 // NeverIdle, as KindOptions.IdleTimeout, disables idle passivation.
@@ -180,6 +183,8 @@ func (o KindOptions) Validate() error {
 		return bad("TurnBudget %v < 0", o.TurnBudget)
 	case o.Remedy > Hydrate:
 		return bad("unknown remedy %v", o.Remedy)
+	case o.Reentrancy > actor.NonReentrant:
+		return bad("unknown reentrancy %v", o.Reentrancy)
 	case o.MaxRestarts < 0:
 		return bad("MaxRestarts %d < 0", o.MaxRestarts)
 	case o.RestartPeriod < 0:

@@ -169,6 +169,9 @@ func Start(s *prospero.Supervisor, sched *ariel.Scheduler) error {
 		if err := sched.Register(name, f, k.Options.MailboxDepth); err != nil {
 			return err
 		}
+		if err := sched.SetReentrancy(name, k.Options.Reentrancy); err != nil {
+			return err
+		}
 	}
 	for _, name := range s.Registry().Names() {
 		k, _ := s.Registry().Lookup(name)

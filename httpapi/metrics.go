@@ -19,16 +19,17 @@ import (
 
 // Outcome label values of tempest_messages_total.
 const (
-	outcomeOK          = "ok"
-	outcomeBadJSON     = "bad_json"
-	outcomeInvalidKey  = "invalid_key"
-	outcomeUnknownKind = "unknown_kind"
-	outcomeDeadline    = "deadline_exceeded"
-	outcomeRefused     = "refused"
-	outcomeUnavailable = "unavailable"
-	outcomeTerminated  = "terminated"
-	outcomeError       = "error"
-	outcomeCanceled    = "canceled"
+	outcomeOK           = "ok"
+	outcomeBadJSON      = "bad_json"
+	outcomeInvalidKey   = "invalid_key"
+	outcomeUnknownKind  = "unknown_kind"
+	outcomeDeadline     = "deadline_exceeded"
+	outcomeRefused      = "refused"
+	outcomeUnavailable  = "unavailable"
+	outcomeTerminated   = "terminated"
+	outcomeNotCommitted = "not_committed"
+	outcomeError        = "error"
+	outcomeCanceled     = "canceled"
 )
 
 // otherKind labels requests for kinds the node does not know, so that a

@@ -52,6 +52,7 @@ const (
 	codeInternal       = "internal"
 	codeNotReady       = "not_ready"
 	codeNoEligibleNode = "no_eligible_node"
+	codeNotCommitted   = "not_committed"
 	codeInvalidKey     = "invalid_key"
 	codeCanceled       = "canceled"
 	codeBodyTimeout    = "request_timeout"
@@ -416,6 +417,11 @@ func classify(err error) (int, string, string) {
 		return http.StatusServiceUnavailable, codeUnavailable, outcomeUnavailable
 	case errors.Is(err, actor.ErrActorTerminated):
 		return http.StatusGone, codeTerminated, outcomeTerminated
+	case errors.Is(err, actor.ErrNotCommitted):
+		// The actor's store failed to make the update durable: it was
+		// not acknowledged, and the actor went back to its last
+		// committed state. Retrying is safe.
+		return http.StatusServiceUnavailable, codeNotCommitted, outcomeNotCommitted
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

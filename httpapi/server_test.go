@@ -27,14 +27,15 @@ type fakeNode struct {
 var _ Node = (*fakeNode)(nil)
 
 var fakeErrs = map[string]error{
-	"deadline":   fmt.Errorf("ask: %w", actor.ErrDeadlineExceeded),
-	"unavail":    fmt.Errorf("owner gone: %w", actor.ErrProcessUnavailable),
-	"closed":     tempest.ErrClosed,
-	"refused":    fmt.Errorf("mailbox full: %w", actor.ErrRefused),
-	"terminated": actor.ErrActorTerminated,
-	"noeligible": actor.ErrNoEligibleNode,
-	"badjson":    &tempest.JSONError{Kind: "k", Type: "In", Err: errors.New("$.n: not an i64")},
-	"boom":       errors.New("something else"),
+	"deadline":    fmt.Errorf("ask: %w", actor.ErrDeadlineExceeded),
+	"unavail":     fmt.Errorf("owner gone: %w", actor.ErrProcessUnavailable),
+	"closed":      tempest.ErrClosed,
+	"refused":     fmt.Errorf("mailbox full: %w", actor.ErrRefused),
+	"terminated":  actor.ErrActorTerminated,
+	"noeligible":  actor.ErrNoEligibleNode,
+	"badjson":     &tempest.JSONError{Kind: "k", Type: "In", Err: errors.New("$.n: not an i64")},
+	"boom":        errors.New("something else"),
+	"uncommitted": fmt.Errorf("prospero: state of k/uncommitted not committed: %w", actor.ErrNotCommitted),
 }
 
 func (f *fakeNode) Name() string    { return "fake" }
@@ -97,6 +98,7 @@ func TestHTTPStatusCodes(t *testing.T) {
 		{"POST", "/v1/actors/k/unavail/ask", `{}`, 503, codeUnavailable},
 		{"POST", "/v1/actors/k/closed/ask", `{}`, 503, codeUnavailable},
 		{"POST", "/v1/actors/k/noeligible/ask", `{}`, 503, codeNoEligibleNode},
+		{"POST", "/v1/actors/k/uncommitted/ask", `{}`, 503, codeNotCommitted},
 		{"POST", "/v1/actors/k/refused/ask", `{}`, 429, codeRefused},
 		{"POST", "/v1/actors/k/refused/tell", `{}`, 429, codeRefused},
 		{"POST", "/v1/actors/nokind/x/ask", `{}`, 404, codeUnknownKind},

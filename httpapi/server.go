@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +57,7 @@ const (
 	codeInvalidKey     = "invalid_key"
 	codeCanceled       = "canceled"
 	codeBodyTimeout    = "request_timeout"
+	codeNotSupported   = "not_supported"
 )
 
 // Node is what the HTTP API needs from a node; *tempest.Node has it.
@@ -73,6 +75,7 @@ type Node interface {
 	Members() []membership.Member
 	Table() *placement.Table
 	RaftInfo() tempest.RaftInfo
+	Actors(ctx context.Context, kind string, dormant bool) ([]tempest.ActorEntry, error)
 }
 
 var _ Node = (*tempest.Node)(nil)
@@ -282,6 +285,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/members", s.members)
 	mux.HandleFunc("GET /v1/placement", s.placement)
 	mux.HandleFunc("GET /v1/manifest", s.manifest)
+	mux.HandleFunc("GET /v1/actors", s.actors)
 	mux.HandleFunc("GET /v1/actors/{kind}/{key}", s.status)
 	mux.HandleFunc("POST /v1/actors/{kind}/{key}/tell", s.tell)
 	mux.HandleFunc("POST /v1/actors/{kind}/{key}/ask", s.ask)
@@ -422,6 +426,9 @@ func classify(err error) (int, string, string) {
 		// not acknowledged, and the actor went back to its last
 		// committed state. Retrying is safe.
 		return http.StatusServiceUnavailable, codeNotCommitted, outcomeNotCommitted
+	}
+	if errors.Is(err, tempest.ErrNoDormantInventory) {
+		return http.StatusNotImplemented, codeNotSupported, outcomeError
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
@@ -683,6 +690,82 @@ func (s *Server) placement(w http.ResponseWriter, _ *http.Request) {
 		out.Nodes = append(out.Nodes, PlacementNode{Name: name, Status: t.Nodes[name].Status.String(), Shards: owned[name]})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// Inventory paging: the default and the largest page.
+const (
+	DefaultActorsLimit = 100
+	MaxActorsLimit     = 1000
+)
+
+// ActorEntry is one identity of an ActorsBody.
+type ActorEntry struct {
+	Key   string `json:"key"`
+	State string `json:"state"` // "active" or "dormant"
+}
+
+// ActorsBody is a page of GET /v1/actors: this node's identities of
+// kind in key order. Count is the number of identities listed over all
+// pages; Next, when set, is the after= of the next page.
+type ActorsBody struct {
+	Node    string       `json:"node"`
+	Kind    string       `json:"kind"`
+	Dormant bool         `json:"dormant"`
+	Count   int          `json:"count"`
+	Actors  []ActorEntry `json:"actors"`
+	Next    string       `json:"next,omitempty"`
+}
+
+// actors lists this node's identities of a kind:
+// ?kind=K[&dormant=true][&limit=N][&after=KEY].
+func (s *Server) actors(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	kind := q.Get("kind")
+	if kind == "" {
+		writeError(w, http.StatusBadRequest, codeBadRequest, "kind is required: /v1/actors?kind=KIND")
+		return
+	}
+	dormant := false
+	if v := q.Get("dormant"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("dormant %q: want true or false", v))
+			return
+		}
+		dormant = b
+	}
+	limit := DefaultActorsLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxActorsLimit {
+			writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("limit %q: want 1 to %d", v, MaxActorsLimit))
+			return
+		}
+		limit = n
+	}
+	after := q.Get("after")
+	list, err := s.node.Actors(r.Context(), kind, dormant)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	body := ActorsBody{Node: s.node.Name(), Kind: kind, Dormant: dormant, Count: len(list), Actors: []ActorEntry{}}
+	// list is in key order: the page starts after the cursor.
+	i, _ := slices.BinarySearchFunc(list, after, func(e tempest.ActorEntry, k string) int { return strings.Compare(e.Key, k) })
+	for i < len(list) && after != "" && list[i].Key <= after {
+		i++
+	}
+	for ; i < len(list) && len(body.Actors) < limit; i++ {
+		st := "dormant"
+		if list[i].Active {
+			st = "active"
+		}
+		body.Actors = append(body.Actors, ActorEntry{Key: list[i].Key, State: st})
+	}
+	if i < len(list) {
+		body.Next = body.Actors[len(body.Actors)-1].Key
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) manifest(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,6 +69,18 @@ func (f *fakeNode) Manifest() manifest.Manifest                { return manifest
 func (f *fakeNode) Members() []membership.Member               { return nil }
 func (f *fakeNode) Table() *placement.Table                    { return nil }
 func (f *fakeNode) RaftInfo() tempest.RaftInfo                 { return tempest.RaftInfo{} }
+func (f *fakeNode) Actors(_ context.Context, kind string, dormant bool) ([]tempest.ActorEntry, error) {
+	if err := f.result(kind, ""); err != nil {
+		return nil, err
+	}
+	var out []tempest.ActorEntry
+	for i := range 25 {
+		if active := i%2 == 0; active || dormant {
+			out = append(out, tempest.ActorEntry{Key: fmt.Sprintf("a%02d", i), Active: active})
+		}
+	}
+	return out, nil
+}
 
 func do(t *testing.T, h http.Handler, method, path, body string, hdr map[string]string) (int, ErrorBody, string) {
 	t.Helper()
@@ -245,5 +258,61 @@ func TestHTTPClientCancelIsNotAnError(t *testing.T) {
 	do(t, h, "POST", "/v1/actors/k/boom/ask", `{}`, nil)
 	if !strings.Contains(logs.String(), "internal error") {
 		t.Errorf("an internal error was not logged: %q", logs.String())
+	}
+}
+
+// TestHTTPActorsPaging walks the inventory page by page.
+func TestHTTPActorsPaging(t *testing.T) {
+	h := (&Server{node: &fakeNode{ready: true}}).Handler()
+	get := func(path string) ActorsBody {
+		t.Helper()
+		code, eb, body := do(t, h, "GET", path, "", nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s: %d %+v", path, code, eb)
+		}
+		var ab ActorsBody
+		if err := json.Unmarshal([]byte(body), &ab); err != nil {
+			t.Fatal(err)
+		}
+		return ab
+	}
+	if ab := get("/v1/actors?kind=k"); ab.Count != 13 || len(ab.Actors) != 13 || ab.Next != "" || ab.Actors[0] != (ActorEntry{"a00", "active"}) {
+		t.Fatalf("active: %+v", ab)
+	}
+	var keys []string
+	after := ""
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("paging does not end")
+		}
+		ab := get("/v1/actors?kind=k&dormant=true&limit=10&after=" + after)
+		if ab.Count != 25 || !ab.Dormant || len(ab.Actors) > 10 {
+			t.Fatalf("page after %q: %+v", after, ab)
+		}
+		for _, e := range ab.Actors {
+			keys = append(keys, e.Key)
+		}
+		if ab.Next == "" {
+			break
+		}
+		after = ab.Next
+	}
+	if len(keys) != 25 || keys[0] != "a00" || keys[24] != "a24" || !slices.IsSorted(keys) {
+		t.Fatalf("keys over all pages: %v", keys)
+	}
+	for _, tc := range []struct {
+		path string
+		want int
+		code string
+	}{
+		{"/v1/actors", 400, codeBadRequest},
+		{"/v1/actors?kind=k&limit=0", 400, codeBadRequest},
+		{"/v1/actors?kind=k&limit=1001", 400, codeBadRequest},
+		{"/v1/actors?kind=k&dormant=maybe", 400, codeBadRequest},
+		{"/v1/actors?kind=nokind", 404, codeUnknownKind},
+	} {
+		if got, eb, _ := do(t, h, "GET", tc.path, "", nil); got != tc.want || eb.Code != tc.code {
+			t.Errorf("GET %s: %d %q, want %d %q", tc.path, got, eb.Code, tc.want, tc.code)
+		}
 	}
 }

@@ -83,6 +83,19 @@ func (a *Activity) Remove(id Identity) bool {
 	return true
 }
 
+// Keys appends to dst the keys of the tracked identities of kind, least
+// recently used first, and returns dst. O(identities of kind).
+func (a *Activity) Keys(kind string, dst []string) []string {
+	k := a.kinds[kind]
+	if k == nil {
+		return dst
+	}
+	for n := k.knext; n != k; n = n.knext {
+		dst = append(dst, n.id.Key)
+	}
+	return dst
+}
+
 func (n *actNode) unlinkAll() {
 	n.prev.next, n.next.prev = n.next, n.prev
 	n.kprev.knext, n.knext.kprev = n.knext, n.kprev

@@ -202,6 +202,10 @@ func (c *Core) Entries() int { return len(c.entries) }
 // Active returns the number of identities with an attached activation.
 func (c *Core) Active() int { return c.activity.Len() }
 
+// ActiveKeys appends to dst the keys of kind's identities with an
+// attached activation, least recently used first, and returns dst.
+func (c *Core) ActiveKeys(kind string, dst []string) []string { return c.activity.Keys(kind, dst) }
+
 // Hydrating returns the activations in progress and those waiting for
 // the hydration budget.
 func (c *Core) Hydrating() (inFlight, waiting int) { return c.gate.InFlight(), c.gate.Waiting() }

@@ -391,6 +391,15 @@ func (s *Supervisor) Stats() Stats {
 	return Stats{Entries: s.core.Entries(), Active: s.core.Active(), Hydrating: in, Waiting: wait, Unsaved: len(s.unsaved)}
 }
 
+// ActiveKeys returns the keys of kind's identities with an attached
+// activation on this node, least recently used first: a snapshot, owned
+// by the caller. Safe for concurrent use.
+func (s *Supervisor) ActiveKeys(kind string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.core.ActiveKeys(kind, nil)
+}
+
 // Close shuts down gracefully: every active actor is passivated (state
 // written at rest), then the goroutines stop. It waits until that is
 // done or ctx ends. It is idempotent.

@@ -103,19 +103,7 @@ type benchResult struct {
 func runBench(ctx context.Context, c *apiClient, kind string, o benchOptions, out, progress io.Writer) error {
 	targets := []*apiClient{c}
 	if !o.local {
-		if b, err := c.do(ctx, http.MethodGet, "/v1/members", nil, nil); err == nil {
-			var mb httpapi.MembersBody
-			if json.Unmarshal(b, &mb) == nil {
-				for _, m := range mb.Members {
-					if m.Status != "alive" || m.HTTP == "" || m.HTTP == c.base.Host {
-						continue
-					}
-					u := *c.base
-					u.Host = m.HTTP
-					targets = append(targets, &apiClient{base: &u, token: c.token, hc: c.hc})
-				}
-			}
-		}
+		targets = memberClients(ctx, c)
 	}
 	tr := &http.Transport{MaxIdleConns: o.concurrency * 2, MaxIdleConnsPerHost: o.concurrency, IdleConnTimeout: 30 * time.Second}
 	if t, ok := c.hc.Transport.(*http.Transport); ok {

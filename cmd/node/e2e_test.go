@@ -332,6 +332,36 @@ func TestEndToEndThreeAgents(t *testing.T) {
 	// The exposition after traffic, a passivation and a hydration.
 	checkExposition(t, n1.addr(), n2.addr(), n3.addr())
 
+	// The inventory: every counter once, on the node that owns it; a
+	// passivated one only with --dormant.
+	c.must("passivate", "counter/k2", "--addr", n1.addr())
+	for _, tc := range []struct {
+		dormant bool
+		want    int
+	}{{false, keys}, {true, keys + 1}} {
+		args := []string{"actors", "counter", "--json", "--addr", n2.addr()}
+		if tc.dormant {
+			args = append(args, "--dormant")
+		}
+		seen := map[string]string{}
+		for line := range strings.Lines(c.must(args...)) {
+			var ab httpapi.ActorsBody
+			if err := json.Unmarshal([]byte(line), &ab); err != nil {
+				t.Fatalf("actors --json: %q: %v", line, err)
+			}
+			for _, e := range ab.Actors {
+				if prev, dup := seen[e.Key]; dup {
+					t.Fatalf("%s listed by %s and %s", e.Key, prev, ab.Node)
+				}
+				seen[e.Key] = ab.Node + " " + e.State
+			}
+		}
+		// k0..k29 and "x/y z"; k2 is dormant.
+		if len(seen) != tc.want || (tc.dormant && !strings.HasSuffix(seen["k2"], " dormant")) {
+			t.Errorf("actors counter (dormant %v): %d identities, want %d: %v", tc.dormant, len(seen), tc.want, seen)
+		}
+	}
+
 	// Client errors have distinct exit codes.
 	for _, tc := range []struct {
 		args []string

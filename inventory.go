@@ -1,0 +1,75 @@
+package tempest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tempest-actors/tempest/actor"
+)
+
+// ErrNoDormantInventory is returned by Actors asked for dormant
+// identities on a standalone node: dormant identities are listed from
+// the shard index, which only a clustered node keeps.
+var ErrNoDormantInventory = errors.New("tempest: dormant identities are listed only on clustered nodes (from the shard index)")
+
+// ActorEntry is one identity in a node's inventory.
+type ActorEntry struct {
+	Key string
+	// Active is true for an identity with an activation attached on this
+	// node, false for a dormant one whose state at rest this node's store
+	// holds.
+	Active bool
+}
+
+// Actors lists kind's identities on this node, sorted by key: those
+// with an activation attached here, and with dormant also the dormant
+// ones this node's store holds for the shards it owns (from the shard
+// index that handoff uses, so an identity activated in an earlier
+// process lifetime is listed too). It is a snapshot: activations come
+// and go while it is taken. Errors: actor.ErrUnknownKind,
+// ErrNoDormantInventory, ErrNotStarted, ErrClosed, a store error, ctx's.
+func (n *Node) Actors(ctx context.Context, kind string, dormant bool) ([]ActorEntry, error) {
+	r, err := n.running()
+	if err != nil {
+		return nil, err
+	}
+	if n.kind(kind) == nil {
+		return nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
+	}
+	if dormant && n.cl == nil {
+		return nil, ErrNoDormantInventory
+	}
+	active := r.sup.ActiveKeys(kind)
+	out := make([]ActorEntry, 0, len(active))
+	seen := make(map[string]bool, len(active))
+	for _, k := range active {
+		out = append(out, ActorEntry{Key: k, Active: true})
+		seen[k] = true
+	}
+	if dormant {
+		t := n.Table()
+		if t == nil {
+			return nil, ErrNotStarted
+		}
+		for _, shard := range t.Owned(n.cfg.Name) {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			ids, _, err := n.cl.readIndex(ctx, shard)
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range ids {
+				if id.Kind == kind && !seen[id.Key] {
+					seen[id.Key] = true
+					out = append(out, ActorEntry{Key: id.Key})
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b ActorEntry) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}

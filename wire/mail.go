@@ -802,12 +802,12 @@ func (m *Mailer) sendReply(peer string, id uint64, v any, err error) {
 	var tag uint32
 	var body []byte
 	if err != nil {
-		tag, body = TagError, AppendError((*bp)[:0], err)
+		tag, body = TagError, m.reg.AppendError((*bp)[:0], err)
 	} else {
 		var eerr error
 		tag, body, eerr = m.reg.Append((*bp)[:0], v)
 		if eerr != nil {
-			tag, body = TagError, AppendError((*bp)[:0], eerr)
+			tag, body = TagError, m.reg.AppendError((*bp)[:0], eerr)
 		}
 	}
 	env := Reply{Id: id, Tag: tag, Body: body}
@@ -856,10 +856,8 @@ func (m *Mailer) onReply(peer string, r *Reply) {
 		return
 	}
 	v, err := m.decodeBody(r.Tag, r.Body)
-	if err == nil {
-		if re, ok := v.(*RemoteError); ok && r.Tag == TagError {
-			v, err = nil, re
-		}
+	if err == nil && r.Tag == TagError {
+		v, err = nil, v.(error)
 	}
 	m.cfg.Complete(r.Id, v, err)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tempest-actors/tempest/actor"
@@ -69,6 +70,8 @@ type regSnapshot struct {
 	// directly. Both are derived from the maps above.
 	byWord map[unsafe.Pointer]*regEntry
 	small  []*regEntry
+	// errs are the application errors, in registration order.
+	errs []codedError
 }
 
 // smallTags bounds the directly indexed tag table.
@@ -80,6 +83,7 @@ type regEntry struct {
 	words  [2]unsafe.Pointer // type words of T and *T (nil when absent)
 	encode func(dst []byte, msg any) ([]byte, error)
 	decode func(body []byte) (any, error)
+	value  func(msg any) (any, error) // msg as delivered to a receiver (nil: msg itself)
 }
 
 // NewRegistry returns an empty registry.
@@ -106,7 +110,7 @@ func Register[T any, PT BAREMessage[T]](r *Registry, tag uint32) error {
 	boxed := boxedStruct[T]()
 	typ := typeWord[T]()
 	values := newSlab[T]()
-	return r.add(tag, reflect.TypeFor[T](), reflect.TypeFor[*T](), [2]unsafe.Pointer{typ, typeWord[*T]()},
+	return r.addEntry(tag, reflect.TypeFor[T](), reflect.TypeFor[*T](), [2]unsafe.Pointer{typ, typeWord[*T]()},
 		func(dst []byte, msg any) ([]byte, error) {
 			if p, ok := msg.(*T); ok {
 				if p == nil {
@@ -148,6 +152,15 @@ func Register[T any, PT BAREMessage[T]](r *Registry, tag uint32) error {
 				return boxAt(typ, unsafe.Pointer(p)), nil
 			}
 			return *p, nil
+		},
+		func(msg any) (any, error) {
+			if p, ok := msg.(*T); ok {
+				if p == nil {
+					return nil, fmt.Errorf("%w: nil %T", ErrUnregistered, msg)
+				}
+				return *p, nil
+			}
+			return msg, nil
 		})
 }
 
@@ -219,6 +232,10 @@ func RegisterCodec[T any](r *Registry, tag uint32, enc func(dst []byte, v T) ([]
 }
 
 func (r *Registry) add(tag uint32, typ, ptr reflect.Type, words [2]unsafe.Pointer, enc func([]byte, any) ([]byte, error), dec func([]byte) (any, error)) error {
+	return r.addEntry(tag, typ, ptr, words, enc, dec, nil)
+}
+
+func (r *Registry) addEntry(tag uint32, typ, ptr reflect.Type, words [2]unsafe.Pointer, enc func([]byte, any) ([]byte, error), dec func([]byte) (any, error), value func(any) (any, error)) error {
 	if tag == 0 || tag > MaxUserTag {
 		return fmt.Errorf("%w: %d", ErrReservedTag, tag)
 	}
@@ -253,7 +270,7 @@ func (r *Registry) add(tag uint32, typ, ptr reflect.Type, words [2]unsafe.Pointe
 	for k, v := range old.byWord {
 		next.byWord[k] = v
 	}
-	e := &regEntry{tag: tag, typ: typ, words: words, encode: enc, decode: dec}
+	e := &regEntry{tag: tag, typ: typ, words: words, encode: enc, decode: dec, value: value}
 	next.byType[typ] = e
 	if ptr != nil {
 		next.byType[ptr] = e
@@ -265,6 +282,7 @@ func (r *Registry) add(tag uint32, typ, ptr reflect.Type, words [2]unsafe.Pointe
 	}
 	next.byTag[tag] = e
 	next.small = slices.Clone(old.small)
+	next.errs = old.errs
 	if tag < smallTags {
 		if int(tag) >= len(next.small) {
 			next.small = append(next.small, make([]*regEntry, int(tag)+1-len(next.small))...)
@@ -273,6 +291,22 @@ func (r *Registry) add(tag uint32, typ, ptr reflect.Type, words [2]unsafe.Pointe
 	}
 	r.snap.Store(next)
 	return nil
+}
+
+// Value returns msg in the form a receiver on another node gets it: a
+// *T of a type registered with Register as the T it points to (a copy),
+// anything else of a registered type unchanged. A type without a tag (or
+// a nil *T) returns ErrUnregistered. Delivering local mail in this form
+// too means a handler sees the same Go type from every sender.
+func (r *Registry) Value(msg any) (any, error) {
+	e := r.lookup(msg)
+	switch {
+	case e == nil:
+		return nil, fmt.Errorf("%w: %T", ErrUnregistered, msg)
+	case e.value == nil:
+		return msg, nil
+	}
+	return e.value(msg)
 }
 
 // Tag returns the tag of msg's type.
@@ -318,8 +352,8 @@ func (r *Registry) Append(dst []byte, msg any) (tag uint32, out []byte, err erro
 }
 
 // Decode decodes a body of tag into a new message. The message never
-// aliases body. TagNil decodes as nil, TagError as the error value (a
-// *RemoteError). An unknown tag returns ErrUnknownTag.
+// aliases body. TagNil decodes as nil, TagError as the error value (see
+// Registry.DecodeError). An unknown tag returns ErrUnknownTag.
 func (r *Registry) Decode(tag uint32, body []byte) (any, error) {
 	switch tag {
 	case TagNil:
@@ -328,7 +362,7 @@ func (r *Registry) Decode(tag uint32, body []byte) (any, error) {
 		}
 		return nil, nil
 	case TagError:
-		return DecodeError(body)
+		return r.DecodeError(body)
 	}
 	e := r.snap.Load().entry(tag)
 	if e == nil {
@@ -368,23 +402,52 @@ var codeSentinels = [codeCount]error{
 }
 
 // RemoteError is an error that an actor on another node answered an ask
-// with (Context.ReplyError), or that the mail layer there produced. Its
-// Code maps back to an actor sentinel, so errors.Is(err,
-// actor.ErrRefused) works across nodes; other errors keep only their
-// message.
+// with (Context.ReplyError), or that the mail layer there produced. It
+// keeps the error's identity as far as both registries agree on it:
+//
+//   - Code maps back to an actor sentinel, so errors.Is(err,
+//     actor.ErrRefused) works across nodes;
+//   - App is the application sentinel registered under AppCode with
+//     RegisterError on this node, so errors.Is(err, ErrInsufficientFunds)
+//     works across nodes;
+//   - Value is the error value itself when its Go type is a registered
+//     message type (a struct error with data, such as *OverdraftError),
+//     decoded in the form it was sent (T or *T), so errors.As works
+//     across nodes.
+//
+// Message is the text of the original error. When the error the actor
+// replied was itself the registered sentinel or the registered value (not
+// wrapped), the asker gets that sentinel or value, not a *RemoteError.
 type RemoteError struct {
 	Code    ErrorCode
 	Message string
+	// AppCode is the registered code of the application sentinel the
+	// error matched on the replying node ("" when none).
+	AppCode string
+	// App is the sentinel registered under AppCode on this node (nil when
+	// AppCode is empty or unknown here).
+	App error
+	// Value is the typed error carried in the registered codec of its Go
+	// type (nil when none).
+	Value error
 }
 
 func (e *RemoteError) Error() string { return e.Message }
 
-// Unwrap returns the actor sentinel of Code (nil for CodeOther).
-func (e *RemoteError) Unwrap() error {
-	if e.Code < codeCount {
-		return codeSentinels[e.Code]
+// Unwrap returns the actor sentinel of Code, App and Value (those that
+// are set), for errors.Is and errors.As.
+func (e *RemoteError) Unwrap() []error {
+	var out []error
+	if e.Code > CodeOther && e.Code < codeCount {
+		out = append(out, codeSentinels[e.Code])
 	}
-	return nil
+	if e.App != nil {
+		out = append(out, e.App)
+	}
+	if e.Value != nil {
+		out = append(out, e.Value)
+	}
+	return out
 }
 
 // CodeOf classifies err by the first actor sentinel it matches.
@@ -401,31 +464,211 @@ func CodeOf(err error) ErrorCode {
 	return CodeOther
 }
 
-// AppendError appends the wire form of err (code, message) to dst: the
-// body of a Reply tagged TagError.
-func AppendError(dst []byte, err error) []byte {
+// ErrBadErrorCode: RegisterError was given an empty code, a nil error, or
+// a code or error registered already with a different partner.
+var ErrBadErrorCode = errors.New("wire: bad error registration")
+
+// RegisterError gives the application sentinel err the code code, so that
+// an error reply matching it (errors.Is) crosses the wire as that code and
+// matches the sentinel registered under the same code on the asker's
+// node. Every node of a cluster must register the same codes for the same
+// sentinels. Registering the same pair twice is allowed (several kinds may
+// share an error); a code or an error already paired otherwise returns
+// ErrBadErrorCode.
+//
+//	var ErrInsufficientFunds = errors.New("bank: insufficient funds")
+//	err := reg.RegisterError("bank.insufficient_funds", ErrInsufficientFunds)
+func (r *Registry) RegisterError(code string, err error) error {
+	if code == "" || err == nil || !utf8.ValidString(code) {
+		return fmt.Errorf("%w: code %q for %v", ErrBadErrorCode, code, err)
+	}
+	if !reflect.TypeOf(err).Comparable() {
+		return fmt.Errorf("%w: %T is not comparable, so it cannot be a sentinel", ErrBadErrorCode, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.snap.Load()
+	for _, e := range old.errs {
+		switch {
+		case e.code == code && e.err == err:
+			return nil
+		case e.code == code:
+			return fmt.Errorf("%w: code %q is %v already", ErrBadErrorCode, code, e.err)
+		case e.err == err:
+			return fmt.Errorf("%w: %v has code %q already", ErrBadErrorCode, err, e.code)
+		}
+	}
+	next := *old
+	next.errs = append(slices.Clip(old.errs), codedError{code: code, err: err})
+	r.snap.Store(&next)
+	return nil
+}
+
+// ErrorFor returns the sentinel registered under code.
+func (r *Registry) ErrorFor(code string) (error, bool) {
+	for _, e := range r.snap.Load().errs {
+		if e.code == code {
+			return e.err, true
+		}
+	}
+	return nil, false
+}
+
+type codedError struct {
+	code string
+	err  error
+}
+
+// Flags of the error body's extension.
+const (
+	errFlagIsApp   = 1 << iota // the error was the registered sentinel itself
+	errFlagIsValue             // the error was the typed value itself
+	errFlagPointer             // the typed value was a *T (else a T)
+)
+
+// AppendError appends the wire form of err to dst (the body of a Reply
+// tagged TagError) with only the actor sentinel's code and the message:
+// what a registry without application errors can say.
+func AppendError(dst []byte, err error) []byte { return (*Registry)(nil).AppendError(dst, err) }
+
+// AppendError appends the wire form of err to dst: the body of a Reply
+// tagged TagError. It is the code of the actor sentinel err matches, its
+// message, and, when err matches an application sentinel registered with
+// RegisterError or wraps a value of a registered message type, that
+// sentinel's code and the value's tag and encoding.
+func (r *Registry) AppendError(dst []byte, err error) []byte {
 	msg := "<nil>"
 	if err != nil {
 		msg = strings.ToValidUTF8(err.Error(), "\uFFFD")
 	}
 	dst = bare.AppendUint(dst, uint64(CodeOf(err)))
-	return bare.AppendString(dst, msg)
+	dst = bare.AppendString(dst, msg)
+	if r == nil || err == nil {
+		return dst
+	}
+	snap := r.snap.Load()
+	var flags uint64
+	appCode := ""
+	for _, e := range snap.errs {
+		if errors.Is(err, e.err) {
+			appCode = e.code
+			if err == e.err {
+				flags |= errFlagIsApp
+			}
+			break
+		}
+	}
+	var tag uint32
+	var body []byte
+	if v, top := r.typedError(err); v != nil {
+		if t, out, eerr := r.Append(nil, v); eerr == nil {
+			tag, body = t, out
+			if top {
+				flags |= errFlagIsValue
+			}
+			if reflect.TypeOf(v).Kind() == reflect.Pointer {
+				flags |= errFlagPointer
+			}
+		}
+	}
+	if appCode == "" && tag == 0 {
+		return dst
+	}
+	dst = bare.AppendString(dst, appCode)
+	dst = bare.AppendUint(dst, flags)
+	dst = bare.AppendU32(dst, tag)
+	return bare.AppendData(dst, body)
 }
 
-// DecodeError decodes a body written by AppendError into a *RemoteError,
-// returned as the value (not as the error, which reports a bad body).
-func DecodeError(body []byte) (any, error) {
+// typedError returns the first error in err's tree whose Go type is
+// registered, and whether it is err itself.
+func (r *Registry) typedError(err error) (error, bool) {
+	snap := r.snap.Load()
+	if len(snap.byTag) == 0 {
+		return nil, false
+	}
+	queue := []error{err}
+	for i := 0; len(queue) > 0; i++ {
+		e := queue[0]
+		queue = queue[1:]
+		if e == nil {
+			continue
+		}
+		if _, remote := e.(*RemoteError); !remote && r.lookup(e) != nil {
+			return e, i == 0 // not e == err: the type may not be comparable
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			queue = append(queue, u.Unwrap())
+		case interface{ Unwrap() []error }:
+			queue = append(queue, u.Unwrap()...)
+		}
+	}
+	return nil, false
+}
+
+// DecodeError decodes a body written by AppendError into a *RemoteError
+// without application errors, returned as the value (not as the error,
+// which reports a bad body).
+func DecodeError(body []byte) (any, error) { return (*Registry)(nil).DecodeError(body) }
+
+// DecodeError decodes a body written by AppendError into the error the
+// asker sees, returned as the value (not as the error, which reports a
+// bad body): the registered sentinel or typed value itself when that is
+// what was replied, else a *RemoteError.
+func (r *Registry) DecodeError(body []byte) (any, error) {
 	var d bare.Decoder
 	d.Reset(body, bare.Config{})
 	code := d.Uint()
 	msg := d.Str()
+	var appCode string
+	var flags uint64
+	var tag uint32
+	var vbody []byte
+	if d.Err() == nil && d.Offset() < len(body) {
+		appCode = d.Str()
+		flags = d.Uint()
+		tag = d.U32()
+		vbody = d.Data(nil)
+	}
 	if err := d.Finish(); err != nil {
 		return nil, err
 	}
 	if code >= uint64(codeCount) {
 		code = uint64(CodeOther) // a newer peer's code: keep the message
 	}
-	return &RemoteError{Code: ErrorCode(code), Message: msg}, nil
+	re := &RemoteError{Code: ErrorCode(code), Message: msg, AppCode: appCode}
+	if r == nil {
+		return re, nil
+	}
+	if appCode != "" {
+		re.App, _ = r.ErrorFor(appCode)
+	}
+	if tag != 0 {
+		if v, err := r.Decode(tag, vbody); err == nil {
+			re.Value = errorForm(v, flags&errFlagPointer != 0)
+		}
+	}
+	switch {
+	case flags&errFlagIsApp != 0 && re.App != nil:
+		return re.App, nil
+	case flags&errFlagIsValue != 0 && re.Value != nil:
+		return re.Value, nil
+	}
+	return re, nil
+}
+
+// errorForm returns the decoded message v (a T) as an error in the form it
+// was sent: *T when pointer, else T; nil when that form is not an error.
+func errorForm(v any, pointer bool) error {
+	if pointer {
+		rv := reflect.ValueOf(v)
+		p := reflect.New(rv.Type())
+		p.Elem().Set(rv)
+		v = p.Interface()
+	}
+	e, _ := v.(error)
+	return e
 }
 
 // Decoded-message storage. Received messages are decoded into memory

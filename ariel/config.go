@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"runtime"
 	"time"
+
+	"github.com/tempest-actors/tempest/actor"
 )
 
 // Config configures a Scheduler. Zero fields take the defaults of
@@ -51,6 +53,15 @@ type Config struct {
 	// Activator is rung when mail arrives for an inactive cell. Default:
 	// activate virtual actors from the factory registered for their kind.
 	Activator Activator
+	// Vet, when set, sees every user message sent to a virtual actor by
+	// program code (Tell, Ask) or in a turn (Context.Tell, Context.Ask),
+	// and every reply (Context.Reply) with the replying actor as to,
+	// before routing. It returns the message to send instead (a
+	// normalised form: the same for every sender, local or remote) or an
+	// error that refuses the send like a failed admission. Timer messages
+	// an actor sends itself are not vetted. It must be fast and safe for
+	// concurrent use.
+	Vet func(to actor.Ref, msg any) (any, error)
 	// Latency, when set, observes per-message queueing and handler time.
 	// It makes every message read the clock twice; leave it nil on hot
 	// paths that do not need it.

@@ -700,7 +700,14 @@ func (ex *executor) Tell(to actor.Ref, msg any) error {
 func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) error {
 	s := ex.s
 	self := ex.cell
-	c, err := s.resolve(to)
+	var c *Cell
+	var err error
+	if s.vet != nil && to.IsVirtual() {
+		msg, err = s.vet(to, msg)
+	}
+	if err == nil {
+		c, err = s.resolve(to)
+	}
 	if err == nil && c == nil {
 		if self.after != nil {
 			// Forwarded when the turn's outputs are released.
@@ -805,6 +812,11 @@ func (ex *executor) answer(v any, err error) {
 // kind with an after-turn hook, when the turn's outputs are released
 // (after the hook, see settle).
 func (ex *executor) reply(p *pending, v any, err error) {
+	if s := ex.s; s.vet != nil && v != nil && ex.cell != nil && ex.cell.ref.IsVirtual() {
+		if v, err = s.vet(ex.cell.ref, v); err != nil {
+			v = nil
+		}
+	}
 	if ex.cell != nil && ex.cell.after != nil {
 		ex.replies = append(ex.replies, heldReply{p: p, v: v, err: err})
 		return

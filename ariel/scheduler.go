@@ -29,6 +29,7 @@ type Scheduler struct {
 	faults    FaultHook
 	activator Activator
 	latency   LatencyObserver
+	vet       func(actor.Ref, any) (any, error)
 
 	router atomic.Pointer[routerBox]
 	local  localRouter
@@ -99,6 +100,7 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		latency: cfg.Latency,
+		vet:     cfg.Vet,
 		kinds:   map[string]kindInfo{},
 		idleCh:  make(chan struct{}),
 		closed:  make(chan struct{}),
@@ -268,6 +270,13 @@ func (s *Scheduler) spawn(parent *Cell, a actor.Actor, opts []actor.SpawnOption,
 
 // Tell sends msg to to from program code. See actor.Client.
 func (s *Scheduler) Tell(to actor.Ref, msg any) error {
+	if s.vet != nil && to.IsVirtual() {
+		var err error
+		if msg, err = s.vet(to, msg); err != nil {
+			s.g.undelivered.Add(1)
+			return err
+		}
+	}
 	return s.sendNow(nil, to, msg, nil, 0)
 }
 
@@ -352,6 +361,13 @@ func (s *Scheduler) Ask(ctx context.Context, to actor.Ref, msg any) (any, error)
 	if onTurnGoroutine() {
 		s.g.asksInTurn.Add(1)
 		return nil, fmt.Errorf("%w: ask of %v", actor.ErrAskInTurn, to)
+	}
+	if s.vet != nil && to.IsVirtual() {
+		var err error
+		if msg, err = s.vet(to, msg); err != nil {
+			s.g.undelivered.Add(1)
+			return nil, err
+		}
 	}
 	p := &pending{s: s, ch: make(chan result, 1)}
 	p.arm(d)

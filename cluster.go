@@ -152,16 +152,9 @@ func newCluster(n *Node, cfg ClusterConfig) *cluster {
 func (c *cluster) start(ctx context.Context) error {
 	n := c.n
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.reg = wire.NewRegistry()
-	for _, name := range n.reg.Names() {
-		for _, m := range n.kinds[name].opts.Messages {
-			if m.register == nil {
-				continue
-			}
-			if err := m.register(c.reg); err != nil {
-				return fmt.Errorf("tempest: kind %q: %w", name, err)
-			}
-		}
+	c.reg = n.wreg
+	if err := n.errs.register(c.reg); err != nil {
+		return fmt.Errorf("tempest: error codes: %w", err)
 	}
 	rem, err := newRemote(n.sched, c.reg, c.locateAt, wire.MailConfig{Logger: c.log, Clock: n.cfg.Clock})
 	if err != nil {
@@ -332,7 +325,7 @@ func (c *cluster) locate(ref actor.Ref) (string, bool, error) {
 		if errors.Is(err, placement.ErrNoEligibleNode) {
 			return "", false, fmt.Errorf("%w: %w", actor.ErrNoEligibleNode, err)
 		}
-		return "", false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, err)
+		return "", false, c.unavailable(err)
 	}
 	if loc.Moving {
 		return "", false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff)
@@ -345,9 +338,19 @@ func (c *cluster) locate(ref actor.Ref) (string, bool, error) {
 		if errors.As(err, &no) && no.OwnerHint != "" && no.OwnerHint != c.name {
 			return no.OwnerHint, false, nil
 		}
-		return "", false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, err)
+		return "", false, c.unavailable(err)
 	}
 	return c.name, true, nil
+}
+
+// unavailable wraps a routing error that leaves the actor unreachable
+// for now: ErrNoQuorum when no placement leader is known (which is why
+// the table cannot settle), else actor.ErrProcessUnavailable.
+func (c *cluster) unavailable(err error) error {
+	if c.pl.Leader() == "" {
+		return fmt.Errorf("%w: %w", ErrNoQuorum, err)
+	}
+	return fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, err)
 }
 
 // awaitChange waits until the applied table changes, d passes or ctx
@@ -449,18 +452,24 @@ func (c *cluster) watchMembers() {
 
 // ready: joined, a leader known, the table initialised, and this node's
 // lease fresh (it may serve what it owns).
-func (c *cluster) ready() bool {
+func (c *cluster) readiness() error {
 	select {
 	case <-c.ml.Joined():
 	default:
-		return false
+		return &NotReadyError{Node: c.name, Reason: "not joined"}
 	}
 	if c.pl.Leader() == "" {
-		return false
+		return ErrNoQuorum
 	}
 	inited := false
 	c.pl.FSM().Read(func(t *placement.Table) { inited = t.ShardCount > 0 })
-	return inited && c.pl.LeaseFresh(c.n.cfg.Clock.Now())
+	if !inited {
+		return &NotReadyError{Node: c.name, Reason: "placement table not initialised"}
+	}
+	if !c.pl.LeaseFresh(c.n.cfg.Clock.Now()) {
+		return &NotReadyError{Node: c.name, Reason: "placement lease not fresh"}
+	}
+	return nil
 }
 
 // leave hands this node's shards off (placement drains it). With no

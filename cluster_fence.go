@@ -18,7 +18,7 @@ func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 		if errors.Is(err, placement.ErrNoEligibleNode) {
 			return "", 0, false, fmt.Errorf("%w: %w", actor.ErrNoEligibleNode, err)
 		}
-		return "", 0, false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, err)
+		return "", 0, false, c.unavailable(err)
 	}
 	if loc.Moving {
 		err := fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff)
@@ -36,7 +36,7 @@ func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 		if errors.As(err, &no) && no.OwnerHint != "" && no.OwnerHint != c.name {
 			return no.OwnerHint, no.Epoch, false, nil
 		}
-		return "", loc.Epoch, false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, err)
+		return "", loc.Epoch, false, c.unavailable(err)
 	}
 	return c.name, loc.Epoch, true, nil
 }

@@ -27,8 +27,8 @@ type Config struct {
 	DataDir string
 
 	// Scheduler configures the local scheduler (ariel). Its Node field is
-	// set from Name; Activator and Faults are owned by the node and must
-	// be nil; a nil Clock or Logger is taken from this Config.
+	// set from Name; Activator, Faults and Vet are owned by the node and
+	// must be nil; a nil Clock or Logger is taken from this Config.
 	Scheduler ariel.Config
 
 	// Supervisor configures the supervisor (prospero): MaxActive (active
@@ -91,8 +91,8 @@ func (c Config) Validate() error {
 	if c.CloseTimeout < 0 {
 		bad("negative CloseTimeout")
 	}
-	if c.Scheduler.Activator != nil || c.Scheduler.Faults != nil {
-		bad("Scheduler.Activator and Scheduler.Faults are set by the node")
+	if c.Scheduler.Activator != nil || c.Scheduler.Faults != nil || c.Scheduler.Vet != nil {
+		bad("Scheduler.Activator, Scheduler.Faults and Scheduler.Vet are set by the node")
 	}
 	if c.Scheduler.Simulated {
 		bad("the simulated scheduler is for tests of ariel, not for a node")

@@ -21,8 +21,11 @@ var (
 	ErrBadJSON = errors.New("tempest: JSON does not fit the kind's schema")
 	// ErrUnregisteredMessage: a value's Go type is not among the message
 	// types registered on this node, so it cannot be encoded (for the
-	// wire or for a JSON reply).
-	ErrUnregisteredMessage = errors.New("tempest: message type not registered")
+	// wire or for a JSON reply). In a cluster every message to a virtual
+	// actor must be of a registered type, also when its owner is this
+	// node, so a send does not work or fail depending on where the key
+	// lives. It is wire.ErrUnregistered.
+	ErrUnregisteredMessage = wire.ErrUnregistered
 )
 
 // KindOptions configure one kind of virtual actor on a node: the
@@ -39,6 +42,20 @@ type KindOptions struct {
 	// only, and tags are unique on the node (and must mean the same on
 	// every node of a cluster).
 	Messages []Message
+
+	// Errors are the application sentinels the kind's actors reply with
+	// (Context.ReplyError), by code: an error reply that matches one
+	// (errors.Is) keeps that identity on an asker on another node, so
+	// errors.Is(err, ErrInsufficientFunds) holds wherever the owner
+	// lives. Every node must register the same code for the same
+	// sentinel; several kinds may list the same pair. Codes starting with
+	// "tempest." are reserved.
+	//
+	// Errors with data (a struct type implementing error) need no entry
+	// here: declare the type among Messages, and a reply error that is or
+	// wraps a value of it crosses in its codec and in the form it was
+	// sent (T or *T), so errors.As finds it on every node.
+	Errors map[string]error
 
 	// Gateway, when set, lets AskJSON and TellJSON address the kind.
 	Gateway *Gateway

@@ -37,7 +37,26 @@ var (
 	// node refuses it before anything is sent or stored, on every node
 	// alike.
 	ErrInvalidKey = actor.ErrInvalidKey
+	// ErrNoQuorum: no placement leader is known, so placement cannot
+	// change and leases cannot be renewed: a majority of the placement
+	// voters is unreachable (or an election is still running). It matches
+	// actor.ErrProcessUnavailable too: an operation that fails with it
+	// did not reach its actor.
+	ErrNoQuorum error = noQuorumError{}
 )
+
+type noQuorumError struct{}
+
+func (noQuorumError) Error() string        { return "tempest: no placement quorum (no raft leader known)" }
+func (noQuorumError) Is(target error) bool { return target == actor.ErrProcessUnavailable }
+
+// NotReadyError says which step of joining a cluster a node waits for.
+type NotReadyError struct {
+	Node   string
+	Reason string // "not joined", "placement table not initialised", "placement lease not fresh"
+}
+
+func (e *NotReadyError) Error() string { return "tempest: " + e.Node + " not ready: " + e.Reason }
 
 type closedError struct{}
 
@@ -86,6 +105,8 @@ type Node struct {
 	man  manifest.Manifest
 	reg  *prospero.Registry // validates kind names and options before Start
 	msgs *messageTable
+	wreg *wire.Registry // the kinds' message types; set in Start
+	errs errorTable     // application error codes of every kind
 
 	mu     sync.Mutex // guards state, kinds (before Start), the components
 	state  lifecycle
@@ -125,6 +146,7 @@ func New(cfg Config) (*Node, error) {
 		log:     cfg.Logger.With(LogKeyNode, cfg.Name),
 		reg:     prospero.NewRegistry(),
 		msgs:    newMessageTable(),
+		errs:    errorTable{},
 		kinds:   map[string]*kindInfo{},
 		closed:  make(chan struct{}),
 		waiters: map[prospero.Identity][]chan struct{}{},
@@ -181,6 +203,9 @@ func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts 
 	if err := n.msgs.check(kind, opts.Messages); err != nil {
 		return err
 	}
+	if err := n.errs.check(kind, opts.Errors); err != nil {
+		return err
+	}
 	k := &kindInfo{name: kind, opts: opts}
 	k.opts.Messages = slices.Clone(opts.Messages)
 	if opts.Gateway != nil {
@@ -197,9 +222,28 @@ func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts 
 		return err
 	}
 	n.msgs.add(kind, k.opts.Messages)
+	n.errs.add(opts.Errors)
+	k.opts.Errors = nil // kept in n.errs
 	k.factory = factory
 	n.kinds[kind] = k
 	return nil
+}
+
+// vet is the scheduler's Vet hook: a message to (or a reply from) a
+// virtual actor is delivered in the form a remote sender's would arrive
+// in (a *T of a registered type as a T), so a handler needs one case per
+// type. In a cluster a message of an unregistered type is refused here,
+// whoever owns the key: it could not cross the wire, so it must not work
+// only when the owner happens to be local.
+func (n *Node) vet(_ actor.Ref, msg any) (any, error) {
+	v, err := n.wreg.Value(msg)
+	if err != nil {
+		if n.cl == nil {
+			return msg, nil
+		}
+		return nil, err
+	}
+	return v, nil
 }
 
 // Kinds returns the names of the registered kinds, sorted.
@@ -277,7 +321,18 @@ func (n *Node) startLocked(ctx context.Context) error {
 			return err
 		}
 	}
+	n.wreg = wire.NewRegistry()
+	for _, name := range n.reg.Names() {
+		for _, m := range n.kinds[name].opts.Messages {
+			if err := m.register(n.wreg); err != nil {
+				return fmt.Errorf("tempest: kind %q: %w", name, err)
+			}
+		}
+	}
 	sc := n.cfg.Scheduler
+	if n.cl != nil || len(n.msgs.byTag) > 0 {
+		sc.Vet = n.vet
+	}
 	sc.Activator = arielhost.Activator(sup)
 	sc.Faults = arielhost.Faults(sup)
 	sched, err := ariel.New(sc)
@@ -378,13 +433,56 @@ func (n *Node) shutdownLocked(ctx context.Context, graceful bool) error {
 }
 
 // Ready reports whether the node accepts work: started and not shutting
-// down; in a cluster also joined, with a known raft leader and an
-// initialised placement table.
-func (n *Node) Ready() bool {
+// down; in a cluster also joined, with a known raft leader, an
+// initialised placement table and a fresh placement lease. Readiness says
+// why not.
+func (n *Node) Ready() bool { return n.Readiness() == nil }
+
+// Readiness is nil when the node is Ready, else why it is not: ErrNotStarted,
+// ErrClosed, ErrNoQuorum (no raft leader is known: a majority of the
+// placement voters is unreachable, or the election has not finished), or a
+// *NotReadyError naming the step it waits for.
+func (n *Node) Readiness() error {
 	if !n.ready.Load() {
-		return false
+		if lifecycle(n.phase.Load()) == stateNew {
+			return ErrNotStarted
+		}
+		return ErrClosed
 	}
-	return n.cl == nil || n.cl.ready()
+	if n.cl == nil {
+		return nil
+	}
+	return n.cl.readiness()
+}
+
+// WaitReady waits until the node is Ready. It returns nil then, ErrClosed
+// if the node closes meanwhile, or, when ctx ends first, an error that
+// matches ctx's error and says why the node is not ready (errors.Is
+// ErrNoQuorum, *NotReadyError). Call it after Start.
+func (n *Node) WaitReady(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		why := n.Readiness()
+		switch {
+		case why == nil:
+			return nil
+		case errors.Is(why, ErrClosed):
+			return why
+		}
+		var changed <-chan struct{}
+		if lifecycle(n.phase.Load()) != stateNew && n.cl != nil && n.cl.pl != nil {
+			changed = n.cl.pl.Changed()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("tempest: %s not ready: %w: %w", n.cfg.Name, ctx.Err(), why)
+		case <-n.closed:
+			return ErrClosed
+		case <-changed:
+		case <-t.C:
+		}
+	}
 }
 
 // Live reports whether the node's process is healthy: it was not closed.

@@ -332,6 +332,31 @@ func TestRegisterErrors(t *testing.T) {
 		Gateway: &tempest.Gateway{Schema: "type x", Input: "EchoIn"}}); !errors.Is(err, tempest.ErrInvalidKind) {
 		t.Errorf("bad schema: %v", err)
 	}
+	errA, errB := errors.New("a"), errors.New("b")
+	for name, errs := range map[string]map[string]error{
+		"empty code":    {"": errA},
+		"nil error":     {"app.a": nil},
+		"reserved code": {"tempest.a": errA},
+		"two codes":     {"app.a": errA, "app.a2": errA},
+	} {
+		if err := n.Register("e-"+name, f, tempest.KindOptions{Errors: errs}); !errors.Is(err, tempest.ErrInvalidKind) {
+			t.Errorf("errors, %s: %v", name, err)
+		}
+	}
+	if err := n.Register("e1", f, tempest.KindOptions{Errors: map[string]error{"app.a": errA}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Register("e2", f, tempest.KindOptions{Errors: map[string]error{"app.a": errA}}); err != nil {
+		t.Errorf("an error shared by two kinds: %v", err)
+	}
+	for name, errs := range map[string]map[string]error{
+		"code taken":  {"app.a": errB},
+		"error taken": {"app.b": errA},
+	} {
+		if err := n.Register("e-"+name, f, tempest.KindOptions{Errors: errs}); !errors.Is(err, tempest.ErrInvalidKind) {
+			t.Errorf("errors, %s: %v", name, err)
+		}
+	}
 	if err := n.Tell(n.Ref("k", "a"), 1); !errors.Is(err, tempest.ErrNotStarted) {
 		t.Errorf("tell before start: %v", err)
 	}

@@ -1,0 +1,72 @@
+package tempest
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/tempest-actors/tempest/wire"
+)
+
+// reservedErrorPrefix starts the codes of Tempest's own errors.
+const reservedErrorPrefix = "tempest."
+
+// builtinErrors are Tempest's own sentinels that an actor's reply or the
+// owner node may produce beyond the actor sentinels (which cross by their
+// own codes): they keep their identity across nodes like a kind's Errors.
+var builtinErrors = map[string]error{
+	"tempest.unregistered_message": ErrUnregisteredMessage,
+	"tempest.no_gateway":           ErrNoGateway,
+	"tempest.bad_json":             ErrBadJSON,
+	"tempest.closed":               ErrClosed,
+	"tempest.not_started":          ErrNotStarted,
+}
+
+// errorTable maps application error codes to sentinels. Written only
+// before Start.
+type errorTable map[string]error
+
+// check reports why errs cannot be added for kind, without adding them.
+func (t errorTable) check(kind string, errs map[string]error) error {
+	for _, code := range slices.Sorted(maps.Keys(errs)) {
+		err := errs[code]
+		switch {
+		case code == "" || err == nil:
+			return fmt.Errorf("%w %q: error code %q for %v: both must be set", ErrInvalidKind, kind, code, err)
+		case !reflect.TypeOf(err).Comparable():
+			return fmt.Errorf("%w %q: error code %q: %T is not comparable, so it cannot be a sentinel", ErrInvalidKind, kind, code, err)
+		case strings.HasPrefix(code, reservedErrorPrefix):
+			return fmt.Errorf("%w %q: error code %q: codes starting with %q are reserved", ErrInvalidKind, kind, code, reservedErrorPrefix)
+		}
+		if old, ok := t[code]; ok && old != err {
+			return fmt.Errorf("%w %q: error code %q is %v in another kind", ErrInvalidKind, kind, code, old)
+		}
+		for c, e := range t {
+			if e == err && c != code {
+				return fmt.Errorf("%w %q: error %v has code %q in another kind", ErrInvalidKind, kind, err, c)
+			}
+		}
+		for c, e := range errs {
+			if e == err && c != code {
+				return fmt.Errorf("%w %q: error %v has two codes (%q, %q)", ErrInvalidKind, kind, err, c, code)
+			}
+		}
+	}
+	return nil
+}
+
+func (t errorTable) add(errs map[string]error) { maps.Copy(t, errs) }
+
+// register gives the wire registry Tempest's and the kinds' error codes.
+func (t errorTable) register(r *wire.Registry) error {
+	for _, m := range []map[string]error{builtinErrors, t} {
+		for _, code := range slices.Sorted(maps.Keys(m)) {
+			if err := r.RegisterError(code, m[code]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -22,6 +22,8 @@ var builtinErrors = map[string]error{
 	"tempest.bad_json":             ErrBadJSON,
 	"tempest.closed":               ErrClosed,
 	"tempest.not_started":          ErrNotStarted,
+	"tempest.no_quorum":            ErrNoQuorum,
+	"tempest.invalid_key":          ErrInvalidKey,
 }
 
 // errorTable maps application error codes to sentinels. Written only

@@ -96,10 +96,14 @@
 // is refused at the sender (ErrUnregistered); a tag the receiver does not
 // know is answered Refused{UNKNOWN_KIND}, which the asker sees as
 // actor.ErrUnknownKind. Tags above MaxUserTag are reserved: TagNil is a nil
-// reply, TagError an error reply. An actor's ReplyError crosses as a code
-// and a message (RemoteError): the actor sentinels keep their identity, so
-// errors.Is(err, actor.ErrRefused) works on the asker's node, and other
-// errors keep their text.
+// reply, TagError an error reply. An actor's ReplyError crosses as the
+// code of the actor sentinel it matches and its message, plus the code of
+// the application sentinel it matches (Registry.RegisterError) and, when
+// it is or wraps a value of a registered message type, that value in its
+// codec (see RemoteError). So errors.Is(err, actor.ErrRefused),
+// errors.Is(err, ErrInsufficientFunds) and errors.As(err, &overdraft)
+// answer on the asker's node as on the owner's; an error that is neither
+// keeps its text.
 //
 // An ask carries the caller's id and the time left to its deadline, in
 // nanoseconds at sending. The receiver refuses an ask with no time left

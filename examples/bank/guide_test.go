@@ -1,0 +1,49 @@
+package bank_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/tempest-actors/tempest/wire/bare"
+)
+
+// TestGuideSnippetsCompile keeps docs/first-kind.md honest: every Go
+// snippet in it must be a verbatim piece of this package's sources (which
+// the build compiles and these tests run), and its BARE schema must parse.
+func TestGuideSnippetsCompile(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "first-kind.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src strings.Builder
+	files, _ := filepath.Glob("*.go")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(b)
+	}
+	blocks := regexp.MustCompile("(?s)```(go)?\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	goBlocks := 0
+	for _, b := range blocks {
+		body := b[2]
+		switch {
+		case b[1] == "go":
+			goBlocks++
+			if !strings.Contains(src.String(), body) {
+				t.Errorf("snippet not in examples/bank:\n%s", body)
+			}
+		case strings.HasPrefix(body, "type "):
+			if _, err := bare.ParseSchema("first-kind.md", []byte(body)); err != nil {
+				t.Errorf("schema snippet: %v", err)
+			}
+		}
+	}
+	if goBlocks < 8 {
+		t.Fatalf("found %d Go snippets; the guide has more", goBlocks)
+	}
+}

@@ -55,7 +55,7 @@ type Config struct {
 	Activator Activator
 	// Vet, when set, sees every user message sent to a virtual actor by
 	// program code (Tell, Ask) or in a turn (Context.Tell, Context.Ask),
-	// and every reply (Context.Reply) with the replying actor as to,
+	// and every reply (Context.Reply, a Replier) with the replying actor as to,
 	// before routing. It returns the message to send instead (a
 	// normalised form: the same for every sender, local or remote) or an
 	// error that refuses the send like a failed admission. Timer messages

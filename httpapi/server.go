@@ -40,24 +40,25 @@ const (
 
 // Error codes in the "code" field of an error body.
 const (
-	codeBadJSON        = "bad_json"
-	codeBadRequest     = "bad_request"
-	codeUnknownKind    = "unknown_kind"
-	codeNotFound       = "not_found"
-	codeDeadline       = "deadline_exceeded"
-	codeRefused        = "refused"
-	codeUnavailable    = "process_unavailable"
-	codeTerminated     = "actor_terminated"
-	codeUnauthorized   = "unauthorized"
-	codeTooLarge       = "body_too_large"
-	codeInternal       = "internal"
-	codeNotReady       = "not_ready"
-	codeNoEligibleNode = "no_eligible_node"
-	codeNotCommitted   = "not_committed"
-	codeInvalidKey     = "invalid_key"
-	codeCanceled       = "canceled"
-	codeBodyTimeout    = "request_timeout"
-	codeNotSupported   = "not_supported"
+	codeBadJSON          = "bad_json"
+	codeBadRequest       = "bad_request"
+	codeUnknownKind      = "unknown_kind"
+	codeNotFound         = "not_found"
+	codeDeadline         = "deadline_exceeded"
+	codeRefused          = "refused"
+	codeUnavailable      = "process_unavailable"
+	codeTerminated       = "actor_terminated"
+	codeUnauthorized     = "unauthorized"
+	codeTooLarge         = "body_too_large"
+	codeInternal         = "internal"
+	codeNotReady         = "not_ready"
+	codeNoEligibleNode   = "no_eligible_node"
+	codeNotCommitted     = "not_committed"
+	codeInvalidKey       = "invalid_key"
+	codeCanceled         = "canceled"
+	codeBodyTimeout      = "request_timeout"
+	codeNotSupported     = "not_supported"
+	codeMethodNotAllowed = "method_not_allowed"
 )
 
 // Node is what the HTTP API needs from a node; *tempest.Node has it.
@@ -290,6 +291,24 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/actors/{kind}/{key}/tell", s.tell)
 	mux.HandleFunc("POST /v1/actors/{kind}/{key}/ask", s.ask)
 	mux.HandleFunc("POST /v1/actors/{kind}/{key}/passivate", s.passivate)
+	// Anything else is a JSON error like every other one: 405 (with
+	// Allow) for a known path with another method, 404 otherwise.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); m != r.Method && pattern != "/" && pattern != "" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, r.Method+" is not allowed on "+truncatePath(r.URL.Path))
+			return
+		}
+		writeError(w, http.StatusNotFound, codeNotFound, "no endpoint "+truncatePath(r.URL.Path))
+	})
 	return s.auth(mux)
 }
 
@@ -351,6 +370,14 @@ func (s *Server) readWhole(w http.ResponseWriter, r *http.Request) bool {
 		writeError(w, http.StatusBadRequest, codeBadRequest, "reading the body: "+err.Error())
 	}
 	return false
+}
+
+// truncatePath shortens a path for an error message.
+func truncatePath(p string) string {
+	if len(p) > 128 {
+		return p[:128] + "..."
+	}
+	return p
 }
 
 // bearer returns the credentials of a Bearer Authorization header. The

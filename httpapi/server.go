@@ -286,11 +286,14 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/members", s.members)
 	mux.HandleFunc("GET /v1/placement", s.placement)
 	mux.HandleFunc("GET /v1/manifest", s.manifest)
+	mux.HandleFunc("GET /v1/kinds", s.kinds)
 	mux.HandleFunc("GET /v1/actors", s.actors)
 	mux.HandleFunc("GET /v1/actors/{kind}/{key}", s.status)
 	mux.HandleFunc("POST /v1/actors/{kind}/{key}/tell", s.tell)
 	mux.HandleFunc("POST /v1/actors/{kind}/{key}/ask", s.ask)
 	mux.HandleFunc("POST /v1/actors/{kind}/{key}/passivate", s.passivate)
+	mux.Handle("/ui/", s.uiHandler())
+	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	// Anything else is a JSON error like every other one: 405 (with
 	// Allow) for a known path with another method, 404 otherwise.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -318,10 +321,16 @@ func (s *Server) Handler() http.Handler {
 // slow client and no read deadline outlives the body.
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		open := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || (s.metricsPublic && r.URL.Path == "/metrics")
+		open := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || (s.metricsPublic && r.URL.Path == "/metrics") ||
+			r.URL.Path == "/ui/login" || r.URL.Path == "/ui/style.css"
 		if s.token != nil && !open {
 			got, ok := bearer(r.Header.Get("Authorization"))
-			if !ok || subtle.ConstantTimeCompare([]byte(got), s.token) != 1 {
+			if (!ok || subtle.ConstantTimeCompare([]byte(got), s.token) != 1) && !s.cookieAuthorized(r) {
+				if (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/")) && r.Method == http.MethodGet {
+					// A browser: to the sign-in form.
+					http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+					return
+				}
 				if r.ContentLength != 0 {
 					// Do not read an unauthenticated body to keep the
 					// connection: close it after the answer.

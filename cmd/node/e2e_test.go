@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/tempest-actors/tempest/httpapi"
 )
 
@@ -269,6 +271,13 @@ func TestEndToEndThreeAgents(t *testing.T) {
 		}
 	}
 
+	// The dashboard, in a real browser: three members, then (below) a
+	// lookup and the change when a node leaves.
+	ui := openDashboard(t, n1.addr()+"/ui/")
+	if ui != nil {
+		ui.waitJS("three alive members", rows("alive")+` === 3`)
+	}
+
 	// Asks to many keys, through every node; the keys spread over all
 	// three nodes.
 	nodes := []*e2eNode{n1, n2, n3}
@@ -332,13 +341,40 @@ func TestEndToEndThreeAgents(t *testing.T) {
 	// The exposition after traffic, a passivation and a hydration.
 	checkExposition(t, n1.addr(), n2.addr(), n3.addr())
 
+	if ui != nil {
+		// A lookup names the owner the CLI names, and per-kind numbers
+		// and both charts are drawn from the node's metrics.
+		var st httpapi.StatusBody
+		if err := json.Unmarshal([]byte(c.must("status", "counter/k3", "--json", "--addr", n1.addr())), &st); err != nil {
+			t.Fatal(err)
+		}
+		ui.do("look up counter/k3",
+			chromedp.SetValue(chromedp.CSS("#lookup-kind"), "counter"),
+			chromedp.SetValue(chromedp.CSS("#lookup-key"), "k3"),
+			chromedp.Click(chromedp.CSS("#lookup button[type=submit]")))
+		ui.waitJS("the lookup's answer", `document.getElementById('r-actor').textContent === 'counter/k3'`)
+		if got := ui.text("#r-node"); got != st.Node {
+			t.Errorf("dashboard lookup: owner %q, want %q", got, st.Node)
+		}
+		ui.do("passivate counter/k3", chromedp.Click(chromedp.CSS("#passivate")))
+		ui.waitJS("counter/k3 dormant", `document.getElementById('r-state').textContent === 'Dormant'`)
+		ui.waitJS("the counter kind's row", `(() => { const r = document.querySelector('#kinds tr[data-kind=counter]'); return r && r.children[2].textContent !== '0'; })()`)
+		ui.waitJS("shards of three nodes", `document.querySelectorAll('#shards-chart rect.bar').length === 3`)
+		ui.waitJS("the asks/s line", `document.querySelector('#asks-chart polyline') !== null`)
+		ui.screenshot("dashboard-three-nodes")
+	}
+
 	// The inventory: every counter once, on the node that owns it; a
 	// passivated one only with --dormant.
 	c.must("passivate", "counter/k2", "--addr", n1.addr())
+	passivated := []string{"k2"}
+	if ui != nil {
+		passivated = append(passivated, "k3") // from the dashboard
+	}
 	for _, tc := range []struct {
 		dormant bool
 		want    int
-	}{{false, keys}, {true, keys + 1}} {
+	}{{false, keys + 1 - len(passivated)}, {true, keys + 1}} {
 		args := []string{"actors", "counter", "--json", "--addr", n2.addr()}
 		if tc.dormant {
 			args = append(args, "--dormant")
@@ -356,9 +392,14 @@ func TestEndToEndThreeAgents(t *testing.T) {
 				seen[e.Key] = ab.Node + " " + e.State
 			}
 		}
-		// k0..k29 and "x/y z"; k2 is dormant.
-		if len(seen) != tc.want || (tc.dormant && !strings.HasSuffix(seen["k2"], " dormant")) {
+		// k0..k29 and "x/y z", less the passivated ones unless dormant.
+		if len(seen) != tc.want {
 			t.Errorf("actors counter (dormant %v): %d identities, want %d: %v", tc.dormant, len(seen), tc.want, seen)
+		}
+		for _, k := range passivated {
+			if tc.dormant && !strings.HasSuffix(seen[k], " dormant") {
+				t.Errorf("actors counter --dormant lists %s as %q", k, seen[k])
+			}
 		}
 	}
 
@@ -403,6 +444,11 @@ func TestEndToEndThreeAgents(t *testing.T) {
 		t.Fatalf("n3 exited with %v after SIGTERM", n3.err)
 	}
 	waitFor(t, 30*time.Second, "two settled agents", func() bool { return c.settled(n1, n2) })
+	if ui != nil {
+		ui.waitJS("n3 gone from the alive members", rows("alive")+` === 2 && document.querySelector('#members tr[data-node=n3]')?.dataset.status !== 'alive'`)
+		ui.waitJS("no shards on n3", `document.querySelectorAll('#shards-chart rect.bar').length === 2`)
+		ui.screenshot("dashboard-after-n3-left")
+	}
 	checkAll("after n3 left", n1)
 
 	// Restart with the same name: n3 rejoins and serves again.

@@ -1,0 +1,266 @@
+// The Tempest dashboard: polls this node's API and its own /metrics and
+// draws them. Everything it loads comes from this node (no network
+// assets); requests carry the session cookie set by /ui/login when the
+// node requires a token.
+"use strict";
+
+const POLL_MS = 2000;
+const HISTORY_MS = 10 * 60 * 1000; // the asks/s chart's window
+const state = {
+  kinds: [],
+  manifests: {},   // node name -> {manifest, t}
+  samples: [],     // {t, metrics} of recent scrapes, oldest first
+  asks: [],        // {t, rate}
+};
+
+const $ = (id) => document.getElementById(id);
+
+async function api(path, opts = {}) {
+  const headers = Object.assign({"X-Tempest-UI": "1"}, opts.headers || {});
+  const resp = await fetch(path, Object.assign({credentials: "same-origin"}, opts, {headers}));
+  if (resp.status === 401) {
+    location.href = "/ui/login";
+    throw new Error("not signed in");
+  }
+  const text = await resp.text();
+  if (!resp.ok) {
+    let msg = resp.status + " " + resp.statusText;
+    try { msg = JSON.parse(text).error || msg; } catch (e) { /* not JSON */ }
+    throw new Error(msg);
+  }
+  return text;
+}
+const apiJSON = async (path, opts) => JSON.parse(await api(path, opts));
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") e.className = v; else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+// parseMetrics reads the Prometheus text format into
+// {name: [{labels, value}]}.
+function parseMetrics(text) {
+  const out = {};
+  for (const line of text.split("\n")) {
+    if (!line || line[0] === "#") continue;
+    const m = line.match(/^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/);
+    if (!m) continue;
+    const labels = {};
+    if (m[3]) {
+      for (const lm of m[3].matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[lm[1]] = lm[2];
+    }
+    (out[m[1]] = out[m[1]] || []).push({labels, value: parseFloat(m[4])});
+  }
+  return out;
+}
+
+function sum(metrics, name, match = {}) {
+  let s = 0;
+  for (const x of metrics[name] || []) {
+    if (Object.entries(match).every(([k, v]) => x.labels[k] === v)) s += x.value;
+  }
+  return s;
+}
+
+// quantile from the difference of two scrapes of a histogram (the
+// cumulative counts of each bucket), as histogram_quantile does.
+function quantile(q, now, before, name, match) {
+  const buckets = (m) => {
+    const b = {};
+    for (const x of m[name + "_bucket"] || []) {
+      if (Object.entries(match).every(([k, v]) => x.labels[k] === v)) b[x.labels.le] = (b[x.labels.le] || 0) + x.value;
+    }
+    return b;
+  };
+  const a = buckets(now), b = before ? buckets(before) : {};
+  const les = Object.keys(a).sort((x, y) => parseFloat(x) - parseFloat(y));
+  const counts = les.map((le) => a[le] - (b[le] || 0));
+  const total = counts.length ? counts[counts.length - 1] : 0;
+  if (total <= 0) return null;
+  const rank = q * total;
+  let prevLe = 0, prevCount = 0;
+  for (let i = 0; i < les.length; i++) {
+    const le = parseFloat(les[i]);
+    if (counts[i] >= rank) {
+      if (!isFinite(le)) return prevLe;
+      return prevLe + (le - prevLe) * (rank - prevCount) / Math.max(counts[i] - prevCount, 1e-12);
+    }
+    prevLe = le; prevCount = counts[i];
+  }
+  return prevLe;
+}
+
+function fmtSeconds(s) {
+  if (s === null || s === undefined) return "–";
+  if (s < 1e-3) return (s * 1e6).toFixed(0) + " µs";
+  if (s < 1) return (s * 1e3).toFixed(1) + " ms";
+  return s.toFixed(2) + " s";
+}
+
+// manifestOf returns a member's manifest, read again every 30 s.
+async function manifestOf(name) {
+  const cached = state.manifests[name];
+  if (cached && Date.now() - cached.t < 30000) return cached.manifest;
+  const body = await apiJSON("/v1/manifest?node=" + encodeURIComponent(name));
+  state.manifests[name] = {manifest: body.manifest, t: Date.now()};
+  return body.manifest;
+}
+
+async function refreshCluster() {
+  const [members, placement] = await Promise.all([apiJSON("/v1/members"), apiJSON("/v1/placement")]);
+  $("node").textContent = "node " + members.node + (members.leader ? ", raft leader " + members.leader : "");
+  const shards = {};
+  for (const n of placement.nodes || []) shards[n.name] = n.shards;
+  const tbody = $("members").querySelector("tbody");
+  const rows = [];
+  for (const m of members.members) {
+    let clauses = el("span", {class: "muted"}, "–");
+    try {
+      const man = await manifestOf(m.name);
+      clauses = el("span", {});
+      for (const c of man.clauses || []) {
+        clauses.append(el("span", {class: "clause-" + c.discharge, title: c.discharge + (c.substrate ? " (" + c.substrate + ")" : "")}, c.clause + (c.discharge === "Discharged" ? " ✓" : " ~")), " ");
+      }
+    } catch (e) { /* a member not in the table yet */ }
+    rows.push(el("tr", {"data-node": m.name, "data-status": m.status},
+      el("td", {}, m.name), el("td", {class: "status-" + m.status}, m.status), el("td", {}, m.raft),
+      el("td", {}, m.profile || "–"), el("td", {}, clauses), el("td", {class: "num"}, shards[m.name] ?? "–"),
+      el("td", {}, m.address), el("td", {}, m.version || "–")));
+  }
+  tbody.replaceChildren(...rows);
+  const alive = members.members.filter((m) => m.status === "alive").length;
+  $("member-count").textContent = alive + " alive / " + members.members.length;
+  $("placement-summary").textContent = placement.standalone ? "standalone node: it owns every actor" :
+    `epoch ${placement.epoch}, term ${placement.term}, ${placement.shard_count} shards × ${placement.groups} group(s), ` +
+    `${placement.moving} moving, ${placement.unassigned} unassigned`;
+  barChart($("shards-chart"), (placement.nodes || []).map((n) => ({label: n.name, value: n.shards, note: n.status})));
+}
+
+async function refreshKinds() {
+  if (!state.kinds.length) {
+    state.kinds = (await apiJSON("/v1/kinds")).kinds;
+    $("lookup-kind").replaceChildren(...state.kinds.map((k) => el("option", {value: k}, k)));
+  }
+  const now = Date.now();
+  const metrics = parseMetrics(await api("/metrics"));
+  state.samples.push({t: now, metrics});
+  while (state.samples.length > 2 && now - state.samples[0].t > 60000) state.samples.shift();
+  const prev = state.samples.length > 1 ? state.samples[state.samples.length - 2] : null;
+  const window = state.samples.length > 1 ? state.samples[0] : null;
+  if (prev) {
+    const dt = (now - prev.t) / 1000;
+    const rate = Math.max(0, (sum(metrics, "tempest_messages_total", {op: "ask"}) - sum(prev.metrics, "tempest_messages_total", {op: "ask"})) / dt);
+    state.asks.push({t: now, rate});
+    while (state.asks.length && now - state.asks[0].t > HISTORY_MS) state.asks.shift();
+  }
+  lineChart($("asks-chart"), state.asks, HISTORY_MS, now);
+  const counts = await Promise.all(state.kinds.map((k) =>
+    apiJSON("/v1/actors?limit=1&kind=" + encodeURIComponent(k)).then((b) => b.count, () => null)));
+  const rows = state.kinds.map((k, i) => {
+    const ev = (event) => sum(metrics, "tempest_actor_events_total", {kind: k, event});
+    let asks = "–";
+    if (prev) {
+      const d = sum(metrics, "tempest_messages_total", {kind: k, op: "ask"}) - sum(prev.metrics, "tempest_messages_total", {kind: k, op: "ask"});
+      asks = (Math.max(0, d) / ((now - prev.t) / 1000)).toFixed(1);
+    }
+    const q = (x) => fmtSeconds(quantile(x, metrics, window && window.metrics, "tempest_ask_duration_seconds", {kind: k}));
+    return el("tr", {"data-kind": k}, el("td", {}, k), el("td", {class: "num"}, counts[i] ?? "–"),
+      el("td", {class: "num"}, ev("Activated")), el("td", {class: "num"}, ev("Hydrated")), el("td", {class: "num"}, ev("Passivated")),
+      el("td", {class: "num"}, sum(metrics, "tempest_messages_total", {kind: k, outcome: "refused"})),
+      el("td", {class: "num"}, asks), el("td", {class: "num"}, q(0.5)), el("td", {class: "num"}, q(0.9)), el("td", {class: "num"}, q(0.99)));
+  });
+  $("kinds").querySelector("tbody").replaceChildren(...rows);
+  $("node-totals").textContent = `node totals: ${sum(metrics, "tempest_turns_total")} turns, ` +
+    `${sum(metrics, "tempest_refusals_total")} refusals by admission, ${sum(metrics, "tempest_undelivered_total")} undelivered, ` +
+    `${sum(metrics, "tempest_asks_expired_total")} expired asks; latency quantiles over the last minute of asks through this node's gateway`;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function barChart(root, bars) {
+  const W = 420, H = 160, pad = 24;
+  const max = Math.max(1, ...bars.map((b) => b.value));
+  const bw = bars.length ? (W - 2 * pad) / bars.length : 0;
+  const parts = [];
+  bars.forEach((b, i) => {
+    const h = (H - 2 * pad) * b.value / max;
+    const x = pad + i * bw + bw * 0.15;
+    parts.push(svg("rect", {class: "bar", x, y: H - pad - h, width: bw * 0.7, height: h, "data-node": b.label}));
+    parts.push(svg("text", {x: x + bw * 0.35, y: H - pad + 14, "text-anchor": "middle"}, b.label));
+    parts.push(svg("text", {x: x + bw * 0.35, y: H - pad - h - 4, "text-anchor": "middle"}, String(b.value)));
+  });
+  if (!bars.length) parts.push(svg("text", {x: W / 2, y: H / 2, "text-anchor": "middle"}, "no placement table"));
+  root.replaceChildren(...parts);
+}
+
+function lineChart(root, points, spanMs, now) {
+  const W = 420, H = 160, pad = 28;
+  const max = Math.max(1, ...points.map((p) => p.rate));
+  const x = (t) => pad + (W - 2 * pad) * (1 - (now - t) / spanMs);
+  const y = (v) => H - pad - (H - 2 * pad) * v / max;
+  const parts = [
+    svg("line", {x1: pad, y1: H - pad, x2: W - pad, y2: H - pad, stroke: "#d9dee7"}),
+    svg("text", {x: pad, y: pad - 8}, max.toFixed(0) + "/s"),
+    svg("text", {x: pad, y: H - pad + 14}, "-" + Math.round(spanMs / 60000) + " min"),
+    svg("text", {x: W - pad, y: H - pad + 14, "text-anchor": "end"}, "now"),
+  ];
+  if (points.length > 1) {
+    parts.push(svg("polyline", {class: "line", points: points.map((p) => x(p.t).toFixed(1) + "," + y(p.rate).toFixed(1)).join(" ")}));
+  } else {
+    parts.push(svg("text", {x: W / 2, y: H / 2, "text-anchor": "middle"}, "collecting…"));
+  }
+  root.replaceChildren(...parts);
+}
+
+function actorPath(kind, key) {
+  return "/v1/actors/" + encodeURIComponent(kind) + "/" + encodeURIComponent(key);
+}
+
+async function lookup() {
+  const kind = $("lookup-kind").value, key = $("lookup-key").value;
+  const st = await apiJSON(actorPath(kind, key));
+  $("r-actor").textContent = st.kind + "/" + st.key;
+  $("r-node").textContent = st.node || "–";
+  $("r-state").textContent = st.state;
+  $("r-incarnation").textContent = st.incarnation;
+  $("r-active").textContent = st.active;
+  $("lookup-result").hidden = false;
+}
+
+async function tick() {
+  try {
+    await Promise.all([refreshCluster(), refreshKinds()]);
+    $("error").hidden = true;
+    $("updated").textContent = "updated " + new Date().toLocaleTimeString();
+  } catch (e) {
+    $("error").textContent = e.message;
+    $("error").hidden = false;
+  }
+  setTimeout(tick, POLL_MS);
+}
+
+$("lookup").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  lookup().catch((e) => { $("error").textContent = "lookup: " + e.message; $("error").hidden = false; });
+});
+$("passivate").addEventListener("click", async () => {
+  const kind = $("lookup-kind").value, key = $("lookup-key").value;
+  try {
+    await api(actorPath(kind, key) + "/passivate", {method: "POST"});
+    await lookup();
+  } catch (e) {
+    $("error").textContent = "passivate: " + e.message;
+    $("error").hidden = false;
+  }
+});
+tick();

@@ -25,6 +25,8 @@ func TestParseLogLine(t *testing.T) {
 		{"[ERR] memberlist: Conflicting address\n", slog.LevelError, "Conflicting address"},
 		{"[ERR] Failed to shutdown transport: x\n", slog.LevelError, "Failed to shutdown transport: x"},
 		{"no tag at all", slog.LevelInfo, "no tag at all"},
+		{"[ERR] memberlist: Failed to send indirect UDP ping: write udp 127.0.0.1:1->127.0.0.1:2: use of closed network connection\n", slog.LevelDebug,
+			"Failed to send indirect UDP ping: write udp 127.0.0.1:1->127.0.0.1:2: use of closed network connection"},
 		{"[ODD] memberlist: x", slog.LevelInfo, "[ODD] memberlist: x"},
 	} {
 		level, msg := parseLogLine([]byte(tc.in))

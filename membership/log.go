@@ -46,7 +46,8 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 
 // parseLogLine splits a memberlist log line into a level and the message
 // without the level tag, the "memberlist: " prefix and the newline. Lines
-// without a known tag are logged at Info.
+// without a known tag are logged at Info; errors on the node's own closed
+// sockets (at shutdown) at Debug.
 func parseLogLine(p []byte) (slog.Level, string) {
 	p = bytes.TrimRight(p, "\r\n")
 	level := slog.LevelInfo
@@ -71,5 +72,14 @@ func parseLogLine(p []byte) (slog.Level, string) {
 		}
 	}
 	p = bytes.TrimPrefix(p, []byte("memberlist: "))
+	if level > slog.LevelDebug && bytes.Contains(p, closedConn) {
+		// A send or read on this node's own socket after it closed it:
+		// the node is shutting down, nothing an operator must act on.
+		level = slog.LevelDebug
+	}
 	return level, string(p)
 }
+
+// closedConn is the text of net.ErrClosed, which memberlist only formats
+// into its lines.
+var closedConn = []byte("use of closed network connection")

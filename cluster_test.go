@@ -476,7 +476,6 @@ func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
 			t.Log(c.logs.String())
 		}
 	})
-	ctx := ctxT(t)
 	// The asker must stay up through the test: it is asked at the end
 	// whether n3 owns shards again, and a node that has left answers from
 	// the table it had when it closed.
@@ -485,6 +484,10 @@ func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
 	want := map[string]int64{}
 	onN3 := 0
 	for k := range keys {
+		// A deadline per key and per check below, not one for the whole
+		// test: the counter is durable, every add waits for an fsync, and
+		// a loaded disk makes those slow.
+		ctx := ctxT(t)
 		key := fmt.Sprintf("c%d", k)
 		for i := range 3 {
 			if _, err := n1.Ask(ctx, n1.Ref(demo.Counter, key), demo.Add{N: int64(k + i)}); err != nil {
@@ -501,6 +504,7 @@ func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
 	}
 	check := func(when string) {
 		t.Helper()
+		ctx := ctxT(t)
 		for _, n := range c.live() {
 			for key, v := range want {
 				got, err := n.Ask(ctx, n.Ref(demo.Counter, key), demo.Get{})
@@ -515,7 +519,7 @@ func TestClusterLeaveAndRejoinKeepCounters(t *testing.T) {
 	}
 
 	leaver := c.remove("n3")
-	if err := leaver.Close(ctx); err != nil {
+	if err := leaver.Close(ctxT(t)); err != nil {
 		t.Fatalf("graceful close of n3: %v", err)
 	}
 	waitSettled(t, c, 30*time.Second, "two nodes owning every shard")

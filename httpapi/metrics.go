@@ -288,6 +288,7 @@ type nodeCollector struct{ n *tempest.Node }
 var nodeDescs = struct {
 	turns, msgs, refused, undelivered, panics, exhausted, expired *prometheus.Desc
 	active, entries, hydrating, waiting, unsaved                  *prometheus.Desc
+	commits, commitFails, groups, groupWrites                     *prometheus.Desc
 	leader, term, members                                         *prometheus.Desc
 	frames, bytes, links, linkErrs                                *prometheus.Desc
 	ready                                                         *prometheus.Desc
@@ -304,6 +305,10 @@ var nodeDescs = struct {
 	hydrating:   prometheus.NewDesc("tempest_hydrations_in_progress", "Activations in progress.", nil, nil),
 	waiting:     prometheus.NewDesc("tempest_hydrations_waiting", "Activations waiting for the hydration budget.", nil, nil),
 	unsaved:     prometheus.NewDesc("tempest_states_unsaved", "States whose write at rest failed and is retried.", nil, nil),
+	commits:     prometheus.NewDesc("tempest_state_commits_total", "Writes of active actors' state at rest committed (reply after commit and passivation).", nil, nil),
+	commitFails: prometheus.NewDesc("tempest_state_commit_failures_total", "Writes of active actors' state at rest that failed; each failed the outputs waiting for it.", nil, nil),
+	groups:      prometheus.NewDesc("tempest_state_commit_groups_total", "Group commits of the state store (one fsync each).", nil, nil),
+	groupWrites: prometheus.NewDesc("tempest_state_commit_group_writes_total", "Writes in the state store's group commits (divide by the groups for writes per fsync).", nil, nil),
 	leader:      prometheus.NewDesc("tempest_raft_is_leader", "1 if this node is the placement raft leader.", nil, nil),
 	term:        prometheus.NewDesc("tempest_raft_term", "This node's current raft term.", nil, nil),
 	members:     prometheus.NewDesc("tempest_members", "Members in this node's view, by status.", []string{"status"}, nil),
@@ -317,7 +322,7 @@ var nodeDescs = struct {
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := nodeDescs
 	for _, x := range []*prometheus.Desc{d.turns, d.msgs, d.refused, d.undelivered, d.panics, d.exhausted, d.expired,
-		d.active, d.entries, d.hydrating, d.waiting, d.unsaved, d.leader, d.term, d.members,
+		d.active, d.entries, d.hydrating, d.waiting, d.unsaved, d.commits, d.commitFails, d.groups, d.groupWrites, d.leader, d.term, d.members,
 		d.frames, d.bytes, d.links, d.linkErrs, d.ready} {
 		ch <- x
 	}
@@ -346,6 +351,10 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.hydrating, float64(p.Hydrating))
 	gauge(d.waiting, float64(p.Waiting))
 	gauge(d.unsaved, float64(p.Unsaved))
+	counter(d.commits, p.Commits)
+	counter(d.commitFails, p.CommitFailures)
+	counter(d.groups, p.Store.Groups)
+	counter(d.groupWrites, p.Store.Writes)
 	leader := 0.0
 	if st.Leader {
 		leader = 1

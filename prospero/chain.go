@@ -126,6 +126,7 @@ func (s *Supervisor) committed(id Identity, ch *chain, w *write, v uint64, err e
 	var out []toRelease
 	var rerr error
 	if err != nil {
+		s.commitFailures++
 		rerr = &CommitError{ID: id, Err: err}
 		s.log.LogAttrs(context.Background(), slog.LevelWarn, "state not committed",
 			slog.String("actor", id.String()), slog.Any("error", err))
@@ -135,6 +136,7 @@ func (s *Supervisor) committed(id Identity, ch *chain, w *write, v uint64, err e
 			s.core.CommitFailed(id, ch.inc, err, now)
 		}
 	} else {
+		s.commits++
 		ch.version = v
 		if w.state && w.done == nil {
 			s.core.Persisted(id, ch.inc, v, now)

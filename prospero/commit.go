@@ -50,6 +50,13 @@ type AsyncStore interface {
 	PutAsync(id Identity, expected uint64, rec Record, done func(version uint64, err error))
 }
 
+// CommitStats counts the group commits of a store (BoltStore.CommitStats):
+// Writes / Groups is the mean number of writes that shared one commit.
+type CommitStats struct {
+	Groups uint64 // transactions committed (one fsync each)
+	Writes uint64 // writes in them, successful or not
+}
+
 // asyncPut is one queued write of a group committer.
 type asyncPut struct {
 	id       Identity
@@ -73,6 +80,13 @@ type groupCommitter struct {
 	queue  []asyncPut
 	closed bool
 	done   chan struct{}
+	stats  CommitStats // guarded by mu
+}
+
+func (g *groupCommitter) commitStats() CommitStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stats
 }
 
 func newGroupCommitter(commit func([]asyncPut)) *groupCommitter {
@@ -113,6 +127,10 @@ func (g *groupCommitter) loop() {
 			return // closed and drained
 		}
 		g.commit(group)
+		g.mu.Lock()
+		g.stats.Groups++
+		g.stats.Writes += uint64(len(group))
+		g.mu.Unlock()
 		for i := range group {
 			w := &group[i]
 			w.done(w.version, w.err)

@@ -144,6 +144,9 @@ func putTx(tx *bolt.Tx, id Identity, expected uint64, rec Record) (uint64, error
 	return version, nil
 }
 
+// CommitStats counts the group commits of PutAsync writes.
+func (s *BoltStore) CommitStats() CommitStats { return s.commit.commitStats() }
+
 // PutAsync implements AsyncStore: the write joins the next group commit.
 func (s *BoltStore) PutAsync(id Identity, expected uint64, rec Record, done func(uint64, error)) {
 	s.commit.put(id, expected, rec, done)

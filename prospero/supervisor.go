@@ -178,17 +178,18 @@ type Supervisor struct {
 	put func(id Identity, expected uint64, rec Record, done func(uint64, error))
 	own *groupCommitter // writes of a store without PutAsync, off the callers' goroutines
 
-	mu      sync.Mutex // guards core, host, unsaved, chains, jobs, started, closed
-	core    *Core
-	chains  map[Identity]*chain // write chains of active persistent identities
-	idle    *sync.Cond          // a chain has no write in flight any more
-	host    Host
-	unsaved map[Identity]Record // state whose write at rest failed; retried on tick
-	jobs    []job
-	jobCond *sync.Cond
-	started bool
-	closed  bool
-	settled chan struct{} // closed when the core settles after Shutdown
+	mu                      sync.Mutex // guards core, host, unsaved, chains, jobs, started, closed
+	core                    *Core
+	chains                  map[Identity]*chain // write chains of active persistent identities
+	commits, commitFailures uint64
+	idle                    *sync.Cond // a chain has no write in flight any more
+	host                    Host
+	unsaved                 map[Identity]Record // state whose write at rest failed; retried on tick
+	jobs                    []job
+	jobCond                 *sync.Cond
+	started                 bool
+	closed                  bool
+	settled                 chan struct{} // closed when the core settles after Shutdown
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -381,6 +382,15 @@ type Stats struct {
 	Hydrating int // activations in progress
 	Waiting   int // activations waiting for the hydration budget
 	Unsaved   int // states whose write at rest failed and is retried
+	// Commits and CommitFailures count the writes of activations' state
+	// through their write chains (turn policies and passivation of
+	// active persistent kinds): committed, and failed (each failure
+	// reloads the activation and fails the outputs waiting for it).
+	Commits        uint64
+	CommitFailures uint64
+	// Store counts the group commits of a store that reports them
+	// (BoltStore): writes per fsync is Store.Writes / Store.Groups.
+	Store CommitStats
 }
 
 // Stats returns a snapshot.
@@ -388,7 +398,12 @@ func (s *Supervisor) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	in, wait := s.core.Hydrating()
-	return Stats{Entries: s.core.Entries(), Active: s.core.Active(), Hydrating: in, Waiting: wait, Unsaved: len(s.unsaved)}
+	st := Stats{Entries: s.core.Entries(), Active: s.core.Active(), Hydrating: in, Waiting: wait, Unsaved: len(s.unsaved),
+		Commits: s.commits, CommitFailures: s.commitFailures}
+	if cs, ok := s.store.(interface{ CommitStats() CommitStats }); ok {
+		st.Store = cs.CommitStats()
+	}
+	return st
 }
 
 // ActiveKeys returns the keys of kind's identities with an attached

@@ -206,6 +206,9 @@ func TestCommitFailureFailsTheAskAndReloads(t *testing.T) {
 	if got := n.events.count(prospero.EventStoreError, id); got == 0 {
 		t.Fatal("no StoreError event for the failed write")
 	}
+	if st := n.sup.Stats(); st.Commits != 1 || st.CommitFailures != 1 {
+		t.Fatalf("Stats commits %d, failures %d; want 1 and 1", st.Commits, st.CommitFailures)
+	}
 }
 
 // Many actors' writes go through the group commits of a BoltStore, and
@@ -238,6 +241,12 @@ func TestReplyAfterCommitOnBoltStore(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// Every actor's first add was written on its own, later ones perhaps
+	// together; all of them through the store's group commits.
+	st := n.sup.Stats()
+	if st.Commits < actors || st.Commits > actors*adds || st.Store.Groups == 0 || st.Store.Writes < st.Commits || st.Store.Groups > st.Store.Writes {
+		t.Fatalf("Stats commits %d, store %+v: want %d to %d commits through the group commits", st.Commits, st.Store, actors, actors*adds)
+	}
 	for i := range actors {
 		rec, err := store.Get(context.Background(), prospero.Identity{Kind: "counter", Key: fmt.Sprint(i)})
 		if err != nil {

@@ -113,8 +113,19 @@ func (s *Scheduler) CompleteAsk(id uint64, reply any, err error) bool {
 // exactly once with the answer or an error, at the latest at deadline;
 // for a tell, reply is nil. The error is the admission outcome.
 func (s *Scheduler) Deliver(to, from actor.Ref, msg any, deadline time.Time, reply func(any, error)) error {
+	return s.DeliverChain(to, from, msg, deadline, nil, reply)
+}
+
+// DeliverChain is Deliver for a message that carries a call chain (see
+// Outbound.Chain). A chain longer than actor.MaxCallChain is refused with
+// actor.ErrCallChainTooLong.
+func (s *Scheduler) DeliverChain(to, from actor.Ref, msg any, deadline time.Time, chainRefs []actor.Ref, reply func(any, error)) error {
 	if s.closing.Load() {
 		return ErrClosed
+	}
+	chain, err := chainOf(chainRefs)
+	if err != nil {
+		return err
 	}
 	for {
 		c, err := s.local.Resolve(to)
@@ -129,7 +140,7 @@ func (s *Scheduler) Deliver(to, from actor.Ref, msg any, deadline time.Time, rep
 			s.countRefusal(err)
 			return err
 		}
-		if retry, err := s.deliverTo(c, from, msg, deadline, reply); !retry {
+		if retry, err := s.deliverTo(c, from, msg, deadline, chain, reply); !retry {
 			return err
 		}
 	}
@@ -137,8 +148,8 @@ func (s *Scheduler) Deliver(to, from actor.Ref, msg any, deadline time.Time, rep
 
 // deliverTo is one attempt of Deliver on the cell c, whose slot is
 // reserved. retry reports that c was removed meanwhile (look up again).
-func (s *Scheduler) deliverTo(c *Cell, from actor.Ref, msg any, deadline time.Time, reply func(any, error)) (retry bool, err error) {
-	e := envelope{msg: msg}
+func (s *Scheduler) deliverTo(c *Cell, from actor.Ref, msg any, deadline time.Time, chain *callChain, reply func(any, error)) (retry bool, err error) {
+	e := envelope{msg: msg, chain: chain}
 	if !from.IsZero() {
 		f := from
 		e.xfrom = &f

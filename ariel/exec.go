@@ -709,12 +709,16 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 		c, err = s.resolve(to)
 	}
 	if err == nil && c == nil {
+		chain := ex.turnChain()
+		if p != nil {
+			chain = &p.link
+		}
 		if self.after != nil {
 			// Forwarded when the turn's outputs are released.
-			ex.outFwd = append(ex.outFwd, fwd{to: to, msg: msg, p: p, deadline: deadline})
+			ex.outFwd = append(ex.outFwd, fwd{to: to, msg: msg, p: p, deadline: deadline, chain: chain})
 			return nil
 		}
-		err = s.forward(self, to, msg, p, deadline)
+		err = s.forward(self, to, msg, p, deadline, chain)
 		if err == nil {
 			return nil
 		}

@@ -73,6 +73,7 @@ type fwd struct {
 	msg      any
 	p        *pending
 	deadline int64
+	chain    *callChain
 }
 
 // heldBatch is the outputs of one turn.
@@ -265,7 +266,7 @@ func (b *heldBatch) deliver(err error) {
 // forwardNow hands a held-capable turn's remote send to the router; a
 // refusal is reported like one of send.
 func (s *Scheduler) forwardNow(from *Cell, f *fwd, ex *executor) {
-	if err := s.forward(from, f.to, f.msg, f.p, f.deadline); err != nil {
+	if err := s.forward(from, f.to, f.msg, f.p, f.deadline, f.chain); err != nil {
 		s.sendFailed(from, f.to, f.msg, f.p, err, ex)
 	}
 }

@@ -36,6 +36,11 @@ type Outbound struct {
 	AskID uint64
 	// Deadline is the ask's absolute deadline; zero for a tell.
 	Deadline time.Time
+	// Chain is the message's call chain: the activations waiting on it,
+	// outermost first (nil for none). The receiving node hands it to
+	// Scheduler.DeliverChain, so reentrancy and ask cycles are judged the
+	// same as for local mail.
+	Chain []actor.Ref
 }
 
 // LocalRouter returns the router that resolves references on this node only:

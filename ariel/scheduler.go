@@ -293,7 +293,7 @@ func (s *Scheduler) sendNow(from *Cell, to actor.Ref, msg any, p *pending, deadl
 			return err
 		}
 		if c == nil {
-			return s.forward(from, to, msg, p, deadline)
+			return s.forward(from, to, msg, p, deadline, nil)
 		}
 		if err := c.reserve(); err != nil {
 			s.countRefusal(err)
@@ -326,8 +326,8 @@ func (s *Scheduler) countRefusal(err error) {
 	s.g.undelivered.Add(1)
 }
 
-func (s *Scheduler) forward(from *Cell, to actor.Ref, msg any, p *pending, deadline int64) error {
-	m := Outbound{To: to, Msg: msg}
+func (s *Scheduler) forward(from *Cell, to actor.Ref, msg any, p *pending, deadline int64, chain *callChain) error {
+	m := Outbound{To: to, Msg: msg, Chain: chain.Refs()}
 	if from != nil {
 		m.From = from.Ref()
 	}

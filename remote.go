@@ -63,6 +63,7 @@ var (
 	_ wire.LocalDelivery = remoteDelivery{}
 	_ wire.InboxResolver = remoteDelivery{}
 	_ wire.EpochFence    = remoteDelivery{}
+	_ wire.ChainDelivery = remoteDelivery{}
 )
 
 // newRemote builds the Mailer over reg for the scheduler s and the router
@@ -162,7 +163,7 @@ func (r *remote) Forward(m ariel.Outbound) error {
 		}
 	}
 	if m.AskID != 0 {
-		return r.mail.AskAt(node, m.AskID, epoch, m.To, m.From, m.Msg, m.Deadline)
+		return r.mail.AskChain(node, m.AskID, epoch, m.To, m.From, m.Msg, m.Deadline, m.Chain)
 	}
 	return r.mail.TellAt(node, epoch, m.To, m.From, m.Msg)
 }
@@ -227,6 +228,14 @@ func (d remoteDelivery) Deliver(to, from actor.Ref, msg any, deadline time.Time,
 		return err
 	}
 	return d.r.sched.Deliver(to, from, msg, deadline, reply)
+}
+
+// DeliverChain implements wire.ChainDelivery: an ask with its call chain.
+func (d remoteDelivery) DeliverChain(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, reply func(any, error)) error {
+	if err := d.r.owns(to); err != nil {
+		return err
+	}
+	return d.r.sched.DeliverChain(to, from, msg, deadline, chain, reply)
 }
 
 // Fence implements wire.EpochFence: mail stamped with epoch may run here

@@ -264,13 +264,14 @@ func (v *Tell) UnmarshalBARE(b []byte) error {
 
 // Ask is the BARE struct declared at envelope.bare:43.
 type Ask struct {
-	Id         uint64   `bare:"id"`
-	To         ActorID  `bare:"to"`
-	From       *ActorID `bare:"from"`
-	Epoch      uint64   `bare:"epoch"`
-	DeadlineNs uint64   `bare:"deadlineNs"`
-	Tag        uint32   `bare:"tag"`
-	Body       []byte   `bare:"body"`
+	Id         uint64    `bare:"id"`
+	To         ActorID   `bare:"to"`
+	From       *ActorID  `bare:"from"`
+	Epoch      uint64    `bare:"epoch"`
+	DeadlineNs uint64    `bare:"deadlineNs"`
+	Tag        uint32    `bare:"tag"`
+	Body       []byte    `bare:"body"`
+	Chain      []ActorID `bare:"chain"`
 }
 
 // AppendBARE appends the BARE encoding of v to dst. It does not allocate
@@ -293,6 +294,12 @@ func (v *Ask) AppendBARE(dst []byte) ([]byte, error) {
 	dst = bare.AppendU64(dst, uint64(v.DeadlineNs))
 	dst = bare.AppendU32(dst, uint32(v.Tag))
 	dst = bare.AppendData(dst, v.Body)
+	dst = bare.AppendUint(dst, uint64(len(v.Chain)))
+	for i0 := range v.Chain {
+		if dst, err = v.Chain[i0].AppendBARE(dst); err != nil {
+			return dst, bare.WrapEncodeError("Chain"+"["+strconv.Itoa(i0)+"]", err)
+		}
+	}
 	return dst, nil
 }
 
@@ -316,6 +323,17 @@ func (v *Ask) DecodeBARE(d *bare.Decoder) {
 	v.DeadlineNs = uint64(d.U64())
 	v.Tag = uint32(d.U32())
 	v.Body = d.Data(v.Body)
+	{
+		n0 := d.Count(10)
+		if cap(v.Chain) >= n0 {
+			v.Chain = v.Chain[:n0]
+		} else {
+			v.Chain = make([]ActorID, n0)
+		}
+		for i0 := range v.Chain {
+			v.Chain[i0].DecodeBARE(d)
+		}
+	}
 	d.Leave()
 }
 
@@ -331,7 +349,7 @@ func (v *Ask) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Reply is the BARE struct declared at envelope.bare:53.
+// Reply is the BARE struct declared at envelope.bare:54.
 type Reply struct {
 	Id   uint64 `bare:"id"`
 	Tag  uint32 `bare:"tag"`
@@ -371,7 +389,7 @@ func (v *Reply) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// RefusedReason is the BARE enum declared at envelope.bare:59.
+// RefusedReason is the BARE enum declared at envelope.bare:60.
 type RefusedReason uint64
 
 // Values of RefusedReason.
@@ -382,6 +400,7 @@ const (
 	RefusedReasonExpired               RefusedReason = 3
 	RefusedReasonTerminatedIncarnation RefusedReason = 4
 	RefusedReasonNotOwner              RefusedReason = 5
+	RefusedReasonCallChainTooLong      RefusedReason = 6
 )
 
 // String returns the schema name of v.
@@ -399,6 +418,8 @@ func (v RefusedReason) String() string {
 		return "TERMINATED_INCARNATION"
 	case RefusedReasonNotOwner:
 		return "NOT_OWNER"
+	case RefusedReasonCallChainTooLong:
+		return "CALL_CHAIN_TOO_LONG"
 	}
 	return "RefusedReason(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
@@ -406,7 +427,7 @@ func (v RefusedReason) String() string {
 // Valid reports whether v is a declared value.
 func (v RefusedReason) Valid() bool {
 	switch v {
-	case RefusedReasonMailboxFull, RefusedReasonNodeOverloaded, RefusedReasonUnknownKind, RefusedReasonExpired, RefusedReasonTerminatedIncarnation, RefusedReasonNotOwner:
+	case RefusedReasonMailboxFull, RefusedReasonNodeOverloaded, RefusedReasonUnknownKind, RefusedReasonExpired, RefusedReasonTerminatedIncarnation, RefusedReasonNotOwner, RefusedReasonCallChainTooLong:
 		return true
 	}
 	return false
@@ -442,7 +463,7 @@ func (v *RefusedReason) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Refused is the BARE struct declared at envelope.bare:69.
+// Refused is the BARE struct declared at envelope.bare:71.
 type Refused struct {
 	Id        uint64        `bare:"id"`
 	To        ActorID       `bare:"to"`
@@ -520,7 +541,7 @@ func (v *Refused) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffBegin is the BARE struct declared at envelope.bare:82.
+// HandoffBegin is the BARE struct declared at envelope.bare:84.
 type HandoffBegin struct {
 	Shard uint32 `bare:"shard"`
 	Epoch uint64 `bare:"epoch"`
@@ -568,7 +589,7 @@ func (v *HandoffBegin) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// StateTransfer is the BARE struct declared at envelope.bare:90.
+// StateTransfer is the BARE struct declared at envelope.bare:92.
 type StateTransfer struct {
 	Shard uint32  `bare:"shard"`
 	Epoch uint64  `bare:"epoch"`
@@ -617,7 +638,7 @@ func (v *StateTransfer) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffDone is the BARE struct declared at envelope.bare:98.
+// HandoffDone is the BARE struct declared at envelope.bare:100.
 type HandoffDone struct {
 	Shard uint32 `bare:"shard"`
 	Epoch uint64 `bare:"epoch"`
@@ -657,7 +678,7 @@ func (v *HandoffDone) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HydrateRequest is the BARE struct declared at envelope.bare:104.
+// HydrateRequest is the BARE struct declared at envelope.bare:106.
 type HydrateRequest struct {
 	Actor ActorID `bare:"actor"`
 	Epoch uint64  `bare:"epoch"`
@@ -697,7 +718,7 @@ func (v *HydrateRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// DeadlinePolicy is the BARE struct declared at envelope.bare:109.
+// DeadlinePolicy is the BARE struct declared at envelope.bare:111.
 type DeadlinePolicy struct {
 	Kind              string `bare:"kind"`
 	DefaultDeadlineNs uint64 `bare:"defaultDeadlineNs"`
@@ -740,7 +761,7 @@ func (v *DeadlinePolicy) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Envelope is the BARE union declared at envelope.bare:115. Its values are:
+// Envelope is the BARE union declared at envelope.bare:117. Its values are:
 //
 //   - *Tell (tag 1)
 //   - *Ask (tag 2)

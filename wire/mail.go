@@ -75,6 +75,8 @@ func reasonSentinel(r RefusedReason) error {
 		return actor.ErrActorTerminated
 	case RefusedReasonNotOwner:
 		return ErrNotOwner
+	case RefusedReasonCallChainTooLong:
+		return actor.ErrCallChainTooLong
 	}
 	return actor.ErrRefused
 }
@@ -101,6 +103,8 @@ func reasonOf(err error) RefusedReason {
 	switch {
 	case errors.Is(err, ErrUnknownTag), errors.Is(err, actor.ErrUnknownKind):
 		return RefusedReasonUnknownKind
+	case errors.Is(err, actor.ErrCallChainTooLong):
+		return RefusedReasonCallChainTooLong
 	case errors.Is(err, actor.ErrDeadlineExceeded):
 		return RefusedReasonExpired
 	case errors.Is(err, actor.ErrActorTerminated):
@@ -510,6 +514,16 @@ func (m *Mailer) Ask(peer string, id uint64, to, from actor.Ref, msg any, deadli
 // TellAt): a stale stamp completes the ask with a NOT_OWNER
 // *RefusedError, and the message is never handled.
 func (m *Mailer) AskAt(peer string, id, epoch uint64, to, from actor.Ref, msg any, deadline time.Time) error {
+	return m.AskChain(peer, id, epoch, to, from, msg, deadline, nil)
+}
+
+// AskChain is AskAt for an ask that carries a call chain: the activations
+// waiting on it, outermost first (see ariel.Outbound.Chain). The receiver
+// hands it to a LocalDelivery that implements ChainDelivery.
+func (m *Mailer) AskChain(peer string, id, epoch uint64, to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref) error {
+	if len(chain) > actor.MaxCallChain {
+		return fmt.Errorf("%w: %d", actor.ErrCallChainTooLong, len(chain))
+	}
 	t := m.transport()
 	if t == nil {
 		return ErrNotAttached
@@ -534,6 +548,16 @@ func (m *Mailer) AskAt(peer string, id, epoch uint64, to, from actor.Ref, msg an
 	buf = bare.AppendU64(buf, epoch) // placement epoch
 	buf = bare.AppendU64(buf, uint64(remaining))
 	frame, buf, err := m.appendMail(buf, msg)
+	if err == nil {
+		frame = bare.AppendUint(frame, uint64(len(chain)))
+		for _, r := range chain {
+			id := ActorIDOf(r)
+			if frame, err = id.AppendBARE(frame); err != nil {
+				err = bare.WrapEncodeError("Chain", err)
+				break
+			}
+		}
+	}
 	*bp = buf[:0]
 	if err != nil {
 		return err
@@ -778,7 +802,7 @@ func (m *Mailer) onAsk(peer string, a *Ask, size int) error {
 	deadline := m.cfg.Clock.Now().Add(time.Duration(min(a.DeadlineNs, uint64(1<<62))))
 	err = m.fence(to, a.Epoch)
 	if err == nil {
-		err = m.cfg.Local.Deliver(to, from, msg, deadline, ia.reply)
+		err = m.deliverAsk(to, from, msg, deadline, a.Chain, ia.reply)
 	}
 	if err != nil {
 		if ia.done.CompareAndSwap(false, true) {
@@ -789,6 +813,34 @@ func (m *Mailer) onAsk(peer string, a *Ask, size int) error {
 		}
 	}
 	return nil
+}
+
+// deliverAsk hands an ask to LocalDelivery, with its call chain when the
+// delivery takes one.
+func (m *Mailer) deliverAsk(to, from actor.Ref, msg any, deadline time.Time, ids []ActorID, reply func(any, error)) error {
+	cd, ok := m.cfg.Local.(ChainDelivery)
+	if len(ids) == 0 || !ok {
+		return m.cfg.Local.Deliver(to, from, msg, deadline, reply)
+	}
+	if len(ids) > actor.MaxCallChain {
+		return fmt.Errorf("%w: %d", actor.ErrCallChainTooLong, len(ids))
+	}
+	chain := make([]actor.Ref, len(ids))
+	for i := range ids {
+		r, err := RefOf(&ids[i])
+		if err != nil {
+			return err
+		}
+		chain[i] = r
+	}
+	return cd.DeliverChain(to, from, msg, deadline, chain, reply)
+}
+
+// ChainDelivery is implemented by a LocalDelivery that takes the call
+// chain an ask carries (*ariel.Scheduler does): reentrancy and ask cycles
+// are then judged on the receiving node as for local mail.
+type ChainDelivery interface {
+	DeliverChain(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, reply func(any, error)) error
 }
 
 func (m *Mailer) sendReply(peer string, id uint64, v any, err error) {
@@ -923,6 +975,16 @@ func (m *Mailer) decodeAsk(d *bare.Decoder, v *Ask) {
 	v.DeadlineNs = d.U64()
 	v.Tag = d.U32()
 	v.Body = d.Data(nil)
+	// The chain is bounded: a longer one is refused after decoding, and a
+	// count beyond the bound is malformed (no allocation bomb).
+	if n := d.Count(3); n > actor.MaxCallChain+1 {
+		d.Fail(d.Offset(), bare.ErrLimit, "call chain")
+	} else if n > 0 {
+		v.Chain = make([]ActorID, n)
+		for i := range v.Chain {
+			m.decodeID(d, &v.Chain[i])
+		}
+	}
 	d.Leave()
 }
 

@@ -55,6 +55,15 @@ type inboxes[I Inbox] struct {
 	resolve func(actor.Ref) (I, error)
 }
 
+// DeliverChain passes an ask's call chain on when the wrapped delivery
+// takes one.
+func (d inboxes[I]) DeliverChain(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, reply func(any, error)) error {
+	if cd, ok := d.LocalDelivery.(ChainDelivery); ok {
+		return cd.DeliverChain(to, from, msg, deadline, chain, reply)
+	}
+	return d.Deliver(to, from, msg, deadline, reply)
+}
+
 func (d inboxes[I]) Inbox(to actor.Ref) (Inbox, error) {
 	in, err := d.resolve(to)
 	if err != nil {

@@ -191,6 +191,7 @@ func benchTellMail(b *testing.B) {
 type benchRouter struct {
 	local ariel.Router
 	m     *Mailer
+	chain []actor.Ref // sent with every ask in place of the message's own
 }
 
 func (r benchRouter) Resolve(to actor.Ref) (*ariel.Cell, error) {
@@ -202,12 +203,24 @@ func (r benchRouter) Resolve(to actor.Ref) (*ariel.Cell, error) {
 
 func (r benchRouter) Forward(o ariel.Outbound) error {
 	if o.AskID != 0 {
-		return r.m.Ask("b", o.AskID, o.To, o.From, o.Msg, o.Deadline)
+		return r.m.AskChain("b", o.AskID, 0, o.To, o.From, o.Msg, o.Deadline, r.chain)
 	}
 	return r.m.Tell("b", o.To, o.From, o.Msg)
 }
 
-func benchAskActor(b *testing.B) {
+func benchAskActor(b *testing.B) { benchAskActorChain(b, 0) }
+
+// BenchmarkRemoteAskChain measures what an ask's call chain costs on a
+// cross-node ask over QUIC: the same actor ask with no chain (the
+// baseline, as from program code), one link (an ask made in a turn) and
+// four links (a call four actors deep), in one run.
+func BenchmarkRemoteAskChain(b *testing.B) {
+	for _, n := range []int{0, 1, 4} {
+		b.Run(fmt.Sprintf("links=%d", n), func(b *testing.B) { benchAskActorChain(b, n) })
+	}
+}
+
+func benchAskActorChain(b *testing.B, links int) {
 	sa, sb := benchScheduler(b, "a"), benchScheduler(b, "b")
 	if err := sb.Register("echo", func(string) actor.Actor {
 		return actor.Func(func(ctx actor.Context, msg any) {
@@ -219,7 +232,11 @@ func benchAskActor(b *testing.B) {
 		b.Fatal(err)
 	}
 	ma, _ := mailPair(b, nopLocal{}, sb, func(id uint64, v any, err error) { sa.CompleteAsk(id, v, err) })
-	sa.SetRouter(benchRouter{local: sa.LocalRouter(), m: ma})
+	var chain []actor.Ref
+	for i := range links {
+		chain = append(chain, actor.Virtual("caller", fmt.Sprintf("c%d", i)).WithIncarnation(1))
+	}
+	sa.SetRouter(benchRouter{local: sa.LocalRouter(), m: ma, chain: chain})
 	to := actor.Virtual("echo", "1")
 	msg := benchMsg{Payload: make([]byte, benchPayload)}
 	ctx := b.Context()

@@ -20,6 +20,9 @@ import (
 const (
 	// MaxUserTag is the largest tag Register accepts.
 	MaxUserTag uint32 = 0xFFFF_FF00
+	// tagDeadlock is the tag of *actor.DeadlockError, which every
+	// registry carries, so errors.As finds the cycle on the asker's node.
+	tagDeadlock uint32 = 0xFFFF_FF01
 	// TagError marks a Reply whose body is an error (see RemoteError).
 	TagError uint32 = 0xFFFF_FFFE
 	// TagNil marks a Reply whose value is nil; the body is empty.
@@ -60,6 +63,9 @@ type Registry struct {
 	mu     sync.Mutex // serializes writers
 	snap   atomic.Pointer[regSnapshot]
 	bodies arena // storage of decoded data fields (see Register)
+	// internal admits the mail layer's own tags (above MaxUserTag); set
+	// only while NewRegistry registers them.
+	internal bool
 }
 
 type regSnapshot struct {
@@ -91,7 +97,72 @@ func NewRegistry() *Registry {
 	r := &Registry{}
 	r.snap.Store(&regSnapshot{byType: map[reflect.Type]*regEntry{}, byTag: map[uint32]*regEntry{},
 		byWord: map[unsafe.Pointer]*regEntry{}})
+	r.internal = true
+	err := r.add(tagDeadlock, reflect.TypeFor[actor.DeadlockError](), reflect.TypeFor[*actor.DeadlockError](),
+		[2]unsafe.Pointer{typeWord[actor.DeadlockError](), typeWord[*actor.DeadlockError]()},
+		func(dst []byte, msg any) ([]byte, error) {
+			switch e := msg.(type) {
+			case *actor.DeadlockError:
+				return appendDeadlock(dst, e)
+			case actor.DeadlockError:
+				return appendDeadlock(dst, &e)
+			}
+			return dst, fmt.Errorf("%w: %T", ErrUnregistered, msg)
+		},
+		func(body []byte) (any, error) {
+			e, err := decodeDeadlock(body)
+			if err != nil {
+				return nil, err
+			}
+			return *e, nil
+		})
+	r.internal = false
+	if err != nil {
+		panic(err) // a fresh registry has no tags: cannot happen
+	}
 	return r
+}
+
+// appendDeadlock encodes a DeadlockError's cycle as list<ActorID>.
+func appendDeadlock(dst []byte, e *actor.DeadlockError) ([]byte, error) {
+	if e == nil {
+		return dst, fmt.Errorf("%w: nil *actor.DeadlockError", ErrUnregistered)
+	}
+	dst = bare.AppendUint(dst, uint64(len(e.Cycle)))
+	for _, r := range e.Cycle {
+		id := ActorIDOf(r)
+		var err error
+		if dst, err = id.AppendBARE(dst); err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
+}
+
+func decodeDeadlock(body []byte) (*actor.DeadlockError, error) {
+	var d bare.Decoder
+	d.Reset(body, bare.Config{})
+	n := d.Count(3)
+	if n > actor.MaxCallChain+1 {
+		return nil, fmt.Errorf("%w: a cycle of %d", bare.ErrLimit, n)
+	}
+	e := &actor.DeadlockError{Cycle: make([]actor.Ref, 0, n)}
+	for range n {
+		var id ActorID
+		id.DecodeBARE(&d)
+		if d.Err() != nil {
+			break
+		}
+		r, err := RefOf(&id)
+		if err != nil {
+			return nil, err
+		}
+		e.Cycle = append(e.Cycle, r)
+	}
+	if err := d.Finish(); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // Register maps the generated BARE type T (and *T, which encodes the
@@ -236,7 +307,7 @@ func (r *Registry) add(tag uint32, typ, ptr reflect.Type, words [2]unsafe.Pointe
 }
 
 func (r *Registry) addEntry(tag uint32, typ, ptr reflect.Type, words [2]unsafe.Pointer, enc func([]byte, any) ([]byte, error), dec func([]byte) (any, error), value func(any) (any, error)) error {
-	if tag == 0 || tag > MaxUserTag {
+	if tag == 0 || (tag > MaxUserTag && !r.internal) {
 		return fmt.Errorf("%w: %d", ErrReservedTag, tag)
 	}
 	if typ.Kind() == reflect.Interface {
@@ -386,6 +457,8 @@ const (
 	CodeNoEligibleNode
 	CodeNotCommitted
 	CodeNoReply
+	CodeDeadlock
+	CodeCallChainTooLong
 	codeCount
 )
 
@@ -399,6 +472,8 @@ var codeSentinels = [codeCount]error{
 	actor.ErrNoEligibleNode,
 	actor.ErrNotCommitted,
 	actor.ErrNoReply,
+	actor.ErrDeadlock,
+	actor.ErrCallChainTooLong,
 }
 
 // RemoteError is an error that an actor on another node answered an ask

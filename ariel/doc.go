@@ -111,7 +111,10 @@
 // (Hold.Wait) until a write of the state the turn changed is durable; the
 // worker goes on meanwhile, and held outputs are released in turn order
 // per actor, later turns' outputs queueing behind them (reply after
-// commit). Retire of a cell with no actor, and Reject (an activation the
+// commit). In such a kind a turn's reply leaves at the end of the turn,
+// not at the Reply call, and a send to a remote actor is forwarded then
+// too, so its refusal comes back as Undelivered rather than as Tell's
+// error. Retire of a cell with no actor, and Reject (an activation the
 // supervisor refuses), answer the waiting mail at once: asks fail, tells
 // from actors come back as Undelivered. NotifyUndelivered posts a notice to
 // an actor's system lane, never refused by a full mailbox. After Close,

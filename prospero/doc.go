@@ -72,9 +72,12 @@
 // scheduler (ariel's Hold), and later turns of the same actor run
 // meanwhile, their outputs released in order. Each activation has at most
 // one write in flight; turns that change the state meanwhile are
-// coalesced into the next one. A store that implements AsyncStore
-// (BoltStore does) commits the writes of many actors together, one
-// transaction and one fsync per group (group commit). A write that fails
+// coalesced into the next one. The supervisor keeps the last written
+// state bytes of each such active actor to tell a turn that changed
+// nothing (it costs one copy of the state per active actor). A store
+// that implements AsyncStore (BoltStore does) commits the writes of many
+// actors together, one transaction and one fsync per group (group
+// commit). A write that fails
 // fails the outputs of its turns with a *CommitError naming the identity
 // (errors.Is ErrNotCommitted, actor.ErrNotCommitted across nodes), is
 // logged and counted as a StoreError event, and the activation reloads

@@ -1,6 +1,7 @@
 package tempest
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -71,4 +72,20 @@ func (t errorTable) register(r *wire.Registry) error {
 		}
 	}
 	return nil
+}
+
+// ErrorCode returns the code under which a kind registered the
+// application error err matches (errors.Is; see KindOptions.Errors), so
+// that a program or the HTTP API can report it; false when err matches
+// none. Codes are tried in sorted order.
+func (n *Node) ErrorCode(err error) (string, bool) {
+	if err == nil {
+		return "", false
+	}
+	for _, code := range slices.Sorted(maps.Keys(n.errs)) {
+		if errors.Is(err, n.errs[code]) {
+			return code, true
+		}
+	}
+	return "", false
 }

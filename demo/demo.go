@@ -96,6 +96,9 @@ func Register(n *tempest.Node, o Options) error {
 			tempest.MessageOf[Get](TagGet, "Get"),
 			tempest.MessageOf[CounterValue](TagCounterValue, "CounterValue"),
 		},
+		// The overflow error keeps its identity (and so its HTTP answer)
+		// when the counter lives on another node.
+		Errors:  map[string]error{"demo.overflow": ErrOverflow},
 		Gateway: &tempest.Gateway{Schema: Schema, Input: "CounterIn", Reply: "CounterValue"},
 	}
 	return n.Register(Counter, func(string) actor.Actor { return &counter{} }, copts)

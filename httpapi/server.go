@@ -479,8 +479,30 @@ func classify(err error) (int, string, string) {
 	return http.StatusInternalServerError, codeInternal, outcomeError
 }
 
+// ErrorCoder is the optional capability of a Node (tempest.Node has it)
+// to name the application error an error matches: the code a kind
+// registered it under (tempest.KindOptions.Errors).
+type ErrorCoder interface {
+	ErrorCode(err error) (string, bool)
+}
+
+// classify is the package's classify with the node's application error
+// codes: an error nothing else classifies that matches one is a 422 with
+// that code, not a 500 internal.
+func (s *Server) classify(err error) (int, string, string) {
+	code, errCode, outcome := classify(err)
+	if code == http.StatusInternalServerError {
+		if ec, ok := s.node.(ErrorCoder); ok {
+			if app, ok := ec.ErrorCode(err); ok {
+				return http.StatusUnprocessableEntity, app, outcomeError
+			}
+		}
+	}
+	return code, errCode, outcome
+}
+
 func (s *Server) fail(w http.ResponseWriter, err error) {
-	code, errCode, _ := classify(err)
+	code, errCode, _ := s.classify(err)
 	if code == http.StatusInternalServerError && s.log != nil {
 		s.log.Warn("http api: internal error", "error", err)
 	}
@@ -521,7 +543,7 @@ func (s *Server) tell(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.node.TellJSON(kind, key, body); err != nil {
-		_, _, outcome := classify(err)
+		_, _, outcome := s.classify(err)
 		s.count(kind, "tell", outcome, 0)
 		s.fail(w, err)
 		return
@@ -551,7 +573,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	reply, err := s.node.AskJSON(ctx, kind, key, body)
 	if err != nil {
-		_, _, outcome := classify(err)
+		_, _, outcome := s.classify(err)
 		s.count(kind, "ask", outcome, 0)
 		s.fail(w, err)
 		return

@@ -116,8 +116,19 @@ func TestBankClusterOfThree(t *testing.T) {
 	if code, body := post("alice", `{"Deposit":{"amount":2}}`); code != http.StatusOK || body != `{"cents":42}` {
 		t.Fatalf("deposit over HTTP: %d %s", code, body)
 	}
-	if code, body := post("alice", `{"Withdraw":{"amount":100}}`); code == http.StatusOK || !strings.Contains(body, "insufficient funds") {
-		t.Fatalf("overdraft over HTTP: %d %s", code, body)
+	// An application error is a 422 with the code its kind registered,
+	// whichever node owns the account.
+	for _, n := range nodes {
+		api, err := httpapi.New(httpapi.Config{Node: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		api.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/actors/account/alice/ask", strings.NewReader(`{"Withdraw":{"amount":100}}`)))
+		if body := strings.TrimSpace(rec.Body.String()); rec.Code != http.StatusUnprocessableEntity ||
+			body != `{"error":"bank: insufficient funds: balance 42, withdrawal 100","code":"bank.insufficient_funds"}` {
+			t.Fatalf("overdraft over HTTP on %s: %d %s", n.Name(), rec.Code, body)
+		}
 	}
 	if code, _ := post("alice", `{"Withdraw":{"amount":"x"}}`); code != http.StatusBadRequest {
 		t.Fatalf("bad JSON over HTTP: %d", code)

@@ -343,6 +343,21 @@ func (c *cluster) locate(ref actor.Ref) (string, bool, error) {
 	return c.name, true, nil
 }
 
+// hostsKind reports whether a live member other than this node gossips
+// that it registered kind. It reads the membership view, so it is for
+// the rare path of a kind this node does not register.
+func (c *cluster) hostsKind(kind string) bool {
+	if c.ml == nil {
+		return false
+	}
+	for _, m := range c.ml.Members() {
+		if m.Name != c.name && !m.Status.Gone() && slices.Contains(m.Meta.Kinds, kind) {
+			return true
+		}
+	}
+	return false
+}
+
 // unavailable wraps a routing error that leaves the actor unreachable
 // for now: ErrNoQuorum when no placement leader is known (which is why
 // the table cannot settle), else actor.ErrProcessUnavailable.

@@ -229,13 +229,19 @@ func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts 
 	return nil
 }
 
-// vet is the scheduler's Vet hook: a message to (or a reply from) a
-// virtual actor is delivered in the form a remote sender's would arrive
+// vet is the scheduler's Vet hook. A message to a kind no node of the
+// cluster registers fails with actor.ErrUnknownKind naming the kind. A
+// message to (or a reply from) a virtual actor is delivered in the form a remote sender's would arrive
 // in (a *T of a registered type as a T), so a handler needs one case per
 // type. In a cluster a message of an unregistered type is refused here,
 // whoever owns the key: it could not cross the wire, so it must not work
 // only when the owner happens to be local.
-func (n *Node) vet(_ actor.Ref, msg any) (any, error) {
+func (n *Node) vet(to actor.Ref, msg any) (any, error) {
+	if n.kind(to.Kind()) == nil && (n.cl == nil || !n.cl.hostsKind(to.Kind())) {
+		// No node hosts the kind: say so now, naming it, for a tell as
+		// for an ask and wherever its key would be placed.
+		return nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, to.Kind())
+	}
 	v, err := n.wreg.Value(msg)
 	if err != nil {
 		if n.cl == nil {
@@ -511,10 +517,25 @@ func (n *Node) running() (*running, error) {
 // Ref returns the reference of the virtual actor kind/key.
 func (n *Node) Ref(kind, key string) actor.Ref { return actor.Virtual(kind, key) }
 
-// Tell sends msg to ref without waiting for it to be handled. It returns
-// actor.ErrRefused when the recipient's mailbox is full,
-// actor.ErrUnknownKind for a kind not registered, ErrInvalidKey for a kind
-// or key no actor can have, ErrClosed during shutdown.
+// Tell sends msg to ref without waiting for it to be handled. A nil
+// error means the message was accepted for delivery, not that it was
+// handled. What Tell knows at once it returns, wherever the owner lives:
+// ErrInvalidKey for a kind or key no actor can have; actor.ErrUnknownKind
+// (naming the kind) when no node of the cluster registers the kind;
+// ErrUnregisteredMessage for a message of a type no kind registered (in a
+// cluster, also when the owner is this node); the routing errors when no
+// owner can be found (actor.ErrProcessUnavailable, ErrNoQuorum,
+// actor.ErrNoEligibleNode); ErrClosed during shutdown. actor.ErrRefused
+// means the message was refused before it left: the owner is this node
+// and the recipient's mailbox is full, or the send queue of the link to
+// the owner is full.
+//
+// What only the owner can know arrives later and is not returned: when
+// the owner is another node, its refusal (a full mailbox, an overloaded
+// node, a stale placement epoch) is counted in Stats().Mail, and a tell
+// sent by an actor (Context.Tell) comes back to that actor as an
+// actor.Undelivered message. Use Ask when the caller needs to know that
+// the message was handled.
 //
 // In a cluster, a tell for a shard being handed off or not placed yet
 // waits (up to actor.DefaultAskTimeout) until placement settles.

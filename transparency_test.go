@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
 	"time"
 
 	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/examples/bank"
 	"github.com/tempest-actors/tempest/tempesttest"
 )
@@ -33,6 +35,7 @@ var identities = map[string]error{
 	"ErrActorTerminated":     actor.ErrActorTerminated,
 	"ErrProcessUnavailable":  actor.ErrProcessUnavailable,
 	"ErrUnexpectedReply":     tempest.ErrUnexpectedReply,
+	"demo.ErrOverflow":       demo.ErrOverflow,
 }
 
 func observe(reply any, err error) outcome {
@@ -61,7 +64,12 @@ func TestLocationTransparency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := tempesttest.New(t, tempesttest.Options{Nodes: 2, Register: bank.Register})
+	c := tempesttest.New(t, tempesttest.Options{Nodes: 2, Register: func(n *tempest.Node) error {
+		if err := demo.Register(n, demo.Options{}); err != nil {
+			return err
+		}
+		return bank.Register(n)
+	}})
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 
@@ -75,31 +83,42 @@ func TestLocationTransparency(t *testing.T) {
 	}
 	cases := []struct {
 		name string
+		kind string // the kind the call addresses, whose owner decides local or remote (default account)
 		do   call
 		want func(o outcome) bool // a sanity check that the case tests what it says
 	}{
-		{"reply", ask(bank.Deposit{Amount: 5}), func(o outcome) bool { return o.Reply == bank.Balance{Cents: 105} }},
-		{"pointer message", ask(&bank.Deposit{Amount: 5}), func(o outcome) bool { return o.Reply == bank.Balance{Cents: 105} }},
-		{"typed error", ask(bank.Withdraw{Amount: 500}), func(o outcome) bool {
+		{"reply", "", ask(bank.Deposit{Amount: 5}), func(o outcome) bool { return o.Reply == bank.Balance{Cents: 105} }},
+		{"pointer message", "", ask(&bank.Deposit{Amount: 5}), func(o outcome) bool { return o.Reply == bank.Balance{Cents: 105} }},
+		{"typed error", "", ask(bank.Withdraw{Amount: 500}), func(o outcome) bool {
 			return o.Is["ErrInsufficientFunds"] && o.Overdraft != nil && *o.Overdraft == bank.Overdraft{Balance: 100, Amount: 500}
 		}},
-		{"wrapped sentinel", ask(bank.Withdraw{Amount: -1}), func(o outcome) bool {
+		{"wrapped sentinel", "", ask(bank.Withdraw{Amount: -1}), func(o outcome) bool {
 			return o.Is["ErrInvalidAmount"] && o.Err == "bank: amount must be positive: withdrawal of -1"
 		}},
-		{"unregistered type", ask("withdraw everything"), func(o outcome) bool { return o.Is["ErrUnregisteredMessage"] }},
-		{"unregistered type told", func(_ context.Context, n *tempest.Node, acct string) (any, error) {
+		{"unregistered type", "", ask("withdraw everything"), func(o outcome) bool { return o.Is["ErrUnregisteredMessage"] }},
+		{"unregistered type told", "", func(_ context.Context, n *tempest.Node, acct string) (any, error) {
 			return nil, n.Tell(n.Ref(bank.Account, acct), 42)
 		}, func(o outcome) bool { return o.Is["ErrUnregisteredMessage"] }},
-		{"unknown kind", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+		{"unknown kind", "no-such-kind", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			return n.Ask(ctx, n.Ref("no-such-kind", acct), bank.GetBalance{})
 		}, func(o outcome) bool { return o.Is["ErrUnknownKind"] }},
-		{"typed reply", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+		{"unknown kind told", "no-such-kind", func(_ context.Context, n *tempest.Node, acct string) (any, error) {
+			return nil, n.Tell(n.Ref("no-such-kind", acct), bank.GetBalance{})
+		}, func(o outcome) bool { return o.Is["ErrUnknownKind"] && o.Err == `tempest: unknown kind: "no-such-kind"` }},
+		{"typed reply", "", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			return tempest.AskAs[*bank.Balance](ctx, n, n.Ref(bank.Account, acct), bank.GetBalance{})
 		}, func(o outcome) bool { return reflect.DeepEqual(o.Reply, &bank.Balance{Cents: 100}) }},
-		{"wrong reply type", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+		{"wrong reply type", "", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			return tempest.AskAs[bank.Overdraft](ctx, n, n.Ref(bank.Account, acct), bank.GetBalance{})
 		}, func(o outcome) bool { return o.Is["ErrUnexpectedReply"] }},
-		{"transfer overdraft", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+		{"sentinel with an HTTP status", demo.Counter, func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			ref := n.Ref(demo.Counter, acct)
+			if _, err := n.Ask(ctx, ref, demo.Add{N: math.MaxInt64}); err != nil {
+				return nil, err
+			}
+			return n.Ask(ctx, ref, demo.Add{N: 1})
+		}, func(o outcome) bool { return o.Is["demo.ErrOverflow"] }},
+		{"transfer overdraft", "", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			return nil, bank.Transfer(ctx, n, acct, acct+"-to", 1000)
 		}, func(o outcome) bool { return o.Is["ErrInsufficientFunds"] && o.Overdraft != nil }},
 	}
@@ -108,7 +127,11 @@ func TestLocationTransparency(t *testing.T) {
 			var got [2]outcome
 			for j, local := range []bool{true, false} {
 				acct := fmt.Sprintf("case%d-%v", i, local)
-				ref := actor.Virtual(bank.Account, acct)
+				kind := tc.kind
+				if kind == "" {
+					kind = bank.Account
+				}
+				ref := actor.Virtual(kind, acct)
 				owner := c.Owner(ref)
 				caller := owner
 				if !local {

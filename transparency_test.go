@@ -104,7 +104,9 @@ func TestLocationTransparency(t *testing.T) {
 		}, func(o outcome) bool { return o.Is["ErrUnknownKind"] }},
 		{"unknown kind told", "no-such-kind", func(_ context.Context, n *tempest.Node, acct string) (any, error) {
 			return nil, n.Tell(n.Ref("no-such-kind", acct), bank.GetBalance{})
-		}, func(o outcome) bool { return o.Is["ErrUnknownKind"] && o.Err == `tempest: unknown kind: "no-such-kind"` }},
+		}, func(o outcome) bool {
+			return o.Is["ErrUnknownKind"] && o.Err == `tempest: unknown kind: "no-such-kind"`
+		}},
 		{"typed reply", "", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			return tempest.AskAs[*bank.Balance](ctx, n, n.Ref(bank.Account, acct), bank.GetBalance{})
 		}, func(o outcome) bool { return reflect.DeepEqual(o.Reply, &bank.Balance{Cents: 100}) }},

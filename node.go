@@ -237,9 +237,10 @@ func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts 
 // whoever owns the key: it could not cross the wire, so it must not work
 // only when the owner happens to be local.
 func (n *Node) vet(to actor.Ref, msg any) (any, error) {
-	if n.kind(to.Kind()) == nil && (n.cl == nil || !n.cl.hostsKind(to.Kind())) {
-		// No node hosts the kind: say so now, naming it, for a tell as
-		// for an ask and wherever its key would be placed.
+	// No node hosts the kind: say so now, naming it, for a tell as for an
+	// ask and wherever its key would be placed. (A reference no actor can
+	// have is left to routing, which refuses it with ErrInvalidKey.)
+	if n.kind(to.Kind()) == nil && to.Check() == nil && (n.cl == nil || !n.cl.hostsKind(to.Kind())) {
 		return nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, to.Kind())
 	}
 	v, err := n.wreg.Value(msg)

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -72,11 +73,26 @@ func TestDialBackoffUsesClock(t *testing.T) {
 	cfg := c.config(t, "a", newSink(), ev)
 	cfg.Clock = clk
 	cfg.BackoffMin, cfg.BackoffMax = time.Second, 4*time.Second
-	a := c.start(t, cfg)
 	// "b" cannot be resolved yet: the first send starts a dial that fails.
+	// The first resolution waits until that send has queued its frame, or
+	// a fast failure could close the link before the frame is queued.
+	queued := make(chan struct{})
+	var first sync.Once
+	resolve := cfg.Resolve
+	cfg.Resolve = func(ctx context.Context, name string) (string, error) {
+		first.Do(func() {
+			select {
+			case <-queued:
+			case <-ctx.Done():
+			}
+		})
+		return resolve(ctx, name)
+	}
+	a := c.start(t, cfg)
 	if err := a.Send("b", 1, []byte("x")); err != nil {
 		t.Fatalf("first send: %v", err)
 	}
+	close(queued)
 	ev.waitEvent(t, "b", false)
 	if err := a.Send("b", 1, []byte("x")); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("send during back-off: got %v, want ErrUnavailable", err)

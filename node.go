@@ -565,7 +565,7 @@ func (n *Node) Tell(ref actor.Ref, msg any) error {
 func waitable(err error) bool {
 	return errors.Is(err, placement.ErrHandoff) || errors.Is(err, placement.ErrUnassigned) ||
 		errors.Is(err, placement.ErrUninitialized) || errors.Is(err, placement.ErrLeaseExpired) ||
-		errors.Is(err, placement.ErrBehind)
+		errors.Is(err, placement.ErrBehind) || errors.Is(err, wire.ErrNotServing)
 }
 
 // Ask sends msg to ref and waits for the reply, until ctx's deadline

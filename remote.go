@@ -294,6 +294,11 @@ func (r *remote) refusal(err error) error {
 	if errors.As(err, &h) && h.owner != "" && h.owner != r.self {
 		return &wire.RefusedError{Reason: wire.RefusedReasonNotOwner, OwnerHint: h.owner, Detail: err.Error()}
 	}
+	if waitable(err) {
+		// Transient on this side (a lease being renewed, a table catching
+		// up, a move): the sender waits and retries, as it would locally.
+		return wire.NotServing(err)
+	}
 	return err
 }
 

@@ -401,6 +401,7 @@ const (
 	RefusedReasonTerminatedIncarnation RefusedReason = 4
 	RefusedReasonNotOwner              RefusedReason = 5
 	RefusedReasonCallChainTooLong      RefusedReason = 6
+	RefusedReasonNotServing            RefusedReason = 7
 )
 
 // String returns the schema name of v.
@@ -420,6 +421,8 @@ func (v RefusedReason) String() string {
 		return "NOT_OWNER"
 	case RefusedReasonCallChainTooLong:
 		return "CALL_CHAIN_TOO_LONG"
+	case RefusedReasonNotServing:
+		return "NOT_SERVING"
 	}
 	return "RefusedReason(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
@@ -427,7 +430,7 @@ func (v RefusedReason) String() string {
 // Valid reports whether v is a declared value.
 func (v RefusedReason) Valid() bool {
 	switch v {
-	case RefusedReasonMailboxFull, RefusedReasonNodeOverloaded, RefusedReasonUnknownKind, RefusedReasonExpired, RefusedReasonTerminatedIncarnation, RefusedReasonNotOwner, RefusedReasonCallChainTooLong:
+	case RefusedReasonMailboxFull, RefusedReasonNodeOverloaded, RefusedReasonUnknownKind, RefusedReasonExpired, RefusedReasonTerminatedIncarnation, RefusedReasonNotOwner, RefusedReasonCallChainTooLong, RefusedReasonNotServing:
 		return true
 	}
 	return false
@@ -463,7 +466,7 @@ func (v *RefusedReason) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Refused is the BARE struct declared at envelope.bare:71.
+// Refused is the BARE struct declared at envelope.bare:72.
 type Refused struct {
 	Id        uint64        `bare:"id"`
 	To        ActorID       `bare:"to"`
@@ -541,7 +544,7 @@ func (v *Refused) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffBegin is the BARE struct declared at envelope.bare:84.
+// HandoffBegin is the BARE struct declared at envelope.bare:85.
 type HandoffBegin struct {
 	Shard uint32 `bare:"shard"`
 	Epoch uint64 `bare:"epoch"`
@@ -589,7 +592,7 @@ func (v *HandoffBegin) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// StateTransfer is the BARE struct declared at envelope.bare:92.
+// StateTransfer is the BARE struct declared at envelope.bare:93.
 type StateTransfer struct {
 	Shard uint32  `bare:"shard"`
 	Epoch uint64  `bare:"epoch"`
@@ -638,7 +641,7 @@ func (v *StateTransfer) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffDone is the BARE struct declared at envelope.bare:100.
+// HandoffDone is the BARE struct declared at envelope.bare:101.
 type HandoffDone struct {
 	Shard uint32 `bare:"shard"`
 	Epoch uint64 `bare:"epoch"`
@@ -678,7 +681,7 @@ func (v *HandoffDone) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HydrateRequest is the BARE struct declared at envelope.bare:106.
+// HydrateRequest is the BARE struct declared at envelope.bare:107.
 type HydrateRequest struct {
 	Actor ActorID `bare:"actor"`
 	Epoch uint64  `bare:"epoch"`
@@ -718,7 +721,7 @@ func (v *HydrateRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// DeadlinePolicy is the BARE struct declared at envelope.bare:111.
+// DeadlinePolicy is the BARE struct declared at envelope.bare:112.
 type DeadlinePolicy struct {
 	Kind              string `bare:"kind"`
 	DefaultDeadlineNs uint64 `bare:"defaultDeadlineNs"`
@@ -761,7 +764,7 @@ func (v *DeadlinePolicy) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Envelope is the BARE union declared at envelope.bare:117. Its values are:
+// Envelope is the BARE union declared at envelope.bare:118. Its values are:
 //
 //   - *Tell (tag 1)
 //   - *Ask (tag 2)

@@ -46,6 +46,19 @@ type RefusedError struct {
 // caller's routing is out of date.
 var ErrNotOwner error = &kindError{"wire: node does not own the actor", actor.ErrProcessUnavailable}
 
+// ErrNotServing is the sentinel of a NOT_SERVING refusal: the node that
+// owns the actor cannot serve it for a moment (its placement lease is not
+// fresh, its table is behind, the shard is moving). It matches
+// actor.ErrProcessUnavailable; the message was not handled, and a sender
+// may try again within its deadline.
+var ErrNotServing error = &kindError{"wire: owner not serving now", actor.ErrProcessUnavailable}
+
+// NotServing returns the admission error a LocalDelivery gives while it
+// owns to but cannot serve it (see ErrNotServing); cause says why.
+func NotServing(cause error) error {
+	return &RefusedError{Reason: RefusedReasonNotServing, Detail: cause.Error()}
+}
+
 func (e *RefusedError) Error() string {
 	s := "wire: refused: " + e.Reason.String()
 	if e.Node != "" {
@@ -77,6 +90,8 @@ func reasonSentinel(r RefusedReason) error {
 		return ErrNotOwner
 	case RefusedReasonCallChainTooLong:
 		return actor.ErrCallChainTooLong
+	case RefusedReasonNotServing:
+		return ErrNotServing
 	}
 	return actor.ErrRefused
 }

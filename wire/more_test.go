@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tempest-actors/tempest/actor"
 )
 
 // fakeClock is a Clock moved by hand.
@@ -378,5 +380,19 @@ func TestSimultaneousDialsConvergeOnOneLink(t *testing.T) {
 		}
 		a.Close()
 		b.Close()
+	}
+}
+
+// A NOT_SERVING refusal keeps its identity on the sender's side: it is the
+// owner's transient state, and a caller may retry within its deadline.
+func TestNotServingRefusal(t *testing.T) {
+	err := NotServing(errors.New("placement: ownership lease not fresh"))
+	r := refusalOf(err, ActorID{Kind: "k", Key: "x"}, 7)
+	if r.Reason != RefusedReasonNotServing {
+		t.Fatalf("reason %v, want NOT_SERVING", r.Reason)
+	}
+	got := &RefusedError{Node: "n4", Reason: r.Reason, Detail: r.Detail}
+	if !errors.Is(got, ErrNotServing) || !errors.Is(got, actor.ErrProcessUnavailable) || errors.Is(got, ErrNotOwner) {
+		t.Fatalf("%v: want ErrNotServing and ErrProcessUnavailable, not ErrNotOwner", got)
 	}
 }

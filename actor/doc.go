@@ -16,7 +16,11 @@
 // actor runs at any instant, so an actor's fields need no locks. A turn runs
 // to completion; it should not block. Work that waits (a request to another
 // actor) uses Context.Ask, whose continuation runs as a later turn of the same
-// actor while the actor keeps handling other mail.
+// actor; whether other mail runs meanwhile is the kind's Reentrancy
+// (Reentrant by default, CallChainReentrant, NonReentrant; an ask that
+// would deadlock fails at once with ErrDeadlock). To answer the caller
+// from a continuation, take its Replier with Context.ReplyLater. A
+// blocking Client.Ask inside a turn is refused with ErrAskInTurn.
 //
 // # Sending
 //

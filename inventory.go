@@ -29,9 +29,12 @@ type ActorEntry struct {
 // ones this node's store holds for the shards it owns (from the shard
 // index that handoff uses, so an identity activated in an earlier
 // process lifetime is listed too). It is a snapshot: activations come
-// and go while it is taken. Errors: actor.ErrUnknownKind,
+// and go while it is taken. Errors: ErrInvalidKey, actor.ErrUnknownKind,
 // ErrNoDormantInventory, ErrNotStarted, ErrClosed, a store error, ctx's.
 func (n *Node) Actors(ctx context.Context, kind string, dormant bool) ([]ActorEntry, error) {
+	if err := actor.CheckVirtual(kind, "-"); err != nil {
+		return nil, err // a kind no actor can have, refused like in every other call
+	}
 	r, err := n.running()
 	if err != nil {
 		return nil, err

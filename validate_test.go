@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +139,17 @@ func TestClusterRefusesInvalidKeysOnEveryNode(t *testing.T) {
 	for _, n := range c.live() {
 		checkRefusesBadNames(t, n)
 	}
+	// The counter's overflow is the same error whichever node asks.
+	over := n1.Ref(demo.Counter, "overflow")
+	if _, err := n1.Ask(ctx, over, demo.Add{N: math.MaxInt64}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.live() {
+		if _, err := n.Ask(ctx, over, demo.Add{N: 1}); !errors.Is(err, demo.ErrOverflow) {
+			t.Errorf("%s: add past MaxInt64: %v, want demo.ErrOverflow", n.Name(), err)
+		}
+	}
+	want["overflow"] = math.MaxInt64
 	leaver := c.remove("n2")
 	if err := leaver.Close(ctx); err != nil {
 		t.Fatalf("graceful close of n2: %v", err)

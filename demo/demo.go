@@ -142,8 +142,9 @@ func (c *counter) add(ctx actor.Context, n int64) {
 }
 
 // ErrOverflow answers an Add that would take a counter beyond the int64
-// range; the counter keeps its value. Through the HTTP API it is a 422
-// with the code "overflow".
+// range; the counter keeps its value. It keeps its identity across nodes
+// (error code "demo.overflow"); through the HTTP API it is a 422 with the
+// code "overflow".
 var ErrOverflow error = overflowError{}
 
 type overflowError struct{}

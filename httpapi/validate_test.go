@@ -49,6 +49,7 @@ func call(t *testing.T, srv *httptest.Server, method, rawPath, body string) (int
 	if err != nil {
 		t.Fatal(err)
 	}
+	rawPath, u.RawQuery, _ = strings.Cut(rawPath, "?")
 	u.RawPath = rawPath
 	u.Path, err = url.PathUnescape(rawPath)
 	if err != nil {
@@ -96,6 +97,11 @@ func TestHTTPRefusesInvalidKeys(t *testing.T) {
 			if len(body) > 1024 {
 				t.Errorf("%s %.60s: an error body of %d bytes echoes the key", op.method, actorPath, len(body))
 			}
+		}
+	}
+	for _, q := range []string{"count%ffer", strings.Repeat("c", actor.MaxKindLen+1), "a%2Fb"} {
+		if got, eb, body := call(t, srv, "GET", "/v1/actors?kind="+q, ""); got != http.StatusBadRequest || eb.Code != "invalid_key" {
+			t.Errorf("inventory of kind %.40s: got %d %q, want 400 invalid_key (%.200s)", q, got, eb.Code, body)
 		}
 	}
 	if st := n.Stats(); st.Supervisor.Entries != 0 {

@@ -80,7 +80,7 @@ func TestRegistryLookupDoesNotAllocate(t *testing.T) {
 
 func TestErrorCodesCrossTheWire(t *testing.T) {
 	for _, s := range []error{actor.ErrRefused, actor.ErrDeadlineExceeded, actor.ErrActorTerminated,
-		actor.ErrProcessUnavailable, actor.ErrUnknownKind, actor.ErrNoEligibleNode} {
+		actor.ErrProcessUnavailable, actor.ErrUnknownKind, actor.ErrNoEligibleNode, actor.ErrNotCommitted} {
 		in := fmt.Errorf("ctx: %w", s)
 		v, err := DecodeError(AppendError(nil, in))
 		if err != nil {

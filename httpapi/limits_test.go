@@ -281,3 +281,17 @@ func TestHTTPBodyTimeoutDoesNotCutLongAsks(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPHeaderLimit: headers over Limits.MaxHeaderBytes are refused
+// with 431 before any handler.
+func TestHTTPHeaderLimit(t *testing.T) {
+	_, addr := serveAPI(t, httpapi.Limits{MaxHeaderBytes: 8 << 10})
+	big := "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + strings.Repeat("x", 32<<10) + "\r\n\r\n"
+	if line, _ := rawRequest(t, addr, big, "", time.Millisecond); !strings.Contains(line, " 431 ") {
+		t.Fatalf("oversized headers: %q, want 431", line)
+	}
+	small := "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Small: " + strings.Repeat("x", 4<<10) + "\r\n\r\n"
+	if line, _ := rawRequest(t, addr, small, "", time.Millisecond); !strings.Contains(line, " 200 ") {
+		t.Fatalf("headers under the limit: %q, want 200", line)
+	}
+}

@@ -23,8 +23,12 @@ func (readQ) AlwaysInterleave() {}
 // and A answers its caller with what B said. It returns the outcome of the
 // caller's ask and what A handled, in order.
 func aba(t *testing.T, pol actor.Reentrancy) (any, error, []string) {
+	return abaIn(t, ariel.Config{Workers: 2}, pol)
+}
+
+func abaIn(t *testing.T, cfg ariel.Config, pol actor.Reentrancy) (any, error, []string) {
 	t.Helper()
-	s := newSched(t, ariel.Config{Workers: 2})
+	s := newSched(t, cfg)
 	var seen record
 	var a actor.Ref
 	b, err := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
@@ -65,7 +69,26 @@ func aba(t *testing.T, pol actor.Reentrancy) (any, error, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := s.Ask(askCtx(t), a, ping{})
+	if !cfg.Simulated {
+		v, err := s.Ask(askCtx(t), a, ping{})
+		waitIdle(t, s)
+		return v, err, seen.take()
+	}
+	// Simulated: the caller is an actor too, so every step is the
+	// simulation's (a program-code ask would race its virtual clock).
+	var v any
+	err = nil
+	caller, serr := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if msg == "go" {
+			ctx.Ask(a, ping{}, func(_ actor.Context, rv any, rerr error) { v, err = rv, rerr })
+		}
+	}))
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	if serr := s.Tell(caller, "go"); serr != nil {
+		t.Fatal(serr)
+	}
 	waitIdle(t, s)
 	return v, err, seen.take()
 }
@@ -280,5 +303,22 @@ func TestNonReentrantResumesAfterDeadline(t *testing.T) {
 	}
 	if got, want := seen.take(), []string{"begin", "continued: true", "after"}; !slices.Equal(got, want) {
 		t.Fatalf("handled %v, want %v", got, want)
+	}
+}
+
+// The same A → B → A outcomes in the deterministic simulated scheduler,
+// over many seeds (every interleaving it picks).
+func TestAskCycleSimulated(t *testing.T) {
+	for seed := uint64(1); seed <= 50; seed++ {
+		cfg := ariel.Config{Simulated: true, Seed: seed}
+		for _, pol := range []actor.Reentrancy{actor.Reentrant, actor.CallChainReentrant} {
+			if v, err, _ := abaIn(t, cfg, pol); err != nil || v != "b saw a" {
+				t.Fatalf("seed %d %v: %v, %v", seed, pol, v, err)
+			}
+		}
+		if _, err, seen := abaIn(t, cfg, actor.NonReentrant); !errors.Is(err, actor.ErrDeadlock) ||
+			!slices.Equal(seen, []string{"start", "continued"}) {
+			t.Fatalf("seed %d NonReentrant: %v, handled %v", seed, err, seen)
+		}
 	}
 }

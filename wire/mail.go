@@ -250,6 +250,44 @@ func (c MailConfig) withDefaults() MailConfig {
 	return c
 }
 
+// numRefusedReasons is the number of RefusedReason values.
+const numRefusedReasons = RefusedReasonCallChainTooLong + 1
+
+// RefusalCounts counts refusals by reason. Read it with the named methods
+// or index it by RefusedReason.
+type RefusalCounts [numRefusedReasons]uint64
+
+// Of returns the count of reason r (0 for a reason this node does not know).
+func (c RefusalCounts) Of(r RefusedReason) uint64 {
+	if r < numRefusedReasons {
+		return c[r]
+	}
+	return 0
+}
+
+// MailboxFull counts refusals because the recipient's mailbox was full.
+func (c RefusalCounts) MailboxFull() uint64 { return c[RefusedReasonMailboxFull] }
+
+// NodeOverloaded counts refusals because the node held too many inbound bytes.
+func (c RefusalCounts) NodeOverloaded() uint64 { return c[RefusedReasonNodeOverloaded] }
+
+// UnknownKind counts refusals of a kind or message tag the node does not know.
+func (c RefusalCounts) UnknownKind() uint64 { return c[RefusedReasonUnknownKind] }
+
+// Expired counts asks refused because their deadline had passed.
+func (c RefusalCounts) Expired() uint64 { return c[RefusedReasonExpired] }
+
+// TerminatedIncarnation counts mail refused for a re-minted incarnation.
+func (c RefusalCounts) TerminatedIncarnation() uint64 {
+	return c[RefusedReasonTerminatedIncarnation]
+}
+
+// NotOwner counts mail refused because the node does not own the shard.
+func (c RefusalCounts) NotOwner() uint64 { return c[RefusedReasonNotOwner] }
+
+// CallChainTooLong counts asks refused because their call chain was too long.
+func (c RefusalCounts) CallChainTooLong() uint64 { return c[RefusedReasonCallChainTooLong] }
+
 // MailStats are cumulative mail counters.
 type MailStats struct {
 	TellsSent, AsksSent, RepliesSent  uint64
@@ -257,8 +295,8 @@ type MailStats struct {
 	RepliesReceived, RefusalsReceived uint64
 	RefusalsSent                      uint64
 	// RefusedOut and RefusedIn count refusals sent and received, by
-	// RefusedReason.
-	RefusedOut, RefusedIn [RefusedReasonNotOwner + 1]uint64
+	// reason (RefusedIn.MailboxFull(), or indexed by RefusedReason).
+	RefusedOut, RefusedIn RefusalCounts
 	// DecodeErrors counts frames whose envelope failed to decode (the
 	// lane was reset); BodyErrors counts message bodies that failed to
 	// decode (refused UNKNOWN_KIND, the lane kept).
@@ -284,7 +322,7 @@ type mailCounters struct {
 	tellsSent, asksSent, repliesSent          atomic.Uint64
 	tellsRecv, asksRecv, repliesRecv, refRecv atomic.Uint64
 	refSent                                   atomic.Uint64
-	refOut, refIn                             [RefusedReasonNotOwner + 1]atomic.Uint64
+	refOut, refIn                             [numRefusedReasons]atomic.Uint64
 	decodeErr, bodyErr, unknownTag, expired   atomic.Uint64
 	asksExpired, asksDown, late, dropped      atomic.Uint64
 	control                                   atomic.Uint64
@@ -894,7 +932,7 @@ func (m *Mailer) sendReply(peer string, id uint64, v any, err error) {
 
 func (m *Mailer) refuse(peer string, key uint64, r *Refused) {
 	m.c.refSent.Add(1)
-	if r.Reason <= RefusedReasonNotOwner {
+	if r.Reason < numRefusedReasons {
 		m.c.refOut[r.Reason].Add(1)
 	}
 	t := m.transport()
@@ -931,7 +969,7 @@ func (m *Mailer) onReply(peer string, r *Reply) {
 
 func (m *Mailer) onRefused(peer string, r *Refused) {
 	m.c.refRecv.Add(1)
-	if r.Reason <= RefusedReasonNotOwner {
+	if r.Reason < numRefusedReasons {
 		m.c.refIn[r.Reason].Add(1)
 	}
 	err := &RefusedError{Node: peer, Reason: r.Reason, OwnerHint: r.OwnerHint, Detail: r.Detail}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/prospero"
@@ -38,9 +39,10 @@ type KindOptions struct {
 
 	// Messages are the message types the kind receives and replies with.
 	// A message sent to another node must be of a registered type; local
-	// mail may be any Go value. A Go type may be registered by one kind
-	// only, and tags are unique on the node (and must mean the same on
-	// every node of a cluster).
+	// mail may be any Go value (in a cluster it must be registered too).
+	// Several kinds may list the same message (the same tag, name and Go
+	// type); otherwise tags and types are unique on the node, and a tag
+	// must mean the same on every node of a cluster.
 	Messages []Message
 
 	// Errors are the application sentinels the kind's actors reply with
@@ -224,13 +226,23 @@ func (t *messageTable) check(kind string, msgs []Message) error {
 			return fmt.Errorf("%w %q: message %q: tag %d out of range [1,%d]", ErrInvalidKind, kind, m.Name, m.Tag, MaxMessageTag)
 		case m.marshal == nil:
 			return fmt.Errorf("%w %q: message %q: build it with MessageOf or CodecOf", ErrInvalidKind, kind, m.Name)
-		case tags[m.Tag] || t.byTag[m.Tag] != nil:
+		case tags[m.Tag]:
 			return fmt.Errorf("%w %q: message tag %d is used twice", ErrInvalidKind, kind, m.Tag)
 		}
 		tags[m.Tag] = true
+		if old := t.byTag[m.Tag]; old != nil {
+			// Another kind registered the tag: fine if it is the same
+			// message (a Go type several kinds take), else a conflict.
+			if old.Name != m.Name || !slices.Equal(old.types, m.types) {
+				return fmt.Errorf("%w %q: message tag %d is %s (%v) in kind %q", ErrInvalidKind, kind, m.Tag, old.Name, old.types[0], old.kind)
+			}
+		}
 		for _, ty := range m.types {
-			if types[ty] || t.byType[ty] != nil {
-				return fmt.Errorf("%w %q: Go type %v is registered twice", ErrInvalidKind, kind, ty)
+			if types[ty] {
+				return fmt.Errorf("%w %q: Go type %v is listed twice", ErrInvalidKind, kind, ty)
+			}
+			if old := t.byType[ty]; old != nil && old.Tag != m.Tag {
+				return fmt.Errorf("%w %q: Go type %v has tag %d in kind %q, not %d", ErrInvalidKind, kind, ty, old.Tag, old.kind, m.Tag)
 			}
 			types[ty] = true
 		}
@@ -244,10 +256,13 @@ const MaxMessageTag uint32 = 0xFFFF_FF00
 
 func (t *messageTable) add(kind string, msgs []Message) {
 	for _, m := range msgs {
-		r := &registeredMessage{kind: kind, Message: m}
-		t.byTag[m.Tag] = r
-		for _, ty := range m.types {
-			t.byType[ty] = r
+		r := t.byTag[m.Tag]
+		if r == nil { // the first kind to register the message keeps it
+			r = &registeredMessage{kind: kind, Message: m}
+			t.byTag[m.Tag] = r
+			for _, ty := range m.types {
+				t.byType[ty] = r
+			}
 		}
 		if m.Name != "" {
 			t.byName[kind+"\x00"+m.Name] = r

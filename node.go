@@ -331,6 +331,9 @@ func (n *Node) startLocked(ctx context.Context) error {
 	n.wreg = wire.NewRegistry()
 	for _, name := range n.reg.Names() {
 		for _, m := range n.kinds[name].opts.Messages {
+			if n.msgs.byTag[m.Tag].kind != name {
+				continue // a message several kinds take is registered once
+			}
 			if err := m.register(n.wreg); err != nil {
 				return fmt.Errorf("tempest: kind %q: %w", name, err)
 			}

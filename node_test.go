@@ -429,3 +429,37 @@ func TestPassivateWaitsForAPassivationInProgress(t *testing.T) {
 		t.Fatalf("after 20 passivations: %v, %v", got, err)
 	}
 }
+
+func TestKindsShareAMessageType(t *testing.T) {
+	n, err := tempest.New(tempest.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.WithoutCancel(t.Context()))
+	echo := func(string) actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) { ctx.Reply(msg) })
+	}
+	m := tempest.MessageOf[demo.EchoIn](7, "EchoIn")
+	for _, kind := range []string{"a", "b"} {
+		if err := n.Register(kind, echo, tempest.KindOptions{Messages: []tempest.Message{m}}); err != nil {
+			t.Fatalf("kind %s: %v", kind, err)
+		}
+	}
+	for name, msg := range map[string]tempest.Message{
+		"same tag, another type": tempest.MessageOf[demo.Add](7, "Add"),
+		"same type, another tag": tempest.MessageOf[demo.EchoIn](8, "EchoIn"),
+	} {
+		if err := n.Register("c", echo, tempest.KindOptions{Messages: []tempest.Message{msg}}); !errors.Is(err, tempest.ErrInvalidKind) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"a", "b"} {
+		got, err := tempest.AskAs[demo.EchoIn](t.Context(), n, n.Ref(kind, "k"), &demo.EchoIn{Text: kind})
+		if err != nil || got.Text != kind {
+			t.Fatalf("%s: %+v, %v", kind, got, err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 
 	"github.com/tempest-actors/tempest/actor"
 )
@@ -30,6 +31,7 @@ type Holder interface {
 // Guarded by the supervisor's mutex.
 type chain struct {
 	inc     uint64
+	actor   actor.Actor // the value attached: a turn of another one ran on a value a remedy replaced
 	durable bool   // PersistEveryTurn: turns wait for their write (reply after commit)
 	version uint64 // version of the newest committed write: the next one expects it
 	last    []byte // newest state submitted or loaded; a turn leaving it unchanged writes nothing
@@ -56,6 +58,27 @@ type write struct {
 	done func(version uint64, err error)
 }
 
+// errReplaced fails the outputs of a turn that ran on a replaced value.
+var errReplaced = errors.New("the turn ran on an actor value that a remedy replaced")
+
+// sameActor reports whether a and b are the same actor value. Values of a
+// type that cannot be compared (a func, a struct holding a slice) are
+// taken as the same: persistent actors are pointers in practice, since
+// UnmarshalState must change them.
+func sameActor(a, b actor.Actor) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	if ta != tb {
+		return false
+	}
+	if !ta.Comparable() {
+		return true
+	}
+	return a == b
+}
+
 // errSkipped tells a state write's done that the write was not made
 // because the chain failed: the state at rest stays at the version given.
 var errSkipped = errors.New("prospero: write skipped after a failed commit")
@@ -70,7 +93,7 @@ type toRelease struct {
 	err      error
 }
 
-// run carries out what a chain operation left, outside the lock.
+// after carries out what a chain operation left, outside the lock.
 func (s *Supervisor) after(t toRelease) {
 	for _, r := range t.releases {
 		r(t.err)
@@ -83,11 +106,11 @@ func (s *Supervisor) after(t toRelease) {
 
 // newChainLocked starts the write chain of an activation that was just
 // attached from rec (the zero Record: none).
-func (s *Supervisor) newChainLocked(id Identity, k *Kind, inc, version uint64, state []byte) {
+func (s *Supervisor) newChainLocked(id Identity, k *Kind, a actor.Actor, inc, version uint64, state []byte) {
 	if !k.Options.Persistence.Persistent() {
 		return
 	}
-	s.chains[id] = &chain{inc: inc, version: version, last: state,
+	s.chains[id] = &chain{inc: inc, actor: a, version: version, last: state,
 		durable: k.Options.Persistence.Mode == PersistEveryTurn}
 }
 
@@ -175,8 +198,19 @@ func (s *Supervisor) turnWrite(id Identity, inc uint64, a actor.Actor, activity 
 		persist, _ = s.core.TickDone(id, inc, now)
 	}
 	ch := s.chains[id]
-	if ch == nil || ch.inc != inc {
+	if ch == nil || ch.inc != inc || !sameActor(ch.actor, a) {
+		// A turn of a value that is not the activation's any more: a
+		// Restart or Hydrate remedy attached another one, and the
+		// scheduler runs the old one's last turns before the swap. What
+		// it changed is not written, so what it answered must not leave.
+		durable := false
+		if k, err := s.reg.Lookup(id.Kind); err == nil {
+			durable = k.Options.Persistence.Mode == PersistEveryTurn
+		}
 		s.mu.Unlock()
+		if durable && h != nil {
+			h.Wait()(&CommitError{ID: id, Err: errReplaced})
+		}
 		return
 	}
 	durable, failed := ch.durable && h != nil, ch.failed

@@ -2,7 +2,6 @@ package prospero
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -159,6 +158,3 @@ func syncCommitter(s StateStore) *groupCommitter {
 		}
 	})
 }
-
-// errNotDurable says why a turn's outputs were failed without a write.
-var errNotDurable = errors.New("an earlier write of this activation failed; it reloads its state at rest")

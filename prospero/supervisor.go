@@ -756,7 +756,7 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 		s.core.LoadFailed(c.ID, err, now)
 	} else {
 		s.lastUse.Store(c.ID, new(atomic.Int64))
-		s.newChainLocked(c.ID, c.Kind, inc, version, atRest)
+		s.newChainLocked(c.ID, c.Kind, a, inc, version, atRest)
 		s.core.Loaded(c.ID, inc, version, hydrated, now)
 	}
 	s.dispatchLocked()

@@ -573,3 +573,39 @@ func TestMaxActivePassivatesLeastRecentlyUsed(t *testing.T) {
 		t.Fatalf("victim count after hydration %v, want 1", got)
 	}
 }
+
+// holder records what a turn's held outputs were released with.
+type holder struct {
+	waited  bool
+	release chan error
+}
+
+func (h *holder) Wait() func(error) {
+	h.waited = true
+	return func(err error) { h.release <- err }
+}
+
+// A turn of an actor value that is not the activation's (a remedy
+// replaced it; the scheduler runs its last turns before the swap) writes
+// nothing, and under PersistEveryTurn its outputs fail with a
+// CommitError instead of leaving.
+func TestTurnOfAReplacedValueIsNotAcknowledged(t *testing.T) {
+	kind := prospero.KindOptions{Persistence: prospero.Persistence{Mode: prospero.PersistEveryTurn}}
+	n := newNode(t, nodeOpts{kinds: map[string]prospero.KindOptions{"counter": kind}})
+	ref := actor.Virtual("counter", "r")
+	id := prospero.IdentityOf(ref)
+	n.ask(t, ref, "get")
+	h := &holder{release: make(chan error, 1)}
+	n.sup.AfterTurn(ref.WithIncarnation(1), 1, &counter{n: 99}, true, h)
+	if !h.waited {
+		t.Fatal("the stale turn's outputs were not held")
+	}
+	err := <-h.release
+	var ce *prospero.CommitError
+	if !errors.Is(err, actor.ErrNotCommitted) || !errors.As(err, &ce) || ce.ID != id {
+		t.Fatalf("stale turn released with %v, want a CommitError for %s", err, id)
+	}
+	if _, err := n.store.Get(context.Background(), id); !errors.Is(err, prospero.ErrNotFound) {
+		t.Fatalf("the stale value was written: %v", err)
+	}
+}

@@ -32,9 +32,9 @@ type Holder interface {
 type chain struct {
 	inc     uint64
 	actor   actor.Actor // the value attached: a turn of another one ran on a value a remedy replaced
-	durable bool   // PersistEveryTurn: turns wait for their write (reply after commit)
-	version uint64 // version of the newest committed write: the next one expects it
-	last    []byte // newest state submitted or loaded; a turn leaving it unchanged writes nothing
+	durable bool        // PersistEveryTurn: turns wait for their write (reply after commit)
+	version uint64      // version of the newest committed write: the next one expects it
+	last    []byte      // newest state submitted or loaded; a turn leaving it unchanged writes nothing
 	// inflight is the write the store has; queue waits for it.
 	inflight *write
 	queue    []*write

@@ -94,6 +94,7 @@ func (ex *executor) drainCycle(c *Cell) {
 			ex.yield(c, processed)
 			return
 		}
+		waited := c.waiting > 0 // take sets aside what may not run now
 		k := c.take(ex.batch[:want])
 		if k == 0 {
 			if !c.release() {
@@ -125,10 +126,12 @@ func (ex *executor) drainCycle(c *Cell) {
 				ex.msgs += uint64(processed + k)
 				return
 			}
-			if c.waiting > 0 && i+1 < k {
+			if !waited && c.waiting > 0 && i+1 < k {
 				// The turn made the actor wait for a reply: the rest of
 				// the batch goes back to take, which sets aside what may
-				// not run meanwhile.
+				// not run meanwhile. (Nothing is set aside yet, so the
+				// head of the mailbox is the right place. A batch taken
+				// while waiting holds only what may run.)
 				c.unget(ex.batch[i+1 : k])
 				clear(ex.batch[i+1 : k])
 				k = i + 1

@@ -322,3 +322,79 @@ func TestAskCycleSimulated(t *testing.T) {
 		}
 	}
 }
+
+// seqQ is an interleaving query carrying a sequence number.
+type seqQ int
+
+func (seqQ) AlwaysInterleave() {}
+
+// Per-sender FIFO under NonReentrant: a sender's tells and interleaving
+// queries, sent while the recipient waits, are handled in send order,
+// the queries pulling the tells before them ahead.
+func TestNonReentrantKeepsPerSenderOrder(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	var held actor.Replier
+	slow, err := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		switch msg {
+		case "work":
+			held = ctx.ReplyLater()
+		case "go":
+			_ = held.Reply(ctx, "done")
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen record
+	a, err := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		switch m := msg.(type) {
+		case string:
+			if m == "begin" {
+				ctx.Ask(slow, "work", func(actor.Context, any, error) {})
+			}
+		case int:
+			seen.add(fmt.Sprint(m))
+		case seqQ:
+			seen.add(fmt.Sprint(int(m)))
+		}
+	}), actor.WithReentrancy(actor.NonReentrant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tell(a, "begin"); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, s)
+	sender, err := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if msg != "send" {
+			return
+		}
+		for i := range 200 {
+			if i%7 == 3 {
+				ctx.Ask(a, seqQ(i), nil)
+			} else {
+				_ = ctx.Tell(a, i)
+			}
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tell(sender, "send"); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, s)
+	if err := s.Tell(slow, "go"); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, s)
+	got := seen.take()
+	if len(got) != 200 {
+		t.Fatalf("handled %d messages, want 200", len(got))
+	}
+	for i, g := range got {
+		if g != fmt.Sprint(i) {
+			t.Fatalf("message %d was %s: order broken (%v)", i, g, got[:i+1])
+		}
+	}
+}

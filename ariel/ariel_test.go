@@ -494,7 +494,7 @@ func TestWatchdogReplacesStuckWorker(t *testing.T) {
 	for f.Ref.Unpinned() != stuck.Unpinned() {
 		f = <-h.ch // a busy test machine may stall some other turn past the budget
 	}
-	if f.Outcome != ariel.BudgetExhausted || !errors.Is(f.Err, ariel.ErrBudgetExhausted) || f.Ref.Unpinned() != stuck.Unpinned() {
+	if f.Outcome != ariel.BudgetExhausted || !errors.Is(f.Err, ariel.ErrBudgetExhausted) || !f.Abandoned {
 		t.Fatalf("fault = %+v", f)
 	}
 	// The only worker is stuck; its replacement must serve the rest.
@@ -502,14 +502,29 @@ func TestWatchdogReplacesStuckWorker(t *testing.T) {
 	if got, err := s.Ask(askCtx(t), e, "alive"); err != nil || got != "alive" {
 		t.Fatalf("pool lost its capacity: %v, %v", got, err)
 	}
-	if st := s.Stats(); st.Exhausted < 1 || st.Workers < 2 {
+	if st := s.Stats(); st.Exhausted < 1 || st.Workers != 1 || st.Stuck != 1 || st.Degraded {
 		t.Fatalf("stats = %+v", st)
 	}
-	close(b.release)
-	if got, err := s.Ask(askCtx(t), stuck, "later"); err != nil || got != "later" {
-		t.Fatalf("stuck actor after release: %v, %v", got, err)
+	// A spawned actor whose turn was abandoned is stopped: its value is
+	// still in use by the stuck goroutine.
+	if _, err := s.Ask(askCtx(t), stuck, "later"); !errors.Is(err, actor.ErrActorTerminated) {
+		t.Fatalf("ask to the abandoned actor: %v, want ErrActorTerminated", err)
 	}
+	close(b.release)
+	waitStuck(t, s, 0)
 	waitIdle(t, s)
+}
+
+// waitStuck waits until n abandoned goroutines are still running.
+func waitStuck(t testing.TB, s *ariel.Scheduler, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for s.Stats().Stuck != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("stuck goroutines: %d, want %d", s.Stats().Stuck, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func TestAskDeadlineAndExpiryAtDequeue(t *testing.T) {

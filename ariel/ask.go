@@ -20,6 +20,7 @@ type pending struct {
 	ch   chan result        // program-code ask
 	cell *Cell              // in-turn ask: the asker
 	then actor.Continuation // its continuation
+	gen  uint32             // the asker's generation (see Cell.gen)
 	fn   func(any, error)   // ask that arrived from another node
 	// link is an in-turn ask's call chain: the asker, waiting within the
 	// chain of the message its turn handled (see reentrancy.go).
@@ -78,7 +79,7 @@ func (p *pending) deliver(v any, err error, ex *executor) {
 	case p.ch != nil:
 		p.ch <- result{v, err}
 	case p.cell != nil:
-		if p.cell.pushSys(envelope{kind: kReply, msg: &replyMsg{v: v, err: err, then: p.then, chain: p.link.parent}}) {
+		if p.cell.pushSys(envelope{kind: kReply, gen: p.gen, msg: &replyMsg{v: v, err: err, then: p.then, chain: p.link.parent}}) {
 			p.s.wake(p.cell, ex)
 		}
 	case p.fn != nil:

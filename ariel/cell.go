@@ -57,6 +57,10 @@ type envelope struct {
 	enq      int64      // unix nanos of enqueue; set only when latency is observed
 	chain    *callChain // the activations waiting on this message (see reentrancy.go)
 	kind     uint8
+	// gen, when not zero, is the generation of the recipient's actor
+	// value this envelope is for (its own replies, timers and notices):
+	// it is dropped if that value was abandoned meanwhile.
+	gen uint32
 }
 
 // moveEnvelope copies src to dst field by field. A whole-struct copy uses
@@ -71,6 +75,7 @@ func moveEnvelope(dst, src *envelope) {
 	dst.enq = src.enq
 	dst.chain = src.chain
 	dst.kind = src.kind
+	dst.gen = src.gen
 }
 
 // Cell is the scheduler's per-actor record: the bounded mailbox, its system
@@ -101,6 +106,10 @@ type Cell struct {
 	act actor.Actor   // touched only by the run-token holder (or under mu while detached)
 	ref actor.Ref     // unpinned identity
 	inc atomic.Uint64 // 0: a virtual cell whose incarnation is not known yet (no actor attached since it was created)
+	// gen counts the actor values abandoned in this cell: envelopes
+	// stamped with an older generation are dropped. Written by the
+	// run-token holder.
+	gen atomic.Uint32
 	s   *Scheduler
 	ext *cellExt // rare per-cell data, created on demand by the run-token holder
 	// after, when set, runs after each turn that ended normally (the

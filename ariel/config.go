@@ -30,8 +30,15 @@ type Config struct {
 	// 200µs.
 	FairnessTime time.Duration
 	// TurnBudget is the longest a single turn may run before the watchdog
-	// reports BudgetExhausted and replaces the worker. Default 5s.
+	// abandons it (BudgetExhausted) and replaces the worker; a kind may
+	// set its own (SetTurnBudget). Default 5s.
 	TurnBudget time.Duration
+	// MaxReplacements caps the replacement workers running beside
+	// abandoned goroutines that have not returned yet: the pool's
+	// goroutines beyond Workers never exceed it. Past the cap a stuck
+	// worker is not replaced, the pool runs below its size and Stats
+	// reports Degraded until stuck goroutines return. Default 64.
+	MaxReplacements int
 	// SpinIterations is how many times an idle worker looks for work before
 	// it parks. Default 64.
 	SpinIterations int
@@ -77,6 +84,7 @@ func DefaultConfig() Config {
 		FairnessMessages: 64,
 		FairnessTime:     200 * time.Microsecond,
 		TurnBudget:       5 * time.Second,
+		MaxReplacements:  64,
 		SpinIterations:   64,
 	}
 }
@@ -105,6 +113,9 @@ func (c Config) withDefaults() Config {
 	if c.SpinIterations == 0 {
 		c.SpinIterations = d.SpinIterations
 	}
+	if c.MaxReplacements == 0 {
+		c.MaxReplacements = d.MaxReplacements
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -113,6 +124,9 @@ func (c Config) withDefaults() Config {
 
 // maxMailbox bounds MailboxCapacity (the ring indexes with int32).
 const maxMailbox = 1 << 24
+
+// maxReplacements bounds MaxReplacements.
+const maxReplacements = 1 << 16
 
 // Validate reports a configuration the scheduler cannot run with. Zero
 // values are valid (they mean "default").
@@ -129,6 +143,9 @@ func (c Config) Validate() error {
 	}
 	if c.FairnessTime < 0 || c.TurnBudget < 0 {
 		errs = append(errs, errors.New("ariel: FairnessTime and TurnBudget must not be negative"))
+	}
+	if c.MaxReplacements < 0 || c.MaxReplacements > maxReplacements {
+		errs = append(errs, fmt.Errorf("ariel: MaxReplacements %d out of range [1,%d]", c.MaxReplacements, maxReplacements))
 	}
 	if c.SpinIterations < 0 {
 		errs = append(errs, fmt.Errorf("ariel: SpinIterations %d is negative", c.SpinIterations))

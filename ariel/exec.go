@@ -3,6 +3,7 @@ package ariel
 import (
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
@@ -52,6 +53,16 @@ type executor struct {
 
 	credCell *Cell // recipient of the turn's last send
 	cred     int32 // slots reserved in credCell and not used yet
+
+	// The turn gate (see abandon.go) and what the watchdog reads to
+	// recover an abandoned turn: the generation of the cycle's cell, the
+	// index in batch of the envelope being handled (-1: not from the
+	// batch) and the number of envelopes the last take put there.
+	gate   atomic.Uint64
+	gseq   uint64
+	gen    uint32
+	pos    int
+	batchN int
 }
 
 var _ actor.Context = (*executor)(nil)
@@ -61,6 +72,7 @@ var _ actor.Context = (*executor)(nil)
 // take), when the fairness budget is spent (the cell is re-queued at the back
 // of the shared queue), or when the cell stopped or was passivated.
 func (ex *executor) drain(c *Cell) {
+	ex.gen = c.gen.Load() + 1 // stamps are never zero
 	ex.drainCycle(c)
 	ex.cnt.cycles.Add(1)
 	if ex.cycles++; ex.cycles%32 == 0 {
@@ -96,6 +108,7 @@ func (ex *executor) drainCycle(c *Cell) {
 		}
 		waited := c.waiting > 0 // take sets aside what may not run now
 		k := c.take(ex.batch[:want])
+		ex.batchN = k
 		if k == 0 {
 			if !c.release() {
 				continue
@@ -112,10 +125,11 @@ func (ex *executor) drainCycle(c *Cell) {
 		fast := s.latency == nil && c.act != nil && c.after == nil && (c.ext == nil || c.ext.recvTimeout <= 0) && c.reent == actor.Reentrant
 		for i := 0; i < k; i++ {
 			e := &ex.batch[i]
-			if fast && e.kind == kUser && e.ask == nil {
+			if fast && e.kind == kUser && e.ask == nil && e.gen == 0 {
 				i = ex.runTells(c, ex.batch[:k], i) - 1
 				continue
 			}
+			ex.pos = i
 			if !ex.turn(c, e) {
 				// The cell stopped or went to rest; it has left the run
 				// state already. Anything taken after is not for this actor.
@@ -178,6 +192,12 @@ func (ex *executor) yield(c *Cell, processed int) {
 // running state (stopped or passivated).
 func (ex *executor) turn(c *Cell, e *envelope) bool {
 	s := ex.s
+	if e.gen != 0 && e.gen != ex.gen {
+		// A reply, timer or notice meant for an actor value that was
+		// abandoned: it belongs to no live turn.
+		s.g.fenced.Add(1)
+		return true
+	}
 	switch e.kind {
 	case kUser:
 		if e.ask != nil && e.deadline != 0 && s.clock.Now().UnixNano() > e.deadline {
@@ -238,7 +258,8 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 	case kFunc:
 		ex.enter(c, e)
 		fn := e.msg.(func(actor.Actor))
-		ex.protect(c, func() { fn(c.act) })
+		a := c.act
+		ex.protect(c, func() { fn(a) })
 		ex.leave()
 	case kStop:
 		ex.invoke(c, e, actor.Stopping{})
@@ -261,9 +282,10 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 			// joins it any more.
 			finals = m.finals
 		}
+		a := c.act
 		for _, fn := range finals {
 			ex.enter(c, e)
-			ex.protect(c, func() { fn(c.act) })
+			ex.protect(c, func() { fn(a) })
 			ex.leave()
 		}
 		ex.rest(c)
@@ -288,6 +310,7 @@ func (ex *executor) runTells(c *Cell, batch []envelope, i int) (next int) {
 	next = i
 	defer func() {
 		if r := recover(); r != nil {
+			ex.back()
 			ex.panicked(c, r)
 			ex.leave()
 			next++
@@ -296,12 +319,14 @@ func (ex *executor) runTells(c *Cell, batch []envelope, i int) (next int) {
 	a := c.act
 	for next < len(batch) {
 		e := &batch[next]
-		if e.kind != kUser || e.ask != nil {
+		if e.kind != kUser || e.ask != nil || e.gen != 0 {
 			return next
 		}
-		ex.cell, ex.env, ex.replied, ex.later = c, e, false, nil
+		ex.cell, ex.env, ex.replied, ex.later, ex.pos = c, e, false, nil, next
 		ex.turns++
+		ex.out()
 		a.Receive(ex, e.msg)
+		ex.back()
 		ex.leave()
 		next++
 	}
@@ -333,10 +358,14 @@ func (ex *executor) invoke(c *Cell, e *envelope, msg any) {
 func (ex *executor) call(c *Cell, msg any) {
 	defer func() {
 		if r := recover(); r != nil {
+			ex.back()
 			ex.panicked(c, r)
 		}
 	}()
-	c.act.Receive(ex, msg)
+	a := c.act
+	ex.out()
+	a.Receive(ex, msg)
+	ex.back()
 }
 
 func (ex *executor) invokeContinuation(c *Cell, e *envelope, r *replyMsg) {
@@ -348,13 +377,18 @@ func (ex *executor) invokeContinuation(c *Cell, e *envelope, r *replyMsg) {
 	ex.leave()
 }
 
+// protect runs f, code the scheduler does not control, as a call-out
+// with panics recovered.
 func (ex *executor) protect(c *Cell, f func()) {
 	defer func() {
 		if r := recover(); r != nil {
+			ex.back()
 			ex.panicked(c, r)
 		}
 	}()
+	ex.out()
 	f()
+	ex.back()
 }
 
 func (ex *executor) panicked(c *Cell, r any) {
@@ -543,6 +577,7 @@ func (ex *executor) trySeize(c *Cell, e *envelope) bool {
 func (ex *executor) drainSeized(c *Cell, e *envelope) {
 	c.count.Add(-1) // the slot reserved at Tell time
 	ex.msgs++
+	ex.gen, ex.pos = c.gen.Load()+1, -1
 	ok := ex.turn(c, e)
 	*e = envelope{}
 	if ok {
@@ -563,14 +598,16 @@ func (s *Scheduler) drop(e *envelope, err error) {
 	case e.kind == kUser:
 		s.g.undelivered.Add(1)
 		if e.from != nil {
-			s.undeliverable(e.from, actor.Ref{}, e.msg, err, nil)
+			s.undeliverable(e.from, actor.Ref{}, e.msg, err, nil, 0)
 		}
 	}
 }
 
-// undeliverable reports a failed tell of the actor sender.
-func (s *Scheduler) undeliverable(sender *Cell, to actor.Ref, msg any, err error, ex *executor) {
-	if sender.pushSysLive(envelope{kind: kUndelivered, msg: actor.Undelivered{To: to, Message: msg, Err: err}}) {
+// undeliverable reports a failed tell of the actor sender. gen, when not
+// zero, is the generation of the sender's value that made the send: the
+// notice is dropped if that value was abandoned meanwhile.
+func (s *Scheduler) undeliverable(sender *Cell, to actor.Ref, msg any, err error, ex *executor, gen uint32) {
+	if sender.pushSysLive(envelope{kind: kUndelivered, gen: gen, msg: actor.Undelivered{To: to, Message: msg, Err: err}}) {
 		s.wake(sender, ex)
 	}
 }
@@ -702,6 +739,13 @@ func (ex *executor) Tell(to actor.Ref, msg any) error {
 // send buffers one message of the current turn. Admission happens now.
 func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) error {
 	s := ex.s
+	if ex.fenced() {
+		ex.discard()
+		if p != nil && p.finish() {
+			p.timer.Stop()
+		}
+		return errAbandoned
+	}
 	self := ex.cell
 	var c *Cell
 	var err error
@@ -765,14 +809,19 @@ func (ex *executor) Ask(to actor.Ref, msg any, then actor.Continuation, opts ...
 		deadline = now.Add(d)
 	}
 	c := ex.cell
-	p := &pending{s: s, cell: c, then: then}
+	p := &pending{s: s, cell: c, then: then, gen: ex.gen}
 	parent := ex.turnChain()
 	p.link = callChain{ref: c.Ref(), parent: parent, depth: 1}
 	if parent != nil {
 		p.link.depth = parent.depth + 1
 	}
 	if c.reent != actor.Reentrant {
+		if !ex.lockEffect() { // the turn was abandoned: the ask is dropped
+			ex.discard()
+			return
+		}
 		c.waiting++ // until the continuation runs
+		ex.unlockEffect()
 	}
 	p.arm(deadline.Sub(now))
 	if p.link.depth > actor.MaxCallChain {
@@ -794,7 +843,7 @@ func (s *Scheduler) sendFailed(self *Cell, to actor.Ref, msg any, p *pending, er
 		return
 	}
 	s.countRefusal(err)
-	s.undeliverable(self, to, msg, err, ex)
+	s.undeliverable(self, to, msg, err, ex, ex.genOf(self))
 }
 
 func (ex *executor) answer(v any, err error) {
@@ -805,6 +854,10 @@ func (ex *executor) answer(v any, err error) {
 		if ex.env.kind == kReply {
 			ex.s.g.strayReplies.Add(1) // a continuation has no ask to answer
 		}
+		return
+	}
+	if ex.fenced() {
+		ex.discard() // the ask failed when the turn was abandoned
 		return
 	}
 	ex.replied = true
@@ -843,11 +896,20 @@ func (ex *executor) ReplyLater() actor.Replier {
 }
 
 func (ex *executor) Spawn(a actor.Actor, opts ...actor.SpawnOption) (actor.Ref, error) {
+	if !ex.lockEffect() {
+		ex.discard()
+		return actor.Ref{}, errAbandoned
+	}
+	defer ex.unlockEffect()
 	return ex.s.spawn(ex.cell, a, opts, ex)
 }
 
 func (ex *executor) Stop(ref actor.Ref) {
 	s := ex.s
+	if ex.fenced() {
+		ex.discard()
+		return
+	}
 	c, err := s.local.Resolve(ref)
 	if err != nil || c == nil {
 		return
@@ -858,6 +920,11 @@ func (ex *executor) Stop(ref actor.Ref) {
 }
 
 func (ex *executor) SetReceiveTimeout(d time.Duration) {
+	if !ex.lockEffect() {
+		ex.discard()
+		return
+	}
+	defer ex.unlockEffect()
 	c := ex.cell
 	x := c.extension()
 	if x.recvTimer != nil {
@@ -874,8 +941,9 @@ func (ex *executor) SetReceiveTimeout(d time.Duration) {
 
 func (ex *executor) armTimeout(c *Cell, d time.Duration) {
 	s := ex.s
+	gen := ex.gen
 	c.ext.recvTimer = s.clock.AfterFunc(d, func() {
-		if c.pushSys(envelope{kind: kTimeout, msg: actor.ReceiveTimeout{}}) {
+		if c.pushSys(envelope{kind: kTimeout, gen: gen, msg: actor.ReceiveTimeout{}}) {
 			s.wake(c, nil)
 		}
 	})

@@ -43,6 +43,12 @@ func (h Hold) Wait() (release func(err error)) {
 	if ex.heldB != nil {
 		return ex.heldB.release
 	}
+	if !ex.lockEffect() {
+		// The hook ran past the budget and its turn was abandoned: its
+		// outputs are dropped when it returns.
+		return func(error) {}
+	}
+	defer ex.unlockEffect()
 	c := ex.cell
 	if c.held == nil {
 		c.held = &holdQueue{}
@@ -135,7 +141,10 @@ func (ex *executor) settle(c *Cell) {
 	normal := ex.normal
 	ex.normal = false
 	if normal && !ex.faulted && c.act != nil {
-		c.after(c.Ref(), c.inc.Load(), c.act, !ex.tick, Hold{ex})
+		ref, inc, a := c.Ref(), c.inc.Load(), c.act
+		ex.out()
+		c.after(ref, inc, a, !ex.tick, Hold{ex})
+		ex.back()
 	}
 	if b := ex.heldB; b != nil {
 		ex.heldB = nil
@@ -247,7 +256,7 @@ func (b *heldBatch) deliver(err error) {
 			continue
 		}
 		s.g.undelivered.Add(1)
-		s.undeliverable(b.from, c.Ref(), e.msg, err, nil)
+		s.undeliverable(b.from, c.Ref(), e.msg, err, nil, 0)
 	}
 	for i := range b.fwd {
 		f := &b.fwd[i]
@@ -256,7 +265,7 @@ func (b *heldBatch) deliver(err error) {
 			continue
 		}
 		s.g.undelivered.Add(1)
-		s.undeliverable(b.from, f.to, f.msg, err, nil)
+		s.undeliverable(b.from, f.to, f.msg, err, nil, 0)
 	}
 	for _, r := range b.replies {
 		r.p.complete(nil, err, nil)

@@ -67,6 +67,10 @@ type Scheduler struct {
 	exMu     sync.Mutex
 	allCnt   []*counters
 	nworkers atomic.Int32
+	stuck    atomic.Int32 // abandoned goroutines still running
+	// minBudget is the smallest turn budget in force (the scheduler's or
+	// a kind's), in nanoseconds: it sets the watchdog's period.
+	minBudget atomic.Int64
 
 	lifeMu  sync.Mutex
 	closing atomic.Bool
@@ -81,6 +85,7 @@ type kindInfo struct {
 	mailbox int
 	after   AfterTurn
 	reent   actor.Reentrancy
+	budget  time.Duration // 0: the scheduler's TurnBudget
 }
 
 var (
@@ -105,6 +110,7 @@ func New(cfg Config) (*Scheduler, error) {
 		idleCh:  make(chan struct{}),
 		closed:  make(chan struct{}),
 	}
+	s.minBudget.Store(int64(cfg.TurnBudget))
 	s.clock = cfg.Clock
 	if cfg.Simulated && s.clock == nil {
 		s.clock = NewSimClock(time.Unix(0, 0).UTC())
@@ -185,7 +191,7 @@ func (s *Scheduler) Register(kind string, factory func(key string) actor.Actor, 
 	}
 	s.kindsMu.Lock()
 	old := s.kinds[kind]
-	s.kinds[kind] = kindInfo{factory: factory, mailbox: mailbox, after: old.after, reent: old.reent}
+	s.kinds[kind] = kindInfo{factory: factory, mailbox: mailbox, after: old.after, reent: old.reent, budget: old.budget}
 	s.kindsMu.Unlock()
 	return nil
 }
@@ -437,6 +443,11 @@ func (s *Scheduler) enqueue(c *Cell, ex *executor) {
 	}
 	if ex != nil && ex.w != nil {
 		ex.w.pushNext(c)
+		if ex.fenced() {
+			// Woken from a turn the watchdog abandoned meanwhile: its
+			// worker's queue is nobody's any more.
+			ex.w.handOff()
+		}
 		return
 	}
 	s.inj.push(c)
@@ -492,9 +503,13 @@ func (s *Scheduler) Stats() Stats {
 		NoReply:      s.g.noReply.Load(),
 		AsksInTurn:   s.g.asksInTurn.Load(),
 		Deadlocks:    s.g.deadlocks.Load(),
+		Fenced:       s.g.fenced.Load(),
+		Unreplaced:   s.g.unreplaced.Load(),
 		Workers:      int(s.nworkers.Load()),
+		Stuck:        int(s.stuck.Load()),
 		Cells:        int(s.ncells.Load()),
 	}
+	st.Degraded = s.sim == nil && !s.closing.Load() && st.Workers < s.cfg.Workers
 	s.exMu.Lock()
 	for _, c := range s.allCnt {
 		st.Turns += c.turns.Load()

@@ -17,8 +17,15 @@ type Stats struct {
 	Steals       uint64 // run-queue steals between workers
 	Parks        uint64 // times a worker parked
 	Panics       uint64 // handler panics recovered
-	Exhausted    uint64 // turns that ran past the turn budget
-	Expired      uint64 // asks dropped at dequeue because their deadline passed
+	Exhausted    uint64 // turns that ran past their budget and were abandoned
+	// Fenced counts what abandoned turns did after they were abandoned
+	// and the scheduler dropped: sends, replies, timers, notices and
+	// replies to their asks.
+	Fenced uint64
+	// Unreplaced counts abandoned workers that got no replacement
+	// because MaxReplacements was reached.
+	Unreplaced uint64
+	Expired    uint64 // asks dropped at dequeue because their deadline passed
 	// TimerSkipped counts periodic timer ticks (Context.Every) not
 	// delivered because the previous tick was still queued or the
 	// period had already passed when the timer ran.
@@ -35,7 +42,14 @@ type Stats struct {
 	// Deadlocks counts asks failed with ErrDeadlock: a NonReentrant actor
 	// was asked by its own call chain.
 	Deadlocks uint64
-	Workers   int // live pool workers (replacements included)
+	Workers   int // live pool workers (replacements included, abandoned ones not)
+	// Stuck is a gauge: goroutines of abandoned turns that have not
+	// returned yet. They cost a goroutine (and a core, if they spin)
+	// each; Go cannot stop them.
+	Stuck int
+	// Degraded is set while the pool runs below its configured size
+	// because the replacement cap was reached.
+	Degraded bool
 	// Cells is a gauge, not a counter: cells of virtual actors held now
 	// (active, holding mail, or made with EnsureCell). A passivated
 	// identity whose mailbox is empty holds none.
@@ -65,6 +79,6 @@ type counters struct {
 
 // globalCounters are rare events counted where they happen.
 type globalCounters struct {
-	refused, undelivered, panics, exhausted, expired, timerSkipped atomic.Uint64
-	strayReplies, noReply, asksInTurn, deadlocks                   atomic.Uint64
+	refused, undelivered, panics, exhausted, expired, timerSkipped   atomic.Uint64
+	strayReplies, noReply, asksInTurn, deadlocks, fenced, unreplaced atomic.Uint64
 }

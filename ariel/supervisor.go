@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync/atomic"
+	"time"
 
 	"github.com/tempest-actors/tempest/actor"
 )
@@ -52,15 +53,26 @@ type Fault struct {
 	Err         error   // ErrBudgetExhausted, or the panic value as an error
 	Panic       any     // the recovered value for Panicked
 	Stack       []byte  // the panicking goroutine's stack for Panicked
+	// Abandoned: the turn (BudgetExhausted) was taken away from its
+	// goroutine, which may never return. The actor value is already out
+	// of the cell (a spawned actor is stopped); a virtual actor's cell
+	// keeps its mail and incarnation and waits for a value.
+	Abandoned bool
 }
 
 // FaultHook receives faults. Fault is called on the failing worker right
 // after a panic (the actor's run-token is still held, so no turn of it runs
-// until Fault returns), and on the watchdog goroutine for BudgetExhausted
-// (the stuck turn is still running). To act, call Restart, Retire (Stop) or
-// Passivate: they are queued in the actor's system lane and run before any
-// further user mail, never concurrently with a turn. Doing nothing resumes
-// the actor with its next message.
+// until Fault returns): to act, call Restart, Retire (Stop) or Passivate;
+// they are queued in the actor's system lane and run before any further
+// user mail, never concurrently with a turn, and doing nothing resumes the
+// actor with its next message.
+//
+// A BudgetExhausted fault is reported on the watchdog goroutine after the
+// turn was abandoned (Fault.Abandoned): the remedy takes effect at once,
+// without waiting for the stuck goroutine. The value is already detached;
+// Restart, RestartAt or Replace attach the next one to the waiting mail,
+// Retire or Reject answer that mail. A virtual actor left without a value
+// rings the Activator when the hook returns.
 type FaultHook interface {
 	Fault(f Fault)
 }
@@ -111,6 +123,41 @@ func (f FactoryActivator) Ring(ref actor.Ref) {
 		f.S.log.LogAttrs(context.Background(), slog.LevelDebug, "activation failed",
 			slog.String("actor", ref.String()), slog.Any("error", err))
 	}
+}
+
+// SetTurnBudget sets the turn budget of the virtual actors of kind: a
+// turn of theirs that runs longer is abandoned (BudgetExhausted). 0 goes
+// back to the scheduler's TurnBudget. It applies to turns that start
+// afterwards, so call it right after Register.
+func (s *Scheduler) SetTurnBudget(kind string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("ariel: turn budget %v of kind %q is negative", d, kind)
+	}
+	s.kindsMu.Lock()
+	defer s.kindsMu.Unlock()
+	k, ok := s.kinds[kind]
+	if !ok {
+		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
+	}
+	k.budget = d
+	s.kinds[kind] = k
+	least := s.cfg.TurnBudget
+	for _, k := range s.kinds {
+		if k.budget > 0 && k.budget < least {
+			least = k.budget
+		}
+	}
+	s.minBudget.Store(int64(least))
+	return nil
+}
+
+// TurnBudget returns the turn budget of kind's virtual actors (the
+// scheduler's for a kind without its own, or not registered).
+func (s *Scheduler) TurnBudget(kind string) time.Duration {
+	if k, ok := s.kind(kind); ok && k.budget > 0 {
+		return k.budget
+	}
+	return s.cfg.TurnBudget
 }
 
 // AfterTurn is a hook run on the actor's turn thread (its run-token held,
@@ -402,7 +449,7 @@ func (s *Scheduler) runStranded(c *Cell) {
 // runClosed runs one system envelope of c, whose run-token the caller
 // took, after Close. It ends with the turn.
 func (s *Scheduler) runClosed(c *Cell, e envelope) {
-	ex := &executor{s: s, cnt: &counters{}, budget: s.cfg.FairnessMessages}
+	ex := &executor{s: s, cnt: &counters{}, budget: s.cfg.FairnessMessages, gen: c.gen.Load() + 1, pos: -1}
 	ex.turn(c, &e)
 }
 

@@ -180,12 +180,23 @@ func (c *Cell) purgeNoticesLocked() {
 }
 
 func (ex *executor) After(d time.Duration, msg any, opts ...actor.TimerOption) actor.Cancel {
-	return ex.arm(d, 0, msg, opts)
+	return ex.armFenced(d, 0, msg, opts)
 }
 
 func (ex *executor) Every(d time.Duration, msg any, opts ...actor.TimerOption) actor.Cancel {
 	if d <= 0 {
 		return func() bool { return false }
 	}
-	return ex.arm(d, d, msg, opts)
+	return ex.armFenced(d, d, msg, opts)
+}
+
+// armFenced is arm for a turn the watchdog may abandon: a timer set by
+// an abandoned turn is discarded (and counted), never armed.
+func (ex *executor) armFenced(d, period time.Duration, msg any, opts []actor.TimerOption) actor.Cancel {
+	if !ex.lockEffect() {
+		ex.discard()
+		return func() bool { return false }
+	}
+	defer ex.unlockEffect()
+	return ex.arm(d, period, msg, opts)
 }

@@ -2,28 +2,24 @@ package ariel
 
 import "time"
 
-// watchdog runs outside the pool. It notices a busy worker (cur set) whose
-// drain-cycle count has not moved for longer than the turn budget — cycles are bounded by the fairness
-// budget, so only a long turn keeps one open — reports BudgetExhausted
-// through the fault hook, and replaces the stuck worker so the pool keeps
-// its capacity. The stuck goroutine finishes its turn whenever the handler
-// returns, hands its queue over and exits.
+// watchdog runs outside the pool. Every period (a quarter of the
+// smallest turn budget in force) it reads each worker's turn gate: a
+// worker whose gate has shown the same call-out for longer than the
+// budget of the cell it runs (its kind's, or the scheduler's) is stuck in
+// one turn, and abandon takes that turn away from it. The budget is
+// measured from the first tick that saw the call-out, so a turn is
+// abandoned no earlier than its budget and, when the budget is a multiple
+// of the period, no later than one period after it.
 func (s *Scheduler) watchdog() {
 	defer s.wg.Done()
-	budget := s.cfg.TurnBudget
-	period := budget / 4
-	if period < time.Millisecond {
-		period = time.Millisecond
-	}
 	type mark struct {
-		cycle    uint64
-		since    time.Time
-		reported bool
+		gate  uint64
+		since time.Time
 	}
 	marks := map[*worker]*mark{}
 	tick := make(chan struct{}, 1)
 	for {
-		t := s.clock.AfterFunc(period, func() {
+		t := s.clock.AfterFunc(s.watchPeriod(), func() {
 			select {
 			case tick <- struct{}{}:
 			default:
@@ -40,17 +36,23 @@ func (s *Scheduler) watchdog() {
 		live := make(map[*worker]bool, len(ws))
 		for _, w := range ws {
 			live[w] = true
-			cy := w.ex.cnt.cycles.Load()
+			g := w.ex.gate.Load() &^ gateBusy
+			if g&gateOut == 0 {
+				delete(marks, w) // between call-outs or idle
+				continue
+			}
 			m := marks[w]
-			if m == nil || m.cycle != cy || w.cur.Load() == nil {
-				marks[w] = &mark{cycle: cy, since: now}
+			if m == nil || m.gate != g {
+				marks[w] = &mark{gate: g, since: now}
 				continue
 			}
-			if m.reported || now.Sub(m.since) < budget {
+			c := w.cur.Load()
+			if c == nil || now.Sub(m.since) < s.budgetOf(c) {
 				continue
 			}
-			m.reported = true
-			s.exhausted(w)
+			if s.abandon(w, g) {
+				delete(marks, w)
+			}
 		}
 		for w := range marks {
 			if !live[w] {
@@ -60,49 +62,21 @@ func (s *Scheduler) watchdog() {
 	}
 }
 
-// exhausted handles a worker stuck in one turn: a replacement worker takes
-// its place (and its queued work), then the fault is reported.
-func (s *Scheduler) exhausted(w *worker) {
-	s.g.exhausted.Add(1)
-	c := w.cur.Load()
-	s.lifeMu.Lock()
-	if s.closing.Load() {
-		s.lifeMu.Unlock()
-		return
-	}
-	old := *s.workers.Load()
-	ws := make([]*worker, 0, len(old))
-	for _, v := range old {
-		if v != w {
-			ws = append(ws, v)
-		}
-	}
-	nw := s.newWorker(w.id)
-	ws = append(ws, nw)
-	w.retired.Store(true)
-	s.workers.Store(&ws)
-	s.nworkers.Add(1)
-	s.wg.Add(1)
-	go nw.run()
-	s.lifeMu.Unlock()
+// watchPeriod is the watchdog's tick: a quarter of the smallest budget
+// in force, at least a millisecond.
+func (s *Scheduler) watchPeriod() time.Duration {
+	return max(time.Duration(s.minBudget.Load())/4, time.Millisecond)
+}
 
-	// Move what the stuck worker had queued.
-	if n := w.next.Swap(nil); n != nil {
-		s.inj.push(n)
-	}
-	var tmp [localQSize]*Cell
-	for {
-		k := w.q.grab(tmp[:])
-		if k == 0 {
-			break
-		}
-		s.inj.pushMany(tmp[:k])
-	}
-	s.notify()
+// WatchdogPeriod returns how often the watchdog looks at the workers: a
+// turn is abandoned at most this long after its budget ran out (when the
+// budget is a multiple of it).
+func (s *Scheduler) WatchdogPeriod() time.Duration { return s.watchPeriod() }
 
-	if c != nil {
-		inc := c.inc.Load()
-		s.faults.Fault(Fault{Ref: c.ref.WithIncarnation(inc), Incarnation: inc, Outcome: BudgetExhausted,
-			Err: ErrBudgetExhausted})
+// budgetOf returns the turn budget of c's actor.
+func (s *Scheduler) budgetOf(c *Cell) time.Duration {
+	if c.ref.IsVirtual() {
+		return s.TurnBudget(c.ref.Kind())
 	}
+	return s.cfg.TurnBudget
 }

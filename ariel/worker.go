@@ -23,7 +23,6 @@ type worker struct {
 	q          localQ
 	wakeCh     chan struct{}
 	cur        atomic.Pointer[Cell] // the cell of the current or last cycle; nil while idle
-	retired    atomic.Bool
 	tick       uint32
 	nextRuns   int
 	mustNotify bool
@@ -42,7 +41,13 @@ func (s *Scheduler) newWorker(id int) *worker {
 func (w *worker) run() {
 	markTurnGoroutine(0)
 	s := w.s
-	defer s.wg.Done()
+	defer func() {
+		// An abandoned worker was counted out when the watchdog took
+		// its turn (Close does not wait for it).
+		if !w.ex.fenced() {
+			s.wg.Done()
+		}
+	}()
 	for !s.closing.Load() {
 		if c := w.seized; c != nil {
 			w.seized = nil
@@ -71,12 +76,6 @@ func (w *worker) run() {
 		if w.mustNotify {
 			w.mustNotify = false
 			s.notify()
-		}
-		if w.retired.Load() && w.seized == nil { // a seized cell runs first
-			w.ex.publish()
-			w.handOff()
-			s.nworkers.Add(-1)
-			return
 		}
 	}
 }

@@ -1,0 +1,294 @@
+package ariel
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+
+	"github.com/tempest-actors/tempest/actor"
+)
+
+// errAbandoned answers the ask whose turn was abandoned past its budget,
+// and the mail of a spawned actor stopped because of it. It is
+// actor.ErrActorTerminated (the incarnation that was handling the ask is
+// gone), so it reads the same on every node: the wire carries the
+// sentinel, not this text.
+var errAbandoned = fmt.Errorf("%w: turn abandoned past its budget", actor.ErrActorTerminated)
+
+// The turn gate is one atomic word per executor, shared between its
+// worker and the watchdog. The worker stores gseq|gateOut before it calls
+// into code the scheduler does not control (a handler, a continuation, a
+// supervisor callback, an after-turn hook) and swaps it to the next
+// sequence number when that code returns. The watchdog abandons a worker
+// by setting gateAbandoned with a compare-and-swap from the exact value
+// it watched for the budget: whoever moves the word first wins, so a turn
+// either returns (and everything it did stands) or is abandoned (and
+// nothing it does afterwards reaches anyone). Context operations that
+// touch the cell (Spawn, SetReceiveTimeout) hold gateBusy, which keeps
+// the watchdog's swap from succeeding until they are done.
+const (
+	gateOut       uint64 = 1 // inside a call-out
+	gateAbandoned uint64 = 2 // the watchdog took the turn away
+	gateBusy      uint64 = 4 // a context operation is writing cell state
+	gateStep      uint64 = 8
+)
+
+// out marks the start of a call-out. Everything the watchdog needs to
+// recover the turn (the cell, ex.env, ex.pos, ex.batchN, the seized
+// cell) is written before it, and so visible to a watchdog that swaps
+// the gate afterwards.
+func (ex *executor) out() {
+	if ex.w != nil {
+		ex.gate.Store(ex.gseq | gateOut)
+	}
+}
+
+// back marks the end of a call-out. A worker whose turn was abandoned
+// meanwhile never returns from it: it discards what the turn buffered
+// and its goroutine ends.
+func (ex *executor) back() {
+	if ex.w == nil {
+		return
+	}
+	if !ex.gate.CompareAndSwap(ex.gseq|gateOut, ex.gseq+gateStep) {
+		ex.abandoned()
+	}
+	ex.gseq += gateStep
+}
+
+// fenced reports whether the watchdog abandoned the current turn. The
+// context operations of a turn call it and discard their effect when it
+// is set.
+func (ex *executor) fenced() bool { return ex.gate.Load()&gateAbandoned != 0 }
+
+// lockEffect holds gateBusy for a context operation that writes the
+// state of the turn's cell. It reports false, taking nothing, when the
+// turn was abandoned.
+func (ex *executor) lockEffect() bool {
+	for {
+		v := ex.gate.Load()
+		switch {
+		case v&gateAbandoned != 0:
+			return false
+		case v&gateOut == 0 || v&gateBusy != 0:
+			return true // not inside a call-out (no watchdog race), or held already
+		case ex.gate.CompareAndSwap(v, v|gateBusy):
+			return true
+		}
+	}
+}
+
+// unlockEffect releases lockEffect.
+func (ex *executor) unlockEffect() {
+	for {
+		v := ex.gate.Load()
+		if v&gateBusy == 0 || ex.gate.CompareAndSwap(v, v&^gateBusy) {
+			return
+		}
+	}
+}
+
+// discard counts one effect of an abandoned turn that was dropped.
+func (ex *executor) discard() { ex.s.g.fenced.Add(1) }
+
+// abandoned runs on the goroutine of an abandoned turn when its call-out
+// finally returns: the sends it buffered are dropped (their reserved
+// mailbox slots returned, their asks silenced) and counted, and the
+// goroutine ends without touching the cell, which the watchdog handed on.
+func (ex *executor) abandoned() {
+	s := ex.s
+	if ex.credCell != nil {
+		ex.returnCredit()
+	}
+	for i := range ex.outTo {
+		ex.outTo[i].unreserve(1)
+		if p := ex.outEnv[i].ask; p != nil && p.finish() {
+			p.timer.Stop()
+		}
+		ex.discard()
+	}
+	clear(ex.outTo)
+	clear(ex.outEnv)
+	ex.outTo, ex.outEnv = ex.outTo[:0], ex.outEnv[:0]
+	for i := range ex.outFwd {
+		if p := ex.outFwd[i].p; p != nil && p.finish() {
+			p.timer.Stop()
+		}
+		ex.discard()
+	}
+	clear(ex.outFwd)
+	ex.outFwd = ex.outFwd[:0]
+	for range ex.replies {
+		ex.discard() // answers held for the after-turn hook
+	}
+	ex.clearReplies()
+	s.stuckDone(ex.w)
+	runtime.Goexit()
+}
+
+// stuckDone accounts for an abandoned goroutine that ended; the pool,
+// if it runs below its size because the replacement cap was reached,
+// gets a worker back.
+func (s *Scheduler) stuckDone(w *worker) {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	s.stuck.Add(-1)
+	if s.closing.Load() {
+		return
+	}
+	if ws := *s.workers.Load(); len(ws) < s.cfg.Workers {
+		s.startWorkerLocked(w.id)
+		if len(*s.workers.Load()) == s.cfg.Workers {
+			s.log.LogAttrs(context.Background(), slog.LevelInfo, "scheduler pool back to its size",
+				slog.Int("workers", s.cfg.Workers), slog.Int("stuck", int(s.stuck.Load())))
+		}
+	}
+}
+
+// startWorkerLocked adds a worker to the pool. Called with lifeMu held.
+func (s *Scheduler) startWorkerLocked(id int) {
+	nw := s.newWorker(id)
+	old := *s.workers.Load()
+	ws := make([]*worker, 0, len(old)+1)
+	ws = append(append(ws, old...), nw)
+	s.workers.Store(&ws)
+	s.nworkers.Add(1)
+	s.wg.Add(1)
+	go nw.run()
+}
+
+// abandon takes the turn of w away when the watchdog saw the gate at g
+// (inside one call-out) for longer than the cell's budget. It reports
+// false when the turn moved on meanwhile or a context operation holds
+// the gate (the watchdog looks again at its next tick).
+//
+// On success the stuck goroutine is fenced (whatever it does from now on
+// is discarded), the pool gets a replacement worker unless the cap is
+// reached, the ask of the turn fails with actor.ErrActorTerminated, the
+// mail the turn had taken but not run goes back to the head of the
+// mailbox, the actor value is detached (a spawned actor is stopped), the
+// cell's generation moves on (replies, timers and notices addressed to
+// the old value are dropped when they arrive), and the fault is reported
+// with Abandoned set.
+func (s *Scheduler) abandon(w *worker, g uint64) bool {
+	ex := &w.ex
+	s.lifeMu.Lock()
+	if s.closing.Load() || !ex.gate.CompareAndSwap(g, g|gateAbandoned) {
+		s.lifeMu.Unlock()
+		return false
+	}
+	old := *s.workers.Load()
+	ws := make([]*worker, 0, len(old))
+	for _, v := range old {
+		if v != w {
+			ws = append(ws, v)
+		}
+	}
+	s.workers.Store(&ws)
+	s.nworkers.Add(-1)
+	stuck := int(s.stuck.Add(1))
+	replaced := len(ws)+1+stuck-s.cfg.Workers <= s.cfg.MaxReplacements
+	if replaced {
+		s.startWorkerLocked(w.id)
+	}
+	live := len(*s.workers.Load())
+	s.wg.Done() // Close does not wait for a goroutine that may never return
+	s.lifeMu.Unlock()
+	s.g.exhausted.Add(1)
+	if !replaced {
+		s.g.unreplaced.Add(1)
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "scheduler degraded: stuck worker not replaced",
+			slog.Int("workers", live), slog.Int("configured", s.cfg.Workers), slog.Int("stuck", stuck),
+			slog.Int("max_replacements", s.cfg.MaxReplacements))
+	}
+
+	// What the stuck worker had queued goes to the shared queue.
+	if n := w.next.Swap(nil); n != nil {
+		s.inj.push(n)
+	}
+	var tmp [localQSize]*Cell
+	for {
+		k := w.q.grab(tmp[:])
+		if k == 0 {
+			break
+		}
+		s.inj.pushMany(tmp[:k])
+	}
+	if sc := w.seized; sc != nil {
+		// A cell whose run-token the worker took at a flush and never
+		// ran: its message goes back to the head of its mailbox.
+		sc.mu.Lock()
+		sc.prependLocked([]envelope{w.hand}) // its slot is still reserved
+		sc.mu.Unlock()
+		sc.state.Store(stReady)
+		s.inj.push(sc)
+	}
+	s.notify()
+
+	c := w.cur.Load()
+	e := ex.env
+	if ex.pos >= 0 && ex.pos+1 < ex.batchN {
+		c.unget(ex.batch[ex.pos+1 : ex.batchN])
+	}
+	if c.reent != actor.Reentrant {
+		c.undefer() // the abandoned activation's waits end with it
+	}
+	inc := c.inc.Load()
+	c.gen.Add(1)
+	if e != nil && e.ask != nil {
+		e.ask.complete(nil, errAbandoned, nil)
+	}
+	kind := kUser
+	if e != nil {
+		kind = e.kind
+	}
+	switch {
+	case kind == kStop:
+		err, _ := e.msg.(error)
+		s.terminate(c, nil, err)
+	case !c.ref.IsVirtual():
+		s.terminate(c, nil, errAbandoned)
+	case kind == kPassivate:
+		s.restCell(c) // the passivation ends without its final callbacks
+	default:
+		s.detach(c)
+	}
+	s.faults.Fault(Fault{Ref: c.ref.WithIncarnation(inc), Incarnation: inc, Outcome: BudgetExhausted,
+		Err: ErrBudgetExhausted, Abandoned: true})
+	if c.state.Load() == stDetached {
+		// Nobody attached a new value while the fault was handled:
+		// waiting mail rings the Activator.
+		c.mu.Lock()
+		mail := c.hasMailLocked()
+		c.mu.Unlock()
+		if mail {
+			s.wake(c, nil)
+		}
+	}
+	return true
+}
+
+// detach takes the actor value of c, whose run-token the caller holds,
+// out of the cell without a final turn: the cell keeps its mail and its
+// incarnation and waits for the supervisor to attach a value again.
+func (s *Scheduler) detach(c *Cell) {
+	c.endTimers() // the abandoned activation's timers end with it
+	c.mu.Lock()
+	c.act = nil
+	c.owed = 0
+	c.purgeNoticesLocked()
+	c.state.Store(stDetached)
+	c.mu.Unlock()
+	s.activeDec()
+}
+
+// genOf is the stamp for envelopes addressed to c on behalf of the
+// current turn (see envelope.gen): the turn's generation when c is the
+// turn's own cell, none otherwise. ex may be nil.
+func (ex *executor) genOf(c *Cell) uint32 {
+	if ex != nil && ex.cell == c {
+		return ex.gen
+	}
+	return 0
+}

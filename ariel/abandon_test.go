@@ -1,0 +1,263 @@
+package ariel_test
+
+import (
+	"errors"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/ariel"
+)
+
+// restarter is a fault hook that re-mints an abandoned virtual actor with
+// a fresh value at once, like the supervisor's Restart remedy.
+type restarter struct {
+	s     atomic.Pointer[ariel.Scheduler]
+	fresh func() actor.Actor
+	mu    sync.Mutex
+	got   []ariel.Fault
+}
+
+func (r *restarter) Fault(f ariel.Fault) {
+	r.mu.Lock()
+	r.got = append(r.got, f)
+	r.mu.Unlock()
+	if f.Abandoned && f.Ref.IsVirtual() {
+		_ = r.s.Load().RestartAt(f.Ref.Unpinned(), f.Incarnation+1, r.fresh())
+	}
+}
+
+// mailLog keeps every message it receives.
+type mailLog struct {
+	mu  sync.Mutex
+	got []any
+}
+
+func (r *mailLog) Receive(ctx actor.Context, msg any) {
+	if _, ok := msg.(actor.Started); ok {
+		return
+	}
+	r.mu.Lock()
+	r.got = append(r.got, msg)
+	r.mu.Unlock()
+	ctx.Reply(msg)
+}
+
+func (r *mailLog) messages() []any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
+
+// lateActor blocks in its "block" turn until release is closed, then does
+// everything a turn can do: reply, tell, ask, set a timer.
+type lateActor struct {
+	entered  chan struct{}
+	release  chan struct{}
+	observer actor.Ref
+}
+
+func (a *lateActor) Receive(ctx actor.Context, msg any) {
+	if msg != "block" {
+		return
+	}
+	a.entered <- struct{}{}
+	<-a.release
+	ctx.Reply("late reply")
+	_ = ctx.Tell(a.observer, "late tell")
+	ctx.Ask(a.observer, "late ask", func(actor.Context, any, error) {})
+	ctx.After(0, "late timer")
+	_ = ctx.Tell(ctx.Self(), "late self")
+}
+
+// freshActor answers "fresh" and, asked to "hold", answers only when
+// hold is closed.
+type freshActor struct{ entered, hold chan struct{} }
+
+func (f freshActor) Receive(ctx actor.Context, msg any) {
+	switch msg {
+	case "hold":
+		f.entered <- struct{}{}
+		<-f.hold
+		ctx.Reply("fresh")
+	case "ping":
+		ctx.Reply("fresh")
+	}
+}
+
+func TestAbandonedTurnIsFenced(t *testing.T) {
+	obs := &mailLog{}
+	hold, holding := make(chan struct{}), make(chan struct{}, 1)
+	hook := &restarter{fresh: func() actor.Actor { return freshActor{entered: holding, hold: hold} }}
+	s := newSched(t, ariel.Config{Workers: 2, TurnBudget: 5 * time.Second, Faults: hook})
+	hook.s.Store(s)
+	observer, _ := s.Spawn(obs)
+	late := &lateActor{entered: make(chan struct{}, 1), release: make(chan struct{}), observer: observer}
+	if err := s.Register("late", func(string) actor.Actor { return late }, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetTurnBudget("late", 40*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	ref := actor.Virtual("late", "a")
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Ask(askCtx(t), ref, "block")
+		done <- err
+	}()
+	<-late.entered
+	stale := ref.WithIncarnation(1)
+	// The ask of the abandoned turn fails at once (not at its deadline),
+	// with ErrActorTerminated.
+	if err := <-done; !errors.Is(err, actor.ErrActorTerminated) {
+		t.Fatalf("ask of the abandoned turn: %v, want ErrActorTerminated", err)
+	}
+	if got, err := s.Ask(askCtx(t), ref, "ping"); err != nil || got != "fresh" {
+		t.Fatalf("new incarnation: %v, %v", got, err)
+	}
+	if st := s.State(stale); st != actor.ActorTerminated {
+		t.Fatalf("stale reference reads %v, want ActorTerminated", st)
+	}
+	// The new incarnation's caller waits while the abandoned goroutine
+	// wakes up and replies: the late reply must not reach it.
+	held := make(chan any, 1)
+	go func() {
+		v, err := s.Ask(askCtx(t), ref, "hold")
+		if err != nil {
+			v = err
+		}
+		held <- v
+	}()
+	<-holding
+	close(late.release)
+	waitStuck(t, s, 0)
+	close(hold)
+	if v := <-held; v != "fresh" {
+		t.Fatalf("the new incarnation's caller got %v", v)
+	}
+	waitIdle(t, s)
+	if got := obs.messages(); len(got) != 0 {
+		t.Fatalf("the abandoned turn reached the observer: %v", got)
+	}
+	st := s.Stats()
+	if st.Fenced < 5 || st.Exhausted != 1 || st.Stuck != 0 {
+		t.Fatalf("stats = %+v, want 5 fenced effects of one abandoned turn", st)
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	if len(hook.got) != 1 || !hook.got[0].Abandoned || hook.got[0].Incarnation != 1 || hook.got[0].Outcome != ariel.BudgetExhausted {
+		t.Fatalf("faults = %+v", hook.got)
+	}
+}
+
+// waitFor polls cond until it holds (at most 20 s).
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// silent is an Activator that attaches nothing: the test does.
+type silent struct{}
+
+func (silent) Ring(actor.Ref) {}
+
+// The mail an abandoned turn had taken with it (one batch) goes back to
+// the mailbox, in order, for the next incarnation.
+func TestAbandonedTurnReturnsItsBatch(t *testing.T) {
+	rec := &mailLog{}
+	hook := &restarter{fresh: func() actor.Actor { return rec }}
+	s := newSched(t, ariel.Config{Workers: 1, TurnBudget: 40 * time.Millisecond, Faults: hook, Activator: silent{}})
+	hook.s.Store(s)
+	b := newBlocker()
+	defer close(b.release)
+	if err := s.Register("batch", func(string) actor.Actor { return b }, 0); err != nil {
+		t.Fatal(err)
+	}
+	ref := actor.Virtual("batch", "a")
+	if err := s.EnsureCell(ref, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []any{"block", 1, 2, 3, 4, 5}
+	for _, m := range msgs {
+		if err := s.Tell(ref, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AttachAt(ref, 1, b); err != nil { // all six wait: one batch
+		t.Fatal(err)
+	}
+	<-b.entered
+	waitFor(t, func() bool { return len(rec.messages()) == len(msgs)-1 })
+	if got := rec.messages(); !slices.Equal(got, msgs[1:]) {
+		t.Fatalf("the next incarnation got %v, want %v", got, msgs[1:])
+	}
+}
+
+// Replacement workers are capped: past MaxReplacements a stuck worker is
+// not replaced, the pool runs below its size and reports Degraded, and
+// it recovers when stuck goroutines return.
+func TestReplacementCap(t *testing.T) {
+	const stuckActors = 4
+	release := make(chan struct{})
+	entered := make(chan struct{}, stuckActors)
+	s := newSched(t, ariel.Config{Workers: 1, MaxReplacements: 2, TurnBudget: 20 * time.Millisecond, Faults: &ariel.LogFaults{}})
+	before := runtime.NumGoroutine()
+	for range stuckActors {
+		ref, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+			if msg == "block" {
+				entered <- struct{}{}
+				<-release
+			}
+		}))
+		if err := s.Tell(ref, "block"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One worker, cap two: three turns get stuck (the first two are
+	// replaced, the third is not) and the fourth waits for a worker.
+	waitFor(t, func() bool { return s.Stats().Stuck == 3 })
+	st := s.Stats()
+	if st.Workers != 0 || !st.Degraded || st.Unreplaced != 1 {
+		t.Fatalf("stats = %+v, want a degraded pool with no live worker", st)
+	}
+	if extra := runtime.NumGoroutine() - before; extra > 3 {
+		t.Fatalf("%d goroutines beyond the pool for 3 stuck turns", extra)
+	}
+	close(release)
+	waitStuck(t, s, 0)
+	waitIdle(t, s) // the fourth actor ran on the worker the pool got back
+	if st := s.Stats(); st.Degraded || st.Workers != 1 || len(entered) != stuckActors {
+		t.Fatalf("stats after release = %+v, %d turns entered", st, len(entered))
+	}
+}
+
+// A turn spinning on the CPU is abandoned like a blocked one; the spin
+// ends at cleanup so it does not eat a core for the rest of the run.
+func TestSpinningTurnIsAbandoned(t *testing.T) {
+	var stop atomic.Bool
+	s := newSched(t, ariel.Config{Workers: 1, TurnBudget: 20 * time.Millisecond, Faults: &ariel.LogFaults{}})
+	t.Cleanup(func() { stop.Store(true); waitStuck(t, s, 0) })
+	spin, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if msg == "spin" {
+			for !stop.Load() {
+			}
+		}
+	}))
+	if _, err := s.Ask(askCtx(t), spin, "spin"); !errors.Is(err, actor.ErrActorTerminated) {
+		t.Fatalf("ask of a spinning turn: %v, want ErrActorTerminated", err)
+	}
+	e, _ := s.Spawn(echo{})
+	if got, err := s.Ask(askCtx(t), e, "alive"); err != nil || got != "alive" {
+		t.Fatalf("ask beside a spinning turn: %v, %v", got, err)
+	}
+}

@@ -71,6 +71,7 @@ type Scheduler struct {
 	// minBudget is the smallest turn budget in force (the scheduler's or
 	// a kind's), in nanoseconds: it sets the watchdog's period.
 	minBudget atomic.Int64
+	rearm     chan struct{} // tells the watchdog that minBudget changed
 
 	lifeMu  sync.Mutex
 	closing atomic.Bool
@@ -109,6 +110,7 @@ func New(cfg Config) (*Scheduler, error) {
 		kinds:   map[string]kindInfo{},
 		idleCh:  make(chan struct{}),
 		closed:  make(chan struct{}),
+		rearm:   make(chan struct{}, 1),
 	}
 	s.minBudget.Store(int64(cfg.TurnBudget))
 	s.clock = cfg.Clock

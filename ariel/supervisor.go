@@ -147,7 +147,12 @@ func (s *Scheduler) SetTurnBudget(kind string, d time.Duration) error {
 			least = k.budget
 		}
 	}
-	s.minBudget.Store(int64(least))
+	if s.minBudget.Swap(int64(least)) != int64(least) {
+		select {
+		case s.rearm <- struct{}{}:
+		default:
+		}
+	}
 	return nil
 }
 

@@ -29,6 +29,9 @@ func (s *Scheduler) watchdog() {
 		case <-s.closed:
 			t.Stop()
 			return
+		case <-s.rearm: // a smaller budget came into force
+			t.Stop()
+			continue
 		case <-tick:
 		}
 		now := s.clock.Now()

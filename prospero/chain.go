@@ -227,6 +227,13 @@ func (s *Supervisor) turnWrite(id Identity, inc uint64, a actor.Actor, activity 
 	}
 	state, err := p.MarshalState()
 	s.mu.Lock()
+	if !s.core.Current(id, inc, false) {
+		// The turn was abandoned while it marshalled (its outputs are
+		// dropped with it): its state is stale and must not be written.
+		s.stale++
+		s.mu.Unlock()
+		return
+	}
 	if err != nil {
 		err = fmt.Errorf("marshal state: %w", err)
 		rerr := &CommitError{ID: id, Err: err}

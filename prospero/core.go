@@ -386,6 +386,20 @@ func (c *Core) turnDone(id Identity, inc uint64, activity bool, now time.Time) (
 	return persist, e.version
 }
 
+// Current reports whether inc is the attached activation of id (and not
+// being passivated, retired or restarted): what a write of its state,
+// decided earlier, must still find before it is made.
+func (c *Core) Current(id Identity, inc uint64, passivating bool) bool {
+	e, ok := c.entries[id]
+	if !ok || e.inc != inc {
+		return false
+	}
+	if passivating {
+		return e.phase == phasePassivating
+	}
+	return e.phase == phaseActive
+}
+
 // Persisted reports that the state of id under incarnation inc was
 // written at rest with the new version.
 func (c *Core) Persisted(id Identity, inc, version uint64, now time.Time) {
@@ -443,8 +457,21 @@ func (c *Core) CommitFailed(id Identity, inc uint64, err error, now time.Time) {
 // ignored. The kind's remedy is decided (Decide): Restart and Hydrate
 // take the actor out of service (OpStop) and bring it back after the
 // back-off; Retire, chosen or escalated to, issues OpRetire.
+//
+// An abandoned turn (f.Abandoned) is reported with EventTurnAbandoned
+// first. If it was the final turn of a passivation, that passivation
+// ends without writing state (the final callback will never report):
+// the state at rest stays what it was, and waiting mail activates the
+// identity again from it.
 func (c *Core) Fault(f Fault, now time.Time) {
 	e, ok := c.entries[f.ID]
+	if f.Abandoned {
+		c.emit(Event{Type: EventTurnAbandoned, At: now, ID: f.ID, Incarnation: f.Incarnation, Cause: f.Cause, Err: f.Err})
+		if ok && e.inc == f.Incarnation && e.phase == phasePassivating {
+			c.Passivated(f.ID, e.version, false, now)
+			return
+		}
+	}
 	if !ok || e.inc != f.Incarnation || e.phase != phaseActive {
 		return
 	}

@@ -41,11 +41,15 @@ const (
 	EventRetired
 	// EventStoreError: state at rest could not be read or written.
 	EventStoreError
+	// EventTurnAbandoned: a turn ran past its kind's budget and was taken
+	// away from its goroutine, which may never return; the remedy (the
+	// Fault event that follows) applies at once.
+	EventTurnAbandoned
 )
 
 var eventNames = [...]string{"", "Activated", "Hydrated", "HydrationQueued", "Passivating",
 	"Passivated", "Persisted", "Fault", "Restarting", "Restarted", "Rehydrated", "Escalated",
-	"Retired", "StoreError"}
+	"Retired", "StoreError", "TurnAbandoned"}
 
 func (t EventType) String() string {
 	if int(t) < len(eventNames) && t != 0 {
@@ -90,6 +94,8 @@ func (e Event) String() string {
 	switch e.Type {
 	case EventFault:
 		s += fmt.Sprintf(" cause=%s remedy=%s", e.Cause, e.Remedy)
+	case EventTurnAbandoned:
+		s += " cause=" + e.Cause.String()
 	case EventRestarting:
 		s += fmt.Sprintf(" remedy=%s delay=%s", e.Remedy, e.Delay)
 	case EventPassivating:

@@ -98,7 +98,9 @@ type KindOptions struct {
 	// long (default 10 min). NeverIdle disables idle passivation.
 	IdleTimeout time.Duration
 	// TurnBudget is the longest a turn may run before it is
-	// BudgetExhausted, a fault (default 5 s).
+	// BudgetExhausted, a fault: the host abandons the turn and the Remedy
+	// applies at once (default 0: the node scheduler's turn budget, 5 s
+	// unless configured).
 	TurnBudget time.Duration
 	// Remedy applied on a fault (default Restart).
 	Remedy Remedy
@@ -130,7 +132,6 @@ func DefaultKindOptions() KindOptions {
 	return KindOptions{
 		MailboxDepth:   1024,
 		IdleTimeout:    10 * time.Minute,
-		TurnBudget:     5 * time.Second,
 		Remedy:         Restart,
 		MaxRestarts:    3,
 		RestartPeriod:  5 * time.Second,
@@ -147,9 +148,6 @@ func (o KindOptions) WithDefaults() KindOptions {
 	}
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = d.IdleTimeout
-	}
-	if o.TurnBudget == 0 {
-		o.TurnBudget = d.TurnBudget
 	}
 	if o.MaxRestarts == 0 {
 		o.MaxRestarts = d.MaxRestarts

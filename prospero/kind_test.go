@@ -13,7 +13,7 @@ import (
 func TestKindOptionsDefaults(t *testing.T) {
 	got := prospero.KindOptions{}.WithDefaults()
 	want := prospero.DefaultKindOptions()
-	if got.MailboxDepth != 1024 || got.IdleTimeout != 10*time.Minute || got.TurnBudget != 5*time.Second ||
+	if got.MailboxDepth != 1024 || got.IdleTimeout != 10*time.Minute || got.TurnBudget != 0 ||
 		got.Remedy != prospero.Restart || got.MaxRestarts != 3 || got.RestartPeriod != 5*time.Second {
 		t.Fatalf("defaults: got %+v", got)
 	}

@@ -36,6 +36,11 @@ type Fault struct {
 	Cause       FaultCause
 	// Err describes the failure (the panic value, the overrun); may be nil.
 	Err error
+	// Abandoned: the turn (FaultBudgetExhausted) was taken away from a
+	// goroutine that had not returned, and the host already took the
+	// actor value out of service; whatever that goroutine does later is
+	// discarded.
+	Abandoned bool
 }
 
 // RestartHistory remembers when an identity was last restarted (or

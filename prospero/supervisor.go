@@ -190,6 +190,9 @@ type Supervisor struct {
 	started                 bool
 	closed                  bool
 	settled                 chan struct{} // closed when the core settles after Shutdown
+	// abandoned and stale count TurnAbandoned reports and state writes
+	// dropped because their turn was abandoned.
+	abandoned, stale uint64
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -313,11 +316,25 @@ func (s *Supervisor) lastUseOf(id Identity) (time.Time, bool) {
 // Fault reports a failed turn (a panic or an exhausted budget) of the
 // incarnation inc of ref.
 func (s *Supervisor) Fault(ref actor.Ref, inc uint64, cause FaultCause, err error) {
+	s.report(Fault{ID: IdentityOf(ref), Incarnation: inc, Cause: cause, Err: err})
+}
+
+// TurnAbandoned reports a turn of incarnation inc of ref that ran past
+// its budget and that the host took away from its goroutine (which may
+// never return): the host has already taken the actor value out of
+// service, keeping its mail, so the kind's remedy applies at once.
+func (s *Supervisor) TurnAbandoned(ref actor.Ref, inc uint64, err error) {
+	s.report(Fault{ID: IdentityOf(ref), Incarnation: inc, Cause: FaultBudgetExhausted, Err: err, Abandoned: true})
+}
+
+func (s *Supervisor) report(f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id := IdentityOf(ref)
-	s.markFailedLocked(id, inc, err)
-	s.core.Fault(Fault{ID: id, Incarnation: inc, Cause: cause, Err: err}, s.clock.Now())
+	if f.Abandoned {
+		s.abandoned++
+	}
+	s.markFailedLocked(f.ID, f.Incarnation, f.Err)
+	s.core.Fault(f, s.clock.Now())
 	s.dispatchLocked()
 }
 
@@ -391,6 +408,12 @@ type Stats struct {
 	// Store counts the group commits of a store that reports them
 	// (BoltStore): writes per fsync is Store.Writes / Store.Groups.
 	Store CommitStats
+	// Abandoned counts turns the host abandoned past their budget
+	// (reported with TurnAbandoned).
+	Abandoned uint64
+	// StaleWrites counts states marshalled by a turn that was abandoned
+	// meanwhile and therefore not written at rest.
+	StaleWrites uint64
 }
 
 // Stats returns a snapshot.
@@ -399,7 +422,8 @@ func (s *Supervisor) Stats() Stats {
 	defer s.mu.Unlock()
 	in, wait := s.core.Hydrating()
 	st := Stats{Entries: s.core.Entries(), Active: s.core.Active(), Hydrating: in, Waiting: wait, Unsaved: len(s.unsaved),
-		Commits: s.commits, CommitFailures: s.commitFailures}
+		Commits: s.commits, CommitFailures: s.commitFailures,
+		Abandoned: s.abandoned, StaleWrites: s.stale}
 	if cs, ok := s.store.(interface{ CommitStats() CommitStats }); ok {
 		st.Store = cs.CommitStats()
 	}
@@ -537,6 +561,13 @@ func (s *Supervisor) passivateLocked(c Command) {
 			state, err = p.MarshalState()
 		}
 		s.mu.Lock()
+		if !s.core.Current(c.ID, c.Incarnation, true) {
+			// The final turn was abandoned (the passivation ended
+			// without it): its state is stale.
+			s.stale++
+			s.mu.Unlock()
+			return
+		}
 		if err != nil {
 			s.core.PersistFailed(c.ID, c.Incarnation, err, s.clock.Now())
 		}

@@ -130,11 +130,14 @@ func (f arielFaults) Fault(x ariel.Fault) {
 	if !x.Ref.IsVirtual() {
 		return
 	}
-	cause := prospero.FaultPanic
-	if x.Outcome == ariel.BudgetExhausted {
-		cause = prospero.FaultBudgetExhausted
+	switch {
+	case x.Abandoned:
+		f.s.TurnAbandoned(x.Ref, x.Incarnation, x.Err)
+	case x.Outcome == ariel.BudgetExhausted:
+		f.s.Fault(x.Ref, x.Incarnation, prospero.FaultBudgetExhausted, x.Err)
+	default:
+		f.s.Fault(x.Ref, x.Incarnation, prospero.FaultPanic, x.Err)
 	}
-	f.s.Fault(x.Ref, x.Incarnation, cause, x.Err)
 }
 
 // touchRouter records activity of virtual actors on every routed
@@ -170,6 +173,9 @@ func Start(s *prospero.Supervisor, sched *ariel.Scheduler) error {
 			return err
 		}
 		if err := sched.SetReentrancy(name, k.Options.Reentrancy); err != nil {
+			return err
+		}
+		if err := sched.SetTurnBudget(name, k.Options.TurnBudget); err != nil {
 			return err
 		}
 	}

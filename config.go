@@ -162,6 +162,9 @@ func (c Config) withDefaults() Config {
 	if s.TurnBudget == 0 {
 		s.TurnBudget = ds.TurnBudget
 	}
+	if s.MaxReplacements == 0 {
+		s.MaxReplacements = ds.MaxReplacements
+	}
 	if s.Clock == nil {
 		s.Clock = c.Clock
 	}

@@ -157,16 +157,34 @@ func New(cfg Config) (*Node, error) {
 	n.man = manifest.Build(manifest.Options{
 		Env: manifest.Detect(),
 		Capacities: manifest.Capacities{
-			Workers:          cfg.Scheduler.Workers,
-			MailboxDepth:     cfg.Scheduler.MailboxCapacity,
-			TurnBudget:       cfg.Scheduler.TurnBudget,
-			FairnessMessages: cfg.Scheduler.FairnessMessages,
-			FairnessTime:     cfg.Scheduler.FairnessTime,
-			HydrationBudget:  cfg.Supervisor.HydrationBudget,
-			MaxActive:        cfg.Supervisor.MaxActive,
+			Workers:            cfg.Scheduler.Workers,
+			MailboxDepth:       cfg.Scheduler.MailboxCapacity,
+			TurnBudget:         cfg.Scheduler.TurnBudget,
+			FairnessMessages:   cfg.Scheduler.FairnessMessages,
+			FairnessTime:       cfg.Scheduler.FairnessTime,
+			HydrationBudget:    cfg.Supervisor.HydrationBudget,
+			MaxActive:          cfg.Supervisor.MaxActive,
+			ReplacementWorkers: cfg.Scheduler.MaxReplacements,
 		},
 	})
 	return n, nil
+}
+
+// kindCapacities are the limits the node enforces per registered kind:
+// the ones the scheduler was configured with (arielhost.Start), read
+// back from it.
+func (n *Node) kindCapacities(sched *ariel.Scheduler) []manifest.KindCapacities {
+	names := n.reg.Names()
+	out := make([]manifest.KindCapacities, 0, len(names))
+	for _, name := range names {
+		k, err := n.reg.Lookup(name)
+		if err != nil {
+			continue
+		}
+		out = append(out, manifest.KindCapacities{Kind: name, MailboxDepth: k.Options.MailboxDepth,
+			TurnBudget: sched.TurnBudget(name)})
+	}
+	return out
 }
 
 // Name is the node's name.
@@ -177,7 +195,8 @@ func (n *Node) Config() Config { return n.cfg }
 
 // Manifest returns the node's assumption manifest, computed from its
 // effective scheduler and supervisor configuration and the detected
-// environment.
+// environment; from Start on it also lists each kind's mailbox depth and
+// turn budget.
 func (n *Node) Manifest() manifest.Manifest { return n.man }
 
 // Register adds a kind of virtual actor: factory(key) builds a fresh actor
@@ -353,6 +372,8 @@ func (n *Node) startLocked(ctx context.Context) error {
 	if err := arielhost.Start(sup, sched); err != nil {
 		return err
 	}
+	// The manifest was computed in New; the kinds are known now.
+	n.man.Capacities.Kinds = n.kindCapacities(sched)
 	if n.cl != nil {
 		return n.cl.start(ctx)
 	}
@@ -493,6 +514,25 @@ func (n *Node) WaitReady(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// Degraded explains why the node runs below its configured capacity, or
+// returns "" when it does not: turns abandoned past their budget that
+// have not returned hold more goroutines than the scheduler's
+// replacement cap allows, so its pool runs short of workers. The node
+// still answers (supervision, the HTTP API and mail for other nodes do
+// not need the pool), and it recovers as the stuck turns return.
+func (n *Node) Degraded() string {
+	r := n.run.Load()
+	if r == nil {
+		return ""
+	}
+	st := r.sched.Stats()
+	if !st.Degraded {
+		return ""
+	}
+	return fmt.Sprintf("scheduler pool at %d of %d workers: %d turns stuck past their budget, replacement cap %d reached",
+		st.Workers, n.cfg.Scheduler.Workers, st.Stuck, n.cfg.Scheduler.MaxReplacements)
 }
 
 // Live reports whether the node's process is healthy: it was not closed.

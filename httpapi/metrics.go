@@ -287,6 +287,7 @@ type nodeCollector struct{ n *tempest.Node }
 
 var nodeDescs = struct {
 	turns, msgs, refused, undelivered, panics, exhausted, expired *prometheus.Desc
+	stuck, fenced, workers, degraded                              *prometheus.Desc
 	active, entries, hydrating, waiting, unsaved                  *prometheus.Desc
 	commits, commitFails, groups, groupWrites                     *prometheus.Desc
 	leader, term, members                                         *prometheus.Desc
@@ -298,7 +299,11 @@ var nodeDescs = struct {
 	refused:     prometheus.NewDesc("tempest_refusals_total", "Sends refused by admission (full mailbox).", nil, nil),
 	undelivered: prometheus.NewDesc("tempest_undelivered_total", "Messages not delivered for any reason (refusals included).", nil, nil),
 	panics:      prometheus.NewDesc("tempest_turn_panics_total", "Handler panics recovered.", nil, nil),
-	exhausted:   prometheus.NewDesc("tempest_turn_budget_exhausted_total", "Turns that ran past the turn budget.", nil, nil),
+	exhausted:   prometheus.NewDesc("tempest_turn_budget_exhausted_total", "Turns that ran past their kind's turn budget and were abandoned.", nil, nil),
+	stuck:       prometheus.NewDesc("tempest_turns_stuck", "Goroutines of abandoned turns that have not returned yet.", nil, nil),
+	fenced:      prometheus.NewDesc("tempest_turn_effects_fenced_total", "Sends, replies, timers and state writes of abandoned turns that were discarded.", nil, nil),
+	workers:     prometheus.NewDesc("tempest_scheduler_workers", "Live scheduler pool workers.", nil, nil),
+	degraded:    prometheus.NewDesc("tempest_scheduler_degraded", "1 while the pool runs below its size because the replacement cap is reached.", nil, nil),
 	expired:     prometheus.NewDesc("tempest_asks_expired_total", "Asks dropped at dequeue because their deadline passed.", nil, nil),
 	active:      prometheus.NewDesc("tempest_actors_active", "Identities with an attached activation.", nil, nil),
 	entries:     prometheus.NewDesc("tempest_actors_in_memory", "Identities in memory (not dormant).", nil, nil),
@@ -322,6 +327,7 @@ var nodeDescs = struct {
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := nodeDescs
 	for _, x := range []*prometheus.Desc{d.turns, d.msgs, d.refused, d.undelivered, d.panics, d.exhausted, d.expired,
+		d.stuck, d.fenced, d.workers, d.degraded,
 		d.active, d.entries, d.hydrating, d.waiting, d.unsaved, d.commits, d.commitFails, d.groups, d.groupWrites, d.leader, d.term, d.members,
 		d.frames, d.bytes, d.links, d.linkErrs, d.ready} {
 		ch <- x
@@ -346,6 +352,14 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.exhausted, s.Exhausted)
 	counter(d.expired, s.Expired)
 	p := st.Supervisor
+	gauge(d.stuck, float64(s.Stuck))
+	counter(d.fenced, s.Fenced+p.StaleWrites)
+	gauge(d.workers, float64(s.Workers))
+	degraded := 0.0
+	if s.Degraded {
+		degraded = 1
+	}
+	gauge(d.degraded, degraded)
 	gauge(d.active, float64(p.Active))
 	gauge(d.entries, float64(p.Entries))
 	gauge(d.hydrating, float64(p.Hydrating))

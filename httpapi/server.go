@@ -72,6 +72,7 @@ type Node interface {
 	Locate(ref actor.Ref) (string, uint64, error)
 	Ready() bool
 	Live() bool
+	Degraded() string
 	Manifest() manifest.Manifest
 	Members() []membership.Member
 	Table() *placement.Table
@@ -522,7 +523,12 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, codeNotReady, "node not ready")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": s.node.Name()})
+	body := map[string]string{"status": "ready", "node": s.node.Name()}
+	if why := s.node.Degraded(); why != "" {
+		// Still ready (it answers and supervises), but short of capacity.
+		body["degraded"] = why
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 // readBody returns the request body (read whole by auth) if it is JSON.

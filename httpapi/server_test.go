@@ -22,7 +22,8 @@ import (
 
 // fakeNode answers by key: the key names the error to return.
 type fakeNode struct {
-	ready bool
+	ready    bool
+	degraded string
 }
 
 var _ Node = (*fakeNode)(nil)
@@ -64,6 +65,7 @@ func (f *fakeNode) Status(_ context.Context, ref actor.Ref) (tempest.Status, err
 func (f *fakeNode) Passivate(context.Context, actor.Ref) error { return nil }
 func (f *fakeNode) Locate(actor.Ref) (string, uint64, error)   { return "fake", 0, nil }
 func (f *fakeNode) Ready() bool                                { return f.ready }
+func (f *fakeNode) Degraded() string                           { return f.degraded }
 func (f *fakeNode) Live() bool                                 { return true }
 func (f *fakeNode) Manifest() manifest.Manifest                { return manifest.Manifest{} }
 func (f *fakeNode) Members() []membership.Member               { return nil }
@@ -175,8 +177,14 @@ func TestHTTPReadiness(t *testing.T) {
 		t.Errorf("healthz of a live node: %d", got)
 	}
 	f.ready = true
-	if got, _, _ := do(t, h, "GET", "/readyz", "", nil); got != 200 {
-		t.Errorf("readyz of a ready node: %d", got)
+	if got, _, body := do(t, h, "GET", "/readyz", "", nil); got != 200 || strings.Contains(body, "degraded") {
+		t.Errorf("readyz of a ready node: %d %s", got, body)
+	}
+	// A degraded node is still ready (it answers and supervises) and says
+	// why it runs short of capacity.
+	f.degraded = "scheduler pool at 0 of 2 workers"
+	if got, _, body := do(t, h, "GET", "/readyz", "", nil); got != 200 || !strings.Contains(body, `"degraded":"scheduler pool at 0 of 2 workers"`) {
+		t.Errorf("readyz of a degraded node: %d %s", got, body)
 	}
 }
 

@@ -23,15 +23,20 @@ func (m Manifest) MarshalBARE() ([]byte, error) {
 	}
 	k := m.Capacities
 	w.Capacities = form.Capacities{
-		Workers:          nonNeg(k.Workers),
-		MailboxDepth:     nonNeg(k.MailboxDepth),
-		TurnBudgetNs:     int64(k.TurnBudget),
-		FairnessMessages: nonNeg(k.FairnessMessages),
-		FairnessTimeNs:   int64(k.FairnessTime),
-		HydrationBudget:  nonNeg(k.HydrationBudget),
-		MaxActive:        nonNeg(k.MaxActive),
-		InboundBytes:     k.InboundBytes,
-		CpuQuota:         k.CPUQuota,
+		Workers:            nonNeg(k.Workers),
+		MailboxDepth:       nonNeg(k.MailboxDepth),
+		TurnBudgetNs:       int64(k.TurnBudget),
+		FairnessMessages:   nonNeg(k.FairnessMessages),
+		FairnessTimeNs:     int64(k.FairnessTime),
+		HydrationBudget:    nonNeg(k.HydrationBudget),
+		MaxActive:          nonNeg(k.MaxActive),
+		InboundBytes:       k.InboundBytes,
+		CpuQuota:           k.CPUQuota,
+		ReplacementWorkers: nonNeg(k.ReplacementWorkers),
+	}
+	for _, kc := range k.Kinds {
+		w.Capacities.Kinds = append(w.Capacities.Kinds, form.KindCapacities{Kind: kc.Kind,
+			MailboxDepth: nonNeg(kc.MailboxDepth), TurnBudgetNs: int64(kc.TurnBudget)})
 	}
 	b, err := w.MarshalBARE()
 	if err != nil {
@@ -60,21 +65,30 @@ func (m *Manifest) UnmarshalBARE(b []byte) error {
 		out.Clauses[c] = Discharge{Substrate: e.Substrate}
 	}
 	k := w.Capacities
-	for _, v := range []uint64{k.Workers, k.MailboxDepth, k.FairnessMessages, k.HydrationBudget, k.MaxActive} {
+	for _, v := range []uint64{k.Workers, k.MailboxDepth, k.FairnessMessages, k.HydrationBudget, k.MaxActive, k.ReplacementWorkers} {
 		if v > math.MaxInt32 {
 			return fmt.Errorf("manifest: capacity %d out of range", v)
 		}
 	}
+	var kinds []KindCapacities
+	for _, kc := range k.Kinds {
+		if kc.MailboxDepth > math.MaxInt32 {
+			return fmt.Errorf("manifest: mailbox depth %d of kind %q out of range", kc.MailboxDepth, kc.Kind)
+		}
+		kinds = append(kinds, KindCapacities{Kind: kc.Kind, MailboxDepth: int(kc.MailboxDepth), TurnBudget: time.Duration(kc.TurnBudgetNs)})
+	}
 	out.Capacities = Capacities{
-		Workers:          int(k.Workers),
-		MailboxDepth:     int(k.MailboxDepth),
-		TurnBudget:       time.Duration(k.TurnBudgetNs),
-		FairnessMessages: int(k.FairnessMessages),
-		FairnessTime:     time.Duration(k.FairnessTimeNs),
-		HydrationBudget:  int(k.HydrationBudget),
-		MaxActive:        int(k.MaxActive),
-		InboundBytes:     k.InboundBytes,
-		CPUQuota:         k.CpuQuota,
+		Workers:            int(k.Workers),
+		MailboxDepth:       int(k.MailboxDepth),
+		TurnBudget:         time.Duration(k.TurnBudgetNs),
+		FairnessMessages:   int(k.FairnessMessages),
+		FairnessTime:       time.Duration(k.FairnessTimeNs),
+		HydrationBudget:    int(k.HydrationBudget),
+		MaxActive:          int(k.MaxActive),
+		InboundBytes:       k.InboundBytes,
+		CPUQuota:           k.CpuQuota,
+		ReplacementWorkers: int(k.ReplacementWorkers),
+		Kinds:              kinds,
 	}
 	*m = out
 	return nil

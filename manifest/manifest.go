@@ -141,6 +141,19 @@ type Capacities struct {
 	// CPUQuota is the CPU limit observed from the container's cgroup, in
 	// cores (0: none found). Recorded, not enforced.
 	CPUQuota float64
+	// ReplacementWorkers caps the workers the scheduler starts beside
+	// turns abandoned past their budget that have not returned; past it
+	// the pool runs below Workers and the node reports itself degraded.
+	ReplacementWorkers int
+	// Kinds are the limits of each registered kind, sorted by name.
+	Kinds []KindCapacities
+}
+
+// KindCapacities are the limits the node enforces for one kind.
+type KindCapacities struct {
+	Kind         string
+	MailboxDepth int           // mailbox bound of each activation
+	TurnBudget   time.Duration // a longer turn is abandoned (BudgetExhausted)
 }
 
 // Manifest is one node's assumption manifest.
@@ -192,6 +205,13 @@ func (m Manifest) String() string {
 	fmt.Fprintf(&b, "  max_active: %d\n", k.MaxActive)
 	fmt.Fprintf(&b, "  inbound_bytes: %d\n", k.InboundBytes)
 	fmt.Fprintf(&b, "  cpu_quota: %g\n", k.CPUQuota)
+	fmt.Fprintf(&b, "  replacement_workers: %d\n", k.ReplacementWorkers)
+	if len(k.Kinds) > 0 {
+		b.WriteString("  kinds:\n")
+		for _, kc := range k.Kinds {
+			fmt.Fprintf(&b, "    %s: mailbox_depth=%d turn_budget=%s\n", kc.Kind, kc.MailboxDepth, kc.TurnBudget)
+		}
+	}
 	return b.String()
 }
 
@@ -234,6 +254,16 @@ type jsonCapacities struct {
 	MaxActive        int     `json:"max_active"`
 	InboundBytes     int64   `json:"inbound_bytes"`
 	CPUQuota         float64 `json:"cpu_quota"`
+	// ReplacementWorkers and Kinds are omitted when zero, so manifests
+	// written before they existed read back equal.
+	ReplacementWorkers int                `json:"replacement_workers,omitempty"`
+	Kinds              []jsonKindCapacity `json:"kinds,omitempty"`
+}
+
+type jsonKindCapacity struct {
+	Kind         string `json:"kind"`
+	MailboxDepth int    `json:"mailbox_depth"`
+	TurnBudget   string `json:"turn_budget"`
 }
 
 // MarshalJSON renders the stable JSON form, including the digest.
@@ -257,7 +287,11 @@ func (m Manifest) MarshalJSON() ([]byte, error) {
 		Workers: k.Workers, MailboxDepth: k.MailboxDepth, TurnBudget: k.TurnBudget.String(),
 		FairnessMessages: k.FairnessMessages, FairnessTime: k.FairnessTime.String(),
 		HydrationBudget: k.HydrationBudget, MaxActive: k.MaxActive, InboundBytes: k.InboundBytes,
-		CPUQuota: k.CPUQuota,
+		CPUQuota: k.CPUQuota, ReplacementWorkers: k.ReplacementWorkers,
+	}
+	for _, kc := range k.Kinds {
+		j.Capacities.Kinds = append(j.Capacities.Kinds, jsonKindCapacity{Kind: kc.Kind,
+			MailboxDepth: kc.MailboxDepth, TurnBudget: kc.TurnBudget.String()})
 	}
 	return json.Marshal(j)
 }
@@ -300,9 +334,17 @@ func (m *Manifest) UnmarshalJSON(b []byte) error {
 		Workers: k.Workers, MailboxDepth: k.MailboxDepth,
 		FairnessMessages: k.FairnessMessages, HydrationBudget: k.HydrationBudget,
 		MaxActive: k.MaxActive, InboundBytes: k.InboundBytes, CPUQuota: k.CPUQuota,
+		ReplacementWorkers: k.ReplacementWorkers,
 	}
 	if out.Capacities.TurnBudget, err = parseDur(k.TurnBudget); err != nil {
 		return err
+	}
+	for _, kc := range k.Kinds {
+		d, err := parseDur(kc.TurnBudget)
+		if err != nil {
+			return err
+		}
+		out.Capacities.Kinds = append(out.Capacities.Kinds, KindCapacities{Kind: kc.Kind, MailboxDepth: kc.MailboxDepth, TurnBudget: d})
 	}
 	if out.Capacities.FairnessTime, err = parseDur(k.FairnessTime); err != nil {
 		return err

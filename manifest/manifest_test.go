@@ -15,6 +15,11 @@ func caps() manifest.Capacities {
 	return manifest.Capacities{
 		Workers: 2, MailboxDepth: 1024, TurnBudget: 5 * time.Second,
 		FairnessMessages: 64, FairnessTime: 200 * time.Microsecond,
+		ReplacementWorkers: 64,
+		Kinds: []manifest.KindCapacities{
+			{Kind: "account", MailboxDepth: 256, TurnBudget: 50 * time.Millisecond},
+			{Kind: "counter", MailboxDepth: 1024, TurnBudget: 5 * time.Second},
+		},
 	}
 }
 
@@ -124,6 +129,10 @@ capacities:
   max_active: 0
   inbound_bytes: 0
   cpu_quota: 0
+  replacement_workers: 64
+  kinds:
+    account: mailbox_depth=256 turn_budget=50ms
+    counter: mailbox_depth=1024 turn_budget=5s
 `
 	for range 20 { // map iteration order must not leak into the text
 		if got := m.String(); got != want {
@@ -142,6 +151,11 @@ func TestDigest(t *testing.T) {
 	c.MailboxDepth = 10
 	if manifest.Build(manifest.Options{Capacities: c}).Digest() == a.Digest() {
 		t.Fatal("digest must change with capacities")
+	}
+	c = caps()
+	c.Kinds[0].TurnBudget = time.Second
+	if manifest.Build(manifest.Options{Capacities: c}).Digest() == a.Digest() {
+		t.Fatal("digest must change with a kind's turn budget")
 	}
 	if manifest.Build(manifest.Options{Simulated: true, Capacities: caps()}).Digest() == a.Digest() {
 		t.Fatal("digest must change with profile")
@@ -171,6 +185,7 @@ func TestJSONRoundTrip(t *testing.T) {
 		`{"profile":"Hosted","authority":"Sovereign","clauses":[{"clause":"Fairness","discharge":"Maybe"}]}`,
 		`{"profile":"Hosted","authority":"Sovereign","clauses":[{"clause":"Fairness","discharge":"Assumed"}]}`,
 		`{"profile":"Hosted","authority":"Sovereign","capacities":{"turn_budget":"soon"}}`,
+		`{"profile":"Hosted","authority":"Sovereign","capacities":{"kinds":[{"kind":"a","turn_budget":"soon"}]}}`,
 	} {
 		if err := json.Unmarshal([]byte(bad), &back); err == nil {
 			t.Errorf("accepted %s", bad)

@@ -246,20 +246,23 @@ func (v *ClauseEntry) UnmarshalBARE(b []byte) error {
 
 // Capacities is the BARE struct declared at manifest.bare:31.
 type Capacities struct {
-	Workers          uint64  `bare:"workers"`
-	MailboxDepth     uint64  `bare:"mailboxDepth"`
-	TurnBudgetNs     int64   `bare:"turnBudgetNs"`
-	FairnessMessages uint64  `bare:"fairnessMessages"`
-	FairnessTimeNs   int64   `bare:"fairnessTimeNs"`
-	HydrationBudget  uint64  `bare:"hydrationBudget"`
-	MaxActive        uint64  `bare:"maxActive"`
-	InboundBytes     int64   `bare:"inboundBytes"`
-	CpuQuota         float64 `bare:"cpuQuota"`
+	Workers            uint64           `bare:"workers"`
+	MailboxDepth       uint64           `bare:"mailboxDepth"`
+	TurnBudgetNs       int64            `bare:"turnBudgetNs"`
+	FairnessMessages   uint64           `bare:"fairnessMessages"`
+	FairnessTimeNs     int64            `bare:"fairnessTimeNs"`
+	HydrationBudget    uint64           `bare:"hydrationBudget"`
+	MaxActive          uint64           `bare:"maxActive"`
+	InboundBytes       int64            `bare:"inboundBytes"`
+	CpuQuota           float64          `bare:"cpuQuota"`
+	ReplacementWorkers uint64           `bare:"replacementWorkers"`
+	Kinds              []KindCapacities `bare:"kinds"`
 }
 
 // AppendBARE appends the BARE encoding of v to dst. It does not allocate
 // when dst has room, except to sort map keys.
 func (v *Capacities) AppendBARE(dst []byte) ([]byte, error) {
+	var err error
 	dst = bare.AppendUint(dst, uint64(v.Workers))
 	dst = bare.AppendUint(dst, uint64(v.MailboxDepth))
 	dst = bare.AppendI64(dst, int64(v.TurnBudgetNs))
@@ -269,6 +272,13 @@ func (v *Capacities) AppendBARE(dst []byte) ([]byte, error) {
 	dst = bare.AppendUint(dst, uint64(v.MaxActive))
 	dst = bare.AppendI64(dst, int64(v.InboundBytes))
 	dst = bare.AppendF64(dst, float64(v.CpuQuota))
+	dst = bare.AppendUint(dst, uint64(v.ReplacementWorkers))
+	dst = bare.AppendUint(dst, uint64(len(v.Kinds)))
+	for i0 := range v.Kinds {
+		if dst, err = v.Kinds[i0].AppendBARE(dst); err != nil {
+			return dst, bare.WrapEncodeError("Kinds"+"["+strconv.Itoa(i0)+"]", err)
+		}
+	}
 	return dst, nil
 }
 
@@ -287,6 +297,18 @@ func (v *Capacities) DecodeBARE(d *bare.Decoder) {
 	v.MaxActive = uint64(d.Uint())
 	v.InboundBytes = int64(d.I64())
 	v.CpuQuota = float64(d.F64())
+	v.ReplacementWorkers = uint64(d.Uint())
+	{
+		n0 := d.Count(10)
+		if cap(v.Kinds) >= n0 {
+			v.Kinds = v.Kinds[:n0]
+		} else {
+			v.Kinds = make([]KindCapacities, n0)
+		}
+		for i0 := range v.Kinds {
+			v.Kinds[i0].DecodeBARE(d)
+		}
+	}
 	d.Leave()
 }
 
@@ -302,7 +324,50 @@ func (v *Capacities) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Manifest is the BARE struct declared at manifest.bare:43.
+// KindCapacities is the BARE struct declared at manifest.bare:46.
+type KindCapacities struct {
+	Kind         string `bare:"kind"`
+	MailboxDepth uint64 `bare:"mailboxDepth"`
+	TurnBudgetNs int64  `bare:"turnBudgetNs"`
+}
+
+// AppendBARE appends the BARE encoding of v to dst. It does not allocate
+// when dst has room, except to sort map keys.
+func (v *KindCapacities) AppendBARE(dst []byte) ([]byte, error) {
+	var err error
+	if dst, err = bare.AppendStr(dst, string(v.Kind)); err != nil {
+		return dst, bare.WrapEncodeError("Kind", err)
+	}
+	dst = bare.AppendUint(dst, uint64(v.MailboxDepth))
+	dst = bare.AppendI64(dst, int64(v.TurnBudgetNs))
+	return dst, nil
+}
+
+// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
+// are reported by d.Err.
+func (v *KindCapacities) DecodeBARE(d *bare.Decoder) {
+	if !d.Enter() {
+		return
+	}
+	v.Kind = string(d.Str())
+	v.MailboxDepth = uint64(d.Uint())
+	v.TurnBudgetNs = int64(d.I64())
+	d.Leave()
+}
+
+// MarshalBARE returns the BARE encoding of v.
+func (v *KindCapacities) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *KindCapacities) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}
+
+// Manifest is the BARE struct declared at manifest.bare:52.
 type Manifest struct {
 	Profile    Profile       `bare:"profile"`
 	Authority  Authority     `bare:"authority"`

@@ -150,9 +150,11 @@ func TestClusterPlacesKindsByFullManifests(t *testing.T) {
 				why = n.Name() + " has no table"
 				return false
 			}
-			for name, man := range mans {
+			for name := range mans {
+				// The node's manifest: the one set, with its kinds'
+				// capacities added at Start.
 				e, ok := tab.Nodes[name]
-				if !ok || e.Manifest.Digest() != man.Digest() {
+				if !ok || e.Manifest.Digest() != nodes[name].Manifest().Digest() {
 					why = fmt.Sprintf("%s's table lacks %s's manifest", n.Name(), name)
 					return false
 				}

@@ -51,10 +51,25 @@
 // A drain cycle ends after FairnessMessages messages or FairnessTime; a busy
 // actor then goes to the back of the injector, so two always-busy actors
 // share a worker. The clock is read only in cycles that meet a backlog, and
-// then every few messages, so a request/reply hop never reads it. A watchdog
-// goroutine outside the pool reports a turn running past TurnBudget as
-// BudgetExhausted through the FaultHook and starts a replacement worker; a
-// panic in a handler is recovered and reported through the same hook.
+// then every few messages, so a request/reply hop never reads it. A
+// panic in a handler is recovered and reported through the FaultHook.
+//
+// A watchdog goroutine outside the pool abandons a turn running past its
+// budget (the kind's, SetTurnBudget, or TurnBudget) within one watchdog
+// period (WatchdogPeriod) after the budget: Go cannot stop the goroutine,
+// so the scheduler stops waiting for it. Each worker has a turn gate, an
+// atomic word it sets around every call into code the scheduler does not
+// control; the watchdog takes the turn with a compare-and-swap on it, so
+// the turn either returned or is abandoned, never both. The ask of the
+// abandoned turn fails at once with actor.ErrActorTerminated, the mail
+// the turn had taken goes back to the head of its mailbox, the actor
+// value is detached (a spawned actor is stopped), the FaultHook gets a
+// BudgetExhausted fault with Abandoned set, and a replacement worker
+// takes the stuck one's place, up to MaxReplacements beside stuck
+// goroutines (past it the pool shrinks and Stats reports Degraded). The
+// abandoned goroutine is fenced: whatever it does through its Context
+// afterwards is discarded and counted (Stats.Fenced), and replies and
+// notices addressed to the abandoned value are dropped on arrival.
 //
 // Every send goes through the Router: LocalRouter resolves actors on this
 // node; the cluster installs a Router that forwards other references over

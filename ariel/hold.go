@@ -26,6 +26,11 @@ import (
 // It is only valid during the hook call.
 type Hold struct{ ex *executor }
 
+// Abandoned reports whether the watchdog abandoned the turn past its
+// budget while the hook ran: its outputs are dropped, and nothing it
+// computed for them (a state to write) should take effect.
+func (h Hold) Abandoned() bool { return h.ex != nil && h.ex.fenced() }
+
 // Wait keeps the turn's outputs back until release is called, and
 // returns release. release(nil) delivers them (in turn order: after the
 // outputs of every earlier held turn of the same actor); release(err)

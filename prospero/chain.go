@@ -19,6 +19,13 @@ type Holder interface {
 	Wait() (release func(err error))
 }
 
+// Abandoner is implemented by a Holder whose turn the host may abandon
+// past its budget (ariel.Hold): Abandoned reports whether it was, so that
+// a state marshalled by that turn is not written.
+type Abandoner interface {
+	Abandoned() bool
+}
+
 // chain orders the writes of one activation's state at rest. At most one
 // write of an identity is in flight: each is conditional on the version
 // the previous one produced. Turn writes that queue behind the one in
@@ -227,7 +234,7 @@ func (s *Supervisor) turnWrite(id Identity, inc uint64, a actor.Actor, activity 
 	}
 	state, err := p.MarshalState()
 	s.mu.Lock()
-	if !s.core.Current(id, inc, false) {
+	if ab, ok := h.(Abandoner); ok && ab.Abandoned() {
 		// The turn was abandoned while it marshalled (its outputs are
 		// dropped with it): its state is stale and must not be written.
 		s.stale++

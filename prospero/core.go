@@ -386,20 +386,6 @@ func (c *Core) turnDone(id Identity, inc uint64, activity bool, now time.Time) (
 	return persist, e.version
 }
 
-// Current reports whether inc is the attached activation of id (and not
-// being passivated, retired or restarted): what a write of its state,
-// decided earlier, must still find before it is made.
-func (c *Core) Current(id Identity, inc uint64, passivating bool) bool {
-	e, ok := c.entries[id]
-	if !ok || e.inc != inc {
-		return false
-	}
-	if passivating {
-		return e.phase == phasePassivating
-	}
-	return e.phase == phaseActive
-}
-
 // Persisted reports that the state of id under incarnation inc was
 // written at rest with the new version.
 func (c *Core) Persisted(id Identity, inc, version uint64, now time.Time) {

@@ -94,7 +94,12 @@
 //
 // # Faults and remedies
 //
-// A panic or a BudgetExhausted turn is a fault. Decide applies the
+// A panic or a BudgetExhausted turn is a fault. A BudgetExhausted turn
+// is abandoned by the host before it is reported (TurnAbandoned,
+// EventTurnAbandoned): the actor value is already out of service, so the
+// remedy applies at once, without waiting for a turn that may never
+// return, and a state that turn marshals afterwards is not written.
+// Decide applies the
 // kind's remedy under restart intensity: Restart (new incarnation, from
 // the last state at rest or empty), Hydrate (reload the last state at
 // rest, same incarnation) or Retire (the actor and its state go as a

@@ -193,9 +193,18 @@ type Supervisor struct {
 	// abandoned and stale count TurnAbandoned reports and state writes
 	// dropped because their turn was abandoned.
 	abandoned, stale uint64
+	// passing holds the passivation whose final turn is outstanding, per
+	// identity, so that an abandoned final turn's state is not written.
+	passing map[Identity]*passing
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+}
+
+// passing is one passivation's final turn, outstanding.
+type passing struct {
+	inc       uint64
+	abandoned bool // the turn was abandoned: its state is stale
 }
 
 type job struct {
@@ -213,6 +222,7 @@ func NewSupervisor(cfg Config) (*Supervisor, error) {
 	s := &Supervisor{
 		cfg: cfg, reg: NewRegistry(), store: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
 		unsaved: make(map[Identity]Record),
+		passing: make(map[Identity]*passing),
 		chains:  make(map[Identity]*chain),
 		settled: make(chan struct{}),
 	}
@@ -332,6 +342,12 @@ func (s *Supervisor) report(f Fault) {
 	defer s.mu.Unlock()
 	if f.Abandoned {
 		s.abandoned++
+		if tok := s.passing[f.ID]; tok != nil && tok.inc == f.Incarnation {
+			// The passivation's final turn will report nothing that
+			// may be written.
+			tok.abandoned = true
+			delete(s.passing, f.ID)
+		}
 	}
 	s.markFailedLocked(f.ID, f.Incarnation, f.Err)
 	s.core.Fault(f, s.clock.Now())
@@ -552,6 +568,8 @@ func (s *Supervisor) pushJobLocked(j job) {
 // passivateLocked asks the host for the final turn; the state is
 // captured inside it and written by an I/O worker.
 func (s *Supervisor) passivateLocked(c Command) {
+	tok := &passing{inc: c.Incarnation}
+	s.passing[c.ID] = tok
 	final := func(a actor.Actor) {
 		var state []byte
 		var err error
@@ -561,9 +579,12 @@ func (s *Supervisor) passivateLocked(c Command) {
 			state, err = p.MarshalState()
 		}
 		s.mu.Lock()
-		if !s.core.Current(c.ID, c.Incarnation, true) {
-			// The final turn was abandoned (the passivation ended
-			// without it): its state is stale.
+		if s.passing[c.ID] == tok {
+			delete(s.passing, c.ID)
+		}
+		if tok.abandoned {
+			// The final turn was abandoned while it marshalled (the
+			// passivation ended without it): its state is stale.
 			s.stale++
 			s.mu.Unlock()
 			return
@@ -600,11 +621,13 @@ func (s *Supervisor) passivateLocked(c Command) {
 		s.dispatchLocked()
 	}
 	if s.host == nil {
+		delete(s.passing, c.ID)
 		s.core.Passivated(c.ID, c.Version, false, s.clock.Now())
 		return
 	}
 	if err := s.host.Passivate(c.ID.Ref().WithIncarnation(c.Incarnation), final); err != nil {
 		// The cell is gone (stopped): nothing to save.
+		delete(s.passing, c.ID)
 		s.core.Passivated(c.ID, c.Version, false, s.clock.Now())
 	}
 }

@@ -230,9 +230,9 @@ func TestReplacementCap(t *testing.T) {
 	if st.Workers != 0 || !st.Degraded || st.Unreplaced != 1 {
 		t.Fatalf("stats = %+v, want a degraded pool with no live worker", st)
 	}
-	if extra := runtime.NumGoroutine() - before; extra > 3 {
-		t.Fatalf("%d goroutines beyond the pool for 3 stuck turns", extra)
-	}
+	// The original worker was counted before: two replacements beyond it
+	// (timer callbacks come and go, so wait for the count to settle).
+	waitFor(t, func() bool { return runtime.NumGoroutine()-before <= 2 })
 	close(release)
 	waitStuck(t, s, 0)
 	waitIdle(t, s) // the fourth actor ran on the worker the pool got back

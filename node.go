@@ -660,10 +660,15 @@ type Status struct {
 	// ActorTerminated (a pinned incarnation was re-minted or retired),
 	// ProcessUnavailable (its owner node is gone and it is not re-placed
 	// yet) or Unknown.
+	//
+	// A virtual actor exists conceptually forever: an identity that was
+	// never activated is Dormant with Incarnation 1, which is what it is
+	// activated as when its first message arrives.
 	State actor.ReferenceState
 	// Node is the node that runs (or would run) the identity.
 	Node string
-	// Incarnation is the identity's current incarnation.
+	// Incarnation is the identity's current incarnation (1 for one never
+	// activated, see State).
 	Incarnation uint64
 	// Active reports whether the identity is in memory on Node.
 	Active bool

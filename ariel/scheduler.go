@@ -159,7 +159,8 @@ func (s *Scheduler) Clock() Clock { return s.clock }
 
 // Close stops every goroutine the scheduler started. Mail still queued is
 // dropped; pending asks from program code fail with ErrClosed at their
-// deadline or context. Close waits for running turns to return, up to ctx.
+// deadline or context. Close waits for running turns to return, up to ctx (not for turns the
+// watchdog abandoned: their goroutines end whenever their handlers return).
 // It is idempotent.
 func (s *Scheduler) Close(ctx context.Context) error {
 	s.lifeMu.Lock()

@@ -43,7 +43,8 @@ const (
 	kUndelivered
 	kTimeout
 	kFunc
-	kTimer // a tick of an activation's timer (*actTimer)
+	kTimer  // a tick of an activation's timer (*actTimer)
+	kNotice // a notice for the identity (*notice), see Scheduler.Notify
 )
 
 // envelope is one message in a mailbox. Envelopes are stored by value in

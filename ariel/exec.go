@@ -228,6 +228,15 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 		ex.normal, ex.tick = c.after != nil, !t.keep
 		ex.invoke(c, e, t.msg)
 		ex.normal, ex.tick = false, false
+	case kNotice:
+		n := e.msg.(*notice)
+		if c.act == nil || (n.accept != nil && !n.accept()) {
+			return true // superseded since it was queued
+		}
+		// A notice is not activity either: the identity's own schedule.
+		ex.normal, ex.tick = c.after != nil, true
+		ex.invoke(c, e, n.msg)
+		ex.normal, ex.tick = false, false
 	case kReply:
 		r := e.msg.(*replyMsg)
 		reent := c.reent != actor.Reentrant

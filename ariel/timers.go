@@ -1,6 +1,7 @@
 package ariel
 
 import (
+	"errors"
 	"sync"
 	"time"
 
@@ -199,4 +200,46 @@ func (ex *executor) armFenced(d, period time.Duration, msg any, opts []actor.Tim
 	}
 	defer ex.unlockEffect()
 	return ex.arm(d, period, msg, opts)
+}
+
+// notice is the payload of a kNotice envelope.
+type notice struct {
+	msg    any
+	accept func() bool
+}
+
+// Notify delivers msg to the virtual actor ref on this node as a notice
+// for its identity: it is queued in the system lane (never refused by a
+// full mailbox, so the caller bounds what it sends) and, unlike a timer
+// tick, it survives the end of an activation: a dormant identity is
+// activated to receive it (the doorbell rings as for mail). accept, when
+// not nil, runs on the actor's turn thread right before the handler
+// would see msg, and the notice is dropped unless it returns true: the
+// sender's last word on whether msg is still wanted (durable reminders
+// use it so that no tick runs after its reminder was cancelled). The
+// turn does not count as activity for idle passivation. The sender is
+// the zero Ref. Errors: actor.ErrUnknownKind, ErrClosed, and the
+// reference's validation errors.
+func (s *Scheduler) Notify(ref actor.Ref, msg any, accept func() bool) error {
+	if !ref.IsVirtual() {
+		return errors.New("ariel: Notify needs a virtual reference")
+	}
+	if s.closing.Load() {
+		return ErrClosed
+	}
+	n := &notice{msg: msg, accept: accept}
+	for {
+		c, err := s.resolveLocal(ref.Unpinned())
+		if err != nil {
+			return err
+		}
+		if c.pushSys(envelope{kind: kNotice, msg: n}) {
+			s.wake(c, nil)
+			return nil
+		}
+		if !c.gone() {
+			return actor.ErrActorTerminated
+		}
+		s.forget(c)
+	}
 }

@@ -1,0 +1,316 @@
+package reminders_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/reminders"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type bill struct{ Amount int }
+
+// codec stores bill payloads only.
+type codec struct{}
+
+func (codec) Encode(kind string, p any) (string, []byte, error) {
+	if b, ok := p.(bill); ok {
+		return "bill", []byte(fmt.Sprint(b.Amount)), nil
+	}
+	return "", nil, fmt.Errorf("%w: %T", reminders.ErrUnknownPayload, p)
+}
+
+func (codec) Decode(kind, name string, b []byte) (any, error) {
+	var n int
+	_, err := fmt.Sscan(string(b), &n)
+	return bill{n}, err
+}
+
+// deliverer plays the actors: each tick runs at once unless held.
+type deliverer struct {
+	mu    sync.Mutex
+	ticks []reminders.Tick
+	held  []func() bool
+	hold  bool
+}
+
+func (d *deliverer) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.hold {
+		d.held = append(d.held, func() bool {
+			if accept() {
+				d.ticks = append(d.ticks, t)
+				return true
+			}
+			return false
+		})
+		return nil
+	}
+	if accept() {
+		d.ticks = append(d.ticks, t)
+	}
+	return nil
+}
+
+func (d *deliverer) got() []reminders.Tick {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]reminders.Tick(nil), d.ticks...)
+}
+
+var acct = prospero.Identity{Kind: "acct", Key: "1"}
+
+func newEngine(t *testing.T, store prospero.StateStore, d reminders.Deliverer) *reminders.Engine {
+	t.Helper()
+	e, err := reminders.New(reminders.Config{Store: store, Codec: codec{}, Deliver: d,
+		ShardOf: func(prospero.Identity) string { return "s0" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Acquire(context.Background(), "s0"); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func closeEngine(t *testing.T, e *reminders.Engine) {
+	t.Helper()
+	if err := e.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func seqs(ts []reminders.Tick) []uint64 {
+	var out []uint64
+	for _, t := range ts {
+		out = append(out, t.Seq)
+	}
+	return out
+}
+
+// Registration refuses bad input with typed errors and stores nothing.
+func TestRegisterRefusesBadInput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := prospero.NewMemStore()
+		e := newEngine(t, store, &deliverer{})
+		defer closeEngine(t, e)
+		ctx := context.Background()
+		now := time.Now()
+		for _, tc := range []struct {
+			r    reminders.Reminder
+			want error
+		}{
+			{reminders.Reminder{Name: "p", Period: 10 * time.Millisecond}, reminders.ErrPeriodTooShort},
+			{reminders.Reminder{Name: "p", Period: -time.Second}, reminders.ErrPeriodTooShort},
+			{reminders.Reminder{Name: "d", Due: now.Add(-time.Second), Period: time.Minute}, reminders.ErrDueInPast},
+			{reminders.Reminder{Name: "o"}, reminders.ErrDueInPast},
+			{reminders.Reminder{Name: "u", Period: time.Minute, Payload: "not declared"}, reminders.ErrUnknownPayload},
+			{reminders.Reminder{Name: strings.Repeat("n", reminders.MaxNameBytes+1), Period: time.Minute}, reminders.ErrBadName},
+			{reminders.Reminder{Name: "", Period: time.Minute}, reminders.ErrBadName},
+			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo}, reminders.ErrInvalid},
+		} {
+			err := e.RegisterFor(ctx, acct, tc.r)
+			if !errors.Is(err, tc.want) || !errors.Is(err, reminders.ErrInvalid) {
+				t.Errorf("Register(%+v) = %v, want %v", tc.r, err, tc.want)
+			}
+		}
+		for i := range reminders.DefaultMaxPerIdentity {
+			if err := e.RegisterFor(ctx, acct, reminders.Reminder{Name: fmt.Sprint(i), Period: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.RegisterFor(ctx, acct, reminders.Reminder{Name: "one-too-many", Period: time.Minute}); !errors.Is(err, reminders.ErrTooMany) {
+			t.Fatalf("reminder %d: %v, want ErrTooMany", reminders.DefaultMaxPerIdentity+1, err)
+		}
+		// Replacing an existing name is not one more.
+		if err := e.RegisterFor(ctx, acct, reminders.Reminder{Name: "0", Period: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.RegisterFor(ctx, prospero.Identity{Kind: "acct", Key: "x"}, reminders.Reminder{Name: "a", Period: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := e.ListOf(acct); len(got) != reminders.DefaultMaxPerIdentity {
+			t.Fatalf("listed %d", len(got))
+		}
+	})
+}
+
+// A periodic reminder fires on schedule with sequence numbers, its
+// scheduled time and its payload; after Cancel returns, nothing fires,
+// also not a tick that was already in flight.
+func TestFiresOnScheduleAndCancelStopsInFlightTicks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &deliverer{}
+		e := newEngine(t, prospero.NewMemStore(), d)
+		defer closeEngine(t, e)
+		start := time.Now()
+		if err := e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "bill", Period: time.Second,
+			Payload: bill{7}}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3*time.Second + time.Millisecond)
+		got := d.got()
+		if len(got) != 3 {
+			t.Fatalf("ticks %v, want 3", seqs(got))
+		}
+		for i, tk := range got {
+			if tk.Seq != uint64(i+1) || !tk.Scheduled.Equal(start.Add(time.Duration(i+1)*time.Second)) ||
+				tk.Payload != (bill{7}) || tk.Name != "bill" {
+				t.Fatalf("tick %d: %+v", i, tk)
+			}
+		}
+		d.mu.Lock()
+		d.hold = true
+		d.mu.Unlock()
+		time.Sleep(time.Second) // tick 4 in flight, held before the actor's turn
+		synctest.Wait()
+		if err := e.Cancel(context.Background(), acct, "bill"); err != nil {
+			t.Fatal(err)
+		}
+		d.mu.Lock()
+		held := d.held
+		d.hold = false
+		d.mu.Unlock()
+		if len(held) != 1 {
+			t.Fatalf("%d ticks in flight, want 1", len(held))
+		}
+		if held[0]() {
+			t.Fatal("a tick in flight ran after Cancel returned")
+		}
+		time.Sleep(5 * time.Second)
+		if got := d.got(); len(got) != 3 {
+			t.Fatalf("ticks after cancel: %v", seqs(got))
+		}
+		if err := e.Cancel(context.Background(), acct, "bill"); !errors.Is(err, reminders.ErrNotFound) {
+			t.Fatalf("second Cancel: %v", err)
+		}
+	})
+}
+
+// Reminders survive a restart of the engine on the same store, and each
+// catch-up policy decides what happens to the occurrences missed while
+// it was down.
+func TestCatchupAfterRestart(t *testing.T) {
+	for _, tc := range []struct {
+		pol  reminders.Catchup
+		maxN int
+		want []uint64 // ticks after the restart, within half a period
+	}{
+		{reminders.Skip, 0, nil},
+		{reminders.FireOnce, 0, []uint64{12}},
+		{reminders.FireUpTo, 4, []uint64{9, 10, 11, 12}},
+	} {
+		t.Run(tc.pol.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := prospero.NewMemStore()
+				d := &deliverer{}
+				e := newEngine(t, store, d)
+				if err := e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "r", Period: time.Second,
+					Catchup: tc.pol, MaxCatchup: tc.maxN}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(2*time.Second + 500*time.Millisecond) // ticks 1, 2
+				closeEngine(t, e)
+				time.Sleep(10 * time.Second) // down over occurrences 3..12
+				d2 := &deliverer{}
+				e2 := newEngine(t, store, d2)
+				defer closeEngine(t, e2)
+				time.Sleep(100 * time.Millisecond)
+				synctest.Wait()
+				if got := seqs(d2.got()); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+					t.Fatalf("after restart: %v, want %v", got, tc.want)
+				}
+				time.Sleep(time.Second) // back on schedule: occurrence 13
+				if got := d2.got(); len(got) != len(tc.want)+1 || got[len(got)-1].Seq != 13 {
+					t.Fatalf("then: %v, want ... 13", seqs(got))
+				}
+				if st := e2.Stats(); st.Reminders != 1 {
+					t.Fatalf("stats %+v", st)
+				}
+			})
+		})
+	}
+}
+
+// Unregister racing a tick: whichever order the tick's turn and the
+// cancel take, a tick accepted after Cancel returned never exists.
+func TestCancelRacingTicks(t *testing.T) {
+	for round := range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			d := &deliverer{}
+			e := newEngine(t, prospero.NewMemStore(), d)
+			defer closeEngine(t, e)
+			if err := e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "r", Period: time.Second}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(round) * 50 * time.Millisecond)
+			var cancelled time.Time
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				time.Sleep(time.Second)
+				if err := e.Cancel(context.Background(), acct, "r"); err != nil {
+					t.Error(err)
+				}
+				cancelled = time.Now()
+			})
+			wg.Wait()
+			time.Sleep(3 * time.Second)
+			for _, tk := range d.got() {
+				if tk.Scheduled.After(cancelled) {
+					t.Fatalf("tick %d scheduled %v ran after the cancel at %v", tk.Seq, tk.Scheduled, cancelled)
+				}
+			}
+			if n := len(d.got()); n > 2 {
+				t.Fatalf("%d ticks", n)
+			}
+		})
+	}
+}
+
+// Shards are loaded when taken over and dropped when they leave: a
+// released shard fires nothing here and refuses registrations.
+func TestAcquireRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := prospero.NewMemStore()
+		d := &deliverer{}
+		e := newEngine(t, store, d)
+		defer closeEngine(t, e)
+		ctx := context.Background()
+		if err := e.RegisterFor(ctx, acct, reminders.Reminder{Name: "r", Period: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Release(ctx, "s0"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		if n := len(d.got()); n != 0 {
+			t.Fatalf("a released shard fired %d ticks", n)
+		}
+		if err := e.RegisterFor(ctx, acct, reminders.Reminder{Name: "r", Period: time.Second}); !errors.Is(err, reminders.ErrNotOwner) {
+			t.Fatalf("Register on a released shard: %v", err)
+		}
+		if err := e.Acquire(ctx, "s0"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if got := seqs(d.got()); fmt.Sprint(got) != "[3]" {
+			t.Fatalf("after re-acquire: %v, want [3] (fire-once catch-up)", got)
+		}
+	})
+}

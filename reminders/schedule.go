@@ -1,0 +1,297 @@
+package reminders
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/tempest-actors/tempest/prospero"
+)
+
+// Key names one reminder: its identity and its name.
+type Key struct {
+	ID   prospero.Identity
+	Name string
+}
+
+// entry is one reminder in a Schedule.
+type entry struct {
+	Key
+	shard string
+	first time.Time
+	per   time.Duration
+	pol   Catchup
+	maxN  int
+	ptype string // payload message name ("" none)
+	pdata []byte // payload bytes as stored
+	pval  any    // payload decoded (what ticks carry)
+	gen   uint64 // registration generation: a re-registration gets a new one
+
+	fired uint64 // seq of the last tick delivered (0: none)
+	next  uint64 // seq of the next occurrence to fire
+
+	outSeq uint64    // seq in flight (0: none)
+	outAt  time.Time // when it was dispatched
+	burst  int       // further catch-up ticks owed by a FireUpTo run
+
+	due time.Time // heap key: next fire, or the delivery deadline while in flight
+	idx int       // heap index, -1 when not queued
+}
+
+func (e *entry) scheduled(seq uint64) time.Time {
+	return e.first.Add(time.Duration(seq-1) * e.per)
+}
+
+// lastDue is the sequence number of the newest occurrence due at now.
+func (e *entry) lastDue(now time.Time) uint64 {
+	if now.Before(e.first) {
+		return 0
+	}
+	if e.per == 0 {
+		return 1
+	}
+	return uint64(now.Sub(e.first)/e.per) + 1
+}
+
+// Fire is a tick the Schedule wants delivered now.
+type Fire struct {
+	Key
+	Shard     string
+	Gen       uint64
+	Seq       uint64
+	Scheduled time.Time
+	Late      time.Duration // now − Scheduled
+	payload   any
+}
+
+// Counts are the Schedule's tick counters.
+type Counts struct {
+	Fired   uint64 // ticks dispatched for delivery
+	Skipped uint64 // occurrences not delivered by a catch-up policy
+	Failed  uint64 // dispatched ticks not delivered within the delivery timeout, or refused
+}
+
+// Schedule is the deterministic core of the reminder engine: every
+// reminder of the shards this node holds, in one timer heap ordered by
+// next due time. It has no goroutines, no clock and no I/O; callers pass
+// time in. It is not safe for concurrent use.
+//
+// A reminder has at most one tick in flight: Due dispatches it and
+// moves the reminder's heap slot to the delivery deadline; Delivered (at
+// the actor's turn) or Failed (delivery refused) ends the flight, and a
+// flight that reaches its deadline counts as failed and is retried.
+type Schedule struct {
+	byKey   map[Key]*entry
+	byID    map[prospero.Identity]map[string]*entry
+	byShard map[string]map[*entry]struct{}
+	h       entryHeap
+	timeout time.Duration
+	counts  Counts
+}
+
+// NewSchedule returns an empty schedule whose ticks count as failed when
+// not delivered within deliveryTimeout.
+func NewSchedule(deliveryTimeout time.Duration) *Schedule {
+	return &Schedule{byKey: map[Key]*entry{}, byID: map[prospero.Identity]map[string]*entry{},
+		byShard: map[string]map[*entry]struct{}{}, timeout: deliveryTimeout}
+}
+
+// Len is the number of reminders held.
+func (s *Schedule) Len() int { return len(s.byKey) }
+
+// Counts returns the tick counters.
+func (s *Schedule) Counts() Counts { return s.counts }
+
+// put adds e (replacing a reminder of the same key) and queues it.
+func (s *Schedule) put(e *entry) {
+	s.remove(e.Key)
+	if e.next == 0 {
+		e.next = e.fired + 1
+	}
+	e.due = e.scheduled(e.next)
+	s.byKey[e.Key] = e
+	m := s.byID[e.ID]
+	if m == nil {
+		m = map[string]*entry{}
+		s.byID[e.ID] = m
+	}
+	m[e.Name] = e
+	sh := s.byShard[e.shard]
+	if sh == nil {
+		sh = map[*entry]struct{}{}
+		s.byShard[e.shard] = sh
+	}
+	sh[e] = struct{}{}
+	heap.Push(&s.h, e)
+}
+
+// remove drops the reminder k; it reports whether it was held.
+func (s *Schedule) remove(k Key) bool {
+	e, ok := s.byKey[k]
+	if !ok {
+		return false
+	}
+	delete(s.byKey, k)
+	if m := s.byID[k.ID]; m != nil {
+		delete(m, k.Name)
+		if len(m) == 0 {
+			delete(s.byID, k.ID)
+		}
+	}
+	if sh := s.byShard[e.shard]; sh != nil {
+		delete(sh, e)
+		if len(sh) == 0 {
+			delete(s.byShard, e.shard)
+		}
+	}
+	if e.idx >= 0 {
+		heap.Remove(&s.h, e.idx)
+	}
+	return true
+}
+
+// dropShard forgets every reminder of shard.
+func (s *Schedule) dropShard(shard string) int {
+	sh := s.byShard[shard]
+	n := len(sh)
+	for e := range sh {
+		s.remove(e.Key)
+	}
+	return n
+}
+
+// of returns the reminders of id (nil if none).
+func (s *Schedule) of(id prospero.Identity) map[string]*entry { return s.byID[id] }
+
+// Next returns when Due next has work, and false when nothing is held.
+func (s *Schedule) Next() (time.Time, bool) {
+	if len(s.h) == 0 {
+		return time.Time{}, false
+	}
+	return s.h[0].due, true
+}
+
+// Due appends to dst the ticks to deliver at now and returns dst. Each
+// dispatched reminder is in flight until Delivered or Failed.
+func (s *Schedule) Due(now time.Time, dst []Fire) []Fire {
+	for len(s.h) > 0 && !s.h[0].due.After(now) {
+		e := s.h[0]
+		if e.outSeq != 0 {
+			// The flight reached its deadline undelivered: count it and
+			// let the reminder fire again.
+			s.counts.Failed++
+			e.outSeq, e.burst = 0, 0
+		}
+		seq, ok := s.pick(e, now)
+		if !ok {
+			heap.Fix(&s.h, e.idx)
+			continue
+		}
+		e.outSeq, e.outAt = seq, now
+		e.due = now.Add(s.timeout)
+		heap.Fix(&s.h, e.idx)
+		s.counts.Fired++
+		at := e.scheduled(seq)
+		dst = append(dst, Fire{Key: e.Key, Shard: e.shard, Gen: e.gen, Seq: seq, Scheduled: at,
+			Late: now.Sub(at), payload: e.pval})
+	}
+	return dst
+}
+
+// pick applies the catch-up policy to e at now and returns the seq to
+// fire; false means nothing fires now (e.due was moved on).
+func (s *Schedule) pick(e *entry, now time.Time) (uint64, bool) {
+	last := e.lastDue(now)
+	if e.per == 0 || last <= e.next || e.burst > 0 {
+		if e.burst > 0 {
+			e.burst--
+		}
+		return e.next, true
+	}
+	k := last - e.next + 1 // pending occurrences, k >= 2: some were missed
+	switch e.pol {
+	case Skip:
+		s.counts.Skipped += k
+		e.next = last + 1
+		e.due = e.scheduled(e.next)
+		return 0, false
+	case FireUpTo:
+		m := min(k, uint64(e.maxN))
+		s.counts.Skipped += k - m
+		e.next = last - m + 1
+		e.burst = int(m - 1)
+		return e.next, true
+	default: // FireOnce
+		s.counts.Skipped += k - 1
+		e.next = last
+		return e.next, true
+	}
+}
+
+// Delivered reports that the tick (k, gen, seq) is about to run in a
+// turn of its actor. It reports whether that tick is still wanted: the
+// reminder exists under the same registration and this is its flight.
+// A false answer means the tick must be dropped (unregistered,
+// re-registered, or superseded after its deadline). removed reports that
+// a one-shot reminder is done and was removed.
+func (s *Schedule) Delivered(k Key, gen, seq uint64, now time.Time) (ok, removed bool) {
+	e, held := s.byKey[k]
+	if !held || e.gen != gen || e.outSeq != seq {
+		return false, false
+	}
+	e.fired, e.outSeq = seq, 0
+	if e.per == 0 {
+		s.remove(k)
+		return true, true
+	}
+	e.next = seq + 1
+	e.due = e.scheduled(e.next)
+	if e.burst > 0 && e.due.After(now) {
+		e.due = now // the catch-up run goes on at once
+	}
+	heap.Fix(&s.h, e.idx)
+	return true, false
+}
+
+// Failed reports that the tick (k, gen, seq) could not be handed to its
+// actor (refused, or its activation failed). The reminder fires again
+// after retry.
+func (s *Schedule) Failed(k Key, gen, seq uint64, now time.Time, retry time.Duration) {
+	e, held := s.byKey[k]
+	if !held || e.gen != gen || e.outSeq != seq {
+		return
+	}
+	s.counts.Failed++
+	e.outSeq, e.burst = 0, 0
+	e.due = now.Add(retry)
+	heap.Fix(&s.h, e.idx)
+}
+
+type entryHeap []*entry
+
+func (h entryHeap) Len() int { return len(h) }
+func (h entryHeap) Less(i, j int) bool {
+	if !h[i].due.Equal(h[j].due) {
+		return h[i].due.Before(h[j].due)
+	}
+	if h[i].ID != h[j].ID {
+		return h[i].ID.String() < h[j].ID.String()
+	}
+	return h[i].Name < h[j].Name
+}
+func (h entryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *entryHeap) Push(x any) {
+	e := x.(*entry)
+	e.idx = len(*h)
+	*h = append(*h, e)
+}
+func (h *entryHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	e.idx = -1
+	*h = old[:len(old)-1]
+	return e
+}

@@ -276,6 +276,8 @@ func (c *cluster) start(ctx context.Context) error {
 	go c.manifestLoop()
 	c.wg.Add(1)
 	go c.bufferLoop()
+	c.wg.Add(1)
+	go c.reminderLoop()
 	return nil
 }
 
@@ -823,6 +825,9 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 	}
 	c.mu.Unlock()
 	ids = slices.DeleteFunc(ids, func(id prospero.Identity) bool {
+		if isReserved(id) {
+			return true
+		}
 		loc, err := c.pl.Locate(id.Kind, id.Key)
 		return err != nil || loc.Shard != m.Shard
 	})
@@ -850,8 +855,22 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 		}
 		recs = append(recs, shipped{id: id, inc: rec.Incarnation, state: rec.State})
 	}
+	// The shard's reminders stop firing here and travel with its state.
+	remID, remRec, err := c.releaseReminders(ctx, m.Shard)
+	if err != nil {
+		return err
+	}
+	if remRec != nil {
+		recs = append(recs, *remRec)
+	}
 	if err := c.sendStates(ctx, m.To, m.Shard, m.Epoch+1, recs); err != nil {
 		return fmt.Errorf("tempest: handoff of %s to %s: %w", m.Shard, m.To, err)
+	}
+	// Unlike actor state (versioned by the new owner's writes), a stale
+	// reminder record left here would bring cancelled reminders back if
+	// the shard ever returned without a handoff.
+	if err := c.n.store.Delete(ctx, remID, prospero.AnyVersion); err != nil {
+		c.log.LogAttrs(ctx, slog.LevelWarn, "reminders after handoff", slog.Any("error", err))
 	}
 	// The state stays in this store (harmless: the new owner's is newer
 	// from now on); the index forgets it so that a later handoff of the
@@ -1028,6 +1047,9 @@ func (c *cluster) serveState(conn net.Conn) error {
 			}
 			id := prospero.Identity{Kind: e.Actor.Kind, Key: e.Actor.Key}
 			loc, err := c.pl.Locate(id.Kind, id.Key)
+			if ref, ok := reminderRecordShard(id); ok {
+				loc, err = placement.Location{Shard: ref}, nil
+			}
 			if (err != nil && loc.Shard == (placement.ShardRef{})) || loc.Shard.Index != int(e.Shard) ||
 				(got > 0 && loc.Shard != shard) {
 				return refuse(fmt.Errorf("%w: %s is not in shard %d", errStaleTransfer, id, e.Shard))
@@ -1037,8 +1059,11 @@ func (c *cluster) serveState(conn net.Conn) error {
 			if err := c.storeState(ctx, id, e.Actor.Incarnation, e.State, admit); err != nil {
 				return refuse(err)
 			}
-			stored = append(stored, id)
 			got++
+			if isReserved(id) {
+				continue // the shard's reminders: loaded when the shard is taken over
+			}
+			stored = append(stored, id)
 		case *wire.HandoffDone:
 			if begin == nil || e.Epoch != begin.Epoch || e.Shard != begin.Shard {
 				return refuse(fmt.Errorf("%w: done without its begin", errStaleTransfer))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/reminders"
 )
 
 // ErrInvalidConfig wraps every problem Config.Validate reports.
@@ -38,6 +39,14 @@ type Config struct {
 	// the node's own sink (see Events below); a nil Clock or Logger is
 	// taken from this Config.
 	Supervisor prospero.Config
+
+	// Reminders configures the durable reminder engine (package
+	// reminders): MinPeriod, MaxPerIdentity, DeliveryTimeout, RetryAfter,
+	// FlushInterval and Lateness (an observer of every tick's lateness,
+	// for a histogram). Store, Codec, Deliver and ShardOf are owned by the
+	// node and must be nil; a nil Clock or Logger is taken from this
+	// Config.
+	Reminders reminders.Config
 
 	// Events, when set, receives every lifecycle decision of the
 	// supervisor (activations, passivations, faults, restarts, ...). It is
@@ -102,6 +111,15 @@ func (c Config) Validate() error {
 	}
 	if c.Supervisor.Store != nil {
 		bad("Supervisor.Store is owned by the node")
+	}
+	rc := c.Reminders
+	if rc.Store != nil || rc.Codec != nil || rc.Deliver != nil || rc.ShardOf != nil {
+		bad("Reminders.Store, Codec, Deliver and ShardOf are owned by the node")
+	}
+	rc.Store, rc.Codec, rc.Deliver = prospero.NewMemStore(), noCodec{}, noDeliverer{}
+	rc.ShardOf = func(prospero.Identity) string { return "" }
+	if err := rc.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 	}
 	sup := c.Supervisor
 	sup.Store = prospero.NewMemStore() // Validate requires one; the node supplies it

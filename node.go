@@ -19,6 +19,7 @@ import (
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/prospero/arielhost"
+	"github.com/tempest-actors/tempest/reminders"
 	"github.com/tempest-actors/tempest/wire"
 )
 
@@ -114,6 +115,7 @@ type Node struct {
 	store  *prospero.BoltStore
 	sup    *prospero.Supervisor
 	sched  *ariel.Scheduler
+	rem    *reminders.Engine
 	closed chan struct{} // closed when Close has finished
 	cerr   error
 
@@ -131,6 +133,7 @@ type Node struct {
 type running struct {
 	sched *ariel.Scheduler
 	sup   *prospero.Supervisor
+	rem   *reminders.Engine
 }
 
 var _ actor.Client = (*Node)(nil)
@@ -317,7 +320,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.state = stateStarted
 	n.phase.Store(uint32(stateStarted))
-	n.run.Store(&running{sched: n.sched, sup: n.sup})
+	n.run.Store(&running{sched: n.sched, sup: n.sup, rem: n.rem})
 	n.ready.Store(true)
 	n.log.LogAttrs(ctx, slog.LevelInfo, "node started", slog.String("dir", n.cfg.DataDir),
 		slog.Int("kinds", len(n.kinds)), slog.String("manifest", n.man.Digest()))
@@ -374,6 +377,9 @@ func (n *Node) startLocked(ctx context.Context) error {
 	}
 	// The manifest was computed in New; the kinds are known now.
 	n.man.Capacities.Kinds = n.kindCapacities(sched)
+	if n.rem, err = n.startReminders(ctx); err != nil {
+		return err
+	}
 	if n.cl != nil {
 		return n.cl.start(ctx)
 	}
@@ -442,6 +448,10 @@ func (n *Node) shutdownLocked(ctx context.Context, graceful bool) error {
 	var errs []error
 	if n.cl != nil && !graceful {
 		errs = append(errs, n.cl.stopNetwork(ctx, false))
+	}
+	if n.rem != nil {
+		// Delivered progress goes at rest while the store is open.
+		errs = append(errs, n.rem.Close(ctx))
 	}
 	if n.sup != nil {
 		// The supervisor passivates through the scheduler, so it goes first.

@@ -655,3 +655,15 @@ func cmpStr(a, b string) int {
 	}
 	return 0
 }
+
+// Shards returns the shards held, sorted.
+func (e *Engine) Shards() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]string, 0, len(e.shards))
+	for s := range e.shards {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,85 @@
+// Package reminders keeps durable reminders: named schedules of ticks
+// that belong to a virtual actor's identity, not to one of its
+// activations. A reminder survives passivation, restarts of the actor,
+// moves of its shard between nodes and restarts of the whole cluster,
+// and wakes a dormant actor to deliver its tick. Use an activation timer
+// (actor.Context.After, Every) for anything that should end with the
+// activation.
+//
+// # Model
+//
+// An actor registers a reminder in one of its turns: a name, the first
+// due time, a period (zero: one-shot), a catch-up policy and a payload
+// message. Register returns once the reminder is at rest in the node's
+// state store, beside the state of the identity's shard: one record per
+// shard (RecordID), so reminders move with the shard's state in a
+// handoff and are replicated wherever the shard's state is. Unregister
+// and List work the same way; operators use Cancel and ListOf.
+//
+// Each tick is delivered to the actor as a Tick message carrying the
+// reminder's name, its scheduled time, its sequence number (occurrence
+// 1 is due at Due, occurrence n at Due + (n-1)·Period) and the payload.
+//
+// # Semantics
+//
+//   - At most one outstanding tick per reminder: the next one is not
+//     dispatched before the previous one reached its actor's turn, so a
+//     slow actor never has a backlog of ticks. A tick that does not reach
+//     its turn within DeliveryTimeout counts as failed and is fired again.
+//   - Occurrences missed while the owner or the cluster was down, or while
+//     a tick was outstanding, follow the reminder's Catchup policy: Skip
+//     (resume with the next occurrence), FireOnce (one tick for all of
+//     them, the default) or FireUpTo (the newest N, oldest first).
+//   - After Unregister (or Cancel) returns nil, no tick of the reminder
+//     runs, also not one already queued in the actor's mailbox: the
+//     engine is asked once more on the actor's turn thread, right before
+//     the handler would see the tick, and answers by registration
+//     generation and sequence number. A node that released the shard
+//     (handoff, lost lease) answers no for all of its ticks.
+//   - Delivery is at least once across a crash: the sequence number of the
+//     last delivered tick is written at rest every FlushInterval, so up to
+//     that much progress can be redone after a crash, with the same
+//     sequence numbers. An actor that must not act twice de-duplicates on
+//     (Name, Seq).
+//   - Bad input is refused at registration with an error wrapping
+//     ErrInvalid and one of ErrPeriodTooShort (below MinPeriod, default
+//     1 s), ErrDueInPast, ErrUnknownPayload (not a declared message of
+//     the kind), ErrBadName (empty, over MaxNameBytes, not UTF-8) or
+//     ErrTooMany (MaxPerIdentity, default 64).
+//
+// # Cost
+//
+// There is no goroutine and no runtime timer per reminder. Schedule, the
+// deterministic core (no goroutines, no clock, no I/O: time is passed in),
+// holds every reminder of the shards this node holds in one timer heap;
+// Engine, the shell, runs one goroutine that sleeps until the earliest
+// due time, dispatches due ticks through a Deliverer and writes delivered
+// progress at rest. A shard's reminders are loaded when the node takes
+// the shard over (Acquire) and dropped when it leaves (Release). A
+// dormant identity with reminders costs its entry in the heap and
+// nothing in the scheduler.
+//
+// Registrations of one shard made concurrently share one write of the
+// shard's record (group commit); the record holds every reminder of the
+// shard, so a write costs in proportion to the shard's reminders.
+//
+// # Usage
+//
+//	rem := node.Reminders()
+//	node.Register("account", func(key string) actor.Actor { return &Account{rem: rem} }, opts)
+//
+//	func (a *Account) Receive(ctx actor.Context, msg any) {
+//		switch m := msg.(type) {
+//		case Open:
+//			err := a.rem.Register(ctx, reminders.Reminder{Name: "interest", Period: time.Hour,
+//				Catchup: reminders.FireUpTo, MaxCatchup: 24})
+//			...
+//		case reminders.Tick:
+//			if m.Seq <= a.lastInterest {
+//				return // delivered again after a crash
+//			}
+//			a.lastInterest = m.Seq
+//			a.balance += a.balance * a.rate
+//		}
+//	}
+package reminders

@@ -37,6 +37,8 @@ type testCluster struct {
 
 	gossip membership.Timing
 	place  placement.Config
+	// register, when set, registers more kinds on every node started.
+	register func(n *tempest.Node)
 }
 
 func newBenchCluster(b *testing.B) *testCluster { return newTestCluster(b) }
@@ -146,6 +148,9 @@ func (c *testCluster) start(name string, expect int) *tempest.Node {
 	}
 	if err := demo.Register(n, demo.Options{}); err != nil {
 		t.Fatal(err)
+	}
+	if c.register != nil {
+		c.register(n)
 	}
 	if err := n.Start(t.Context()); err != nil {
 		t.Fatal(err)

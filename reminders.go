@@ -47,7 +47,26 @@ func (r *Reminders) Register(ctx actor.Context, rem reminders.Reminder) error {
 	if ctx != nil && r.n.kind(ctx.Self().Kind()) == nil {
 		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, ctx.Self().Kind())
 	}
-	return e.Register(ctx, rem)
+	return r.owned(ctx, e, func() error { return e.Register(ctx, rem) })
+}
+
+// owned runs op and, when the engine does not hold the shard of the
+// actor whose turn ctx is although this node serves it (placement gave
+// it the shard a moment ago and the reminder loop has not caught up),
+// loads the shard and runs op again.
+func (r *Reminders) owned(ctx actor.Context, e *reminders.Engine, op func() error) error {
+	err := op()
+	if !errors.Is(err, reminders.ErrNotOwner) || ctx == nil || r.n.cl == nil || r.n.cl.pl == nil {
+		return err
+	}
+	ref := ctx.Self()
+	if _, local, lerr := r.n.cl.locate(ref); lerr != nil || !local {
+		return err
+	}
+	if aerr := e.Acquire(context.Background(), r.n.reminderShard(prospero.IdentityOf(ref))); aerr != nil {
+		return aerr
+	}
+	return op()
 }
 
 // Unregister removes the reminder name of the actor whose turn ctx is;
@@ -57,7 +76,7 @@ func (r *Reminders) Unregister(ctx actor.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return e.Unregister(ctx, name)
+	return r.owned(ctx, e, func() error { return e.Unregister(ctx, name) })
 }
 
 // List returns the reminders of the actor whose turn ctx is.
@@ -66,7 +85,12 @@ func (r *Reminders) List(ctx actor.Context) ([]reminders.Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e.List(ctx)
+	var infos []reminders.Info
+	err = r.owned(ctx, e, func() (err error) {
+		infos, err = e.List(ctx)
+		return err
+	})
+	return infos, err
 }
 
 // ListOf returns the reminders of ref, which this node must own
@@ -257,7 +281,9 @@ func (t timerClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
 // validated.
 type noCodec struct{}
 
-func (noCodec) Encode(string, any) (string, []byte, error) { return "", nil, reminders.ErrUnknownPayload }
+func (noCodec) Encode(string, any) (string, []byte, error) {
+	return "", nil, reminders.ErrUnknownPayload
+}
 func (noCodec) Decode(string, string, []byte) (any, error) { return nil, reminders.ErrUnknownPayload }
 
 type noDeliverer struct{}

@@ -869,8 +869,10 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 	// Unlike actor state (versioned by the new owner's writes), a stale
 	// reminder record left here would bring cancelled reminders back if
 	// the shard ever returned without a handoff.
-	if err := c.n.store.Delete(ctx, remID, prospero.AnyVersion); err != nil {
-		c.log.LogAttrs(ctx, slog.LevelWarn, "reminders after handoff", slog.Any("error", err))
+	if remRec != nil {
+		if err := c.n.store.Delete(ctx, remID, prospero.AnyVersion); err != nil {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "reminders after handoff", slog.Any("error", err))
+		}
 	}
 	// The state stays in this store (harmless: the new owner's is newer
 	// from now on); the index forgets it so that a later handoff of the

@@ -1,6 +1,8 @@
 package tempest_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -45,12 +47,30 @@ type clusterBiller struct {
 	ticks     *nodeTicks
 }
 
+// startBilling makes a clusterBiller register a reminder ticking every
+// second; it is a declared message, so it may come from any node.
+type startBilling struct{}
+
+var startBillingMsg = tempest.CodecOf(0xBEEF01, "StartBilling",
+	func(dst []byte, _ startBilling) ([]byte, error) { return dst, nil },
+	func(b []byte) (startBilling, error) {
+		if len(b) != 0 {
+			return startBilling{}, errors.New("StartBilling has no body")
+		}
+		return startBilling{}, nil
+	})
+
 func (b *clusterBiller) Receive(ctx actor.Context, msg any) {
-	if _, ok := msg.(reminders.Tick); ok {
+	switch msg.(type) {
+	case reminders.Tick:
 		b.ticks.add(b.key, b.node)
-		return
+	case startBilling:
+		if err := b.rem.Register(ctx, reminders.Reminder{Name: "r", Period: time.Second}); err != nil {
+			ctx.ReplyError(err)
+			return
+		}
+		ctx.Reply(startBilling{})
 	}
-	b.biller.Receive(ctx, msg)
 }
 
 // Reminders fire on whichever node owns their identity: they keep firing
@@ -66,7 +86,8 @@ func TestClusterRemindersFollowTheirShard(t *testing.T) {
 		rem, name := n.Reminders(), n.Name()
 		if err := n.Register("biller", func(key string) actor.Actor {
 			return &clusterBiller{biller: biller{rem: rem}, node: name, key: key, ticks: ticks}
-		}, tempest.KindOptions{KindOptions: prospero.KindOptions{IdleTimeout: 500 * time.Millisecond}}); err != nil {
+		}, tempest.KindOptions{KindOptions: prospero.KindOptions{IdleTimeout: 500 * time.Millisecond},
+			Messages: []tempest.Message{startBillingMsg}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,7 +101,6 @@ func TestClusterRemindersFollowTheirShard(t *testing.T) {
 			t.Log(c.logs.String())
 		}
 	})
-	ctx := ctxT(t)
 	n1 := c.node("n1")
 	var keys, onN3 []string
 	for k := 0; len(onN3) < 3 && k < 200; k++ {
@@ -97,11 +117,8 @@ func TestClusterRemindersFollowTheirShard(t *testing.T) {
 		}
 	}
 	for _, key := range keys {
-		// Asked on the owner: the test's messages are local Go values.
-		owner, _, _ := n1.Locate(n1.Ref("biller", key))
-		n := c.node(owner)
-		if _, err := n.Ask(ctx, n.Ref("biller", key), register{reminders.Reminder{Name: "r", Period: time.Second}}); err != nil {
-			t.Fatalf("register %s: %v", key, err)
+		if _, err := n1.Ask(context.Background(), n1.Ref("biller", key), startBilling{}); err != nil {
+			t.Fatalf("start billing %s: %v", key, err)
 		}
 	}
 	allTick := func(when string, since map[string]int, notOn string) {
@@ -135,7 +152,7 @@ func TestClusterRemindersFollowTheirShard(t *testing.T) {
 		}
 	}
 
-	if err := c.remove("n3").Close(ctx); err != nil {
+	if err := c.remove("n3").Close(context.Background()); err != nil {
 		t.Fatalf("graceful close of n3: %v", err)
 	}
 	waitSettled(t, c, 30*time.Second, "two nodes owning every shard")

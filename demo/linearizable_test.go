@@ -144,6 +144,16 @@ func (h *history) run(t *testing.T, dir, phase string, limit int, kill bool) {
 		if err := cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
+		// The child kept working until the signal landed: every line it
+		// wrote before dying is history too (an operation announces its
+		// call before it is sent), or the checker would see the effects of
+		// Adds it was never told about. (Each line is one write to the
+		// pipe, so none is cut short; complete is a guard.)
+		for sc.Scan() {
+			if l := sc.Text(); complete(l) {
+				h.line(t, l)
+			}
+		}
 		_, _ = io.Copy(io.Discard, out)
 		_ = cmd.Wait()
 		return
@@ -151,6 +161,13 @@ func (h *history) run(t *testing.T, dir, phase string, limit int, kill bool) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("phase %s: %v", phase, err)
 	}
+}
+
+// complete reports whether l is a whole history line (the kill may cut the
+// last one short).
+func complete(l string) bool {
+	f := strings.Fields(l)
+	return (len(f) == 6 && f[0] == "C") || (len(f) == 4 && f[0] == "R")
 }
 
 // line parses "C id client key add call" (an operation starts) or

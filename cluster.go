@@ -345,6 +345,17 @@ func (c *cluster) locate(ref actor.Ref) (string, bool, error) {
 	return c.name, true, nil
 }
 
+// whyUnanswered adds ErrNoQuorum to an ask's deadline error when this
+// node knows no placement leader: the ask could not be routed, or its
+// owner could not be replaced, because placement has no quorum, and the
+// caller should learn that rather than only that time ran out.
+func (c *cluster) whyUnanswered(err error) error {
+	if errors.Is(err, actor.ErrDeadlineExceeded) && !errors.Is(err, ErrNoQuorum) && c.pl != nil && c.pl.Leader() == "" {
+		return fmt.Errorf("%w (%w)", err, ErrNoQuorum)
+	}
+	return err
+}
+
 // hostsKind reports whether a live member other than this node gossips
 // that it registered kind. It reads the membership view, so it is for
 // the rare path of a kind this node does not register.

@@ -630,7 +630,9 @@ func waitable(err error) bool {
 // In a cluster, an ask for a shard being handed off or not placed yet
 // waits until placement settles (within ctx), and an ask the receiving
 // node refused as not its owner is sent again once, after this node's
-// table changed.
+// table changed. An ask that fails while this node knows no placement
+// leader also matches ErrNoQuorum (besides ErrDeadlineExceeded when its
+// deadline passed), so the caller learns why it was not answered.
 func (n *Node) Ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
 	r, err := n.running()
 	if err != nil {
@@ -654,10 +656,10 @@ func (n *Node) Ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
 		case errors.Is(err, wire.ErrNotOwner) && !resent:
 			resent = true
 		default:
-			return nil, err
+			return nil, n.cl.whyUnanswered(err)
 		}
 		if werr := n.cl.awaitChange(ctx, 100*time.Millisecond); werr != nil {
-			return nil, err
+			return nil, n.cl.whyUnanswered(err)
 		}
 	}
 }

@@ -14,7 +14,9 @@
 // any actor): it withdraws from one account and deposits into the other
 // with two asks, and puts the money back if the deposit fails. It is not
 // atomic: a crash between the two asks loses the transfer's money in
-// flight (see Transfer).
+// flight (see Transfer). TransferVia does the same in a teller actor (the
+// kind "teller"), which asks both accounts in its own turns and answers
+// its caller from the last continuation through Context.ReplyLater.
 //
 // Messages and state are declared in bank.bare and generated with
 // baregen:

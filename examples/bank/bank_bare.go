@@ -255,3 +255,48 @@ func (v *Overdraft) UnmarshalBARE(b []byte) error {
 	v.DecodeBARE(&d)
 	return d.Finish()
 }
+
+// TransferOrder is the BARE struct declared at bank.bare:40.
+type TransferOrder struct {
+	From   string `bare:"from"`
+	To     string `bare:"to"`
+	Amount int64  `bare:"amount"`
+}
+
+// AppendBARE appends the BARE encoding of v to dst. It does not allocate
+// when dst has room, except to sort map keys.
+func (v *TransferOrder) AppendBARE(dst []byte) ([]byte, error) {
+	var err error
+	if dst, err = bare.AppendStr(dst, string(v.From)); err != nil {
+		return dst, bare.WrapEncodeError("From", err)
+	}
+	if dst, err = bare.AppendStr(dst, string(v.To)); err != nil {
+		return dst, bare.WrapEncodeError("To", err)
+	}
+	dst = bare.AppendI64(dst, int64(v.Amount))
+	return dst, nil
+}
+
+// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
+// are reported by d.Err.
+func (v *TransferOrder) DecodeBARE(d *bare.Decoder) {
+	if !d.Enter() {
+		return
+	}
+	v.From = string(d.Str())
+	v.To = string(d.Str())
+	v.Amount = int64(d.I64())
+	d.Leave()
+}
+
+// MarshalBARE returns the BARE encoding of v.
+func (v *TransferOrder) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *TransferOrder) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}

@@ -118,6 +118,7 @@ type cluster struct {
 	ml    *membership.Membership
 	pl    *placement.Node
 	peers *peerView
+	prove *prover
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -219,6 +220,7 @@ func (c *cluster) start(ctx context.Context) error {
 		}
 	}
 	c.peers = newPeerView(c, ml)
+	c.prove = newProver(c.name, tr, c.log, n.cfg.Clock.Now, c.peers.signal)
 
 	raftLn, err := tr.ListenStream(placement.RaftService)
 	if err != nil {
@@ -265,6 +267,8 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	c.wg.Add(1)
 	go c.watchMembers()
+	c.wg.Add(1)
+	go c.proveLoop()
 	if err := pl.Start(ctx); err != nil {
 		return err
 	}
@@ -1286,6 +1290,8 @@ func (v *peerView) Members() []placement.Peer {
 		}
 		if m.MetaErr != nil {
 			p.State = placement.PeerFailed
+		} else if !m.Status.Gone() && !v.cl.prove.Proven(m) {
+			p.State = placement.PeerUnproven
 		}
 		if m.Name == v.self {
 			p.Manifest, p.Kinds = v.man, v.kinds

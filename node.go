@@ -858,6 +858,11 @@ type Stats struct {
 	// HandoffIsolated counts identities this node isolated from its
 	// handoffs: their records could not be shipped and stayed here.
 	HandoffIsolated uint64
+	// Unproven is how many live gossip members have not proved their
+	// name with a certificate of the cluster CA (placement ignores them);
+	// ProofsFailed counts the attempts to prove one that failed.
+	Unproven     int
+	ProofsFailed uint64
 }
 
 // Stats returns a snapshot; zero before Start and after Close.
@@ -872,8 +877,12 @@ func (n *Node) Stats() Stats {
 		for _, m := range c.ml.Members() {
 			if !m.Status.Gone() {
 				st.Members++
+				if m.MetaErr == nil && !c.prove.Proven(m) {
+					st.Unproven++
+				}
 			}
 		}
+		st.ProofsFailed = c.prove.failed.Load()
 		st.Leader = c.pl.IsLeader()
 		st.HandoffIsolated = c.isolated.Load()
 	}

@@ -21,6 +21,13 @@ const (
 	PeerLeft
 	// PeerFailed: failure detection declared the peer dead.
 	PeerFailed
+	// PeerUnproven: gossip lists the peer, but it has not (yet) proved its
+	// name with a certificate of the cluster CA over mutual TLS, or its
+	// proof no longer matches what gossip says about it (a new address or
+	// process). Gossip metadata is only a hint: such a peer enters
+	// nothing (table, raft, bootstrap) and changes nothing it holds; a
+	// raft server that stays unproven is removed like a dead one.
+	PeerUnproven
 )
 
 // KindSpec is a kind a node registered, with the clauses it requires.
@@ -140,7 +147,8 @@ type VoterInput struct {
 }
 
 // PlanVoters returns, in order, the raft configuration changes that keep
-// up to MaxVoters live voters: live peers missing from the configuration
+// up to MaxVoters live voters (a live peer is PeerAlive: it proved its
+// name; a PeerUnproven one counts as missing): live peers missing from the configuration
 // join as non-voters; live non-voters are promoted (lowest name first)
 // while voters are short; a voter dead for longer than Grace is removed
 // once a live non-voter has been promoted in its place (or when there is

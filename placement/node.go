@@ -758,6 +758,15 @@ func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) 
 	for _, p := range peers {
 		seen[p.Name] = true
 		cur := table.Nodes[p.Name]
+		if p.State == PeerUnproven {
+			// Only a proved identity enters the table or changes what
+			// it holds there; until then it counts as missing for the
+			// raft configuration (a voter keeps its seat for the grace).
+			if _, ok := n.deadSince[p.Name]; !ok {
+				n.deadSince[p.Name] = now
+			}
+			continue
+		}
 		raftLost := false
 		if since, ok := failing[p.Name]; ok && now.Sub(since) >= n.cfg.DownAfter {
 			raftLost = true

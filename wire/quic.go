@@ -197,6 +197,38 @@ func (t *QUIC) SetCredentials(cert tls.Certificate, cas *x509.CertPool) error {
 	return nil
 }
 
+// Connect returns once a link to peer is up, dialing the address Resolve
+// gives for it if there is none: peer then proved its name with a
+// certificate of the cluster CA over mutual TLS (whichever side dialed).
+// It returns ErrUnavailable while a failed dial backs off and when ctx
+// ends first, ErrClosed after Close. Safe for concurrent use.
+func (t *QUIC) Connect(ctx context.Context, peer string) error {
+	l, err := t.link(peer)
+	if err != nil {
+		return err
+	}
+	for {
+		up, err := l.ensure()
+		if err != nil {
+			return err
+		}
+		l.mu.Lock()
+		attempt := l.attempt
+		l.mu.Unlock()
+		select {
+		case <-up:
+			return nil
+		case <-attempt: // nil (blocks) unless this node is dialing
+			// The dial ended; the loop sees its outcome: a session,
+			// the back-off's error, or a new attempt to wait for.
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s: %v", ErrUnavailable, peer, ctx.Err())
+		case <-t.ctx.Done():
+			return ErrClosed
+		}
+	}
+}
+
 // Disconnect implements Transport.
 func (t *QUIC) Disconnect(peer string) {
 	t.mu.Lock()
@@ -465,6 +497,7 @@ type link struct {
 	nextAttempt time.Time
 	lastErr     error
 	up          chan struct{} // closed while a session is installed
+	attempt     chan struct{} // closed when the running dial attempt ends
 
 	// cur mirrors sess for the readers, and recv serializes delivery per
 	// inbound lane across sessions: a reader delivers only while its
@@ -498,6 +531,7 @@ func (l *link) ensure() (<-chan struct{}, error) {
 		return nil, ErrClosed
 	}
 	l.dialing = true
+	l.attempt = make(chan struct{})
 	l.setLanesLocked(nil, true)
 	return l.up, nil
 }
@@ -544,6 +578,10 @@ func (l *link) dial() {
 	err := l.dialOnce()
 	l.mu.Lock()
 	l.dialing = false
+	if l.attempt != nil {
+		close(l.attempt)
+		l.attempt = nil
+	}
 	if err == nil || l.sess != nil {
 		l.mu.Unlock()
 		return

@@ -1,0 +1,172 @@
+package tempest_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tempest-actors/tempest/demo"
+	"github.com/tempest-actors/tempest/membership"
+	"github.com/tempest-actors/tempest/wire"
+)
+
+// rogue joins c's gossip with the cluster's gossip key under name, and
+// advertises quicAddr as its QUIC address. It holds no certificate of
+// the cluster CA.
+func (c *testCluster) rogue(name, quicAddr string) *membership.Membership {
+	t := c.t
+	t.Helper()
+	mc := membership.DefaultConfig()
+	mc.Name = name
+	mc.Bind = "127.0.0.1:0"
+	mc.Seeds = []string{c.seed}
+	mc.GossipKeys = [][]byte{c.key}
+	mc.Timing = c.gossip
+	mc.Meta = membership.Meta{Name: name, QUICAddr: quicAddr, HTTPAddr: "127.0.0.1:1",
+		Kinds: []string{demo.Echo, demo.Counter}, Version: "test"}
+	ml, err := membership.New(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ml.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ml.Halt)
+	return ml
+}
+
+// foreignQUIC runs a QUIC listener whose certificate names name but was
+// issued by another CA than the cluster's.
+func foreignQUIC(t *testing.T, name string) *wire.QUIC {
+	t.Helper()
+	ca, err := wire.NewCA("another CA", time.Now().Add(-time.Minute), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, err := ca.Issue(wire.NodeCertRequest{Name: name, NotBefore: time.Now().Add(-time.Minute), Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	tr, err := wire.NewQUIC(wire.Config{Name: name, ListenAddr: "127.0.0.1:0", Certificate: cert, CAs: pool,
+		Resolve: func(context.Context, string) (string, error) { return "", fmt.Errorf("no peers") },
+		Handler: func(string, wire.Lane, []byte) error { return nil }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close() })
+	return tr
+}
+
+// A process holding the gossip key but no certificate of the cluster CA
+// (one with a certificate of another CA, one with no QUIC listener at
+// all) is a gossip member, never a placement member: it does not enter
+// raft or the table, receives no shard and does not stall asks.
+func TestRogueGossipMemberStaysOutOfPlacement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t)
+	for _, name := range []string{"n1", "n2", "n3"} {
+		c.start(name, 3)
+	}
+	waitSettled(t, c, 30*time.Second, "three ready nodes with a settled table")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(c.logs.String())
+		}
+	})
+
+	var (
+		wg        sync.WaitGroup
+		stop      = make(chan struct{})
+		ok, fails atomic.Int64
+		lastErr   atomic.Value
+	)
+	for _, n := range c.live() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, err := n.Ask(actx, n.Ref(demo.Echo, fmt.Sprintf("k%d", i%64)), demo.EchoIn{Text: "x"})
+				cancel()
+				if err != nil {
+					fails.Add(1)
+					lastErr.Store(err.Error())
+					continue
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+
+	// One rogue answers QUIC with a certificate of another CA; the other
+	// advertises the QUIC address of a real node, whose certificate names
+	// that node, not the rogue.
+	foreign := foreignQUIC(t, "rogue-ca")
+	c.rogue("rogue-ca", foreign.Addr().String())
+	var n1QUIC string
+	for _, m := range c.node("n1").Members() {
+		if m.Name == "n1" {
+			n1QUIC = m.Meta.QUICAddr
+		}
+	}
+	c.rogue("rogue-none", n1QUIC)
+	for _, n := range c.live() {
+		waitFor(t, 10*time.Second, n.Name()+" lists the rogues alive and has failed to prove them twice", func() bool {
+			alive := 0
+			for _, m := range n.Members() {
+				if (m.Name == "rogue-ca" || m.Name == "rogue-none") && m.Status == membership.StatusAlive {
+					alive++
+				}
+			}
+			st := n.Stats()
+			return alive == 2 && st.Unproven == 2 && st.ProofsFailed >= 4
+		})
+	}
+	close(stop)
+	wg.Wait()
+	if f := fails.Load(); f > 0 {
+		t.Errorf("%d of %d asks failed while the rogues were members (last: %v)", f, f+ok.Load(), lastErr.Load())
+	}
+	if ok.Load() == 0 {
+		t.Error("no ask succeeded")
+	}
+
+	// A legitimate node joining after the rogues is the barrier for the
+	// table and raft: once it is a raft member owning shards, the leader
+	// has planned with the rogues in its view many times over.
+	c.start("n4", 0)
+	waitSettled(t, c, 30*time.Second, "n4 joined and owns shards")
+	waitFor(t, 10*time.Second, "n4 in raft", func() bool {
+		return c.node("n1").RaftInfo().Role("n4") != "none"
+	})
+	for _, n := range c.live() {
+		info := n.RaftInfo()
+		for _, r := range []string{"rogue-ca", "rogue-none"} {
+			if role := info.Role(r); role != "none" {
+				t.Errorf("%s: %s has raft role %s", n.Name(), r, role)
+			}
+			if _, in := n.Table().Nodes[r]; in {
+				t.Errorf("%s: %s is in the placement table", n.Name(), r)
+			}
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
+	waltypes "github.com/hashicorp/raft-wal/types"
 	"github.com/tempest-actors/tempest/manifest"
 )
 
@@ -40,6 +41,7 @@ type Node struct {
 
 	wal       *raftwal.WAL
 	meta      *metadb.BoltMetaDB
+	mark      *logMark
 	snaps     *raft.FileSnapshotStore
 	raft      *raft.Raft
 	observer  *raft.Observer
@@ -113,15 +115,34 @@ func New(cfg Config) (*Node, error) {
 		raftwal.WithLogger(hl.Named("wal")), raftwal.WithMetaStore(meta))
 	if err != nil {
 		_ = meta.Close()
+		if errors.Is(err, waltypes.ErrCorrupt) {
+			return nil, &CorruptError{Path: walDir, Err: err}
+		}
 		return nil, fmt.Errorf("placement: open raft log: %w", err)
 	}
 	closeWAL := func() { _ = wal.Close(); _ = meta.Close() }
+	snapIndex, err := verifySnapshots(filepath.Join(cfg.DataDir, "raft", "snapshots"))
+	if err != nil {
+		closeWAL()
+		return nil, err
+	}
+	mark, err := openLogMark(filepath.Join(cfg.DataDir, "raft", markFile))
+	if err != nil {
+		closeWAL()
+		return nil, err
+	}
+	closeWAL = func() { _ = wal.Close(); _ = meta.Close(); _ = mark.close() }
+	if err := verifyLog(walDir, wal, snapIndex, mark.get()); err != nil {
+		closeWAL()
+		return nil, err
+	}
+	logs := &markedLog{LogStore: wal, mark: mark}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "raft"), 2, hl.Named("snapshots"))
 	if err != nil {
 		closeWAL()
 		return nil, fmt.Errorf("placement: open snapshots: %w", err)
 	}
-	has, err := raft.HasExistingState(wal, wal, snaps)
+	has, err := raft.HasExistingState(logs, wal, snaps)
 	if err != nil {
 		closeWAL()
 		return nil, fmt.Errorf("placement: %w", err)
@@ -147,12 +168,12 @@ func New(cfg Config) (*Node, error) {
 		closeWAL()
 		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
-	r, err := raft.NewRaft(rc, n.fsm, wal, wal, snaps, cfg.Transport)
+	r, err := raft.NewRaft(rc, n.fsm, logs, wal, snaps, cfg.Transport)
 	if err != nil {
 		closeWAL()
 		return nil, fmt.Errorf("placement: start raft: %w", err)
 	}
-	n.wal, n.meta, n.snaps, n.raft, n.hadState = wal, meta, snaps, r, has
+	n.wal, n.meta, n.mark, n.snaps, n.raft, n.hadState = wal, meta, mark, snaps, r, has
 	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation, raft.PeerObservation:
@@ -213,6 +234,9 @@ func (n *Node) Close(ctx context.Context) error {
 		err = cerr
 	}
 	if cerr := n.meta.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := n.mark.close(); err == nil {
 		err = cerr
 	}
 	done := make(chan struct{})

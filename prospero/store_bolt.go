@@ -47,10 +47,14 @@ func NewBoltStore(path string) (*BoltStore, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("prospero: state store directory: %w", err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
+	db, err := openBolt(path, &bolt.Options{
 		Timeout:      boltOpenTimeout,
 		FreelistType: bolt.FreelistMapType,
 	})
+	var ce *CorruptError
+	if errors.As(err, &ce) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("prospero: open state store %s: %w", path, err)
 	}

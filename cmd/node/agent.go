@@ -187,7 +187,7 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 	// The node runs until Close: its context must outlive the signal.
 	if err := n.Start(context.Background()); err != nil {
 		_ = ln.Close()
-		return nil, err
+		return nil, corruptExit(err, c.DataDir)
 	}
 	a.node = n
 	a.met.Attach(n)

@@ -1,0 +1,285 @@
+package placement
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"hash/crc64"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// ErrCorrupt marks a raft log or snapshot on disk that cannot be read
+// back as written. errors.Is(err, ErrCorrupt) holds for every
+// *CorruptError.
+var ErrCorrupt = errors.New("placement: corrupt raft data")
+
+// CorruptError says which file is damaged and how.
+type CorruptError struct {
+	Path string // the damaged file
+	Err  error  // what was found
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("placement: %s is damaged: %v", e.Path, e.Err)
+}
+
+// Is makes errors.Is(err, ErrCorrupt) hold.
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+// Unwrap returns what was found.
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// The raft log keeps its own lower bound of what this node acknowledged.
+// raft-wal checks only the last commit of its tail segment (a torn write
+// is rolled back), so a damaged segment opens quietly at an earlier
+// index, or empty: a node restarted on it would vote and serve having
+// forgotten entries it acknowledged, which breaks raft's quorum
+// arithmetic. The mark file (raft/log.mark) records, after every append
+// the log store makes durable, the index of the last entry, and is
+// lowered before raft truncates its tail; at open the log (with the
+// newest snapshot) must reach it. The file has two slots written in
+// turn, each with a sequence number and a checksum, so a torn write of
+// the mark loses only the newest value.
+
+const (
+	markFile   = "log.mark"
+	markSlot   = 32
+	markMagic  = "TLM1"
+	markFields = 4 + 8 + 8 // magic, sequence, index
+)
+
+// logMark is the durable lower bound of the log's last index. Safe for
+// concurrent use (raft appends from one goroutine and compacts from
+// another).
+type logMark struct {
+	path string
+
+	mu    sync.Mutex
+	f     *os.File
+	seq   uint64
+	index uint64
+}
+
+// openLogMark opens (creating) the mark file at path.
+func openLogMark(path string) (*logMark, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("placement: open %s: %w", path, err)
+	}
+	m := &logMark{path: path, f: f}
+	buf := make([]byte, 2*markSlot)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		_ = f.Close()
+		return nil, fmt.Errorf("placement: read %s: %w", path, err)
+	}
+	valid := false
+	for slot := 0; slot+markSlot <= n; slot += markSlot {
+		b := buf[slot : slot+markSlot]
+		if string(b[:4]) != markMagic || binary.LittleEndian.Uint32(b[markFields:]) != crc32.ChecksumIEEE(b[:markFields]) {
+			continue
+		}
+		if seq := binary.LittleEndian.Uint64(b[4:]); !valid || seq > m.seq {
+			m.seq, m.index, valid = seq, binary.LittleEndian.Uint64(b[12:]), true
+		}
+	}
+	if n > 0 && !valid {
+		_ = f.Close()
+		return nil, &CorruptError{Path: path, Err: errors.New("neither slot holds a valid mark")}
+	}
+	return m, nil
+}
+
+// get returns the mark.
+func (m *logMark) get() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.index
+}
+
+// set makes index the mark, durably.
+func (m *logMark) set(index uint64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if index == m.index {
+		return nil
+	}
+	b := make([]byte, markSlot)
+	copy(b, markMagic)
+	binary.LittleEndian.PutUint64(b[4:], m.seq+1)
+	binary.LittleEndian.PutUint64(b[12:], index)
+	binary.LittleEndian.PutUint32(b[markFields:], crc32.ChecksumIEEE(b[:markFields]))
+	if _, err := m.f.WriteAt(b, int64((m.seq+1)%2)*markSlot); err != nil {
+		return fmt.Errorf("placement: write %s: %w", m.path, err)
+	}
+	if err := m.f.Sync(); err != nil {
+		return fmt.Errorf("placement: sync %s: %w", m.path, err)
+	}
+	m.seq++
+	m.index = index
+	return nil
+}
+
+func (m *logMark) close() error { return m.f.Close() }
+
+// markedLog is the raft log store with the mark kept beside it.
+type markedLog struct {
+	raft.LogStore
+	mark *logMark
+}
+
+var _ raft.LogStore = (*markedLog)(nil)
+
+func (l *markedLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
+
+// StoreLogs raises the mark once the entries are durable: raft
+// acknowledges them only after StoreLogs returns.
+func (l *markedLog) StoreLogs(logs []*raft.Log) error {
+	if err := l.LogStore.StoreLogs(logs); err != nil {
+		return err
+	}
+	if len(logs) == 0 {
+		return nil
+	}
+	return l.mark.set(logs[len(logs)-1].Index)
+}
+
+// DeleteRange lowers the mark first when raft truncates the tail (a
+// follower dropping entries a new leader overrides, or a snapshot
+// install), so that a crash in between never looks like lost entries.
+func (l *markedLog) DeleteRange(lo, hi uint64) error {
+	if hi >= l.mark.get() && lo > 0 {
+		if err := l.mark.set(lo - 1); err != nil {
+			return err
+		}
+	}
+	return l.LogStore.DeleteRange(lo, hi)
+}
+
+// snapshotMeta is what raft's FileSnapshotStore writes as meta.json.
+type snapshotMeta struct {
+	raft.SnapshotMeta
+	CRC []byte
+}
+
+// verifySnapshots reads every retained snapshot under dir (the
+// FileSnapshotStore's directory): meta.json must decode and state.bin
+// match its checksum. raft itself skips a snapshot whose metadata does
+// not decode and falls back to an older one or none, which with a
+// compacted log leaves a gap. It returns the newest snapshot's index.
+func verifySnapshots(dir string) (uint64, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("placement: read %s: %w", dir, err)
+	}
+	var newest uint64
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		metaPath := filepath.Join(dir, e.Name(), "meta.json")
+		b, err := os.ReadFile(metaPath)
+		if err != nil {
+			return 0, &CorruptError{Path: metaPath, Err: err}
+		}
+		var meta snapshotMeta
+		if err := json.Unmarshal(b, &meta); err != nil {
+			return 0, &CorruptError{Path: metaPath, Err: fmt.Errorf("does not decode: %w", err)}
+		}
+		if meta.Version < raft.SnapshotVersionMin || meta.Version > raft.SnapshotVersionMax || meta.Index == 0 {
+			return 0, &CorruptError{Path: metaPath, Err: fmt.Errorf("version %d, index %d: not a snapshot this node wrote", meta.Version, meta.Index)}
+		}
+		statePath := filepath.Join(dir, e.Name(), "state.bin")
+		f, err := os.Open(statePath)
+		if err != nil {
+			return 0, &CorruptError{Path: statePath, Err: err}
+		}
+		h := crc64.New(crc64.MakeTable(crc64.ECMA))
+		_, err = io.Copy(h, f)
+		_ = f.Close()
+		if err != nil {
+			return 0, fmt.Errorf("placement: read %s: %w", statePath, err)
+		}
+		if !bytes.Equal(h.Sum(nil), meta.CRC) {
+			return 0, &CorruptError{Path: statePath, Err: errors.New("checksum mismatch")}
+		}
+		newest = max(newest, meta.Index)
+	}
+	return newest, nil
+}
+
+// segmentFor names the WAL segment file of walDir holding index (the one
+// with the highest base index not above it), or the newest segment when
+// index is 0; walDir itself when there is none.
+func segmentFor(walDir string, index uint64) string {
+	names, _ := filepath.Glob(filepath.Join(walDir, "*.wal"))
+	slices.Sort(names) // base indexes are zero-padded
+	best := walDir
+	for _, p := range names {
+		var base, id uint64
+		if _, err := fmt.Sscanf(filepath.Base(p), "%d-%x.wal", &base, &id); err != nil {
+			continue
+		}
+		if index == 0 || base <= index {
+			best = p
+		}
+	}
+	return best
+}
+
+// verifyLog checks at open that the raft log is whole: every entry from
+// the first to the last reads back and decodes, it follows the newest
+// snapshot without a gap, and together with it reaches the mark.
+func verifyLog(walDir string, logs raft.LogStore, snapIndex, mark uint64) (err error) {
+	first, err := logs.FirstIndex()
+	if err != nil {
+		return &CorruptError{Path: walDir, Err: err}
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return &CorruptError{Path: walDir, Err: err}
+	}
+	if reach := max(last, snapIndex); reach < mark {
+		return &CorruptError{Path: segmentFor(walDir, 0), Err: fmt.Errorf(
+			"the raft log ends at index %d but this node acknowledged entries up to %d: acknowledged entries were lost", reach, mark)}
+	}
+	if last > 0 && first > snapIndex+1 {
+		return &CorruptError{Path: segmentFor(walDir, first), Err: fmt.Errorf(
+			"the raft log starts at index %d but the newest snapshot ends at %d: entries between are missing", first, snapIndex)}
+	}
+	idx := first
+	defer func() {
+		if r := recover(); r != nil {
+			err = &CorruptError{Path: segmentFor(walDir, idx), Err: fmt.Errorf("entry %d: %v", idx, r)}
+		}
+	}()
+	var l raft.Log
+	for ; last > 0 && idx <= last; idx++ {
+		if err := logs.GetLog(idx, &l); err != nil {
+			return &CorruptError{Path: segmentFor(walDir, idx), Err: fmt.Errorf("entry %d: %w", idx, err)}
+		}
+		if l.Index != idx {
+			return &CorruptError{Path: segmentFor(walDir, idx), Err: fmt.Errorf("entry %d reads back as index %d", idx, l.Index)}
+		}
+		if l.Type == raft.LogCommand {
+			if _, err := DecodeCommand(l.Data); err != nil {
+				return &CorruptError{Path: segmentFor(walDir, idx), Err: fmt.Errorf("entry %d: %w", idx, err)}
+			}
+		}
+	}
+	return nil
+}

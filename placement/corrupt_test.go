@@ -1,0 +1,149 @@
+package placement_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/tempest-actors/tempest/placement"
+)
+
+// raftWithHistory runs a one-node cluster, commits entries before and
+// after a snapshot, closes it and returns its data dir and the last
+// index it had acknowledged.
+func raftWithHistory(t *testing.T) (dir string, last uint64) {
+	t.Helper()
+	c := newTestCluster(t, 1)
+	n := c.start("a")
+	waitFor(t, 30*time.Second, "settled", func() bool { return c.settled("a") })
+	ctx := context.Background()
+	propose := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := n.Propose(ctx, placement.Command{Op: placement.OpSync, Name: "a", Nonce: fmt.Sprint("s", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	propose(0, 20)
+	if err := n.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	propose(20, 40)
+	last = n.Raft().LastIndex()
+	c.stop("a", placement.PeerFailed)
+	return c.dirs["a"], last
+}
+
+// reopen opens the node on dir again the way a restart does, and closes
+// it if that worked.
+func reopen(t *testing.T, dir string) error {
+	t.Helper()
+	cfg := testConfig()
+	cfg.Name, cfg.DataDir = "a", dir
+	_, cfg.Transport = raft.NewInmemTransport("a")
+	cfg.Membership = newFakeMembership()
+	n, err := placement.New(cfg)
+	if err != nil {
+		return err
+	}
+	return errors.Join(errors.New("opened"), n.Close(context.Background()))
+}
+
+func scribble(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := make([]byte, fi.Size()-off)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range junk {
+		junk[i] = byte(r.Uint32())
+	}
+	if _, err := f.WriteAt(junk, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantCorrupt(t *testing.T, err error, file string) {
+	t.Helper()
+	t.Log(err)
+	if !errors.Is(err, placement.ErrCorrupt) {
+		t.Fatalf("reopen: %v, want ErrCorrupt", err)
+	}
+	var ce *placement.CorruptError
+	if !errors.As(err, &ce) || ce.Path != file {
+		t.Fatalf("reopen: %v, want a CorruptError naming %s", err, file)
+	}
+}
+
+func TestSnapshotMetaGarbageIsCorrupt(t *testing.T) {
+	dir, _ := raftWithHistory(t)
+	metas, err := filepath.Glob(filepath.Join(dir, "raft", "snapshots", "*", "meta.json"))
+	if err != nil || len(metas) == 0 {
+		t.Fatalf("no snapshot meta: %v", err)
+	}
+	if err := os.WriteFile(metas[len(metas)-1], []byte("\x00garbage{{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantCorrupt(t, reopen(t, dir), metas[len(metas)-1])
+}
+
+func TestWALSegmentGarbageIsCorrupt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		off  int64
+	}{{"whole file", 0}, {"after the file header", 64}, {"from 4 KiB", 4096}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, _ := raftWithHistory(t)
+			seg := lastSegment(t, dir)
+			scribble(t, seg, tc.off)
+			wantCorrupt(t, reopen(t, dir), seg)
+		})
+	}
+}
+
+// Garbage in the unwritten end of the preallocated tail segment is no
+// damage to anything acknowledged: the node opens with its whole log.
+func TestWALGarbageBeyondTheLogOpens(t *testing.T) {
+	dir, last := raftWithHistory(t)
+	seg := lastSegment(t, dir)
+	fi, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scribble(t, seg, fi.Size()-4096)
+	cfg := testConfig()
+	cfg.Name, cfg.DataDir = "a", dir
+	_, cfg.Transport = raft.NewInmemTransport("a")
+	cfg.Membership = newFakeMembership()
+	n, err := placement.New(cfg)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer n.Close(context.Background())
+	if got := n.Raft().LastIndex(); got != last {
+		t.Fatalf("last index %d after reopen, want %d", got, last)
+	}
+}
+
+func lastSegment(t *testing.T, dir string) string {
+	t.Helper()
+	segs, err := filepath.Glob(filepath.Join(dir, "raft", "wal", "*.wal"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no WAL segment: %v", err)
+	}
+	return segs[len(segs)-1]
+}

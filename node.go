@@ -16,6 +16,7 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/manifest"
+	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/prospero/arielhost"
@@ -863,6 +864,9 @@ type Stats struct {
 	// ProofsFailed counts the attempts to prove one that failed.
 	Unproven     int
 	ProofsFailed uint64
+	// Gossip counts gossip traffic this node dropped (no key decrypts
+	// it, or it does not decode).
+	Gossip membership.TrafficStats
 }
 
 // Stats returns a snapshot; zero before Start and after Close.
@@ -883,6 +887,7 @@ func (n *Node) Stats() Stats {
 			}
 		}
 		st.ProofsFailed = c.prove.failed.Load()
+		st.Gossip = c.ml.Dropped()
 		st.Leader = c.pl.IsLeader()
 		st.HandoffIsolated = c.isolated.Load()
 	}

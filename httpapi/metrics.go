@@ -293,6 +293,7 @@ var nodeDescs = struct {
 	leader, term, members                                         *prometheus.Desc
 	frames, bytes, links, linkErrs                                *prometheus.Desc
 	ready                                                         *prometheus.Desc
+	rejected, unproven, proofsFailed                              *prometheus.Desc
 }{
 	turns:       prometheus.NewDesc("tempest_turns_total", "Handler invocations (user and lifecycle messages).", nil, nil),
 	msgs:        prometheus.NewDesc("tempest_scheduler_messages_total", "Messages taken out of mailboxes.", nil, nil),
@@ -322,6 +323,13 @@ var nodeDescs = struct {
 	links:       prometheus.NewDesc("tempest_link_changes_total", "QUIC links that came up or went down.", []string{"change"}, nil),
 	linkErrs:    prometheus.NewDesc("tempest_link_errors_total", "QUIC send and receive problems by type.", []string{"type"}, nil),
 	ready:       prometheus.NewDesc("tempest_ready", "1 if the node is ready (joined, leader known, placement applied).", nil, nil),
+	rejected: prometheus.NewDesc("tempest_rejected_traffic_total",
+		"Unauthenticated or malformed traffic this node dropped, by cause (gossip_undecryptable, gossip_malformed, tls_rejected, hello_rejected).",
+		[]string{"cause"}, nil),
+	unproven: prometheus.NewDesc("tempest_members_unproven",
+		"Live gossip members that have not proved their name with a certificate of the cluster CA (placement ignores them).", nil, nil),
+	proofsFailed: prometheus.NewDesc("tempest_member_proofs_failed_total",
+		"Attempts to prove a gossip member's name over mutual TLS that failed.", nil, nil),
 }
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -329,7 +337,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, x := range []*prometheus.Desc{d.turns, d.msgs, d.refused, d.undelivered, d.panics, d.exhausted, d.expired,
 		d.stuck, d.fenced, d.workers, d.degraded,
 		d.active, d.entries, d.hydrating, d.waiting, d.unsaved, d.commits, d.commitFails, d.groups, d.groupWrites, d.leader, d.term, d.members,
-		d.frames, d.bytes, d.links, d.linkErrs, d.ready} {
+		d.frames, d.bytes, d.links, d.linkErrs, d.ready, d.rejected, d.unproven, d.proofsFailed} {
 		ch <- x
 	}
 }
@@ -397,6 +405,12 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.linkErrs, t.Oversized, "oversized")
 	counter(d.linkErrs, t.Malformed, "malformed")
 	counter(d.linkErrs, t.HelloRejected, "hello_rejected")
+	counter(d.rejected, st.Gossip.Undecryptable, membership.CauseUndecryptable)
+	counter(d.rejected, st.Gossip.Malformed, membership.CauseMalformed)
+	counter(d.rejected, t.TLSRejected, "tls_rejected")
+	counter(d.rejected, t.HelloRejected, "hello_rejected")
+	gauge(d.unproven, float64(st.Unproven))
+	counter(d.proofsFailed, st.ProofsFailed)
 	ready := 0.0
 	if c.n.Ready() {
 		ready = 1

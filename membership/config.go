@@ -80,6 +80,13 @@ type Config struct {
 	// Logger receives this package's logs and memberlist's, bridged into
 	// slog levels. Nil discards them.
 	Logger *slog.Logger
+
+	// DropLogInterval bounds the lines about gossip traffic this node
+	// drops (undecryptable or malformed packets and streams, see
+	// Membership.Dropped): at most one warning per cause and interval,
+	// with the count since the previous one. Zero means
+	// DefaultDropLogInterval.
+	DropLogInterval time.Duration
 }
 
 // Timing holds failure-detection and join timing. See docs/membership.md
@@ -253,6 +260,9 @@ func (c Config) withDefaults() Config {
 	if c.DeadRetention == 0 {
 		c.DeadRetention = d.DeadRetention
 	}
+	if c.DropLogInterval == 0 {
+		c.DropLogInterval = DefaultDropLogInterval
+	}
 	if c.Resolver == nil {
 		c.Resolver = net.DefaultResolver
 	}
@@ -297,8 +307,8 @@ func (c Config) Validate() error {
 	if err := c.Timing.validate(); err != nil {
 		return err
 	}
-	if c.LeaveTimeout < 0 || c.DeadRetention < 0 {
-		return fmt.Errorf("%w: LeaveTimeout and DeadRetention must not be negative", ErrInvalidConfig)
+	if c.LeaveTimeout < 0 || c.DeadRetention < 0 || c.DropLogInterval < 0 {
+		return fmt.Errorf("%w: LeaveTimeout, DeadRetention and DropLogInterval must not be negative", ErrInvalidConfig)
 	}
 	if _, err := c.Meta.encode(); err != nil {
 		return err

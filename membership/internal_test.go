@@ -39,7 +39,7 @@ func TestParseLogLine(t *testing.T) {
 func TestStdLoggerBridgesLevels(t *testing.T) {
 	var buf bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	std := newStdLogger(l)
+	std := newStdLogger(l, nil)
 	std.Printf("[DEBUG] memberlist: hidden")
 	std.Printf("[WARN] memberlist: shown %d", 7)
 	out := buf.String()

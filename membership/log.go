@@ -7,6 +7,8 @@ import (
 	"log"
 	"log/slog"
 	"sync"
+
+	"github.com/tempest-actors/tempest/internal/ratelog"
 )
 
 // Log attribute keys.
@@ -19,23 +21,31 @@ const (
 )
 
 // newStdLogger returns a *log.Logger (what memberlist accepts) whose lines
-// go to l at the level named by memberlist's "[LEVEL] " prefix.
-func newStdLogger(l *slog.Logger) *log.Logger {
-	return log.New(&slogWriter{l: l}, "", 0)
+// go to l at the level named by memberlist's "[LEVEL] " prefix; lines
+// about dropped traffic go to drops instead, counted and rate-limited.
+func newStdLogger(l *slog.Logger, drops *ratelog.Limiter) *log.Logger {
+	return log.New(&slogWriter{l: l, drops: drops}, "", 0)
 }
 
 // slogWriter turns memberlist's log lines, "[WARN] memberlist: text", into
 // slog records. log.Logger serializes writes, but the mutex keeps the writer
 // safe on its own.
 type slogWriter struct {
-	mu sync.Mutex
-	l  *slog.Logger
+	mu    sync.Mutex
+	l     *slog.Logger
+	drops *ratelog.Limiter // nil: no classification
 }
 
 var _ io.Writer = (*slogWriter)(nil)
 
 func (w *slogWriter) Write(p []byte) (int, error) {
 	level, msg := parseLogLine(p)
+	if w.drops != nil {
+		if cause, ok := dropCause([]byte(msg)); ok {
+			w.drops.Note(cause, slog.String("detail", msg), slog.String(logKeySource, "memberlist"))
+			return len(p), nil
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.l.Enabled(context.Background(), level) {

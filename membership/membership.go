@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/tempest-actors/tempest/internal/ratelog"
 )
 
 // Membership errors.
@@ -37,6 +39,7 @@ type Membership struct {
 	localIPs map[netip.Addr]bool
 	joined   chan struct{} // closed after the first successful join
 	done     chan struct{} // closed by Close and Halt
+	drops    *ratelog.Limiter
 	// selfConflict holds a token when a peer's view of this node's name
 	// is stale: another address, or not alive (see joinLoop).
 	selfConflict chan struct{}
@@ -102,6 +105,7 @@ func New(cfg Config) (*Membership, error) {
 		selfConflict: make(chan struct{}, 1),
 		meta:         meta,
 		enc:          enc,
+		drops:        newDropLimiter(logger, cfg.DropLogInterval, cfg.Clock.Now),
 	}
 
 	mc, err := m.memberlistConfig()
@@ -153,7 +157,7 @@ func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 	mc.TCPTimeout = t.TCPTimeout
 	mc.DeadNodeReclaimTime = t.DeadNodeReclaimTime
 	mc.RequireNodeNames = false
-	mc.Logger = newStdLogger(m.log)
+	mc.Logger = newStdLogger(m.log, m.drops)
 
 	if len(cfg.GossipKeys) > 0 {
 		kr, err := memberlist.NewKeyring(cfg.GossipKeys, cfg.GossipKeys[0])

@@ -109,7 +109,7 @@ func newRawPair(b *testing.B) *rawPair {
 	}
 	rp := &rawPair{srv: mk(), cli: mk()}
 	qc := &quic.Config{MaxIdleTimeout: time.Minute}
-	ln, err := rp.srv.Listen(serverTLS(staticCreds(p.cert(b, "s"), p.pool), time.Now), qc)
+	ln, err := rp.srv.Listen(serverTLS(staticCreds(p.cert(b, "s"), p.pool), time.Now, nil), qc)
 	if err != nil {
 		b.Fatal(err)
 	}

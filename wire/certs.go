@@ -333,7 +333,8 @@ func rawCerts(cs tls.ConnectionState) [][]byte {
 // cluster CA. The claimed node name is checked later, against the Hello.
 // creds is read per handshake, so rotated credentials apply to new
 // connections.
-func serverTLS(creds func() *credentials, now func() time.Time) *tls.Config {
+// rejected, if set, is told of every client certificate refused.
+func serverTLS(creds func() *credentials, now func() time.Time, rejected func(error)) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		NextProtos: []string{ALPN},
@@ -343,6 +344,9 @@ func serverTLS(creds func() *credentials, now func() time.Time) *tls.Config {
 		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			_, err := verifyChain(rawCerts(cs), creds().pool, now(), x509.ExtKeyUsageClientAuth)
+			if err != nil && rejected != nil {
+				rejected(err)
+			}
 			return err
 		},
 		SessionTicketsDisabled: true,

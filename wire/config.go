@@ -83,6 +83,11 @@ type Config struct {
 	Clock Clock
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// RejectLogInterval bounds the warnings about refused inbound
+	// connections (certificates that do not verify, bad Hellos): at most
+	// one per cause and interval, with the count since the previous one;
+	// Stats counts every one. Zero means one minute.
+	RejectLogInterval time.Duration
 }
 
 // DefaultConfig returns a Config with every default filled in; callers
@@ -142,6 +147,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Clock == nil {
 		c.Clock = d.Clock
+	}
+	if c.RejectLogInterval == 0 {
+		c.RejectLogInterval = time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -14,6 +14,15 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/tempest-actors/tempest/internal/ratelog"
+)
+
+// Causes of refused inbound connections, in the lines that summarize
+// them.
+const (
+	causeTLSRejected   = "tls_rejected"
+	causeHelloRejected = "hello_rejected"
 )
 
 // Log attribute keys.
@@ -44,9 +53,10 @@ type QUIC struct {
 	links    map[string]*link
 	services map[string]*streamListener
 
-	events eventQueue
-	st     counters
-	creds  atomic.Pointer[credentials]
+	events  eventQueue
+	st      counters
+	rejects *ratelog.Limiter // lines about refused inbound connections
+	creds   atomic.Pointer[credentials]
 }
 
 var (
@@ -57,6 +67,7 @@ var (
 type counters struct {
 	framesSent, framesRecv, bytesSent, bytesRecv, writes    atomic.Uint64
 	queueFull, dropped, oversized, malformed, helloRejected atomic.Uint64
+	tlsRejected                                             atomic.Uint64
 	linksUp, linksDown                                      atomic.Uint64
 }
 
@@ -66,8 +77,8 @@ func (c *counters) snapshot() Stats {
 		BytesSent: c.bytesSent.Load(), BytesReceived: c.bytesRecv.Load(),
 		Writes: c.writes.Load(), QueueFull: c.queueFull.Load(), Dropped: c.dropped.Load(),
 		Oversized: c.oversized.Load(), Malformed: c.malformed.Load(),
-		HelloRejected: c.helloRejected.Load(),
-		LinksUp:       c.linksUp.Load(), LinksDown: c.linksDown.Load(),
+		HelloRejected: c.helloRejected.Load(), TLSRejected: c.tlsRejected.Load(),
+		LinksUp: c.linksUp.Load(), LinksDown: c.linksDown.Load(),
 	}
 }
 
@@ -92,6 +103,7 @@ func NewQUIC(cfg Config) (*QUIC, error) {
 		links:    make(map[string]*link),
 		services: make(map[string]*streamListener),
 	}
+	t.rejects = ratelog.New(t.log, slog.LevelWarn, "wire: inbound connections refused", cfg.RejectLogInterval, cfg.Clock.Now)
 	t.events.init(cfg.Events)
 	if cfg.PacketConn != nil {
 		t.udp = cfg.PacketConn
@@ -116,7 +128,10 @@ func NewQUIC(cfg Config) (*QUIC, error) {
 	}
 	cert := cfg.Certificate
 	t.creds.Store(&credentials{cert: &cert, pool: cfg.CAs})
-	ln, err := t.tr.Listen(serverTLS(t.creds.Load, cfg.Clock.Now), t.qconf)
+	ln, err := t.tr.Listen(serverTLS(t.creds.Load, cfg.Clock.Now, func(err error) {
+		t.st.tlsRejected.Add(1)
+		t.rejects.Note(causeTLSRejected, slog.Any(logErr, err))
+	}), t.qconf)
 	if err != nil {
 		t.tr.Close()
 		if t.ownUDP {
@@ -399,8 +414,8 @@ func readAllLimited(r io.Reader, limit int) ([]byte, error) {
 func (t *QUIC) handshakeIn(conn *quic.Conn) {
 	reject := func(reason string, err error) {
 		t.st.helloRejected.Add(1)
-		t.log.LogAttrs(t.ctx, slog.LevelWarn, "wire: inbound link rejected",
-			slog.String("remote", conn.RemoteAddr().String()), slog.String("reason", reason), slog.Any(logErr, err))
+		t.rejects.Note(causeHelloRejected, slog.String("remote", conn.RemoteAddr().String()),
+			slog.String("reason", reason), slog.Any(logErr, err))
 		conn.CloseWithError(closeBadHello, reason)
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.HandshakeTimeout)

@@ -171,7 +171,11 @@ type Stats struct {
 	// Oversized and Malformed count inbound frames that reset a stream.
 	Oversized, Malformed uint64
 	// HelloRejected counts inbound connections refused at the Hello.
-	HelloRejected      uint64
+	HelloRejected uint64
+	// TLSRejected counts inbound handshakes refused because the client's
+	// certificate does not verify against the cluster CA (none, another
+	// CA's, expired).
+	TLSRejected        uint64
 	LinksUp, LinksDown uint64
 }
 

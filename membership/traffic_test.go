@@ -1,0 +1,123 @@
+package membership_test
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tempest-actors/tempest/membership"
+)
+
+// lockedBuffer is a bytes.Buffer for concurrent log writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// Ten thousand packets no key decrypts, garbage streams and a peer with
+// another key are counted exactly and logged as a few summary lines,
+// not one line each.
+func TestBadGossipTrafficIsCountedAndRateLimited(t *testing.T) {
+	key, err := membership.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	cfg := nodeConfig("a")
+	cfg.GossipKeys = [][]byte{key}
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	a := startNode(t, cfg)
+	addr := a.Local().Addr.String()
+
+	udp, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	r := rand.New(rand.NewPCG(5, 6))
+	pkt := make([]byte, 120)
+	const packets = 10_000
+	for sent := 0; sent < packets; {
+		// Batches small enough for the socket buffer: every packet
+		// must arrive for the count to be exact.
+		for range 200 {
+			for i := range pkt {
+				pkt[i] = byte(r.Uint32())
+			}
+			pkt[0] = 1 // the encryption version byte: "decrypt failed", not "unsupported version"
+			if _, err := udp.Write(pkt); err != nil {
+				t.Fatal(err)
+			}
+			sent++
+		}
+		deadline := time.Now().Add(waitFor)
+		for a.Dropped().Undecryptable < uint64(sent) {
+			if time.Now().After(deadline) {
+				t.Fatalf("dropped %d of %d packets sent", a.Dropped().Undecryptable, sent)
+			}
+			time.Sleep(time.Millisecond) // polling a counter, not synchronising
+		}
+	}
+	const streams = 20
+	for range streams {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte("\x01 this is no gossip stream at all"))
+		_ = c.Close()
+	}
+	// A node with another key tries to join.
+	other, err := membership.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bcfg := nodeConfig("b", addr)
+	bcfg.GossipKeys = [][]byte{other}
+	startNode(t, bcfg)
+
+	deadline := time.Now().Add(waitFor)
+	for a.Dropped().Undecryptable+a.Dropped().Malformed < packets+streams+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("dropped %+v, want at least %d", a.Dropped(), packets+streams+1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := a.Dropped(); got.Undecryptable < packets {
+		t.Errorf("undecryptable %d, want at least %d", got.Undecryptable, packets)
+	}
+	for _, m := range a.Members() {
+		if m.Name == "b" {
+			t.Errorf("the node with another key is a member: %+v", m)
+		}
+	}
+	out := logs.String()
+	lines := strings.Count(out, "\n")
+	if lines > 20 {
+		t.Fatalf("%d log lines for %d bad packets and %d streams:\n%s", lines, packets, streams, out)
+	}
+	if n := strings.Count(out, "gossip traffic dropped"); n == 0 || n > 3 {
+		t.Errorf("%d summary lines, want 1 to 3 (one per cause within the interval):\n%s", n, out)
+	}
+	if !strings.Contains(out, fmt.Sprintf("cause=%s count=1 total=1", membership.CauseUndecryptable)) {
+		t.Errorf("no line for the first undecryptable packet:\n%s", out)
+	}
+}

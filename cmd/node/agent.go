@@ -90,6 +90,7 @@ func runAgent(ctx context.Context, c agentConfig, getenv func(string) string, st
 		}
 	}
 	log := newLogger(stderr, c.LogLevel, c.LogFormat)
+	warnSharedSecrets(log, c)
 	a, err := startAgent(c, mat, token, log, true)
 	if err != nil {
 		return err

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/membership"
+	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/wire"
 )
 
@@ -168,5 +170,111 @@ func TestRogueGossipMemberStaysOutOfPlacement(t *testing.T) {
 				t.Errorf("%s: %s is in the placement table", n.Name(), r)
 			}
 		}
+	}
+}
+
+// startUntracked starts a node called name on a fresh data dir, joining
+// c, without taking the place of c's node of that name.
+func (c *testCluster) startUntracked(name string) *tempest.Node {
+	t := c.t
+	t.Helper()
+	certPEM, keyPEM, err := c.ca.Issue(wire.NodeCertRequest{Name: name, NotBefore: time.Now().Add(-time.Minute), Validity: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &tempest.ClusterConfig{
+		GossipAddr: "127.0.0.1:0", QUICAddr: "127.0.0.1:0", Seeds: []string{c.seed},
+		GossipKeys: [][]byte{c.key}, Certificate: cert, CAs: c.pool, Version: "test",
+		GossipTiming: c.gossip, Placement: c.place, LeaveTimeout: time.Second,
+	}
+	cfg := tempest.Config{Name: name, DataDir: t.TempDir(), Cluster: cc,
+		Logger: slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("impostor", true)}
+	cfg.Scheduler.Workers = 2
+	n, err := tempest.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Register(n, demo.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tempest.Halt(context.Background(), n) })
+	return n
+}
+
+// A second process under a live node's name, with a valid certificate
+// for that name (a copied data dir's twin, a stolen key), must not make
+// the cluster mark the real node failed or fail asks.
+func TestImpostorWithValidCertificateDoesNotFailTheRealNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t)
+	for _, name := range []string{"n1", "n2", "n3"} {
+		c.start(name, 3)
+	}
+	waitSettled(t, c, 30*time.Second, "three ready nodes with a settled table")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(c.logs.String())
+		}
+	})
+	var (
+		wg        sync.WaitGroup
+		stop      = make(chan struct{})
+		ok, fails atomic.Int64
+		lastErr   atomic.Value
+		downSeen  atomic.Value
+	)
+	for _, name := range []string{"n1", "n3"} {
+		n := c.node(name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if tab := n.Table(); tab != nil {
+					if ni := tab.Nodes["n2"]; ni != nil && ni.Status != placement.StatusUp {
+						downSeen.Store(fmt.Sprintf("%s sees n2 %v", n.Name(), ni.Status))
+					}
+				}
+				actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, err := n.Ask(actx, n.Ref(demo.Echo, fmt.Sprintf("k%d", i%64)), demo.EchoIn{Text: "x"})
+				cancel()
+				if err != nil {
+					fails.Add(1)
+					lastErr.Store(err.Error())
+					continue
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	rejected := func(name string) uint64 { return c.node(name).Stats().Transport.HelloRejected }
+	before1, before3 := rejected("n1"), rejected("n3")
+	c.startUntracked("n2")
+	// The window: the impostor proves its gossip peers, so it has dialed
+	// n1 and n3 under the name n2 and been refused, with asks going on
+	// (or, were it let in, many asks went through its links).
+	waitFor(t, 60*time.Second, "the impostor to have dialed n1 and n3", func() bool {
+		return rejected("n1") > before1 && rejected("n3") > before3 && ok.Load() > 1000 || ok.Load() > 8000
+	})
+	close(stop)
+	wg.Wait()
+	if v := downSeen.Load(); v != nil {
+		t.Errorf("the real n2 was marked failed: %v", v)
+	}
+	if f := fails.Load(); f > 0 {
+		t.Errorf("%d of %d asks failed while the impostor ran (last: %v)", f, f+ok.Load(), lastErr.Load())
 	}
 }

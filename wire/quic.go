@@ -471,8 +471,22 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 		return
 	}
 	me := Hello{Version: ProtocolVersion, Name: t.cfg.Name, ManifestDigest: t.cfg.ManifestDigest}
+	advertised := t.advertises(ctx, h.Name, conn.RemoteAddr())
 
 	l.mu.Lock()
+	// A second process holding a valid certificate for a peer's name (a
+	// copied data dir, a stolen key) would otherwise take over that
+	// peer's link, and the mail and raft traffic on it, from the real
+	// node. So a connection replaces a live session only when it comes
+	// from the same address as that session, or from the address the
+	// peer advertises; otherwise the live session stays, until it ends.
+	if old := l.sess; old != nil && old.conn.Context().Err() == nil &&
+		!sameUDPAddr(old.conn.RemoteAddr(), conn.RemoteAddr()) && !advertised {
+		from := old.conn.RemoteAddr().String()
+		l.mu.Unlock()
+		reject("name already linked from another address", fmt.Errorf("%s is linked from %s", h.Name, from))
+		return
+	}
 	// Tie-break for simultaneous dials: the node with the lower name keeps
 	// the connection it dialed. A peer dials only when it has no link, so
 	// any other existing session is stale and the new one replaces it.
@@ -496,6 +510,26 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 	hs.Close()
 	l.installLocked(conn, h.Name, h)
 	l.mu.Unlock()
+}
+
+// advertises reports whether addr is the address Resolve gives for peer.
+func (t *QUIC) advertises(ctx context.Context, peer string, addr net.Addr) bool {
+	want, err := t.cfg.Resolve(ctx, peer)
+	if err != nil {
+		return false
+	}
+	ua, err := net.ResolveUDPAddr("udp", want)
+	return err == nil && sameUDPAddr(ua, addr)
+}
+
+// sameUDPAddr compares two UDP addresses by IP and port.
+func sameUDPAddr(a, b net.Addr) bool {
+	ua, ok1 := a.(*net.UDPAddr)
+	ub, ok2 := b.(*net.UDPAddr)
+	if !ok1 || !ok2 {
+		return a.String() == b.String()
+	}
+	return ua.Port == ub.Port && ua.IP.Equal(ub.IP)
 }
 
 // link is the state kept for one peer. Its lanes (send queues) outlive

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -86,5 +87,75 @@ func TestRefusedConnectionsAreCountedAndRateLimited(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("no line with %s:\n%s", want, out)
 		}
+	}
+}
+
+// A second process with a valid certificate for b, at another address
+// than b's, cannot take over a's live link with b: mail a sends to b
+// keeps reaching the real b.
+func TestSecondHolderOfANameDoesNotTakeOverTheLink(t *testing.T) {
+	c, a, b, sa, sb := newTwo(t)
+	checkStillWorks(t, b, sa, "b is linked") // the a–b session is up
+	rp, status, err := dialRaw(t, a, c.pki.cert(t, "b"), c.pki.pool, "b")
+	if err == nil && status == HelloStatusAccepted {
+		t.Fatal("a accepted a second link for b from another address")
+	}
+	_ = rp
+	if got := a.Stats().HelloRejected; got != 1 {
+		t.Errorf("HelloRejected: got %d, want 1", got)
+	}
+	if err := a.Send("b", 1, []byte("to the real b")); err != nil {
+		t.Fatal(err)
+	}
+	sb.waitFor(t, "mail at the real b", func(r []received) bool {
+		for _, x := range r {
+			if string(x.frame) == "to the real b" {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// A peer that restarted at the address it advertises replaces its old
+// session at once, even while that one still looks alive.
+func TestRestartedPeerAtItsAdvertisedAddressReplacesTheLink(t *testing.T) {
+	c, a, b, sa, _ := newTwo(t)
+	checkStillWorks(t, b, sa, "b is linked")
+	// "b" now advertises the raw dialer's address: a new process of b.
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.res.set("b", udp.LocalAddr().String())
+	tr := &quic.Transport{Conn: udp}
+	defer udp.Close()
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	defer cancel()
+	conn, err := tr.Dial(ctx, a.Addr(), clientTLS(staticCreds(c.pki.cert(t, "b"), c.pki.pool), time.Now, "a"), &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseWithError(0, "")
+	hs, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hs.Write(appendFrame(nil, encodeHello(Hello{Version: ProtocolVersion, Name: "b"}))); err != nil {
+		t.Fatal(err)
+	}
+	hs.Close()
+	hs.SetReadDeadline(time.Now().Add(waitTimeout))
+	raw, err := io.ReadAll(hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := singleFrame(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, err := decodeHelloReply(body); err != nil || status != HelloStatusAccepted {
+		t.Fatalf("hello from b's advertised address: %v %v, want accepted", status, err)
 	}
 }

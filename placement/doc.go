@@ -114,6 +114,19 @@
 // (others are non-voters), replaces a voter dead for DeadVoterGrace with a
 // live node, turns membership events and failed raft heartbeats into
 // node status commands, and removes nodes that left once they own nothing.
+// A peer membership reports as PeerUnproven (gossip lists it, but it has
+// not proved its name with a cluster certificate) counts for none of
+// this: it is never bootstrapped, added to raft or to the table.
+//
+// # Damaged files
+//
+// New verifies the raft data before raft sees it: every retained
+// snapshot (meta.json decodes, state.bin matches its checksum), every
+// log entry (reads back, decodes), no gap after the newest snapshot, and
+// raft/log.mark, the last index the log made durable, which the log must
+// reach. A failure is a *CorruptError (errors.Is ErrCorrupt) naming the
+// file: the node must not vote or serve with a log that lost entries it
+// acknowledged.
 //
 // # Usage
 //

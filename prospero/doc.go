@@ -47,7 +47,10 @@
 // go.etcd.io/bbolt file in the node's data directory); NewMemStore is for
 // tests. Package storetest is the one contract suite both pass. State is
 // written on passivation, on graceful shutdown, and, by policy, after
-// every turn or every N turns / D.
+// every turn or every N turns / D. NewBoltStore reads every record once
+// when it opens a file: a damaged or truncated file is refused as a
+// *CorruptError (errors.Is ErrCorrupt) naming it, never a panic in a
+// later read.
 //
 // # Reply after commit
 //

@@ -48,6 +48,7 @@ type Metrics struct {
 	queued   prometheus.Histogram
 	events   *prometheus.CounterVec   // kind, event
 	hydrate  *prometheus.HistogramVec // kind, event
+	late     prometheus.Histogram
 
 	mu    sync.RWMutex
 	kinds map[string]bool
@@ -86,6 +87,11 @@ func NewMetrics(version string) *Metrics {
 			Help:    "Time from the doorbell (mail for an inactive actor) to the actor attached, by kind and event (Activated, Hydrated, Rehydrated, Restarted); includes waiting for the hydration budget and reading the state at rest.",
 			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
 		}, []string{"kind", "event"}),
+		late: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tempest_reminder_lateness_seconds",
+			Help:    "Lateness of durable reminder ticks: dispatch minus scheduled time (missed occurrences fired by a catch-up policy included).",
+			Buckets: prometheus.ExponentialBuckets(1e-4, 4, 12),
+		}),
 		kinds: map[string]bool{},
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -94,7 +100,7 @@ func NewMetrics(version string) *Metrics {
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
 	})
 	info.Set(1)
-	m.reg.MustRegister(m.messages, m.ask, m.turn, m.queued, m.events, m.hydrate, info,
+	m.reg.MustRegister(m.messages, m.ask, m.turn, m.queued, m.events, m.hydrate, m.late, info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -174,7 +180,28 @@ func (m *Metrics) message(kind, op, outcome string, d time.Duration) {
 func (m *Metrics) Attach(n *tempest.Node) {
 	m.SetKinds(n.Kinds())
 	m.reg.MustRegister(&nodeCollector{n: n})
+	rem := n.Reminders()
+	for _, c := range []struct {
+		name, help string
+		v          func() float64
+	}{
+		{"tempest_reminder_ticks_fired_total", "Durable reminder ticks dispatched to their actors.",
+			func() float64 { return float64(rem.Stats().Fired) }},
+		{"tempest_reminder_ticks_skipped_total", "Reminder occurrences not delivered by their catch-up policy.",
+			func() float64 { return float64(rem.Stats().Skipped) }},
+		{"tempest_reminder_ticks_failed_total", "Reminder ticks refused or not handled within the delivery timeout (fired again).",
+			func() float64 { return float64(rem.Stats().Failed) }},
+	} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, c.v))
+	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tempest_reminders",
+		Help: "Durable reminders held by this node (of the shards it serves)."},
+		func() float64 { return float64(rem.Stats().Reminders) }))
 }
+
+// ObserveReminderLateness observes a reminder tick's lateness (dispatch
+// minus scheduled time); set it as the node's Config.Reminders.Lateness.
+func (m *Metrics) ObserveReminderLateness(d time.Duration) { m.late.Observe(d.Seconds()) }
 
 // BridgeGoMetrics sends the process-wide go-metrics (raft's and
 // memberlist's own metrics) into this registry, named tempest_raft_...,

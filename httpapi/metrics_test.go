@@ -76,3 +76,23 @@ func TestPromNames(t *testing.T) {
 		t.Errorf("counter key %v", got)
 	}
 }
+
+// Reminder lateness observations reach their histogram.
+func TestMetricsReminderLateness(t *testing.T) {
+	m := NewMetrics("test")
+	m.ObserveReminderLateness(2 * time.Millisecond)
+	m.ObserveReminderLateness(3 * time.Millisecond)
+	families, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "tempest_reminder_lateness_seconds" {
+			if h := f.GetMetric()[0].GetHistogram(); h.GetSampleCount() != 2 || h.GetSampleSum() < 0.0049 || h.GetSampleSum() > 0.0051 {
+				t.Fatalf("histogram count %d sum %v", h.GetSampleCount(), h.GetSampleSum())
+			}
+			return
+		}
+	}
+	t.Fatal("no tempest_reminder_lateness_seconds")
+}

@@ -142,6 +142,7 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 	}
 	cfg.Scheduler.Workers = c.Workers
 	cfg.Scheduler.Latency = a.met
+	cfg.Reminders.Lateness = a.met.ObserveReminderLateness
 	if c.clustered() {
 		gossipAdvertise, err := resolveAdvertise(c.Advertise, net.DefaultResolver, advertiseResolveTimeout)
 		if err != nil {

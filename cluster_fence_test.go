@@ -237,6 +237,13 @@ func TestClusterStaleEpochRefused(t *testing.T) {
 			why = "not all ready"
 			return false
 		}
+		// Settled: no move in progress anywhere, so the owner judges the
+		// stamps and not a handoff (it refuses mail for a moving shard
+		// NOT_SERVING, whatever the stamp).
+		if !c.settled() {
+			why = "moves in progress"
+			return false
+		}
 		tab := nodes["n1"].Table()
 		for k := 0; k < 256; k++ {
 			loc, err := tab.Locate("fair", fmt.Sprintf("s%d", k))

@@ -251,7 +251,7 @@ func (c MailConfig) withDefaults() MailConfig {
 }
 
 // numRefusedReasons is the number of RefusedReason values.
-const numRefusedReasons = RefusedReasonCallChainTooLong + 1
+const numRefusedReasons = RefusedReasonNotServing + 1
 
 // RefusalCounts counts refusals by reason. Read it with the named methods
 // or index it by RefusedReason.

@@ -288,6 +288,10 @@ func (c RefusalCounts) NotOwner() uint64 { return c[RefusedReasonNotOwner] }
 // CallChainTooLong counts asks refused because their call chain was too long.
 func (c RefusalCounts) CallChainTooLong() uint64 { return c[RefusedReasonCallChainTooLong] }
 
+// NotServing counts refusals by an owner that could not serve for a
+// moment (lease not fresh, table behind, shard moving).
+func (c RefusalCounts) NotServing() uint64 { return c[RefusedReasonNotServing] }
+
 // MailStats are cumulative mail counters.
 type MailStats struct {
 	TellsSent, AsksSent, RepliesSent  uint64

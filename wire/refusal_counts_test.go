@@ -15,6 +15,7 @@ func TestRefusalCountsNameEveryReason(t *testing.T) {
 		RefusedReasonTerminatedIncarnation: c.TerminatedIncarnation(),
 		RefusedReasonNotOwner:              c.NotOwner(),
 		RefusedReasonCallChainTooLong:      c.CallChainTooLong(),
+		RefusedReasonNotServing:            c.NotServing(),
 	}
 	if len(named) != len(c) {
 		t.Fatalf("%d named counters for %d reasons", len(named), len(c))

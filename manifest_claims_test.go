@@ -105,7 +105,7 @@ func (h degradedLog) WithGroup(string) slog.Handler      { return h }
 
 // startClaimNodeWith runs a node with the "gate" kind of o, a "spin" kind
 // whose "spin" turn spins on the CPU until the test ends (budget
-// o.kindBudget), and a "nap" kind whose "nap" turn sleeps 150 ms under
+// o.kindBudget), and a "nap" kind whose "nap" turn sleeps 400 ms under
 // the scheduler's budget.
 func startClaimNodeWith(t *testing.T, o claimOptions) *claimNode {
 	t.Helper()
@@ -143,7 +143,7 @@ func startClaimNodeWith(t *testing.T, o claimOptions) *claimNode {
 	nap := func(string) actor.Actor {
 		return actor.Func(func(ctx actor.Context, msg any) {
 			if msg == "nap" {
-				time.Sleep(150 * time.Millisecond) // a long turn, not synchronization
+				time.Sleep(400 * time.Millisecond) // a long turn, not synchronization
 				ctx.Reply("rested")
 			}
 		})
@@ -212,7 +212,7 @@ func TestClaimAdmission(t *testing.T) {
 // The budget is the kind's, shown per kind in the manifest: a kind
 // without one gets the scheduler's, so its long turn stands.
 func TestClaimTurnDiscipline(t *testing.T) {
-	const budget = 50 * time.Millisecond
+	const budget = 300 * time.Millisecond
 	c := startClaimNodeWith(t, claimOptions{workers: 2, depth: 16, kindBudget: budget, schedulerBudget: 5 * time.Second})
 	requireDischarged(t, c.n, manifest.TurnDiscipline)
 	caps := c.n.Manifest().Capacities
@@ -248,9 +248,10 @@ func TestClaimTurnDiscipline(t *testing.T) {
 	if st := c.n.Stats().Scheduler; st.Stuck != 1 || st.Exhausted != 1 {
 		t.Fatalf("scheduler stats %+v, want one turn abandoned and still stuck", st)
 	}
-	// A kind without a budget of its own has the scheduler's 5 s.
+	// A kind without a budget of its own has the scheduler's 5 s: a turn
+	// longer than gate's budget stands.
 	if reply, err := c.n.Ask(ctxT(t), c.n.Ref("nap", "a"), "nap"); err != nil || reply != "rested" {
-		t.Fatalf("a 150 ms turn under a 5 s budget: %v, %v", reply, err)
+		t.Fatalf("a 400 ms turn under a 5 s budget: %v, %v", reply, err)
 	}
 }
 
@@ -261,7 +262,7 @@ func TestClaimTurnDiscipline(t *testing.T) {
 // passivation works, and the HTTP API and readiness probe answer.
 func TestClaimControlPlaneImmunity(t *testing.T) {
 	const workers = 2
-	c := startClaimNodeWith(t, claimOptions{workers: workers, depth: 16, kindBudget: 100 * time.Millisecond, schedulerBudget: 5 * time.Second})
+	c := startClaimNodeWith(t, claimOptions{workers: workers, depth: 16, kindBudget: 300 * time.Millisecond, schedulerBudget: 5 * time.Second})
 	requireDischarged(t, c.n, manifest.ControlPlaneImmunity)
 	met := httpapi.NewMetrics("test")
 	met.Attach(c.n)
@@ -324,7 +325,7 @@ func TestClaimControlPlaneImmunity(t *testing.T) {
 func TestClaimBoundedReplacements(t *testing.T) {
 	const workers, limit, actors = 2, 4, 100
 	c := startClaimNodeWith(t, claimOptions{workers: workers, depth: 16, maxReplacements: limit,
-		kindBudget: 30 * time.Millisecond, schedulerBudget: 5 * time.Second})
+		kindBudget: 200 * time.Millisecond, schedulerBudget: 5 * time.Second})
 	if got := c.n.Manifest().Capacities.ReplacementWorkers; got != limit {
 		t.Fatalf("manifest replacement workers %d, want %d", got, limit)
 	}

@@ -100,7 +100,7 @@ func TestAbandonedTurnIsFenced(t *testing.T) {
 	if err := s.Register("late", func(string) actor.Actor { return late }, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetTurnBudget("late", 40*time.Millisecond); err != nil {
+	if err := s.SetTurnBudget("late", 500*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	ref := actor.Virtual("late", "a")
@@ -176,7 +176,7 @@ func (silent) Ring(actor.Ref) {}
 func TestAbandonedTurnReturnsItsBatch(t *testing.T) {
 	rec := &mailLog{}
 	hook := &restarter{fresh: func() actor.Actor { return rec }}
-	s := newSched(t, ariel.Config{Workers: 1, TurnBudget: 40 * time.Millisecond, Faults: hook, Activator: silent{}})
+	s := newSched(t, ariel.Config{Workers: 1, TurnBudget: 200 * time.Millisecond, Faults: hook, Activator: silent{}})
 	hook.s.Store(s)
 	b := newBlocker()
 	defer close(b.release)
@@ -210,7 +210,7 @@ func TestReplacementCap(t *testing.T) {
 	const stuckActors = 4
 	release := make(chan struct{})
 	entered := make(chan struct{}, stuckActors)
-	s := newSched(t, ariel.Config{Workers: 1, MaxReplacements: 2, TurnBudget: 20 * time.Millisecond, Faults: &ariel.LogFaults{}})
+	s := newSched(t, ariel.Config{Workers: 1, MaxReplacements: 2, TurnBudget: 100 * time.Millisecond, Faults: &ariel.LogFaults{}})
 	before := runtime.NumGoroutine()
 	for range stuckActors {
 		ref, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
@@ -245,7 +245,7 @@ func TestReplacementCap(t *testing.T) {
 // ends at cleanup so it does not eat a core for the rest of the run.
 func TestSpinningTurnIsAbandoned(t *testing.T) {
 	var stop atomic.Bool
-	s := newSched(t, ariel.Config{Workers: 1, TurnBudget: 20 * time.Millisecond, Faults: &ariel.LogFaults{}})
+	s := newSched(t, ariel.Config{Workers: 1, TurnBudget: 100 * time.Millisecond, Faults: &ariel.LogFaults{}})
 	t.Cleanup(func() { stop.Store(true); waitStuck(t, s, 0) })
 	spin, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
 		if msg == "spin" {

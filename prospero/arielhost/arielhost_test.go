@@ -322,7 +322,7 @@ func TestSupervisionUnderSaturation(t *testing.T) {
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
 	kind := prospero.KindOptions{IdleTimeout: prospero.NeverIdle}
-	n := newNode(t, options{turnBudget: 50 * time.Millisecond, release: release, kind: kind})
+	n := newNode(t, options{turnBudget: 300 * time.Millisecond, release: release, kind: kind})
 	t.Cleanup(unblock) // runs before the node's Close
 	refs := []actor.Ref{actor.Virtual("counter", "1"), actor.Virtual("counter", "2"), actor.Virtual("counter", "3")}
 	for _, r := range refs {

@@ -161,6 +161,7 @@ func (c *cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rem.trc = n.trc
 	c.rem = rem
 
 	wc := c.cfg.Wire

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/reminders"
@@ -28,9 +30,19 @@ type Config struct {
 	DataDir string
 
 	// Scheduler configures the local scheduler (ariel). Its Node field is
-	// set from Name; Activator, Faults and Vet are owned by the node and
+	// set from Name; Activator, Faults, Vet and Tracer are owned by the node and
 	// must be nil; a nil Clock or Logger is taken from this Config.
 	Scheduler ariel.Config
+
+	// TracerProvider, when set, traces asks with OpenTelemetry (see
+	// docs/operations.md, "Tracing"): the ask on the caller, its send, and
+	// on the owner its admission, time queued, draining and turn, with the
+	// W3C trace context carried across nodes in the ask's envelope. Nil
+	// (the default) traces nothing and costs nothing. Sampling is the
+	// provider's: the node follows a sampled parent and records nothing
+	// for one that is not. The agent builds one from the OTEL_*
+	// environment variables.
+	TracerProvider trace.TracerProvider
 
 	// Supervisor configures the supervisor (prospero): MaxActive (active
 	// actors before LRU passivation, 0 unbounded), HydrationBudget
@@ -100,7 +112,7 @@ func (c Config) Validate() error {
 	if c.CloseTimeout < 0 {
 		bad("negative CloseTimeout")
 	}
-	if c.Scheduler.Activator != nil || c.Scheduler.Faults != nil || c.Scheduler.Vet != nil {
+	if c.Scheduler.Activator != nil || c.Scheduler.Faults != nil || c.Scheduler.Vet != nil || c.Scheduler.Tracer != nil {
 		bad("Scheduler.Activator, Scheduler.Faults and Scheduler.Vet are set by the node")
 	}
 	if c.Scheduler.Simulated {

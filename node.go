@@ -109,6 +109,7 @@ type Node struct {
 	msgs *messageTable
 	wreg *wire.Registry // the kinds' message types; set in Start
 	errs errorTable     // application error codes of every kind
+	trc  *tracing       // nil when not tracing
 
 	mu     sync.Mutex // guards state, kinds (before Start), the components
 	state  lifecycle
@@ -368,6 +369,9 @@ func (n *Node) startLocked(ctx context.Context) error {
 	}
 	sc.Activator = arielhost.Activator(sup)
 	sc.Faults = arielhost.Faults(sup)
+	if n.trc = newTracing(n.cfg.Name, n.cfg.TracerProvider); n.trc != nil {
+		sc.Tracer = n.trc
+	}
 	sched, err := ariel.New(sc)
 	if err != nil {
 		return err
@@ -635,6 +639,13 @@ func waitable(err error) bool {
 // leader also matches ErrNoQuorum (besides ErrDeadlineExceeded when its
 // deadline passed), so the caller learns why it was not answered.
 func (n *Node) Ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
+	if t := n.trc; t != nil {
+		return t.ask(ctx, ref, func(ctx context.Context) (any, error) { return n.ask(ctx, ref, msg) })
+	}
+	return n.ask(ctx, ref, msg)
+}
+
+func (n *Node) ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
 	r, err := n.running()
 	if err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/wire"
@@ -56,6 +58,7 @@ type remote struct {
 	locate remoteLocator
 	mail   *wire.Mailer
 	buf    *handoffBuffer
+	trc    *tracing // nil when not tracing
 }
 
 var (
@@ -64,6 +67,7 @@ var (
 	_ wire.InboxResolver = remoteDelivery{}
 	_ wire.EpochFence    = remoteDelivery{}
 	_ wire.ChainDelivery = remoteDelivery{}
+	_ wire.TraceDelivery = remoteDelivery{}
 )
 
 // newRemote builds the Mailer over reg for the scheduler s and the router
@@ -163,6 +167,11 @@ func (r *remote) Forward(m ariel.Outbound) error {
 		}
 	}
 	if m.AskID != 0 {
+		if sc, ok := m.Trace.(trace.SpanContext); ok && r.trc != nil {
+			return r.trc.send(sc, m.To, node, func(tc *wire.TraceContext) error {
+				return r.mail.AskTraced(node, m.AskID, epoch, m.To, m.From, m.Msg, m.Deadline, m.Chain, tc)
+			})
+		}
 		return r.mail.AskChain(node, m.AskID, epoch, m.To, m.From, m.Msg, m.Deadline, m.Chain)
 	}
 	return r.mail.TellAt(node, epoch, m.To, m.From, m.Msg)
@@ -236,6 +245,30 @@ func (d remoteDelivery) DeliverChain(to, from actor.Ref, msg any, deadline time.
 		return err
 	}
 	return d.r.sched.DeliverChain(to, from, msg, deadline, chain, reply)
+}
+
+// DeliverTraced implements wire.TraceDelivery: an ask that carries its
+// caller's trace context. Its spans on this node (see trace.go) are
+// children of the caller's send span; an ask not admitted ends them with
+// the refusal.
+func (d remoteDelivery) DeliverTraced(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, tc *wire.TraceContext, reply func(any, error)) error {
+	t := d.r.trc
+	if t == nil {
+		return d.DeliverChain(to, from, msg, deadline, chain, reply)
+	}
+	parent := t.remoteParent(tc)
+	if !parent.IsValid() || !parent.IsSampled() {
+		return d.DeliverChain(to, from, msg, deadline, chain, reply)
+	}
+	ot := &ownerTrace{parent: parent, arrived: time.Now()}
+	err := d.r.owns(to)
+	if err == nil {
+		err = d.r.sched.DeliverTraced(to, from, msg, deadline, chain, ot, reply)
+	}
+	if err != nil {
+		t.refused(ot, to, err)
+	}
+	return err
 }
 
 // Fence implements wire.EpochFence: mail stamped with epoch may run here

@@ -22,6 +22,10 @@ type pending struct {
 	then actor.Continuation // its continuation
 	gen  uint32             // the asker's generation (see Cell.gen)
 	fn   func(any, error)   // ask that arrived from another node
+	// trace is the ask's opaque trace (see WithTrace), nil when untraced;
+	// queued is when it entered the mailbox, set only when traced.
+	trace  any
+	queued time.Time
 	// link is an in-turn ask's call chain: the asker, waiting within the
 	// chain of the message its turn handled (see reentrancy.go).
 	link callChain
@@ -121,6 +125,16 @@ func (s *Scheduler) Deliver(to, from actor.Ref, msg any, deadline time.Time, rep
 // Outbound.Chain). A chain longer than actor.MaxCallChain is refused with
 // actor.ErrCallChainTooLong.
 func (s *Scheduler) DeliverChain(to, from actor.Ref, msg any, deadline time.Time, chainRefs []actor.Ref, reply func(any, error)) error {
+	return s.DeliverTraced(to, from, msg, deadline, chainRefs, nil, reply)
+}
+
+// DeliverTraced is DeliverChain for an ask that carries a trace from the
+// sending node (see WithTrace): its turn's timestamps go to
+// Config.Tracer. A nil trace, or no tracer, traces nothing.
+func (s *Scheduler) DeliverTraced(to, from actor.Ref, msg any, deadline time.Time, chainRefs []actor.Ref, trace any, reply func(any, error)) error {
+	if s.tracer == nil {
+		trace = nil
+	}
 	if s.closing.Load() {
 		return ErrClosed
 	}
@@ -141,7 +155,7 @@ func (s *Scheduler) DeliverChain(to, from actor.Ref, msg any, deadline time.Time
 			s.countRefusal(err)
 			return err
 		}
-		if retry, err := s.deliverTo(c, from, msg, deadline, chain, reply); !retry {
+		if retry, err := s.deliverTo(c, from, msg, deadline, chain, trace, reply); !retry {
 			return err
 		}
 	}
@@ -149,7 +163,7 @@ func (s *Scheduler) DeliverChain(to, from actor.Ref, msg any, deadline time.Time
 
 // deliverTo is one attempt of Deliver on the cell c, whose slot is
 // reserved. retry reports that c was removed meanwhile (look up again).
-func (s *Scheduler) deliverTo(c *Cell, from actor.Ref, msg any, deadline time.Time, chain *callChain, reply func(any, error)) (retry bool, err error) {
+func (s *Scheduler) deliverTo(c *Cell, from actor.Ref, msg any, deadline time.Time, chain *callChain, trace any, reply func(any, error)) (retry bool, err error) {
 	e := envelope{msg: msg, chain: chain}
 	if !from.IsZero() {
 		f := from
@@ -157,6 +171,9 @@ func (s *Scheduler) deliverTo(c *Cell, from actor.Ref, msg any, deadline time.Ti
 	}
 	if reply != nil {
 		p := &pending{s: s, fn: reply}
+		if trace != nil {
+			p.trace, p.queued = trace, s.clock.Now()
+		}
 		d := deadline.Sub(s.clock.Now())
 		if deadline.IsZero() {
 			d = actor.DefaultAskTimeout

@@ -73,6 +73,10 @@ type Config struct {
 	// It makes every message read the clock twice; leave it nil on hot
 	// paths that do not need it.
 	Latency LatencyObserver
+	// Tracer, when set, is told the timestamps of traced asks (see
+	// TurnTracer, WithTrace). Untraced mail costs one clock read per batch
+	// a worker takes; with Tracer nil, nothing.
+	Tracer TurnTracer
 }
 
 // DefaultConfig returns the defaults.

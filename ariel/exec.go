@@ -50,6 +50,7 @@ type executor struct {
 	turns   uint64   // turns not yet added to cnt
 	msgs    uint64   // messages not yet added to cnt
 	cycles  uint64
+	taken   time.Time // when the batch was taken; set only with a tracer
 
 	credCell *Cell // recipient of the turn's last send
 	cred     int32 // slots reserved in credCell and not used yet
@@ -109,6 +110,9 @@ func (ex *executor) drainCycle(c *Cell) {
 		waited := c.waiting > 0 // take sets aside what may not run now
 		k := c.take(ex.batch[:want])
 		ex.batchN = k
+		if s.tracer != nil && k > 0 {
+			ex.taken = s.clock.Now()
+		}
 		if k == 0 {
 			if !c.release() {
 				continue
@@ -209,7 +213,11 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 			s.latency.ObserveQueued(time.Duration(s.clock.Now().UnixNano() - e.enq))
 		}
 		ex.normal = c.after != nil
-		ex.invoke(c, e, e.msg)
+		if p := e.ask; p != nil && p.trace != nil {
+			ex.tracedInvoke(c, e, p)
+		} else {
+			ex.invoke(c, e, e.msg)
+		}
 		ex.normal = false
 	case kStart:
 		ex.invoke(c, e, actor.Started{})

@@ -41,6 +41,10 @@ type Outbound struct {
 	// Scheduler.DeliverChain, so reentrancy and ask cycles are judged the
 	// same as for local mail.
 	Chain []actor.Ref
+	// Trace is the ask's opaque trace (see WithTrace), nil when untraced;
+	// a Router that carries it to another node hands it to
+	// Scheduler.DeliverTraced there, in whatever form it travels.
+	Trace any
 }
 
 // LocalRouter returns the router that resolves references on this node only:

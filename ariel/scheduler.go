@@ -29,6 +29,7 @@ type Scheduler struct {
 	faults    FaultHook
 	activator Activator
 	latency   LatencyObserver
+	tracer    TurnTracer
 	vet       func(actor.Ref, any) (any, error)
 
 	router atomic.Pointer[routerBox]
@@ -106,6 +107,7 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg:     cfg,
 		log:     cfg.Logger,
 		latency: cfg.Latency,
+		tracer:  cfg.Tracer,
 		vet:     cfg.Vet,
 		kinds:   map[string]kindInfo{},
 		idleCh:  make(chan struct{}),
@@ -312,6 +314,9 @@ func (s *Scheduler) sendNow(from *Cell, to actor.Ref, msg any, p *pending, deadl
 		if s.latency != nil {
 			e.enq = s.clock.Now().UnixNano()
 		}
+		if p != nil && p.trace != nil {
+			p.queued = s.clock.Now()
+		}
 		if !c.pushOne(e) {
 			c.unreserve(1)
 			if c.gone() {
@@ -343,6 +348,7 @@ func (s *Scheduler) forward(from *Cell, to actor.Ref, msg any, p *pending, deadl
 	if p != nil {
 		m.AskID = s.registerAsk(p)
 		m.Deadline = time.Unix(0, deadline)
+		m.Trace = p.trace
 	}
 	err := s.route().Forward(m)
 	if err != nil {
@@ -378,7 +384,7 @@ func (s *Scheduler) Ask(ctx context.Context, to actor.Ref, msg any) (any, error)
 			return nil, err
 		}
 	}
-	p := &pending{s: s, ch: make(chan result, 1)}
+	p := &pending{s: s, ch: make(chan result, 1), trace: s.traceOf(ctx)}
 	p.arm(d)
 	if err := s.sendNow(nil, to, msg, p, deadline.UnixNano()); err != nil {
 		p.complete(nil, err, nil)

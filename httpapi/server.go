@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/propagation"
 
 	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/actor"
@@ -574,7 +575,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request) {
 		s.count(kind, "ask", outcomeBadJSON, 0)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	ctx, cancel := context.WithTimeout(traceContext(r), timeout)
 	defer cancel()
 	start := time.Now()
 	reply, err := s.node.AskJSON(ctx, kind, key, body)
@@ -845,4 +846,16 @@ func (s *Server) manifest(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no node %q in the placement table", name))
+}
+
+// traceContext is the request's context with the W3C trace context of its
+// traceparent and tracestate headers, if it has any: a node that traces
+// (tempest.Config.TracerProvider) makes its tempest.ask span a child of
+// the caller's span; one that does not ignores it.
+func traceContext(r *http.Request) context.Context {
+	ctx := r.Context()
+	if r.Header.Get("traceparent") == "" {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
 }

@@ -264,14 +264,15 @@ func (v *Tell) UnmarshalBARE(b []byte) error {
 
 // Ask is the BARE struct declared at envelope.bare:43.
 type Ask struct {
-	Id         uint64    `bare:"id"`
-	To         ActorID   `bare:"to"`
-	From       *ActorID  `bare:"from"`
-	Epoch      uint64    `bare:"epoch"`
-	DeadlineNs uint64    `bare:"deadlineNs"`
-	Tag        uint32    `bare:"tag"`
-	Body       []byte    `bare:"body"`
-	Chain      []ActorID `bare:"chain"`
+	Id         uint64        `bare:"id"`
+	To         ActorID       `bare:"to"`
+	From       *ActorID      `bare:"from"`
+	Epoch      uint64        `bare:"epoch"`
+	DeadlineNs uint64        `bare:"deadlineNs"`
+	Tag        uint32        `bare:"tag"`
+	Body       []byte        `bare:"body"`
+	Chain      []ActorID     `bare:"chain"`
+	Trace      *TraceContext `bare:"trace"`
 }
 
 // AppendBARE appends the BARE encoding of v to dst. It does not allocate
@@ -298,6 +299,14 @@ func (v *Ask) AppendBARE(dst []byte) ([]byte, error) {
 	for i0 := range v.Chain {
 		if dst, err = v.Chain[i0].AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Chain"+"["+strconv.Itoa(i0)+"]", err)
+		}
+	}
+	if v.Trace == nil {
+		dst = append(dst, 0)
+	} else {
+		dst = append(dst, 1)
+		if dst, err = (*v.Trace).AppendBARE(dst); err != nil {
+			return dst, bare.WrapEncodeError("Trace", err)
 		}
 	}
 	return dst, nil
@@ -334,6 +343,14 @@ func (v *Ask) DecodeBARE(d *bare.Decoder) {
 			v.Chain[i0].DecodeBARE(d)
 		}
 	}
+	if d.Optional() {
+		if v.Trace == nil {
+			v.Trace = new(TraceContext)
+		}
+		(*v.Trace).DecodeBARE(d)
+	} else {
+		v.Trace = nil
+	}
 	d.Leave()
 }
 
@@ -349,7 +366,49 @@ func (v *Ask) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Reply is the BARE struct declared at envelope.bare:54.
+// TraceContext is the BARE struct declared at envelope.bare:56.
+type TraceContext struct {
+	Parent string `bare:"parent"`
+	State  string `bare:"state"`
+}
+
+// AppendBARE appends the BARE encoding of v to dst. It does not allocate
+// when dst has room, except to sort map keys.
+func (v *TraceContext) AppendBARE(dst []byte) ([]byte, error) {
+	var err error
+	if dst, err = bare.AppendStr(dst, string(v.Parent)); err != nil {
+		return dst, bare.WrapEncodeError("Parent", err)
+	}
+	if dst, err = bare.AppendStr(dst, string(v.State)); err != nil {
+		return dst, bare.WrapEncodeError("State", err)
+	}
+	return dst, nil
+}
+
+// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
+// are reported by d.Err.
+func (v *TraceContext) DecodeBARE(d *bare.Decoder) {
+	if !d.Enter() {
+		return
+	}
+	v.Parent = string(d.Str())
+	v.State = string(d.Str())
+	d.Leave()
+}
+
+// MarshalBARE returns the BARE encoding of v.
+func (v *TraceContext) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *TraceContext) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}
+
+// Reply is the BARE struct declared at envelope.bare:61.
 type Reply struct {
 	Id   uint64 `bare:"id"`
 	Tag  uint32 `bare:"tag"`
@@ -389,7 +448,7 @@ func (v *Reply) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// RefusedReason is the BARE enum declared at envelope.bare:60.
+// RefusedReason is the BARE enum declared at envelope.bare:67.
 type RefusedReason uint64
 
 // Values of RefusedReason.
@@ -466,7 +525,7 @@ func (v *RefusedReason) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Refused is the BARE struct declared at envelope.bare:72.
+// Refused is the BARE struct declared at envelope.bare:79.
 type Refused struct {
 	Id        uint64        `bare:"id"`
 	To        ActorID       `bare:"to"`
@@ -544,7 +603,7 @@ func (v *Refused) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffBegin is the BARE struct declared at envelope.bare:85.
+// HandoffBegin is the BARE struct declared at envelope.bare:92.
 type HandoffBegin struct {
 	Shard uint32 `bare:"shard"`
 	Epoch uint64 `bare:"epoch"`
@@ -592,7 +651,7 @@ func (v *HandoffBegin) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// StateTransfer is the BARE struct declared at envelope.bare:93.
+// StateTransfer is the BARE struct declared at envelope.bare:100.
 type StateTransfer struct {
 	Shard uint32  `bare:"shard"`
 	Epoch uint64  `bare:"epoch"`
@@ -641,7 +700,7 @@ func (v *StateTransfer) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffDone is the BARE struct declared at envelope.bare:101.
+// HandoffDone is the BARE struct declared at envelope.bare:108.
 type HandoffDone struct {
 	Shard uint32 `bare:"shard"`
 	Epoch uint64 `bare:"epoch"`
@@ -681,7 +740,7 @@ func (v *HandoffDone) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HydrateRequest is the BARE struct declared at envelope.bare:107.
+// HydrateRequest is the BARE struct declared at envelope.bare:114.
 type HydrateRequest struct {
 	Actor ActorID `bare:"actor"`
 	Epoch uint64  `bare:"epoch"`
@@ -721,7 +780,7 @@ func (v *HydrateRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// DeadlinePolicy is the BARE struct declared at envelope.bare:112.
+// DeadlinePolicy is the BARE struct declared at envelope.bare:119.
 type DeadlinePolicy struct {
 	Kind              string `bare:"kind"`
 	DefaultDeadlineNs uint64 `bare:"defaultDeadlineNs"`
@@ -764,7 +823,7 @@ func (v *DeadlinePolicy) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Envelope is the BARE union declared at envelope.bare:118. Its values are:
+// Envelope is the BARE union declared at envelope.bare:125. Its values are:
 //
 //   - *Tell (tag 1)
 //   - *Ask (tag 2)

@@ -578,6 +578,25 @@ func (m *Mailer) AskAt(peer string, id, epoch uint64, to, from actor.Ref, msg an
 // waiting on it, outermost first (see ariel.Outbound.Chain). The receiver
 // hands it to a LocalDelivery that implements ChainDelivery.
 func (m *Mailer) AskChain(peer string, id, epoch uint64, to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref) error {
+	return m.AskTraced(peer, id, epoch, to, from, msg, deadline, chain, nil)
+}
+
+// Bounds of a TraceContext on the wire: a W3C traceparent of version 00
+// is 55 bytes, and tracestate is at most 32 members (512 bytes is what
+// the W3C spec asks a vendor to propagate at least).
+const (
+	MaxTraceParent = 55
+	MaxTraceState  = 512
+)
+
+// AskTraced is AskChain for an ask that carries the caller's trace
+// context (nil for none); the receiver hands it to a LocalDelivery that
+// implements TraceDelivery. A trace context over MaxTraceParent or
+// MaxTraceState fails with an error matching bare.ErrLimit.
+func (m *Mailer) AskTraced(peer string, id, epoch uint64, to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, trace *TraceContext) error {
+	if trace != nil && (len(trace.Parent) > MaxTraceParent || len(trace.State) > MaxTraceState) {
+		return fmt.Errorf("%w: trace context", bare.ErrLimit)
+	}
 	if len(chain) > actor.MaxCallChain {
 		return fmt.Errorf("%w: %d", actor.ErrCallChainTooLong, len(chain))
 	}
@@ -613,6 +632,13 @@ func (m *Mailer) AskChain(peer string, id, epoch uint64, to, from actor.Ref, msg
 				err = bare.WrapEncodeError("Chain", err)
 				break
 			}
+		}
+	}
+	if err == nil {
+		if trace == nil {
+			frame = append(frame, 0)
+		} else if frame, err = trace.AppendBARE(append(frame, 1)); err != nil {
+			err = bare.WrapEncodeError("Trace", err)
 		}
 	}
 	*bp = buf[:0]
@@ -859,7 +885,7 @@ func (m *Mailer) onAsk(peer string, a *Ask, size int) error {
 	deadline := m.cfg.Clock.Now().Add(time.Duration(min(a.DeadlineNs, uint64(1<<62))))
 	err = m.fence(to, a.Epoch)
 	if err == nil {
-		err = m.deliverAsk(to, from, msg, deadline, a.Chain, ia.reply)
+		err = m.deliverAsk(to, from, msg, deadline, a.Chain, a.Trace, ia.reply)
 	}
 	if err != nil {
 		if ia.done.CompareAndSwap(false, true) {
@@ -874,8 +900,13 @@ func (m *Mailer) onAsk(peer string, a *Ask, size int) error {
 
 // deliverAsk hands an ask to LocalDelivery, with its call chain when the
 // delivery takes one.
-func (m *Mailer) deliverAsk(to, from actor.Ref, msg any, deadline time.Time, ids []ActorID, reply func(any, error)) error {
+func (m *Mailer) deliverAsk(to, from actor.Ref, msg any, deadline time.Time, ids []ActorID, trace *TraceContext, reply func(any, error)) error {
+	td, traced := m.cfg.Local.(TraceDelivery)
+	traced = traced && trace != nil
 	cd, ok := m.cfg.Local.(ChainDelivery)
+	if len(ids) == 0 && traced {
+		return td.DeliverTraced(to, from, msg, deadline, nil, trace, reply)
+	}
 	if len(ids) == 0 || !ok {
 		return m.cfg.Local.Deliver(to, from, msg, deadline, reply)
 	}
@@ -890,7 +921,18 @@ func (m *Mailer) deliverAsk(to, from actor.Ref, msg any, deadline time.Time, ids
 		}
 		chain[i] = r
 	}
+	if traced {
+		return td.DeliverTraced(to, from, msg, deadline, chain, trace, reply)
+	}
 	return cd.DeliverChain(to, from, msg, deadline, chain, reply)
+}
+
+// TraceDelivery is implemented by a LocalDelivery that takes the trace
+// context an ask carries, so the owner's spans join the caller's trace.
+// It is called only for an ask that carries one; trace is the decoded
+// value, valid for the call only.
+type TraceDelivery interface {
+	DeliverTraced(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, trace *TraceContext, reply func(any, error)) error
 }
 
 // ChainDelivery is implemented by a LocalDelivery that takes the call
@@ -1040,6 +1082,13 @@ func (m *Mailer) decodeAsk(d *bare.Decoder, v *Ask) {
 		v.Chain = make([]ActorID, n)
 		for i := range v.Chain {
 			m.decodeID(d, &v.Chain[i])
+		}
+	}
+	if d.Optional() {
+		v.Trace = new(TraceContext)
+		v.Trace.DecodeBARE(d)
+		if len(v.Trace.Parent) > MaxTraceParent || len(v.Trace.State) > MaxTraceState {
+			d.Fail(d.Offset(), bare.ErrLimit, "trace context")
 		}
 	}
 	d.Leave()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/demo"
@@ -91,9 +92,18 @@ func runAgent(ctx context.Context, c agentConfig, getenv func(string) string, st
 	}
 	log := newLogger(stderr, c.LogLevel, c.LogFormat)
 	warnSharedSecrets(log, c)
+	if c.tracer, err = newTracerProvider(ctx, getenv, c.Name); err != nil {
+		return err
+	}
 	a, err := startAgent(c, mat, token, log, true)
 	if err != nil {
+		if c.tracer != nil {
+			_ = c.tracer.Shutdown(context.Background())
+		}
 		return err
+	}
+	if c.tracer != nil {
+		log.Info("tracing on: spans exported over OTLP/HTTP")
 	}
 	printBanner(stdout, c, a, mat)
 	select {
@@ -115,6 +125,7 @@ type agent struct {
 	api      *httpapi.Server
 	fwd      *http.Client
 	log      *slog.Logger
+	tracer   *sdktrace.TracerProvider // nil when not tracing
 	wg       sync.WaitGroup
 }
 
@@ -143,6 +154,10 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 	cfg.Scheduler.Workers = c.Workers
 	cfg.Scheduler.Latency = a.met
 	cfg.Reminders.Lateness = a.met.ObserveReminderLateness
+	if c.tracer != nil {
+		cfg.TracerProvider = c.tracer
+		a.tracer = c.tracer
+	}
 	if c.clustered() {
 		gossipAdvertise, err := resolveAdvertise(c.Advertise, net.DefaultResolver, advertiseResolveTimeout)
 		if err != nil {
@@ -237,6 +252,12 @@ func (a *agent) stop(drain time.Duration) error {
 	a.wg.Wait()
 	if a.api != nil {
 		a.api.CloseIdle()
+	}
+	if a.tracer != nil {
+		// Flush the spans of the last asks.
+		if terr := a.tracer.Shutdown(sctx); terr != nil {
+			a.log.Warn("trace export at shutdown", "error", terr)
+		}
 	}
 	if err != nil {
 		a.log.Warn("graceful shutdown incomplete", "error", err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/demo"
@@ -23,6 +24,10 @@ import (
 // agentConfig is the configuration of `tempest agent`, from flags,
 // TEMPEST_<FLAG> environment variables and the --config YAML file.
 type agentConfig struct {
+	// tracer is the OpenTelemetry provider built from OTEL_* (nil: off);
+	// not a flag.
+	tracer *sdktrace.TracerProvider
+
 	Config          string
 	Name            string
 	DataDir         string

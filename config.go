@@ -113,7 +113,7 @@ func (c Config) Validate() error {
 		bad("negative CloseTimeout")
 	}
 	if c.Scheduler.Activator != nil || c.Scheduler.Faults != nil || c.Scheduler.Vet != nil || c.Scheduler.Tracer != nil {
-		bad("Scheduler.Activator, Scheduler.Faults and Scheduler.Vet are set by the node")
+		bad("Scheduler.Activator, Scheduler.Faults, Scheduler.Vet and Scheduler.Tracer are set by the node (use TracerProvider)")
 	}
 	if c.Scheduler.Simulated {
 		bad("the simulated scheduler is for tests of ariel, not for a node")

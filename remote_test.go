@@ -14,16 +14,17 @@ import (
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/internal/testmsg"
 	"github.com/tempest-actors/tempest/wire"
 )
 
-// Message types of these tests: generated BARE structs borrowed from the
-// envelope schema.
+// Message types of these tests: generated BARE structs of the tests'
+// own schema.
 type (
-	rtSeq     = wire.DeadlinePolicy // Kind: command or sender, DefaultDeadlineNs: sequence number
-	rtCount   = wire.HandoffDone    // Count: an answer
-	rtPayload = wire.StateTransfer  // State: bytes
-	rtStray   = wire.HydrateRequest // registered on some nodes only
+	rtSeq     = testmsg.DeadlinePolicy // Kind: command or sender, DefaultDeadlineNs: sequence number
+	rtCount   = testmsg.HandoffDone    // Count: an answer
+	rtPayload = testmsg.StateTransfer  // State: bytes
+	rtStray   = testmsg.HydrateRequest // registered on some nodes only
 )
 
 const rtWait = 20 * time.Second

@@ -98,6 +98,12 @@ func (v *Get) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
+// The tags of the CounterIn union's members, as on the wire.
+const (
+	CounterInTagAdd uint64 = 1
+	CounterInTagGet uint64 = 2
+)
+
 // CounterIn is the BARE union declared at demo.bare:16. Its values are:
 //
 //   - *Add (tag 1)
@@ -118,12 +124,12 @@ func AppendCounterIn(dst []byte, v CounterIn) ([]byte, error) {
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*Add", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 1)
+		dst = bare.AppendUint(dst, CounterInTagAdd)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Add", err)
 		}
 	case Get:
-		dst = bare.AppendUint(dst, 2)
+		dst = bare.AppendUint(dst, CounterInTagGet)
 		_ = x
 	case nil:
 		return dst, &bare.EncodeError{Err: bare.ErrNilUnion}
@@ -142,11 +148,11 @@ func DecodeCounterIn(d *bare.Decoder) CounterIn {
 	off := d.Offset()
 	var v CounterIn
 	switch tag := d.Uint(); tag {
-	case 1:
+	case CounterInTagAdd:
 		x := new(Add)
 		x.DecodeBARE(d)
 		v = x
-	case 2:
+	case CounterInTagGet:
 		v = Get{}
 	default:
 		d.UnknownTag(off, "CounterIn", tag)

@@ -740,90 +740,18 @@ func (v *HandoffDone) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HydrateRequest is the BARE struct declared at envelope.bare:114.
-type HydrateRequest struct {
-	Actor ActorID `bare:"actor"`
-	Epoch uint64  `bare:"epoch"`
-}
+// The tags of the Envelope union's members, as on the wire.
+const (
+	EnvelopeTagTell          uint64 = 1
+	EnvelopeTagAsk           uint64 = 2
+	EnvelopeTagReply         uint64 = 3
+	EnvelopeTagRefused       uint64 = 4
+	EnvelopeTagHandoffBegin  uint64 = 16
+	EnvelopeTagStateTransfer uint64 = 17
+	EnvelopeTagHandoffDone   uint64 = 18
+)
 
-// AppendBARE appends the BARE encoding of v to dst. It does not allocate
-// when dst has room, except to sort map keys.
-func (v *HydrateRequest) AppendBARE(dst []byte) ([]byte, error) {
-	var err error
-	if dst, err = v.Actor.AppendBARE(dst); err != nil {
-		return dst, bare.WrapEncodeError("Actor", err)
-	}
-	dst = bare.AppendU64(dst, uint64(v.Epoch))
-	return dst, nil
-}
-
-// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
-// are reported by d.Err.
-func (v *HydrateRequest) DecodeBARE(d *bare.Decoder) {
-	if !d.Enter() {
-		return
-	}
-	v.Actor.DecodeBARE(d)
-	v.Epoch = uint64(d.U64())
-	d.Leave()
-}
-
-// MarshalBARE returns the BARE encoding of v.
-func (v *HydrateRequest) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
-
-// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
-// default limits of bare.DefaultConfig.
-func (v *HydrateRequest) UnmarshalBARE(b []byte) error {
-	var d bare.Decoder
-	d.Reset(b, bare.Config{})
-	v.DecodeBARE(&d)
-	return d.Finish()
-}
-
-// DeadlinePolicy is the BARE struct declared at envelope.bare:119.
-type DeadlinePolicy struct {
-	Kind              string `bare:"kind"`
-	DefaultDeadlineNs uint64 `bare:"defaultDeadlineNs"`
-	TurnBudgetNs      uint64 `bare:"turnBudgetNs"`
-}
-
-// AppendBARE appends the BARE encoding of v to dst. It does not allocate
-// when dst has room, except to sort map keys.
-func (v *DeadlinePolicy) AppendBARE(dst []byte) ([]byte, error) {
-	var err error
-	if dst, err = bare.AppendStr(dst, string(v.Kind)); err != nil {
-		return dst, bare.WrapEncodeError("Kind", err)
-	}
-	dst = bare.AppendU64(dst, uint64(v.DefaultDeadlineNs))
-	dst = bare.AppendU64(dst, uint64(v.TurnBudgetNs))
-	return dst, nil
-}
-
-// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
-// are reported by d.Err.
-func (v *DeadlinePolicy) DecodeBARE(d *bare.Decoder) {
-	if !d.Enter() {
-		return
-	}
-	v.Kind = string(d.Str())
-	v.DefaultDeadlineNs = uint64(d.U64())
-	v.TurnBudgetNs = uint64(d.U64())
-	d.Leave()
-}
-
-// MarshalBARE returns the BARE encoding of v.
-func (v *DeadlinePolicy) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
-
-// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
-// default limits of bare.DefaultConfig.
-func (v *DeadlinePolicy) UnmarshalBARE(b []byte) error {
-	var d bare.Decoder
-	d.Reset(b, bare.Config{})
-	v.DecodeBARE(&d)
-	return d.Finish()
-}
-
-// Envelope is the BARE union declared at envelope.bare:125. Its values are:
+// Envelope is the BARE union declared at envelope.bare:114. Its values are:
 //
 //   - *Tell (tag 1)
 //   - *Ask (tag 2)
@@ -832,8 +760,6 @@ func (v *DeadlinePolicy) UnmarshalBARE(b []byte) error {
 //   - *HandoffBegin (tag 16)
 //   - *StateTransfer (tag 17)
 //   - *HandoffDone (tag 18)
-//   - *HydrateRequest (tag 19)
-//   - *DeadlinePolicy (tag 20)
 type Envelope interface {
 	isEnvelope()
 }
@@ -852,10 +778,6 @@ func (*StateTransfer) isEnvelope() {}
 
 func (*HandoffDone) isEnvelope() {}
 
-func (*HydrateRequest) isEnvelope() {}
-
-func (*DeadlinePolicy) isEnvelope() {}
-
 // AppendEnvelope appends the BARE encoding of v (tag, then value) to dst.
 func AppendEnvelope(dst []byte, v Envelope) ([]byte, error) {
 	var err error
@@ -864,7 +786,7 @@ func AppendEnvelope(dst []byte, v Envelope) ([]byte, error) {
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*Tell", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 1)
+		dst = bare.AppendUint(dst, EnvelopeTagTell)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Tell", err)
 		}
@@ -872,7 +794,7 @@ func AppendEnvelope(dst []byte, v Envelope) ([]byte, error) {
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*Ask", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 2)
+		dst = bare.AppendUint(dst, EnvelopeTagAsk)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Ask", err)
 		}
@@ -880,7 +802,7 @@ func AppendEnvelope(dst []byte, v Envelope) ([]byte, error) {
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*Reply", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 3)
+		dst = bare.AppendUint(dst, EnvelopeTagReply)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Reply", err)
 		}
@@ -888,7 +810,7 @@ func AppendEnvelope(dst []byte, v Envelope) ([]byte, error) {
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*Refused", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 4)
+		dst = bare.AppendUint(dst, EnvelopeTagRefused)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Refused", err)
 		}
@@ -896,7 +818,7 @@ func AppendEnvelope(dst []byte, v Envelope) ([]byte, error) {
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*HandoffBegin", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 16)
+		dst = bare.AppendUint(dst, EnvelopeTagHandoffBegin)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("HandoffBegin", err)
 		}
@@ -904,7 +826,7 @@ func AppendEnvelope(dst []byte, v Envelope) ([]byte, error) {
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*StateTransfer", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 17)
+		dst = bare.AppendUint(dst, EnvelopeTagStateTransfer)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("StateTransfer", err)
 		}
@@ -912,25 +834,9 @@ func AppendEnvelope(dst []byte, v Envelope) ([]byte, error) {
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*HandoffDone", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 18)
+		dst = bare.AppendUint(dst, EnvelopeTagHandoffDone)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("HandoffDone", err)
-		}
-	case *HydrateRequest:
-		if x == nil {
-			return dst, &bare.EncodeError{Path: "*HydrateRequest", Err: bare.ErrNilUnion}
-		}
-		dst = bare.AppendUint(dst, 19)
-		if dst, err = x.AppendBARE(dst); err != nil {
-			return dst, bare.WrapEncodeError("HydrateRequest", err)
-		}
-	case *DeadlinePolicy:
-		if x == nil {
-			return dst, &bare.EncodeError{Path: "*DeadlinePolicy", Err: bare.ErrNilUnion}
-		}
-		dst = bare.AppendUint(dst, 20)
-		if dst, err = x.AppendBARE(dst); err != nil {
-			return dst, bare.WrapEncodeError("DeadlinePolicy", err)
 		}
 	case nil:
 		return dst, &bare.EncodeError{Err: bare.ErrNilUnion}
@@ -949,40 +855,32 @@ func DecodeEnvelope(d *bare.Decoder) Envelope {
 	off := d.Offset()
 	var v Envelope
 	switch tag := d.Uint(); tag {
-	case 1:
+	case EnvelopeTagTell:
 		x := new(Tell)
 		x.DecodeBARE(d)
 		v = x
-	case 2:
+	case EnvelopeTagAsk:
 		x := new(Ask)
 		x.DecodeBARE(d)
 		v = x
-	case 3:
+	case EnvelopeTagReply:
 		x := new(Reply)
 		x.DecodeBARE(d)
 		v = x
-	case 4:
+	case EnvelopeTagRefused:
 		x := new(Refused)
 		x.DecodeBARE(d)
 		v = x
-	case 16:
+	case EnvelopeTagHandoffBegin:
 		x := new(HandoffBegin)
 		x.DecodeBARE(d)
 		v = x
-	case 17:
+	case EnvelopeTagStateTransfer:
 		x := new(StateTransfer)
 		x.DecodeBARE(d)
 		v = x
-	case 18:
+	case EnvelopeTagHandoffDone:
 		x := new(HandoffDone)
-		x.DecodeBARE(d)
-		v = x
-	case 19:
-		x := new(HydrateRequest)
-		x.DecodeBARE(d)
-		v = x
-	case 20:
-		x := new(DeadlinePolicy)
 		x.DecodeBARE(d)
 		v = x
 	default:

@@ -28,8 +28,6 @@ func sampleEnvelopes() []Envelope {
 		&HandoffBegin{Shard: 4, Epoch: 10, From: "a", To: "b"},
 		&StateTransfer{Shard: 4, Epoch: 10, Seq: 1, Actor: to, State: []byte("state")},
 		&HandoffDone{Shard: 4, Epoch: 10, Count: 1},
-		&HydrateRequest{Actor: to, Epoch: 10},
-		&DeadlinePolicy{Kind: "counter", DefaultDeadlineNs: 5e9, TurnBudgetNs: 5e9},
 	}
 }
 

@@ -189,7 +189,7 @@ type MailConfig struct {
 	// again. It must not block.
 	Undelivered func(from, to actor.Ref, msg any, err error)
 	// Control, if set, receives the envelopes of the control lane
-	// (placement handoff, state transfer, hydration, deadline policy).
+	// (supervisor traffic).
 	// An error resets the lane like a malformed frame. Without it control
 	// frames are counted and ignored.
 	Control func(from string, env Envelope) error
@@ -537,7 +537,7 @@ func (m *Mailer) tell(ctx context.Context, peer string, epoch uint64, to, from a
 	}
 	bp := m.getBuf()
 	defer m.putBuf(bp)
-	buf := append((*bp)[:0], 1) // Tell
+	buf := bare.AppendUint((*bp)[:0], EnvelopeTagTell)
 	buf = append(buf, h.ids...)
 	buf = bare.AppendU64(buf, epoch) // placement epoch
 	frame, buf, err := m.appendMail(buf, msg)
@@ -618,7 +618,7 @@ func (m *Mailer) AskTraced(peer string, id, epoch uint64, to, from actor.Ref, ms
 	}
 	bp := m.getBuf()
 	defer m.putBuf(bp)
-	buf := append((*bp)[:0], 2) // Ask
+	buf := bare.AppendUint((*bp)[:0], EnvelopeTagAsk)
 	buf = bare.AppendU64(buf, id)
 	buf = append(buf, h.ids...)
 	buf = bare.AppendU64(buf, epoch) // placement epoch
@@ -787,21 +787,21 @@ func (m *Mailer) Handle(from string, lane Lane, frame []byte) error {
 	}
 	var err error
 	switch tag := d.Uint(); tag {
-	case 1:
+	case EnvelopeTagTell:
 		err = m.handleTell(from, &d, frame)
-	case 2:
+	case EnvelopeTagAsk:
 		var a Ask
 		m.decodeAsk(&d, &a)
 		if err = d.Finish(); err == nil {
 			err = m.onAsk(from, &a, len(frame))
 		}
-	case 3:
+	case EnvelopeTagReply:
 		var r Reply
 		r.DecodeBARE(&d)
 		if err = d.Finish(); err == nil {
 			m.onReply(from, &r)
 		}
-	case 4:
+	case EnvelopeTagRefused:
 		var r Refused
 		r.DecodeBARE(&d)
 		if err = d.Finish(); err == nil {
@@ -963,7 +963,7 @@ func (m *Mailer) sendReply(peer string, id uint64, v any, err error) {
 	}
 	env := Reply{Id: id, Tag: tag, Body: body}
 	start := len(body)
-	buf := bare.AppendUint(body, 3)
+	buf := bare.AppendUint(body, EnvelopeTagReply)
 	buf, _ = env.AppendBARE(buf) // a Reply has nothing that can fail to encode
 	*bp = buf[:0]
 	frame := buf[start:]
@@ -989,7 +989,7 @@ func (m *Mailer) refuse(peer string, key uint64, r *Refused) {
 	r.Detail = strings.ToValidUTF8(r.Detail, "\uFFFD")
 	bp := m.getBuf()
 	defer m.putBuf(bp)
-	frame := bare.AppendUint((*bp)[:0], 4)
+	frame := bare.AppendUint((*bp)[:0], EnvelopeTagRefused)
 	frame, err := r.AppendBARE(frame)
 	*bp = frame[:0]
 	if err == nil {

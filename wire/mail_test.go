@@ -9,14 +9,15 @@ import (
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/internal/testmsg"
 	"github.com/tempest-actors/tempest/wire/bare"
 )
 
-// Test message types: generated BARE structs from envelope.bare, used
-// here as user messages.
+// Test message types: generated BARE structs, used here as user
+// messages.
 type (
-	testPing = DeadlinePolicy // tag 100
-	testPong = HandoffDone    // tag 101
+	testPing = testmsg.DeadlinePolicy // tag 100
+	testPong = testmsg.HandoffDone    // tag 101
 )
 
 func testRegistry(t testing.TB) *Registry {

@@ -95,6 +95,13 @@ func (v *GetBalance) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
+// The tags of the AccountIn union's members, as on the wire.
+const (
+	AccountInTagDeposit    uint64 = 1
+	AccountInTagWithdraw   uint64 = 2
+	AccountInTagGetBalance uint64 = 3
+)
+
 // AccountIn is the BARE union declared at bank.bare:19. Its values are:
 //
 //   - *Deposit (tag 1)
@@ -118,7 +125,7 @@ func AppendAccountIn(dst []byte, v AccountIn) ([]byte, error) {
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*Deposit", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 1)
+		dst = bare.AppendUint(dst, AccountInTagDeposit)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Deposit", err)
 		}
@@ -126,12 +133,12 @@ func AppendAccountIn(dst []byte, v AccountIn) ([]byte, error) {
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*Withdraw", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 2)
+		dst = bare.AppendUint(dst, AccountInTagWithdraw)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Withdraw", err)
 		}
 	case GetBalance:
-		dst = bare.AppendUint(dst, 3)
+		dst = bare.AppendUint(dst, AccountInTagGetBalance)
 		_ = x
 	case nil:
 		return dst, &bare.EncodeError{Err: bare.ErrNilUnion}
@@ -150,15 +157,15 @@ func DecodeAccountIn(d *bare.Decoder) AccountIn {
 	off := d.Offset()
 	var v AccountIn
 	switch tag := d.Uint(); tag {
-	case 1:
+	case AccountInTagDeposit:
 		x := new(Deposit)
 		x.DecodeBARE(d)
 		v = x
-	case 2:
+	case AccountInTagWithdraw:
 		x := new(Withdraw)
 		x.DecodeBARE(d)
 		v = x
-	case 3:
+	case AccountInTagGetBalance:
 		v = GetBalance{}
 	default:
 		d.UnknownTag(off, "AccountIn", tag)

@@ -534,6 +534,18 @@ func (g *gen) unionDecl(name string, t *bare.Type) error {
 		return err
 	}
 	marker := "is" + name
+	tagConst := func(m member) string {
+		return g.unique(name + "Tag" + strings.TrimPrefix(m.goType, "*"))
+	}
+	consts := make([]string, len(ms))
+	g.p("// The tags of the %s union's members, as on the wire.", name)
+	g.p("const (")
+	for i, m := range ms {
+		consts[i] = tagConst(m)
+		g.p("%s uint64 = %d", consts[i], m.m.Tag)
+	}
+	g.p(")")
+	g.p("")
 	g.p("// %s is the BARE union declared at %s. Its values are:", name, posString(t.Pos))
 	g.p("//")
 	for _, m := range ms {
@@ -560,12 +572,12 @@ func (g *gen) unionDecl(name string, t *bare.Type) error {
 	g.p("// Append%s appends the BARE encoding of v (tag, then value) to dst.", name)
 	g.fn(fmt.Sprintf("func Append%s(dst []byte, v %s) ([]byte, error)", name, name), func(w *strings.Builder) {
 		w.WriteString("switch x := v.(type) {\n")
-		for _, m := range ms {
+		for i, m := range ms {
 			fmt.Fprintf(w, "case %s:\n", m.goType)
 			if m.ptr {
 				fmt.Fprintf(w, "if x == nil {\nreturn dst, &bare.EncodeError{Path: %q, Err: bare.ErrNilUnion}\n}\n", m.goType)
 			}
-			fmt.Fprintf(w, "dst = bare.AppendUint(dst, %d)\n", m.m.Tag)
+			fmt.Fprintf(w, "dst = bare.AppendUint(dst, %s)\n", consts[i])
 			switch {
 			case m.void:
 				w.WriteString("_ = x\n")
@@ -586,8 +598,8 @@ func (g *gen) unionDecl(name string, t *bare.Type) error {
 		w.WriteString("off := d.Offset()\n")
 		fmt.Fprintf(w, "var v %s\n", name)
 		w.WriteString("switch tag := d.Uint(); tag {\n")
-		for _, m := range ms {
-			fmt.Fprintf(w, "case %d:\n", m.m.Tag)
+		for i, m := range ms {
+			fmt.Fprintf(w, "case %s:\n", consts[i])
 			switch {
 			case m.void:
 				fmt.Fprintf(w, "v = %s{}\n", m.goType)

@@ -79,3 +79,19 @@ func TestCheckFile(t *testing.T) {
 		t.Fatalf("err = %v, want ErrStale", err)
 	}
 }
+
+// TestUnionTagConstants: every union member gets a tag constant, and the
+// generated encoder and decoder use it rather than a number.
+func TestUnionTagConstants(t *testing.T) {
+	out, err := generate(t, "type A struct { x: u8 }\ntype U union { A | str = 7 | void }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Join(strings.Fields(string(out)), " ")
+	for _, want := range []string{"UTagA uint64 = 0", "UTagUStr uint64 = 7", "UTagUVoid uint64 = 8",
+		"bare.AppendUint(dst, UTagA)", "case UTagUStr:"} {
+		if !strings.Contains(src, want) {
+			t.Errorf("output lacks %q:\n%s", want, src)
+		}
+	}
+}

@@ -446,6 +446,13 @@ func (v *TerminatedEmployee) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
+// The tags of the Person union's members, as on the wire.
+const (
+	PersonTagCustomer           uint64 = 0
+	PersonTagEmployee           uint64 = 1
+	PersonTagTerminatedEmployee uint64 = 2
+)
+
 // Person is the BARE union declared at test.bare:43. Its values are:
 //
 //   - *Customer (tag 0)
@@ -469,7 +476,7 @@ func AppendPerson(dst []byte, v Person) ([]byte, error) {
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*Customer", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 0)
+		dst = bare.AppendUint(dst, PersonTagCustomer)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Customer", err)
 		}
@@ -477,12 +484,12 @@ func AppendPerson(dst []byte, v Person) ([]byte, error) {
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*Employee", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 1)
+		dst = bare.AppendUint(dst, PersonTagEmployee)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Employee", err)
 		}
 	case TerminatedEmployee:
-		dst = bare.AppendUint(dst, 2)
+		dst = bare.AppendUint(dst, PersonTagTerminatedEmployee)
 		_ = x
 	case nil:
 		return dst, &bare.EncodeError{Err: bare.ErrNilUnion}
@@ -501,15 +508,15 @@ func DecodePerson(d *bare.Decoder) Person {
 	off := d.Offset()
 	var v Person
 	switch tag := d.Uint(); tag {
-	case 0:
+	case PersonTagCustomer:
 		x := new(Customer)
 		x.DecodeBARE(d)
 		v = x
-	case 1:
+	case PersonTagEmployee:
 		x := new(Employee)
 		x.DecodeBARE(d)
 		v = x
-	case 2:
+	case PersonTagTerminatedEmployee:
 		v = TerminatedEmployee{}
 	default:
 		d.UnknownTag(off, "Person", tag)
@@ -953,6 +960,17 @@ func (v *AllNest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
+// The tags of the Value union's members, as on the wire.
+const (
+	ValueTagValueStr     uint64 = 0
+	ValueTagValueU32     uint64 = 4
+	ValueTagValueVoid    uint64 = 5
+	ValueTagEmployee     uint64 = 6
+	ValueTagValueMember7 uint64 = 7
+	ValueTagGet          uint64 = 8
+	ValueTagValueMember9 uint64 = 9
+)
+
 // Value is the BARE union declared at test.bare:80. Its values are:
 //
 //   - ValueStr (tag 0)
@@ -997,26 +1015,26 @@ func AppendValue(dst []byte, v Value) ([]byte, error) {
 	var err error
 	switch x := v.(type) {
 	case ValueStr:
-		dst = bare.AppendUint(dst, 0)
+		dst = bare.AppendUint(dst, ValueTagValueStr)
 		if dst, err = bare.AppendStr(dst, string(x)); err != nil {
 			return dst, bare.WrapEncodeError("ValueStr", err)
 		}
 	case ValueU32:
-		dst = bare.AppendUint(dst, 4)
+		dst = bare.AppendUint(dst, ValueTagValueU32)
 		dst = bare.AppendU32(dst, uint32(x))
 	case ValueVoid:
-		dst = bare.AppendUint(dst, 5)
+		dst = bare.AppendUint(dst, ValueTagValueVoid)
 		_ = x
 	case *Employee:
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*Employee", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 6)
+		dst = bare.AppendUint(dst, ValueTagEmployee)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Employee", err)
 		}
 	case ValueMember7:
-		dst = bare.AppendUint(dst, 7)
+		dst = bare.AppendUint(dst, ValueTagValueMember7)
 		dst = bare.AppendUint(dst, uint64(len(x)))
 		for i0 := range x {
 			if dst, err = bare.AppendStr(dst, string(x[i0])); err != nil {
@@ -1024,13 +1042,13 @@ func AppendValue(dst []byte, v Value) ([]byte, error) {
 			}
 		}
 	case Get:
-		dst = bare.AppendUint(dst, 8)
+		dst = bare.AppendUint(dst, ValueTagGet)
 		_ = x
 	case *ValueMember9:
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*ValueMember9", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 9)
+		dst = bare.AppendUint(dst, ValueTagValueMember9)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("ValueMember9", err)
 		}
@@ -1051,21 +1069,21 @@ func DecodeValue(d *bare.Decoder) Value {
 	off := d.Offset()
 	var v Value
 	switch tag := d.Uint(); tag {
-	case 0:
+	case ValueTagValueStr:
 		var x ValueStr
 		x = ValueStr(d.Str())
 		v = x
-	case 4:
+	case ValueTagValueU32:
 		var x ValueU32
 		x = ValueU32(d.U32())
 		v = x
-	case 5:
+	case ValueTagValueVoid:
 		v = ValueVoid{}
-	case 6:
+	case ValueTagEmployee:
 		x := new(Employee)
 		x.DecodeBARE(d)
 		v = x
-	case 7:
+	case ValueTagValueMember7:
 		var x ValueMember7
 		{
 			n0 := d.Count(1)
@@ -1079,9 +1097,9 @@ func DecodeValue(d *bare.Decoder) Value {
 			}
 		}
 		v = x
-	case 8:
+	case ValueTagGet:
 		v = Get{}
-	case 9:
+	case ValueTagValueMember9:
 		x := new(ValueMember9)
 		x.DecodeBARE(d)
 		v = x
@@ -1309,6 +1327,12 @@ func (v *Add) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
+// The tags of the Op union's members, as on the wire.
+const (
+	OpTagGet uint64 = 0
+	OpTagAdd uint64 = 3
+)
+
 // Op is the BARE union declared at test.bare:104. Its values are:
 //
 //   - Get (tag 0)
@@ -1326,13 +1350,13 @@ func AppendOp(dst []byte, v Op) ([]byte, error) {
 	var err error
 	switch x := v.(type) {
 	case Get:
-		dst = bare.AppendUint(dst, 0)
+		dst = bare.AppendUint(dst, OpTagGet)
 		_ = x
 	case *Add:
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*Add", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 3)
+		dst = bare.AppendUint(dst, OpTagAdd)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Add", err)
 		}
@@ -1353,9 +1377,9 @@ func DecodeOp(d *bare.Decoder) Op {
 	off := d.Offset()
 	var v Op
 	switch tag := d.Uint(); tag {
-	case 0:
+	case OpTagGet:
 		v = Get{}
-	case 3:
+	case OpTagAdd:
 		x := new(Add)
 		x.DecodeBARE(d)
 		v = x
@@ -1707,6 +1731,13 @@ func (v *Roster) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
+// The tags of the Change union's members, as on the wire.
+const (
+	ChangeTagGone  uint64 = 0
+	ChangeTagStaff uint64 = 1
+	ChangeTagDept  uint64 = 2
+)
+
 // Change is the BARE union declared at test.bare:128. Its values are:
 //
 //   - Gone (tag 0)
@@ -1727,18 +1758,18 @@ func AppendChange(dst []byte, v Change) ([]byte, error) {
 	var err error
 	switch x := v.(type) {
 	case Gone:
-		dst = bare.AppendUint(dst, 0)
+		dst = bare.AppendUint(dst, ChangeTagGone)
 		_ = x
 	case *Staff:
 		if x == nil {
 			return dst, &bare.EncodeError{Path: "*Staff", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, 1)
+		dst = bare.AppendUint(dst, ChangeTagStaff)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Staff", err)
 		}
 	case Dept:
-		dst = bare.AppendUint(dst, 2)
+		dst = bare.AppendUint(dst, ChangeTagDept)
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Dept", err)
 		}
@@ -1759,13 +1790,13 @@ func DecodeChange(d *bare.Decoder) Change {
 	off := d.Offset()
 	var v Change
 	switch tag := d.Uint(); tag {
-	case 0:
+	case ChangeTagGone:
 		v = Gone{}
-	case 1:
+	case ChangeTagStaff:
 		x := new(Staff)
 		x.DecodeBARE(d)
 		v = x
-	case 2:
+	case ChangeTagDept:
 		var x Dept
 		x.DecodeBARE(d)
 		v = x

@@ -512,7 +512,7 @@ func (e *env) stepKill(ctx context.Context, rep *report, l *load) error {
 	if err != nil {
 		return fmt.Errorf("%s: verify: %w", step, err)
 	}
-	rep.add(step, "acked updates lost", "%d (active state of the killed node; saved on passivation only)", lost)
+	rep.add(step, "acked updates lost", "%d (written on the killed node's own disk only: state at rest is not replicated yet)", lost)
 
 	t1 := time.Now()
 	if _, err := e.c.docker(ctx, "start", e.c.ids[victim]); err != nil {

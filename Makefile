@@ -27,6 +27,11 @@ test: vet
 vet:
 	$(GO) vet $(PKGS)
 
+## soak: the long runs make test leaves out: failover with the default timing and the
+## 20,000-connection API test (TEMPEST_SOAK), and the race suite three times over
+soak:
+	ulimit -n 65536 2>/dev/null || true; TEMPEST_SOAK=1 $(GO) test -race -count=3 -timeout 90m $(PKGS)
+
 ## bench: benchmarks with their in-run baselines (see docs/BENCHMARKS.md)
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)

@@ -233,10 +233,7 @@ type remoteDelivery struct{ r *remote }
 
 // Deliver implements wire.LocalDelivery over Scheduler.Deliver.
 func (d remoteDelivery) Deliver(to, from actor.Ref, msg any, deadline time.Time, reply func(any, error)) error {
-	if err := d.r.owns(to); err != nil {
-		return err
-	}
-	return d.r.sched.Deliver(to, from, msg, deadline, reply)
+	return d.DeliverChain(to, from, msg, deadline, nil, reply)
 }
 
 // DeliverChain implements wire.ChainDelivery: an ask with its call chain.

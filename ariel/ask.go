@@ -216,7 +216,7 @@ type replier struct {
 
 var _ actor.Replier = (*replier)(nil)
 
-func newReplier(s *Scheduler, p *pending) *replier {
+func newReplier(p *pending) *replier {
 	r := &replier{p: p}
 	if p != nil {
 		runtime.AddCleanup(r, func(p *pending) {

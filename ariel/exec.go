@@ -907,7 +907,7 @@ func (ex *executor) ReplyLater() actor.Replier {
 		if ex.env != nil {
 			p = ex.env.ask
 		}
-		ex.later = newReplier(ex.s, p)
+		ex.later = newReplier(p)
 	}
 	return ex.later
 }

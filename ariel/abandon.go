@@ -35,8 +35,8 @@ const (
 )
 
 // out marks the start of a call-out. Everything the watchdog needs to
-// recover the turn (the cell, ex.env, ex.pos, ex.batchN, the seized
-// cell) is written before it, and so visible to a watchdog that swaps
+// recover the turn (the cell, ex.env, ex.pos, ex.batchN, the held
+// groups) is written before it, and so visible to a watchdog that swaps
 // the gate afterwards.
 func (ex *executor) out() {
 	if ex.w != nil {
@@ -98,9 +98,12 @@ func (ex *executor) discard() { ex.s.g.fenced.Add(1) }
 // goroutine ends without touching the cell, which the watchdog handed on.
 func (ex *executor) abandoned() {
 	s := ex.s
-	if ex.credCell != nil {
-		ex.returnCredit()
+	for i := range ex.groups {
+		if g := &ex.groups[i]; g.cred > 0 {
+			g.c.unreserve(int(g.cred))
+		}
 	}
+	ex.resetGroups()
 	for i := range ex.outTo {
 		ex.outTo[i].unreserve(1)
 		if p := ex.outEnv[i].ask; p != nil && p.finish() {
@@ -110,7 +113,7 @@ func (ex *executor) abandoned() {
 	}
 	clear(ex.outTo)
 	clear(ex.outEnv)
-	ex.outTo, ex.outEnv = ex.outTo[:0], ex.outEnv[:0]
+	ex.outTo, ex.outEnv, ex.outG = ex.outTo[:0], ex.outEnv[:0], ex.outG[:0]
 	for i := range ex.outFwd {
 		if p := ex.outFwd[i].p; p != nil && p.finish() {
 			p.timer.Stop()
@@ -215,15 +218,9 @@ func (s *Scheduler) abandon(w *worker, g uint64) bool {
 		}
 		s.inj.pushMany(tmp[:k])
 	}
-	if sc := w.seized; sc != nil {
-		// A cell whose run-token the worker took at a flush and never
-		// ran: its message goes back to the head of its mailbox.
-		sc.mu.Lock()
-		sc.prependLocked([]envelope{w.hand}) // its slot is still reserved
-		sc.mu.Unlock()
-		sc.state.Store(stReady)
-		s.inj.push(sc)
-	}
+	// Cells whose run-token the worker took at a flush and never ran:
+	// their mail goes back to the head of their mailboxes.
+	s.releaseHeld(w)
 	s.notify()
 
 	c := w.cur.Load()

@@ -93,7 +93,12 @@ func TestAbandonedTurnIsFenced(t *testing.T) {
 	obs := &mailLog{}
 	hold, holding := make(chan struct{}), make(chan struct{}, 1)
 	hook := &restarter{fresh: func() actor.Actor { return freshActor{entered: holding, hold: hold} }}
-	s := newSched(t, ariel.Config{Workers: 2, TurnBudget: 5 * time.Second, Faults: hook})
+	// Only the fault hook attaches after the abandonment (the silent
+	// activator attaches nothing): with the factory's activator, an ask
+	// arriving between the abandonment and the hook's restart could
+	// activate the blocking value again and wait for an answer it never
+	// gives.
+	s := newSched(t, ariel.Config{Workers: 2, TurnBudget: 5 * time.Second, Faults: hook, Activator: silent{}})
 	hook.s.Store(s)
 	observer, _ := s.Spawn(obs)
 	late := &lateActor{entered: make(chan struct{}, 1), release: make(chan struct{}), observer: observer}
@@ -104,6 +109,12 @@ func TestAbandonedTurnIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := actor.Virtual("late", "a")
+	if err := s.EnsureCell(ref, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AttachAt(ref, 1, late); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.Ask(askCtx(t), ref, "block")

@@ -22,13 +22,76 @@ type pending struct {
 	then actor.Continuation // its continuation
 	gen  uint32             // the asker's generation (see Cell.gen)
 	fn   func(any, error)   // ask that arrived from another node
-	// trace is the ask's opaque trace (see WithTrace), nil when untraced;
-	// queued is when it entered the mailbox, set only when traced.
-	trace  any
-	queued time.Time
+	// trace is set only for a traced ask (see WithTrace). It is a pointer
+	// so that an untraced ask, the common case, does not carry its fields.
+	// (A traced tell carries its trace in its envelope's xinfo.)
+	trace *msgTrace
 	// link is an in-turn ask's call chain: the asker, waiting within the
 	// chain of the message its turn handled (see reentrancy.go).
 	link callChain
+	// turn says where a queued ask stands with its turn (askQueued,
+	// askStarted, askWithdrawn): the recipient's dequeue and its caller's
+	// withdrawal race for it, and exactly one of them wins.
+	turn atomic.Uint32
+}
+
+// The states of pending.turn.
+const (
+	askQueued    uint32 = iota // not dequeued yet (or not queued on this node)
+	askStarted                 // its turn started: it runs to completion
+	askWithdrawn               // its caller gave up first: its turn never runs
+)
+
+// start claims the ask's turn at dequeue. It reports false when the
+// caller withdrew the ask first. An ask put back in its mailbox after its
+// turn started (an abandoned turn's mail) starts again.
+func (p *pending) start() bool {
+	return p.turn.CompareAndSwap(askQueued, askStarted) || p.turn.Load() == askStarted
+}
+
+// withdraw marks the ask withdrawn unless its turn started; it reports
+// whether it did.
+func (p *pending) withdraw() bool {
+	return p.turn.CompareAndSwap(askQueued, askWithdrawn)
+}
+
+// AskCanceller is implemented by a Router that can withdraw an ask it
+// forwarded (Outbound.AskID) from the node it went to. The scheduler calls
+// CancelAsk when the ask's caller stopped waiting: before its deadline
+// (its context was cancelled, or the scheduler closed) or at it; the ask
+// has been completed locally already. It must not block.
+type AskCanceller interface {
+	CancelAsk(id uint64)
+}
+
+// QueuedAsk is an ask admitted by DeliverAsk, which its caller on another
+// node may withdraw before its turn starts.
+type QueuedAsk struct{ p *pending }
+
+// Withdraw drops the ask if its turn has not started: its reply function
+// is then never called and its turn never runs (counted in
+// Stats.Cancelled when its mailbox reaches it). It reports whether it
+// dropped it; false means the turn started, or the ask was answered
+// already (its deadline, a refusal). Safe from any goroutine, idempotent.
+func (q QueuedAsk) Withdraw() bool {
+	p := q.p
+	if p == nil || !p.withdraw() {
+		return false
+	}
+	if !p.finish() {
+		return false // answered meanwhile (its deadline, the mailbox closing)
+	}
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	return true
+}
+
+// msgTrace is a traced message's opaque trace and when the message entered
+// the recipient's mailbox.
+type msgTrace struct {
+	trace  any
+	queued time.Time
 }
 
 type result struct {
@@ -50,6 +113,7 @@ func (p *pending) arm(d time.Duration) {
 		if p.finish() {
 			p.s.g.expired.Add(1)
 			p.deliver(nil, actor.ErrDeadlineExceeded, nil)
+			p.s.cancelForwarded(p)
 		}
 	})
 }
@@ -113,6 +177,15 @@ func (s *Scheduler) CompleteAsk(id uint64, reply any, err error) bool {
 	return v.(*pending).complete(reply, err, nil)
 }
 
+// AskPending reports whether the ask forwarded with AskID id (see
+// Router.Forward) still waits for its outcome: a Router that holds an ask
+// to send it again checks that its caller has not been answered (by the
+// deadline) or given up meanwhile. Safe from any goroutine.
+func (s *Scheduler) AskPending(id uint64) bool {
+	v, ok := s.asks.Load(id)
+	return ok && !v.(*pending).done.Load()
+}
+
 // Deliver hands a message that arrived from another node to a local actor.
 // from is the remote sender (zero if none). For an ask, reply is called
 // exactly once with the answer or an error, at the latest at deadline;
@@ -128,57 +201,72 @@ func (s *Scheduler) DeliverChain(to, from actor.Ref, msg any, deadline time.Time
 	return s.DeliverTraced(to, from, msg, deadline, chainRefs, nil, reply)
 }
 
-// DeliverTraced is DeliverChain for an ask that carries a trace from the
-// sending node (see WithTrace): its turn's timestamps go to
-// Config.Tracer. A nil trace, or no tracer, traces nothing.
+// DeliverTraced is DeliverChain for an ask (or, with reply nil, a tell)
+// that carries a trace from the sending node (see WithTrace): its turn's
+// timestamps go to Config.Tracer. A nil trace, or no tracer, traces
+// nothing.
 func (s *Scheduler) DeliverTraced(to, from actor.Ref, msg any, deadline time.Time, chainRefs []actor.Ref, trace any, reply func(any, error)) error {
-	if s.tracer == nil {
+	_, err := s.DeliverAsk(to, from, msg, deadline, chainRefs, trace, reply)
+	return err
+}
+
+// DeliverAsk is DeliverTraced that also returns, for an admitted ask
+// (reply not nil), the handle its caller's node withdraws it by (see
+// QueuedAsk.Withdraw and CancelAsk in the federation protocol). The
+// ask's deadline is clamped to its kind's maximum (SetAskTimeouts).
+func (s *Scheduler) DeliverAsk(to, from actor.Ref, msg any, deadline time.Time, chainRefs []actor.Ref, trace any, reply func(any, error)) (QueuedAsk, error) {
+	if !s.traces() {
 		trace = nil
 	}
 	if s.closing.Load() {
-		return ErrClosed
+		return QueuedAsk{}, ErrClosed
 	}
 	chain, err := chainOf(chainRefs)
 	if err != nil {
-		return err
+		return QueuedAsk{}, err
+	}
+	if reply != nil {
+		deadline = s.AskDeadline(to, s.clock.Now(), deadline)
 	}
 	for {
 		c, err := s.local.Resolve(to)
 		if err != nil {
 			s.g.undelivered.Add(1)
-			return err
+			return QueuedAsk{}, err
 		}
 		if c == nil {
-			return actor.ErrProcessUnavailable
+			return QueuedAsk{}, actor.ErrProcessUnavailable
 		}
 		if err := c.reserve(); err != nil {
 			s.countRefusal(err)
-			return err
+			return QueuedAsk{}, err
 		}
-		if retry, err := s.deliverTo(c, from, msg, deadline, chain, trace, reply); !retry {
-			return err
+		if p, retry, err := s.deliverTo(c, from, msg, deadline, chain, trace, reply); !retry {
+			if err != nil {
+				return QueuedAsk{}, err
+			}
+			return QueuedAsk{p}, nil
 		}
 	}
 }
 
 // deliverTo is one attempt of Deliver on the cell c, whose slot is
 // reserved. retry reports that c was removed meanwhile (look up again).
-func (s *Scheduler) deliverTo(c *Cell, from actor.Ref, msg any, deadline time.Time, chain *callChain, trace any, reply func(any, error)) (retry bool, err error) {
+// p is the admitted ask (nil for a tell).
+func (s *Scheduler) deliverTo(c *Cell, from actor.Ref, msg any, deadline time.Time, chain *callChain, trace any, reply func(any, error)) (p *pending, retry bool, err error) {
 	e := envelope{msg: msg, chain: chain}
-	if !from.IsZero() {
-		f := from
-		e.xfrom = &f
+	switch {
+	case reply == nil && trace != nil:
+		e.x = &xinfo{from: from, trace: &msgTrace{trace: trace, queued: s.clock.Now()}}
+	case !from.IsZero():
+		e.x = &xinfo{from: from}
 	}
 	if reply != nil {
-		p := &pending{s: s, fn: reply}
+		p = &pending{s: s, fn: reply}
 		if trace != nil {
-			p.trace, p.queued = trace, s.clock.Now()
+			p.trace = &msgTrace{trace: trace, queued: s.clock.Now()}
 		}
 		d := deadline.Sub(s.clock.Now())
-		if deadline.IsZero() {
-			d = actor.DefaultAskTimeout
-			deadline = s.clock.Now().Add(d)
-		}
 		p.arm(d)
 		e.ask, e.deadline = p, deadline.UnixNano()
 	}
@@ -191,19 +279,19 @@ func (s *Scheduler) deliverTo(c *Cell, from actor.Ref, msg any, deadline time.Ti
 			s.forget(c)
 			if e.ask != nil {
 				if !e.ask.finish() {
-					return false, nil // its deadline answered it already
+					return nil, false, nil // its deadline answered it already
 				}
 				e.ask.timer.Stop()
 			}
-			return true, nil
+			return nil, true, nil
 		}
 		if e.ask != nil {
 			e.ask.complete(nil, actor.ErrActorTerminated, nil)
 		}
-		return false, actor.ErrActorTerminated
+		return nil, false, actor.ErrActorTerminated
 	}
 	s.wake(c, nil)
-	return false, nil
+	return p, false, nil
 }
 
 // replier is the Replier of one ask (Context.ReplyLater). The pending ask

@@ -65,10 +65,12 @@ func BenchmarkPingPong(b *testing.B) {
 		ping, _ := s.Spawn(p)
 		b.ReportAllocs()
 		b.ResetTimer()
+		cpu := cpuPerOp(b)
 		if err := s.Tell(ping, &ball{}); err != nil {
 			b.Fatal(err)
 		}
 		<-p.done
+		cpu()
 	})
 	b.Run("chan", func(b *testing.B) {
 		ping, pong := make(chan *ball), make(chan *ball)
@@ -80,10 +82,12 @@ func BenchmarkPingPong(b *testing.B) {
 		m := &ball{}
 		b.ReportAllocs()
 		b.ResetTimer()
+		cpu := cpuPerOp(b)
 		for i := 0; i < b.N; i++ {
 			pong <- m
 			<-ping
 		}
+		cpu()
 		b.StopTimer()
 		close(pong)
 	})
@@ -168,12 +172,14 @@ func BenchmarkFanIn(b *testing.B) {
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
+		cpu := cpuPerOp(b)
 		for _, r := range refs {
 			for w := 0; w < fanInWindow; w++ {
 				_ = s.Tell(r, more{})
 			}
 		}
 		<-k.done
+		cpu()
 		b.StopTimer()
 		st := s.Stats()
 		b.ReportMetric(float64(st.Parks)/float64(b.N)*1000, "parks/kmsg")
@@ -228,6 +234,7 @@ func BenchmarkFanIn(b *testing.B) {
 		m := &ball{}
 		b.ReportAllocs()
 		b.ResetTimer()
+		cpu := cpuPerOp(b)
 		for i := 0; i < fanInSenders; i++ {
 			share := b.N / fanInSenders
 			if i == 0 {
@@ -240,6 +247,7 @@ func BenchmarkFanIn(b *testing.B) {
 			}()
 		}
 		<-done
+		cpu()
 	})
 }
 
@@ -282,8 +290,12 @@ func BenchmarkFanOut(b *testing.B) {
 		}
 		b.ReportAllocs()
 		b.ResetTimer()
+		cpu := cpuPerOp(b)
 		_ = s.Tell(src, more{})
 		<-done
+		cpu()
+		b.StopTimer()
+		b.ReportMetric(float64(s.Stats().Seized)/float64(b.N)*1000, "seized/kmsg")
 	})
 	b.Run("chan", func(b *testing.B) {
 		chans := make([]chan *ball, fanOut)
@@ -306,12 +318,14 @@ func BenchmarkFanOut(b *testing.B) {
 		m := &ball{}
 		b.ReportAllocs()
 		b.ResetTimer()
+		cpu := cpuPerOp(b)
 		for i := 0; i < b.N; i++ {
 			chans[i%fanOut] <- m
 		}
 		if b.N > 0 {
 			<-done
 		}
+		cpu()
 		b.StopTimer()
 		for _, c := range chans {
 			close(c)
@@ -421,4 +435,92 @@ func BenchmarkTell(b *testing.B) {
 			runtime.Gosched()
 		}
 	}
+}
+
+const (
+	interleavedRecipients = 8
+	interleavedRounds     = 64
+)
+
+// BenchmarkFanOutInterleaved: one sender whose turns send round-robin
+// over 8 recipients, 64 rounds a turn (every recipient's sends are
+// interleaved with the others'); ns per message. chan: one goroutine
+// sending round-robin to 8 goroutines over 1024-slot channels.
+func BenchmarkFanOutInterleaved(b *testing.B) {
+	b.Run("ariel", func(b *testing.B) {
+		s := benchSched(b, ariel.Config{MailboxCapacity: 1 << 16})
+		var left atomic.Int64
+		left.Store(int64(b.N))
+		done := make(chan struct{})
+		recv := actor.Func(func(ctx actor.Context, msg any) {
+			if _, ok := msg.(*ball); ok && left.Add(-1) == 0 {
+				close(done)
+			}
+		})
+		refs := make([]actor.Ref, interleavedRecipients)
+		for i := range refs {
+			refs[i], _ = s.Spawn(recv)
+		}
+		m := &ball{}
+		sent := 0
+		src, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+			if _, ok := msg.(more); !ok {
+				return
+			}
+			for r := 0; r < interleavedRounds && sent < b.N; r++ {
+				for i := 0; i < interleavedRecipients && sent < b.N; i++ {
+					if ctx.Tell(refs[i], m) == nil {
+						sent++
+					}
+				}
+			}
+			if sent < b.N {
+				_ = ctx.Tell(ctx.Self(), more{})
+			}
+		}))
+		if b.N == 0 {
+			return
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		cpu := cpuPerOp(b)
+		_ = s.Tell(src, more{})
+		<-done
+		cpu()
+	})
+	b.Run("chan", func(b *testing.B) {
+		chans := make([]chan *ball, interleavedRecipients)
+		var wg sync.WaitGroup
+		var left atomic.Int64
+		left.Store(int64(b.N))
+		done := make(chan struct{})
+		for i := range chans {
+			chans[i] = make(chan *ball, 1024)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range chans[i] {
+					if left.Add(-1) == 0 {
+						close(done)
+					}
+				}
+			}()
+		}
+		m := &ball{}
+		b.ReportAllocs()
+		b.ResetTimer()
+		cpu := cpuPerOp(b)
+		for i := 0; i < b.N; i++ {
+			chans[i%interleavedRecipients] <- m
+		}
+		if b.N > 0 {
+			<-done
+		}
+		cpu()
+		b.StopTimer()
+		for _, c := range chans {
+			close(c)
+		}
+		wg.Wait()
+	})
 }

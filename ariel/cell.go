@@ -51,8 +51,8 @@ const (
 // the mailbox ring, so a tell allocates nothing.
 type envelope struct {
 	msg      any
-	from     *Cell      // local sending actor, nil otherwise
-	xfrom    *actor.Ref // sender on another node (rare), nil otherwise
+	from     *Cell  // local sending actor, nil otherwise
+	x        *xinfo // rare extras (see xinfo), nil otherwise
 	ask      *pending
 	deadline int64      // unix nanos; 0 means none
 	enq      int64      // unix nanos of enqueue; set only when latency is observed
@@ -64,13 +64,39 @@ type envelope struct {
 	gen uint32
 }
 
+// xinfo is what few envelopes carry, behind one pointer so that the
+// envelope every message copies does not grow: the sender on another
+// node, and the trace of a traced tell (an ask keeps its trace in its
+// pending record). Read-only once the envelope is queued; TellBatch shares
+// one among a batch.
+type xinfo struct {
+	from  actor.Ref // the sender on another node; zero for none
+	trace *msgTrace // nil: untraced
+}
+
+// remoteSender is the sender on another node, zero for none.
+func (e *envelope) remoteSender() actor.Ref {
+	if e.x == nil {
+		return actor.Ref{}
+	}
+	return e.x.from
+}
+
+// tellTrace is the trace of a traced tell, nil for any other envelope.
+func (e *envelope) tellTrace() *msgTrace {
+	if e.x == nil {
+		return nil
+	}
+	return e.x.trace
+}
+
 // moveEnvelope copies src to dst field by field. A whole-struct copy uses
 // 16-byte moves, which stall when the source was just written with 8-byte
 // stores (store forwarding) — the common case on a request/reply hop.
 func moveEnvelope(dst, src *envelope) {
 	dst.msg = src.msg
 	dst.from = src.from
-	dst.xfrom = src.xfrom
+	dst.x = src.x
 	dst.ask = src.ask
 	dst.deadline = src.deadline
 	dst.enq = src.enq
@@ -113,6 +139,11 @@ type Cell struct {
 	gen atomic.Uint32
 	s   *Scheduler
 	ext *cellExt // rare per-cell data, created on demand by the run-token holder
+	// rungAt and attachedAt (unix ns) are when the Activator was last rung
+	// for this cell and when an actor was last attached: the activation a
+	// traced ask waited for (TurnTimes.Activating). Written only when the
+	// scheduler has a tracer.
+	rungAt, attachedAt atomic.Int64
 	// after, when set, runs after each turn that ended normally (the
 	// kind asked for it with SetAfterTurn).
 	after AfterTurn

@@ -2,35 +2,21 @@ package ariel
 
 import (
 	"container/heap"
+	"github.com/tempest-actors/tempest/clock"
 	"sync"
 	"time"
 )
 
-// Clock is the scheduler's time source. Implementations must be safe for
-// concurrent use.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f once after d, on a goroutine of the clock's choosing
-	// (the simulated scheduler calls it on its own goroutine).
-	AfterFunc(d time.Duration, f func()) Timer
-}
+// Clock is the scheduler's time source, the project's one (see package
+// clock). The simulated scheduler calls AfterFunc's functions on its own
+// goroutine.
+type Clock = clock.Clock
 
 // Timer is a pending AfterFunc.
-type Timer interface {
-	// Stop prevents the call if it has not started; it reports whether it did.
-	Stop() bool
-}
+type Timer = clock.Timer
 
 // RealClock is the wall clock.
-type RealClock struct{}
-
-var _ Clock = RealClock{}
-
-// Now returns time.Now().
-func (RealClock) Now() time.Time { return time.Now() }
-
-// AfterFunc wraps time.AfterFunc.
-func (RealClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+type RealClock = clock.Real
 
 // SimClock is a virtual clock. Time moves only when Advance (or the
 // simulated scheduler, when it has nothing ready) moves it; due timers then
@@ -63,6 +49,57 @@ func (c *SimClock) AfterFunc(d time.Duration, f func()) Timer {
 	t := &simTimer{c: c, at: c.now.Add(d), seq: c.seq, f: f}
 	heap.Push(&c.timers, t)
 	return t
+}
+
+// After returns a channel that receives the virtual time once Now()+d is
+// reached.
+func (c *SimClock) After(d time.Duration) <-chan time.Time {
+	ch, _ := c.NewTimer(d)
+	return ch
+}
+
+// NewTimer returns a channel that receives the virtual time once Now()+d
+// is reached, and its stop func.
+func (c *SimClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	ch := make(chan time.Time, 1)
+	t := c.AfterFunc(d, func() {
+		select {
+		case ch <- c.Now():
+		default:
+		}
+	})
+	return ch, t.Stop
+}
+
+// NewTicker returns a channel that receives the virtual time every d, and
+// its stop func. A tick the receiver has not taken yet is not doubled.
+func (c *SimClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	d = max(d, time.Nanosecond)
+	ch := make(chan time.Time, 1)
+	var mu sync.Mutex
+	stopped := false
+	var t Timer
+	var tick func()
+	tick = func() {
+		select {
+		case ch <- c.Now():
+		default:
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t = c.AfterFunc(d, tick)
+		}
+	}
+	mu.Lock()
+	t = c.AfterFunc(d, tick)
+	mu.Unlock()
+	return ch, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 // Pending reports how many timers are waiting.

@@ -69,12 +69,19 @@ type Config struct {
 	// an actor sends itself are not vetted. It must be fast and safe for
 	// concurrent use.
 	Vet func(to actor.Ref, msg any) (any, error)
+	// VetError, when set, sees every error a virtual actor replies
+	// (Context.ReplyError, a Replier) with the replying actor as from,
+	// before it reaches the asker, and returns the error to deliver
+	// instead (for example the form the error has once it crossed the
+	// wire, so that a local asker sees what a remote one does). It must
+	// be fast and safe for concurrent use.
+	VetError func(from actor.Ref, err error) error
 	// Latency, when set, observes per-message queueing and handler time.
 	// It makes every message read the clock twice; leave it nil on hot
 	// paths that do not need it.
 	Latency LatencyObserver
-	// Tracer, when set, is told the timestamps of traced asks (see
-	// TurnTracer, WithTrace). Untraced mail costs one clock read per batch
+	// Tracer, when set, is told the timestamps of traced asks and tells
+	// (see TurnTracer, WithTrace, TellTraced). Untraced mail costs one clock read per batch
 	// a worker takes; with Tracer nil, nothing.
 	Tracer TurnTracer
 }
@@ -147,6 +154,9 @@ func (c Config) Validate() error {
 	}
 	if c.FairnessTime < 0 || c.TurnBudget < 0 {
 		errs = append(errs, errors.New("ariel: FairnessTime and TurnBudget must not be negative"))
+	}
+	if c.Tracer != nil && !tracingBuilt {
+		errs = append(errs, errors.New("ariel: Config.Tracer is set, but this build has no tracing (tag tempest_notrace)"))
 	}
 	if c.MaxReplacements < 0 || c.MaxReplacements > maxReplacements {
 		errs = append(errs, fmt.Errorf("ariel: MaxReplacements %d out of range [1,%d]", c.MaxReplacements, maxReplacements))

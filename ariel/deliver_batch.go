@@ -85,8 +85,7 @@ func (in *Inbox) Tell(from actor.Ref, msg any) error {
 	}
 	e := envelope{msg: msg}
 	if !from.IsZero() {
-		f := from
-		e.xfrom = &f
+		e.x = &xinfo{from: from}
 	}
 	if s.latency != nil {
 		e.enq = s.clock.Now().UnixNano()
@@ -124,10 +123,9 @@ func (in *Inbox) TellBatch(from actor.Ref, msgs []any) (n int, err error) {
 		// Full, or ended meanwhile: Tell tells the two apart.
 		return in.tellEach(from, msgs)
 	}
-	var xfrom *actor.Ref
+	var x *xinfo
 	if !from.IsZero() {
-		f := from
-		xfrom = &f // shared by the batch: senders are read, never written
+		x = &xinfo{from: from} // shared by the batch: read, never written
 	}
 	var enq int64
 	if s.latency != nil {
@@ -136,7 +134,7 @@ func (in *Inbox) TellBatch(from actor.Ref, msgs []any) (n int, err error) {
 	bp := envelopeBufs.Get().(*[]envelope)
 	es := (*bp)[:0]
 	for _, m := range msgs[:k] {
-		es = append(es, envelope{msg: m, xfrom: xfrom, enq: enq})
+		es = append(es, envelope{msg: m, x: x, enq: enq})
 	}
 	ok := c.pushUser(es)
 	clear(es)

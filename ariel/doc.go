@@ -22,10 +22,18 @@
 // Turns run on a fixed pool of workers (default GOMAXPROCS), not a goroutine
 // per actor. Each worker has a LIFO slot holding the freshest wake, so a
 // request/reply hop runs next on the same warm worker, and a bounded run
-// queue that idle siblings steal from. A hop to an idle actor with an empty
+// queue that idle siblings steal from. Mail to an idle actor with an empty
 // mailbox skips the mailbox altogether: the sending worker takes the
-// recipient's run-token at the flush and runs the message right after the
-// current cycle. Work from outside the pool, and
+// recipient's run-token at the flush (seizes it, with the same CAS a wake
+// uses) and holds the turn's whole group of mail for it, which runs right
+// after the current cycle, before anything that reached the mailbox
+// meanwhile; a request/reply hop or a fan-out to idle actors then costs no
+// mailbox lock, no run queue and no wake-up (Stats.Seized). Seizing is
+// bounded: a cycle whose turns seized ends after its batch when its actor
+// has more mail, a worker holds at most 1,024 groups, a chain of seizes
+// (a relay) stops seizing after 64 links and falls back to the queues, and
+// a worker busy with held mail looks at the shared queue every 61 runs.
+// Work from outside the pool, and
 // actors that used up their fairness budget, go to a shared FIFO injector.
 // Idle workers spin briefly, then park; a producer wakes a parked worker only
 // when nobody is spinning, and the parking protocol rules out lost wake-ups.
@@ -40,12 +48,13 @@
 // timer was armed with actor.KeepAlive.
 //
 // Sends made during a turn are buffered and delivered when the turn returns,
-// grouped by recipient: a fan-out to N actors costs one mailbox lock and at
-// most one wake per recipient. Admission is still synchronous: Tell reserves
-// the recipient's capacity at once and returns actor.ErrRefused when the
-// mailbox is full (a turn sending a burst to one recipient reserves a few
-// slots at a time and returns the unused ones when it ends). Per-sender,
-// per-recipient FIFO holds. Envelopes are stored by value in pooled mailbox
+// grouped by recipient: every send to a recipient in the turn joins its
+// group, whether or not sends to others came between, and each group costs
+// one mailbox lock and at most one wake. Admission is still synchronous:
+// Tell reserves the recipient's capacity at once and returns
+// actor.ErrRefused when the mailbox is full (a group reserves one slot for
+// its first send, then chunks of 8, 16, 32 and 64, and returns the unused
+// ones when the turn ends). Per-sender, per-recipient FIFO holds. Envelopes are stored by value in pooled mailbox
 // rings: a local tell allocates nothing beyond boxing its message.
 //
 // A drain cycle ends after FairnessMessages messages or FairnessTime; a busy

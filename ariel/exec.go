@@ -49,11 +49,24 @@ type executor struct {
 	faulted bool     // the current turn panicked
 	turns   uint64   // turns not yet added to cnt
 	msgs    uint64   // messages not yet added to cnt
+	seized  uint64   // seizes not yet added to cnt
 	cycles  uint64
 	taken   time.Time // when the batch was taken; set only with a tracer
+	// turnTrace is the trace of the traced turn running (TurnTracer.
+	// BeginTurn), which the turn's asks carry; nil otherwise.
+	turnTrace any
 
-	credCell *Cell // recipient of the turn's last send
-	cred     int32 // slots reserved in credCell and not used yet
+	// The current turn's sends grouped by recipient (see group.go):
+	// outG[i] is the group of outTo[i]; lastG is the group of the last
+	// send plus one (0: none).
+	outG        []int32
+	groups      []sendGroup
+	table       groupTable
+	lastG       int32
+	interleaved bool
+	gpos        []int32
+	sortTo      []*Cell
+	sortEnv     []envelope
 
 	// The turn gate (see abandon.go) and what the watchdog reads to
 	// recover an abandoned turn: the generation of the cycle's cell, the
@@ -64,17 +77,21 @@ type executor struct {
 	gen    uint32
 	pos    int
 	batchN int
+	// depth is the seize depth of the cycle's cell (see seize.go).
+	depth int32
 }
 
 var _ actor.Context = (*executor)(nil)
 
 // drain runs one drain cycle of c, whose run-token the caller holds
-// (stRunning). It ends when the mailbox is empty (the token is released in
-// take), when the fairness budget is spent (the cell is re-queued at the back
-// of the shared queue), or when the cell stopped or was passivated.
-func (ex *executor) drain(c *Cell) {
+// (stRunning). The first pre envelopes of the batch were put there by the
+// caller (mail held for a seized cell) and run before anything is taken.
+// It ends when the mailbox is empty (the token is released in take), when
+// the fairness budget is spent (the cell is re-queued at the back of the
+// shared queue), or when the cell stopped or was passivated.
+func (ex *executor) drain(c *Cell, pre int) {
 	ex.gen = c.gen.Load() + 1 // stamps are never zero
-	ex.drainCycle(c)
+	ex.drainCycle(c, pre)
 	ex.cnt.cycles.Add(1)
 	if ex.cycles++; ex.cycles%32 == 0 {
 		ex.publish()
@@ -92,9 +109,13 @@ func (ex *executor) publish() {
 		ex.cnt.messages.Add(ex.msgs)
 		ex.msgs = 0
 	}
+	if ex.seized != 0 {
+		ex.cnt.seized.Add(ex.seized)
+		ex.seized = 0
+	}
 }
 
-func (ex *executor) drainCycle(c *Cell) {
+func (ex *executor) drainCycle(c *Cell, pre int) {
 	s := ex.s
 	processed, sinceClock := 0, 0
 	var t0 int64
@@ -108,9 +129,14 @@ func (ex *executor) drainCycle(c *Cell) {
 			return
 		}
 		waited := c.waiting > 0 // take sets aside what may not run now
-		k := c.take(ex.batch[:want])
+		k := pre
+		if k > 0 {
+			pre = 0
+		} else {
+			k = c.take(ex.batch[:want])
+		}
 		ex.batchN = k
-		if s.tracer != nil && k > 0 {
+		if s.traces() && k > 0 {
 			ex.taken = s.clock.Now()
 		}
 		if k == 0 {
@@ -127,9 +153,10 @@ func (ex *executor) drainCycle(c *Cell) {
 		// Plain tells run in a tight loop when nothing needs per-message
 		// bookkeeping (no latency observer, no receive timeout).
 		fast := s.latency == nil && c.act != nil && c.after == nil && (c.ext == nil || c.ext.recvTimeout <= 0) && c.reent == actor.Reentrant
+		traced := s.traces() // a traced tell is not plain
 		for i := 0; i < k; i++ {
 			e := &ex.batch[i]
-			if fast && e.kind == kUser && e.ask == nil && e.gen == 0 {
+			if fast && e.kind == kUser && e.ask == nil && e.gen == 0 && (!traced || e.tellTrace() == nil) {
 				i = ex.runTells(c, ex.batch[:k], i) - 1
 				continue
 			}
@@ -162,6 +189,15 @@ func (ex *executor) drainCycle(c *Cell) {
 		processed += k
 		if processed >= ex.budget {
 			ex.yield(c, processed)
+			return
+		}
+		if w := ex.w; w != nil && w.heldAt < len(w.held) && c.pend.Load() > 0 {
+			// The cycle's turns seized recipients: their mail runs
+			// next, and this cell, which has more, waits behind it in
+			// the LIFO slot.
+			ex.msgs += uint64(processed)
+			c.state.Store(stReady)
+			w.pushNext(c)
 			return
 		}
 		if t0 == 0 {
@@ -209,12 +245,20 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 			e.ask.complete(nil, actor.ErrDeadlineExceeded, ex)
 			return true
 		}
+		if e.ask != nil && !e.ask.start() {
+			// Its caller gave up before the turn started (a cancelled
+			// context, CancelAsk from the asking node, that node gone).
+			s.g.cancelled.Add(1)
+			return true
+		}
 		if s.latency != nil && e.enq != 0 {
 			s.latency.ObserveQueued(time.Duration(s.clock.Now().UnixNano() - e.enq))
 		}
 		ex.normal = c.after != nil
-		if p := e.ask; p != nil && p.trace != nil {
-			ex.tracedInvoke(c, e, p)
+		if p := e.ask; tracingBuilt && p != nil && p.trace != nil {
+			ex.tracedInvoke(c, e, p.trace)
+		} else if tr := e.tellTrace(); tracingBuilt && tr != nil {
+			ex.tracedInvoke(c, e, tr)
 		} else {
 			ex.invoke(c, e, e.msg)
 		}
@@ -334,9 +378,10 @@ func (ex *executor) runTells(c *Cell, batch []envelope, i int) (next int) {
 		}
 	}()
 	a := c.act
+	traced := ex.s.traces()
 	for next < len(batch) {
 		e := &batch[next]
-		if e.kind != kUser || e.ask != nil || e.gen != 0 {
+		if e.kind != kUser || e.ask != nil || e.gen != 0 || (traced && e.tellTrace() != nil) {
 			return next
 		}
 		ex.cell, ex.env, ex.replied, ex.later, ex.pos = c, e, false, nil, next
@@ -429,50 +474,11 @@ func (ex *executor) enter(c *Cell, e *envelope) {
 	ex.turns++
 }
 
-// creditChunk is how many mailbox slots a turn reserves at once for its
-// second and later sends to the same recipient.
-const creditChunk = 8
-
-// admit reserves capacity for one send of the current turn. A turn that
-// sends repeatedly to one recipient reserves slots in chunks and returns the
-// unused ones when it ends, so a burst does not pay one contended atomic per
-// message. Refusal stays synchronous.
-func (ex *executor) admit(c *Cell) error {
-	if c == ex.credCell {
-		if ex.cred > 0 {
-			ex.cred--
-			return nil
-		}
-		if c.state.Load() == stStopped {
-			return actor.ErrActorTerminated
-		}
-		got := c.reserveUpTo(creditChunk)
-		if got == 0 {
-			return actor.ErrRefused
-		}
-		ex.cred = got - 1
-		return nil
-	}
-	ex.returnCredit()
-	ex.credCell = c
-	return c.reserve()
-}
-
-func (ex *executor) returnCredit() {
-	if ex.cred > 0 {
-		ex.credCell.unreserve(int(ex.cred))
-		ex.cred = 0
-	}
-	ex.credCell = nil
-}
-
 // leave ends a turn: unused reserved capacity is returned, and the sends
 // the turn buffered are delivered, grouped by recipient (for a kind with
 // an after-turn hook: after the hook, and possibly later, see settle).
 func (ex *executor) leave() {
-	if ex.credCell != nil {
-		ex.returnCredit()
-	}
+	ex.closeGroups()
 	if c := ex.cell; c != nil && c.after != nil {
 		ex.settle(c)
 	} else if len(ex.outTo) > 0 {
@@ -481,16 +487,17 @@ func (ex *executor) leave() {
 	ex.cell, ex.env, ex.later = nil, nil, nil
 }
 
-// flush delivers the turn's buffered sends. Runs of sends to the same
-// recipient are pushed under one lock and cost at most one wake; order per
-// recipient is send order. Capacity was reserved at Tell time.
+// flush delivers the turn's buffered sends, which closeGroups left
+// grouped by recipient: each group is pushed under one lock and costs at
+// most one wake; order per recipient is send order. Capacity was reserved
+// at Tell time.
 func (ex *executor) flush() {
 	s := ex.s
 	n := len(ex.outTo)
 	s.flushOut(ex, ex.outTo, ex.outEnv)
 	clear(ex.outTo[:n])
 	clear(ex.outEnv[:n])
-	ex.outTo, ex.outEnv = ex.outTo[:0], ex.outEnv[:0]
+	ex.outTo, ex.outEnv, ex.outG = ex.outTo[:0], ex.outEnv[:0], ex.outG[:0]
 	if ex.w != nil && ex.w.mustNotify {
 		ex.w.mustNotify = false
 		s.notify()
@@ -502,13 +509,15 @@ func (ex *executor) flush() {
 // are released later, off the turn (held outputs).
 func (s *Scheduler) flushOut(ex *executor, to []*Cell, env []envelope) {
 	n := len(to)
+	seized := 0
 	for i := 0; i < n; {
 		c := to[i]
 		j := i + 1
 		for j < n && to[j] == c {
 			j++
 		}
-		if ex != nil && j == i+1 && ex.trySeize(c, &env[i]) {
+		if ex != nil && ex.trySeize(c, env[i:j]) {
+			seized++
 			i = j
 			continue
 		}
@@ -524,6 +533,9 @@ func (s *Scheduler) flushOut(ex *executor, to []*Cell, env []envelope) {
 			}
 		}
 		i = j
+	}
+	if seized > 0 {
+		s.active.Add(int64(seized)) // the seized cells are running
 	}
 }
 
@@ -563,46 +575,6 @@ func (s *Scheduler) redeliver(gone *Cell, es []envelope, ex *executor) {
 			s.drop(&es[k], actor.ErrRefused)
 		}
 		return
-	}
-}
-
-// trySeize hands one message straight to an idle recipient with an empty
-// mailbox: the worker takes the recipient's run-token (the same CAS a wake
-// does) and keeps the envelope in its hand slot, to run it right after the
-// current cycle — no mailbox push and take on a request/reply hop. It only
-// does so when the sending cell has nothing queued either (its cycle is
-// about to end), and only one cell at a time.
-func (ex *executor) trySeize(c *Cell, e *envelope) bool {
-	w := ex.w
-	// A cell that is not Reentrant is never seized: its mail must pass
-	// take, which sets it aside while the actor waits for a reply.
-	if w == nil || w.seized != nil || c.reent != actor.Reentrant || c.pend.Load() != 0 || c.state.Load() != stIdle ||
-		(ex.cell != nil && ex.cell.pend.Load() != 0) {
-		return false
-	}
-	if !c.state.CompareAndSwap(stIdle, stRunning) {
-		return false
-	}
-	ex.s.activeInc()
-	moveEnvelope(&w.hand, e)
-	w.seized = c
-	return true
-}
-
-// drainSeized runs the message a worker holds for the seized cell c, then
-// drains c's mailbox as a normal cycle.
-func (ex *executor) drainSeized(c *Cell, e *envelope) {
-	c.count.Add(-1) // the slot reserved at Tell time
-	ex.msgs++
-	ex.gen, ex.pos = c.gen.Load()+1, -1
-	ok := ex.turn(c, e)
-	*e = envelope{}
-	if ok {
-		ex.drainCycle(c)
-	}
-	ex.cnt.cycles.Add(1)
-	if ex.cycles++; ex.cycles%32 == 0 {
-		ex.publish()
 	}
 }
 
@@ -695,6 +667,9 @@ func (s *Scheduler) restCell(c *Cell) {
 	c.mu.Unlock()
 	s.activeDec()
 	if ring {
+		if s.traces() {
+			c.rungAt.Store(s.clock.Now().UnixNano())
+		}
 		s.activator.Ring(c.Ref())
 	} else if removable {
 		s.forget(c)
@@ -741,8 +716,8 @@ func (ex *executor) Sender() actor.Ref {
 		return actor.Ref{}
 	case e.from != nil:
 		return e.from.Ref()
-	case e.xfrom != nil:
-		return *e.xfrom
+	case e.x != nil:
+		return e.x.from
 	}
 	return actor.Ref{}
 }
@@ -777,23 +752,30 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 		if p != nil {
 			chain = &p.link
 		}
+		var tr any
+		if tracingBuilt && p == nil {
+			tr = ex.turnTrace // a tell of a traced turn joins its trace
+		}
 		if self.after != nil {
 			// Forwarded when the turn's outputs are released.
-			ex.outFwd = append(ex.outFwd, fwd{to: to, msg: msg, p: p, deadline: deadline, chain: chain})
+			ex.outFwd = append(ex.outFwd, fwd{to: to, msg: msg, p: p, deadline: deadline, chain: chain, trace: tr})
 			return nil
 		}
-		err = s.forward(self, to, msg, p, deadline, chain)
+		err = s.forward(self, to, msg, p, deadline, chain, tr)
 		if err == nil {
 			return nil
 		}
-	} else if err == nil {
-		err = ex.admit(c)
+	}
+	var g int32
+	if err == nil && c != nil {
+		g, err = ex.admit(c)
 	}
 	if err != nil {
 		s.sendFailed(self, to, msg, p, err, ex)
 		return err
 	}
 	ex.outTo = append(ex.outTo, c)
+	ex.outG = append(ex.outG, g)
 	// Fill the slot in place: building the envelope on the stack and copying
 	// it stalls on store forwarding.
 	ex.outEnv = append(ex.outEnv, envelope{})
@@ -801,8 +783,14 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 	e.msg, e.from, e.ask, e.deadline = msg, self, p, deadline
 	if p != nil {
 		e.chain = &p.link
+		if tracingBuilt && p.trace != nil {
+			p.trace.queued = s.clock.Now()
+		}
 	} else {
 		e.chain = ex.turnChain()
+		if tracingBuilt && ex.turnTrace != nil { // a tell of a traced turn joins its trace
+			e.x = &xinfo{trace: &msgTrace{trace: ex.turnTrace, queued: s.clock.Now()}}
+		}
 	}
 	if s.latency != nil {
 		e.enq = s.clock.Now().UnixNano()
@@ -818,15 +806,15 @@ func (ex *executor) Ask(to actor.Ref, msg any, then actor.Continuation, opts ...
 	}
 	now := s.clock.Now()
 	deadline := o.Deadline
-	if deadline.IsZero() {
-		d := o.Timeout
-		if d <= 0 {
-			d = actor.DefaultAskTimeout
-		}
-		deadline = now.Add(d)
+	if deadline.IsZero() && o.Timeout > 0 {
+		deadline = now.Add(o.Timeout)
 	}
+	deadline = s.AskDeadline(to, now, deadline)
 	c := ex.cell
 	p := &pending{s: s, cell: c, then: then, gen: ex.gen}
+	if tracingBuilt && ex.turnTrace != nil {
+		p.trace = &msgTrace{trace: ex.turnTrace}
+	}
 	parent := ex.turnChain()
 	p.link = callChain{ref: c.Ref(), parent: parent, depth: 1}
 	if parent != nil {
@@ -893,6 +881,9 @@ func (ex *executor) reply(p *pending, v any, err error) {
 		if v, err = s.vet(ex.cell.ref, v); err != nil {
 			v = nil
 		}
+	}
+	if s := ex.s; s.vetErr != nil && err != nil && ex.cell != nil && ex.cell.ref.IsVirtual() {
+		err = s.vetErr(ex.cell.ref, err)
 	}
 	if ex.cell != nil && ex.cell.after != nil {
 		ex.replies = append(ex.replies, heldReply{p: p, v: v, err: err})

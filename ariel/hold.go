@@ -60,6 +60,11 @@ func (h Hold) Wait() (release func(err error)) {
 	}
 	b := ex.takeOutputs(c)
 	b.held = true
+	if tracingBuilt && ex.turnTrace != nil {
+		if ct, ok := ex.s.tracer.(CommitTracer); ok {
+			b.commit, b.ct = ct.BeginCommit(ex.turnTrace, ex.s.clock.Now()), ct
+		}
+	}
 	ex.heldB = b
 	q := c.held
 	q.mu.Lock()
@@ -85,6 +90,7 @@ type fwd struct {
 	p        *pending
 	deadline int64
 	chain    *callChain
+	trace    any // a traced tell's (an ask's is in p)
 }
 
 // heldBatch is the outputs of one turn.
@@ -97,9 +103,13 @@ type heldBatch struct {
 	fwd     []fwd
 	replies []heldReply // the turn's answers to asks
 
-	held bool  // the hook held it (Hold.Wait), rather than queued it behind others
-	done bool  // guarded by q.mu
-	cerr error // guarded by q.mu: the error the batch fails with
+	held bool // the hook held it (Hold.Wait), rather than queued it behind others
+	// commit is the CommitTracer's record of a traced turn's hold, told
+	// to ct at the release; nil when untraced.
+	commit any
+	ct     CommitTracer
+	done   bool  // guarded by q.mu
+	cerr   error // guarded by q.mu: the error the batch fails with
 }
 
 // takeOutputs moves the current turn's outputs into a new batch.
@@ -109,7 +119,7 @@ func (ex *executor) takeOutputs(c *Cell) *heldBatch {
 		b.to, b.env = slices.Clone(ex.outTo), slices.Clone(ex.outEnv)
 		clear(ex.outTo)
 		clear(ex.outEnv)
-		ex.outTo, ex.outEnv = ex.outTo[:0], ex.outEnv[:0]
+		ex.outTo, ex.outEnv, ex.outG = ex.outTo[:0], ex.outEnv[:0], ex.outG[:0]
 	}
 	if len(ex.outFwd) > 0 {
 		b.fwd = slices.Clone(ex.outFwd)
@@ -201,6 +211,9 @@ func (b *heldBatch) release(err error) {
 	}
 	b.done, b.cerr = true, err
 	q.mu.Unlock()
+	if tracingBuilt && b.commit != nil {
+		b.ct.EndCommit(b.commit, b.s.clock.Now(), err)
+	}
 	q.drain()
 }
 
@@ -280,7 +293,7 @@ func (b *heldBatch) deliver(err error) {
 // forwardNow hands a held-capable turn's remote send to the router; a
 // refusal is reported like one of send.
 func (s *Scheduler) forwardNow(from *Cell, f *fwd, ex *executor) {
-	if err := s.forward(from, f.to, f.msg, f.p, f.deadline, f.chain); err != nil {
+	if err := s.forward(from, f.to, f.msg, f.p, f.deadline, f.chain, f.trace); err != nil {
 		s.sendFailed(from, f.to, f.msg, f.p, err, ex)
 	}
 }

@@ -113,10 +113,8 @@ func sameSender(a, b *envelope) bool {
 	switch {
 	case a.from != nil || b.from != nil:
 		return a.from == b.from
-	case a.xfrom != nil && b.xfrom != nil:
-		return *a.xfrom == *b.xfrom
 	}
-	return a.xfrom == nil && b.xfrom == nil
+	return a.remoteSender() == b.remoteSender()
 }
 
 // takeWaiting is take for a cell that waits for a reply under a policy

@@ -41,8 +41,8 @@ type Outbound struct {
 	// Scheduler.DeliverChain, so reentrancy and ask cycles are judged the
 	// same as for local mail.
 	Chain []actor.Ref
-	// Trace is the ask's opaque trace (see WithTrace), nil when untraced;
-	// a Router that carries it to another node hands it to
+	// Trace is the message's opaque trace (see WithTrace, TellTraced), nil
+	// when untraced; a Router that carries it to another node hands it to
 	// Scheduler.DeliverTraced there, in whatever form it travels.
 	Trace any
 }
@@ -139,3 +139,14 @@ func (s *Scheduler) resolveLocal(to actor.Ref) (*Cell, error) {
 }
 
 func (l localRouter) Forward(Outbound) error { return actor.ErrProcessUnavailable }
+
+// Resident reports whether the virtual actor to has a cell on this node
+// (active, activating, or passivating): mail for it needs no new
+// activation. Safe for concurrent use.
+func (s *Scheduler) Resident(to actor.Ref) bool {
+	if !to.IsVirtual() {
+		return false
+	}
+	c, ok := s.virtual.Load(vkey{to.Kind(), to.Key()})
+	return ok && !c.(*Cell).gone()
+}

@@ -31,6 +31,7 @@ type Scheduler struct {
 	latency   LatencyObserver
 	tracer    TurnTracer
 	vet       func(actor.Ref, any) (any, error)
+	vetErr    func(actor.Ref, error) error
 
 	router atomic.Pointer[routerBox]
 	local  localRouter
@@ -88,6 +89,9 @@ type kindInfo struct {
 	after   AfterTurn
 	reent   actor.Reentrancy
 	budget  time.Duration // 0: the scheduler's TurnBudget
+	// askDefault and askMax are the kind's deadline policy (see
+	// SetAskTimeouts); 0: actor.DefaultAskTimeout and no maximum.
+	askDefault, askMax time.Duration
 }
 
 var (
@@ -109,6 +113,7 @@ func New(cfg Config) (*Scheduler, error) {
 		latency: cfg.Latency,
 		tracer:  cfg.Tracer,
 		vet:     cfg.Vet,
+		vetErr:  cfg.VetError,
 		kinds:   map[string]kindInfo{},
 		idleCh:  make(chan struct{}),
 		closed:  make(chan struct{}),
@@ -196,7 +201,8 @@ func (s *Scheduler) Register(kind string, factory func(key string) actor.Actor, 
 	}
 	s.kindsMu.Lock()
 	old := s.kinds[kind]
-	s.kinds[kind] = kindInfo{factory: factory, mailbox: mailbox, after: old.after, reent: old.reent, budget: old.budget}
+	s.kinds[kind] = kindInfo{factory: factory, mailbox: mailbox, after: old.after, reent: old.reent, budget: old.budget,
+		askDefault: old.askDefault, askMax: old.askMax}
 	s.kindsMu.Unlock()
 	return nil
 }
@@ -288,12 +294,30 @@ func (s *Scheduler) Tell(to actor.Ref, msg any) error {
 			return err
 		}
 	}
-	return s.sendNow(nil, to, msg, nil, 0)
+	return s.sendNow(nil, to, msg, nil, 0, nil)
+}
+
+// TellTraced is Tell for a tell that carries trace, an opaque value (see
+// WithTrace): to Outbound.Trace when to lives elsewhere, to Config.Tracer
+// when it runs here. A nil trace, or no tracer, is Tell.
+func (s *Scheduler) TellTraced(to actor.Ref, msg any, trace any) error {
+	if !s.traces() {
+		trace = nil
+	}
+	if s.vet != nil && to.IsVirtual() {
+		var err error
+		if msg, err = s.vet(to, msg); err != nil {
+			s.g.undelivered.Add(1)
+			return err
+		}
+	}
+	return s.sendNow(nil, to, msg, nil, 0, trace)
 }
 
 // sendNow delivers one message immediately (not batched): program code,
-// timers, replies to other nodes.
-func (s *Scheduler) sendNow(from *Cell, to actor.Ref, msg any, p *pending, deadline int64) error {
+// timers, replies to other nodes. tr is a traced tell's trace (an ask's is
+// in p).
+func (s *Scheduler) sendNow(from *Cell, to actor.Ref, msg any, p *pending, deadline int64, tr any) error {
 	if s.closing.Load() {
 		return ErrClosed
 	}
@@ -304,7 +328,7 @@ func (s *Scheduler) sendNow(from *Cell, to actor.Ref, msg any, p *pending, deadl
 			return err
 		}
 		if c == nil {
-			return s.forward(from, to, msg, p, deadline, nil)
+			return s.forward(from, to, msg, p, deadline, nil, tr)
 		}
 		if err := c.reserve(); err != nil {
 			s.countRefusal(err)
@@ -314,8 +338,10 @@ func (s *Scheduler) sendNow(from *Cell, to actor.Ref, msg any, p *pending, deadl
 		if s.latency != nil {
 			e.enq = s.clock.Now().UnixNano()
 		}
-		if p != nil && p.trace != nil {
-			p.queued = s.clock.Now()
+		if tracingBuilt && p != nil && p.trace != nil {
+			p.trace.queued = s.clock.Now()
+		} else if tracingBuilt && tr != nil {
+			e.x = &xinfo{trace: &msgTrace{trace: tr, queued: s.clock.Now()}}
 		}
 		if !c.pushOne(e) {
 			c.unreserve(1)
@@ -340,15 +366,19 @@ func (s *Scheduler) countRefusal(err error) {
 	s.g.undelivered.Add(1)
 }
 
-func (s *Scheduler) forward(from *Cell, to actor.Ref, msg any, p *pending, deadline int64, chain *callChain) error {
-	m := Outbound{To: to, Msg: msg, Chain: chain.Refs()}
+// forward hands a message for another node to the router; tr is a traced
+// tell's trace (an ask's is in p).
+func (s *Scheduler) forward(from *Cell, to actor.Ref, msg any, p *pending, deadline int64, chain *callChain, tr any) error {
+	m := Outbound{To: to, Msg: msg, Chain: chain.Refs(), Trace: tr}
 	if from != nil {
 		m.From = from.Ref()
 	}
 	if p != nil {
 		m.AskID = s.registerAsk(p)
 		m.Deadline = time.Unix(0, deadline)
-		m.Trace = p.trace
+		if tracingBuilt && p.trace != nil {
+			m.Trace = p.trace.trace
+		}
 	}
 	err := s.route().Forward(m)
 	if err != nil {
@@ -365,10 +395,8 @@ func (s *Scheduler) forward(from *Cell, to actor.Ref, msg any, p *pending, deadl
 // actor.Client.
 func (s *Scheduler) Ask(ctx context.Context, to actor.Ref, msg any) (any, error) {
 	now := s.clock.Now()
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = now.Add(actor.DefaultAskTimeout)
-	}
+	deadline, _ := ctx.Deadline()
+	deadline = s.AskDeadline(to, now, deadline)
 	d := deadline.Sub(now)
 	if d <= 0 {
 		return nil, actor.ErrDeadlineExceeded
@@ -384,9 +412,12 @@ func (s *Scheduler) Ask(ctx context.Context, to actor.Ref, msg any) (any, error)
 			return nil, err
 		}
 	}
-	p := &pending{s: s, ch: make(chan result, 1), trace: s.traceOf(ctx)}
+	p := &pending{s: s, ch: make(chan result, 1)}
+	if tr := s.traceOf(ctx); tr != nil {
+		p.trace = &msgTrace{trace: tr}
+	}
 	p.arm(d)
-	if err := s.sendNow(nil, to, msg, p, deadline.UnixNano()); err != nil {
+	if err := s.sendNow(nil, to, msg, p, deadline.UnixNano(), nil); err != nil {
 		p.complete(nil, err, nil)
 	}
 	select {
@@ -394,17 +425,75 @@ func (s *Scheduler) Ask(ctx context.Context, to actor.Ref, msg any) (any, error)
 		return r.v, r.err
 	case <-ctx.Done():
 		err := ctx.Err()
-		if errors.Is(err, context.DeadlineExceeded) {
+		expired := errors.Is(err, context.DeadlineExceeded)
+		if expired {
 			err = fmt.Errorf("%w (%w)", actor.ErrDeadlineExceeded, err)
 		}
-		p.complete(nil, err, nil)
+		if p.complete(nil, err, nil) {
+			if expired {
+				s.cancelForwarded(p)
+			} else {
+				s.gaveUp(p)
+			}
+		}
 		r := <-p.ch
 		return r.v, r.err
 	case <-s.closed:
-		p.complete(nil, ErrClosed, nil)
+		if p.complete(nil, ErrClosed, nil) {
+			s.gaveUp(p)
+		}
 		r := <-p.ch
 		return r.v, r.err
 	}
+}
+
+// gaveUp withdraws the ask p, which its caller stopped waiting for before
+// its deadline (its context was cancelled, or the scheduler closed): an
+// owner on this node drops it at dequeue if its turn has not started
+// (counted in Stats.Cancelled), and an ask forwarded to another node is
+// withdrawn there through the router's AskCanceller.
+func (s *Scheduler) gaveUp(p *pending) {
+	p.withdraw()
+	s.cancelForwarded(p)
+}
+
+// cancelForwarded withdraws the ask p, answered on this node already, from
+// the node it was forwarded to, through the router's AskCanceller. An ask
+// that reached its deadline is withdrawn too: its deadline travelled with
+// it as a duration, so its owner's copy ends one one-way delay later, and
+// a turn could start in between. (One run on this node is dropped at
+// dequeue at its deadline: Stats.Expired.)
+func (s *Scheduler) cancelForwarded(p *pending) {
+	if id := p.id.Load(); id != 0 {
+		if c, ok := s.route().(AskCanceller); ok {
+			c.CancelAsk(id)
+		}
+	}
+}
+
+// AskDeadline returns the deadline an ask to to gets on this node, given
+// the one its caller set (zero: none), under the deadline policy of to's
+// kind (SetAskTimeouts): the kind's default when the caller set none, and
+// at most now plus the kind's maximum. A kind not registered here, or a
+// spawned actor, gets actor.DefaultAskTimeout when none is set and no
+// maximum. Safe for concurrent use.
+func (s *Scheduler) AskDeadline(to actor.Ref, now, deadline time.Time) time.Time {
+	def, max := actor.DefaultAskTimeout, time.Duration(0)
+	if to.IsVirtual() {
+		if k, ok := s.kind(to.Kind()); ok {
+			if k.askDefault > 0 {
+				def = k.askDefault
+			}
+			max = k.askMax
+		}
+	}
+	if deadline.IsZero() {
+		deadline = now.Add(def)
+	}
+	if max > 0 && deadline.Sub(now) > max {
+		deadline = now.Add(max)
+	}
+	return deadline
 }
 
 // Stop stops the actor ref: it receives actor.Stopping as its last message;
@@ -434,6 +523,9 @@ func (s *Scheduler) wake(c *Cell, ex *executor) {
 			}
 		case stDetached:
 			if c.state.CompareAndSwap(stDetached, stPending) {
+				if s.traces() {
+					c.rungAt.Store(s.clock.Now().UnixNano())
+				}
 				s.activator.Ring(c.Ref())
 				return
 			}
@@ -507,6 +599,7 @@ func (s *Scheduler) Stats() Stats {
 		Panics:       s.g.panics.Load(),
 		Exhausted:    s.g.exhausted.Load(),
 		Expired:      s.g.expired.Load(),
+		Cancelled:    s.g.cancelled.Load(),
 		TimerSkipped: s.g.timerSkipped.Load(),
 		StrayReplies: s.g.strayReplies.Load(),
 		NoReply:      s.g.noReply.Load(),
@@ -528,6 +621,7 @@ func (s *Scheduler) Stats() Stats {
 		st.BudgetYields += c.yields.Load()
 		st.Steals += c.steals.Load()
 		st.Parks += c.parks.Load()
+		st.Seized += c.seized.Load()
 	}
 	s.exMu.Unlock()
 	return st

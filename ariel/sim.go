@@ -84,7 +84,7 @@ func (r *simRunner) run() {
 		for !s.closing.Load() {
 			if c := r.pick(); c != nil {
 				if c.state.CompareAndSwap(stReady, stRunning) {
-					r.ex.drain(c)
+					r.ex.drain(c, 0)
 				}
 				continue
 			}

@@ -15,9 +15,13 @@ type Stats struct {
 	Undelivered  uint64 // messages not delivered for any reason (refusals included)
 	BudgetYields uint64 // drain cycles ended by the fairness budget
 	Steals       uint64 // run-queue steals between workers
-	Parks        uint64 // times a worker parked
-	Panics       uint64 // handler panics recovered
-	Exhausted    uint64 // turns that ran past their budget and were abandoned
+	// Seized counts recipients whose run-token a flush took to run their
+	// mail in place, without a mailbox push or a wake (see the package
+	// doc).
+	Seized    uint64
+	Parks     uint64 // times a worker parked
+	Panics    uint64 // handler panics recovered
+	Exhausted uint64 // turns that ran past their budget and were abandoned
 	// Fenced counts what abandoned turns did after they were abandoned
 	// and the scheduler dropped: sends, replies, timers, notices and
 	// replies to their asks.
@@ -26,6 +30,11 @@ type Stats struct {
 	// because MaxReplacements was reached.
 	Unreplaced uint64
 	Expired    uint64 // asks dropped at dequeue because their deadline passed
+	// Cancelled counts asks dropped at dequeue, their turn never run,
+	// because their caller gave up on them before their deadline: its
+	// context was cancelled, it withdrew the ask from another node
+	// (CancelAsk), or its node went away.
+	Cancelled uint64
 	// TimerSkipped counts periodic timer ticks (Context.Every) not
 	// delivered because the previous tick was still queued or the
 	// period had already passed when the timer ran.
@@ -74,11 +83,13 @@ type LatencyObserver interface {
 // own, once per drain cycle, so workers do not share a cache line.
 type counters struct {
 	turns, messages, refused, undelivered, yields, steals, parks, cycles atomic.Uint64
+	seized                                                               atomic.Uint64
 	_                                                                    [64]byte
 }
 
 // globalCounters are rare events counted where they happen.
 type globalCounters struct {
 	refused, undelivered, panics, exhausted, expired, timerSkipped   atomic.Uint64
+	cancelled                                                        atomic.Uint64
 	strayReplies, noReply, asksInTurn, deadlocks, fenced, unreplaced atomic.Uint64
 }

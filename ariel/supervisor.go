@@ -156,6 +156,27 @@ func (s *Scheduler) SetTurnBudget(kind string, d time.Duration) error {
 	return nil
 }
 
+// SetAskTimeouts sets the deadline policy of kind's virtual actors: def
+// is the deadline of an ask that sets none (0: actor.DefaultAskTimeout),
+// max the longest an ask to them may wait (0: no maximum). An ask asking
+// for more is clamped to max, wherever it is made: program-code and
+// in-turn asks on this node, and asks arriving from other nodes, whose
+// remaining time is clamped on arrival. See AskDeadline.
+func (s *Scheduler) SetAskTimeouts(kind string, def, max time.Duration) error {
+	if def < 0 || max < 0 || (max > 0 && def > max) {
+		return fmt.Errorf("ariel: ask timeouts of kind %q: default %v, maximum %v", kind, def, max)
+	}
+	s.kindsMu.Lock()
+	defer s.kindsMu.Unlock()
+	k, ok := s.kinds[kind]
+	if !ok {
+		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
+	}
+	k.askDefault, k.askMax = def, max
+	s.kinds[kind] = k
+	return nil
+}
+
 // TurnBudget returns the turn budget of kind's virtual actors (the
 // scheduler's for a kind without its own, or not registered).
 func (s *Scheduler) TurnBudget(kind string) time.Duration {
@@ -281,6 +302,17 @@ func (s *Scheduler) State(ref actor.Ref) actor.ReferenceState {
 	return actor.Valid
 }
 
+// Queued returns how many messages wait in the mailbox of ref on this
+// node (user and system mail, not the one a running turn handles); 0
+// when ref has no cell here. A gauge for tools and tests.
+func (s *Scheduler) Queued(ref actor.Ref) int {
+	c, err := s.cellOf(ref)
+	if err != nil || c == nil {
+		return 0
+	}
+	return int(c.pend.Load())
+}
+
 // Attach gives the cell of ref (created if needed) the actor value a and
 // releases it for dispatch: a receives actor.Started, then the mail that
 // waited, in order. It fails with ErrActive when an actor is attached. A
@@ -341,6 +373,9 @@ func (s *Scheduler) attach(ref actor.Ref, inc uint64, a actor.Actor) error {
 			c.inc.Store(max(ref.Incarnation(), 1))
 		}
 		c.act = a
+		if s.traces() {
+			c.attachedAt.Store(s.clock.Now().UnixNano())
+		}
 		c.owed = c.n // the mail that waited runs before a later passivation
 		c.sys = append([]envelope{{kind: kStart}}, c.sys...)
 		c.pend.Add(1)

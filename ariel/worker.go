@@ -27,9 +27,14 @@ type worker struct {
 	nextRuns   int
 	mustNotify bool
 	seen       []uint64
-	seized     *Cell    // a cell whose run-token this worker took at a flush
-	hand       envelope // the message for seized
-	running    envelope // the seized message being handled
+	// The groups of mail this worker holds for cells whose run-token it
+	// took at a flush (see seize.go): held[heldAt:] have not run yet;
+	// heldRuns counts held groups run in a row.
+	held     []heldGroup
+	heldEnv  []envelope
+	heldAt   int
+	heldRuns int
+	running  envelope // the one held message being handled (runOne)
 }
 
 func (s *Scheduler) newWorker(id int) *worker {
@@ -43,35 +48,42 @@ func (w *worker) run() {
 	s := w.s
 	defer func() {
 		// An abandoned worker was counted out when the watchdog took
-		// its turn (Close does not wait for it).
+		// its turn (Close does not wait for it), and its held mail
+		// given back.
 		if !w.ex.fenced() {
+			// Closed: mail held for seized cells goes back to their
+			// mailboxes, like the mail of cells still queued.
+			s.releaseHeld(w)
 			s.wg.Done()
 		}
 	}()
 	for !s.closing.Load() {
-		if c := w.seized; c != nil {
-			w.seized = nil
-			if w.cur.Load() != c {
-				w.cur.Store(c)
+		var c *Cell
+		if w.heldAt < len(w.held) {
+			// The chain backstop: a worker busy with held mail looks at
+			// the shared queue every heldProbe runs.
+			if w.heldRuns++; w.heldRuns%heldProbe == 0 && s.inj.n.Load() > 0 {
+				c = s.inj.pop()
 			}
-			// Run from a slot of its own: the turn may seize again and
-			// refill hand.
-			moveEnvelope(&w.running, &w.hand)
-			w.hand = envelope{}
-			w.ex.drainSeized(c, &w.running)
-		} else {
-			c := w.find()
 			if c == nil {
+				w.runHeld()
+			}
+		} else {
+			w.heldRuns = 0
+			if c = w.find(); c == nil {
 				w.idle()
 				continue
 			}
+		}
+		if c != nil {
 			if !c.state.CompareAndSwap(stReady, stRunning) {
 				continue // cannot happen: only the waker's CAS winner queues a cell
 			}
 			if w.cur.Load() != c {
 				w.cur.Store(c)
 			}
-			w.ex.drain(c)
+			w.ex.depth = 0
+			w.ex.drain(c, 0)
 		}
 		if w.mustNotify {
 			w.mustNotify = false

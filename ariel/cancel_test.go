@@ -1,0 +1,127 @@
+package ariel_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/ariel"
+)
+
+// TestCancelledQueuedAskIsDropped: an ask waiting behind a running turn
+// whose caller cancels its context never gets a turn, and is counted;
+// one withdrawn through its QueuedAsk (an ask from another node) alike,
+// and its reply function is never called.
+func TestCancelledQueuedAskIsDropped(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	b := newBlocker()
+	ref, _ := s.Spawn(b)
+	if err := s.Tell(ref, "block"); err != nil {
+		t.Fatal(err)
+	}
+	<-b.entered
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Ask(ctx, ref, "cancelled")
+		done <- err
+	}()
+	for s.Queued(ref) != 1 {
+		time.Sleep(time.Millisecond) // polling a gauge, not timing
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled ask = %v", err)
+	}
+	replied := make(chan error, 1)
+	q, err := s.DeliverAsk(ref, actor.Ref{}, "withdrawn", time.Now().Add(time.Minute), nil, nil, func(_ any, err error) { replied <- err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !q.Withdraw() {
+		t.Fatal("a queued ask could not be withdrawn")
+	}
+	if q.Withdraw() {
+		t.Fatal("an ask was withdrawn twice")
+	}
+	close(b.release)
+	if got, err := s.Ask(askCtx(t), ref, "after"); err != nil || got != "after" {
+		t.Fatalf("later ask = %v, %v", got, err)
+	}
+	b.mu.Lock()
+	var handled []any
+	for _, m := range b.handled {
+		if _, ok := m.(string); ok {
+			handled = append(handled, m)
+		}
+	}
+	b.mu.Unlock()
+	if len(handled) != 1 || handled[0] != "after" {
+		t.Fatalf("handled %v, want only the later ask", handled)
+	}
+	select {
+	case err := <-replied:
+		t.Fatalf("a withdrawn ask was answered: %v", err)
+	default:
+	}
+	if got := s.Stats().Cancelled; got != 2 {
+		t.Fatalf("Stats.Cancelled = %d, want 2", got)
+	}
+}
+
+// TestStartedAskIsNotWithdrawn: once its turn started, an ask runs to
+// completion and is answered; Withdraw reports false.
+func TestStartedAskIsNotWithdrawn(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	b := newBlocker()
+	ref, _ := s.Spawn(b)
+	replied := make(chan any, 1)
+	q, err := s.DeliverAsk(ref, actor.Ref{}, "block", time.Now().Add(time.Minute), nil, nil, func(v any, _ error) { replied <- v })
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-b.entered
+	if q.Withdraw() {
+		t.Fatal("a running ask was withdrawn")
+	}
+	close(b.release)
+	waitIdle(t, s)
+	if s.Stats().Cancelled != 0 {
+		t.Fatal("a started ask was counted cancelled")
+	}
+}
+
+// TestAskDeadlineClampedByKind: a kind's maximum ask timeout clamps a
+// longer deadline, its default applies when none is set, for asks made
+// here and asks delivered from elsewhere.
+func TestAskDeadlineClampedByKind(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	if err := s.Register("k", func(string) actor.Actor { return echo{} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAskTimeouts("k", 2*time.Second, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAskTimeouts("k", 4*time.Second, 3*time.Second); err == nil {
+		t.Fatal("a default over the maximum was accepted")
+	}
+	now := time.Unix(1000, 0)
+	ref := actor.Virtual("k", "x")
+	for _, tc := range []struct{ set, want time.Time }{
+		{time.Time{}, now.Add(2 * time.Second)},
+		{now.Add(time.Second), now.Add(time.Second)},
+		{now.Add(time.Hour), now.Add(3 * time.Second)},
+	} {
+		if got := s.AskDeadline(ref, now, tc.set); !got.Equal(tc.want) {
+			t.Errorf("AskDeadline(%v) = %v, want %v", tc.set, got, tc.want)
+		}
+	}
+	if got := s.AskDeadline(actor.Virtual("other", "x"), now, time.Time{}); !got.Equal(now.Add(actor.DefaultAskTimeout)) {
+		t.Errorf("unknown kind: %v", got)
+	}
+	if got := s.AskDeadline(actor.Virtual("other", "x"), now, now.Add(time.Hour)); !got.Equal(now.Add(time.Hour)) {
+		t.Errorf("unknown kind clamped: %v", got)
+	}
+}

@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bufio"
 	"context"
 	"net"
 	"slices"
@@ -30,6 +29,7 @@ const benchPayload = 100
 func BenchmarkRemoteTell(b *testing.B) {
 	b.Run("tempest", benchTellTempest)
 	b.Run("tempest-mail", benchTellMail)
+	b.Run("tempest-mail-perframe", benchTellMailPerFrame)
 	b.Run("rawquic", benchTellRaw)
 }
 
@@ -132,52 +132,7 @@ func newRawPair(b *testing.B) *rawPair {
 	return rp
 }
 
-func benchTellRaw(b *testing.B) {
-	rp := newRawPair(b)
-	st, err := rp.client.OpenUniStreamSync(b.Context())
-	if err != nil {
-		b.Fatal(err)
-	}
-	payload := make([]byte, benchPayload)
-	w := bufio.NewWriterSize(st, 64<<10)
-	w.Write(appendFrame(nil, payload)) // makes the stream visible
-	w.Flush()
-	rs, err := rp.server.AcceptUniStream(b.Context())
-	if err != nil {
-		b.Fatal(err)
-	}
-	got := make(chan int, 1)
-	n := b.N
-	go func() {
-		fr := newFrameReader(rs, 64<<10, DefaultMaxFrameSize)
-		fr.next()
-		count := 0
-		for count < n {
-			if _, err := fr.next(); err != nil {
-				break
-			}
-			count++
-		}
-		got <- count
-	}()
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	var hdr [1]byte
-	hdr[0] = benchPayload
-	for range n {
-		w.Write(hdr[:])
-		w.Write(payload)
-	}
-	w.Flush()
-	if c := <-got; c != n {
-		b.Fatalf("received %d of %d", c, n)
-	}
-	el := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(n)/el.Seconds(), "msg/s")
-	st.Close()
-}
+func benchTellRaw(b *testing.B) { benchTellRawSize(b, benchPayload) }
 
 func reportLatency(b *testing.B, lat []time.Duration) {
 	slices.Sort(lat)

@@ -23,7 +23,7 @@ const (
 	DefaultBackoffMin       = 100 * time.Millisecond
 	DefaultBackoffMax       = 10 * time.Second
 	DefaultMaxStreams       = 256
-	ProtocolVersion         = 1
+	ProtocolVersion         = 2
 )
 
 // Config configures a QUIC transport. Zero fields take the defaults.
@@ -46,6 +46,10 @@ type Config struct {
 	Resolve func(ctx context.Context, peer string) (string, error)
 	// Handler receives inbound frames. Required.
 	Handler Handler
+	// HandleBatch, if set, receives inbound frames instead of Handler,
+	// a run of frames that arrived together per call (see BatchHandler);
+	// Mailer.HandleBatch is one.
+	HandleBatch BatchHandler
 	// Events, if set, is called on link up/down from transport
 	// goroutines, never concurrently with itself for one peer; it must
 	// not block.

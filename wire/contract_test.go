@@ -86,6 +86,28 @@ func TestContractQUIC(t *testing.T) {
 	runContract(t, func(t *testing.T) cluster { return newQUICCluster(t) })
 }
 
+// TestContractQUICRuns runs the contract with the lane readers handing
+// runs of frames to a BatchHandler. The handler looks at a run's frames
+// only once it has all of them, so a frame overwritten while its run was
+// read would arrive damaged.
+func TestContractQUICRuns(t *testing.T) {
+	runContract(t, func(t *testing.T) cluster {
+		c := newQUICCluster(t)
+		c.tweak = func(cfg *Config) {
+			h := cfg.Handler
+			cfg.HandleBatch = func(from string, lane Lane, frames [][]byte) error {
+				for _, f := range frames {
+					if err := h(from, lane, f); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		}
+		return c
+	})
+}
+
 func TestContractMem(t *testing.T) {
 	runContract(t, func(t *testing.T) cluster { return &memCluster{net: NewMemNetwork(1, nil)} })
 }

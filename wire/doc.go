@@ -137,7 +137,7 @@
 //	_ = wire.Register[Greeting](reg, 100)
 //	m, _ := wire.NewMailer(wire.MailConfig{Registry: reg, Local: sched,
 //		Complete: func(id uint64, v any, err error) { sched.CompleteAsk(id, v, err) }})
-//	t, _ := wire.NewQUIC(wire.Config{..., Handler: m.Handle, Events: m.LinkEvent})
+//	t, _ := wire.NewQUIC(wire.Config{..., Handler: m.Handle, HandleBatch: m.HandleBatch, Events: m.LinkEvent})
 //	m.Attach(t)
 //	_ = m.Tell("node-2", actor.Virtual("greeter", "en"), actor.Ref{}, Greeting{Text: "hi"})
 //
@@ -150,6 +150,14 @@
 // lanes and peers, in order within a lane. Its frame argument is only valid
 // until it returns. It must not block for long, and must return for Close
 // to finish. Send copies the frame, so callers keep their buffer.
+//
+// With Config.HandleBatch set, a reader hands over a run of frames per
+// call instead: the frames already whole in its buffer when it got to
+// them (at most MaxBatchFrames), valid together until the call returns.
+// Mailer.HandleBatch admits the tells of a run per recipient and sender,
+// one mailbox reservation and at most one wake-up each, keeping every
+// recipient's arrival order (FuzzHandleBatch holds it to the effect of
+// Handle frame by frame).
 //
 // # The fake
 //

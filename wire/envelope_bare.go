@@ -154,7 +154,7 @@ func (v *HelloReply) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ActorID is the BARE struct declared at envelope.bare:29.
+// ActorID is the BARE struct declared at envelope.bare:33.
 type ActorID struct {
 	Kind        string `bare:"kind"`
 	Key         string `bare:"key"`
@@ -171,7 +171,7 @@ func (v *ActorID) AppendBARE(dst []byte) ([]byte, error) {
 	if dst, err = bare.AppendStr(dst, string(v.Key)); err != nil {
 		return dst, bare.WrapEncodeError("Key", err)
 	}
-	dst = bare.AppendU64(dst, uint64(v.Incarnation))
+	dst = bare.AppendUint(dst, uint64(v.Incarnation))
 	return dst, nil
 }
 
@@ -183,7 +183,7 @@ func (v *ActorID) DecodeBARE(d *bare.Decoder) {
 	}
 	v.Kind = string(d.Str())
 	v.Key = string(d.Str())
-	v.Incarnation = uint64(d.U64())
+	v.Incarnation = uint64(d.Uint())
 	d.Leave()
 }
 
@@ -199,7 +199,7 @@ func (v *ActorID) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Tell is the BARE struct declared at envelope.bare:35.
+// Tell is the BARE struct declared at envelope.bare:39.
 type Tell struct {
 	To    ActorID  `bare:"to"`
 	From  *ActorID `bare:"from"`
@@ -223,7 +223,7 @@ func (v *Tell) AppendBARE(dst []byte) ([]byte, error) {
 			return dst, bare.WrapEncodeError("From", err)
 		}
 	}
-	dst = bare.AppendU64(dst, uint64(v.Epoch))
+	dst = bare.AppendUint(dst, uint64(v.Epoch))
 	dst = bare.AppendU32(dst, uint32(v.Tag))
 	dst = bare.AppendData(dst, v.Body)
 	return dst, nil
@@ -244,7 +244,7 @@ func (v *Tell) DecodeBARE(d *bare.Decoder) {
 	} else {
 		v.From = nil
 	}
-	v.Epoch = uint64(d.U64())
+	v.Epoch = uint64(d.Uint())
 	v.Tag = uint32(d.U32())
 	v.Body = d.Data(v.Body)
 	d.Leave()
@@ -262,7 +262,7 @@ func (v *Tell) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Ask is the BARE struct declared at envelope.bare:43.
+// Ask is the BARE struct declared at envelope.bare:47.
 type Ask struct {
 	Id         uint64        `bare:"id"`
 	To         ActorID       `bare:"to"`
@@ -279,7 +279,7 @@ type Ask struct {
 // when dst has room, except to sort map keys.
 func (v *Ask) AppendBARE(dst []byte) ([]byte, error) {
 	var err error
-	dst = bare.AppendU64(dst, uint64(v.Id))
+	dst = bare.AppendUint(dst, uint64(v.Id))
 	if dst, err = v.To.AppendBARE(dst); err != nil {
 		return dst, bare.WrapEncodeError("To", err)
 	}
@@ -291,8 +291,8 @@ func (v *Ask) AppendBARE(dst []byte) ([]byte, error) {
 			return dst, bare.WrapEncodeError("From", err)
 		}
 	}
-	dst = bare.AppendU64(dst, uint64(v.Epoch))
-	dst = bare.AppendU64(dst, uint64(v.DeadlineNs))
+	dst = bare.AppendUint(dst, uint64(v.Epoch))
+	dst = bare.AppendUint(dst, uint64(v.DeadlineNs))
 	dst = bare.AppendU32(dst, uint32(v.Tag))
 	dst = bare.AppendData(dst, v.Body)
 	dst = bare.AppendUint(dst, uint64(len(v.Chain)))
@@ -318,7 +318,7 @@ func (v *Ask) DecodeBARE(d *bare.Decoder) {
 	if !d.Enter() {
 		return
 	}
-	v.Id = uint64(d.U64())
+	v.Id = uint64(d.Uint())
 	v.To.DecodeBARE(d)
 	if d.Optional() {
 		if v.From == nil {
@@ -328,12 +328,12 @@ func (v *Ask) DecodeBARE(d *bare.Decoder) {
 	} else {
 		v.From = nil
 	}
-	v.Epoch = uint64(d.U64())
-	v.DeadlineNs = uint64(d.U64())
+	v.Epoch = uint64(d.Uint())
+	v.DeadlineNs = uint64(d.Uint())
 	v.Tag = uint32(d.U32())
 	v.Body = d.Data(v.Body)
 	{
-		n0 := d.Count(10)
+		n0 := d.Count(3)
 		if cap(v.Chain) >= n0 {
 			v.Chain = v.Chain[:n0]
 		} else {
@@ -366,7 +366,7 @@ func (v *Ask) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// TraceContext is the BARE struct declared at envelope.bare:56.
+// TraceContext is the BARE struct declared at envelope.bare:60.
 type TraceContext struct {
 	Parent string `bare:"parent"`
 	State  string `bare:"state"`
@@ -408,7 +408,49 @@ func (v *TraceContext) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Reply is the BARE struct declared at envelope.bare:61.
+// TracedTell is the BARE struct declared at envelope.bare:69.
+type TracedTell struct {
+	Trace TraceContext `bare:"trace"`
+	Tell  Tell         `bare:"tell"`
+}
+
+// AppendBARE appends the BARE encoding of v to dst. It does not allocate
+// when dst has room, except to sort map keys.
+func (v *TracedTell) AppendBARE(dst []byte) ([]byte, error) {
+	var err error
+	if dst, err = v.Trace.AppendBARE(dst); err != nil {
+		return dst, bare.WrapEncodeError("Trace", err)
+	}
+	if dst, err = v.Tell.AppendBARE(dst); err != nil {
+		return dst, bare.WrapEncodeError("Tell", err)
+	}
+	return dst, nil
+}
+
+// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
+// are reported by d.Err.
+func (v *TracedTell) DecodeBARE(d *bare.Decoder) {
+	if !d.Enter() {
+		return
+	}
+	v.Trace.DecodeBARE(d)
+	v.Tell.DecodeBARE(d)
+	d.Leave()
+}
+
+// MarshalBARE returns the BARE encoding of v.
+func (v *TracedTell) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *TracedTell) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}
+
+// Reply is the BARE struct declared at envelope.bare:74.
 type Reply struct {
 	Id   uint64 `bare:"id"`
 	Tag  uint32 `bare:"tag"`
@@ -418,7 +460,7 @@ type Reply struct {
 // AppendBARE appends the BARE encoding of v to dst. It does not allocate
 // when dst has room, except to sort map keys.
 func (v *Reply) AppendBARE(dst []byte) ([]byte, error) {
-	dst = bare.AppendU64(dst, uint64(v.Id))
+	dst = bare.AppendUint(dst, uint64(v.Id))
 	dst = bare.AppendU32(dst, uint32(v.Tag))
 	dst = bare.AppendData(dst, v.Body)
 	return dst, nil
@@ -430,7 +472,7 @@ func (v *Reply) DecodeBARE(d *bare.Decoder) {
 	if !d.Enter() {
 		return
 	}
-	v.Id = uint64(d.U64())
+	v.Id = uint64(d.Uint())
 	v.Tag = uint32(d.U32())
 	v.Body = d.Data(v.Body)
 	d.Leave()
@@ -448,7 +490,7 @@ func (v *Reply) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// RefusedReason is the BARE enum declared at envelope.bare:67.
+// RefusedReason is the BARE enum declared at envelope.bare:80.
 type RefusedReason uint64
 
 // Values of RefusedReason.
@@ -461,6 +503,7 @@ const (
 	RefusedReasonNotOwner              RefusedReason = 5
 	RefusedReasonCallChainTooLong      RefusedReason = 6
 	RefusedReasonNotServing            RefusedReason = 7
+	RefusedReasonBusy                  RefusedReason = 8
 )
 
 // String returns the schema name of v.
@@ -482,6 +525,8 @@ func (v RefusedReason) String() string {
 		return "CALL_CHAIN_TOO_LONG"
 	case RefusedReasonNotServing:
 		return "NOT_SERVING"
+	case RefusedReasonBusy:
+		return "BUSY"
 	}
 	return "RefusedReason(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
@@ -489,7 +534,7 @@ func (v RefusedReason) String() string {
 // Valid reports whether v is a declared value.
 func (v RefusedReason) Valid() bool {
 	switch v {
-	case RefusedReasonMailboxFull, RefusedReasonNodeOverloaded, RefusedReasonUnknownKind, RefusedReasonExpired, RefusedReasonTerminatedIncarnation, RefusedReasonNotOwner, RefusedReasonCallChainTooLong, RefusedReasonNotServing:
+	case RefusedReasonMailboxFull, RefusedReasonNodeOverloaded, RefusedReasonUnknownKind, RefusedReasonExpired, RefusedReasonTerminatedIncarnation, RefusedReasonNotOwner, RefusedReasonCallChainTooLong, RefusedReasonNotServing, RefusedReasonBusy:
 		return true
 	}
 	return false
@@ -525,23 +570,24 @@ func (v *RefusedReason) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Refused is the BARE struct declared at envelope.bare:79.
+// Refused is the BARE struct declared at envelope.bare:93.
 type Refused struct {
-	Id        uint64        `bare:"id"`
-	To        ActorID       `bare:"to"`
-	Tag       uint32        `bare:"tag"`
-	Reason    RefusedReason `bare:"reason"`
-	OwnerHint string        `bare:"ownerHint"`
-	Detail    string        `bare:"detail"`
-	From      *ActorID      `bare:"from"`
-	Body      []byte        `bare:"body"`
+	Id           uint64        `bare:"id"`
+	To           ActorID       `bare:"to"`
+	Tag          uint32        `bare:"tag"`
+	Reason       RefusedReason `bare:"reason"`
+	OwnerHint    string        `bare:"ownerHint"`
+	Detail       string        `bare:"detail"`
+	From         *ActorID      `bare:"from"`
+	Body         []byte        `bare:"body"`
+	RetryAfterNs uint64        `bare:"retryAfterNs"`
 }
 
 // AppendBARE appends the BARE encoding of v to dst. It does not allocate
 // when dst has room, except to sort map keys.
 func (v *Refused) AppendBARE(dst []byte) ([]byte, error) {
 	var err error
-	dst = bare.AppendU64(dst, uint64(v.Id))
+	dst = bare.AppendUint(dst, uint64(v.Id))
 	if dst, err = v.To.AppendBARE(dst); err != nil {
 		return dst, bare.WrapEncodeError("To", err)
 	}
@@ -564,6 +610,7 @@ func (v *Refused) AppendBARE(dst []byte) ([]byte, error) {
 		}
 	}
 	dst = bare.AppendData(dst, v.Body)
+	dst = bare.AppendUint(dst, uint64(v.RetryAfterNs))
 	return dst, nil
 }
 
@@ -573,7 +620,7 @@ func (v *Refused) DecodeBARE(d *bare.Decoder) {
 	if !d.Enter() {
 		return
 	}
-	v.Id = uint64(d.U64())
+	v.Id = uint64(d.Uint())
 	v.To.DecodeBARE(d)
 	v.Tag = uint32(d.U32())
 	v.Reason.DecodeBARE(d)
@@ -588,6 +635,7 @@ func (v *Refused) DecodeBARE(d *bare.Decoder) {
 		v.From = nil
 	}
 	v.Body = d.Data(v.Body)
+	v.RetryAfterNs = uint64(d.Uint())
 	d.Leave()
 }
 
@@ -603,163 +651,22 @@ func (v *Refused) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffBegin is the BARE struct declared at envelope.bare:92.
-type HandoffBegin struct {
-	Shard uint32 `bare:"shard"`
-	Epoch uint64 `bare:"epoch"`
-	From  string `bare:"from"`
-	To    string `bare:"to"`
-}
-
-// AppendBARE appends the BARE encoding of v to dst. It does not allocate
-// when dst has room, except to sort map keys.
-func (v *HandoffBegin) AppendBARE(dst []byte) ([]byte, error) {
-	var err error
-	dst = bare.AppendU32(dst, uint32(v.Shard))
-	dst = bare.AppendU64(dst, uint64(v.Epoch))
-	if dst, err = bare.AppendStr(dst, string(v.From)); err != nil {
-		return dst, bare.WrapEncodeError("From", err)
-	}
-	if dst, err = bare.AppendStr(dst, string(v.To)); err != nil {
-		return dst, bare.WrapEncodeError("To", err)
-	}
-	return dst, nil
-}
-
-// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
-// are reported by d.Err.
-func (v *HandoffBegin) DecodeBARE(d *bare.Decoder) {
-	if !d.Enter() {
-		return
-	}
-	v.Shard = uint32(d.U32())
-	v.Epoch = uint64(d.U64())
-	v.From = string(d.Str())
-	v.To = string(d.Str())
-	d.Leave()
-}
-
-// MarshalBARE returns the BARE encoding of v.
-func (v *HandoffBegin) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
-
-// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
-// default limits of bare.DefaultConfig.
-func (v *HandoffBegin) UnmarshalBARE(b []byte) error {
-	var d bare.Decoder
-	d.Reset(b, bare.Config{})
-	v.DecodeBARE(&d)
-	return d.Finish()
-}
-
-// StateTransfer is the BARE struct declared at envelope.bare:100.
-type StateTransfer struct {
-	Shard uint32  `bare:"shard"`
-	Epoch uint64  `bare:"epoch"`
-	Seq   uint64  `bare:"seq"`
-	Actor ActorID `bare:"actor"`
-	State []byte  `bare:"state"`
-}
-
-// AppendBARE appends the BARE encoding of v to dst. It does not allocate
-// when dst has room, except to sort map keys.
-func (v *StateTransfer) AppendBARE(dst []byte) ([]byte, error) {
-	var err error
-	dst = bare.AppendU32(dst, uint32(v.Shard))
-	dst = bare.AppendU64(dst, uint64(v.Epoch))
-	dst = bare.AppendU64(dst, uint64(v.Seq))
-	if dst, err = v.Actor.AppendBARE(dst); err != nil {
-		return dst, bare.WrapEncodeError("Actor", err)
-	}
-	dst = bare.AppendData(dst, v.State)
-	return dst, nil
-}
-
-// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
-// are reported by d.Err.
-func (v *StateTransfer) DecodeBARE(d *bare.Decoder) {
-	if !d.Enter() {
-		return
-	}
-	v.Shard = uint32(d.U32())
-	v.Epoch = uint64(d.U64())
-	v.Seq = uint64(d.U64())
-	v.Actor.DecodeBARE(d)
-	v.State = d.Data(v.State)
-	d.Leave()
-}
-
-// MarshalBARE returns the BARE encoding of v.
-func (v *StateTransfer) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
-
-// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
-// default limits of bare.DefaultConfig.
-func (v *StateTransfer) UnmarshalBARE(b []byte) error {
-	var d bare.Decoder
-	d.Reset(b, bare.Config{})
-	v.DecodeBARE(&d)
-	return d.Finish()
-}
-
-// HandoffDone is the BARE struct declared at envelope.bare:108.
-type HandoffDone struct {
-	Shard uint32 `bare:"shard"`
-	Epoch uint64 `bare:"epoch"`
-	Count uint64 `bare:"count"`
-}
-
-// AppendBARE appends the BARE encoding of v to dst. It does not allocate
-// when dst has room, except to sort map keys.
-func (v *HandoffDone) AppendBARE(dst []byte) ([]byte, error) {
-	dst = bare.AppendU32(dst, uint32(v.Shard))
-	dst = bare.AppendU64(dst, uint64(v.Epoch))
-	dst = bare.AppendU64(dst, uint64(v.Count))
-	return dst, nil
-}
-
-// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
-// are reported by d.Err.
-func (v *HandoffDone) DecodeBARE(d *bare.Decoder) {
-	if !d.Enter() {
-		return
-	}
-	v.Shard = uint32(d.U32())
-	v.Epoch = uint64(d.U64())
-	v.Count = uint64(d.U64())
-	d.Leave()
-}
-
-// MarshalBARE returns the BARE encoding of v.
-func (v *HandoffDone) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
-
-// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
-// default limits of bare.DefaultConfig.
-func (v *HandoffDone) UnmarshalBARE(b []byte) error {
-	var d bare.Decoder
-	d.Reset(b, bare.Config{})
-	v.DecodeBARE(&d)
-	return d.Finish()
-}
-
 // The tags of the Envelope union's members, as on the wire.
 const (
-	EnvelopeTagTell          uint64 = 1
-	EnvelopeTagAsk           uint64 = 2
-	EnvelopeTagReply         uint64 = 3
-	EnvelopeTagRefused       uint64 = 4
-	EnvelopeTagHandoffBegin  uint64 = 16
-	EnvelopeTagStateTransfer uint64 = 17
-	EnvelopeTagHandoffDone   uint64 = 18
+	EnvelopeTagTell       uint64 = 1
+	EnvelopeTagAsk        uint64 = 2
+	EnvelopeTagReply      uint64 = 3
+	EnvelopeTagRefused    uint64 = 4
+	EnvelopeTagTracedTell uint64 = 5
 )
 
-// Envelope is the BARE union declared at envelope.bare:114. Its values are:
+// Envelope is the BARE union declared at envelope.bare:111. Its values are:
 //
 //   - *Tell (tag 1)
 //   - *Ask (tag 2)
 //   - *Reply (tag 3)
 //   - *Refused (tag 4)
-//   - *HandoffBegin (tag 16)
-//   - *StateTransfer (tag 17)
-//   - *HandoffDone (tag 18)
+//   - *TracedTell (tag 5)
 type Envelope interface {
 	isEnvelope()
 }
@@ -772,11 +679,7 @@ func (*Reply) isEnvelope() {}
 
 func (*Refused) isEnvelope() {}
 
-func (*HandoffBegin) isEnvelope() {}
-
-func (*StateTransfer) isEnvelope() {}
-
-func (*HandoffDone) isEnvelope() {}
+func (*TracedTell) isEnvelope() {}
 
 // AppendEnvelope appends the BARE encoding of v (tag, then value) to dst.
 func AppendEnvelope(dst []byte, v Envelope) ([]byte, error) {
@@ -814,29 +717,13 @@ func AppendEnvelope(dst []byte, v Envelope) ([]byte, error) {
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("Refused", err)
 		}
-	case *HandoffBegin:
+	case *TracedTell:
 		if x == nil {
-			return dst, &bare.EncodeError{Path: "*HandoffBegin", Err: bare.ErrNilUnion}
+			return dst, &bare.EncodeError{Path: "*TracedTell", Err: bare.ErrNilUnion}
 		}
-		dst = bare.AppendUint(dst, EnvelopeTagHandoffBegin)
+		dst = bare.AppendUint(dst, EnvelopeTagTracedTell)
 		if dst, err = x.AppendBARE(dst); err != nil {
-			return dst, bare.WrapEncodeError("HandoffBegin", err)
-		}
-	case *StateTransfer:
-		if x == nil {
-			return dst, &bare.EncodeError{Path: "*StateTransfer", Err: bare.ErrNilUnion}
-		}
-		dst = bare.AppendUint(dst, EnvelopeTagStateTransfer)
-		if dst, err = x.AppendBARE(dst); err != nil {
-			return dst, bare.WrapEncodeError("StateTransfer", err)
-		}
-	case *HandoffDone:
-		if x == nil {
-			return dst, &bare.EncodeError{Path: "*HandoffDone", Err: bare.ErrNilUnion}
-		}
-		dst = bare.AppendUint(dst, EnvelopeTagHandoffDone)
-		if dst, err = x.AppendBARE(dst); err != nil {
-			return dst, bare.WrapEncodeError("HandoffDone", err)
+			return dst, bare.WrapEncodeError("TracedTell", err)
 		}
 	case nil:
 		return dst, &bare.EncodeError{Err: bare.ErrNilUnion}
@@ -871,16 +758,8 @@ func DecodeEnvelope(d *bare.Decoder) Envelope {
 		x := new(Refused)
 		x.DecodeBARE(d)
 		v = x
-	case EnvelopeTagHandoffBegin:
-		x := new(HandoffBegin)
-		x.DecodeBARE(d)
-		v = x
-	case EnvelopeTagStateTransfer:
-		x := new(StateTransfer)
-		x.DecodeBARE(d)
-		v = x
-	case EnvelopeTagHandoffDone:
-		x := new(HandoffDone)
+	case EnvelopeTagTracedTell:
+		x := new(TracedTell)
 		x.DecodeBARE(d)
 		v = x
 	default:

@@ -3,9 +3,12 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"math"
 	"reflect"
 	"testing"
+	"testing/iotest"
 
+	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/wire/bare"
 	"github.com/tempest-actors/tempest/wire/bare/gen"
 )
@@ -25,9 +28,29 @@ func sampleEnvelopes() []Envelope {
 		&Reply{Id: 77, Tag: 14, Body: []byte("ok")},
 		&Refused{Id: 77, To: to, Tag: 13, Reason: RefusedReasonMailboxFull, Detail: "1024 queued"},
 		&Refused{To: to, Reason: RefusedReasonNotOwner, OwnerHint: "node-2"},
-		&HandoffBegin{Shard: 4, Epoch: 10, From: "a", To: "b"},
-		&StateTransfer{Shard: 4, Epoch: 10, Seq: 1, Actor: to, State: []byte("state")},
-		&HandoffDone{Shard: 4, Epoch: 10, Count: 1},
+		// Counters at the varints' edges.
+		&Tell{To: ActorID{Kind: "k", Key: "x", Incarnation: math.MaxUint64}, Epoch: 1 << 63, Tag: math.MaxUint32},
+		&Ask{Id: math.MaxUint64, To: ActorID{Kind: "k", Key: "x", Incarnation: 127}, Epoch: 128, DeadlineNs: math.MaxUint64,
+			Chain: []ActorID{{Kind: "a", Key: "b", Incarnation: 1 << 35}}},
+		&Reply{Id: 1<<64 - 2},
+		&TracedTell{Trace: TraceContext{Parent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", State: "k=v"},
+			Tell: Tell{To: to, From: from, Epoch: 9, Tag: 12, Body: []byte("hi")}},
+	}
+}
+
+// TestTellHeaderIsCompact pins the size of the common tell, so a change
+// that widens the header shows: to a virtual actor, no sender, a small
+// epoch, a 100-byte payload message (its body is 101 bytes).
+func TestTellHeaderIsCompact(t *testing.T) {
+	body := bare.AppendData(nil, make([]byte, 100))
+	b, err := MarshalEnvelope(&Tell{To: ActorIDOf(actor.Virtual("sink", "1")), Epoch: 42, Tag: 100, Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// union tag 1, ActorID 1+4 + 1+1 + 1, no sender 1, epoch 1, tag 4,
+	// body length 1 + 101
+	if want := 1 + 8 + 1 + 1 + 4 + 1 + 101; len(b) != want {
+		t.Fatalf("tell frame is %d bytes, want %d", len(b), want)
 	}
 }
 
@@ -126,6 +149,46 @@ func FuzzFrameReader(f *testing.F) {
 		}
 		if total > len(b) {
 			t.Fatalf("read %d payload bytes from %d input bytes", total, len(b))
+		}
+		// Read in runs, as the lane reader does: the same frames, each
+		// intact once its run is complete.
+		var one [][]byte
+		fr = newFrameReader(bytes.NewReader(b), 16, 64)
+		for {
+			p, err := fr.next()
+			if err != nil {
+				break
+			}
+			one = append(one, bytes.Clone(p))
+		}
+		var runs [][]byte
+		fr = newFrameReader(iotest.HalfReader(bytes.NewReader(b)), 16, 64)
+		for {
+			p, err := fr.next()
+			if err != nil {
+				break
+			}
+			run := [][]byte{p}
+			for fr.ready() {
+				if p, err = fr.next(); err != nil {
+					break
+				}
+				run = append(run, p)
+			}
+			for _, p := range run {
+				runs = append(runs, bytes.Clone(p))
+			}
+			if err != nil {
+				break
+			}
+		}
+		if len(one) != len(runs) {
+			t.Fatalf("%d frames one at a time, %d in runs", len(one), len(runs))
+		}
+		for i := range one {
+			if !bytes.Equal(one[i], runs[i]) {
+				t.Fatalf("frame %d differs when read in runs", i)
+			}
 		}
 	})
 }

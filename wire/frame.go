@@ -73,6 +73,24 @@ func (fr *frameReader) next() ([]byte, error) {
 	return p, nil
 }
 
+// ready reports whether the next frame is whole in the buffer and fits
+// it, so next returns it without reading from the stream. Frames returned
+// while ready held stay valid together: only a read from the stream moves
+// the buffer's contents. A length that does not parse is not ready: next
+// reports it.
+func (fr *frameReader) ready() bool {
+	buf, _ := fr.r.Peek(fr.r.Buffered()) // never reads: at most what is buffered
+	if fr.discard > len(buf) {
+		return false
+	}
+	rest := buf[fr.discard:]
+	n, k := binary.Uvarint(rest)
+	if k <= 0 || n > uint64(fr.max) || n > uint64(fr.r.Size()) {
+		return false
+	}
+	return uint64(len(rest)-k) >= n
+}
+
 // readLen reads a minimal uvarint of at most 10 bytes.
 func (fr *frameReader) readLen() (uint64, error) {
 	var v uint64

@@ -39,6 +39,9 @@ type RefusedError struct {
 	Reason    RefusedReason
 	OwnerHint string
 	Detail    string
+	// RetryAfter (BUSY) is how long the refuser asks the sender to wait
+	// before it sends again (0: no advice).
+	RetryAfter time.Duration
 }
 
 // ErrNotOwner is the sentinel of a NOT_OWNER refusal. It matches
@@ -59,6 +62,19 @@ func NotServing(cause error) error {
 	return &RefusedError{Reason: RefusedReasonNotServing, Detail: cause.Error()}
 }
 
+// ErrBusy is the sentinel of a BUSY refusal: the message needs an
+// activation and the owner is over its hydration backlog. It matches
+// actor.ErrRefused; the message was not handled, and a sender may try
+// again after RefusedError.RetryAfter, within its deadline.
+var ErrBusy error = &kindError{"wire: owner busy hydrating", actor.ErrRefused}
+
+// Busy returns the admission error a LocalDelivery gives for mail that
+// would need an activation while it is over its hydration backlog:
+// retryAfter is the wait it asks for; why says what it is over.
+func Busy(retryAfter time.Duration, why string) error {
+	return &RefusedError{Reason: RefusedReasonBusy, RetryAfter: max(retryAfter, 0), Detail: why}
+}
+
 func (e *RefusedError) Error() string {
 	s := "wire: refused: " + e.Reason.String()
 	if e.Node != "" {
@@ -69,6 +85,9 @@ func (e *RefusedError) Error() string {
 	}
 	if e.Detail != "" {
 		s += ": " + e.Detail
+	}
+	if e.RetryAfter > 0 {
+		s += " (retry after " + e.RetryAfter.String() + ")"
 	}
 	return s
 }
@@ -92,8 +111,18 @@ func reasonSentinel(r RefusedReason) error {
 		return actor.ErrCallChainTooLong
 	case RefusedReasonNotServing:
 		return ErrNotServing
+	case RefusedReasonBusy:
+		return ErrBusy
 	}
 	return actor.ErrRefused
+}
+
+// Resendable reports whether a message refused for reason was certainly
+// not run and may be sent again by a table that routes it better or once
+// the owner serves again: NOT_OWNER, NOT_SERVING and BUSY. A refused tell
+// from program code echoes its body for these only.
+func (r RefusedReason) Resendable() bool {
+	return r == RefusedReasonNotOwner || r == RefusedReasonNotServing || r == RefusedReasonBusy
 }
 
 // NotOwner returns the admission error a LocalDelivery gives for an actor
@@ -109,6 +138,7 @@ func refusalOf(err error, to ActorID, tag uint32) Refused {
 	var re *RefusedError
 	if errors.As(err, &re) {
 		r.Reason, r.OwnerHint, r.Detail = re.Reason, re.OwnerHint, re.Detail
+		r.RetryAfterNs = uint64(max(re.RetryAfter, 0))
 	}
 	return r
 }
@@ -144,6 +174,25 @@ type LocalDelivery interface {
 	// ErrUnknownKind, ErrActorTerminated, ErrProcessUnavailable when the
 	// actor is not on this node).
 	Deliver(to, from actor.Ref, msg any, deadline time.Time, reply func(any, error)) error
+}
+
+// AskDelivery is an optional extension of LocalDelivery for asks whose
+// caller may withdraw them: a Mailer whose LocalDelivery implements it
+// hands every inbound ask to DeliverAsk (chain and trace nil when the ask
+// carries none) instead of Deliver, ChainDelivery or TraceDelivery, and
+// keeps the returned Withdrawer until the ask is answered, so that
+// Mailer.Withdraw (the caller's CancelAsk) and the caller's link going
+// down drop it if its turn has not started.
+type AskDelivery interface {
+	DeliverAsk(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, trace *TraceContext, reply func(any, error)) (Withdrawer, error)
+}
+
+// Withdrawer withdraws one admitted ask (*ariel.QueuedAsk's form).
+type Withdrawer interface {
+	// Withdraw drops the ask if its turn has not started, and reports
+	// whether it did; its reply function is then never called. Safe
+	// from any goroutine; a second call returns false.
+	Withdraw() bool
 }
 
 // EpochFence is an optional extension of LocalDelivery: a Mailer whose
@@ -185,14 +234,21 @@ type MailConfig struct {
 	// Required.
 	Complete func(id uint64, reply any, err error)
 	// Undelivered, if set, is told about a tell from a local actor (from)
-	// that a peer refused; msg is the message when it could be decoded
-	// again. It must not block.
+	// that a peer refused, and about a tell from program code (from zero)
+	// that a peer refused without running it (NOT_OWNER, NOT_SERVING: see
+	// RefusedReason.Resendable), so that it can be sent again; msg is the
+	// message when it could be decoded again. It must not block.
 	Undelivered func(from, to actor.Ref, msg any, err error)
-	// Control, if set, receives the envelopes of the control lane
-	// (supervisor traffic).
-	// An error resets the lane like a malformed frame. Without it control
+	// Expired, if set, is told about each ask failed by the sweep at its
+	// deadline, and the peer it was sent to, so that the caller's node can
+	// withdraw it there. It must not block.
+	Expired func(peer string, id uint64)
+	// Control, if set, receives the frames of the control lane
+	// (supervisor traffic, in the federation protocol's own schema); the
+	// frame is valid only until it returns, and it must not block. An
+	// error resets the lane like a malformed frame. Without it control
 	// frames are counted and ignored.
-	Control func(from string, env Envelope) error
+	Control func(from string, frame []byte) error
 	// MaxInboundBytes bounds the bytes of inbound asks admitted and not
 	// yet answered; beyond it asks are refused NODE_OVERLOADED (default
 	// 64 MiB). Inbound tells are bounded by the recipients' mailboxes.
@@ -251,7 +307,10 @@ func (c MailConfig) withDefaults() MailConfig {
 }
 
 // numRefusedReasons is the number of RefusedReason values.
-const numRefusedReasons = RefusedReasonNotServing + 1
+const numRefusedReasons = RefusedReasonBusy + 1
+
+// maxRetryAfter bounds the wait a BUSY refusal can ask of a sender.
+const maxRetryAfter = time.Minute
 
 // RefusalCounts counts refusals by reason. Read it with the named methods
 // or index it by RefusedReason.
@@ -292,6 +351,10 @@ func (c RefusalCounts) CallChainTooLong() uint64 { return c[RefusedReasonCallCha
 // moment (lease not fresh, table behind, shard moving).
 func (c RefusalCounts) NotServing() uint64 { return c[RefusedReasonNotServing] }
 
+// Busy counts mail refused because it needed an activation while the
+// owner was over its hydration backlog.
+func (c RefusalCounts) Busy() uint64 { return c[RefusedReasonBusy] }
+
 // MailStats are cumulative mail counters.
 type MailStats struct {
 	TellsSent, AsksSent, RepliesSent  uint64
@@ -316,6 +379,17 @@ type MailStats struct {
 	LateReplies uint64
 	// RepliesDropped counts replies that could not be queued.
 	RepliesDropped uint64
+	// AsksWithdrawn counts inbound asks dropped before their turn because
+	// their caller withdrew them (Withdraw) or its link went down;
+	// AsksCancelled counts this node's pending asks forgotten because
+	// their caller gave up (Forget).
+	AsksWithdrawn, AsksCancelled uint64
+	// CancelsKept counts withdrawals that found no ask and were kept for
+	// one that may still arrive (a CancelAsk that overtook its ask);
+	// CancelsMatched the asks dropped on arrival because of one (also in
+	// AsksWithdrawn); CancelsEvicted those dropped unused before their
+	// time because MaxEarlyCancels were kept.
+	CancelsKept, CancelsMatched, CancelsEvicted uint64
 	// ControlReceived counts control-lane envelopes.
 	ControlReceived uint64
 	// InboundBytes is the current size of admitted, unanswered asks.
@@ -329,7 +403,127 @@ type mailCounters struct {
 	refOut, refIn                             [numRefusedReasons]atomic.Uint64
 	decodeErr, bodyErr, unknownTag, expired   atomic.Uint64
 	asksExpired, asksDown, late, dropped      atomic.Uint64
-	control                                   atomic.Uint64
+	control, withdrawn, cancelled             atomic.Uint64
+	earlyKept, earlyMatched, earlyEvicted     atomic.Uint64
+}
+
+// Bounds of the withdrawals kept for asks not arrived yet (see
+// Mailer.Withdraw): each is kept EarlyCancelTTL, at most
+// MaxEarlyCancels at once (the oldest goes first).
+const (
+	EarlyCancelTTL  = time.Minute
+	MaxEarlyCancels = 4096
+)
+
+// earlyCancels is the withdrawals that found no ask, by sender and id, in
+// the order they came.
+type earlyCancels struct {
+	n  atomic.Int64 // entries (the arrival of an ask reads only this)
+	mu sync.Mutex
+	at map[inboundKey]earlyEntry // the entries kept
+	// order is the entries in the order they came, with those matched or
+	// dropped since (no longer in at, or in at again from a later
+	// withdrawal) left in place until trim passes them or compacts order.
+	order []earlyEntry
+	seq   uint64
+}
+
+type earlyEntry struct {
+	k   inboundKey
+	at  int64 // unix ns it came
+	seq uint64
+}
+
+// live reports whether en is still the entry kept for its key.
+func (e *earlyCancels) live(en earlyEntry) bool {
+	cur, ok := e.at[en.k]
+	return ok && cur.seq == en.seq
+}
+
+// keep remembers a withdrawal of (peer, id), evicting what expired and,
+// beyond the bound, the oldest.
+func (e *earlyCancels) keep(k inboundKey, now int64, evicted *atomic.Uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.at == nil {
+		e.at = map[inboundKey]earlyEntry{}
+	}
+	e.trim(now, evicted)
+	if _, ok := e.at[k]; ok {
+		return
+	}
+	e.seq++
+	en := earlyEntry{k, now, e.seq}
+	e.at[k] = en
+	e.order = append(e.order, en)
+	e.n.Store(int64(len(e.at)))
+}
+
+// trim drops the entries older than EarlyCancelTTL and, oldest first,
+// those beyond MaxEarlyCancels-1 kept, so that one more fits; e.mu held.
+// The bound is on the entries kept: those matched meanwhile are no longer
+// counted, and order is compacted once they are more than half of it.
+func (e *earlyCancels) trim(now int64, evicted *atomic.Uint64) {
+	i := 0
+	for ; i < len(e.order); i++ {
+		en := e.order[i]
+		if !e.live(en) {
+			continue
+		}
+		fresh := now-en.at < int64(EarlyCancelTTL)
+		if fresh && len(e.at) < MaxEarlyCancels {
+			break
+		}
+		delete(e.at, en.k)
+		if fresh {
+			evicted.Add(1)
+		}
+	}
+	e.order = append(e.order[:0], e.order[i:]...)
+	if dead := len(e.order) - len(e.at); dead > len(e.order)/2 {
+		kept := e.order[:0]
+		for _, en := range e.order {
+			if e.live(en) {
+				kept = append(kept, en)
+			}
+		}
+		clear(e.order[len(kept):])
+		e.order = kept
+	}
+	e.n.Store(int64(len(e.at)))
+}
+
+// take reports whether (peer, id) was withdrawn before it arrived, and
+// forgets it.
+func (e *earlyCancels) take(k inboundKey, now int64) bool {
+	if e.n.Load() == 0 {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	en, ok := e.at[k]
+	if !ok {
+		return false
+	}
+	delete(e.at, k) // its order entry goes at a later trim
+	e.n.Store(int64(len(e.at)))
+	return now-en.at < int64(EarlyCancelTTL)
+}
+
+// dropPeer forgets the withdrawals of peer (its link went down: ids
+// restart with a new process).
+func (e *earlyCancels) dropPeer(peer string) {
+	if e.n.Load() == 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k := range e.at {
+		if k.peer == peer {
+			delete(e.at, k)
+		}
+	}
+	e.n.Store(int64(len(e.at)))
 }
 
 // Mailer carries actor mail (tells, asks, replies, refusals) over a
@@ -352,6 +546,8 @@ type Mailer struct {
 	tr    atomic.Pointer[transportBox]
 	bufs  sync.Pool
 	asks  [askShards]askShard
+	in    [askShards]inboundShard
+	early earlyCancels
 	inb   atomic.Int64
 	c     mailCounters
 	names names
@@ -375,8 +571,22 @@ type askShard struct {
 	_  [40]byte // keep shards on separate cache lines
 }
 
+// inboundShard holds the inbound asks not answered yet, by sender and
+// id, so that their caller can withdraw them.
+type inboundShard struct {
+	mu sync.Mutex
+	m  map[inboundKey]*inboundAsk
+	_  [40]byte
+}
+
+type inboundKey struct {
+	peer string
+	id   uint64
+}
+
 type pendingAsk struct {
 	peer     string
+	id       uint64
 	deadline int64 // unix ns
 }
 
@@ -393,6 +603,7 @@ func NewMailer(cfg MailConfig) (*Mailer, error) {
 	m.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
 	for i := range m.asks {
 		m.asks[i].m = map[uint64]pendingAsk{}
+		m.in[i].m = map[inboundKey]*inboundAsk{}
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.wg.Add(1)
@@ -505,7 +716,7 @@ func (m *Mailer) putBuf(b *[]byte) {
 // nil error means queued: a refusal by the peer comes back later through
 // MailConfig.Undelivered.
 func (m *Mailer) Tell(peer string, to, from actor.Ref, msg any) error {
-	return m.tell(nil, peer, 0, to, from, msg)
+	return m.tell(nil, peer, 0, to, from, msg, nil)
 }
 
 // TellAt is Tell stamped with the placement epoch the sender routed by:
@@ -513,7 +724,20 @@ func (m *Mailer) Tell(peer string, to, from actor.Ref, msg any) error {
 // NOT_OWNER (naming the owner it knows) when epoch is not the current
 // epoch of to's shard there, so mail routed by a stale table never runs.
 func (m *Mailer) TellAt(peer string, epoch uint64, to, from actor.Ref, msg any) error {
-	return m.tell(nil, peer, epoch, to, from, msg)
+	return m.tell(nil, peer, epoch, to, from, msg, nil)
+}
+
+// TellTraced is TellAt for a tell that carries its sender's trace context
+// (nil for none: then it is TellAt). It travels as a TracedTell; the
+// receiver hands it to a LocalDelivery that implements TraceDelivery (with
+// a nil reply), or delivers it as a plain tell. A trace context over
+// MaxTraceParent or MaxTraceState fails with an error matching
+// bare.ErrLimit.
+func (m *Mailer) TellTraced(peer string, epoch uint64, to, from actor.Ref, msg any, trace *TraceContext) error {
+	if trace != nil && (len(trace.Parent) > MaxTraceParent || len(trace.State) > MaxTraceState) {
+		return fmt.Errorf("%w: trace context", bare.ErrLimit)
+	}
+	return m.tell(nil, peer, epoch, to, from, msg, trace)
 }
 
 // TellWait is Tell for bulk producers: while the link's queue is full it
@@ -523,10 +747,12 @@ func (m *Mailer) TellWait(ctx context.Context, peer string, to, from actor.Ref, 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return m.tell(ctx, peer, 0, to, from, msg)
+	return m.tell(ctx, peer, 0, to, from, msg, nil)
 }
 
-func (m *Mailer) tell(ctx context.Context, peer string, epoch uint64, to, from actor.Ref, msg any) error {
+// tell sends a tell, as a TracedTell when trace is set (checked by the
+// caller).
+func (m *Mailer) tell(ctx context.Context, peer string, epoch uint64, to, from actor.Ref, msg any, trace *TraceContext) error {
 	t := m.transport()
 	if t == nil {
 		return ErrNotAttached
@@ -537,9 +763,18 @@ func (m *Mailer) tell(ctx context.Context, peer string, epoch uint64, to, from a
 	}
 	bp := m.getBuf()
 	defer m.putBuf(bp)
-	buf := bare.AppendUint((*bp)[:0], EnvelopeTagTell)
+	var buf []byte
+	if trace == nil {
+		buf = bare.AppendUint((*bp)[:0], EnvelopeTagTell)
+	} else {
+		buf = bare.AppendUint((*bp)[:0], EnvelopeTagTracedTell)
+		if buf, err = trace.AppendBARE(buf); err != nil {
+			*bp = buf[:0]
+			return bare.WrapEncodeError("Trace", err)
+		}
+	}
 	buf = append(buf, h.ids...)
-	buf = bare.AppendU64(buf, epoch) // placement epoch
+	buf = bare.AppendUint(buf, epoch) // placement epoch
 	frame, buf, err := m.appendMail(buf, msg)
 	*bp = buf[:0]
 	if err != nil {
@@ -619,10 +854,10 @@ func (m *Mailer) AskTraced(peer string, id, epoch uint64, to, from actor.Ref, ms
 	bp := m.getBuf()
 	defer m.putBuf(bp)
 	buf := bare.AppendUint((*bp)[:0], EnvelopeTagAsk)
-	buf = bare.AppendU64(buf, id)
+	buf = bare.AppendUint(buf, id)
 	buf = append(buf, h.ids...)
-	buf = bare.AppendU64(buf, epoch) // placement epoch
-	buf = bare.AppendU64(buf, uint64(remaining))
+	buf = bare.AppendUint(buf, epoch) // placement epoch
+	buf = bare.AppendUint(buf, uint64(remaining))
 	frame, buf, err := m.appendMail(buf, msg)
 	if err == nil {
 		frame = bare.AppendUint(frame, uint64(len(chain)))
@@ -652,7 +887,7 @@ func (m *Mailer) AskTraced(peer string, id, epoch uint64, to, from actor.Ref, ms
 		return fmt.Errorf("%w: %d", ErrDuplicateAsk, id)
 	}
 	// Registered before sending: the reply may beat Send's return.
-	sh.m[id] = pendingAsk{peer: peer, deadline: deadline.UnixNano()}
+	sh.m[id] = pendingAsk{peer: peer, id: id, deadline: deadline.UnixNano()}
 	sh.mu.Unlock()
 	// Close sets closed before it fails what is pending, so an ask
 	// registered after that scan sees closed here.
@@ -709,6 +944,69 @@ func (m *Mailer) LinkEvent(ev LinkEvent) {
 		err = fmt.Errorf("%w: link to %s down: %v", ErrUnavailable, ev.Peer, ev.Err)
 	}
 	m.failWhere(func(p pendingAsk) bool { return p.peer == ev.Peer }, err, &m.c.asksDown)
+	// Its asks here: whoever waits for them failed them just now, so
+	// those whose turn has not started are dropped (the caller is gone).
+	m.withdrawWhere(func(k inboundKey) bool { return k.peer == ev.Peer })
+	m.early.dropPeer(ev.Peer)
+}
+
+// Forget removes the pending ask id, whose caller gave up on it before
+// its deadline, and returns the peer it was sent to, so that the caller
+// can withdraw it there (CancelAsk). Its outcome is not reported to
+// Complete. ok is false when it was not pending (answered already).
+func (m *Mailer) Forget(id uint64) (peer string, ok bool) {
+	sh := &m.asks[id%askShards]
+	sh.mu.Lock()
+	p, ok := sh.m[id]
+	delete(sh.m, id)
+	sh.mu.Unlock()
+	if ok {
+		m.c.cancelled.Add(1)
+	}
+	return p.peer, ok
+}
+
+// Withdraw drops the ask id that peer sent, if it waits for its turn
+// here: peer's caller gave up on it (CancelAsk). It reports whether it
+// dropped it; false when it was answered or its turn started already, or
+// no such ask arrived. A withdrawal travels on the control lane and can
+// overtake its ask on a mail lane, so one that finds no ask is kept
+// (EarlyCancelTTL, at most MaxEarlyCancels) and the ask, should it
+// arrive, is dropped unrun and unanswered (MailStats.CancelsMatched). It
+// needs a LocalDelivery that implements AskDelivery.
+func (m *Mailer) Withdraw(peer string, id uint64) bool {
+	sh := &m.in[id%askShards]
+	k := inboundKey{peer, id}
+	sh.mu.Lock()
+	ia := sh.m[k]
+	if ia == nil {
+		// Kept under the shard's lock, so an ask listed meanwhile is
+		// either found here or finds this (onAsk checks under it too).
+		m.early.keep(k, m.cfg.Clock.Now().UnixNano(), &m.c.earlyEvicted)
+		m.c.earlyKept.Add(1)
+		sh.mu.Unlock()
+		return false
+	}
+	sh.mu.Unlock()
+	return ia.withdraw()
+}
+
+// withdrawWhere withdraws every inbound ask whose key match selects.
+func (m *Mailer) withdrawWhere(match func(inboundKey) bool) {
+	var found []*inboundAsk
+	for i := range m.in {
+		sh := &m.in[i]
+		sh.mu.Lock()
+		for k, ia := range sh.m {
+			if match(k) {
+				found = append(found, ia)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	for _, ia := range found {
+		ia.withdraw()
+	}
 }
 
 // failWhere completes with err every pending ask that match selects,
@@ -747,7 +1045,19 @@ func (m *Mailer) sweepLoop() {
 		case <-m.cfg.Clock.After(m.cfg.SweepInterval):
 		}
 		now := m.cfg.Clock.Now().UnixNano()
-		m.failWhere(func(p pendingAsk) bool { return p.deadline <= now }, actor.ErrDeadlineExceeded, &m.c.asksExpired)
+		var gone []pendingAsk
+		m.failWhere(func(p pendingAsk) bool {
+			if p.deadline > now {
+				return false
+			}
+			if m.cfg.Expired != nil {
+				gone = append(gone, p)
+			}
+			return true
+		}, actor.ErrDeadlineExceeded, &m.c.asksExpired)
+		for _, p := range gone {
+			m.cfg.Expired(p.peer, p.id)
+		}
 	}
 }
 
@@ -766,29 +1076,37 @@ func (m *Mailer) Pending() int {
 // Handle is the transport's Handler. It decodes one envelope strictly: a
 // frame that does not decode returns an error, so the transport resets
 // the lane and counts it. Mail goes to LocalDelivery; replies and
-// refusals complete pending asks; control-lane envelopes go to
-// MailConfig.Control.
+// refusals complete pending asks; control-lane frames go to
+// MailConfig.Control undecoded.
 func (m *Mailer) Handle(from string, lane Lane, frame []byte) error {
+	if lane == ControlLane {
+		m.c.control.Add(1)
+		if m.cfg.Control != nil {
+			return m.cfg.Control(from, frame)
+		}
+		return nil
+	}
 	var d bare.Decoder
 	// Bodies alias the frame: every body is decoded into a new message or
 	// copied by Send before Handle returns.
 	d.Reset(frame, bare.Config{ZeroCopy: true, MaxMessageBytes: len(frame) + 1})
-	if lane == ControlLane {
-		env := DecodeEnvelope(&d)
-		if err := d.Finish(); err != nil {
-			m.c.decodeErr.Add(1)
-			return err
-		}
-		m.c.control.Add(1)
-		if m.cfg.Control != nil {
-			return m.cfg.Control(from, env)
-		}
-		return nil
-	}
 	var err error
 	switch tag := d.Uint(); tag {
 	case EnvelopeTagTell:
-		err = m.handleTell(from, &d, frame)
+		err = m.handleTell(from, &d, frame, nil)
+	case EnvelopeTagTracedTell:
+		var tc TraceContext
+		if d.Enter() {
+			tc.DecodeBARE(&d)
+			if d.Err() == nil && (len(tc.Parent) > MaxTraceParent || len(tc.State) > MaxTraceState) {
+				d.Fail(d.Offset(), bare.ErrLimit, "trace context")
+			}
+			if err = d.Err(); err == nil {
+				err = m.handleTell(from, &d, frame, &tc)
+			}
+		} else {
+			err = d.Err()
+		}
 	case EnvelopeTagAsk:
 		var a Ask
 		m.decodeAsk(&d, &a)
@@ -842,14 +1160,67 @@ type inboundAsk struct {
 	id   uint64
 	size int64
 	done atomic.Bool
+	// w withdraws the ask from its recipient (nil until it was admitted,
+	// or when the delivery cannot withdraw asks); wanted records a
+	// withdrawal that came before w was set.
+	mu     sync.Mutex
+	w      Withdrawer
+	wanted bool
+	listed bool // in Mailer.in
 }
 
 func (ia *inboundAsk) reply(v any, err error) {
 	if !ia.done.CompareAndSwap(false, true) {
 		return
 	}
-	ia.m.inb.Add(-ia.size)
+	ia.release()
 	ia.m.sendReply(ia.peer, ia.id, v, err)
+}
+
+// release frees what the ask held: its bytes and its table entry.
+func (ia *inboundAsk) release() {
+	ia.m.inb.Add(-ia.size)
+	if ia.listed {
+		sh := &ia.m.in[ia.id%askShards]
+		k := inboundKey{ia.peer, ia.id}
+		sh.mu.Lock()
+		if sh.m[k] == ia {
+			delete(sh.m, k)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// admitted records the recipient's Withdrawer and applies a withdrawal
+// that came meanwhile.
+func (ia *inboundAsk) admitted(w Withdrawer) {
+	ia.mu.Lock()
+	ia.w = w
+	wanted := ia.wanted
+	ia.mu.Unlock()
+	if wanted {
+		ia.withdraw()
+	}
+}
+
+// withdraw drops the ask if its turn has not started; no answer is sent
+// (its caller stopped waiting).
+func (ia *inboundAsk) withdraw() bool {
+	ia.mu.Lock()
+	w := ia.w
+	if w == nil {
+		ia.wanted = true
+	}
+	ia.mu.Unlock()
+	if w == nil || !w.Withdraw() {
+		return false
+	}
+	if !ia.done.CompareAndSwap(false, true) {
+		return false
+	}
+	ia.release()
+	ia.m.c.withdrawn.Add(1)
+	return true
 }
 
 func (m *Mailer) onAsk(peer string, a *Ask, size int) error {
@@ -877,25 +1248,83 @@ func (m *Mailer) onAsk(peer string, a *Ask, size int) error {
 	}
 	msg, err := m.decodeBody(a.Tag, a.Body)
 	if err != nil {
-		m.refuse(peer, key, &Refused{Id: a.Id, To: a.To, Tag: a.Tag, Reason: RefusedReasonUnknownKind, Detail: err.Error()})
+		// Name the kind: a tag number means nothing to the asker.
+		m.refuse(peer, key, &Refused{Id: a.Id, To: a.To, Tag: a.Tag, Reason: RefusedReasonUnknownKind,
+			Detail: fmt.Sprintf("kind %q: %v", to.Kind(), err)})
 		return nil
 	}
 	ia := &inboundAsk{m: m, peer: peer, id: a.Id, size: int64(size)}
 	m.inb.Add(ia.size)
 	deadline := m.cfg.Clock.Now().Add(time.Duration(min(a.DeadlineNs, uint64(1<<62))))
+	ad, withdrawable := m.cfg.Local.(AskDelivery)
+	if withdrawable && !m.listInbound(ia) {
+		// Its CancelAsk overtook it: the caller gave up on it already.
+		ia.done.Store(true)
+		ia.release()
+		m.c.withdrawn.Add(1)
+		m.c.earlyMatched.Add(1)
+		return nil
+	}
 	err = m.fence(to, a.Epoch)
 	if err == nil {
-		err = m.deliverAsk(to, from, msg, deadline, a.Chain, a.Trace, ia.reply)
+		if withdrawable {
+			var w Withdrawer
+			if w, err = m.askDelivery(ad, to, from, msg, deadline, a.Chain, a.Trace, ia.reply); err == nil {
+				ia.admitted(w)
+			}
+		} else {
+			err = m.deliverAsk(to, from, msg, deadline, a.Chain, a.Trace, ia.reply)
+		}
 	}
 	if err != nil {
 		if ia.done.CompareAndSwap(false, true) {
-			m.inb.Add(-ia.size)
+			ia.release()
 			r := refusalOf(err, a.To, a.Tag)
 			r.Id = a.Id
 			m.refuse(peer, key, &r)
 		}
 	}
 	return nil
+}
+
+// listInbound enters ia in the table of inbound asks, unless an ask with
+// its id from the same peer is there already (a replay: that one stays
+// the one a withdrawal finds).
+//
+// It reports false, listing nothing, when the ask's withdrawal arrived
+// before it (see Withdraw): the ask is then dropped unrun.
+func (m *Mailer) listInbound(ia *inboundAsk) bool {
+	sh := &m.in[ia.id%askShards]
+	k := inboundKey{ia.peer, ia.id}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if m.early.take(k, m.cfg.Clock.Now().UnixNano()) {
+		return false
+	}
+	if _, dup := sh.m[k]; !dup {
+		sh.m[k] = ia
+		ia.listed = true
+	}
+	return true
+}
+
+// askDelivery hands an ask to an AskDelivery.
+func (m *Mailer) askDelivery(ad AskDelivery, to, from actor.Ref, msg any, deadline time.Time, ids []ActorID, trace *TraceContext, reply func(any, error)) (Withdrawer, error) {
+	if len(ids) > actor.MaxCallChain {
+		return nil, fmt.Errorf("%w: %d", actor.ErrCallChainTooLong, len(ids))
+	}
+	var chain []actor.Ref
+	if len(ids) > 0 {
+		chain = make([]actor.Ref, len(ids))
+		for i := range ids {
+			r, err := RefOf(&ids[i])
+			if err != nil {
+				return nil, err
+			}
+			chain[i] = r
+		}
+	}
+	return ad.DeliverAsk(to, from, msg, deadline, chain, trace, reply)
 }
 
 // deliverAsk hands an ask to LocalDelivery, with its call chain when the
@@ -928,9 +1357,10 @@ func (m *Mailer) deliverAsk(to, from actor.Ref, msg any, deadline time.Time, ids
 }
 
 // TraceDelivery is implemented by a LocalDelivery that takes the trace
-// context an ask carries, so the owner's spans join the caller's trace.
-// It is called only for an ask that carries one; trace is the decoded
-// value, valid for the call only.
+// context an ask or a tell carries, so the owner's spans join the
+// caller's trace. It is called only for mail that carries one, with a nil
+// reply for a tell (as Deliver); trace is the decoded value, valid for the
+// call only.
 type TraceDelivery interface {
 	DeliverTraced(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, trace *TraceContext, reply func(any, error)) error
 }
@@ -1018,7 +1448,8 @@ func (m *Mailer) onRefused(peer string, r *Refused) {
 	if r.Reason < numRefusedReasons {
 		m.c.refIn[r.Reason].Add(1)
 	}
-	err := &RefusedError{Node: peer, Reason: r.Reason, OwnerHint: r.OwnerHint, Detail: r.Detail}
+	err := &RefusedError{Node: peer, Reason: r.Reason, OwnerHint: r.OwnerHint, Detail: r.Detail,
+		RetryAfter: time.Duration(min(r.RetryAfterNs, uint64(maxRetryAfter)))}
 	if r.Id != 0 {
 		if !m.take(peer, r.Id) {
 			m.c.late.Add(1)
@@ -1027,10 +1458,14 @@ func (m *Mailer) onRefused(peer string, r *Refused) {
 		m.cfg.Complete(r.Id, nil, err)
 		return
 	}
-	if r.From == nil || m.cfg.Undelivered == nil {
+	if m.cfg.Undelivered == nil || (r.From == nil && len(r.Body) == 0) {
 		return
 	}
-	from, ferr := RefOf(r.From)
+	var from actor.Ref
+	var ferr error
+	if r.From != nil {
+		from, ferr = RefOf(r.From)
+	}
 	to, terr := RefOf(&r.To)
 	if ferr != nil || terr != nil {
 		return
@@ -1050,6 +1485,8 @@ func (m *Mailer) Stats() MailStats {
 		DecodeErrors: c.decodeErr.Load(), BodyErrors: c.bodyErr.Load(), UnknownTags: c.unknownTag.Load(),
 		ExpiredOnArrival: c.expired.Load(), AsksExpired: c.asksExpired.Load(), AsksLinkDown: c.asksDown.Load(),
 		LateReplies: c.late.Load(), RepliesDropped: c.dropped.Load(), ControlReceived: c.control.Load(),
+		AsksWithdrawn: c.withdrawn.Load(), AsksCancelled: c.cancelled.Load(),
+		CancelsKept: c.earlyKept.Load(), CancelsMatched: c.earlyMatched.Load(), CancelsEvicted: c.earlyEvicted.Load(),
 		InboundBytes: m.inb.Load(),
 	}
 	for i := range c.refOut {
@@ -1064,14 +1501,14 @@ func (m *Mailer) decodeAsk(d *bare.Decoder, v *Ask) {
 	if !d.Enter() {
 		return
 	}
-	v.Id = d.U64()
+	v.Id = d.Uint()
 	m.decodeID(d, &v.To)
 	if d.Optional() {
 		v.From = new(ActorID)
 		m.decodeID(d, v.From)
 	}
-	v.Epoch = d.U64()
-	v.DeadlineNs = d.U64()
+	v.Epoch = d.Uint()
+	v.DeadlineNs = d.Uint()
 	v.Tag = d.U32()
 	v.Body = d.Data(nil)
 	// The chain is bounded: a longer one is refused after decoding, and a
@@ -1100,7 +1537,7 @@ func (m *Mailer) decodeID(d *bare.Decoder, v *ActorID) {
 	}
 	v.Kind = m.names.str(d)
 	v.Key = m.names.str(d)
-	v.Incarnation = d.U64()
+	v.Incarnation = d.Uint()
 	d.Leave()
 }
 

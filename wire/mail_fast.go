@@ -72,10 +72,16 @@ func (d inboxes[I]) Inbox(to actor.Ref) (Inbox, error) {
 	return in, nil
 }
 
-// Sizes of the two caches (powers of two).
+// Sizes of the two caches (powers of two). Both are direct-mapped: a
+// sender or receiver whose mail rotates over more recipients than its
+// cache has slots misses on nearly every message (a header encoded, or
+// an ActorID decoded and an inbox resolved, at a few allocations each),
+// and two recipients of one slot evict each other; they are sized for
+// about a thousand recipients in rotation per node (256 KiB of slots
+// per Mailer), where a few per cent of the tells miss.
 const (
-	idSlots   = 64
-	rcptSlots = 256
+	idSlots   = 16384
+	rcptSlots = 16384
 )
 
 // idHdr is the encoded recipient and optional sender of outbound mail:
@@ -86,12 +92,14 @@ type idHdr struct {
 	ids      []byte
 }
 
-// idSlot picks a sender-cache slot from cheap parts of the references.
-func idSlot(to, from *actor.Ref) int {
+// idSlot picks a sender-cache slot from the references: the recipient's
+// whole key (virtual actors' keys often differ only in their middle, as
+// user-1042 and user-1342), cheap parts of the rest.
+func (m *Mailer) idSlot(to, from *actor.Ref) int {
 	scope, key, id, inc := to.Parts()
-	h := uint(len(scope))*0x9E3779B1 ^ uint(len(key))*0x85EBCA77 ^ uint(id) ^ uint(inc)<<7
+	h := uint(len(scope))*0x9E3779B1 ^ uint(id) ^ uint(inc)<<7
 	if len(key) > 0 {
-		h ^= uint(key[len(key)-1])<<11 ^ uint(key[0])<<3
+		h ^= uint(maphash.String(m.seed, key))
 	}
 	if fs, fk, fid, _ := from.Parts(); fs != "" {
 		h ^= uint(len(fk))*0xC2B2AE3D ^ uint(fid)<<5
@@ -105,7 +113,7 @@ func idSlot(to, from *actor.Ref) int {
 
 // header returns the encoded ids of to and from, cached.
 func (m *Mailer) header(to, from actor.Ref) (*idHdr, error) {
-	slot := &m.ids[idSlot(&to, &from)]
+	slot := &m.ids[m.idSlot(&to, &from)]
 	if h := slot.Load(); h != nil && h.to == to && h.from == from {
 		return h, nil
 	}
@@ -180,7 +188,7 @@ type rcpt struct {
 func skipActorID(d *bare.Decoder) {
 	d.Bytes(d.Count(1))
 	d.Bytes(d.Count(1))
-	d.U64()
+	d.Uint()
 }
 
 // actorAt returns the entry for the encoded ActorID b, decoding it on a
@@ -237,8 +245,15 @@ type tellView struct {
 // parseTell reads a Tell (the union tag is read) from d, which reads
 // frame. The ActorIDs are checked strictly when they are looked up.
 func parseTell(d *bare.Decoder, frame []byte) (v tellView, err error) {
+	v = parseTellFields(d, frame)
+	return v, d.Finish()
+}
+
+// parseTellFields reads the fields of a Tell, which may be the last member
+// of a TracedTell: the caller checks for trailing bytes.
+func parseTellFields(d *bare.Decoder, frame []byte) (v tellView) {
 	if !d.Enter() {
-		return v, d.Err()
+		return v
 	}
 	start := d.Offset()
 	skipActorID(d)
@@ -248,11 +263,11 @@ func parseTell(d *bare.Decoder, frame []byte) (v tellView, err error) {
 		skipActorID(d)
 		v.from = frame[fs:d.Offset()]
 	}
-	v.epoch = d.U64()
+	v.epoch = d.Uint()
 	v.tag = d.U32()
 	v.body = d.Data(nil)
 	d.Leave()
-	return v, d.Finish()
+	return v
 }
 
 // decodeIDBytes decodes the encoded ActorID b strictly, names interned.
@@ -265,9 +280,18 @@ func (m *Mailer) decodeIDBytes(b []byte) (ActorID, error) {
 }
 
 // handleTell decodes and delivers one Tell envelope (the union tag is
-// read). An error means the envelope is malformed.
-func (m *Mailer) handleTell(peer string, d *bare.Decoder, frame []byte) error {
-	v, err := parseTell(d, frame)
+// read), or the Tell of a TracedTell whose trace context trace is (read,
+// and left open in d). An error means the envelope is malformed.
+func (m *Mailer) handleTell(peer string, d *bare.Decoder, frame []byte, trace *TraceContext) error {
+	var v tellView
+	var err error
+	if trace == nil {
+		v, err = parseTell(d, frame)
+	} else {
+		v = parseTellFields(d, frame)
+		d.Leave()
+		err = d.Finish()
+	}
 	if err != nil {
 		return err
 	}
@@ -285,18 +309,27 @@ func (m *Mailer) handleTell(peer string, d *bare.Decoder, frame []byte) error {
 		fromRef = from.ref
 	}
 	msg, err := m.decodeBody(v.tag, v.body)
-	if err == nil {
+	if err != nil {
+		err = fmt.Errorf("kind %q: %w", to.ref.Kind(), err) // a tag number means nothing to the sender
+	} else {
 		err = m.fence(to.ref, v.epoch)
 	}
 	if err == nil {
-		err = m.tellLocal(to, fromRef, msg)
+		if td, ok := m.cfg.Local.(TraceDelivery); ok && trace != nil {
+			err = td.DeliverTraced(to.ref, fromRef, msg, time.Time{}, nil, trace, nil)
+		} else {
+			err = m.tellLocal(to, fromRef, msg)
+		}
 	}
 	if err != nil {
 		r := refusalOf(err, to.id, v.tag)
 		if from != nil {
-			// Only an actor can be told; program code saw its send queued.
 			fid := from.id
 			r.From, r.Body = &fid, v.body
+		} else if r.Reason.Resendable() {
+			// Program code saw its send queued and cannot be told, but
+			// its node can send a tell that never ran again.
+			r.Body = v.body
 		}
 		m.refuse(peer, to.lane, &r)
 	}

@@ -405,3 +405,40 @@ func TestRegistryDecodedValuesAreIndependent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMailCachesHoldAThousandRecipients: mail rotating over a thousand
+// virtual actors whose keys differ only in their middle finds nearly
+// every recipient in the sender's header cache and the receiver's
+// recipient cache (a miss costs allocations: that is what is counted).
+func TestMailCachesHoldAThousandRecipients(t *testing.T) {
+	m, err := NewMailer(MailConfig{Registry: NewRegistry(), Local: newFakeLocal(), Complete: func(uint64, any, error) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const n = 1000
+	refs := make([]actor.Ref, n)
+	ids := make([][]byte, n)
+	for i := range refs {
+		refs[i] = actor.Virtual("user", fmt.Sprintf("u-%04d-x", i))
+		id := ActorIDOf(refs[i])
+		if ids[i], err = id.AppendBARE(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round := func() {
+		for i := range refs {
+			if _, err := m.header(refs[i], actor.Ref{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.actorAt(ids[i], false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	round()
+	// A miss costs two or three allocations; 2n lookups a round.
+	if a := testing.AllocsPerRun(5, round); a > n/2 {
+		t.Fatalf("a round over %d recipients allocated %v times: the caches miss about one lookup in %.0f", n, a, 2*n*2.5/a)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tempest-actors/tempest/clock"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -15,9 +16,10 @@ import (
 
 // fakeClock is a Clock moved by hand.
 type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []fakeWaiter
+	clock.Real // the methods this package does not call
+	mu         sync.Mutex
+	now        time.Time
+	waiters    []fakeWaiter
 }
 
 type fakeWaiter struct {

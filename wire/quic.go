@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -48,9 +49,15 @@ type QUIC struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	closed   bool
-	links    map[string]*link
+	mu     sync.Mutex
+	closed bool
+	links  map[string]*link // written under mu; links are never removed
+	// linkTab is a copy of links that Send reads without a lock: it is
+	// replaced (never changed) whenever a link is added, and shut is set
+	// by Close, so the per-frame lookup takes no lock shared by every
+	// sender.
+	linkTab  atomic.Pointer[map[string]*link]
+	shut     atomic.Bool
 	services map[string]*streamListener
 
 	events  eventQueue
@@ -81,6 +88,14 @@ func (c *counters) snapshot() Stats {
 		LinksUp: c.linksUp.Load(), LinksDown: c.linksDown.Load(),
 	}
 }
+
+// streamWindow is the largest receive window of one stream, and
+// reservedWindows the stream windows a link's connection window holds
+// beyond its mail lanes: the control lane's and service streams'.
+const (
+	streamWindow    = 2 << 20
+	reservedWindows = 4
+)
 
 // NewQUIC binds the UDP socket, starts listening and returns the running
 // transport. Close stops it.
@@ -125,6 +140,20 @@ func NewQUIC(cfg Config) (*QUIC, error) {
 		MaxIncomingStreams:    int64(cfg.MaxStreams),
 		MaxIncomingUniStreams: 2 * (1 + MaxMailLanes), // lanes, plus room to reopen reset ones
 		Allow0RTT:             false,
+		// QUIC's connection window is shared by every stream of the link,
+		// and quic-go grows windows only as the application reads. With
+		// its defaults (512 KiB per stream, 768 KiB per connection at
+		// first) two mail lanes whose reader is behind took the whole
+		// connection window and stopped the control lane too. Here the
+		// windows start at their maximum, and mail lanes at their full
+		// stream windows leave room for the control lane and a few
+		// service streams (ControlPlaneImmunity; every node of a cluster
+		// is expected to run the same MailLanes). Buffers are allocated
+		// only as data arrives.
+		InitialStreamReceiveWindow:     streamWindow,
+		MaxStreamReceiveWindow:         streamWindow,
+		InitialConnectionReceiveWindow: uint64(cfg.MailLanes+reservedWindows) * streamWindow,
+		MaxConnectionReceiveWindow:     uint64(cfg.MailLanes+reservedWindows) * streamWindow,
 	}
 	cert := cfg.Certificate
 	t.creds.Store(&credentials{cert: &cert, pool: cfg.CAs})
@@ -164,6 +193,7 @@ func (t *QUIC) Close() error {
 		return nil
 	}
 	t.closed = true
+	t.shut.Store(true)
 	links := make([]*link, 0, len(t.links))
 	for _, l := range t.links {
 		links = append(links, l)
@@ -348,6 +378,14 @@ func (t *QUIC) sendWait(ctx context.Context, peer string, ln Lane, frame []byte)
 
 // link returns the link to peer, creating it.
 func (t *QUIC) link(peer string) (*link, error) {
+	if tab := t.linkTab.Load(); tab != nil {
+		if l := (*tab)[peer]; l != nil {
+			if t.shut.Load() {
+				return nil, ErrClosed
+			}
+			return l, nil
+		}
+	}
 	if peer == t.cfg.Name {
 		return nil, ErrSelf
 	}
@@ -363,6 +401,8 @@ func (t *QUIC) link(peer string) (*link, error) {
 		}
 		l = newLink(t, peer)
 		t.links[peer] = l
+		tab := maps.Clone(t.links)
+		t.linkTab.Store(&tab)
 	}
 	return l, nil
 }
@@ -892,8 +932,27 @@ func (s *session) readLane(st *quic.ReceiveStream) {
 	}
 	ln := Lane(id[0])
 	fr := newFrameReader(st, t.cfg.WriteBufferSize, t.cfg.MaxFrameSize)
+	batching := t.cfg.HandleBatch != nil
+	run := make([][]byte, 0, 1)
+	if batching {
+		run = make([][]byte, 0, MaxBatchFrames)
+	}
 	for {
 		frame, err := fr.next()
+		// A run is the frame just read and every one after it that is
+		// already whole in the reader's buffer: they stay valid together.
+		run = append(run[:0], frame)
+		for err == nil && batching && len(run) < MaxBatchFrames && fr.ready() {
+			if frame, err = fr.next(); err == nil {
+				run = append(run, frame)
+			}
+		}
+		if err != nil {
+			run = run[:len(run)-1] // the frame that failed is not one
+		}
+		if len(run) > 0 && !s.deliverRun(st, ln, run) {
+			return
+		}
 		if err != nil {
 			code, bad := uint64(0), false
 			switch {
@@ -911,25 +970,42 @@ func (s *session) readLane(st *quic.ReceiveStream) {
 			}
 			return
 		}
-		mu := &s.l.recv[ln]
-		mu.Lock()
-		if s.l.cur.Load() != s {
-			mu.Unlock()
-			st.CancelRead(quic.StreamErrorCode(CodeClosing))
-			return
-		}
-		t.st.framesRecv.Add(1)
-		t.st.bytesRecv.Add(uint64(len(frame)))
-		err = t.cfg.Handler(s.l.peer, ln, frame)
-		mu.Unlock()
-		if err != nil {
-			t.st.malformed.Add(1)
-			t.log.LogAttrs(t.ctx, slog.LevelWarn, "wire: frame rejected by handler, lane reset",
-				slog.String(logPeer, s.l.peer), slog.Int(logLane, int(ln)), slog.Any(logErr, err))
-			st.CancelRead(quic.StreamErrorCode(CodeMalformedFrame))
-			return
-		}
 	}
+}
+
+// deliverRun hands a run of frames of one lane to the handler, under the
+// lane's receive lock. It reports whether the reader goes on; when not,
+// it has reset the stream.
+func (s *session) deliverRun(st *quic.ReceiveStream, ln Lane, run [][]byte) bool {
+	t := s.l.t
+	mu := &s.l.recv[ln]
+	mu.Lock()
+	if s.l.cur.Load() != s {
+		mu.Unlock()
+		st.CancelRead(quic.StreamErrorCode(CodeClosing))
+		return false
+	}
+	var bytes int
+	for _, f := range run {
+		bytes += len(f)
+	}
+	t.st.framesRecv.Add(uint64(len(run)))
+	t.st.bytesRecv.Add(uint64(bytes))
+	var err error
+	if t.cfg.HandleBatch != nil {
+		err = t.cfg.HandleBatch(s.l.peer, ln, run)
+	} else {
+		err = t.cfg.Handler(s.l.peer, ln, run[0])
+	}
+	mu.Unlock()
+	if err != nil {
+		t.st.malformed.Add(1)
+		t.log.LogAttrs(t.ctx, slog.LevelWarn, "wire: frame rejected by handler, lane reset",
+			slog.String(logPeer, s.l.peer), slog.Int(logLane, int(ln)), slog.Any(logErr, err))
+		st.CancelRead(quic.StreamErrorCode(CodeMalformedFrame))
+		return false
+	}
+	return true
 }
 
 // lane is one send queue of a link.

@@ -16,6 +16,7 @@ func TestRefusalCountsNameEveryReason(t *testing.T) {
 		RefusedReasonNotOwner:              c.NotOwner(),
 		RefusedReasonCallChainTooLong:      c.CallChainTooLong(),
 		RefusedReasonNotServing:            c.NotServing(),
+		RefusedReasonBusy:                  c.Busy(),
 	}
 	if len(named) != len(c) {
 		t.Fatalf("%d named counters for %d reasons", len(named), len(c))

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -172,9 +173,13 @@ func decodeDeadlock(body []byte) (*actor.DeadlockError, error) {
 // Decoding a received T costs at most one allocation: a body of at most
 // 512 bytes is copied into a shared 8 KiB block that the data fields of
 // the decoded value alias (never overwritten: they are capped, so an
-// append copies), and a T without pointers is carved from a shared 1 KiB
-// block of Ts. A decoded value kept beyond its turn therefore keeps at
-// most one block of each alive; copy the data fields you keep for long.
+// append copies), and a T is carved from a shared 1 KiB block of Ts when
+// it has no pointers, or when its only pointers are its own data and
+// string fields and its body is one of those small ones (strings are
+// still allocated each). A decoded value kept beyond its turn therefore
+// keeps its block of Ts alive and, through its neighbours there, at most
+// a few tens of KiB (their bodies' blocks and strings); copy the fields
+// you keep for long.
 //
 //	err := wire.Register[Greeting](reg, 100)
 func Register[T any, PT BAREMessage[T]](r *Registry, tag uint32) error {
@@ -205,14 +210,15 @@ func Register[T any, PT BAREMessage[T]](r *Registry, tag uint32) error {
 			// generic method call and cost an allocation per message.
 			d := decoders.Get().(*bare.Decoder)
 			defer decoders.Put(d)
-			if len(body) <= maxArenaBody {
+			small := len(body) <= maxArenaBody
+			if small {
 				// Data fields alias a copy of the body in a shared block
 				// instead of costing an allocation each.
 				d.Reset(r.bodies.copy(body), bare.Config{ZeroCopy: true})
 			} else {
 				d.Reset(body, bare.Config{})
 			}
-			p := values.alloc()
+			p := values.alloc(small)
 			PT(p).DecodeBARE(d)
 			if err := d.Finish(); err != nil {
 				return nil, err
@@ -459,6 +465,13 @@ const (
 	CodeNoReply
 	CodeDeadlock
 	CodeCallChainTooLong
+	// CodeContextDeadline and CodeContextCanceled carry the standard
+	// library's context.DeadlineExceeded and context.Canceled, which a
+	// handler may reply (a nested call's ctx.Err()): they keep their
+	// identity across nodes like the actor sentinels. An error matching an
+	// actor sentinel as well keeps that sentinel's code (one code each).
+	CodeContextDeadline
+	CodeContextCanceled
 	codeCount
 )
 
@@ -474,6 +487,8 @@ var codeSentinels = [codeCount]error{
 	actor.ErrNoReply,
 	actor.ErrDeadlock,
 	actor.ErrCallChainTooLong,
+	context.DeadlineExceeded,
+	context.Canceled,
 }
 
 // RemoteError is an error that an actor on another node answered an ask
@@ -490,7 +505,9 @@ var codeSentinels = [codeCount]error{
 //     decoded in the form it was sent (T or *T), so errors.As works
 //     across nodes.
 //
-// Message is the text of the original error. When the error the actor
+// An error matching none of these keeps only Code and Message; a
+// clustered tempest.Node gives a local asker the same form (see
+// tempest.KindOptions.Errors). Message is the text of the original error. When the error the actor
 // replied was itself the registered sentinel or the registered value (not
 // wrapped), the asker gets that sentinel or value, not a *RemoteError.
 type RemoteError struct {
@@ -785,6 +802,9 @@ func (a *arena) copy(b []byte) []byte {
 type slab[T any] struct {
 	cur atomic.Pointer[slabBlock[T]]
 	per int
+	// refs: T's pointers are its data and string fields; it shares
+	// blocks only when decoded from a small body (alloc).
+	refs bool
 }
 
 type slabBlock[T any] struct {
@@ -792,16 +812,44 @@ type slabBlock[T any] struct {
 	next  atomic.Int64
 }
 
-// newSlab returns the slab of T. Only a T without pointers shares
-// blocks: a kept value of a type with pointers would keep its whole block
-// alive, and through it the body blocks of all its neighbours.
+// newSlab returns the slab of T. A T without pointers shares blocks, and
+// so does a struct whose only pointers are data and string fields: a kept
+// value keeps its whole block alive, and through its neighbours what
+// their fields point to, which for those fields decoded from small bodies
+// is bounded by the block's count of Ts times maxArenaBody. Any other
+// pointer (a list, a map, an optional, a nested struct with one) could
+// reach much more, so such a T is allocated alone.
 func newSlab[T any]() *slab[T] {
-	per := 1
+	s := &slab[T]{per: 1}
 	t := reflect.TypeFor[T]()
-	if sz := int(t.Size()); sz > 0 && sz < slabBlockBytes && !hasPointers(t) {
-		per = slabBlockBytes / sz
+	if sz := int(t.Size()); sz > 0 && sz < slabBlockBytes {
+		switch {
+		case !hasPointers(t):
+			s.per = slabBlockBytes / sz
+		case onlyFlatRefs(t):
+			s.per, s.refs = slabBlockBytes/sz, true
+		}
 	}
-	return &slab[T]{per: per}
+	return s
+}
+
+// onlyFlatRefs reports whether t is a struct whose fields are pointer-free
+// or of type []byte or string.
+func onlyFlatRefs(t reflect.Type) bool {
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		f := t.Field(i).Type
+		switch {
+		case !hasPointers(f):
+		case f.Kind() == reflect.String:
+		case f.Kind() == reflect.Slice && f.Elem().Kind() == reflect.Uint8:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // hasPointers reports whether values of t hold pointers.
@@ -823,9 +871,10 @@ func hasPointers(t reflect.Type) bool {
 	return false
 }
 
-// alloc returns a new zero T.
-func (s *slab[T]) alloc() *T {
-	if s.per == 1 {
+// alloc returns a new zero T, from a shared block unless T has pointers
+// (refs) and is not decoded from a small body.
+func (s *slab[T]) alloc(small bool) *T {
+	if s.per == 1 || (s.refs && !small) {
 		return new(T)
 	}
 	for {

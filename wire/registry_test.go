@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"reflect"
@@ -126,6 +127,64 @@ func TestHasPointers(t *testing.T) {
 	} {
 		if got := hasPointers(c.t); got != c.want {
 			t.Errorf("hasPointers(%v) = %v, want %v", c.t, got, c.want)
+		}
+	}
+}
+
+// TestDecodeSmallDataMessageSharesBlocks: a received message whose only
+// pointers are its data and string fields, from a small body, is carved
+// from shared blocks (no allocation per message, amortised), and every
+// decoded value keeps its own contents.
+func TestDecodeSmallDataMessageSharesBlocks(t *testing.T) {
+	r := NewRegistry()
+	if err := Register[benchMsg](r, 100); err != nil {
+		t.Fatal(err)
+	}
+	body := func(b byte) []byte {
+		out, _ := (&benchMsg{Payload: bytes.Repeat([]byte{b}, 100)}).AppendBARE(nil)
+		return out
+	}
+	first, err := r.Decode(100, body(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := body(2)
+	if n := testing.AllocsPerRun(1000, func() { _, _ = r.Decode(100, b2) }); n != 0 {
+		t.Fatalf("decoding a small data message allocates %v times per message", n)
+	}
+	if got := first.(benchMsg).Payload; !bytes.Equal(got, bytes.Repeat([]byte{1}, 100)) {
+		t.Fatalf("a decoded value changed when others were decoded: %v", got[:4])
+	}
+	// A large body's value is allocated alone: its data is not in a
+	// shared block, and neighbours in a block of Ts would keep it alive.
+	big := (&benchMsg{Payload: make([]byte, maxArenaBody+1)})
+	bb, _ := big.AppendBARE(nil)
+	if n := testing.AllocsPerRun(100, func() { _, _ = r.Decode(100, bb) }); n < 2 {
+		t.Fatalf("a large body's value and data took %v allocations, want their own (2)", n)
+	}
+}
+
+func TestOnlyFlatRefs(t *testing.T) {
+	type blob []byte
+	for _, tc := range []struct {
+		v    any
+		want bool
+	}{
+		{struct{ A []byte }{}, true},
+		{struct {
+			A blob
+			S string
+			N uint64
+			F [4]int32
+		}{}, true},
+		{struct{ A []uint32 }{}, false},
+		{struct{ P *int }{}, false},
+		{struct{ M map[string]int }{}, false},
+		{struct{ In struct{ S string } }{}, false},
+		{"a string", false},
+	} {
+		if got := onlyFlatRefs(reflect.TypeOf(tc.v)); got != tc.want {
+			t.Errorf("%T: %v, want %v", tc.v, got, tc.want)
 		}
 	}
 }

@@ -132,7 +132,20 @@ type TypeDef struct {
 	Name string
 	Type *Type
 	Pos  Pos
+	// Tag is the message tag declared for the type by a "# @tag N"
+	// comment on the line before it (0: none). Tags are unique within a
+	// schema and in [1, MaxTag]. The comment keeps the schema plain BARE
+	// for other tools; baregen turns it into the type's MessageTag method,
+	// so an application declares each tag once, here.
+	Tag uint32
 }
+
+// MaxTag is the largest tag a "# @tag" annotation may declare; larger
+// ones are reserved for the mail protocol's own frames.
+const MaxTag uint32 = 0xFFFF_FF00
+
+// tagDirective starts a comment that declares the next type's tag.
+const tagDirective = "@tag"
 
 // Schema is a parsed, validated BARE schema.
 type Schema struct {
@@ -179,6 +192,7 @@ const maxFixedLen = 1 << 24
 func ParseSchema(file string, src []byte) (*Schema, error) {
 	p := &parser{lx: lexer{file: file, src: src, line: 1, col: 1}}
 	s := &Schema{byName: map[string]*TypeDef{}}
+	tags := map[uint32]*TypeDef{}
 	err := p.catch(func() {
 		p.next()
 		for p.tok.kind != tEOF {
@@ -188,6 +202,12 @@ func ParseSchema(file string, src []byte) (*Schema, error) {
 			}
 			s.byName[td.Name] = td
 			s.Types = append(s.Types, td)
+			if td.Tag != 0 {
+				if prev, dup := tags[td.Tag]; dup {
+					p.failAt(td.Pos, "message tag %d of %s is already %s's (%s)", td.Tag, td.Name, prev.Name, prev.Pos)
+				}
+				tags[td.Tag] = td
+			}
 		}
 		p.check(s)
 	})
@@ -222,6 +242,14 @@ type lexer struct {
 type parser struct {
 	lx  lexer
 	tok token
+	// annot is a "# @tag N" seen since the last token: the next token
+	// must start the type declaration it belongs to.
+	annot *annotation
+}
+
+type annotation struct {
+	tag uint32
+	pos Pos
 }
 
 type schemaPanic struct{ err *SchemaError }
@@ -260,6 +288,13 @@ func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 func isDigit(c byte) bool  { return c >= '0' && c <= '9' }
 
 func (p *parser) next() {
+	p.lex()
+	if p.annot != nil && (p.tok.kind != tIdent || p.tok.text != "type") {
+		p.failAt(p.annot.pos, "a %s annotation must come right before a type declaration", tagDirective)
+	}
+}
+
+func (p *parser) lex() {
 	lx := &p.lx
 	for lx.off < len(lx.src) {
 		c := lx.src[lx.off]
@@ -268,9 +303,11 @@ func (p *parser) next() {
 			lx.advance()
 			continue
 		case c == '#':
+			cpos, start := lx.pos(), lx.off
 			for lx.off < len(lx.src) && lx.src[lx.off] != '\n' {
 				lx.advance()
 			}
+			p.directive(cpos, string(lx.src[start+1:lx.off]))
 			continue
 		}
 		break
@@ -299,6 +336,26 @@ func (p *parser) next() {
 	default:
 		p.failAt(pos, "unexpected character %q", rune(c))
 	}
+}
+
+// directive parses a comment's text (after the '#'): "@tag N" declares
+// the tag of the type declared next; any other comment is ignored.
+func (p *parser) directive(pos Pos, text string) {
+	f := strings.Fields(text)
+	if len(f) == 0 || f[0] != tagDirective {
+		return
+	}
+	if p.annot != nil {
+		p.failAt(pos, "a second %s annotation for one type (first at %s)", tagDirective, p.annot.pos)
+	}
+	if len(f) != 2 {
+		p.failAt(pos, "want \"# %s N\", found %q", tagDirective, "#"+text)
+	}
+	v, err := strconv.ParseUint(f[1], 10, 32)
+	if err != nil || v == 0 || v > uint64(MaxTag) || (len(f[1]) > 1 && f[1][0] == '0') {
+		p.failAt(pos, "message tag %q: want a decimal number in [1, %d]", f[1], MaxTag)
+	}
+	p.annot = &annotation{tag: uint32(v), pos: pos}
 }
 
 func (p *parser) describe() string {
@@ -376,6 +433,8 @@ func validEnumName(s string) bool {
 }
 
 func (p *parser) typeDef() *TypeDef {
+	annot := p.annot
+	p.annot = nil
 	if p.tok.kind != tIdent || p.tok.text != "type" {
 		p.failAt(p.tok.pos, "expected \"type\", found %s", p.describe())
 	}
@@ -387,6 +446,9 @@ func (p *parser) typeDef() *TypeDef {
 		p.failAt(p.tok.pos, "type name %s is reserved", p.tok.text)
 	}
 	td := &TypeDef{Name: p.tok.text, Pos: p.tok.pos}
+	if annot != nil {
+		td.Tag = annot.tag
+	}
 	p.next()
 	if p.tok.kind == tIdent && p.tok.text == "enum" {
 		td.Type = p.enumType()

@@ -128,6 +128,15 @@ func TestParseErrors(t *testing.T) {
 		{"type A foo", "f.bare:1:8: unknown type foo"},
 		{"type A u8 = 3", "f.bare:1:11: expected \"type\""},
 		{"type u8 u8", "f.bare:1:6: expected a type name"},
+		{"# @tag 0\ntype A u8", "f.bare:1:1: message tag \"0\": want a decimal number in [1, 4294967040]"},
+		{"# @tag 4294967041\ntype A u8", "f.bare:1:1: message tag \"4294967041\""},
+		{"# @tag 012\ntype A u8", "f.bare:1:1: message tag \"012\""},
+		{"# @tag x\ntype A u8", "f.bare:1:1: message tag \"x\""},
+		{"# @tag\ntype A u8", "f.bare:1:1: want \"# @tag N\""},
+		{"# @tag 1\n# @tag 2\ntype A u8", "f.bare:2:1: a second @tag annotation for one type (first at f.bare:1:1)"},
+		{"# @tag 7\ntype A u8\n# @tag 7\ntype B u8", "f.bare:4:6: message tag 7 of B is already A's (f.bare:2:6)"},
+		{"type A struct {\n# @tag 3\n a: u8 }", "f.bare:2:1: a @tag annotation must come right before a type declaration"},
+		{"type A u8\n# @tag 3\n", "f.bare:2:1: a @tag annotation must come right before"},
 	}
 	for _, c := range cases {
 		_, err := bare.ParseSchema("f.bare", []byte(c.src))
@@ -144,5 +153,26 @@ func TestParseErrors(t *testing.T) {
 func TestParseSchemaFileMissing(t *testing.T) {
 	if _, err := bare.ParseSchemaFile(t.TempDir() + "/none.bare"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestTagAnnotations: "# @tag N" declares the next type's message tag;
+// other comments, and @tag inside a longer comment word, change nothing.
+func TestTagAnnotations(t *testing.T) {
+	s, err := bare.ParseSchema("f.bare", []byte(`# A message.
+# @tag 1001
+type A struct { a: u8 }
+#@tag    1002
+type B u8
+# @tagged is not a directive
+type C u8
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]uint32{"A": 1001, "B": 1002, "C": 0} {
+		if td, _ := s.Lookup(name); td.Tag != want {
+			t.Errorf("%s: tag %d, want %d", name, td.Tag, want)
+		}
 	}
 }

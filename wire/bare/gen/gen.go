@@ -66,6 +66,11 @@ func Generate(s *bare.Schema, opts Options) ([]byte, error) {
 		if err := g.decl(td.Name, td.Type); err != nil {
 			return nil, err
 		}
+		if td.Tag != 0 {
+			if err := g.tagDecl(td); err != nil {
+				return nil, err
+			}
+		}
 		for _, a := range g.anons[td.Name] {
 			if err := g.decl(a.name, a.t); err != nil {
 				return nil, err
@@ -267,6 +272,27 @@ func (g *gen) decl(name string, t *bare.Type) error {
 		err = g.valueDecl(name, t)
 	}
 	return err
+}
+
+// tagDecl emits what a "# @tag N" annotation declares: a constant and
+// the MessageTag and BAREName methods, from which an application
+// registers the message without repeating the number
+// (tempest.SchemaMessage).
+func (g *gen) tagDecl(td *bare.TypeDef) error {
+	if g.isUnion(td.Type) {
+		return fmt.Errorf("%w: %s: union %s cannot carry a @tag: tag its members, which are registered one by one", ErrUnsupported, td.Pos, td.Name)
+	}
+	c := g.unique(td.Name + "MessageTag")
+	g.p("// %s is the message tag the schema declares for %s (# @tag %d).", c, td.Name, td.Tag)
+	g.p("const %s uint32 = %d", c, td.Tag)
+	g.p("")
+	g.p("// MessageTag returns %s, the tag of %s on the wire.", c, td.Name)
+	g.p("func (%s) MessageTag() uint32 { return %s }", td.Name, c)
+	g.p("")
+	g.p("// BAREName returns %q, the type's name in the schema.", td.Name)
+	g.p("func (%s) BAREName() string { return %q }", td.Name, td.Name)
+	g.p("")
+	return nil
 }
 
 func (g *gen) commonMethods(name string, ptr bool) {

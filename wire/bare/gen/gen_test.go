@@ -95,3 +95,19 @@ func TestUnionTagConstants(t *testing.T) {
 		}
 	}
 }
+
+func TestTagAnnotation(t *testing.T) {
+	out, err := generate(t, "# @tag 1001\ntype S struct { a: u8 }\n# @tag 1002\ntype G void\ntype U union { G }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"const SMessageTag uint32 = 1001", "func (S) MessageTag() uint32 { return SMessageTag }",
+		`func (S) BAREName() string { return "S" }`, "const GMessageTag uint32 = 1002"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := generate(t, "# @tag 5\ntype U union { u8 }"); !errors.Is(err, gen.ErrUnsupported) {
+		t.Errorf("a tagged union: err = %v, want ErrUnsupported", err)
+	}
+}

@@ -3,6 +3,7 @@ package membership
 import (
 	"errors"
 	"fmt"
+	"github.com/tempest-actors/tempest/clock"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -76,6 +77,10 @@ type Config struct {
 	// Clock drives join back-off, periodic re-join and member retention.
 	// Nil means the wall clock. (memberlist's own timers use the wall clock.)
 	Clock Clock
+
+	// Gate, if set, holds this node's gossip traffic while it is closed
+	// (see Gate): fault injection for tests. Nil: no gate.
+	Gate *Gate
 
 	// Logger receives this package's logs and memberlist's, bridged into
 	// slog levels. Nil discards them.
@@ -267,7 +272,7 @@ func (c Config) withDefaults() Config {
 		c.Resolver = net.DefaultResolver
 	}
 	if c.Clock == nil {
-		c.Clock = wallClock{}
+		c.Clock = clock.Real{}
 	}
 	if c.Meta.Name == "" {
 		c.Meta.Name = c.Name
@@ -350,14 +355,6 @@ func splitAdvertise(s string) (string, int, error) {
 	return host, int(p), nil
 }
 
-// Clock is the time source for this package's own timers.
-type Clock interface {
-	Now() time.Time
-	// After behaves like time.After.
-	After(d time.Duration) <-chan time.Time
-}
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time                         { return time.Now() }
-func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+// Clock is the time source for this package's own timers, the project's
+// one (package clock).
+type Clock = clock.Clock

@@ -176,6 +176,20 @@ func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 	mc.Events = d
 	mc.Conflict = d
 	mc.Merge = d
+	if cfg.Gate != nil {
+		gt, err := newGatedTransport(bindHost, bindPort, cfg.Gate, mc.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("membership: could not set up network transport: %w", err)
+		}
+		if bindPort == 0 {
+			port := gt.bindPort()
+			mc.BindPort = port
+			if mc.AdvertisePort == 0 {
+				mc.AdvertisePort = port
+			}
+		}
+		mc.Transport = gt
+	}
 	return mc, nil
 }
 

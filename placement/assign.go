@@ -2,6 +2,7 @@ package placement
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -20,6 +21,36 @@ func Rendezvous(group string, index int, candidates []string) string {
 		}
 	}
 	return best
+}
+
+// Ranked returns candidates ordered by rendezvous weight for shard index
+// of group, best first: Ranked(...)[0] == Rendezvous(...). A shard's
+// replica set is a prefix of this order, so adding a node changes only
+// the sets it now ranks into.
+func Ranked(group string, index int, candidates []string) []string {
+	salt := nodeHash(group)
+	type wc struct {
+		w uint64
+		c string
+	}
+	ws := make([]wc, len(candidates))
+	for i, c := range candidates {
+		ws[i] = wc{rendezvousWeight(nodeHash(c), salt, index), c}
+	}
+	slices.SortFunc(ws, func(a, b wc) int {
+		switch {
+		case a.w > b.w:
+			return -1
+		case a.w < b.w:
+			return 1
+		}
+		return strings.Compare(a.c, b.c)
+	})
+	out := make([]string, len(ws))
+	for i, x := range ws {
+		out[i] = x.c
+	}
+	return out
 }
 
 // PlannerConfig tunes the leader's planner.
@@ -46,6 +77,20 @@ type Planner struct {
 	confirmed map[ShardRef]Move
 	refused   map[ShardRef]Move      // handoffs the old owner could not carry out
 	refusedAt map[ShardRef]time.Time // when a shard's last handoff was refused
+	// holdUntil, holdExcept: see Hold.
+	holdUntil  time.Time
+	holdExcept string
+}
+
+// Hold makes the fence delay of every node except except that is seen
+// down from now on count from until at the earliest. A new leader holds
+// its timers for twice the leader lease after its election: until then
+// an old leader on the far side of a partition may still be renewing
+// the nodes on its side (see the package documentation). The previous
+// leader itself is excepted: its own lease was anchored before the
+// election.
+func (p *Planner) Hold(until time.Time, except string) {
+	p.holdUntil, p.holdExcept = until, except
 }
 
 // NewPlanner returns a planner with empty timers.
@@ -81,6 +126,30 @@ func (p *Planner) DownSince(node string) (time.Time, bool) {
 	return t, ok
 }
 
+// NextDeadline is the earliest instant at which one of the planner's
+// fence delays runs out (a down node's shards may be reassigned, an
+// unconfirmed handoff completed, a refused shard moved again), so that
+// its caller can Step then instead of at its next periodic pass; false
+// if no delay is running.
+func (p *Planner) NextDeadline() (time.Time, bool) {
+	var next time.Time
+	note := func(since time.Time) {
+		if at := since.Add(p.cfg.FenceDelay); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	for _, t := range p.downSince {
+		note(t)
+	}
+	for _, t := range p.moveSince {
+		note(t)
+	}
+	for _, t := range p.refusedAt {
+		note(t)
+	}
+	return next, !next.IsZero()
+}
+
 // Step observes t at now and returns the commands to propose, in order:
 // aborts, completions, direct assignments, then new handoffs. Each
 // command carries preconditions, so proposing a stale plan is harmless.
@@ -88,7 +157,11 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 	for name, n := range t.Nodes {
 		if n.Status == StatusDown {
 			if _, ok := p.downSince[name]; !ok {
-				p.downSince[name] = now
+				since := now
+				if name != p.holdExcept && since.Before(p.holdUntil) {
+					since = p.holdUntil
+				}
+				p.downSince[name] = since
 			}
 		} else {
 			delete(p.downSince, name)
@@ -103,7 +176,8 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 		return nil
 	}
 
-	var aborts, completes, assigns, begins []Move
+	var aborts, completes, assigns, begins, shrinks []Move
+	var sets [][]string // replica sets of assigns
 	moving := 0
 	type candidate struct {
 		m        Move
@@ -114,7 +188,7 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 
 	for _, gn := range t.GroupNames() {
 		g := t.Groups[gn]
-		eligible := t.Eligible(g.Requires)
+		eligible := t.Eligible(gn)
 		for i, s := range g.Shards {
 			ref := ShardRef{Group: gn, Index: i}
 			owner := t.Nodes[s.Owner]
@@ -123,8 +197,7 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 				m := Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: s.MovingTo}
 				target := t.Nodes[s.MovingTo]
 				switch {
-				case owner == nil || owner.Status == StatusDown || target == nil || target.Status != StatusUp ||
-					!target.Manifest.Satisfies(g.Requires):
+				case owner == nil || owner.Status == StatusDown || target == nil || !slices.Contains(eligible, s.MovingTo):
 					aborts = append(aborts, m)
 				default:
 					since, ok := p.moveSince[ref]
@@ -143,17 +216,32 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 				}
 				continue
 			}
-			target := Rendezvous(gn, i, eligible)
+			ranked := Ranked(gn, i, eligible)
+			target := ""
+			if len(ranked) > 0 {
+				target = ranked[0]
+			}
+			if r := t.Replication(); len(ranked) > r {
+				ranked = ranked[:r]
+			}
 			switch {
-			case target == "" || target == s.Owner:
+			case target == "":
 			case s.Owner == "" || owner == nil:
+				// Nothing was ever committed here (or its owner left the
+				// table): every wanted replica is trivially in sync.
 				assigns = append(assigns, Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: target})
+				sets = append(sets, ranked)
 			case owner.Status == StatusDown:
 				since, ok := p.downSince[s.Owner]
 				if ok && !now.Before(since.Add(p.cfg.FenceDelay)) {
-					assigns = append(assigns, Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: target})
+					to, set := failoverTarget(t, gn, i, s, eligible, target)
+					assigns = append(assigns, Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: to})
+					sets = append(sets, set)
 				}
+			case target == s.Owner:
+				shrinks = append(shrinks, staleReplicas(t, ref, s, ranked)...)
 			default:
+				shrinks = append(shrinks, staleReplicas(t, ref, s, ranked)...)
 				if at, ok := p.refusedAt[ref]; ok && now.Before(at.Add(p.cfg.FenceDelay)) {
 					continue // its last handoff was refused: let the old owner recover first
 				}
@@ -206,10 +294,82 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 	for _, x := range []struct {
 		op    Op
 		moves []Move
-	}{{OpAbort, aborts}, {OpComplete, completes}, {OpAssign, assigns}, {OpBegin, begins}} {
+	}{{OpAbort, aborts}, {OpComplete, completes}, {OpAssign, assigns}, {OpBegin, begins}, {OpShrink, shrinks}} {
 		if len(x.moves) > 0 {
-			out = append(out, Command{Op: x.op, Moves: x.moves})
+			c := Command{Op: x.op, Moves: x.moves}
+			if x.op == OpAssign {
+				c.Sets = sets
+			}
+			out = append(out, c)
 		}
+	}
+	return out
+}
+
+// failoverTarget picks the new owner of shard s (index i of group gn)
+// whose owner is down: the best-ranked follower of its in-sync set that
+// is up and eligible, which holds every record the old owner committed;
+// its new set is that follower and the set's other live members. A
+// shard with no such follower (a set of the owner alone, or one assigned
+// before replica sets existed) goes to the rendezvous target with a set
+// of that node alone: what only the dead owner held is not available to
+// it (docs/cluster.md says when that can happen).
+//
+// A follower that still hosts the kind but publishes another policy digest
+// than the cluster's is not eligible for new shards; it is still preferred
+// to a node without the records when no eligible follower is up (losing
+// acknowledged state is worse than a short disagreement), and the planner
+// hands the shard on to an eligible node, with its state, at the next
+// step.
+func failoverTarget(t *Table, gn string, i int, s Shard, eligible []string, target string) (string, []string) {
+	var live []string
+	for _, r := range s.Followers() {
+		if slices.Contains(eligible, r) {
+			live = append(live, r)
+		}
+	}
+	if len(live) == 0 {
+		req := t.Groups[gn].Requires
+		for _, r := range s.Followers() {
+			n := t.Nodes[r]
+			if n == nil || n.Status != StatusUp || !n.Manifest.Satisfies(req) {
+				continue
+			}
+			if _, ok := n.Hosts(gn); ok {
+				live = append(live, r)
+			}
+		}
+	}
+	if len(live) == 0 {
+		return target, []string{target}
+	}
+	to := Rendezvous(gn, i, live)
+	set := []string{to}
+	for _, r := range live {
+		if r != to {
+			set = append(set, r)
+		}
+	}
+	return to, set
+}
+
+// staleReplicas returns the shrinks that drop from s's in-sync set the
+// followers that are down or gone, and those beyond the replica count
+// that the ranking no longer wants (once the set is larger than it).
+// Dropping a follower never loses a committed record.
+func staleReplicas(t *Table, ref ShardRef, s Shard, want []string) []Move {
+	var out []Move
+	size := len(s.Replicas)
+	for _, r := range s.Followers() {
+		n := t.Nodes[r]
+		switch {
+		case n == nil || n.Status == StatusDown:
+		case size > t.Replication() && !slices.Contains(want, r):
+		default:
+			continue
+		}
+		out = append(out, Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: r})
+		size--
 	}
 	return out
 }

@@ -43,19 +43,20 @@ func BenchmarkCheck(b *testing.B) {
 	tb := placement.NewTable()
 	tb.Apply(placement.Command{Op: placement.OpInit, Shards: 1024})
 	tb.Apply(placement.Command{Op: placement.OpNode, Node: &placement.NodeInfo{Name: "a", Status: placement.StatusUp}})
+	tb.Apply(hosts("a", tk))
 	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: time.Second, MaxMoving: 1})
 	for _, c := range p.Step(tb, time.Unix(0, 0)) {
 		tb.Apply(c)
 	}
 	owners := map[int]string{}
 	for i := 0; i < 1024; i++ {
-		s, _ := tb.Shard(placement.ShardRef{Index: i})
+		s, _ := tb.Shard(ref(i))
 		owners[i] = s.Owner
 	}
 	b.Run("CheckOwnership", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			sinkErr = placement.CheckOwnership(tb, "a", placement.ShardRef{Index: i & 1023}, 1, true)
+			sinkErr = placement.CheckOwnership(tb, "a", ref(i&1023), 1, true)
 		}
 	})
 	b.Run("baseline=map-lookup", func(b *testing.B) {
@@ -70,11 +71,11 @@ func BenchmarkCheck(b *testing.B) {
 		c := newTestCluster(b, 1)
 		n := c.start("solo")
 		waitFor(b, 30*time.Second, "settled", func() bool { return c.settled("solo") })
-		waitFor(b, 10*time.Second, "lease", func() bool { return n.Check(placement.ShardRef{}, 0, time.Now()) == nil })
+		waitFor(b, 10*time.Second, "lease", func() bool { return n.Check(ref(0), 0, time.Now()) == nil })
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; b.Loop(); i++ {
-			sinkErr = n.Check(placement.ShardRef{Index: i & 63}, 0, time.Now())
+			sinkErr = n.Check(ref(i&63), 0, time.Now())
 		}
 		if sinkErr != nil {
 			b.Fatal(sinkErr)

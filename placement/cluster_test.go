@@ -41,7 +41,10 @@ func (f *fakeMembership) Members() []placement.Peer {
 	f.mu.Unlock()
 	for i := range ps {
 		if syncOf != nil {
+			// Without a Forwarder, gossip is also how a follower's
+			// kinds reach the leader.
 			ps[i].Sync = syncOf(ps[i].Name)
+			ps[i].Kinds = testKinds
 		}
 		if inCluster != nil {
 			ps[i].InCluster = inCluster(ps[i].Name)
@@ -104,6 +107,10 @@ func newTestCluster(t testing.TB, expect int) *testCluster {
 	return c
 }
 
+// testKinds are the kinds every test node hosts: the core tests' kind,
+// whose shards ref(i) names.
+var testKinds = []placement.KindSpec{{Name: tk, Digest: "v1"}}
+
 func testConfig() placement.Config {
 	cfg := placement.DefaultConfig()
 	cfg.Shards = 64
@@ -119,6 +126,7 @@ func testConfig() placement.Config {
 	cfg.ApplyTimeout = time.Second
 	cfg.MaxMoving = 16
 	cfg.WALSegmentSize = 1 << 20
+	cfg.Kinds = testKinds
 	return cfg
 }
 
@@ -151,6 +159,7 @@ func (c *testCluster) start(name string) *placement.Node {
 		cfg = placement.DefaultConfig()
 		cfg.Shards = 64
 		cfg.WALSegmentSize = 1 << 20
+		cfg.Kinds = testKinds
 	}
 	cfg.Name = name
 	cfg.DataDir = dir
@@ -321,8 +330,8 @@ func (c *testCluster) settled(want ...string) bool {
 			return false
 		}
 		for _, w := range want {
-			if ni, ok := tb.Nodes[w]; !ok || ni.Status != placement.StatusUp {
-				return false
+			if ni, ok := tb.Nodes[w]; !ok || ni.Status != placement.StatusUp || len(ni.Kinds) == 0 {
+				return false // not up, or its kinds are not published yet
 			}
 		}
 		for _, gn := range tb.GroupNames() {
@@ -410,7 +419,7 @@ func sampleFence(c *testCluster, shards int) *fenceSampler {
 		for {
 			nodes := c.live()
 			for i := 0; i < shards; i++ {
-				r := placement.ShardRef{Index: i}
+				r := ref(i)
 				var ok []string
 				for name, n := range nodes {
 					now := time.Now()

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-
-	"github.com/tempest-actors/tempest/manifest"
+	"slices"
+	"strings"
 )
 
 // Op names a command.
@@ -17,7 +17,7 @@ type Op string
 // Upserts are idempotent by nature; shard moves carry preconditions (the
 // expected owner, epoch and target) that no longer hold once applied.
 const (
-	// OpInit fixes the shard count and creates the default group. A second
+	// OpInit fixes the shard count (kinds get their groups from OpHosts). A second
 	// Init is ignored.
 	OpInit Op = "init"
 	// OpNode inserts or replaces a node entry (including its status).
@@ -26,16 +26,22 @@ const (
 	OpStatus Op = "status"
 	// OpRemove deletes a node that owns no shard and is not a move target.
 	OpRemove Op = "remove"
-	// OpKind maps a kind to the group of its requirements (creating the
-	// group). A kind's requirements cannot change once recorded: its
-	// identities would change group, and so owner, without a handoff.
-	OpKind Op = "kind"
+	// OpHosts replaces the kinds a node hosts (Name, Kinds), as the node
+	// publishes them, and creates the group of every kind not seen
+	// before, with the requirements the publishing node gives it. Node
+	// upserts (OpNode) keep a node's kinds: only the node knows what it
+	// registered, gossip carries at most the names.
+	OpHosts Op = "hosts"
 	// OpAssign sets owners directly (initial placement and failover of a
-	// down node's shards): Owner From → To, Epoch+1.
+	// down node's shards): Owner From → To, Epoch+1. Command.Sets, when
+	// given, holds each move's new in-sync replica set (To first); without
+	// it the set is To alone.
 	OpAssign Op = "assign"
 	// OpBegin starts planned handoffs: MovingTo = To, epoch unchanged.
 	OpBegin Op = "begin"
-	// OpComplete finishes planned handoffs: Owner = To, Epoch+1.
+	// OpComplete finishes planned handoffs: Owner = To, Epoch+1. The new
+	// owner heads the in-sync set; the old owner, which held every
+	// committed record, stays in it as a follower, as do the others.
 	OpComplete Op = "complete"
 	// OpAbort cancels planned handoffs: MovingTo cleared.
 	OpAbort Op = "abort"
@@ -44,6 +50,16 @@ const (
 	// its own nonce, its table holds everything committed before, so it
 	// may trust the table again.
 	OpSync Op = "sync"
+	// OpShrink removes follower To from the in-sync replica set of the
+	// shard owned by From at Epoch. The owner proposes it before it
+	// commits a record without that follower; the leader proposes it for
+	// followers that are down or beyond the replica count. Removing a
+	// follower never loses a committed record: every one left holds them.
+	OpShrink Op = "shrink"
+	// OpJoin adds follower To to the in-sync replica set of the shard
+	// owned by From at Epoch. The owner proposes it once To holds a bulk
+	// copy of the shard and every record streamed since.
+	OpJoin Op = "join"
 )
 
 // Move is one shard change with its precondition: it applies only if the
@@ -64,17 +80,22 @@ type Move struct {
 // other Tempest wire format) later; the version byte makes that change
 // detectable in old logs.
 type Command struct {
-	Op       Op                  `json:"op"`
-	Shards   int                 `json:"shards,omitempty"`   // OpInit
-	Node     *NodeInfo           `json:"node,omitempty"`     // OpNode
-	Name     string              `json:"name,omitempty"`     // OpStatus, OpRemove, OpKind (kind name)
-	Status   NodeStatus          `json:"status,omitempty"`   // OpStatus
-	Requires []manifest.ClauseID `json:"requires,omitempty"` // OpKind
-	Moves    []Move              `json:"moves,omitempty"`    // OpAssign, OpBegin, OpComplete, OpAbort
-	Nonce    string              `json:"nonce,omitempty"`    // OpSync
+	Op       Op         `json:"op"`
+	Shards   int        `json:"shards,omitempty"`   // OpInit
+	Replicas int        `json:"replicas,omitempty"` // OpInit (0: DefaultReplicas)
+	Node     *NodeInfo  `json:"node,omitempty"`     // OpNode
+	Name     string     `json:"name,omitempty"`     // OpStatus, OpRemove, OpSync, OpHosts (node name)
+	Status   NodeStatus `json:"status,omitempty"`   // OpStatus
+	Kinds    []KindSpec `json:"kinds,omitempty"`    // OpHosts
+	Moves    []Move     `json:"moves,omitempty"`    // OpAssign, OpBegin, OpComplete, OpAbort, OpShrink, OpJoin
+	Sets     [][]string `json:"sets,omitempty"`     // OpAssign: Sets[i] is Moves[i]'s new replica set
+	Nonce    string     `json:"nonce,omitempty"`    // OpSync
 }
 
 const commandVersion = 1
+
+// maxReplicas bounds a replica set's size.
+const maxReplicas = 7
 
 // maxCommandSize bounds a decoded command; a whole-table reassignment of
 // 1024 shards is well below it.
@@ -147,14 +168,17 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 		if c.Shards <= 0 {
 			return 0, 0, fmt.Errorf("%w: init with %d shards", ErrBadCommand, c.Shards)
 		}
+		if c.Replicas < 0 || c.Replicas > maxReplicas {
+			return 0, 0, fmt.Errorf("%w: init with %d replicas", ErrBadCommand, c.Replicas)
+		}
 		if t.ShardCount != 0 {
 			return 0, 1, nil
 		}
 		t.ShardCount = c.Shards
-		for _, g := range t.Groups { // kinds recorded before init (not possible via the shell)
+		t.ReplicaCount = c.Replicas
+		for _, g := range t.Groups { // kinds published before init
 			g.Shards = make([]Shard, c.Shards)
 		}
-		t.Groups[DefaultGroup] = &Group{Name: DefaultGroup, Shards: make([]Shard, c.Shards)}
 		return 1, 0, nil
 
 	case OpNode:
@@ -162,9 +186,9 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 			return 0, 0, fmt.Errorf("%w: bad node entry", ErrBadCommand)
 		}
 		n := *c.Node
-		n.Sync = ""
+		n.Sync, n.Kinds = "", nil
 		if old, ok := t.Nodes[n.Name]; ok {
-			n.Sync = old.Sync // only OpSync changes it
+			n.Sync, n.Kinds = old.Sync, old.Kinds // only OpSync and OpHosts change them
 			if sameNode(old, &n) {
 				return 0, 1, nil
 			}
@@ -210,26 +234,32 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 		delete(t.Nodes, c.Name)
 		return 1, 0, nil
 
-	case OpKind:
-		if c.Name == "" {
-			return 0, 0, fmt.Errorf("%w: kind without a name", ErrBadCommand)
+	case OpHosts:
+		kinds, err := normalizeKinds(c.Kinds)
+		if err != nil {
+			return 0, 0, err
 		}
-		req := normalizeClauses(c.Requires)
-		gn := GroupName(req)
-		if cur, ok := t.Kinds[c.Name]; ok || gn == DefaultGroup {
-			if cur == gn {
-				return 0, 1, nil
+		n, ok := t.Nodes[c.Name]
+		if !ok {
+			return 0, 1, nil // the leader adds it first; the node publishes again
+		}
+		changed := !slices.EqualFunc(n.Kinds, kinds, sameKind)
+		n.Kinds = kinds
+		for _, k := range kinds {
+			if _, ok := t.Kinds[k.Name]; ok {
+				continue
 			}
-			return 0, 0, fmt.Errorf("%w: kind %q is in group %q, not %q", ErrKindConflict, c.Name, cur, gn)
+			t.Groups[k.Name] = &Group{Name: k.Name, Requires: k.Requires, Shards: make([]Shard, t.ShardCount)}
+			t.Kinds[k.Name] = k.Name
+			changed = true
 		}
-		if _, ok := t.Groups[gn]; !ok {
-			t.Groups[gn] = &Group{Name: gn, Requires: req, Shards: make([]Shard, t.ShardCount)}
-		}
-		t.Kinds[c.Name] = gn
-		return 1, 0, nil
+		return one(changed)
 
-	case OpAssign, OpBegin, OpComplete, OpAbort:
-		for _, m := range c.Moves {
+	case OpAssign, OpBegin, OpComplete, OpAbort, OpShrink, OpJoin:
+		if c.Sets != nil && (c.Op != OpAssign || len(c.Sets) != len(c.Moves)) {
+			return 0, 0, fmt.Errorf("%w: %d replica sets for %d moves of %s", ErrBadCommand, len(c.Sets), len(c.Moves), c.Op)
+		}
+		for i, m := range c.Moves {
 			g, ok := t.Groups[m.Shard.Group]
 			if !ok || m.Shard.Index < 0 || m.Shard.Index >= len(g.Shards) {
 				skipped++
@@ -246,7 +276,15 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 					skipped++
 					continue
 				}
+				var set []string
+				if c.Sets != nil {
+					set = c.Sets[i]
+				}
 				s.Owner, s.Epoch, s.MovingTo = m.To, s.Epoch+1, ""
+				s.Replicas = nil
+				if m.To != "" {
+					s.Replicas = replicaSet(m.To, set)
+				}
 			case OpBegin:
 				if s.MovingTo != "" || m.To == "" || m.To == s.Owner {
 					skipped++
@@ -258,19 +296,80 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 					skipped++
 					continue
 				}
+				old := s.Replicas
+				if len(old) == 0 && s.Owner != "" {
+					old = []string{s.Owner}
+				}
 				s.Owner, s.Epoch, s.MovingTo = m.To, s.Epoch+1, ""
+				s.Replicas = replicaSet(m.To, old)
 			case OpAbort:
 				if s.MovingTo == "" || s.MovingTo != m.To {
 					skipped++
 					continue
 				}
 				s.MovingTo = ""
+			case OpShrink:
+				if m.To == "" || m.To == s.Owner || !slices.Contains(s.Replicas, m.To) {
+					skipped++
+					continue
+				}
+				s.Replicas = slices.DeleteFunc(slices.Clone(s.Replicas), func(r string) bool { return r == m.To })
+			case OpJoin:
+				if m.To == "" || s.Owner == "" || slices.Contains(s.Replicas, m.To) || m.To == s.Owner {
+					skipped++
+					continue
+				}
+				if len(s.Replicas) == 0 {
+					s.Replicas = []string{s.Owner}
+				}
+				s.Replicas = append(slices.Clone(s.Replicas), m.To)
 			}
 			applied++
 		}
 		return applied, skipped, nil
 	}
 	return 0, 0, fmt.Errorf("%w: unknown op %q", ErrBadCommand, c.Op)
+}
+
+// replicaSet returns owner followed by the other members of set, without
+// duplicates or empty names, in set order.
+func replicaSet(owner string, set []string) []string {
+	out := []string{owner}
+	for _, r := range set {
+		if r != "" && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// normalizeKinds validates a published kind list and returns it sorted,
+// with each kind's requirements normalised.
+func normalizeKinds(in []KindSpec) ([]KindSpec, error) {
+	out := make([]KindSpec, len(in))
+	for i, k := range in {
+		if k.Name == "" {
+			return nil, fmt.Errorf("%w: kind without a name", ErrBadCommand)
+		}
+		out[i] = KindSpec{Name: k.Name, Requires: normalizeClauses(k.Requires), Digest: k.Digest}
+		if len(out[i].Requires) == 0 {
+			out[i].Requires = nil
+		}
+	}
+	slices.SortFunc(out, func(a, b KindSpec) int { return strings.Compare(a.Name, b.Name) })
+	for i := 1; i < len(out); i++ {
+		if out[i].Name == out[i-1].Name {
+			return nil, fmt.Errorf("%w: kind %q listed twice", ErrBadCommand, out[i].Name)
+		}
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, nil
+}
+
+func sameKind(a, b KindSpec) bool {
+	return a.Name == b.Name && a.Digest == b.Digest && slices.Equal(a.Requires, b.Requires)
 }
 
 func sameNode(a, b *NodeInfo) bool {

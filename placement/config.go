@@ -62,18 +62,28 @@ type Config struct {
 	// Shards is the shard count per group, used only when this node
 	// initialises the table; afterwards the table's count is used.
 	Shards int
+	// Replicas is the size of each shard's replica set, owner included
+	// (DefaultReplicas; a cluster with fewer eligible nodes keeps one on
+	// each). Like Shards it is used only when this node initialises the
+	// table, so it is a cluster-wide setting fixed at bootstrap.
+	Replicas int
 
 	// Lease is how long after its last contact with a leader (or, as
 	// leader, its last quorum confirmation) a node keeps serving.
 	Lease time.Duration
 	// LeaseMargin covers a message still in flight when a node was cut
-	// off (and scheduling delay in applying it).
+	// off: network delay plus any stall of the receiving process that is
+	// not long enough to count as a lapse of contact (three quarters of
+	// the margin, see LapseGap). At least HeartbeatTimeout/2, so that the
+	// ordinary spacing of heartbeats is never read as a lapse.
 	LeaseMargin time.Duration
 	// ClockDrift bounds the relative clock-rate difference between any
 	// two nodes (0.05 = 5%).
 	ClockDrift float64
 	// DownAfter: the leader marks a peer down when raft heartbeats to it
-	// have failed for this long (membership failure also marks it down).
+	// have failed for this long since its last answer (membership failure
+	// also marks it down). Heartbeats time out after DownAfter/2 (see
+	// HeartbeatRPCTimeout), so a crash is noticed within about DownAfter.
 	DownAfter time.Duration
 	// DeadVoterGrace: a voter down this long is replaced by a live node.
 	DeadVoterGrace time.Duration
@@ -85,8 +95,10 @@ type Config struct {
 	// ApplyTimeout bounds one raft proposal.
 	ApplyTimeout time.Duration
 
-	// Raft timing. Defaults are slower than raft's own so that a busy
-	// 2-core machine does not flap leadership.
+	// Raft timing. The defaults are raft's own heartbeat and election
+	// timeouts (a follower campaigns 1-2 s after its last contact) and
+	// half its leader lease; pre-vote keeps a node that was cut off from
+	// disrupting the cluster when it comes back.
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -99,6 +111,13 @@ type Config struct {
 	TrailingLogs      uint64
 	// WALSegmentSize is the raft-wal segment size (preallocated on disk).
 	WALSegmentSize int
+
+	// Kinds are the kinds this node hosts, with their requirements and
+	// policy digests. The node publishes them into the table itself
+	// (OpHosts) whenever its entry there holds something else; only nodes
+	// that host a kind, with the policy digest the cluster agrees on,
+	// receive its shards. Empty: the node hosts nothing and owns no shard.
+	Kinds []KindSpec
 
 	// Handoff ships state during planned moves (optional).
 	Handoff Handoff
@@ -116,17 +135,18 @@ func DefaultConfig() Config {
 	return Config{
 		MaxVoters:          3,
 		Shards:             DefaultShards,
-		Lease:              5 * time.Second,
-		LeaseMargin:        time.Second,
+		Replicas:           DefaultReplicas,
+		Lease:              1500 * time.Millisecond,
+		LeaseMargin:        600 * time.Millisecond,
 		ClockDrift:         0.05,
-		DownAfter:          4 * time.Second,
+		DownAfter:          time.Second,
 		DeadVoterGrace:     30 * time.Second,
 		MaxMoving:          32,
 		ReconcileInterval:  time.Second,
 		ApplyTimeout:       5 * time.Second,
-		HeartbeatTimeout:   2 * time.Second,
-		ElectionTimeout:    2 * time.Second,
-		LeaderLeaseTimeout: time.Second,
+		HeartbeatTimeout:   time.Second,
+		ElectionTimeout:    time.Second,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
 		CommitTimeout:      50 * time.Millisecond,
 		SnapshotThreshold:  1024,
 		SnapshotInterval:   30 * time.Second,
@@ -147,6 +167,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.Shards == 0 {
 		c.Shards = d.Shards
+	}
+	if c.Replicas == 0 {
+		c.Replicas = d.Replicas
 	}
 	setD(&c.Lease, d.Lease)
 	setD(&c.LeaseMargin, d.LeaseMargin)
@@ -203,6 +226,8 @@ func (c Config) Validate() error {
 		return bad("MaxVoters %d not in [1,7]", c.MaxVoters)
 	case c.Shards < 1 || c.Shards > maxSnapshotShards:
 		return bad("Shards %d not in [1,%d]", c.Shards, maxSnapshotShards)
+	case c.Replicas < 1 || c.Replicas > maxReplicas:
+		return bad("Replicas %d not in [1,%d]", c.Replicas, maxReplicas)
 	case c.ClockDrift < 0 || c.ClockDrift >= 1:
 		return bad("ClockDrift %g not in [0,1)", c.ClockDrift)
 	case c.LeaderLeaseTimeout > c.HeartbeatTimeout:
@@ -211,8 +236,41 @@ func (c Config) Validate() error {
 		// Followers renew on heartbeats every HeartbeatTimeout/10; a lease
 		// shorter than the timeout would lapse on ordinary jitter.
 		return bad("Lease %s < HeartbeatTimeout %s", c.Lease, c.HeartbeatTimeout)
-	case c.LeaseMargin < 0 || c.DownAfter <= 0 || c.MaxMoving < 1:
-		return bad("LeaseMargin, DownAfter and MaxMoving must be positive")
+	case c.LeaseMargin < c.HeartbeatTimeout/2:
+		// Heartbeats come every HeartbeatTimeout/10 to /5; a lapse gap
+		// (3/4 of the margin) below a few of those would read ordinary
+		// jitter as lost contact.
+		return bad("LeaseMargin %s < HeartbeatTimeout/2 (%s)", c.LeaseMargin, c.HeartbeatTimeout/2)
+	case c.LeaderLeaseTimeout*2 > c.DownAfter:
+		// A leader cut off from its quorum keeps renewing the followers
+		// on its side for up to one leader lease after its last quorum
+		// contact; a new leader must not mark them down sooner (see the
+		// package documentation).
+		return bad("LeaderLeaseTimeout %s > DownAfter/2 (%s)", c.LeaderLeaseTimeout, c.DownAfter/2)
+	case c.DownAfter <= 0 || c.MaxMoving < 1:
+		return bad("DownAfter and MaxMoving must be positive")
+	}
+	if _, err := normalizeKinds(c.Kinds); err != nil {
+		return bad("Kinds: %v", err)
 	}
 	return nil
+}
+
+// LapseGap is the longest gap between two consecutive lease renewals
+// that a node does not count as a lapse of contact: three quarters of
+// LeaseMargin (of the default when zero). A longer gap means the node
+// was cut off, paused or starved; it then stops serving until it has
+// caught up with the table (see the package documentation).
+func (c Config) LapseGap() time.Duration {
+	c.fillDefaults()
+	return c.LeaseMargin * 3 / 4
+}
+
+// HeartbeatRPCTimeout is the I/O timeout of one raft heartbeat: half of
+// DownAfter (of the default when zero), so that a dead peer produces
+// failed heartbeats well within DownAfter. Log appends and snapshots
+// keep a longer timeout (see SplitHeartbeats).
+func (c Config) HeartbeatRPCTimeout() time.Duration {
+	c.fillDefaults()
+	return c.DownAfter / 2
 }

@@ -15,6 +15,7 @@ import (
 // node must not stay "failing": reconcileNodes would keep it down.
 func TestNoteContactAcrossRejoin(t *testing.T) {
 	n := &Node{clock: SystemClock{}, failing: map[string]time.Time{}}
+	noContact := func() time.Time { return time.Time{} }
 	conf := map[raft.ServerID]bool{"n1": true, "n2": true, "n3": true}
 	inConfig := func(id raft.ServerID) bool { return conf[id] }
 	failed := func(id raft.ServerID) raft.Observation {
@@ -31,11 +32,11 @@ func TestNoteContactAcrossRejoin(t *testing.T) {
 	}
 
 	// A member of the configuration that stops answering is failing.
-	n.noteContact(failed("n2"), inConfig)
+	n.noteContact(failed("n2"), inConfig, noContact)
 	if !isFailing("n2") {
 		t.Fatal("a failed heartbeat to a configured peer was not recorded")
 	}
-	n.noteContact(raft.Observation{Data: raft.ResumedHeartbeatObservation{PeerID: "n2"}}, inConfig)
+	n.noteContact(raft.Observation{Data: raft.ResumedHeartbeatObservation{PeerID: "n2"}}, inConfig, noContact)
 	if isFailing("n2") {
 		t.Fatal("resumed heartbeats did not clear the failure")
 	}
@@ -43,8 +44,8 @@ func TestNoteContactAcrossRejoin(t *testing.T) {
 	// n3 leaves: removed from the configuration, its replication stops,
 	// then its last heartbeat fails.
 	delete(conf, "n3")
-	n.noteContact(peer("n3", true), inConfig)
-	n.noteContact(failed("n3"), inConfig)
+	n.noteContact(peer("n3", true), inConfig, noContact)
+	n.noteContact(failed("n3"), inConfig, noContact)
 	if isFailing("n3") {
 		t.Fatal("a heartbeat failing after n3 was removed counts against its next incarnation")
 	}
@@ -52,17 +53,71 @@ func TestNoteContactAcrossRejoin(t *testing.T) {
 	// A failure recorded before the removal is forgotten with the
 	// replication that saw it.
 	conf["n3"] = true
-	n.noteContact(failed("n3"), inConfig)
+	n.noteContact(failed("n3"), inConfig, noContact)
 	delete(conf, "n3")
-	n.noteContact(peer("n3", true), inConfig)
+	n.noteContact(peer("n3", true), inConfig, noContact)
 	if isFailing("n3") {
 		t.Fatal("stopping n3's replication kept its failure")
 	}
 
 	// And so is one recorded before a new replication starts.
-	n.noteContact(failed("n2"), inConfig)
-	n.noteContact(peer("n2", false), inConfig)
+	n.noteContact(failed("n2"), inConfig, noContact)
+	n.noteContact(peer("n2", false), inConfig, noContact)
 	if isFailing("n2") {
 		t.Fatal("starting a new replication to n2 kept the old one's failure")
+	}
+}
+
+// TestNoteContactAfterElection: a new leader counts a failure of the
+// leader it replaced from its own last contact with it (not from the
+// start of the new replication, which is the election), and a leader
+// that steps down lapses.
+func TestNoteContactAfterElection(t *testing.T) {
+	n := &Node{cfg: Config{Name: "n1", Transport: &SplitTransport{}}, clock: SystemClock{}, failing: map[string]time.Time{}}
+	inConfig := func(raft.ServerID) bool { return true }
+	heard := time.Now().Add(-1500 * time.Millisecond)
+	contact := func() time.Time { return heard }
+	leader := func(id raft.ServerID) {
+		n.noteContact(raft.Observation{Data: raft.LeaderObservation{LeaderID: id, LeaderAddr: raft.ServerAddress(id)}}, inConfig, contact)
+	}
+	failed := func(id raft.ServerID) {
+		// A fresh replication's last contact is its start: now.
+		n.noteContact(raft.Observation{Data: raft.FailedHeartbeatObservation{PeerID: id, LastContact: time.Now()}}, inConfig, contact)
+	}
+	leader("n2")
+	leader("")
+	leader("n1") // elected after n2 went silent
+	// Its replications start (raft reports each peer): n2 still counts
+	// as failing from the last heartbeat n1 had from it.
+	n.noteContact(raft.Observation{Data: raft.PeerObservation{Peer: raft.Server{ID: "n2", Address: "n2"}}}, inConfig, contact)
+	n.mu.Lock()
+	presumed, ok := n.failing["n2"]
+	n.mu.Unlock()
+	if !ok || !presumed.Equal(heard) {
+		t.Fatalf("the previous leader is not failing from the last heartbeat from it (%v, %s)", ok, presumed)
+	}
+	failed("n2")
+	failed("n3")
+	n.mu.Lock()
+	got2, got3, lapsed := n.failing["n2"], n.failing["n3"], n.lapsed
+	n.mu.Unlock()
+	if d := got2.Sub(heard); d < -time.Millisecond || d > time.Millisecond {
+		t.Errorf("previous leader failing since %s, want the last contact %s", got2, heard)
+	}
+	if time.Since(got3) > time.Second {
+		t.Errorf("another peer failing since %s: backdated like the previous leader", got3)
+	}
+	if lapsed {
+		t.Fatal("lapsed on becoming leader")
+	}
+	leader("n3") // n1 stepped down
+	n.mu.Lock()
+	lapsed, prev := n.lapsed, n.prevLeader
+	n.mu.Unlock()
+	if !lapsed {
+		t.Error("a leader that stepped down did not lapse")
+	}
+	if prev != "" {
+		t.Errorf("previous leader %q kept after stepping down", prev)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +76,26 @@ func node(name string, st placement.NodeStatus, m manifest.Manifest) placement.C
 	return placement.Command{Op: placement.OpNode, Node: &placement.NodeInfo{Name: name, Status: st, Manifest: m}}
 }
 
+// tk is the kind most tests place; ref(i) is its shard i.
+const tk = "k"
+
+// hosts is the command by which node publishes the kinds it hosts, each
+// with the empty policy digest.
+func hosts(node string, kinds ...string) placement.Command {
+	c := placement.Command{Op: placement.OpHosts, Name: node}
+	for _, k := range kinds {
+		c.Kinds = append(c.Kinds, placement.KindSpec{Name: k})
+	}
+	return c
+}
+
+// upNode adds name, up with manifest m, hosting the test kind.
+func upNode(t *testing.T, tb *placement.Table, name string, m manifest.Manifest) {
+	t.Helper()
+	mustApply(t, tb, node(name, placement.StatusUp, m))
+	mustApply(t, tb, hosts(name, tk))
+}
+
 func mustApply(t *testing.T, tb *placement.Table, c placement.Command) placement.Result {
 	t.Helper()
 	// Every command goes through its encoding, as it would through raft.
@@ -93,7 +114,7 @@ func mustApply(t *testing.T, tb *placement.Table, c placement.Command) placement
 	return r
 }
 
-func ref(i int) placement.ShardRef { return placement.ShardRef{Index: i} }
+func ref(i int) placement.ShardRef { return placement.ShardRef{Group: tk, Index: i} }
 
 func TestCommandsIdempotent(t *testing.T) {
 	tb := placement.NewTable()
@@ -101,7 +122,8 @@ func TestCommandsIdempotent(t *testing.T) {
 		{Op: placement.OpInit, Shards: 8},
 		node("a", placement.StatusUp, mf()),
 		node("b", placement.StatusUp, mf(manifest.Fairness)),
-		{Op: placement.OpKind, Name: "ledger", Requires: []manifest.ClauseID{manifest.Fairness}},
+		hosts("a", tk),
+		{Op: placement.OpHosts, Name: "b", Kinds: []placement.KindSpec{{Name: tk}, {Name: "ledger", Requires: []manifest.ClauseID{manifest.Fairness}}}},
 		{Op: placement.OpAssign, Moves: []placement.Move{{Shard: ref(0), To: "a"}, {Shard: ref(1), To: "b"}}},
 		{Op: placement.OpBegin, Moves: []placement.Move{{Shard: ref(0), From: "a", Epoch: 1, To: "b"}}},
 		{Op: placement.OpComplete, Moves: []placement.Move{{Shard: ref(0), From: "a", Epoch: 1, To: "b"}}},
@@ -134,10 +156,21 @@ func TestCommandsIdempotent(t *testing.T) {
 	if r.Applied != 0 || r.Skipped != 1 {
 		t.Fatalf("stale move: %+v", r)
 	}
-	// Kind requirements cannot change.
-	c := placement.Command{Op: placement.OpKind, Name: "ledger", Requires: []manifest.ClauseID{manifest.Admission}}
-	if r := tb.Apply(c); !errors.Is(r.Err, placement.ErrKindConflict) {
-		t.Fatalf("kind change: %v", r.Err)
+	// A kind's requirements are its first publisher's: another node that
+	// publishes the kind with others does not change the group.
+	mustApply(t, tb, placement.Command{Op: placement.OpHosts, Name: "a", Kinds: []placement.KindSpec{{Name: tk}, {Name: "ledger", Requires: []manifest.ClauseID{manifest.Admission}}}})
+	if g := tb.Groups["ledger"]; len(g.Requires) != 1 || g.Requires[0] != manifest.Fairness {
+		t.Fatalf("ledger requires %v after a second publisher, want [Fairness]", g.Requires)
+	}
+	// A malformed publication is refused and changes nothing.
+	for _, bad := range []placement.Command{
+		{Op: placement.OpHosts, Name: "a", Kinds: []placement.KindSpec{{Name: ""}}},
+		{Op: placement.OpHosts, Name: "a", Kinds: []placement.KindSpec{{Name: "x"}, {Name: "x"}}},
+	} {
+		v := tb.Version
+		if r := tb.Apply(bad); !errors.Is(r.Err, placement.ErrBadCommand) || tb.Version != v {
+			t.Fatalf("%+v: %v (version %d→%d)", bad.Kinds, r.Err, v, tb.Version)
+		}
 	}
 	// A node that owns shards cannot be removed.
 	if r := mustApply(t, tb, placement.Command{Op: placement.OpRemove, Name: "b"}); r.Applied != 0 {
@@ -199,8 +232,9 @@ func TestSnapshotRestore(t *testing.T) {
 	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 256})
 	for i := 0; i < 5; i++ {
 		mustApply(t, tb, node(fmt.Sprintf("n%d", i), placement.StatusUp, mf(manifest.Clauses[:i%4]...)))
+		mustApply(t, tb, placement.Command{Op: placement.OpHosts, Name: fmt.Sprintf("n%d", i), Kinds: []placement.KindSpec{
+			{Name: tk, Digest: fmt.Sprint(i % 2)}, {Name: "ledger", Requires: []manifest.ClauseID{manifest.Fairness}}}})
 	}
-	mustApply(t, tb, placement.Command{Op: placement.OpKind, Name: "ledger", Requires: []manifest.ClauseID{manifest.Fairness}})
 	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: time.Second, MaxMoving: 8})
 	now := time.Unix(1000, 0)
 	for step := 0; step < 20; step++ {
@@ -292,10 +326,14 @@ func TestEligibilityAndNoEligibleNode(t *testing.T) {
 	mustApply(t, tb, node("plain", placement.StatusUp, mf()))
 	mustApply(t, tb, node("strict", placement.StatusUp, mf(manifest.ControlPlaneImmunity, manifest.Fairness)))
 	mustApply(t, tb, node("gone", placement.StatusDown, mf(manifest.Admission)))
-	mustApply(t, tb, placement.Command{Op: placement.OpKind, Name: "supervisor", Requires: []manifest.ClauseID{manifest.ControlPlaneImmunity}})
-	mustApply(t, tb, placement.Command{Op: placement.OpKind, Name: "gate", Requires: []manifest.ClauseID{manifest.Admission}})
+	all := []placement.KindSpec{{Name: "plain-kind"},
+		{Name: "supervisor", Requires: []manifest.ClauseID{manifest.ControlPlaneImmunity}},
+		{Name: "gate", Requires: []manifest.ClauseID{manifest.Admission}}}
+	for _, n := range []string{"plain", "strict", "gone"} {
+		mustApply(t, tb, placement.Command{Op: placement.OpHosts, Name: n, Kinds: all})
+	}
 
-	if got := tb.Eligible([]manifest.ClauseID{manifest.ControlPlaneImmunity}); len(got) != 1 || got[0] != "strict" {
+	if got := tb.Eligible("supervisor"); len(got) != 1 || got[0] != "strict" {
 		t.Fatalf("eligible = %v", got)
 	}
 	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: time.Second, MaxMoving: 4})
@@ -314,14 +352,17 @@ func TestEligibilityAndNoEligibleNode(t *testing.T) {
 	if _, err := tb.Locate("gate", "x"); !errors.Is(err, placement.ErrNoEligibleNode) {
 		t.Fatalf("gate: err = %v, want ErrNoEligibleNode", err)
 	}
+	if _, err := tb.Locate("nobody-hosts-it", "x"); !errors.Is(err, placement.ErrUnknownKind) || !strings.Contains(err.Error(), `"nobody-hosts-it"`) {
+		t.Fatalf("unpublished kind: err = %v, want ErrUnknownKind naming it", err)
+	}
 }
 
 // fenceOK reports which of the given nodes pass the fence for ref.
 func TestCheckOwnership(t *testing.T) {
 	tb := placement.NewTable()
 	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 4})
-	mustApply(t, tb, node("a", placement.StatusUp, mf()))
-	mustApply(t, tb, node("b", placement.StatusUp, mf()))
+	upNode(t, tb, "a", mf())
+	upNode(t, tb, "b", mf())
 	mustApply(t, tb, placement.Command{Op: placement.OpAssign, Moves: []placement.Move{{Shard: ref(0), To: "a"}}})
 	mustApply(t, tb, placement.Command{Op: placement.OpAssign, Moves: []placement.Move{{Shard: ref(0), From: "a", Epoch: 1, To: "b"}}})
 	// Shard 0: owner b, epoch 2.
@@ -378,7 +419,7 @@ func TestPlannerFailoverWaitsForFence(t *testing.T) {
 	tb := placement.NewTable()
 	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 32})
 	for _, n := range []string{"a", "b", "c"} {
-		mustApply(t, tb, node(n, placement.StatusUp, mf()))
+		upNode(t, tb, n, mf())
 	}
 	fence := 5 * time.Second
 	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 4})
@@ -386,6 +427,9 @@ func TestPlannerFailoverWaitsForFence(t *testing.T) {
 	cmds := p.Step(tb, now)
 	if len(cmds) != 1 || cmds[0].Op != placement.OpAssign || len(cmds[0].Moves) != 32 {
 		t.Fatalf("initial plan: %+v", cmds)
+	}
+	if at, ok := p.NextDeadline(); ok {
+		t.Fatalf("a deadline (%s) with no delay running", at)
 	}
 	mustApply(t, tb, cmds[0])
 	if len(p.Step(tb, now)) != 0 {
@@ -395,11 +439,15 @@ func TestPlannerFailoverWaitsForFence(t *testing.T) {
 	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "b", Status: placement.StatusDown})
 	// Nothing moves until the fence delay has passed since the leader saw b down.
 	for d := time.Duration(0); d < fence; d += 500 * time.Millisecond {
-		if cmds := p.Step(tb, now.Add(d)); len(cmds) != 0 {
+		if cmds := ownerChanges(p.Step(tb, now.Add(d))); len(cmds) != 0 {
 			t.Fatalf("at +%s: reassigned before the fence: %+v", d, cmds)
 		}
 	}
-	cmds = p.Step(tb, now.Add(fence))
+	// The planner names the instant its caller must step again.
+	if at, ok := p.NextDeadline(); !ok || !at.Equal(now.Add(fence)) {
+		t.Fatalf("next deadline %s %v, want the fence's end %s", at, ok, now.Add(fence))
+	}
+	cmds = ownerChanges(p.Step(tb, now.Add(fence)))
 	if len(cmds) != 1 || cmds[0].Op != placement.OpAssign || len(cmds[0].Moves) != len(ownedByB) {
 		t.Fatalf("failover plan: %+v (b owned %d)", cmds, len(ownedByB))
 	}
@@ -412,29 +460,40 @@ func TestPlannerFailoverWaitsForFence(t *testing.T) {
 	// A new leader (fresh planner) restarts the timer: never earlier.
 	p2 := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 4})
 	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "c", Status: placement.StatusDown})
-	if cmds := p2.Step(tb, now.Add(time.Hour)); len(cmds) != 0 {
+	if cmds := ownerChanges(p2.Step(tb, now.Add(time.Hour))); len(cmds) != 0 {
 		t.Fatalf("fresh planner moved at once: %+v", cmds)
 	}
-	if cmds := p2.Step(tb, now.Add(time.Hour+fence)); len(cmds) != 1 {
+	if cmds := ownerChanges(p2.Step(tb, now.Add(time.Hour+fence))); len(cmds) != 1 {
 		t.Fatalf("fresh planner never moved: %+v", cmds)
 	}
+}
+
+// ownerChanges drops the commands that change only replica sets.
+func ownerChanges(cmds []placement.Command) []placement.Command {
+	var out []placement.Command
+	for _, c := range cmds {
+		if c.Op != placement.OpShrink && c.Op != placement.OpJoin {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func TestPlannerGradualHandoff(t *testing.T) {
 	tb := placement.NewTable()
 	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 64})
-	mustApply(t, tb, node("a", placement.StatusUp, mf()))
-	mustApply(t, tb, node("b", placement.StatusUp, mf()))
+	upNode(t, tb, "a", mf())
+	upNode(t, tb, "b", mf())
 	fence := 2 * time.Second
 	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 3})
 	now := time.Unix(0, 0)
 	for _, c := range p.Step(tb, now) {
 		mustApply(t, tb, c)
 	}
-	mustApply(t, tb, node("c", placement.StatusUp, mf())) // joins
+	upNode(t, tb, "c", mf()) // joins
 	target := 0
 	for s := 0; s < 64; s++ {
-		if placement.Rendezvous("", s, []string{"a", "b", "c"}) == "c" {
+		if placement.Rendezvous(tk, s, []string{"a", "b", "c"}) == "c" {
 			target++
 		}
 	}
@@ -595,7 +654,7 @@ func FuzzReadSnapshot(f *testing.F) {
 	tb := placement.NewTable()
 	tb.Apply(placement.Command{Op: placement.OpInit, Shards: 2})
 	tb.Apply(placement.Command{Op: placement.OpNode, Node: &placement.NodeInfo{Name: "a", Status: placement.StatusUp}})
-	tb.Apply(placement.Command{Op: placement.OpKind, Name: "k", Requires: []manifest.ClauseID{manifest.Admission}})
+	tb.Apply(placement.Command{Op: placement.OpHosts, Name: "a", Kinds: []placement.KindSpec{{Name: "k", Requires: []manifest.ClauseID{manifest.Admission}, Digest: "d1"}}})
 	var buf bytes.Buffer
 	if err := placement.WriteSnapshot(&buf, tb); err != nil {
 		f.Fatal(err)
@@ -630,14 +689,14 @@ func FuzzReadSnapshot(f *testing.F) {
 func TestPlannerRefusedHandoffAborts(t *testing.T) {
 	tb := placement.NewTable()
 	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 16})
-	mustApply(t, tb, node("a", placement.StatusUp, mf()))
+	upNode(t, tb, "a", mf())
 	fence := 2 * time.Second
 	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 16})
 	now := time.Unix(0, 0)
 	for _, c := range p.Step(tb, now) {
 		mustApply(t, tb, c)
 	}
-	mustApply(t, tb, node("b", placement.StatusUp, mf()))
+	upNode(t, tb, "b", mf())
 	var begun []placement.Move
 	for _, c := range p.Step(tb, now) {
 		mustApply(t, tb, c)
@@ -690,5 +749,153 @@ func TestPlannerRefusedHandoffAborts(t *testing.T) {
 	}
 	if !again {
 		t.Fatal("refused shard never tried again")
+	}
+}
+
+// settle steps the planner, confirming every handoff, until it has
+// nothing left to do.
+func settle(t *testing.T, tb *placement.Table, p *placement.Planner, now time.Time) {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		cmds := p.Step(tb, now)
+		if len(cmds) == 0 {
+			return
+		}
+		for _, c := range cmds {
+			mustApply(t, tb, c)
+		}
+		for _, gn := range tb.GroupNames() {
+			for j, s := range tb.Groups[gn].Shards {
+				if s.MovingTo != "" {
+					p.Confirm(placement.Move{Shard: placement.ShardRef{Group: gn, Index: j}, From: s.Owner, Epoch: s.Epoch, To: s.MovingTo})
+				}
+			}
+		}
+	}
+	t.Fatal("planner did not settle")
+}
+
+func owners(tb *placement.Table, kind string) map[string]int {
+	out := map[string]int{}
+	for _, s := range tb.Groups[kind].Shards {
+		out[s.Owner]++
+	}
+	return out
+}
+
+// TestPlannerKindsOnlyWhereHostedAndAgreed: a kind's shards go only to
+// the nodes that host it; a node whose policy digest for the kind differs
+// from the others' is given none of them (its shards are handed off),
+// is reported by Policy, and receives shards again once it agrees.
+func TestPlannerKindsOnlyWhereHostedAndAgreed(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 64})
+	for _, n := range []string{"a", "b", "c"} {
+		mustApply(t, tb, node(n, placement.StatusUp, mf()))
+	}
+	spec := func(kind, digest string) placement.KindSpec { return placement.KindSpec{Name: kind, Digest: digest} }
+	publish := func(n string, ks ...placement.KindSpec) {
+		mustApply(t, tb, placement.Command{Op: placement.OpHosts, Name: n, Kinds: ks})
+	}
+	// "bank" on a and b only; "echo" everywhere.
+	publish("a", spec("bank", "v1"), spec("echo", "e"))
+	publish("b", spec("bank", "v1"), spec("echo", "e"))
+	publish("c", spec("echo", "e"))
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: time.Second, MaxMoving: 64})
+	now := time.Unix(0, 0)
+	settle(t, tb, p, now)
+	if o := owners(tb, "bank"); o["c"] != 0 || o["a"] == 0 || o["b"] == 0 || o[""] != 0 {
+		t.Fatalf("bank owners %v: want only a and b", o)
+	}
+	if o := owners(tb, "echo"); o["a"] == 0 || o["b"] == 0 || o["c"] == 0 {
+		t.Fatalf("echo owners %v: want all three", o)
+	}
+	for i := 0; i < 200; i++ {
+		loc, err := tb.Locate("bank", fmt.Sprint(i))
+		if err != nil || loc.Owner == "c" {
+			t.Fatalf("bank/%d at %+v, %v", i, loc, err)
+		}
+	}
+
+	if why := tb.Unsettled(); why != "" {
+		t.Fatalf("settled table reports %s", why)
+	}
+
+	// Rolling upgrade: c registers bank with a new policy (v2) while a
+	// and b still run v1. c gets none of bank's shards and is reported.
+	publish("c", spec("bank", "v2"), spec("echo", "e"))
+	settle(t, tb, p, now)
+	if o := owners(tb, "bank"); o["c"] != 0 {
+		t.Fatalf("bank owners %v: c disagrees and must own none", o)
+	}
+	if v := tb.Policy("bank"); v.Digest != "v1" || fmt.Sprint(v.Agree) != "[a b]" || v.Differ["c"] != "v2" {
+		t.Fatalf("policy view %+v", v)
+	}
+	// b upgrades too: now a is the one that differs, and its shards are
+	// handed off (never assigned directly away from a live node).
+	publish("b", spec("bank", "v2"), spec("echo", "e"))
+	if why := tb.Unsettled(); !strings.Contains(why, `is on "a"`) && !strings.Contains(why, `its target`) {
+		t.Fatalf("after b's upgrade Unsettled = %q, want a's shards off target", why)
+	}
+	for i := 0; i < 100; i++ {
+		cmds := p.Step(tb, now)
+		if len(cmds) == 0 {
+			break
+		}
+		for _, c := range cmds {
+			if c.Op == placement.OpAssign {
+				t.Fatalf("shards taken from a live node without a handoff: %+v", c)
+			}
+			mustApply(t, tb, c)
+		}
+		for j, s := range tb.Groups["bank"].Shards {
+			if s.MovingTo != "" {
+				p.Confirm(placement.Move{Shard: placement.ShardRef{Group: "bank", Index: j}, From: s.Owner, Epoch: s.Epoch, To: s.MovingTo})
+			}
+		}
+	}
+	if o := owners(tb, "bank"); o["a"] != 0 || o["b"] == 0 || o["c"] == 0 {
+		t.Fatalf("bank owners %v after b upgraded: want b and c only", o)
+	}
+	if v := tb.Policy("bank"); v.Digest != "v2" || v.Differ["a"] != "v1" || len(v.Differ) != 1 {
+		t.Fatalf("policy view %+v", v)
+	}
+	if o := owners(tb, "echo"); o["a"] == 0 {
+		t.Fatalf("echo owners %v: a's disagreement about bank must not cost it echo", o)
+	}
+	// a agrees again: it receives bank shards.
+	publish("a", spec("bank", "v2"), spec("echo", "e"))
+	settle(t, tb, p, now)
+	if o := owners(tb, "bank"); o["a"] == 0 || o["b"] == 0 || o["c"] == 0 {
+		t.Fatalf("bank owners %v after a agreed: want all three", o)
+	}
+	if v := tb.Policy("bank"); len(v.Differ) != 0 || len(v.Agree) != 3 {
+		t.Fatalf("policy view %+v", v)
+	}
+}
+
+// TestPolicyTieKeepsTheOwners: with two nodes that disagree, the digest
+// whose node owns the kind's shards stays agreed, so the first node of a
+// two-node rolling upgrade does not take everything.
+func TestPolicyTieKeepsTheOwners(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 16})
+	mustApply(t, tb, node("a", placement.StatusUp, mf()))
+	mustApply(t, tb, placement.Command{Op: placement.OpHosts, Name: "a", Kinds: []placement.KindSpec{{Name: "bank", Digest: "zz-old"}}})
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: time.Second, MaxMoving: 16})
+	settle(t, tb, p, time.Unix(0, 0))
+	mustApply(t, tb, node("b", placement.StatusUp, mf()))
+	mustApply(t, tb, placement.Command{Op: placement.OpHosts, Name: "b", Kinds: []placement.KindSpec{{Name: "bank", Digest: "aa-new"}}})
+	if v := tb.Policy("bank"); v.Digest != "zz-old" || v.Differ["b"] != "aa-new" {
+		t.Fatalf("tie went to %+v, want the owners' digest", v)
+	}
+	settle(t, tb, p, time.Unix(0, 0))
+	if o := owners(tb, "bank"); o["a"] != 16 {
+		t.Fatalf("owners %v", o)
+	}
+	// A node marked down does not vote.
+	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "a", Status: placement.StatusDown})
+	if v := tb.Policy("bank"); v.Digest != "aa-new" || len(v.Differ) != 0 {
+		t.Fatalf("with a down: %+v", v)
 	}
 }

@@ -12,11 +12,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/raft-wal/metadb"
 )
 
 // ErrCorrupt marks a raft log or snapshot on disk that cannot be read
@@ -71,8 +73,15 @@ type logMark struct {
 	index uint64
 }
 
-// openLogMark opens (creating) the mark file at path.
-func openLogMark(path string) (*logMark, error) {
+// openLogMark opens (creating) the mark file at path. history is empty
+// for a node without raft state (no term, no log, no snapshot), else it
+// says what the node has: such a node must have a valid mark, since a
+// removed or emptied mark would let a log that lost entries through the
+// check. A fresh node writes its first mark (index 0) at once, so from
+// its first start on the file is never empty.
+func openLogMark(path, history string) (*logMark, error) {
+	_, statErr := os.Stat(path)
+	existed := statErr == nil
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("placement: open %s: %w", path, err)
@@ -82,7 +91,7 @@ func openLogMark(path string) (*logMark, error) {
 	n, err := f.ReadAt(buf, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		_ = f.Close()
-		return nil, fmt.Errorf("placement: read %s: %w", path, err)
+		return nil, &CorruptError{Path: path, Err: fmt.Errorf("read: %w", err)}
 	}
 	valid := false
 	for slot := 0; slot+markSlot <= n; slot += markSlot {
@@ -94,9 +103,24 @@ func openLogMark(path string) (*logMark, error) {
 			m.seq, m.index, valid = seq, binary.LittleEndian.Uint64(b[12:]), true
 		}
 	}
-	if n > 0 && !valid {
+	switch {
+	case n > 0 && !valid:
 		_ = f.Close()
 		return nil, &CorruptError{Path: path, Err: errors.New("neither slot holds a valid mark")}
+	case n == 0 && history != "":
+		_ = f.Close()
+		what := "is empty"
+		if !existed {
+			what = "is missing"
+			_ = os.Remove(path) // leave the directory as it was found
+		}
+		return nil, &CorruptError{Path: path, Err: fmt.Errorf(
+			"the mark %s but this node has raft state (%s): without it a log that lost acknowledged entries cannot be told from a whole one", what, history)}
+	case n == 0:
+		if err := m.write(0); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
 	}
 	return m, nil
 }
@@ -115,6 +139,12 @@ func (m *logMark) set(index uint64) error {
 	if index == m.index {
 		return nil
 	}
+	return m.write(index)
+}
+
+// write stores index in the next slot and syncs it. m.mu is held (or m
+// not yet shared).
+func (m *logMark) write(index uint64) error {
 	b := make([]byte, markSlot)
 	copy(b, markMagic)
 	binary.LittleEndian.PutUint64(b[4:], m.seq+1)
@@ -167,6 +197,42 @@ func (l *markedLog) DeleteRange(lo, hi uint64) error {
 	return l.LogStore.DeleteRange(lo, hi)
 }
 
+// damaged turns err, a failure to open or read path under raft/, into a
+// *CorruptError naming path; a permission error (the operator's to fix,
+// the data may be whole) and an error that already names its file pass
+// unchanged.
+func damaged(path string, err error) error {
+	var ce *CorruptError
+	if err == nil || errors.Is(err, fs.ErrPermission) || errors.As(err, &ce) {
+		return err
+	}
+	return &CorruptError{Path: path, Err: err}
+}
+
+// loadWALMeta opens the raft log's metadata database (raft/wal/
+// wal-meta.db: the segment list and raft's term and vote) and reads it
+// back once, so that garbage in it is a *CorruptError naming it, not a
+// bare "invalid database" or a panic: the WAL library reads it without
+// checks (a missing bucket is a nil dereference), and a file cut short
+// faults its memory map. raftwal.Open loads it again from the open
+// handle.
+func loadWALMeta(walDir string, meta *metadb.BoltMetaDB) (err error) {
+	path := filepath.Join(walDir, metadb.FileName)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = &CorruptError{Path: path, Err: fmt.Errorf("reading it failed: %v", r)}
+		}
+	}()
+	if _, err := meta.Load(walDir); err != nil {
+		return damaged(path, err)
+	}
+	if _, err := meta.GetStable([]byte("CurrentTerm")); err != nil {
+		return damaged(path, err)
+	}
+	return nil
+}
+
 // snapshotMeta is what raft's FileSnapshotStore writes as meta.json.
 type snapshotMeta struct {
 	raft.SnapshotMeta
@@ -184,7 +250,7 @@ func verifySnapshots(dir string) (uint64, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("placement: read %s: %w", dir, err)
+		return 0, damaged(dir, fmt.Errorf("placement: read %s: %w", dir, err))
 	}
 	var newest uint64
 	for _, e := range entries {
@@ -212,7 +278,7 @@ func verifySnapshots(dir string) (uint64, error) {
 		_, err = io.Copy(h, f)
 		_ = f.Close()
 		if err != nil {
-			return 0, fmt.Errorf("placement: read %s: %w", statePath, err)
+			return 0, damaged(statePath, fmt.Errorf("placement: read %s: %w", statePath, err))
 		}
 		if !bytes.Equal(h.Sum(nil), meta.CRC) {
 			return 0, &CorruptError{Path: statePath, Err: errors.New("checksum mismatch")}
@@ -239,6 +305,31 @@ func segmentFor(walDir string, index uint64) string {
 		}
 	}
 	return best
+}
+
+// raftHistory says what raft state the node has, or "" for none: a
+// current term (the node took part in an election or heard a leader), a
+// log or a snapshot.
+func raftHistory(stable raft.StableStore, logs raft.LogStore, snapIndex uint64) (string, error) {
+	var has []string
+	term, err := stable.GetUint64([]byte("CurrentTerm"))
+	if err != nil {
+		return "", err
+	}
+	if term > 0 {
+		has = append(has, fmt.Sprintf("term %d", term))
+	}
+	last, err := logs.LastIndex()
+	if err != nil {
+		return "", err
+	}
+	if last > 0 {
+		has = append(has, fmt.Sprintf("log to index %d", last))
+	}
+	if snapIndex > 0 {
+		has = append(has, fmt.Sprintf("snapshot to index %d", snapIndex))
+	}
+	return strings.Join(has, ", "), nil
 }
 
 // verifyLog checks at open that the raft log is whole: every entry from

@@ -10,19 +10,35 @@
 //     status: up (may own and receive shards), draining (keeps what it owns
 //     until each shard is handed off, receives nothing new) or down (lost;
 //     must not serve; its shards fail over).
-//   - Groups of S shards each (S fixed when the cluster is bootstrapped,
-//     default 1024). Kinds with no clause requirements share the default
-//     group; a kind that requires clauses (say ControlPlaneImmunity) lives
-//     in the group of that requirement set, whose shards are placed only on
-//     nodes whose manifest discharges those clauses. A group with no
-//     eligible node leaves its shards unassigned and Locate answers
-//     ErrNoEligibleNode.
+//   - Kinds: each kind some node published (OpHosts) has a group of its
+//     own, S shards (S fixed when the cluster is bootstrapped, default
+//     1024), with the clauses the kind requires. Every node publishes the
+//     kinds it hosts itself, each with its required clauses and a policy
+//     digest (Config.Kinds; gossip carries names, not digests).
+//   - A group's shards are placed only on eligible nodes (Table.Eligible):
+//     up, discharging the group's clauses, hosting its kind, and
+//     publishing the policy digest the cluster agrees on (Table.Policy:
+//     the digest most live hosts publish; on a tie the one whose nodes own
+//     most of the kind's shards). A host that publishes another digest is
+//     given none of the kind's shards (its own are handed off) until it
+//     agrees: the rolling-upgrade case. A group with no eligible node
+//     leaves its shards unassigned and Locate answers ErrNoEligibleNode; a
+//     kind nobody published answers ErrUnknownKind.
 //   - Each shard has an Owner, an Epoch that increases on every change of
 //     owner, and during a planned handoff a MovingTo target. The table has
 //     a Version that increases with every effective command.
+//   - Each shard also has its in-sync replica set, Replicas: the owner
+//     first, then followers holding every record of state at rest the
+//     owner committed (R nodes in all, default 3, fixed at bootstrap). It
+//     changes only by commands checked against the owner and epoch:
+//     OpShrink removes a follower (its owner proposes it before committing
+//     without that follower; the leader for followers that are down),
+//     OpJoin adds one that caught up. The protocol that keeps the sets
+//     true lives in prospero/replica; docs/cluster.md describes it.
 //
-// An identity kind/key lives in shard ShardOf(kind, key, S): 64-bit FNV-1a
-// over kind, a zero byte and key, modulo S. The hash is written out here,
+// An identity kind/key lives in shard ShardOf(kind, key, S) of its kind's
+// group: 64-bit FNV-1a over kind, a zero byte and key, modulo S. The
+// hash is written out here,
 // not borrowed, and pinned by golden vectors, because every node of every
 // version must agree on it.
 //
@@ -44,10 +60,13 @@
 // up nodes, so a join moves only the shards the newcomer wins and a
 // departure only the shards the departed node held.
 //
-//   - Unassigned shards are assigned directly (nobody holds them).
-//   - A down node's shards are assigned directly to their new targets, but
-//     only once the node's lease must have expired: FenceDelay after the
-//     leader first saw it down (see below).
+//   - Unassigned shards are assigned directly (nobody holds them), with
+//     the first R nodes of the rendezvous ranking (Ranked) as their set.
+//   - A down node's shards are assigned directly, but only once the node's
+//     lease must have expired: FenceDelay after the leader first saw it
+//     down (see below); each goes to the best-ranked live follower of its
+//     set, which holds every committed record, or, when none is left, to
+//     its rendezvous target.
 //   - Shards of live nodes that are not at their target (a node joined, or
 //     is draining) move through a handoff, at most MaxMoving at a time
 //     cluster-wide: begin (MovingTo set: the old owner stops admitting),
@@ -65,40 +84,93 @@
 // *NotOwnerError with the current owner as hint, so the sender retries
 // once, at the right node.
 //
-// The lease: a follower's lease is anchored at its last contact from the
-// leader (raft's LastContact); the leader's at the start of its last
-// successful VerifyLeader round (a quorum still followed it then). The
-// lease is fresh for Lease after its anchor, on the node's own clock.
+// The lease. A follower's lease is anchored at the receipt of the last
+// heartbeat from a leader that raft accepted (SplitTransport records it;
+// with another transport, raft's LastContact); a leader's at the start
+// of its last successful VerifyLeader round (a quorum still followed it
+// then). Raft's own contact time never renews a leader: it dates from
+// before the election, and raft stamps it anew when the leader steps
+// down, so a node that steps down lapses (below). The lease is fresh for
+// Lease after its anchor, on the node's own clock. A node that saw a gap
+// longer than LapseGap (three quarters of LeaseMargin) between two
+// consecutive anchors, stepped down, or just started treats its lease as
+// lapsed until it has applied an OpSync barrier it requested after
+// regaining contact (see "catching up" below).
 //
-// Why no two nodes serve one shard. Let A own shard s and be cut off at
-// real time t0. Every renewal A received was sent by a leader before t0,
-// so A's anchor is at most t0 + d, where d bounds a message still in flight
-// (the transport's I/O timeout); A stops serving at the latest when its
-// clock has advanced Lease past the anchor, i.e. by real time
-// t0 + d + Lease·(1+ρ) if clock rates differ by at most ρ. The leader marks A
-// down at some t1 ≥ t0 and reassigns s no earlier than
-// t1 + Lease·(1+ρ) + Margin on its own clock. With Margin ≥ d, the new owner
-// starts after A stopped. Only clock rates matter, never clock offsets:
-// each node measures an interval on its own clock from an event it saw.
+// The numbers (DefaultConfig, for a LAN): heartbeats every 100-200 ms
+// (HeartbeatTimeout/10 with jitter), HeartbeatTimeout 1 s (a follower
+// campaigns 1-2 s after its last contact), LeaderLeaseTimeout 0.5 s,
+// Lease 1.5 s, LeaseMargin 0.6 s (LapseGap 0.45 s), ClockDrift 5%,
+// DownAfter 1 s with heartbeats timing out after 0.5 s. FenceDelay =
+// Lease·(1+ρ) + LeaseMargin = 2.175 s.
 //
-// Two more cases complete the argument. A node that keeps hearing from the
-// leader while the leader marks it down (membership and raft disagree)
-// applies its own down status within the same bound d, because a follower
-// reachable for heartbeats is reachable for the append that carries the
-// entry; its fence then answers ErrNodeDown. And a node that regains
-// contact after a gap renews its lease from heartbeats before its log
-// has caught up, so its stale table could still name it owner of shards
-// that moved: a node that saw a gap in contact longer than half a lease
-// (or just started) treats its lease as lapsed until it has applied an
-// OpSync barrier it requested after regaining contact. Followers request
-// it through the Config.Forwarder or, without one, by publishing
-// Node.PendingSync in their gossip metadata (Peer.Sync), which the leader
-// turns into the barrier.
+// Why no two nodes serve one shard. Let A own shard s and let the leader
+// L mark A down at t1 (on L's clock; because heartbeats to A failed for
+// DownAfter, or membership declared A dead). L's planner first sees the
+// down status at some t2 ≥ t1 and reassigns s no earlier than t2 +
+// FenceDelay on L's clock. Only clock rates matter, never offsets: every
+// interval is measured on one node's clock from an event that node saw,
+// and two clocks' rates differ by at most ρ. There are three ways A can
+// still be renewed after t1, and each ends in time:
+//
+//  1. A hears nothing after t1 from any leader. Its last renewal was
+//     the receipt of a heartbeat sent before t1. Assume a heartbeat is
+//     received at most LeaseMargin − LapseGap after it was sent unless
+//     A's process stalled; a stall longer than LapseGap shows as a gap
+//     between A's anchors, and a heartbeat delayed by a stall shorter
+//     than that arrives within LeaseMargin. (Heartbeats carry no data
+//     and no disk write stands between their receipt and the anchor;
+//     appends, which raft stamps after their fsync, are not renewals.)
+//     So A's anchor is before t1 + LeaseMargin, and A stops serving by
+//     real time t1 + LeaseMargin + Lease·(1+ρ) as measured from L: before
+//     the new owner starts.
+//  2. A keeps hearing from L (membership and raft disagree, or only A's
+//     answers are lost). Then A also receives the append that carries
+//     its down status: raft retries unacknowledged appends at least
+//     every HeartbeatTimeout/2, each carrying the commit index, so A
+//     applies the entry and its fence answers ErrNodeDown within about
+//     HeartbeatTimeout/2 of the commit, well inside FenceDelay.
+//  3. A is renewed by an older leader L0 on its side of a partition. L0
+//     keeps leading only while a quorum answers it within
+//     LeaderLeaseTimeout, so it steps down at most about
+//     LeaderLeaseTimeout after the last quorum contact; L was elected
+//     after that quorum moved on, and marks A down no sooner than
+//     DownAfter ≥ 2·LeaderLeaseTimeout after its election (a new
+//     replication counts from the election). So L0's last heartbeat to A
+//     precedes t1, and case 1 applies. L0 itself lapses when it steps
+//     down, and its own leader lease was anchored before L's election.
+//
+// A new leader starts its planner's timers afresh (t2 is at or after its
+// election), which only ever delays a reassignment. One thing it does
+// take over: it counts the previous leader as failing from its own last
+// contact with it (it campaigned because that contact had stopped),
+// until the previous leader answers a heartbeat of the new term; so a
+// crashed leader is marked down as soon as the new leader leads, and its
+// fence still runs from t2. Marking down early is never unsafe, only a
+// cost: safety rests on the fence delay counted from t2.
+//
+// Catching up. A node that regains contact after a gap renews its lease
+// from heartbeats before its log has caught up, so its stale table could
+// still name it owner of shards that moved: hence the lapse until an
+// OpSync barrier it requested after regaining contact has been applied.
+// Followers request it through the Config.Forwarder or, without one, by
+// publishing Node.PendingSync in their gossip metadata (Peer.Sync),
+// which the leader turns into the barrier.
 //
 // Leases are not enough when a process pauses (a GC pause or a stopped
 // VM can outlast any lease between the check and the work), so epochs
 // fence as well: work is stamped with the epoch the sender saw, and an
 // owner refuses work stamped with an older epoch.
+//
+// What failover costs. A crashed follower is marked down about DownAfter
+// after its last answer and its shards reassigned FenceDelay later
+// (about 3.2 s with the defaults); a crashed leader first costs an
+// election (1-2 s), after which it is marked down at once and its shards
+// reassigned FenceDelay later (about 3.5-4.5 s). Mail for a shard whose
+// owner is down waits for the reassignment (Location.OwnerDown,
+// ErrOwnerDown) instead of going to the dead node. The leader's reconcile
+// loop wakes when a fence delay runs out (Planner.NextDeadline), not at
+// its next periodic pass.
 //
 // # Bootstrap and membership
 //
@@ -124,7 +196,8 @@
 // snapshot (meta.json decodes, state.bin matches its checksum), every
 // log entry (reads back, decodes), no gap after the newest snapshot, and
 // raft/log.mark, the last index the log made durable, which the log must
-// reach. A failure is a *CorruptError (errors.Is ErrCorrupt) naming the
+// reach; a node with raft state (a term, a log, a snapshot) must have a
+// valid mark, a missing or empty one is damage. A failure is a *CorruptError (errors.Is ErrCorrupt) naming the
 // file: the node must not vote or serve with a log that lost entries it
 // acknowledged.
 //
@@ -133,6 +206,7 @@
 //	n, err := placement.New(placement.Config{
 //		Name: "node-1", DataDir: dir, Transport: trans, Membership: members,
 //		BootstrapExpect: 3, Handoff: shipper, Forwarder: fwd,
+//		Kinds: []placement.KindSpec{{Name: "counter", Digest: policyDigest}},
 //	})
 //	if err != nil { ... }
 //	if err := n.Start(ctx); err != nil { ... }

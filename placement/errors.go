@@ -25,6 +25,10 @@ var (
 	// ErrNodeDown: the applied table marks this node down; it must not
 	// serve anything until the leader marks it up again.
 	ErrNodeDown = errors.New("placement: this node is marked down")
+	// ErrOwnerDown: the shard's owner is marked down and the leader has
+	// not given the shard to another node yet (it waits for the owner's
+	// lease to run out); retry when the table changes.
+	ErrOwnerDown = errors.New("placement: shard owner is down, failover pending")
 	// ErrHandoff: the shard is being handed off; mail should wait in a
 	// bounded buffer and be routed again when the move completes.
 	ErrHandoff = errors.New("placement: shard handoff in progress")
@@ -44,9 +48,10 @@ var (
 	ErrClosed = errors.New("placement: closed")
 	// ErrBadCommand: a command could not be decoded or is invalid.
 	ErrBadCommand = errors.New("placement: bad command")
-	// ErrKindConflict: a kind was registered with requirements different
-	// from those already recorded.
-	ErrKindConflict = errors.New("placement: kind registered with different requirements")
+	// ErrUnknownKind: no node has published the kind (OpHosts), so it has
+	// no shards. The error names the kind. A node that registers the kind
+	// itself sees this only until its publication applies.
+	ErrUnknownKind = errors.New("placement: no node hosts the kind")
 	// ErrBadConfig: Config.Validate failed.
 	ErrBadConfig = errors.New("placement: invalid config")
 )

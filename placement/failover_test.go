@@ -9,8 +9,11 @@ import (
 )
 
 // TestFailoverTimeDefaults measures kill → every shard served again with
-// the production timing defaults (about ten seconds, so it runs only when
-// TEMPEST_SOAK is set, e.g. from make soak).
+// the production timing defaults (DownAfter plus the fence delay, about
+// 3.5 s; it runs only when TEMPEST_SOAK is set, e.g. from make soak).
+// This cluster uses the in-memory raft transport, which has no separate
+// heartbeat timeout; cmd/node's TestFailoverRealProcesses measures the
+// real thing.
 func TestFailoverTimeDefaults(t *testing.T) {
 	if os.Getenv("TEMPEST_SOAK") == "" {
 		t.Skip("set TEMPEST_SOAK=1 to measure failover with default timing")

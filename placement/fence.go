@@ -2,20 +2,17 @@ package placement
 
 import (
 	"fmt"
+	"github.com/tempest-actors/tempest/clock"
 	"time"
 )
 
-// Clock is the time source of the placement core and shell. Tests
-// inject a fake; production uses SystemClock.
-type Clock interface {
-	Now() time.Time
-}
+// Clock is the time source of the placement core and shell, the
+// project's one (package clock). Tests inject a fake; production uses
+// SystemClock.
+type Clock = clock.Clock
 
 // SystemClock reads the wall clock (with its monotonic reading).
-type SystemClock struct{}
-
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
+type SystemClock = clock.Real
 
 // Lease says whether a node's ownership is fresh: it heard from a
 // leader (as a follower) or confirmed its leadership with a quorum (as

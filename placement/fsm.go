@@ -128,12 +128,13 @@ func (s *fsmSnapshot) Release() {}
 //
 // Like commands, it moves to BARE later.
 type snapHeader struct {
-	V       int    `json:"v"`
-	Shards  int    `json:"shards"`
-	Version uint64 `json:"version"`
-	Nodes   int    `json:"nodes"`
-	Kinds   int    `json:"kinds"`
-	Groups  int    `json:"groups"`
+	V        int    `json:"v"`
+	Shards   int    `json:"shards"`
+	Replicas int    `json:"replicas,omitempty"`
+	Version  uint64 `json:"version"`
+	Nodes    int    `json:"nodes"`
+	Kinds    int    `json:"kinds"`
+	Groups   int    `json:"groups"`
 }
 
 type snapKind struct {
@@ -150,7 +151,7 @@ func WriteSnapshot(w io.Writer, t *Table) error {
 		kinds = append(kinds, k)
 	}
 	slices.Sort(kinds)
-	hdr := snapHeader{V: 1, Shards: t.ShardCount, Version: t.Version, Nodes: len(t.Nodes), Kinds: len(kinds), Groups: len(t.Groups)}
+	hdr := snapHeader{V: 1, Shards: t.ShardCount, Replicas: t.ReplicaCount, Version: t.Version, Nodes: len(t.Nodes), Kinds: len(kinds), Groups: len(t.Groups)}
 	if err := enc.Encode(hdr); err != nil {
 		return err
 	}
@@ -192,11 +193,11 @@ func ReadSnapshot(r io.Reader) (*Table, error) {
 	if err := dec.Decode(&hdr); err != nil {
 		return nil, fmt.Errorf("placement: snapshot header: %w", err)
 	}
-	if hdr.V != 1 || hdr.Shards < 0 || hdr.Shards > maxSnapshotShards || hdr.Nodes < 0 || hdr.Kinds < 0 || hdr.Groups < 0 {
+	if hdr.V != 1 || hdr.Shards < 0 || hdr.Replicas < 0 || hdr.Replicas > maxReplicas || hdr.Shards > maxSnapshotShards || hdr.Nodes < 0 || hdr.Kinds < 0 || hdr.Groups < 0 {
 		return nil, fmt.Errorf("placement: bad snapshot header %+v", hdr)
 	}
 	t := NewTable()
-	t.ShardCount, t.Version = hdr.Shards, hdr.Version
+	t.ShardCount, t.ReplicaCount, t.Version = hdr.Shards, hdr.Replicas, hdr.Version
 	for i := 0; i < hdr.Nodes; i++ {
 		var n NodeInfo
 		if err := dec.Decode(&n); err != nil {

@@ -30,10 +30,13 @@ const (
 	PeerUnproven
 )
 
-// KindSpec is a kind a node registered, with the clauses it requires.
+// KindSpec is a kind a node registered: its name, the clauses it
+// requires and the digest of its policy on that node (opaque to
+// placement: nodes whose digests differ disagree about the kind).
 type KindSpec struct {
-	Name     string
-	Requires []manifest.ClauseID
+	Name     string              `json:"name"`
+	Requires []manifest.ClauseID `json:"requires,omitempty"`
+	Digest   string              `json:"digest,omitempty"`
 }
 
 // Peer is one cluster member as membership reports it.
@@ -43,8 +46,14 @@ type Peer struct {
 	HTTPAddr string
 	Version  string
 	Manifest manifest.Manifest
-	Kinds    []KindSpec
-	State    PeerState
+	// Kinds, when not nil, are the kinds the peer hosts as the peer itself
+	// reports them (with their policy digests); the leader then publishes
+	// them into the table for it, as it does Sync, so a node without a
+	// Forwarder still receives shards. nil means unknown (gossip carries
+	// kind names but not digests): the table keeps what the node
+	// published itself.
+	Kinds []KindSpec
+	State PeerState
 	// Sync is the sync barrier the peer asks for (Node.PendingSync, carried
 	// in its gossip metadata); the leader applies it. This lets a node
 	// without a Forwarder recover from a lease lapse.

@@ -14,8 +14,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
-	waltypes "github.com/hashicorp/raft-wal/types"
-	"github.com/tempest-actors/tempest/manifest"
 )
 
 // Log attribute keys.
@@ -34,10 +32,13 @@ const (
 // goroutine it started and shuts raft down.
 type Node struct {
 	cfg   Config
+	kinds []KindSpec // cfg.Kinds normalised, as the table holds them
 	log   *slog.Logger
 	clock Clock
 	fsm   *FSM
 	lease Lease
+	// lapseGap is cfg.LapseGap().
+	lapseGap time.Duration
 
 	wal       *raftwal.WAL
 	meta      *metadb.BoltMetaDB
@@ -63,8 +64,22 @@ type Node struct {
 	syncNonce  string    // barrier requested since the lapse ("" = none yet)
 	syncCount  uint64
 	failing    map[string]time.Time // peers whose heartbeats fail → last contact
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
+	// leaderSeen is the last leader raft reported (self included);
+	// prevLeader and prevContact are, while this node leads, the leader
+	// before it and this node's last contact with that one.
+	leaderSeen  string
+	prevLeader  string
+	prevContact time.Time
+	// presumed is the previous leader while it counts as failing from
+	// prevContact without a failed heartbeat; "" once it answered one.
+	presumed string
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	// verifying counts the goroutines waiting for a VerifyLeader future
+	// (verifyLeader): Close lets raft answer them before it shuts raft
+	// down, since raft leaves a future it has queued but not taken
+	// unanswered forever once it is shut down.
+	verifying sync.WaitGroup
 
 	// Owned by the run goroutine.
 	planner    *Planner
@@ -74,6 +89,8 @@ type Node struct {
 	viewSince  time.Time
 	bootstrapd bool
 	wasLeader  bool
+	// leaderStart is when this node's current term as leader began.
+	leaderStart time.Time
 }
 
 // New opens the raft stores in cfg.DataDir and creates the raft
@@ -84,12 +101,15 @@ func New(cfg Config) (*Node, error) {
 	}
 	cfg.fillDefaults()
 	log := cfg.Logger.With(logKeyNode, cfg.Name)
+	kinds, _ := normalizeKinds(cfg.Kinds) // Validate checked them
 	n := &Node{
 		cfg:       cfg,
+		kinds:     kinds,
 		log:       log,
 		clock:     cfg.Clock,
 		fsm:       NewFSM(),
 		lease:     Lease{Duration: cfg.Lease},
+		lapseGap:  cfg.LapseGap(),
 		obsCh:     make(chan raft.Observation, 64),
 		kick:      make(chan struct{}, 1),
 		confirmCh: make(chan Move, 64),
@@ -111,14 +131,16 @@ func New(cfg Config) (*Node, error) {
 	// The WAL does not close its metadata database on Close (it holds a
 	// file lock), so the node owns it and closes it after the WAL.
 	meta := &metadb.BoltMetaDB{}
+	if err := loadWALMeta(walDir, meta); err != nil {
+		_ = meta.Close()
+		return nil, err
+	}
 	wal, err := raftwal.Open(walDir, raftwal.WithSegmentSize(cfg.WALSegmentSize),
 		raftwal.WithLogger(hl.Named("wal")), raftwal.WithMetaStore(meta))
 	if err != nil {
 		_ = meta.Close()
-		if errors.Is(err, waltypes.ErrCorrupt) {
-			return nil, &CorruptError{Path: walDir, Err: err}
-		}
-		return nil, fmt.Errorf("placement: open raft log: %w", err)
+		// wal-meta.db read back above: what fails now is a segment.
+		return nil, damaged(walDir, fmt.Errorf("placement: open raft log: %w", err))
 	}
 	closeWAL := func() { _ = wal.Close(); _ = meta.Close() }
 	snapIndex, err := verifySnapshots(filepath.Join(cfg.DataDir, "raft", "snapshots"))
@@ -126,7 +148,12 @@ func New(cfg Config) (*Node, error) {
 		closeWAL()
 		return nil, err
 	}
-	mark, err := openLogMark(filepath.Join(cfg.DataDir, "raft", markFile))
+	history, err := raftHistory(wal, wal, snapIndex)
+	if err != nil {
+		closeWAL()
+		return nil, &CorruptError{Path: filepath.Join(walDir, "wal-meta.db"), Err: err}
+	}
+	mark, err := openLogMark(filepath.Join(cfg.DataDir, "raft", markFile), history)
 	if err != nil {
 		closeWAL()
 		return nil, err
@@ -140,7 +167,7 @@ func New(cfg Config) (*Node, error) {
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "raft"), 2, hl.Named("snapshots"))
 	if err != nil {
 		closeWAL()
-		return nil, fmt.Errorf("placement: open snapshots: %w", err)
+		return nil, damaged(filepath.Join(cfg.DataDir, "raft", "snapshots"), fmt.Errorf("placement: open snapshots: %w", err))
 	}
 	has, err := raft.HasExistingState(logs, wal, snaps)
 	if err != nil {
@@ -219,7 +246,17 @@ func (n *Node) Close(ctx context.Context) error {
 	if cancel != nil {
 		cancel()
 	}
-	// Shut raft down first: it fails any proposal our goroutines are
+	// A VerifyLeader round still queued is answered by raft within a
+	// round of heartbeats (or when it steps down); once raft is shut
+	// down it never is, and its waiter would be left behind.
+	verified := make(chan struct{})
+	go func() { n.verifying.Wait(); close(verified) }()
+	select {
+	case <-verified:
+	case <-time.After(2 * time.Second):
+	case <-ctx.Done():
+	}
+	// Then shut raft down: it fails any proposal our goroutines are
 	// blocked on, so they stop at once instead of after ApplyTimeout.
 	n.raft.DeregisterObserver(n.observer)
 	err := n.raft.Shutdown().Error()
@@ -298,23 +335,21 @@ func (n *Node) Owner(ref ShardRef) (Shard, bool) {
 }
 
 // LeaseAnchor returns the instant (in the configured clock's frame) this
-// node's lease was last renewed: the later of its last contact from a
-// leader and, while it is leader, the start of its last quorum-confirmed
-// leadership check. Zero if never.
+// node's lease was last renewed: as a follower its last contact from a
+// leader (the receipt of the last heartbeat it accepted when the
+// transport is a HeartbeatClock); while it leads (or has not yet seen its own step-down) the
+// start of its last quorum-confirmed leadership check. Raft's contact
+// time is no renewal while leading: it dates from before the election,
+// and raft stamps it anew at a step-down, when no leader granted
+// anything. Zero if never.
 func (n *Node) LeaseAnchor() time.Time {
-	var a time.Time
-	if lc := n.raft.LastContact(); !lc.IsZero() {
-		// Raft stamps contact with the wall clock; carry the age over.
-		a = n.clock.Now().Add(-time.Since(lc))
+	n.mu.Lock()
+	leading, verified := n.leaderSeen == n.cfg.Name, n.verifiedAt
+	n.mu.Unlock()
+	if leading || n.raft.State() == raft.Leader {
+		return verified
 	}
-	if n.raft.State() == raft.Leader {
-		n.mu.Lock()
-		if n.verifiedAt.After(a) {
-			a = n.verifiedAt
-		}
-		n.mu.Unlock()
-	}
-	return a
+	return n.leaderContact()
 }
 
 // LeaseFresh reports whether this node's lease is fresh at now: it
@@ -338,10 +373,11 @@ func (n *Node) LeaseFresh(now time.Time) bool {
 }
 
 // noteAnchorLocked detects lapses: an expired lease, or a jump between
-// consecutive anchors of more than half a lease (contact was lost and
-// regained between two looks; looks happen at least every Lease/5).
+// consecutive anchors of more than LapseGap (contact was lost and
+// regained between two looks, or this process stalled while renewals
+// queued up; looks happen at least every LapseGap/4).
 func (n *Node) noteAnchorLocked(a time.Time, fresh bool) {
-	if !fresh || n.prevAnchor.IsZero() || a.Sub(n.prevAnchor) > n.cfg.Lease/2 {
+	if !fresh || n.prevAnchor.IsZero() || a.Sub(n.prevAnchor) > n.lapseGap {
 		if !n.lapsed {
 			n.lapsed, n.syncNonce = true, ""
 		}
@@ -480,11 +516,29 @@ func (n *Node) applyLocal(ctx context.Context, b []byte) (Result, error) {
 	return r, r.Err
 }
 
-// DefineKind records that kind requires the given clauses (its
-// identities are placed only on nodes that discharge them). The leader
-// also does this by itself for kinds that live peers advertise.
-func (n *Node) DefineKind(ctx context.Context, kind string, requires []manifest.ClauseID) error {
-	_, err := n.Propose(ctx, Command{Op: OpKind, Name: kind, Requires: requires})
+// KindsPublished reports whether this node's applied table holds the
+// kinds of Config.Kinds for it: until then the node owns none of their
+// shards. Safe for concurrent use.
+func (n *Node) KindsPublished() bool {
+	ok := false
+	n.fsm.Read(func(t *Table) {
+		if ni, found := t.Nodes[n.cfg.Name]; found {
+			ok = slices.EqualFunc(ni.Kinds, n.kinds, sameKind)
+		}
+	})
+	return ok
+}
+
+// PublishKinds records the kinds this node hosts, with their
+// requirements and policy digests (OpHosts), creating the group of any
+// kind the table has not seen. Only this node's entry changes; the node
+// must already be in the table (the leader adds it from membership),
+// else the command is skipped and the caller publishes again later.
+func (n *Node) PublishKinds(ctx context.Context, kinds []KindSpec) error {
+	if _, err := normalizeKinds(kinds); err != nil {
+		return err
+	}
+	_, err := n.Propose(ctx, Command{Op: OpHosts, Name: n.cfg.Name, Kinds: kinds})
 	return err
 }
 
@@ -550,7 +604,7 @@ func (n *Node) observe(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case o := <-n.obsCh:
-			n.noteContact(o, n.inConfiguration)
+			n.noteContact(o, n.inConfiguration, n.leaderContact)
 			n.poke()
 		}
 	}
@@ -558,7 +612,8 @@ func (n *Node) observe(ctx context.Context) {
 
 // noteContact records what a raft observation says about the leader's
 // contact with a peer. inConfig reports whether a peer is in the latest
-// raft configuration.
+// raft configuration; lastContact is this node's own last contact with
+// a leader (raft's LastContact, in the clock's frame).
 //
 // raft reports that heartbeats resumed only from the replication that saw
 // them fail. When a peer is removed (it left) its replication stops, and a
@@ -569,7 +624,17 @@ func (n *Node) observe(ctx context.Context) {
 // long as this leader leads. So a failure from a peer outside the
 // configuration is ignored, and starting or stopping a peer's replication
 // forgets its failures.
-func (n *Node) noteContact(o raft.Observation, inConfig func(raft.ServerID) bool) {
+//
+// A new leader's replication to a peer starts with the election as its
+// last contact, so a crashed leader would be noticed only DownAfter
+// after the election that replaced it. The new leader knows better: it
+// last heard from the previous leader when it last had contact as a
+// follower (it campaigned because that contact stopped), so a failure
+// of the previous leader counts from then.
+//
+// A leader that steps down lapses: raft stamps its contact time at the
+// step-down, which must not renew a lease that no leader granted.
+func (n *Node) noteContact(o raft.Observation, inConfig func(raft.ServerID) bool, lastContact func() time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch d := o.Data.(type) {
@@ -577,20 +642,88 @@ func (n *Node) noteContact(o raft.Observation, inConfig func(raft.ServerID) bool
 		if !inConfig(d.PeerID) {
 			return
 		}
+		if string(d.PeerID) == n.presumed {
+			n.presumed = "" // failing for real now
+		}
 		if _, ok := n.failing[string(d.PeerID)]; !ok {
 			at := n.clock.Now()
 			if !d.LastContact.IsZero() {
 				at = at.Add(-time.Since(d.LastContact))
+			}
+			if string(d.PeerID) == n.prevLeader && !n.prevContact.IsZero() && n.prevContact.Before(at) {
+				at = n.prevContact
 			}
 			n.failing[string(d.PeerID)] = at
 		}
 	case raft.ResumedHeartbeatObservation:
 		delete(n.failing, string(d.PeerID))
 	case raft.PeerObservation:
+		if string(d.Peer.ID) == n.presumed && !d.Removed {
+			// The replication this term starts for the previous leader:
+			// its presumed failure is this term's, keep it.
+			return
+		}
 		delete(n.failing, string(d.Peer.ID))
 	case raft.LeaderObservation:
 		clear(n.failing)
+		n.presumed = ""
+		id, self := string(d.LeaderID), n.cfg.Name
+		if n.leaderSeen == self && id != self {
+			n.lapsed, n.syncNonce = true, ""
+		}
+		switch {
+		case id == self && n.leaderSeen != self:
+			n.prevLeader, n.prevContact = n.leaderSeen, lastContact()
+			if _, ok := n.cfg.Transport.(HeartbeatClock); ok && n.prevLeader != "" && !n.prevContact.IsZero() && inConfig(raft.ServerID(n.prevLeader)) {
+				// Failing since then, unless it answers a heartbeat of
+				// this term (reconcileNodes asks the transport).
+				n.failing[n.prevLeader] = n.prevContact
+				n.presumed = n.prevLeader
+			}
+		case id != self:
+			n.prevLeader, n.prevContact = "", time.Time{}
+		}
+		if id != "" || n.leaderSeen == self {
+			n.leaderSeen = id
+		}
 	}
+}
+
+// leaderContact is this node's last contact with a leader, in the
+// clock's frame: the last heartbeat it accepted when the transport
+// tells (raft's LastContact also counts votes this node granted).
+func (n *Node) leaderContact() time.Time {
+	if hc, ok := n.cfg.Transport.(HeartbeatClock); ok {
+		hb := hc.LastHeartbeat()
+		if hb.IsZero() {
+			return time.Time{}
+		}
+		return n.clock.Now().Add(-time.Since(hb))
+	}
+	return n.lastContact()
+}
+
+// answeredSince reports whether the transport saw peer answer a
+// heartbeat after since (clock frame); false if it cannot tell.
+func (n *Node) answeredSince(peer string, since time.Time) bool {
+	hc, ok := n.cfg.Transport.(HeartbeatClock)
+	if !ok {
+		return false
+	}
+	at := hc.LastAnswer(raft.ServerID(peer))
+	if at.IsZero() {
+		return false
+	}
+	return n.clock.Now().Add(-time.Since(at)).After(since)
+}
+
+// lastContact is raft's LastContact in the clock's frame (zero if none).
+func (n *Node) lastContact() time.Time {
+	lc := n.raft.LastContact()
+	if lc.IsZero() {
+		return time.Time{}
+	}
+	return n.clock.Now().Add(-time.Since(lc))
 }
 
 // inConfiguration reports whether id is in the latest raft configuration
@@ -612,24 +745,26 @@ func (n *Node) inConfiguration(id raft.ServerID) bool {
 // VerifyLeader round is an instant at which a quorum still followed us.
 func (n *Node) verifyLoop(ctx context.Context) {
 	defer n.wg.Done()
-	period := n.cfg.Lease / 5
-	if hb := n.cfg.HeartbeatTimeout / 2; hb < period {
-		period = hb
-	}
+	// Looks often enough that the ordinary spacing of renewals stays
+	// well below the lapse gap: a look sees the anchor advance by at most
+	// about a period plus the spacing of heartbeats. The leader checks
+	// its leadership every other look: its anchor then advances by about
+	// half a lapse gap plus one round trip.
+	period := max(n.lapseGap/4, 10*time.Millisecond)
 	t := time.NewTicker(period)
 	defer t.Stop()
-	for {
+	for tick := 0; ; tick++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		n.LeaseFresh(n.clock.Now()) // look at the anchor often enough to see gaps
-		if n.raft.State() != raft.Leader {
+		if tick%2 != 0 || n.raft.State() != raft.Leader {
 			continue
 		}
 		start := n.clock.Now()
-		if err := n.raft.VerifyLeader().Error(); err != nil {
+		if err := n.verifyLeader(ctx); err != nil {
 			continue
 		}
 		n.mu.Lock()
@@ -640,17 +775,55 @@ func (n *Node) verifyLoop(ctx context.Context) {
 	}
 }
 
+// verifyLeader runs one raft VerifyLeader round. Its future has no
+// deadline, so the wait ends with ctx too; the goroutine left waiting
+// for raft's answer is counted (verifying), and Close lets raft answer
+// it before shutting raft down (a future queued then would never be).
+func (n *Node) verifyLeader(ctx context.Context) error {
+	// Counted under mu, and not once Close began: Close waits for the
+	// count, which no Add may then race.
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return ErrClosed
+	}
+	n.verifying.Add(1)
+	n.mu.Unlock()
+	f := n.raft.VerifyLeader()
+	done := make(chan error, 1)
+	go func() {
+		defer n.verifying.Done()
+		done <- f.Error()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // run is the reconcile loop: bootstrap, then (on the leader) membership
 // → table, voters, planner, handoffs.
 func (n *Node) run(ctx context.Context) {
 	defer n.wg.Done()
 	t := time.NewTicker(n.cfg.ReconcileInterval)
 	defer t.Stop()
+	// deadline wakes the loop when a fence delay of the planner runs out:
+	// failover must not wait for the next periodic pass.
+	deadline := time.NewTimer(time.Hour)
+	defer deadline.Stop()
 	for {
 		n.step(ctx)
+		wake := time.Hour
+		if at, ok := n.planner.NextDeadline(); ok && n.wasLeader {
+			wake = max(at.Sub(n.clock.Now()), time.Millisecond)
+		}
+		deadline.Reset(wake)
 		select {
 		case <-ctx.Done():
 			return
+		case <-deadline.C:
 		case <-t.C:
 		case <-n.kick:
 		case <-n.cfg.Membership.Changed():
@@ -658,8 +831,28 @@ func (n *Node) run(ctx context.Context) {
 		case <-n.raft.LeaderCh():
 		case m := <-n.confirmCh:
 			n.planner.Confirm(m)
+			n.drainTransfers()
 		case m := <-n.refuseCh:
 			n.planner.Refuse(m)
+			n.drainTransfers()
+		}
+	}
+}
+
+// drainTransfers hands the planner every transfer outcome already
+// reported, so that one step completes (and replaces) all of them in one
+// command each instead of paying a whole step, with its raft commits,
+// per finished handoff: a draining node's shards finish as fast as they
+// are shipped rather than one step at a time.
+func (n *Node) drainTransfers() {
+	for {
+		select {
+		case m := <-n.confirmCh:
+			n.planner.Confirm(m)
+		case m := <-n.refuseCh:
+			n.planner.Refuse(m)
+		default:
+			return
 		}
 	}
 }
@@ -683,6 +876,17 @@ func (n *Node) step(ctx context.Context) {
 			n.wasLeader = false
 		}
 		return
+	}
+	if !n.wasLeader {
+		n.leaderStart = now
+	}
+	if hold := n.leaderStart.Add(2 * n.cfg.LeaderLeaseTimeout); now.Before(hold) {
+		// Refreshed while the hold lasts: the observation naming the
+		// previous leader may be handled after this term's first step.
+		n.mu.Lock()
+		prev := n.prevLeader
+		n.mu.Unlock()
+		n.planner.Hold(hold, prev)
 	}
 	n.wasLeader = true
 	n.reconcileNodes(ctx, peers, now)
@@ -749,11 +953,20 @@ func (n *Node) selfReport(ctx context.Context) {
 		return
 	}
 	var st NodeStatus
+	published := true
 	n.fsm.Read(func(t *Table) {
 		if ni, ok := t.Nodes[n.cfg.Name]; ok {
 			st = ni.Status
+			published = slices.EqualFunc(ni.Kinds, n.kinds, sameKind)
 		}
 	})
+	if !published {
+		// Only this node knows what it registered; gossip carries at most
+		// the names. Until this applies it owns none of its kinds' shards.
+		if err := n.PublishKinds(ctx, n.kinds); err != nil {
+			n.log.Debug("placement: publish kinds", logKeyErr, err)
+		}
+	}
 	if st == StatusDraining {
 		if _, err := n.Propose(ctx, Command{Op: OpStatus, Name: n.cfg.Name, Status: StatusUp}); err != nil {
 			n.log.Debug("placement: report up", logKeyErr, err)
@@ -765,7 +978,7 @@ func (n *Node) selfReport(ctx context.Context) {
 func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) {
 	table := n.fsm.Table()
 	if table.ShardCount == 0 {
-		if _, err := n.Propose(ctx, Command{Op: OpInit, Shards: n.cfg.Shards}); err != nil {
+		if _, err := n.Propose(ctx, Command{Op: OpInit, Shards: n.cfg.Shards, Replicas: n.cfg.Replicas}); err != nil {
 			n.log.Debug("placement: init", logKeyErr, err)
 			return
 		}
@@ -774,6 +987,13 @@ func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) 
 	n.mu.Lock()
 	failing := make(map[string]time.Time, len(n.failing))
 	for k, v := range n.failing {
+		if k == n.presumed && n.answeredSince(k, v) {
+			// The previous leader answered a heartbeat of this term:
+			// it was presumed failing, and raft never saw it fail.
+			delete(n.failing, k)
+			n.presumed = ""
+			continue
+		}
 		failing[k] = v
 	}
 	n.mu.Unlock()
@@ -835,14 +1055,9 @@ func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) 
 		if p.State == PeerAlive && p.Sync != "" && cur != nil && cur.Sync != p.Sync {
 			cmds = append(cmds, Command{Op: OpSync, Name: p.Name, Nonce: p.Sync})
 		}
-		if p.State == PeerAlive {
-			for _, k := range p.Kinds {
-				if len(k.Requires) == 0 {
-					continue
-				}
-				if _, ok := table.Kinds[k.Name]; !ok {
-					cmds = append(cmds, Command{Op: OpKind, Name: k.Name, Requires: k.Requires})
-				}
+		if p.State == PeerAlive && p.Kinds != nil && cur != nil {
+			if ks, err := normalizeKinds(p.Kinds); err == nil && !slices.EqualFunc(cur.Kinds, ks, sameKind) {
+				cmds = append(cmds, Command{Op: OpHosts, Name: p.Name, Kinds: ks})
 			}
 		}
 	}
@@ -861,10 +1076,6 @@ func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) 
 	}
 	for _, c := range cmds {
 		if _, err := n.Propose(ctx, c); err != nil {
-			if errors.Is(err, ErrKindConflict) {
-				n.log.Warn("placement: kind conflict", logKeyErr, err)
-				continue
-			}
 			n.log.Debug("placement: reconcile", "op", c.Op, logKeyErr, err)
 			return
 		}
@@ -943,10 +1154,13 @@ func (n *Node) startTransfers(ctx context.Context) {
 			continue
 		}
 		n.transfers[m.Shard] = m
+		// Read on this goroutine: step replaces n.planner when this node
+		// stops leading, while the transfer may still run.
+		fence := n.planner.cfg.FenceDelay
 		n.wg.Add(1)
 		go func(m Move) {
 			defer n.wg.Done()
-			tctx, cancel := context.WithTimeout(ctx, n.planner.cfg.FenceDelay)
+			tctx, cancel := context.WithTimeout(ctx, fence)
 			defer cancel()
 			if err := n.cfg.Handoff.Transfer(tctx, m); err != nil {
 				if errors.Is(err, ErrMoveRefused) {

@@ -378,7 +378,7 @@ func TestProposeOnFollowerWithoutForwarder(t *testing.T) {
 	if err := n.ApplyForwarded(t.Context(), []byte{1, '{'}); !errors.Is(err, placement.ErrBadCommand) {
 		t.Fatalf("bad forwarded command: %v", err)
 	}
-	if loc, err := n.Locate("counter", "x"); err != nil || loc.Owner != "solo" {
+	if loc, err := n.Locate(tk, "x"); err != nil || loc.Owner != "solo" {
 		t.Fatalf("locate: %+v %v", loc, err)
 	}
 	waitFor(t, 10*time.Second, "lease", func() bool { return n.Status().LeaseFresh })

@@ -13,6 +13,11 @@ import (
 // cluster: changing it would move almost every identity.
 const DefaultShards = 1024
 
+// DefaultReplicas is the size of each shard's replica set (owner
+// included) when the cluster is bootstrapped without an explicit count;
+// a cluster of fewer nodes keeps one replica on each.
+const DefaultReplicas = 3
+
 // NodeStatus is a node's status in the replicated table.
 type NodeStatus uint8
 
@@ -50,10 +55,22 @@ type NodeInfo struct {
 	// a node that lost its lease serves again only after it has applied
 	// a barrier it requested after regaining contact.
 	Sync string `json:"sync,omitempty"`
+	// Kinds are the kinds the node registered, sorted by name, each with
+	// its requirements and the digest of its policy, as the node itself
+	// published them (OpHosts; node upserts keep them). Only nodes that
+	// host a kind, with the digest the cluster agrees on, receive its
+	// shards.
+	Kinds []KindSpec `json:"kinds,omitempty"`
 }
 
-// DefaultGroup is the group of every kind without clause requirements.
-const DefaultGroup = ""
+// Hosts returns the node's entry for kind and whether it hosts it.
+func (n *NodeInfo) Hosts(kind string) (KindSpec, bool) {
+	i, ok := slices.BinarySearchFunc(n.Kinds, kind, func(k KindSpec, name string) int { return strings.Compare(k.Name, name) })
+	if !ok {
+		return KindSpec{}, false
+	}
+	return n.Kinds[i], true
+}
 
 // Shard is one shard's entry: its owner, its epoch and, during a planned
 // handoff, the node it is moving to.
@@ -67,12 +84,43 @@ type Shard struct {
 	// Owner stops admitting as soon as it applies this; the new owner
 	// starts only when the move completes with Epoch+1.
 	MovingTo string `json:"m,omitempty"`
+	// Replicas is the shard's in-sync replica set: the owner first, then
+	// its followers, each holding every record the owner committed (see
+	// docs/cluster.md, "Replicated state at rest"). It changes only
+	// through raft: set on assignment, a follower removed by OpShrink
+	// before the owner commits without it, one added by OpJoin once it
+	// caught up. Empty for a shard assigned before replica sets existed:
+	// it behaves as a set of the owner alone.
+	Replicas []string `json:"r,omitempty"`
 }
 
-// Group is a set of shards whose owners must discharge the same clauses.
-// Kinds without requirements share the default group; a kind requiring,
-// say, ControlPlaneImmunity lives in the group of that requirement, whose
-// shards are placed only on nodes whose manifest discharges it.
+// InSync reports whether node is in the shard's in-sync replica set (the
+// owner always is).
+func (s Shard) InSync(node string) bool {
+	return node != "" && (node == s.Owner || slices.Contains(s.Replicas, node))
+}
+
+// Followers returns the in-sync replicas other than the owner, in set
+// order. The slice is the caller's.
+func (s Shard) Followers() []string {
+	out := make([]string, 0, len(s.Replicas))
+	for _, r := range s.Replicas {
+		if r != s.Owner {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Group is the set of one kind's shards; the group is named after the
+// kind. Its shards are placed only on nodes that are up, whose manifest
+// discharges every clause in Requires, that host the kind, and whose
+// policy digest for it is the one the cluster agrees on (see
+// Table.Policy). Requires is fixed when the group is created (by the
+// first node that publishes the kind): changing it would not move any
+// identity, but the planner would hand shards to nodes the old
+// requirements excluded, so a kind's requirements change only through
+// its policy digest, which keeps dissenting nodes out until they agree.
 type Group struct {
 	Name     string              `json:"name"`
 	Requires []manifest.ClauseID `json:"requires,omitempty"`
@@ -86,21 +134,7 @@ type ShardRef struct {
 }
 
 func (r ShardRef) String() string {
-	if r.Group == DefaultGroup {
-		return fmt.Sprintf("shard %d", r.Index)
-	}
 	return fmt.Sprintf("shard %s/%d", r.Group, r.Index)
-}
-
-// GroupName returns the canonical group name for a requirement set: the
-// sorted, deduplicated clause names joined by "+", or DefaultGroup.
-func GroupName(requires []manifest.ClauseID) string {
-	rs := normalizeClauses(requires)
-	names := make([]string, len(rs))
-	for i, c := range rs {
-		names[i] = c.String()
-	}
-	return strings.Join(names, "+")
 }
 
 func normalizeClauses(requires []manifest.ClauseID) []manifest.ClauseID {
@@ -116,11 +150,15 @@ type Table struct {
 	// ShardCount is the number of shards per group, fixed at
 	// initialisation (0 until the Init command applies).
 	ShardCount int
+	// ReplicaCount is the replica set size of every shard (owner
+	// included), fixed at initialisation; 0 in a table initialised before
+	// replica sets existed, read as DefaultReplicas.
+	ReplicaCount int
 	// Version increases by one for every command that changed anything.
 	Version uint64
 	Nodes   map[string]*NodeInfo
-	// Kinds maps a kind with requirements to its group; kinds absent
-	// here are in DefaultGroup.
+	// Kinds maps every kind some node published (OpHosts) to its group.
+	// A kind absent here has no shards: Locate answers ErrUnknownKind.
 	Kinds  map[string]string
 	Groups map[string]*Group
 }
@@ -137,23 +175,80 @@ func NewTable() *Table {
 // Clone returns a deep copy.
 func (t *Table) Clone() *Table {
 	c := &Table{
-		ShardCount: t.ShardCount,
-		Version:    t.Version,
-		Nodes:      make(map[string]*NodeInfo, len(t.Nodes)),
-		Kinds:      make(map[string]string, len(t.Kinds)),
-		Groups:     make(map[string]*Group, len(t.Groups)),
+		ShardCount:   t.ShardCount,
+		ReplicaCount: t.ReplicaCount,
+		Version:      t.Version,
+		Nodes:        make(map[string]*NodeInfo, len(t.Nodes)),
+		Kinds:        make(map[string]string, len(t.Kinds)),
+		Groups:       make(map[string]*Group, len(t.Groups)),
 	}
 	for k, n := range t.Nodes {
 		nn := *n
+		nn.Kinds = slices.Clone(n.Kinds) // Apply replaces it whole, but a caller may not know that
 		c.Nodes[k] = &nn
 	}
 	for k, g := range t.Kinds {
 		c.Kinds[k] = g
 	}
 	for k, g := range t.Groups {
-		c.Groups[k] = &Group{Name: g.Name, Requires: slices.Clone(g.Requires), Shards: slices.Clone(g.Shards)}
+		shards := slices.Clone(g.Shards)
+		for i := range shards {
+			shards[i].Replicas = slices.Clone(shards[i].Replicas)
+		}
+		c.Groups[k] = &Group{Name: g.Name, Requires: slices.Clone(g.Requires), Shards: shards}
 	}
 	return c
+}
+
+// Replication returns the replica set size of the table's shards.
+func (t *Table) Replication() int {
+	if t.ReplicaCount <= 0 {
+		return DefaultReplicas
+	}
+	return t.ReplicaCount
+}
+
+// WantReplicas returns the replica set ref should have: up to
+// Replication() nodes eligible for its group, best rendezvous rank
+// first. A shard's owner heads its set and need not rank first (shards
+// move gradually); the followers it should gain are the members of this
+// list that are not in its set yet.
+func (t *Table) WantReplicas(ref ShardRef) []string {
+	return t.ReplicaRanking(ref.Group)(ref.Index)
+}
+
+// ReplicaRanking returns WantReplicas for the shards of group gn, with
+// the eligible nodes found once rather than once per shard: for callers
+// that look at many shards of a group.
+func (t *Table) ReplicaRanking(gn string) func(index int) []string {
+	g, ok := t.Groups[gn]
+	if !ok {
+		return func(int) []string { return nil }
+	}
+	eligible, r := t.Eligible(g.Name), t.Replication()
+	return func(index int) []string {
+		ranked := Ranked(gn, index, eligible)
+		if len(ranked) > r {
+			ranked = ranked[:r]
+		}
+		return ranked
+	}
+}
+
+// UnderReplicated returns the assigned shards whose in-sync set has fewer
+// members than WantReplicas names (followers still catching up, or none
+// eligible to join), in group and index order.
+func (t *Table) UnderReplicated() []ShardRef {
+	var out []ShardRef
+	for _, gn := range t.GroupNames() {
+		want := t.ReplicaRanking(gn)
+		for i, s := range t.Groups[gn].Shards {
+			if s.Owner != "" && len(s.Followers())+1 < len(want(i)) {
+				out = append(out, ShardRef{Group: gn, Index: i})
+			}
+		}
+	}
+	return out
 }
 
 // GroupNames returns the group names in sorted order.
@@ -186,26 +281,132 @@ func (t *Table) Shard(ref ShardRef) (Shard, bool) {
 }
 
 // RefOf returns the shard that holds kind/key: the kind's group and the
-// identity's shard index. It returns ErrUninitialized before Init.
+// identity's shard index. It returns ErrUninitialized before Init and
+// ErrUnknownKind (naming the kind) for a kind no node has published.
 func (t *Table) RefOf(kind, key string) (ShardRef, error) {
 	if t.ShardCount == 0 {
 		return ShardRef{}, ErrUninitialized
 	}
-	return ShardRef{Group: t.Kinds[kind], Index: ShardOf(kind, key, t.ShardCount)}, nil
+	g, ok := t.Kinds[kind]
+	if !ok {
+		return ShardRef{}, fmt.Errorf("%w: %q", ErrUnknownKind, kind)
+	}
+	return ShardRef{Group: g, Index: ShardOf(kind, key, t.ShardCount)}, nil
 }
 
 // Eligible returns, sorted by name, the nodes that may receive new
-// shards of a group with the given requirements: status up and a
-// manifest that discharges every required clause.
-func (t *Table) Eligible(requires []manifest.ClauseID) []string {
+// shards of group: status up, a manifest that discharges every clause
+// the group requires, and the group's kind hosted with the policy digest
+// the cluster agrees on (Policy). A group that does not exist has none.
+func (t *Table) Eligible(group string) []string {
+	g, ok := t.Groups[group]
+	if !ok {
+		return nil
+	}
+	agreed := t.Policy(group).Digest
 	var out []string
 	for _, name := range t.NodeNames() {
 		n := t.Nodes[name]
-		if n.Status == StatusUp && n.Manifest.Satisfies(requires) {
+		if n.Status != StatusUp || !n.Manifest.Satisfies(g.Requires) {
+			continue
+		}
+		if k, ok := n.Hosts(group); ok && k.Digest == agreed {
 			out = append(out, name)
 		}
 	}
 	return out
+}
+
+// PolicyView is what the table says about one kind's policy across the
+// cluster: the digest the cluster agrees on, the nodes that publish it
+// and those that publish another.
+type PolicyView struct {
+	Kind string `json:"kind"`
+	// Digest is the agreed digest: the one published by the most live
+	// (not down) nodes hosting the kind; on a tie, the one whose nodes
+	// own the most of the kind's shards (so a two-node rolling upgrade
+	// does not move everything), then the smallest.
+	Digest string `json:"digest"`
+	// Agree lists the live nodes hosting the kind with Digest, sorted.
+	Agree []string `json:"agree,omitempty"`
+	// Differ maps each live node hosting the kind with another digest to
+	// that digest. They receive none of the kind's shards until they
+	// publish the agreed one.
+	Differ map[string]string `json:"differ,omitempty"`
+}
+
+// Policy returns the cluster's view of kind's policy digests. Nodes
+// marked down do not vote: a node that died with an old policy does not
+// hold back the survivors.
+func (t *Table) Policy(kind string) PolicyView {
+	v := PolicyView{Kind: kind}
+	nodes := map[string][]string{} // digest → nodes
+	for _, name := range t.NodeNames() {
+		n := t.Nodes[name]
+		if n.Status == StatusDown {
+			continue
+		}
+		if k, ok := n.Hosts(kind); ok {
+			nodes[k.Digest] = append(nodes[k.Digest], name)
+		}
+	}
+	if len(nodes) == 0 {
+		return v
+	}
+	// Most nodes first; only a tie (rare: a two-node upgrade, say) costs
+	// a pass over the kind's shards.
+	most := 0
+	var tied []string
+	for d, ns := range nodes {
+		switch {
+		case len(ns) > most:
+			most, tied = len(ns), []string{d}
+		case len(ns) == most:
+			tied = append(tied, d)
+		}
+	}
+	slices.Sort(tied)
+	best := tied[0]
+	if len(tied) > 1 {
+		if g, ok := t.Groups[kind]; ok {
+			owned := map[string]int{} // digest → shards its nodes own
+			for _, s := range g.Shards {
+				if n, ok := t.Nodes[s.Owner]; ok && n.Status != StatusDown {
+					if k, ok := n.Hosts(kind); ok {
+						owned[k.Digest]++
+					}
+				}
+			}
+			for _, d := range tied[1:] {
+				if owned[d] > owned[best] {
+					best = d
+				}
+			}
+		}
+	}
+	v.Digest, v.Agree = best, nodes[best]
+	for d, ns := range nodes {
+		if d == best {
+			continue
+		}
+		if v.Differ == nil {
+			v.Differ = map[string]string{}
+		}
+		for _, n := range ns {
+			v.Differ[n] = d
+		}
+	}
+	return v
+}
+
+// KindNames returns the kinds with groups in sorted order.
+func (t *Table) KindNames() []string {
+	names := make([]string, 0, len(t.Kinds))
+	for k := range t.Kinds {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Owned returns the shards owned by node (including those it is
@@ -230,10 +431,15 @@ type Location struct {
 	// Moving is true while a planned handoff of the shard is in progress:
 	// mail should wait (bounded) until the move completes.
 	Moving bool
+	// OwnerDown is true when the table marks the owner down: its shards
+	// fail over once the fence delay has passed, and mail should wait
+	// for that (ErrOwnerDown) instead of going to a node that is gone.
+	OwnerDown bool
 }
 
 // Locate returns the location of kind/key. Errors: ErrUninitialized,
-// ErrNoEligibleNode (no node can host the kind's group) and ErrUnassigned
+// ErrUnknownKind (no node published the kind), ErrNoEligibleNode (no
+// node can host the kind's group) and ErrUnassigned
 // (eligible nodes exist but the leader has not assigned the shard yet).
 func (t *Table) Locate(kind, key string) (Location, error) {
 	ref, err := t.RefOf(kind, key)
@@ -247,10 +453,38 @@ func (t *Table) Locate(kind, key string) (Location, error) {
 		return Location{}, fmt.Errorf("%w: %s", ErrNoEligibleNode, ref)
 	}
 	if s.Owner == "" {
-		if len(t.Eligible(t.Groups[ref.Group].Requires)) == 0 {
+		if len(t.Eligible(ref.Group)) == 0 {
 			return Location{Shard: ref}, fmt.Errorf("%w: kind %q", ErrNoEligibleNode, kind)
 		}
 		return Location{Shard: ref}, fmt.Errorf("%w: %s", ErrUnassigned, ref)
 	}
-	return Location{Shard: ref, Owner: s.Owner, Epoch: s.Epoch, Moving: s.MovingTo != ""}, nil
+	down := false
+	if n, ok := t.Nodes[s.Owner]; ok && n.Status == StatusDown {
+		down = true
+	}
+	return Location{Shard: ref, Owner: s.Owner, Epoch: s.Epoch, Moving: s.MovingTo != "", OwnerDown: down}, nil
+}
+
+// Unsettled says why the table is not at the planner's target, or ""
+// when it is: a shard is moving, or is not on the node rendezvous hashing
+// picks among its group's eligible nodes (a group with no eligible node
+// counts as settled). Tests wait for "" before they reason about owners:
+// every shard owned and none moving is not enough, since a kind's shards
+// move between publications and between handoff batches.
+func (t *Table) Unsettled() string {
+	for _, gn := range t.GroupNames() {
+		eligible := t.Eligible(gn)
+		for i, s := range t.Groups[gn].Shards {
+			ref := ShardRef{Group: gn, Index: i}
+			if s.MovingTo != "" {
+				return fmt.Sprintf("%s is moving from %q to %q", ref, s.Owner, s.MovingTo)
+			}
+			if len(eligible) > 0 {
+				if want := Rendezvous(gn, i, eligible); s.Owner != want {
+					return fmt.Sprintf("%s is on %q, its target is %q (eligible %v)", ref, s.Owner, want, eligible)
+				}
+			}
+		}
+	}
+	return ""
 }

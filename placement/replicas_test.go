@@ -1,0 +1,165 @@
+package placement_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tempest-actors/tempest/placement"
+)
+
+// setup returns a table of shards shards with replica sets of size
+// replicas over up nodes, assigned by a planner's first step.
+func replicatedTable(t *testing.T, shards, replicas int, nodes ...string) (*placement.Table, *placement.Planner) {
+	t.Helper()
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: shards, Replicas: replicas})
+	for _, n := range nodes {
+		upNode(t, tb, n, mf())
+	}
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: time.Second, MaxMoving: 4})
+	for _, c := range p.Step(tb, time.Unix(0, 0)) {
+		mustApply(t, tb, c)
+	}
+	return tb, p
+}
+
+func TestReplicaSetsFollowTheRanking(t *testing.T) {
+	tb, _ := replicatedTable(t, 64, 3, "a", "b", "c", "d")
+	for i := range 64 {
+		s, _ := tb.Shard(ref(i))
+		want := placement.Ranked(tk, i, []string{"a", "b", "c", "d"})[:3]
+		if !slices.Equal(s.Replicas, want) || s.Owner != want[0] {
+			t.Fatalf("shard %d: owner %s set %v, want %v", i, s.Owner, s.Replicas, want)
+		}
+		if !slices.Equal(tb.WantReplicas(ref(i)), want) {
+			t.Fatalf("shard %d: WantReplicas %v, want %v", i, tb.WantReplicas(ref(i)), want)
+		}
+		if placement.Rendezvous(tk, i, []string{"a", "b", "c", "d"}) != want[0] {
+			t.Fatalf("shard %d: Ranked and Rendezvous disagree", i)
+		}
+	}
+	if u := tb.UnderReplicated(); len(u) != 0 {
+		t.Fatalf("whole sets reported under-replicated: %v", u)
+	}
+	// A follower leaves one set: that shard, and only it, is under-replicated.
+	s0, _ := tb.Shard(ref(0))
+	mustApply(t, tb, placement.Command{Op: placement.OpShrink, Moves: []placement.Move{{Shard: ref(0), From: s0.Owner, Epoch: s0.Epoch, To: s0.Replicas[1]}}})
+	if u := tb.UnderReplicated(); !slices.Equal(u, []placement.ShardRef{ref(0)}) {
+		t.Fatalf("after a shrink of shard 0: under-replicated %v", u)
+	}
+	// A cluster smaller than the count keeps one replica per node.
+	small, _ := replicatedTable(t, 8, 3, "a", "b")
+	for i := range 8 {
+		if s, _ := small.Shard(ref(i)); len(s.Replicas) != 2 {
+			t.Fatalf("two nodes, shard %d: set %v", i, s.Replicas)
+		}
+	}
+	// The count defaults to DefaultReplicas in a table that never set it.
+	if got := placement.NewTable().Replication(); got != placement.DefaultReplicas {
+		t.Fatalf("default replication %d", got)
+	}
+}
+
+func TestFailoverPicksAnInSyncFollower(t *testing.T) {
+	tb, p := replicatedTable(t, 64, 3, "a", "b", "c", "d", "e")
+	before := map[int]placement.Shard{}
+	for _, r := range tb.Owned("a") {
+		s, _ := tb.Shard(r)
+		before[r.Index] = s
+	}
+	// A follower of some of a's shards goes out of sync first.
+	var shrunk int = -1
+	for i, s := range before {
+		mustApply(t, tb, placement.Command{Op: placement.OpShrink, Moves: []placement.Move{{Shard: ref(i), From: "a", Epoch: s.Epoch, To: s.Replicas[1]}}})
+		shrunk = i
+		break
+	}
+	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "a", Status: placement.StatusDown})
+	now := time.Unix(100, 0)
+	p.Step(tb, now)
+	for _, c := range p.Step(tb, now.Add(time.Second)) {
+		mustApply(t, tb, c)
+	}
+	for i, old := range before {
+		s, _ := tb.Shard(ref(i))
+		if s.Owner == "a" || s.Epoch != old.Epoch+1 {
+			t.Fatalf("shard %d not failed over: %+v", i, s)
+		}
+		set := old.Followers()
+		if i == shrunk {
+			set = set[1:]
+		}
+		if !slices.Contains(set, s.Owner) {
+			t.Fatalf("shard %d went to %s, outside its in-sync followers %v", i, s.Owner, set)
+		}
+		if want := placement.Rendezvous(tk, i, set); s.Owner != want {
+			t.Fatalf("shard %d went to %s, want best-ranked follower %s", i, s.Owner, want)
+		}
+		if s.InSync("a") || s.Replicas[0] != s.Owner || len(s.Replicas) != len(set) {
+			t.Fatalf("shard %d set after failover: %v (followers were %v)", i, s.Replicas, set)
+		}
+	}
+}
+
+func TestShrinkAndJoinAreFenced(t *testing.T) {
+	tb, p := replicatedTable(t, 8, 3, "a", "b", "c")
+	s, _ := tb.Shard(ref(0))
+	f := s.Replicas[2]
+	shrink := placement.Command{Op: placement.OpShrink, Moves: []placement.Move{{Shard: ref(0), From: s.Owner, Epoch: s.Epoch, To: f}}}
+	if r := mustApply(t, tb, shrink); r.Applied != 1 {
+		t.Fatalf("shrink: %+v", r)
+	}
+	if r := mustApply(t, tb, shrink); r.Applied != 0 { // idempotent
+		t.Fatalf("second shrink: %+v", r)
+	}
+	// The owner cannot be shrunk away, a stale epoch or owner changes nothing.
+	for _, m := range []placement.Move{
+		{Shard: ref(0), From: s.Owner, Epoch: s.Epoch, To: s.Owner},
+		{Shard: ref(0), From: s.Owner, Epoch: s.Epoch - 1, To: s.Replicas[1]},
+		{Shard: ref(0), From: f, Epoch: s.Epoch, To: s.Replicas[1]},
+	} {
+		if r := mustApply(t, tb, placement.Command{Op: placement.OpShrink, Moves: []placement.Move{m}}); r.Applied != 0 {
+			t.Fatalf("shrink %+v applied", m)
+		}
+	}
+	join := placement.Command{Op: placement.OpJoin, Moves: []placement.Move{{Shard: ref(0), From: s.Owner, Epoch: s.Epoch, To: f}}}
+	if r := mustApply(t, tb, join); r.Applied != 1 {
+		t.Fatalf("join: %+v", r)
+	}
+	if r := mustApply(t, tb, join); r.Applied != 0 {
+		t.Fatalf("second join: %+v", r)
+	}
+	if got, _ := tb.Shard(ref(0)); !slices.Equal(got.Replicas, []string{s.Owner, s.Replicas[1], f}) {
+		t.Fatalf("set after shrink and join: %v", got.Replicas)
+	}
+	stale := placement.Command{Op: placement.OpJoin, Moves: []placement.Move{{Shard: ref(0), From: s.Owner, Epoch: s.Epoch + 1, To: "z"}}}
+	if r := mustApply(t, tb, stale); r.Applied != 0 {
+		t.Fatal("join at a future epoch applied")
+	}
+	// A planned move keeps the old owner as a follower.
+	mustApply(t, tb, placement.Command{Op: placement.OpBegin, Moves: []placement.Move{{Shard: ref(0), From: s.Owner, Epoch: s.Epoch, To: f}}})
+	mustApply(t, tb, placement.Command{Op: placement.OpComplete, Moves: []placement.Move{{Shard: ref(0), From: s.Owner, Epoch: s.Epoch, To: f}}})
+	if got, _ := tb.Shard(ref(0)); got.Owner != f || !slices.Equal(got.Replicas, []string{f, s.Owner, s.Replicas[1]}) {
+		t.Fatalf("after the move: %+v", got)
+	}
+	// The leader drops a follower that is down.
+	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: s.Owner, Status: placement.StatusDown})
+	var dropped bool
+	for _, c := range p.Step(tb, time.Unix(50, 0)) {
+		if c.Op == placement.OpShrink {
+			for _, m := range c.Moves {
+				dropped = dropped || (m.Shard == ref(0) && m.To == s.Owner)
+			}
+		}
+		mustApply(t, tb, c)
+	}
+	if got, _ := tb.Shard(ref(0)); !dropped || got.InSync(s.Owner) {
+		t.Fatalf("down follower kept: %+v", got)
+	}
+	// Replica sets of assign must match the moves.
+	bad := placement.Command{Op: placement.OpAssign, Moves: []placement.Move{{Shard: ref(1), To: "a"}}, Sets: [][]string{{"a"}, {"b"}}}
+	if r := tb.Apply(bad); r.Err == nil {
+		t.Fatal("assign with more sets than moves accepted")
+	}
+}

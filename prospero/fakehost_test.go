@@ -32,6 +32,7 @@ type fcell struct {
 	inc     uint64
 	pending bool // doorbell rung, no actor yet
 	running bool
+	leaving bool                // a Passivate's last turn runs; the actor detaches after it
 	sys     []func(*fcell) bool // run on the cell's goroutine; false ends the drain
 	mail    []fmsg
 }
@@ -175,16 +176,34 @@ func (h *fakeHost) Attach(ref actor.Ref, a actor.Actor) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.cellLocked(prospero.IdentityOf(ref), ref.Incarnation())
+	if c.act != nil && c.leaving {
+		// Attached while the previous value's last turn runs (the
+		// supervisor may plan the next activation from inside Passivate's
+		// final): like any system operation, it takes effect after the
+		// one running, once the old value is detached.
+		c.sys = append(c.sys, func(c *fcell) bool {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.attachLocked(c, ref, a)
+			return false
+		})
+		return nil
+	}
 	if c.act != nil {
 		return errors.New("fake host: already attached")
 	}
+	h.attachLocked(c, ref, a)
+	return nil
+}
+
+// attachLocked attaches a to c and queues its Started turn first.
+func (h *fakeHost) attachLocked(c *fcell, ref actor.Ref, a actor.Actor) {
 	c.act, c.inc, c.pending = a, max(ref.Incarnation(), 1), false
 	c.sys = append([]func(*fcell) bool{func(c *fcell) bool {
 		h.turn(c, a, c.inc, fmsg{msg: actor.Started{}})
 		return true
 	}}, c.sys...)
 	h.scheduleLocked(c)
-	return nil
 }
 
 func (h *fakeHost) pushSys(ref actor.Ref, op func(*fcell) bool) error {
@@ -215,6 +234,7 @@ func (h *fakeHost) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 	return h.pushSys(ref, func(c *fcell) bool {
 		h.mu.Lock()
 		a, inc := c.act, c.inc
+		c.leaving = a != nil
 		h.mu.Unlock()
 		if a == nil {
 			return true
@@ -224,7 +244,7 @@ func (h *fakeHost) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 			final(a)
 		}
 		h.mu.Lock()
-		c.act = nil
+		c.act, c.leaving = nil, false
 		ring := len(c.mail) > 0 && !c.pending
 		c.pending = ring
 		h.mu.Unlock()

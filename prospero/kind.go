@@ -122,7 +122,21 @@ type KindOptions struct {
 	// Reentrancy says what the kind's actors may handle while they wait
 	// for the reply to an ask made in a turn (default actor.Reentrant).
 	Reentrancy actor.Reentrancy
+	// AskTimeout is the deadline of an ask to the kind's actors whose
+	// caller sets none (default actor.DefaultAskTimeout, 5 s).
+	AskTimeout time.Duration
+	// MaxAskTimeout is the longest an ask to the kind's actors may wait
+	// (default DefaultMaxAskTimeout, 5 min). An ask whose caller sets a
+	// later deadline is clamped to it, not refused: it fails with
+	// ErrDeadlineExceeded once MaxAskTimeout has passed. The caller's
+	// node clamps it when it registers the kind, and the owner clamps
+	// what arrives from other nodes, so the maximum holds either way.
+	MaxAskTimeout time.Duration
 }
+
+// DefaultMaxAskTimeout is KindOptions.MaxAskTimeout's default: the
+// longest ask the HTTP gateway accepts too.
+const DefaultMaxAskTimeout = 5 * time.Minute
 
 // NeverIdle, as KindOptions.IdleTimeout, disables idle passivation.
 const NeverIdle time.Duration = -1
@@ -161,6 +175,12 @@ func (o KindOptions) WithDefaults() KindOptions {
 	if o.BackoffMax == 0 {
 		o.BackoffMax = d.BackoffMax
 	}
+	if o.AskTimeout == 0 {
+		o.AskTimeout = actor.DefaultAskTimeout
+	}
+	if o.MaxAskTimeout == 0 {
+		o.MaxAskTimeout = DefaultMaxAskTimeout
+	}
 	o.RequiredClauses = slices.Clone(o.RequiredClauses)
 	return o
 }
@@ -191,6 +211,12 @@ func (o KindOptions) Validate() error {
 		return bad("negative back-off")
 	case o.BackoffInitial > 0 && o.BackoffMax > 0 && o.BackoffMax < o.BackoffInitial:
 		return bad("BackoffMax %v < BackoffInitial %v", o.BackoffMax, o.BackoffInitial)
+	case o.AskTimeout < 0 || o.MaxAskTimeout < 0:
+		return bad("negative ask timeout")
+	case o.MaxAskTimeout > 0 && o.AskTimeout > o.MaxAskTimeout:
+		return bad("AskTimeout %v > MaxAskTimeout %v", o.AskTimeout, o.MaxAskTimeout)
+	case o.MaxAskTimeout == 0 && o.AskTimeout > DefaultMaxAskTimeout:
+		return bad("AskTimeout %v > the default MaxAskTimeout %v: set MaxAskTimeout", o.AskTimeout, DefaultMaxAskTimeout)
 	case o.Persistence.Mode > PersistPeriodic:
 		return bad("unknown persistence mode %v", o.Persistence.Mode)
 	case o.Persistence.EveryTurns < 0 || o.Persistence.Every < 0:

@@ -84,3 +84,22 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("Names() = %v", names)
 	}
 }
+
+// TestKindAskTimeoutsValidated: the deadline policy is checked, and its
+// defaults are the documented ones.
+func TestKindAskTimeoutsValidated(t *testing.T) {
+	for _, o := range []prospero.KindOptions{
+		{AskTimeout: -time.Second},
+		{MaxAskTimeout: -time.Second},
+		{AskTimeout: 2 * time.Second, MaxAskTimeout: time.Second},
+		{AskTimeout: prospero.DefaultMaxAskTimeout + time.Second},
+	} {
+		if err := o.Validate(); !errors.Is(err, prospero.ErrInvalidKindOptions) {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	d := prospero.KindOptions{}.WithDefaults()
+	if d.AskTimeout != actor.DefaultAskTimeout || d.MaxAskTimeout != prospero.DefaultMaxAskTimeout {
+		t.Fatalf("defaults %v, %v", d.AskTimeout, d.MaxAskTimeout)
+	}
+}

@@ -108,3 +108,22 @@ type StateStore interface {
 	// Close return ErrStoreClosed.
 	Close() error
 }
+
+// Keyed is one record of a PrefixScanner's scan: the identity's key
+// (within the scanned kind) and its record.
+type Keyed struct {
+	Key string
+	Record
+}
+
+// PrefixScanner is a StateStore that lists the records of one kind whose
+// keys begin with a prefix. A store that keeps a kind's keys in order
+// (BoltStore) reads only those records. The reminder engine needs it to
+// load a shard's reminders, one record each.
+type PrefixScanner interface {
+	StateStore
+	// ScanPrefix returns, in key order, the records of kind whose keys
+	// begin with prefix. Errors: ErrStoreClosed, ctx's, a damaged
+	// record's *CorruptError.
+	ScanPrefix(ctx context.Context, kind, prefix string) ([]Keyed, error)
+}

@@ -1,13 +1,16 @@
 package prospero
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -29,13 +32,30 @@ import (
 // are serialized by bbolt.
 type BoltStore struct {
 	db     *bolt.DB
+	path   string
 	commit *groupCommitter
+
+	// damaged is set once the file was found damaged while open (cut
+	// short, replaced, a fault on the memory map, a bbolt assertion);
+	// every later operation returns it. wedged: that happened inside
+	// bbolt, whose locks may be held since.
+	damaged atomic.Pointer[CorruptError]
+	hurt    chan struct{} // closed when damaged is set
+	hurtOne sync.Once
+	wedged  atomic.Bool
+	file    os.FileInfo  // the file opened
+	reach   atomic.Int64 // how far its pages reach (bbolt's high-water mark)
+
+	invalid InvalidIdentities // found at open
 
 	mu     sync.RWMutex // guards closed against in-flight operations
 	closed bool
 }
 
-var _ AsyncStore = (*BoltStore)(nil)
+var (
+	_ AsyncStore    = (*BoltStore)(nil)
+	_ PrefixScanner = (*BoltStore)(nil)
+)
 
 // boltOpenTimeout bounds how long NewBoltStore waits for the file lock
 // held by another process, instead of blocking forever.
@@ -47,7 +67,7 @@ func NewBoltStore(path string) (*BoltStore, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("prospero: state store directory: %w", err)
 	}
-	db, err := openBolt(path, &bolt.Options{
+	db, invalid, err := openBolt(path, &bolt.Options{
 		Timeout:      boltOpenTimeout,
 		FreelistType: bolt.FreelistMapType,
 	})
@@ -58,13 +78,133 @@ func NewBoltStore(path string) (*BoltStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prospero: open state store %s: %w", path, err)
 	}
-	s := &BoltStore{db: db}
+	fi, err := os.Stat(path)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("prospero: open state store %s: %w", path, err)
+	}
+	s := &BoltStore{db: db, path: path, file: fi, hurt: make(chan struct{}), invalid: invalid}
+	s.reach.Store(pagesReach(db))
 	s.commit = newGroupCommitter(s.commitGroup)
 	return s, nil
 }
 
+// InvalidIdentities returns the records at rest found at open whose
+// identity is not valid: written by a version that did not check keys
+// (invalid UTF-8, too long). They are isolated, not damage: Get of one
+// fails with ErrInvalidIdentity, and a node leaves them out of
+// handoffs and replica copies instead of stalling the rest of their
+// shard.
+func (s *BoltStore) InvalidIdentities() InvalidIdentities { return s.invalid }
+
 // Path returns the database file name.
-func (s *BoltStore) Path() string { return s.db.Path() }
+func (s *BoltStore) Path() string { return s.path }
+
+// DamagedCh returns a channel closed once the file is found damaged
+// while open (see Damaged).
+func (s *BoltStore) DamagedCh() <-chan struct{} { return s.hurt }
+
+// damage records the first damage found and wakes DamagedCh's readers.
+func (s *BoltStore) damage(ce *CorruptError) *CorruptError {
+	s.damaged.CompareAndSwap(nil, ce)
+	s.hurtOne.Do(func() { close(s.hurt) })
+	return s.damaged.Load()
+}
+
+// Damaged returns the *CorruptError every operation has returned since
+// the file was found damaged while open, or nil.
+func (s *BoltStore) Damaged() error {
+	if d := s.damaged.Load(); d != nil {
+		return d
+	}
+	return nil
+}
+
+// guarded runs fn, one bbolt transaction, so that damage done to the
+// file while it is open is an error and not the end of the process:
+// bbolt reads pages through a memory map, and a file cut short faults
+// (SIGBUS, fatal unless the goroutine asked for a panic instead), while a
+// page overwritten with other bytes trips bbolt's assertions (panics).
+// Before the transaction the file must still be the one opened and still
+// hold every page the store has written (one stat against the high-water
+// mark read after the last write; space bbolt allocated ahead but
+// never wrote may go, bbolt grows the file again); a fault or panic inside it
+// (damage that raced the check, or garbage in a page) is recovered. Both
+// become a *CorruptError naming the file, kept for every later
+// operation: the file is no longer what the open check verified, so
+// nothing more is read from it or written to it until the node restarts
+// and checks it again.
+func (s *BoltStore) guarded(fn func() error) (err error) {
+	if d := s.damaged.Load(); d != nil {
+		return d
+	}
+	if err := s.checkFile(); err != nil {
+		return s.damage(&CorruptError{Path: s.path, Err: err})
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			// bbolt may hold its locks now (a fault while a transaction
+			// began): Close must not wait for them.
+			s.wedged.Store(true)
+			err = s.damage(&CorruptError{Path: s.path,
+				Err: fmt.Errorf("damaged while the node was running (%v); it is no longer read or written: restart the node to have it checked", r)})
+		}
+	}()
+	return fn()
+}
+
+// guardedWrite is guarded for a write transaction: once it committed, the
+// pages it wrote count for the next check (reads never move them).
+func (s *BoltStore) guardedWrite(fn func() error) error {
+	return s.guarded(func() error {
+		if err := fn(); err != nil {
+			return err
+		}
+		if r := pagesReach(s.db); r > s.reach.Load() {
+			s.reach.Store(r) // a commit wrote new pages
+		}
+		return nil
+	})
+}
+
+// pagesReach is how many bytes of the file the pages of db's last
+// committed transaction reach: bbolt never lowers it (freed pages are
+// reused, the file is never compacted in place), so a file shorter than
+// that has lost pages bbolt may read.
+func pagesReach(db *bolt.DB) int64 {
+	var n int64
+	_ = db.View(func(tx *bolt.Tx) error {
+		n = tx.Size()
+		return nil
+	})
+	return n
+}
+
+// checkFile reports a file that is no longer the one the store opened
+// (replaced or removed: writes would go to a file nobody reads again) or
+// that no longer holds every page written (cut short).
+func (s *BoltStore) checkFile() error {
+	fi, err := os.Stat(s.path)
+	switch {
+	case err != nil:
+		return fmt.Errorf("removed while the node was running (%v); it is no longer read or written: restore it and restart the node", err)
+	case !os.SameFile(fi, s.file):
+		return errors.New("replaced by another file while the node was running; it is no longer read or written: restart the node to open and check the new file")
+	case fi.Size() < s.reach.Load():
+		return fmt.Errorf("cut short to %d bytes while the node was running (its pages reach %d); it is no longer read or written: restart the node to have it checked", fi.Size(), s.reach.Load())
+	}
+	return nil
+}
+
+// corrupt names the file in an error about one record that does not
+// decode.
+func (s *BoltStore) corrupt(id Identity, err error) error {
+	if errors.Is(err, errCorrupt) {
+		return &CorruptError{Path: s.path, Err: fmt.Errorf("record %q: %w", id.String(), err)}
+	}
+	return err
+}
 
 func (s *BoltStore) begin(ctx context.Context, id Identity) (func(), error) {
 	if err := id.Validate(); err != nil {
@@ -89,20 +229,61 @@ func (s *BoltStore) Get(ctx context.Context, id Identity) (Record, error) {
 	}
 	defer done()
 	var rec Record
-	err = s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(id.Kind))
-		if b == nil {
-			return ErrNotFound
-		}
-		v := b.Get([]byte(id.Key))
-		if v == nil {
-			return ErrNotFound
-		}
-		var derr error
-		rec, derr = decodeRecord(v)
-		return derr
+	err = s.guarded(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket([]byte(id.Kind))
+			if b == nil {
+				return ErrNotFound
+			}
+			v := b.Get([]byte(id.Key))
+			if v == nil {
+				return ErrNotFound
+			}
+			var derr error
+			rec, derr = decodeRecord(v)
+			return s.corrupt(id, derr)
+		})
 	})
 	return rec, err
+}
+
+// ScanPrefix implements PrefixScanner: a cursor over the kind's bucket
+// from prefix on, in one read transaction.
+func (s *BoltStore) ScanPrefix(ctx context.Context, kind, prefix string) ([]Keyed, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrStoreClosed
+	}
+	var out []Keyed
+	err := s.guarded(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket([]byte(kind))
+			if b == nil {
+				return nil
+			}
+			c := b.Cursor()
+			p := []byte(prefix)
+			for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				rec, err := decodeRecord(v)
+				if err != nil {
+					return s.corrupt(Identity{Kind: kind, Key: string(k)}, err)
+				}
+				out = append(out, Keyed{Key: string(k), Record: rec})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Put implements StateStore.
@@ -113,10 +294,12 @@ func (s *BoltStore) Put(ctx context.Context, id Identity, expected uint64, rec R
 	}
 	defer done()
 	var version uint64
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		var err error
-		version, err = putTx(tx, id, expected, rec)
-		return err
+	err = s.guardedWrite(func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			var err error
+			version, err = putTx(tx, id, expected, rec)
+			return s.corrupt(id, err)
+		})
 	})
 	if err != nil {
 		return 0, err
@@ -137,6 +320,13 @@ func putTx(tx *bolt.Tx, id Identity, expected uint64, rec Record) (uint64, error
 	}
 	if cur != expected {
 		return 0, fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, id, cur, expected)
+	}
+	if b.Sequence() < cur {
+		// The stored record came from a replica stream at the owner's
+		// version: keep versions increasing past it.
+		if err := b.SetSequence(cur); err != nil {
+			return 0, err
+		}
 	}
 	version, err := b.NextSequence()
 	if err != nil {
@@ -169,12 +359,15 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 		}
 		return
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		for i := range group {
-			w := &group[i]
-			w.version, w.err = putTx(tx, w.id, w.expected, w.rec)
-		}
-		return nil
+	err := s.guardedWrite(func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			for i := range group {
+				w := &group[i]
+				w.version, w.err = putTx(tx, w.id, w.expected, w.rec)
+				w.err = s.corrupt(w.id, w.err)
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		for i := range group {
@@ -190,6 +383,10 @@ func (s *BoltStore) Delete(ctx context.Context, id Identity, expected uint64) er
 		return err
 	}
 	defer done()
+	return s.guardedWrite(func() error { return s.deleteTx(id, expected) })
+}
+
+func (s *BoltStore) deleteTx(id Identity, expected uint64) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte(id.Kind))
 		if b == nil {
@@ -201,7 +398,7 @@ func (s *BoltStore) Delete(ctx context.Context, id Identity, expected uint64) er
 		key := []byte(id.Key)
 		cur, err := storedVersion(b.Get(key))
 		if err != nil {
-			return err
+			return s.corrupt(id, err)
 		}
 		if expected != AnyVersion && cur != expected {
 			return fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, id, cur, expected)
@@ -231,6 +428,10 @@ func (s *BoltStore) Import(ctx context.Context, ids []Identity, rec Record) erro
 	if s.closed {
 		return ErrStoreClosed
 	}
+	return s.guardedWrite(func() error { return s.importTx(ids, rec) })
+}
+
+func (s *BoltStore) importTx(ids []Identity, rec Record) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		var (
 			b    *bolt.Bucket
@@ -256,6 +457,38 @@ func (s *BoltStore) Import(ctx context.Context, ids []Identity, rec Record) erro
 	})
 }
 
+// DeleteAll removes the records of ids, whatever their versions, in one
+// transaction (one fsync). It is for dropping a batch this node no longer
+// owns (the records of a shard it handed off), not for the supervisor's
+// own deletions, which are conditional.
+func (s *BoltStore) DeleteAll(ctx context.Context, ids []Identity) error {
+	for _, id := range ids {
+		if err := id.Validate(); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrStoreClosed
+	}
+	return s.guardedWrite(func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			for _, id := range ids {
+				if b := tx.Bucket([]byte(id.Kind)); b != nil {
+					if err := b.Delete([]byte(id.Key)); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+	})
+}
+
 // Close implements StateStore. It waits for operations in flight and
 // commits the writes PutAsync queued.
 func (s *BoltStore) Close() error {
@@ -266,6 +499,12 @@ func (s *BoltStore) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.wedged.Load() {
+		// bbolt's locks may be held by a transaction that faulted: its
+		// file stays mapped and locked until the process exits, which a
+		// damaged store calls for anyway.
+		return nil
+	}
 	if err := s.db.Close(); err != nil && !errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
 		return fmt.Errorf("prospero: close state store: %w", err)
 	}

@@ -2,6 +2,7 @@ package prospero_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"go.etcd.io/bbolt"
+
+	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/prospero"
 )
 
@@ -89,5 +93,177 @@ func TestBoltStoreGarbageIsCorrupt(t *testing.T) {
 	t.Log(err)
 	if !errors.Is(err, prospero.ErrCorrupt) {
 		t.Fatalf("open: %v, want ErrCorrupt", err)
+	}
+}
+
+// A state store cut short while the node runs (someone truncates the
+// file, a bad restore over a live node) used to crash the process with a
+// fatal SIGBUS from bbolt's memory map. Every operation now returns
+// ErrCorrupt naming the file, and keeps returning it: nothing more is read
+// from or written to a file that is no longer what the open check saw.
+func TestBoltStoreDamagedWhileOpenIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	fillBoltStore(t, path, 2000)
+	s, err := prospero.NewBoltStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	id := prospero.Identity{Kind: "counter", Key: "k00010"}
+	if _, err := s.Get(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if s.Damaged() != nil {
+		t.Fatal("damaged before anything happened")
+	}
+	if err := os.Truncate(path, 4096); err != nil {
+		t.Fatal(err)
+	}
+	check := func(op string, err error) {
+		t.Helper()
+		var ce *prospero.CorruptError
+		if !errors.As(err, &ce) || ce.Path != path || !strings.Contains(err.Error(), path) {
+			t.Fatalf("%s on a store cut short: %v, want a CorruptError naming %s", op, err, path)
+		}
+	}
+	_, err = s.Get(ctx, prospero.Identity{Kind: "counter", Key: "k01999"})
+	check("Get", err)
+	_, err = s.Put(ctx, id, prospero.AnyVersion, prospero.Record{Incarnation: 1, State: []byte("x")})
+	check("Put", err)
+	check("Delete", s.Delete(ctx, id, prospero.AnyVersion))
+	check("Import", s.Import(ctx, []prospero.Identity{id}, prospero.Record{Incarnation: 1}))
+	done := make(chan error, 1)
+	s.PutAsync(id, prospero.AnyVersion, prospero.Record{Incarnation: 1}, func(_ uint64, err error) { done <- err })
+	check("PutAsync", <-done)
+	check("Damaged", s.Damaged())
+}
+
+// A state store replaced while open (a backup moved over a live node's
+// file) is refused too: writes would go to the old, unlinked file and be
+// lost at the next start.
+func TestBoltStoreReplacedWhileOpenIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	fillBoltStore(t, path, 10)
+	fillBoltStore(t, filepath.Join(dir, "backup.db"), 10)
+	s, err := prospero.NewBoltStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := os.Rename(filepath.Join(dir, "backup.db"), path); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Put(context.Background(), prospero.Identity{Kind: "counter", Key: "k00001"}, prospero.AnyVersion, prospero.Record{Incarnation: 1})
+	if !errors.Is(err, prospero.ErrCorrupt) || !strings.Contains(err.Error(), "replaced") || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Put to a replaced store: %v", err)
+	}
+}
+
+// Pages overwritten under a running follower (a bad disk, a stray
+// write): the replica stream's apply and the scans that catch-ups,
+// handoffs and the inventory run trip bbolt's page assertions. Each
+// returns ErrCorrupt naming the file, and the node goes on (and is told
+// through DamagedCh) instead of dying of the panic.
+func TestBoltStoreReplicaPathsSurvivePagesOverwritten(t *testing.T) {
+	for _, op := range []string{"ApplyReplicated", "ScanIDs", "ScanHeld"} {
+		t.Run(op, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.db")
+			fillBoltStore(t, path, 2000)
+			s, err := prospero.NewBoltStore(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			f, err := os.OpenFile(path, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fi, _ := f.Stat()
+			junk := []byte(strings.Repeat("\xa5\x5a\x3c\xc3", 1024))
+			for off := int64(2 * 4096); off < fi.Size(); off += 4096 {
+				if _, err := f.WriteAt(junk, off); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.Close()
+			ctx := context.Background()
+			all := func(prospero.Identity) bool { return true }
+			switch op {
+			case "ApplyReplicated":
+				recs := make([]prospero.Replicated, 200)
+				for i := range recs {
+					recs[i] = prospero.Replicated{ID: prospero.Identity{Kind: "counter", Key: fmt.Sprintf("k%05d", i*10)}, Epoch: 9, Version: 99, Incarnation: 1, State: []byte("x")}
+				}
+				_, err = s.ApplyReplicated(recs)
+			case "ScanIDs":
+				err = s.ScanIDs(ctx, all, func(prospero.Identity) error { return nil })
+			case "ScanHeld":
+				err = s.ScanHeld(ctx, all, func(prospero.Identity, uint64, uint64) error { return nil })
+			}
+			var ce *prospero.CorruptError
+			if !errors.As(err, &ce) || ce.Path != path {
+				t.Fatalf("%s over overwritten pages: %v, want a CorruptError naming %s", op, err, path)
+			}
+			select {
+			case <-s.DamagedCh():
+			default:
+				t.Fatal("DamagedCh not closed")
+			}
+		})
+	}
+}
+
+// Records at rest whose identity is not valid (an older version wrote
+// them) are no damage: the store opens, counts and lists them, Get of
+// one is refused, and the held listing a peer reads leaves them out.
+func TestBoltStoreCountsInvalidIdentitiesAtOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	fillBoltStore(t, path, 3)
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []prospero.Identity{{Kind: "counter", Key: "\xff\xfe"}, {Kind: "counter", Key: strings.Repeat("k", actor.MaxKeyLen+1)}}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte("counter"))
+		for _, id := range bad {
+			if err := b.Put([]byte(id.Key), binary.AppendUvarint(binary.BigEndian.AppendUint64(nil, 99), 1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := prospero.NewBoltStore(path)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer s.Close()
+	got := s.InvalidIdentities()
+	if got.Count != len(bad) || len(got.First) != len(bad) {
+		t.Fatalf("InvalidIdentities = %d %q, want %q", got.Count, got.First, bad)
+	}
+	for _, id := range bad {
+		if _, err := s.Get(context.Background(), id); !errors.Is(err, prospero.ErrInvalidIdentity) {
+			t.Errorf("Get(%q) = %v, want ErrInvalidIdentity", id, err)
+		}
+	}
+	held := 0
+	err = s.ScanHeld(context.Background(), func(prospero.Identity) bool { return true }, func(id prospero.Identity, _, _ uint64) error {
+		if id.Validate() != nil {
+			t.Errorf("ScanHeld listed %q", id)
+		}
+		held++
+		return nil
+	})
+	if err != nil || held != 3 {
+		t.Fatalf("ScanHeld: %d records, %v; want the 3 valid ones", held, err)
 	}
 }

@@ -3,6 +3,8 @@ package prospero
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -15,7 +17,7 @@ type MemStore struct {
 	records map[Identity]Record
 }
 
-var _ StateStore = (*MemStore)(nil)
+var _ PrefixScanner = (*MemStore)(nil)
 
 // NewMemStore returns an empty MemStore.
 func NewMemStore() *MemStore {
@@ -82,6 +84,27 @@ func (s *MemStore) Delete(ctx context.Context, id Identity, expected uint64) err
 	}
 	delete(s.records, id)
 	return nil
+}
+
+// ScanPrefix implements PrefixScanner. It visits every record held.
+func (s *MemStore) ScanPrefix(ctx context.Context, kind, prefix string) ([]Keyed, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrStoreClosed
+	}
+	var out []Keyed
+	for id, r := range s.records {
+		if id.Kind == kind && strings.HasPrefix(id.Key, prefix) {
+			r.State = clone(r.State)
+			out = append(out, Keyed{Key: id.Key, Record: r})
+		}
+	}
+	slices.SortFunc(out, func(a, b Keyed) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
 }
 
 // Len returns the number of records held.

@@ -170,3 +170,32 @@ func TestBoltStoreImport(t *testing.T) {
 		t.Fatalf("Import of an invalid identity: %v", err)
 	}
 }
+
+// DeleteAll drops the records it names whatever their versions, leaves
+// the others, and takes names with no record.
+func TestBoltStoreDeleteAll(t *testing.T) {
+	s, err := prospero.NewBoltStore(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	ids := []prospero.Identity{{Kind: "k", Key: "a"}, {Kind: "k", Key: "b"}, {Kind: "j", Key: "c"}}
+	for _, id := range ids {
+		if _, err := s.Put(ctx, id, 0, prospero.Record{State: []byte(id.Key)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteAll(ctx, []prospero.Identity{ids[0], ids[2], {Kind: "k", Key: "none"}, {Kind: "nokind", Key: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range ids {
+		_, err := s.Get(ctx, id)
+		if gone := errors.Is(err, prospero.ErrNotFound); gone != (i != 1) {
+			t.Errorf("%v after DeleteAll: %v", id, err)
+		}
+	}
+	if err := s.DeleteAll(ctx, []prospero.Identity{{Kind: "", Key: "x"}}); !errors.Is(err, prospero.ErrInvalidIdentity) {
+		t.Errorf("an invalid identity: %v", err)
+	}
+}

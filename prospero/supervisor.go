@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tempest-actors/tempest/clock"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -93,24 +94,13 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Clock is the supervisor's time source; safe for concurrent use.
-type Clock interface {
-	Now() time.Time
-	// NewTicker returns a channel that receives every d and a stop func.
-	NewTicker(d time.Duration) (<-chan time.Time, func())
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-func (realClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
-	t := time.NewTicker(d)
-	return t.C, t.Stop
-}
+// Clock is the supervisor's time source, the project's one (package
+// clock); safe for concurrent use.
+type Clock = clock.Clock
 
 // RealClock returns the wall clock (also the fake clock of a
 // testing/synctest bubble).
-func RealClock() Clock { return realClock{} }
+func RealClock() Clock { return clock.Real{} }
 
 // DefaultConfig returns the defaults (without a Store).
 func DefaultConfig() Config {
@@ -145,7 +135,7 @@ func (c Config) withDefaults() Config {
 		c.TickInterval = d.TickInterval
 	}
 	if c.Clock == nil {
-		c.Clock = realClock{}
+		c.Clock = clock.Real{}
 	}
 	if c.Events == nil {
 		c.Events = discardSink{}
@@ -193,6 +183,9 @@ type Supervisor struct {
 	// abandoned and stale count TurnAbandoned reports and state writes
 	// dropped because their turn was abandoned.
 	abandoned, stale uint64
+	// superseded counts unsaved states dropped at activation because the
+	// store held a newer record (Stats.Superseded).
+	superseded uint64
 	// passing holds the passivation whose final turn is outstanding, per
 	// identity, so that an abandoned final turn's state is not written.
 	passing map[Identity]*passing
@@ -430,6 +423,11 @@ type Stats struct {
 	// StaleWrites counts states marshalled by a turn that was abandoned
 	// meanwhile and therefore not written at rest.
 	StaleWrites uint64
+	// Superseded counts states whose write at rest had failed (see
+	// Unsaved) and that the next activation dropped because the store
+	// held a newer record by then: the failed write had landed after all,
+	// or a handoff or a replica had brought a newer state.
+	Superseded uint64
 }
 
 // Stats returns a snapshot.
@@ -439,11 +437,22 @@ func (s *Supervisor) Stats() Stats {
 	in, wait := s.core.Hydrating()
 	st := Stats{Entries: s.core.Entries(), Active: s.core.Active(), Hydrating: in, Waiting: wait, Unsaved: len(s.unsaved),
 		Commits: s.commits, CommitFailures: s.commitFailures,
-		Abandoned: s.abandoned, StaleWrites: s.stale}
+		Abandoned: s.abandoned, StaleWrites: s.stale, Superseded: s.superseded}
 	if cs, ok := s.store.(interface{ CommitStats() CommitStats }); ok {
 		st.Store = cs.CommitStats()
 	}
 	return st
+}
+
+// HydrationWaiting returns the number of activations waiting for the
+// hydration budget (Stats.Waiting), without the rest of a snapshot: a
+// node reads it to refuse mail that would need one more (BUSY) while it is
+// over its backlog. Safe for concurrent use.
+func (s *Supervisor) HydrationWaiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, wait := s.core.Hydrating()
+	return wait
 }
 
 // ActiveKeys returns the keys of kind's identities with an attached
@@ -741,16 +750,33 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 	s.waitIdleLocked(c.ID)
 	rec, unsaved := s.unsaved[c.ID]
 	s.mu.Unlock()
-	if !unsaved {
-		var err error
-		rec, err = s.store.Get(ctx, c.ID)
-		switch {
-		case errors.Is(err, ErrNotFound):
-			rec = Record{}
-		case err != nil:
-			fail(err)
-			return
+	stored, err := s.store.Get(ctx, c.ID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		stored = Record{}
+	case err != nil:
+		fail(err)
+		return
+	}
+	if unsaved && stored.Version != rec.Version {
+		// The store moved on from the version the failed write expected:
+		// that write landed after all (its commit failed, not its local
+		// write), or a handoff or a replica brought a newer record. The
+		// store holds the identity's state; writing the unsaved one
+		// would only fail its version check, at every activation.
+		s.mu.Lock()
+		if cur, ok := s.unsaved[c.ID]; ok && cur.Version == rec.Version {
+			delete(s.unsaved, c.ID)
+			s.superseded++
 		}
+		s.mu.Unlock()
+		s.log.LogAttrs(ctx, slog.LevelWarn, "unsaved state superseded by a newer record at rest",
+			slog.String("actor", c.ID.String()), slog.Uint64("expected_version", rec.Version),
+			slog.Uint64("stored_version", stored.Version))
+		unsaved = false
+	}
+	if !unsaved {
+		rec = stored
 	}
 	inc := c.LoadIncarnation(rec)
 	version := rec.Version
@@ -796,7 +822,6 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 	// Attach under the lock so that no fault or turn report of the new
 	// incarnation can reach the core before it knows the activation.
 	ref := c.ID.Ref().WithIncarnation(inc)
-	var err error
 	r, replaces := s.host.(Replacer)
 	switch {
 	case c.Mint != 0:

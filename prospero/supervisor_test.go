@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/tempest-actors/tempest/clock"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -22,8 +23,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // manualClock is a supervisor clock moved by the test; its ticker never
 // fires, so the test drives supervision with Supervisor.Tick.
 type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
+	clock.Real // the methods this package does not call
+	mu         sync.Mutex
+	now        time.Time
 }
 
 func (c *manualClock) Now() time.Time {
@@ -607,5 +609,71 @@ func TestTurnOfAReplacedValueIsNotAcknowledged(t *testing.T) {
 	}
 	if _, err := n.store.Get(context.Background(), id); !errors.Is(err, prospero.ErrNotFound) {
 		t.Fatalf("the stale value was written: %v", err)
+	}
+}
+
+// failingStore fails every Put while fail is set.
+type failingStore struct {
+	prospero.StateStore
+	fail atomic.Bool
+}
+
+func (s *failingStore) Put(ctx context.Context, id prospero.Identity, expected uint64, rec prospero.Record) (uint64, error) {
+	if s.fail.Load() {
+		return 0, errors.New("disk full")
+	}
+	return s.StateStore.Put(ctx, id, expected, rec)
+}
+
+// A state whose write at rest failed is kept in memory and written by
+// the next activation, unless the store moved on meanwhile (a handoff or
+// a replica brought a newer record): then the store's record is the
+// identity's state, and the activation must not fail on the stale
+// write's version check (it did, at every activation).
+func TestUnsavedStateGivesWayToANewerRecord(t *testing.T) {
+	for _, moved := range []bool{false, true} {
+		store := &failingStore{StateStore: prospero.NewMemStore()}
+		n := newNode(t, nodeOpts{kinds: map[string]prospero.KindOptions{"counter": persistent}, store: store})
+		ref := actor.Virtual("counter", "u")
+		id := prospero.IdentityOf(ref)
+		for range 3 {
+			if err := n.host.Tell(ref, "inc"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := n.ask(t, ref, "get"); got != uint64(3) {
+			t.Fatalf("count %v, want 3", got)
+		}
+		store.fail.Store(true)
+		if !n.sup.Passivate(ref) {
+			t.Fatal("passivate refused")
+		}
+		n.events.waitFor(t, prospero.EventPassivated, id, 1)
+		if st := n.sup.Stats(); st.Unsaved != 1 {
+			t.Fatalf("stats after the failed write %+v, want one unsaved state", st)
+		}
+		store.fail.Store(false)
+		want := uint64(3)
+		if moved {
+			// A newer record arrives (a handoff back to this node).
+			if _, err := store.Put(context.Background(), id, 0, prospero.Record{Incarnation: 1, State: binary.AppendUvarint(nil, 10)}); err != nil {
+				t.Fatal(err)
+			}
+			want = 10
+		}
+		if got := n.ask(t, ref, "get"); got != want {
+			t.Fatalf("moved=%v: count after activation %v, want %d", moved, got, want)
+		}
+		st := n.sup.Stats()
+		if st.Unsaved != 0 || (st.Superseded == 1) != moved {
+			t.Fatalf("moved=%v: stats %+v", moved, st)
+		}
+		rec, err := store.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := binary.Uvarint(rec.State); v != want {
+			t.Fatalf("moved=%v: state at rest %d, want %d", moved, v, want)
+		}
 	}
 }

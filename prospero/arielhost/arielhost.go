@@ -98,8 +98,21 @@ func (h arielHost) Retire(ref actor.Ref) error { return h.s.Retire(ref.Unpinned(
 // Activator returns the doorbell to install as ariel.Config.Activator.
 func Activator(s *prospero.Supervisor) ariel.Activator { return &arielRing{s: s} }
 
+// FencedActivator is Activator with a fence: before the supervisor
+// activates an identity, fence(ref) must return nil; otherwise the mail
+// waiting for it is rejected with fence's error and nothing is hydrated.
+// A cluster node fences activations of identities whose shard it may
+// not serve (moved away, being handed off), so that mail admitted just
+// before a move cannot bring an activation back after the handoff read
+// the state it ships. fence is called on the doorbell's goroutine and
+// must not block.
+func FencedActivator(s *prospero.Supervisor, fence func(actor.Ref) error) ariel.Activator {
+	return &arielRing{s: s, fence: fence}
+}
+
 type arielRing struct {
 	s     *prospero.Supervisor
+	fence func(actor.Ref) error           // nil: none
 	sched atomic.Pointer[ariel.Scheduler] // set by Start
 }
 
@@ -110,6 +123,14 @@ type arielRing struct {
 func (r *arielRing) Ring(ref actor.Ref) {
 	if !ref.IsVirtual() {
 		return
+	}
+	if r.fence != nil {
+		if err := r.fence(ref); err != nil {
+			if sched := r.sched.Load(); sched != nil {
+				_ = sched.Reject(ref.Unpinned(), err)
+			}
+			return
+		}
 	}
 	if err := r.s.Ring(ref); err != nil {
 		if sched := r.sched.Load(); sched != nil {
@@ -176,6 +197,9 @@ func Start(s *prospero.Supervisor, sched *ariel.Scheduler) error {
 			return err
 		}
 		if err := sched.SetTurnBudget(name, k.Options.TurnBudget); err != nil {
+			return err
+		}
+		if err := sched.SetAskTimeouts(name, k.Options.AskTimeout, k.Options.MaxAskTimeout); err != nil {
 			return err
 		}
 	}

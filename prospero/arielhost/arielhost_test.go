@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/tempest-actors/tempest/clock"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,8 +25,9 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // manualClock is the supervisor's clock, moved by the test; its ticker
 // never fires, so tests drive supervision with Supervisor.Tick.
 type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
+	clock.Real // the methods this package does not call
+	mu         sync.Mutex
+	now        time.Time
 }
 
 func (c *manualClock) Now() time.Time {

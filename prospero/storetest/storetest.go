@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ConcurrentWritersOneWins", testConcurrentWriters},
 		{"Close", testClose},
 		{"AsyncPuts", testAsync},
+		{"ScanPrefix", testScanPrefix},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -345,5 +346,39 @@ func testAsync(t *testing.T, s prospero.StateStore) {
 			t.Fatalf("done called twice: %+v", r)
 		default:
 		}
+	}
+}
+
+func testScanPrefix(t *testing.T, s prospero.StateStore) {
+	sc, ok := s.(prospero.PrefixScanner)
+	if !ok {
+		t.Skip("not a PrefixScanner")
+	}
+	ctx := context.Background()
+	for _, id := range []prospero.Identity{
+		{Kind: "r", Key: "g#1/b"}, {Kind: "r", Key: "g#1/a"}, {Kind: "r", Key: "g#1"}, {Kind: "r", Key: "g#10/a"},
+		{Kind: "r", Key: "g#0/z"}, {Kind: "q", Key: "g#1/c"},
+	} {
+		mustPut(t, s, id, 0, prospero.Record{Incarnation: 2, State: []byte(id.String())})
+	}
+	got, err := sc.ScanPrefix(ctx, "r", "g#1/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Key != "g#1/a" || got[1].Key != "g#1/b" || string(got[0].State) != "r/g#1/a" ||
+		got[0].Version == 0 || got[0].Incarnation != 2 {
+		t.Fatalf("ScanPrefix(r, g#1/) = %+v, want g#1/a and g#1/b in order, with their records", got)
+	}
+	got[0].State[0] = 'X' // the caller's copy
+	if again, _ := sc.ScanPrefix(ctx, "r", "g#1/a"); len(again) != 1 || string(again[0].State) != "r/g#1/a" {
+		t.Fatalf("ScanPrefix after the caller changed its copy: %+v", again)
+	}
+	if none, err := sc.ScanPrefix(ctx, "none", ""); err != nil || len(none) != 0 {
+		t.Fatalf("ScanPrefix of an absent kind = %v, %v", none, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := sc.ScanPrefix(cctx, "r", ""); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ScanPrefix with a cancelled context = %v", err)
 	}
 }

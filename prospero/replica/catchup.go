@@ -1,0 +1,359 @@
+package replica
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tempest-actors/tempest/prospero"
+)
+
+// Joiner is the part of View a catch-up needs besides Route and Shrink.
+type Joiner interface {
+	// ShardOf returns the shard id belongs to (false for identities that
+	// are not replicated).
+	ShardOf(id prospero.Identity) (Shard, bool)
+	// Join adds follower to the in-sync sets of shards, owned by this
+	// node at the given epochs, through raft, and returns once this
+	// node's applied table shows it in every one of them that this node
+	// still owns at its epoch: how many those are. A shard that changed
+	// owner meanwhile is left out (its new owner fills its set); it is an
+	// error when none is left.
+	Join(ctx context.Context, follower string, shards map[Shard]uint64) (int, error)
+}
+
+// catchUp is one follower's catch-up in progress: while it runs, every
+// write of its shards is sent to the follower too and waited for, like
+// a write to an in-sync follower, so that nothing committed since the
+// bulk copy began can be missing when the follower joins.
+type catchUp struct {
+	shards  map[Shard]uint64
+	aborted bool          // a write to the follower failed
+	joining bool          // the join was proposed
+	settled chan struct{} // closed when the catch-up ended
+}
+
+// ErrCatchUpAborted: a write to a catching-up follower failed, so it
+// does not join the set now.
+var ErrCatchUpAborted = errors.New("replica: catch-up aborted")
+
+// CatchUp brings follower up to date for shards (owned by this node at
+// the given epochs) and adds it to their in-sync sets: from now on every
+// write of those shards also goes to follower; then a bulk copy of
+// every record of the shards this store holds (newest version, stamped
+// with the shard's epoch, so it replaces whatever an older owner left
+// there) goes to it at no more than rate bytes a second; once it has
+// acknowledged all of it and no write to it failed, the join is
+// proposed through raft. It returns nil once follower is in the sets.
+// The view given to Attach must implement Joiner. One catch-up per
+// follower runs at a time (ErrCatchUpBusy otherwise).
+func (s *Store) CatchUp(ctx context.Context, follower string, shards map[Shard]uint64, rate int) error {
+	a := s.att.Load()
+	if a == nil {
+		return errors.New("replica: not attached")
+	}
+	j, ok := a.view.(Joiner)
+	if !ok {
+		return errors.New("replica: the view cannot join followers")
+	}
+	if rate <= 0 {
+		rate = 16 << 20
+	}
+	// Writes wait for a catching-up follower: make sure it answers
+	// before they do, so that a follower that is down delays none.
+	if err := s.probe(ctx, a, follower); err != nil {
+		return fmt.Errorf("replica: catch-up of %s: %w", follower, err)
+	}
+	cu := &catchUp{shards: maps.Clone(shards), settled: make(chan struct{})}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return prospero.ErrStoreClosed
+	}
+	if _, busy := s.catching[follower]; busy {
+		s.mu.Unlock()
+		return ErrCatchUpBusy
+	}
+	s.catching[follower] = cu
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.catching, follower)
+		s.mu.Unlock()
+		close(cu.settled)
+	}()
+	s.stats.catchUps.Add(1)
+
+	// Records written from here on reach follower through replicate;
+	// those written before are in the store now.
+	var ids []prospero.Identity
+	err := s.local.ScanIDs(ctx, func(id prospero.Identity) bool {
+		sh, ok := j.ShardOf(id)
+		_, want := shards[sh]
+		return ok && want
+	}, func(id prospero.Identity) error {
+		ids = append(ids, id)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("replica: catch-up of %s: scan: %w", follower, err)
+	}
+	p, err := s.peer(follower)
+	if err != nil {
+		return err
+	}
+	start, sent := time.Now(), 0
+	var invalid []prospero.Identity
+	for len(ids) > 0 {
+		var chunk []*Record
+		size := 0
+		for len(ids) > 0 && size < s.cfg.MaxBatchBytes/2 {
+			id := ids[0]
+			ids = ids[1:]
+			rec, err := s.local.Get(ctx, id)
+			if errors.Is(err, prospero.ErrNotFound) {
+				continue // deleted since: the deletion went to follower
+			}
+			if errors.Is(err, prospero.ErrInvalidIdentity) {
+				// At rest from before keys were checked: the follower
+				// would refuse it, and it must not keep the shard's
+				// other records from their replica.
+				invalid = append(invalid, id)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("replica: catch-up of %s: %w", follower, err)
+			}
+			sh, _ := j.ShardOf(id)
+			chunk = append(chunk, &Record{Shard: sh, Replicated: prospero.Replicated{ID: id, Epoch: shards[sh],
+				Version: rec.Version, Incarnation: rec.Incarnation, State: rec.State}})
+			size += len(rec.State) + 64
+		}
+		if err := s.sendAll(ctx, p, chunk); err != nil {
+			return fmt.Errorf("replica: catch-up of %s: %w", follower, err)
+		}
+		s.stats.bulk.Add(uint64(len(chunk)))
+		sent += size
+		// Throttle: no faster than rate on average.
+		if ahead := time.Duration(float64(sent)/float64(rate)*float64(time.Second)) - time.Since(start); ahead > 0 {
+			t := time.NewTimer(ahead)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+	}
+
+	if len(invalid) > 0 {
+		s.stats.bulkInvalid.Add(uint64(len(invalid)))
+		s.log.LogAttrs(ctx, slog.LevelWarn, "replica: catch-up left out records whose identity is not valid",
+			slog.String("replica", follower), slog.Int("records", len(invalid)),
+			slog.String("first", fmt.Sprintf("%q", invalid[0].String())))
+	}
+
+	// What the follower holds that this store no longer has was deleted
+	// while it was away: remove it there before it joins.
+	removed, err := s.removeDeleted(ctx, a, p, follower, shards)
+	if err != nil {
+		return fmt.Errorf("replica: catch-up of %s: %w", follower, err)
+	}
+	s.stats.bulkDeleted.Add(uint64(removed))
+
+	s.mu.Lock()
+	if cu.aborted {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: a write to %s failed", ErrCatchUpAborted, follower)
+	}
+	cu.joining = true
+	s.mu.Unlock()
+	joined, jerr := j.Join(ctx, follower, shards)
+	s.mu.Lock()
+	aborted := cu.aborted
+	s.mu.Unlock()
+	if aborted {
+		// A write failed while the join was on its way: follower may be
+		// in a set without that write. Take it out again before the
+		// failed write commits (it waits for settled).
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*s.cfg.Timeout)
+		defer cancel()
+		if n, err := a.view.Shrink(sctx, follower, shards); err != nil {
+			s.log.LogAttrs(ctx, slog.LevelError, "replica: catch-up aborted after its join; could not remove the follower",
+				slog.String("replica", follower), slog.Any("error", err))
+		} else {
+			s.stats.shrinks.Add(uint64(n))
+		}
+		return fmt.Errorf("%w: a write to %s failed", ErrCatchUpAborted, follower)
+	}
+	if jerr != nil {
+		return fmt.Errorf("replica: catch-up of %s: join: %w", follower, jerr)
+	}
+	s.stats.joins.Add(uint64(joined))
+	s.log.LogAttrs(ctx, slog.LevelInfo, "replica caught up and joined the in-sync set",
+		slog.String("replica", follower), slog.Int("shards", joined))
+	return nil
+}
+
+// ErrCatchUpBusy: a catch-up of that follower is running already.
+var ErrCatchUpBusy = errors.New("replica: a catch-up of that follower is running")
+
+// sendAll queues recs to p and waits for all of them.
+func (s *Store) sendAll(ctx context.Context, p *peer, recs []*Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	wg.Add(len(recs))
+	for _, r := range recs {
+		p.enqueue(r, func(err error) {
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return first
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// catchingFor returns the followers catching up on shard at epoch.
+func (s *Store) catchingFor(shard Shard, epoch uint64) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for f, cu := range s.catching {
+		if e, ok := cu.shards[shard]; ok && e == epoch && !cu.aborted {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// abortCatchUp marks follower's catch-up failed and, if its join was
+// proposed, waits until the catch-up took follower out of the sets again.
+func (s *Store) abortCatchUp(ctx context.Context, follower string) {
+	s.mu.Lock()
+	cu, ok := s.catching[follower]
+	if ok {
+		cu.aborted = true
+	}
+	joining := ok && cu.joining
+	s.mu.Unlock()
+	if joining {
+		select {
+		case <-cu.settled:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// probe sends an empty batch to follower on a stream of its own and
+// waits for the answer.
+func (s *Store) probe(ctx context.Context, a *attachment, follower string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	conn, err := a.dial(ctx, follower)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	if _, err := conn.Write(EncodeBatch(1, false, nil)); err != nil {
+		return err
+	}
+	return ReadAck(conn)
+}
+
+// removeDeleted asks follower, on a stream of its own, for what it holds
+// of shards, and sends it a deletion for each record this store does not
+// have: sent under the shard's epoch, naming the follower's copy by its
+// own (epoch, version), so that it removes exactly that copy and never
+// a record a write sent meanwhile put there, even one re-created at a
+// lower version. It returns how many it sent.
+func (s *Store) removeDeleted(ctx context.Context, a *attachment, p *peer, follower string, shards map[Shard]uint64) (int, error) {
+	held, err := s.listHeld(ctx, a, follower, shards)
+	if err != nil {
+		return 0, err
+	}
+	var dels []*Record
+	for _, h := range held {
+		epoch, ok := shards[h.Shard]
+		if !ok || h.Epoch > epoch {
+			// A copy of a newer epoch than this owner's: no deletion of
+			// this owner's may remove it.
+			continue
+		}
+		switch _, err := s.local.Get(ctx, h.ID); {
+		case errors.Is(err, prospero.ErrNotFound):
+			dels = append(dels, &Record{Shard: h.Shard, Replicated: prospero.Replicated{ID: h.ID, Epoch: epoch,
+				Version: h.Version, Deleted: true, DeletesEpoch: h.Epoch}})
+		case err != nil:
+			return 0, err
+		}
+	}
+	for rest := dels; len(rest) > 0; {
+		n := min(len(rest), 1024)
+		if err := s.sendAll(ctx, p, rest[:n]); err != nil {
+			return 0, err
+		}
+		rest = rest[n:]
+	}
+	return len(dels), nil
+}
+
+// listHeld asks follower for the records it holds of shards.
+func (s *Store) listHeld(ctx context.Context, a *attachment, follower string, shards map[Shard]uint64) ([]Held, error) {
+	ctx, cancel := context.WithTimeout(ctx, 4*s.cfg.Timeout)
+	defer cancel()
+	conn, err := a.dial(ctx, follower)
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	if _, err := conn.Write(frameOf(appendList(nil, slices.Collect(maps.Keys(shards))))); err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	r := bufio.NewReader(conn)
+	var out []Held
+	for {
+		b, err := readFrame(r)
+		if err != nil {
+			return nil, fmt.Errorf("list: %w", err)
+		}
+		hs, last, msg, err := decodeHeld(b)
+		if err != nil {
+			return nil, fmt.Errorf("list: %w", err)
+		}
+		if msg != "" {
+			return nil, fmt.Errorf("list: replica %s refused: %s", follower, msg)
+		}
+		out = append(out, hs...)
+		if last {
+			return out, nil
+		}
+	}
+}

@@ -1,0 +1,835 @@
+package replica
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tempest-actors/tempest/prospero"
+)
+
+// Route is where a write of an identity must go, by this node's applied
+// placement table.
+type Route struct {
+	// Replicated is false for identities kept on this node only (the
+	// node's own bookkeeping); their writes commit locally.
+	Replicated bool
+	Shard      Shard
+	Epoch      uint64
+	// Followers are the in-sync replicas other than this node, which owns
+	// the shard.
+	Followers []string
+}
+
+// View is what the engine needs from placement. Its methods are called
+// from the engine's goroutines, concurrently.
+type View interface {
+	// Route returns where a write of id goes. An error (this node does
+	// not own id's shard, the table is not there yet) fails the write
+	// with ErrNotCommitted.
+	Route(id prospero.Identity) (Route, error)
+	// Shrink removes follower from the in-sync sets of shards, owned by
+	// this node at the given epochs, through raft, and returns nil once
+	// this node's applied table shows it removed from every one of them.
+	// Any other outcome is an error, and the writes waiting for follower
+	// are not committed. It returns how many of the sets it removed
+	// follower from (those it was not in need nothing).
+	Shrink(ctx context.Context, follower string, shards map[Shard]uint64) (int, error)
+	// Accept reports whether a record of shard at epoch from node from
+	// may be stored here: nil, or an error wrapping ErrStale.
+	Accept(from string, shard Shard, epoch uint64) error
+	// Fresh reports whether this node's ownership lease is fresh. An
+	// owner whose lease lapsed cannot get an in-sync set changed, and
+	// another node may soon take its shards over, so a replica that
+	// stopped answering must not hold its writes (and their activations)
+	// for Config.Timeout: see Interrupt.
+	Fresh() bool
+	// LeftSet reports whether this node's applied table shows shard
+	// owned by this node at epoch and follower not in its in-sync set.
+	// Records queued for a follower that has left their shard's set
+	// since (this node or the leader removed it, through raft) commit
+	// without it and are not sent, unless a catch-up of it runs.
+	LeftSet(follower string, shard Shard, epoch uint64) bool
+	// Down reports whether node is known to have failed (this node's
+	// applied table marks it down). Nothing is sent to it, nor is it
+	// dialled: the records waiting for it remove it from their sets at
+	// once (see Failed).
+	Down(node string) bool
+}
+
+// ErrLeaseLapsed: a write waiting for a replica was not committed
+// because this node's ownership lease lapsed meanwhile.
+var ErrLeaseLapsed = errors.New("replica: this node's ownership lease lapsed")
+
+// Dialer opens a replication stream to a peer.
+type Dialer func(ctx context.Context, peer string) (net.Conn, error)
+
+// Config configures a Store.
+type Config struct {
+	// Local is this node's state store.
+	Local *prospero.BoltStore
+	// Timeout bounds a batch's round trip to a replica (default 2 s);
+	// a replica that does not answer in time leaves the in-sync set.
+	Timeout time.Duration
+	// SyncReplicas: a write is committed only once every in-sync replica
+	// fsync'd it (survives losing power to the whole set). Default
+	// false: once every replica received it, each fsyncing in the
+	// background (survives any single crash, pause or partition).
+	SyncReplicas bool
+	// MinInSync is the fewest in-sync replicas, the owner included, that
+	// must hold a write for it to commit (default 1). With 2, a write is
+	// not committed (ErrUnderReplicated) while its shard's set is the
+	// owner alone — after followers failed, or before new ones joined —
+	// so that no acknowledged write lives on one disk only.
+	MinInSync int
+	// MaxBatchBytes bounds the records of one network write (default 1 MiB).
+	MaxBatchBytes int
+	// Logger (nil: discard).
+	Logger *slog.Logger
+}
+
+// Stats counts the engine's work; all fields only grow.
+type Stats struct {
+	Batches     uint64 // batches sent to replicas
+	Records     uint64 // records in them
+	Shrinks     uint64 // followers removed from an in-sync set by this owner
+	ShrinkFail  uint64 // removals that failed (their writes were not committed)
+	Refused     uint64 // batches this replica refused (stale, bad checksum, disk)
+	Applied     uint64 // records this replica stored
+	CatchUps    uint64 // catch-ups of a follower this owner started
+	Bulk        uint64 // records this owner sent in bulk copies
+	BulkDeleted uint64 // deletions a catch-up sent for records the follower held and this owner no longer has
+	Joins       uint64 // followers this owner added to an in-sync set, counted per shard
+	BulkInvalid uint64 // records left out of bulk copies: their identity is not valid (written before keys were checked)
+}
+
+// Store is a prospero.AsyncStore that replicates the writes of each
+// shard this node owns to the shard's in-sync replicas: a write is
+// committed (its done called with nil) once it is durable in the local
+// store and every in-sync replica acknowledged it (received, or with
+// SyncReplicas fsync'd). A replica that fails to acknowledge is removed
+// from the set through raft (View.Shrink) before the write commits
+// without it. Records of many actors share one network write and one
+// remote fsync per replica (group commit).
+//
+// Until Attach, every write is local (a node not in a cluster). Store is
+// safe for concurrent use; Close stops its goroutines.
+type Store struct {
+	cfg   Config
+	local *prospero.BoltStore
+	log   *slog.Logger
+	att   atomic.Pointer[attachment]
+
+	mu       sync.Mutex
+	peers    map[string]*peer
+	catching map[string]*catchUp // follower → its catch-up in progress
+	closed   bool
+	wg       sync.WaitGroup
+
+	apply *applier // replica side: background writes
+
+	stats struct {
+		batches, records, shrinks, shrinkFail, refused, applied, catchUps, bulk, bulkDeleted, joins, bulkInvalid atomic.Uint64
+	}
+	seen        sync.Map      // Shard → *atomic.Uint64, newest epoch seen from a stream
+	uncommitted sync.Map      // Shard → true: a write landed here and was not committed (Uncommitted)
+	interrupts  atomic.Uint64 // calls of Interrupt
+}
+
+type attachment struct {
+	view View
+	dial Dialer
+}
+
+var (
+	_ prospero.AsyncStore    = (*Store)(nil)
+	_ prospero.PrefixScanner = (*Store)(nil)
+)
+
+// New returns a Store over cfg.Local.
+func New(cfg Config) (*Store, error) {
+	if cfg.Local == nil {
+		return nil, errors.New("replica: Config.Local is required")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	if cfg.MaxBatchBytes <= 0 {
+		cfg.MaxBatchBytes = 1 << 20
+	}
+	if cfg.MinInSync <= 0 {
+		cfg.MinInSync = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{cfg: cfg, local: cfg.Local, log: cfg.Logger, peers: map[string]*peer{}, catching: map[string]*catchUp{}}
+	s.apply = newApplier(s)
+	return s, nil
+}
+
+// Attach starts replicating: from now on writes go to the replicas view
+// names, over streams dial opens.
+func (s *Store) Attach(view View, dial Dialer) { s.att.Store(&attachment{view: view, dial: dial}) }
+
+// Stats returns the counters.
+func (s *Store) Stats() Stats {
+	return Stats{
+		Batches: s.stats.batches.Load(), Records: s.stats.records.Load(),
+		Shrinks: s.stats.shrinks.Load(), ShrinkFail: s.stats.shrinkFail.Load(),
+		Refused: s.stats.refused.Load(), Applied: s.stats.applied.Load(),
+		CatchUps: s.stats.catchUps.Load(), Bulk: s.stats.bulk.Load(), BulkDeleted: s.stats.bulkDeleted.Load(),
+		Joins: s.stats.joins.Load(), BulkInvalid: s.stats.bulkInvalid.Load(),
+	}
+}
+
+// Uncommitted reports whether a write of shard sh landed on this node's
+// disk and then failed to commit (a replica did not acknowledge it and
+// could not be removed from the set, or this node's lease lapsed) since
+// the store was created. The shard's followers may lack that record, so
+// a planned move of sh must ship its state rather than promote a
+// follower. Conservative: it stays true until the process restarts.
+func (s *Store) Uncommitted(sh Shard) bool {
+	_, ok := s.uncommitted.Load(sh)
+	return ok
+}
+
+// Local returns the local store.
+func (s *Store) Local() *prospero.BoltStore { return s.local }
+
+// Get implements prospero.StateStore: the local copy.
+func (s *Store) Get(ctx context.Context, id prospero.Identity) (prospero.Record, error) {
+	return s.local.Get(ctx, id)
+}
+
+// ScanPrefix implements prospero.PrefixScanner: the local copies.
+func (s *Store) ScanPrefix(ctx context.Context, kind, prefix string) ([]prospero.Keyed, error) {
+	return s.local.ScanPrefix(ctx, kind, prefix)
+}
+
+// Put implements prospero.StateStore: PutAsync, waited for.
+func (s *Store) Put(ctx context.Context, id prospero.Identity, expected uint64, rec prospero.Record) (uint64, error) {
+	type res struct {
+		v   uint64
+		err error
+	}
+	ch := make(chan res, 1)
+	s.PutAsync(id, expected, rec, func(v uint64, err error) { ch <- res{v, err} })
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// PutAsync implements prospero.AsyncStore. done gets the new version
+// once the write is committed, or an error wrapping ErrNotCommitted
+// when the local write succeeded but a replica could not be removed
+// from the set after it failed to acknowledge.
+func (s *Store) PutAsync(id prospero.Identity, expected uint64, rec prospero.Record, done func(uint64, error)) {
+	s.local.PutAsync(id, expected, rec, func(v uint64, err error) {
+		if err != nil {
+			done(0, err)
+			return
+		}
+		r := &Record{Replicated: prospero.Replicated{ID: id, Version: v, Incarnation: rec.Incarnation, State: rec.State}}
+		s.replicate(r, func(err error) {
+			if err != nil {
+				done(0, err)
+				return
+			}
+			done(v, nil)
+		})
+	})
+}
+
+// Delete implements prospero.StateStore: the deletion is committed like
+// a write, so that a replica taking over does not bring the record back.
+func (s *Store) Delete(ctx context.Context, id prospero.Identity, expected uint64) error {
+	cur, err := s.local.Get(ctx, id)
+	switch {
+	case errors.Is(err, prospero.ErrNotFound):
+		return s.local.Delete(ctx, id, expected)
+	case err != nil:
+		return err
+	}
+	if expected == prospero.AnyVersion {
+		expected = cur.Version
+	}
+	if err := s.local.Delete(ctx, id, expected); err != nil {
+		return err
+	}
+	ch := make(chan error, 1)
+	s.replicate(&Record{Replicated: prospero.Replicated{ID: id, Version: expected, Deleted: true}}, func(err error) { ch <- err })
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// replicate sends r to the in-sync followers of its shard and calls done
+// once each acknowledged it or left the set.
+func (s *Store) replicate(r *Record, done func(error)) {
+	a := s.att.Load()
+	if a == nil {
+		done(nil)
+		return
+	}
+	rt, err := a.view.Route(r.ID)
+	if err != nil {
+		done(&prospero.CommitError{ID: r.ID, Err: err})
+		return
+	}
+	next := done
+	done = func(err error) {
+		if err != nil {
+			// The local write landed; a follower may lack it.
+			s.uncommitted.Store(rt.Shard, true)
+		}
+		next(err)
+	}
+	if !rt.Replicated {
+		done(nil)
+		return
+	}
+	inSync := rt.Followers
+	followers := inSync
+	for _, f := range s.catchingFor(rt.Shard, rt.Epoch) {
+		if !slices.Contains(followers, f) {
+			followers = append(slices.Clip(followers), f)
+		}
+	}
+	need := s.cfg.MinInSync - 1 // in-sync followers that must acknowledge
+	if len(followers) == 0 {
+		if need > 0 {
+			done(&prospero.CommitError{ID: r.ID, Err: underReplicated(rt.Shard, 1, s.cfg.MinInSync)})
+			return
+		}
+		done(nil)
+		return
+	}
+	r.Shard, r.Epoch = rt.Shard, rt.Epoch
+	if r.Deleted {
+		// The owner deletes its current version: every copy of it, or of
+		// an older one, a follower may hold.
+		r.DeletesEpoch = rt.Epoch
+	}
+	var (
+		mu    sync.Mutex
+		left  = len(followers)
+		acked = 0
+		first error
+	)
+	one := func(f string, err error) {
+		mu.Lock()
+		switch {
+		case err == nil:
+			if slices.Contains(inSync, f) {
+				acked++
+			}
+		case errors.Is(err, errLeftSet):
+		case first == nil:
+			first = err
+		}
+		left--
+		last := left == 0
+		mu.Unlock()
+		if last {
+			switch {
+			case first != nil:
+				done(&prospero.CommitError{ID: r.ID, Err: first})
+			case acked < need:
+				done(&prospero.CommitError{ID: r.ID, Err: underReplicated(rt.Shard, acked+1, s.cfg.MinInSync)})
+			default:
+				done(nil)
+			}
+		}
+	}
+	for _, f := range followers {
+		p, err := s.peer(f)
+		if err != nil {
+			one(f, err)
+			continue
+		}
+		p.enqueue(r, func(err error) { one(f, err) })
+	}
+}
+
+// ErrUnderReplicated: a write was not committed because fewer in-sync
+// replicas than Config.MinInSync hold it. Nothing retries it: the
+// turn's outputs fail with prospero.ErrNotCommitted, wrapping it.
+var ErrUnderReplicated = errors.New("replica: fewer in-sync replicas than the minimum")
+
+func underReplicated(sh Shard, have, min int) error {
+	return fmt.Errorf("%w: shard %s/%d has %d of the %d required", ErrUnderReplicated, sh.Group, sh.Index, have, min)
+}
+
+// errLeftSet answers a write sent to a follower that failed and was
+// removed from the in-sync set: the write may commit without it, but it
+// is no acknowledgement.
+var errLeftSet = errors.New("replica: follower left the in-sync set")
+
+// ErrReplicaDown: a replica the placement table marks down was not sent
+// a batch; it leaves the batch's sets before the batch commits.
+var ErrReplicaDown = errors.New("replica: marked down")
+
+// peer returns the sender to name, starting it if needed.
+func (s *Store) peer(name string) (*peer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, prospero.ErrStoreClosed
+	}
+	p, ok := s.peers[name]
+	if !ok {
+		p = &peer{s: s, name: name}
+		p.cond = sync.NewCond(&p.mu)
+		s.peers[name] = p
+		s.wg.Add(1)
+		go p.loop()
+	}
+	return p, nil
+}
+
+// Close stops the senders (writes waiting for a replica fail with
+// ErrStoreClosed), commits the replica writes queued, and closes the
+// local store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	already := s.closed
+	s.closed = true
+	peers := make([]*peer, 0, len(s.peers))
+	for _, p := range s.peers {
+		peers = append(peers, p)
+	}
+	s.mu.Unlock()
+	if !already {
+		for _, p := range peers {
+			p.close()
+		}
+		s.wg.Wait()
+		s.apply.close()
+	}
+	return s.local.Close()
+}
+
+// pending is one record waiting for one replica's acknowledgement.
+type pending struct {
+	r    *Record
+	done func(error)
+	at   time.Time // when it was queued
+}
+
+// peer sends batches to one replica, one in flight at a time: records
+// queued meanwhile go in the next batch.
+type peer struct {
+	s    *Store
+	name string
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	queue    []pending // not sent yet
+	inflight []pending // sent, not acknowledged
+	closed   bool
+	conn     net.Conn // owned by loop
+	r        *bufio.Reader
+	seq      uint64
+	lastAck  time.Time         // of the last batch acknowledged
+	acked    uint64            // records acknowledged
+	cancel   func(cause error) // ends the round trip in flight (Interrupt, Failed)
+	started  uint64            // Store.interrupts when it began
+}
+
+func (p *peer) enqueue(r *Record, done func(error)) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		done(prospero.ErrStoreClosed)
+		return
+	}
+	p.queue = append(p.queue, pending{r: r, done: done, at: time.Now()})
+	p.cond.Signal()
+	p.mu.Unlock()
+}
+
+// Interrupt ends, with ErrLeaseLapsed, the round trips to replicas that
+// were already in flight at the previous call: a replica answering
+// within one interval between calls is not disturbed. The node calls it
+// at short intervals while its ownership lease is lapsed (a leader
+// election, or this node cut off), so that a write waits for a replica
+// that stopped answering for two intervals at most, and then fails,
+// instead of Config.Timeout; an interrupted replica is not counted as
+// failed (it leaves no in-sync set).
+func (s *Store) Interrupt() {
+	s.mu.Lock()
+	peers := make([]*peer, 0, len(s.peers))
+	for _, p := range s.peers {
+		peers = append(peers, p)
+	}
+	s.mu.Unlock()
+	g := s.interrupts.Add(1)
+	for _, p := range peers {
+		p.mu.Lock()
+		if p.cancel != nil && p.started+1 < g {
+			p.cancel(ErrLeaseLapsed)
+			if p.conn != nil {
+				_ = p.conn.Close()
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// Failed ends, as a failure, the round trip in flight to node, a dial
+// included: the node calls it as soon as its applied table marks node
+// down, so that the writes waiting for node remove it from their sets
+// (through raft, before they commit) within a raft round trip, instead
+// of when Config.Timeout runs out. Later batches for node see
+// View.Down and are not sent at all.
+func (s *Store) Failed(node string) {
+	s.mu.Lock()
+	p := s.peers[node]
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.cancel != nil {
+		p.cancel(fmt.Errorf("%w: %s", ErrReplicaDown, node))
+		if p.conn != nil {
+			_ = p.conn.Close()
+		}
+	}
+	p.mu.Unlock()
+}
+
+func (p *peer) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.cond.Signal()
+	conn := p.conn
+	if p.cancel != nil {
+		p.cancel(prospero.ErrStoreClosed) // a dial in flight
+	}
+	p.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close() // unblocks a round trip in flight
+	}
+}
+
+func (p *peer) loop() {
+	defer p.s.wg.Done()
+	defer func() {
+		p.mu.Lock()
+		if p.conn != nil {
+			_ = p.conn.Close()
+		}
+		p.mu.Unlock()
+	}()
+	var buf []byte
+	for {
+		p.mu.Lock()
+		for len(p.queue) == 0 && !p.closed {
+			p.cond.Wait()
+		}
+		if p.closed {
+			q := p.queue
+			p.queue = nil
+			p.mu.Unlock()
+			for _, w := range q {
+				w.done(prospero.ErrStoreClosed)
+			}
+			return
+		}
+		// Take what fits one network write.
+		n, size := 0, 0
+		for n < len(p.queue) && (n == 0 || size+len(p.queue[n].r.State)+64 <= p.s.cfg.MaxBatchBytes) {
+			size += len(p.queue[n].r.State) + 64
+			n++
+		}
+		batch := p.queue[:n:n]
+		p.queue = p.queue[n:]
+		p.inflight = batch
+		p.mu.Unlock()
+
+		var left []pending
+		batch, left = p.leftSets(batch)
+		for _, w := range left {
+			w.done(errLeftSet)
+		}
+		p.mu.Lock()
+		p.inflight = batch
+		p.mu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		recs := make([]*Record, len(batch))
+		for i := range batch {
+			recs[i] = batch[i].r
+		}
+		var err error
+		a := p.s.att.Load()
+		if buf, err = p.roundTrip(buf[:0], recs, 0); err != nil {
+			switch {
+			case errors.Is(err, ErrLeaseLapsed):
+				// Interrupted: no sign that the replica failed.
+			case !a.view.Fresh():
+				err = fmt.Errorf("%w (replica %s: %v)", ErrLeaseLapsed, p.name, err)
+			default:
+				if err = p.fail(recs, err); err == nil {
+					err = errLeftSet
+				}
+			}
+		}
+		p.mu.Lock()
+		p.inflight = nil
+		if err == nil {
+			p.lastAck = time.Now()
+			p.acked += uint64(len(batch))
+		}
+		p.mu.Unlock()
+		for _, w := range batch {
+			w.done(err)
+		}
+	}
+}
+
+// leftSets splits batch into the records to send and those of shards
+// whose in-sync set this follower has left since they were queued (and
+// is not catching up on): those commit without it.
+func (p *peer) leftSets(batch []pending) (send, left []pending) {
+	a := p.s.att.Load()
+	p.s.mu.Lock()
+	_, catching := p.s.catching[p.name]
+	p.s.mu.Unlock()
+	if catching {
+		return batch, nil
+	}
+	send = batch[:0:0]
+	for _, w := range batch {
+		if a.view.LeftSet(p.name, w.r.Shard, w.r.Epoch) {
+			left = append(left, w)
+		} else {
+			send = append(send, w)
+		}
+	}
+	return send, left
+}
+
+// roundTrip sends one batch and waits for its acknowledgement.
+func (p *peer) roundTrip(buf []byte, recs []*Record, flags uint8) ([]byte, error) {
+	a := p.s.att.Load()
+	ictx, interrupt := context.WithCancelCause(context.Background())
+	defer interrupt(nil)
+	ctx, cancel := context.WithTimeout(ictx, p.s.cfg.Timeout)
+	defer cancel()
+	p.mu.Lock()
+	conn := p.conn
+	p.cancel = interrupt
+	p.started = p.s.interrupts.Load()
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.cancel = nil
+		p.mu.Unlock()
+	}()
+	// Checked after p.cancel is set: a Failed from now on ends this
+	// round trip, and one before it shows here.
+	if a.view.Down(p.name) {
+		return buf, fmt.Errorf("%w: %s", ErrReplicaDown, p.name)
+	}
+	if conn == nil {
+		c, err := a.dial(ctx, p.name)
+		if err != nil {
+			if cause := context.Cause(ictx); cause != nil && ictx.Err() != nil {
+				if errors.Is(cause, ErrLeaseLapsed) {
+					return buf, ErrLeaseLapsed
+				}
+				return buf, fmt.Errorf("dial: %w", cause)
+			}
+			return buf, fmt.Errorf("dial: %w", err)
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			_ = c.Close()
+			return buf, prospero.ErrStoreClosed
+		}
+		if ictx.Err() != nil { // interrupted while dialling
+			p.mu.Unlock()
+			_ = c.Close()
+			if cause := context.Cause(ictx); !errors.Is(cause, ErrLeaseLapsed) {
+				return buf, fmt.Errorf("dial: %w", cause)
+			}
+			return buf, ErrLeaseLapsed
+		}
+		p.conn, p.r = c, bufio.NewReader(c)
+		p.mu.Unlock()
+		conn = c
+	}
+	if p.s.cfg.SyncReplicas {
+		flags |= flagSync
+	}
+	p.seq++
+	buf = append(buf[:0], 0, 0, 0, 0)
+	buf = appendBatch(buf, p.seq, flags, recs)
+	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	_ = conn.SetDeadline(time.Now().Add(p.s.cfg.Timeout))
+	err := func() error {
+		if _, err := conn.Write(buf); err != nil {
+			return err
+		}
+		b, err := readFrame(p.r)
+		if err != nil {
+			return err
+		}
+		seq, msg, err := decodeAck(b)
+		if err != nil {
+			return err
+		}
+		if seq != p.seq {
+			return fmt.Errorf("%w: ack for batch %d, sent %d", ErrBadRecord, seq, p.seq)
+		}
+		if msg != "" {
+			return fmt.Errorf("replica %s refused: %s", p.name, msg)
+		}
+		return nil
+	}()
+	if err != nil {
+		p.mu.Lock()
+		_ = p.conn.Close()
+		p.conn, p.r = nil, nil
+		p.mu.Unlock()
+		if ictx.Err() != nil {
+			err = fmt.Errorf("%w (round trip to %s ended: %v)", context.Cause(ictx), p.name, err)
+		}
+		return buf, err
+	}
+	_ = conn.SetDeadline(time.Time{})
+	p.s.stats.batches.Add(1)
+	p.s.stats.records.Add(uint64(len(recs)))
+	return buf, nil
+}
+
+// fail handles a batch the replica did not acknowledge: it removes the
+// replica from the in-sync set of every shard in the batch, through
+// raft, before any of the batch's writes commits without it. It returns
+// nil once that is done (the writes commit), or why not.
+func (p *peer) fail(recs []*Record, cause error) error {
+	shards := map[Shard]uint64{}
+	for _, r := range recs {
+		if e, ok := shards[r.Shard]; !ok || r.Epoch > e {
+			shards[r.Shard] = r.Epoch
+		}
+	}
+	p.s.log.LogAttrs(context.Background(), slog.LevelWarn, "replica failed; removing it from the in-sync set",
+		slog.String("replica", p.name), slog.Int("shards", len(shards)), slog.Any("error", cause))
+	a := p.s.att.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*p.s.cfg.Timeout)
+	defer cancel()
+	p.s.abortCatchUp(ctx, p.name)
+	n, err := a.view.Shrink(ctx, p.name, shards)
+	if err != nil {
+		p.s.stats.shrinkFail.Add(1)
+		return fmt.Errorf("replica %s failed (%v) and could not leave the in-sync set: %w", p.name, cause, err)
+	}
+	p.s.stats.shrinks.Add(uint64(n))
+	return nil
+}
+
+// Lag is how far one follower is behind this node, as the owner of the
+// shards it replicates to it: what is waiting for its acknowledgement.
+type Lag struct {
+	Follower string
+	// Queued are records not sent yet; InFlight those sent and not
+	// acknowledged yet.
+	Queued, InFlight int
+	// Oldest is the age of the oldest record not acknowledged yet (0 when
+	// every record is): how long a commit waiting for this follower
+	// has waited so far.
+	Oldest time.Duration
+	// SinceAck is the time since the follower last acknowledged a batch
+	// (-1 if it never did).
+	SinceAck time.Duration
+	// Acked counts the records the follower acknowledged.
+	Acked uint64
+	// CatchingUp is true while a catch-up (bulk copy, then join) of the
+	// follower runs.
+	CatchingUp bool
+}
+
+// Lags returns the lag of every follower this node sent records to or
+// is catching up, sorted by name.
+func (s *Store) Lags() []Lag {
+	now := time.Now()
+	s.mu.Lock()
+	peers := make([]*peer, 0, len(s.peers))
+	for _, p := range s.peers {
+		peers = append(peers, p)
+	}
+	catching := map[string]bool{}
+	for f := range s.catching {
+		catching[f] = true
+	}
+	s.mu.Unlock()
+	out := make([]Lag, 0, len(peers))
+	for _, p := range peers {
+		l := Lag{Follower: p.name, SinceAck: -1, CatchingUp: catching[p.name]}
+		delete(catching, p.name)
+		p.mu.Lock()
+		l.Queued, l.InFlight, l.Acked = len(p.queue), len(p.inflight), p.acked
+		var oldest time.Time
+		switch {
+		case len(p.inflight) > 0:
+			oldest = p.inflight[0].at
+		case len(p.queue) > 0:
+			oldest = p.queue[0].at
+		}
+		if !p.lastAck.IsZero() {
+			l.SinceAck = now.Sub(p.lastAck)
+		}
+		p.mu.Unlock()
+		if !oldest.IsZero() {
+			l.Oldest = max(now.Sub(oldest), 0)
+		}
+		out = append(out, l)
+	}
+	for f := range catching {
+		out = append(out, Lag{Follower: f, SinceAck: -1, CatchingUp: true})
+	}
+	slices.SortFunc(out, func(a, b Lag) int { return strings.Compare(a.Follower, b.Follower) })
+	return out
+}
+
+// readFrame reads one length-prefixed frame.
+func readFrame(r *bufio.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxFrame {
+		return nil, fmt.Errorf("%w: frame of %d bytes", ErrBadRecord, n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("truncated frame: %w", err)
+	}
+	return b, nil
+}

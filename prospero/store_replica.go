@@ -1,0 +1,194 @@
+package prospero
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Replicated is one record of another node's shard as a replica of that
+// shard stores it: the identity's state at rest at the owner's version,
+// stamped with the placement epoch the owner wrote it under.
+type Replicated struct {
+	ID          Identity
+	Epoch       uint64
+	Version     uint64
+	Incarnation uint64
+	State       []byte
+	// Deleted: the record is a deletion of the copy at (DeletesEpoch,
+	// Version). It removes the stored record only if that record is the
+	// copy or older by (epoch, version), never a newer one. Epoch is the
+	// epoch the deletion was sent under, which a replica's epoch checks
+	// see; the copy's own can be older (a catch-up removes a copy an
+	// older owner left) and is never newer.
+	Deleted      bool
+	DeletesEpoch uint64
+}
+
+// epochBucket holds, per identity a replica stored, the epoch of the
+// record it stored ("kind/key" → 8 bytes big endian). A kind name cannot
+// contain '/', so the bucket never meets a kind's.
+var epochBucket = []byte("/epochs")
+
+// ApplyReplicated stores recs in one transaction (one fsync). Each
+// applies only if it is newer than what the store holds for its
+// identity, comparing (epoch, version): a record from a newer owner wins
+// over any copy left by an older one, and, under one owner, the newest
+// version wins. Records this store wrote itself count as epoch 0. A
+// deletion removes the record if it is not newer than the copy the
+// deletion names, (DeletesEpoch, Version): a record written since, even
+// at a lower version under a newer epoch, stays. The
+// kind's version sequence is raised to at least each applied version, so
+// that the store's own later writes (once this node owns the shard) get
+// larger versions still. It returns how many records applied.
+func (s *BoltStore) ApplyReplicated(recs []Replicated) (int, error) {
+	for i := range recs {
+		if err := recs[i].ID.Validate(); err != nil {
+			return 0, err
+		}
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return 0, ErrStoreClosed
+	}
+	applied := 0
+	err := s.guardedWrite(func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			eb, err := tx.CreateBucketIfNotExists(epochBucket)
+			if err != nil {
+				return err
+			}
+			for i := range recs {
+				r := &recs[i]
+				b, err := tx.CreateBucketIfNotExists([]byte(r.ID.Kind))
+				if err != nil {
+					return err
+				}
+				key := []byte(r.ID.Key)
+				ekey := []byte(r.ID.String())
+				cur, err := storedVersion(b.Get(key))
+				if err != nil {
+					return err
+				}
+				var curEpoch uint64
+				if v := eb.Get(ekey); len(v) == 8 {
+					curEpoch = binary.BigEndian.Uint64(v)
+				}
+				newer := r.Epoch > curEpoch || (r.Epoch == curEpoch && r.Version > cur)
+				if r.Deleted {
+					notNewer := curEpoch < r.DeletesEpoch || (curEpoch == r.DeletesEpoch && cur <= r.Version)
+					if cur != 0 && notNewer {
+						if err := b.Delete(key); err != nil {
+							return err
+						}
+						if err := eb.Delete(ekey); err != nil {
+							return err
+						}
+						applied++
+					}
+					continue
+				}
+				if cur != 0 && !newer {
+					continue
+				}
+				if b.Sequence() < r.Version {
+					if err := b.SetSequence(r.Version); err != nil {
+						return err
+					}
+				}
+				if err := b.Put(key, encodeRecord(r.Version, Record{Incarnation: r.Incarnation, State: r.State})); err != nil {
+					return err
+				}
+				if err := eb.Put(ekey, binary.BigEndian.AppendUint64(nil, r.Epoch)); err != nil {
+					return err
+				}
+				applied++
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prospero: apply replicated records: %w", err)
+	}
+	return applied, nil
+}
+
+// ScanIDs calls fn for every identity with a record in the store that
+// keep selects, without reading the records (one that does not decode
+// is listed too: reading it is the caller's, with Get). It stops at the
+// first error fn returns, or when ctx ends. Records whose identity is not
+// valid (see InvalidIdentities) are listed too; Get of one fails with
+// ErrInvalidIdentity.
+func (s *BoltStore) ScanIDs(ctx context.Context, keep func(Identity) bool, fn func(Identity) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrStoreClosed
+	}
+	return s.guarded(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			return tx.ForEach(func(kind []byte, b *bolt.Bucket) error {
+				if string(kind) == string(epochBucket) {
+					return nil
+				}
+				return b.ForEach(func(k, _ []byte) error {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+					id := Identity{Kind: string(kind), Key: string(k)}
+					if !keep(id) {
+						return nil
+					}
+					return fn(id)
+				})
+			})
+		})
+	})
+}
+
+// ScanHeld calls fn with the identity, epoch and version of every record
+// in the store that keep selects (the epoch of a record this store wrote
+// itself is 0). A record whose value does not decode is reported as a
+// CorruptError. It stops at the first error fn returns, or when ctx ends.
+// Records whose identity is not valid (see InvalidIdentities) are left
+// out: the listing goes to a peer, which could not decode them.
+func (s *BoltStore) ScanHeld(ctx context.Context, keep func(Identity) bool, fn func(id Identity, epoch, version uint64) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrStoreClosed
+	}
+	return s.guarded(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			eb := tx.Bucket(epochBucket)
+			return tx.ForEach(func(kind []byte, b *bolt.Bucket) error {
+				if string(kind) == string(epochBucket) {
+					return nil
+				}
+				return b.ForEach(func(k, v []byte) error {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+					id := Identity{Kind: string(kind), Key: string(k)}
+					if id.Validate() != nil || !keep(id) {
+						return nil // an invalid identity is isolated (InvalidIdentities)
+					}
+					version, err := storedVersion(v)
+					if err != nil {
+						return s.corrupt(id, err)
+					}
+					var epoch uint64
+					if eb != nil {
+						if e := eb.Get([]byte(id.String())); len(e) == 8 {
+							epoch = binary.BigEndian.Uint64(e)
+						}
+					}
+					return fn(id, epoch, version)
+				})
+			})
+		})
+	})
+}

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,7 +16,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -27,6 +25,7 @@ import (
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/prospero/federation"
 	"github.com/tempest-actors/tempest/wire"
 )
 
@@ -77,6 +76,8 @@ type ClusterConfig struct {
 	// Resolve, Handler, Events, ManifestDigest and Logger are set by the
 	// node.
 	Wire wire.Config
+	// Replication tunes the replication of state at rest.
+	Replication ReplicationConfig
 	// LeaveTimeout bounds the graceful hand-off of this node's shards in
 	// Close (default 30 s, or the Close context's deadline).
 	LeaveTimeout time.Duration
@@ -90,19 +91,17 @@ func (c *ClusterConfig) validate() error {
 		return fmt.Errorf("%w: Cluster.CAs is required", ErrInvalidConfig)
 	case c.BootstrapExpect < 0:
 		return fmt.Errorf("%w: negative Cluster.BootstrapExpect", ErrInvalidConfig)
+	case c.Replication.Timeout < 0 || c.Replication.CatchUpRate < 0:
+		return fmt.Errorf("%w: negative Cluster.Replication.Timeout or CatchUpRate", ErrInvalidConfig)
+	case c.Replication.MinInSync < 0 || c.Placement.Replicas > 0 && c.Replication.MinInSync > c.Placement.Replicas:
+		return fmt.Errorf("%w: Cluster.Replication.MinInSync %d not in [0, Placement.Replicas]", ErrInvalidConfig, c.Replication.MinInSync)
 	case c.LeaveTimeout < 0:
 		return fmt.Errorf("%w: negative Cluster.LeaveTimeout", ErrInvalidConfig)
 	}
 	return nil
 }
 
-// Stream services a node listens for, besides raft.
-const (
-	serviceForward = "tempest-forward" // placement commands from followers to the leader
-	serviceMove    = "tempest-move"    // the leader asks an old owner to hand a shard off
-	serviceState   = "tempest-state"   // an old owner ships state at rest to the new owner
-)
-
+// maxStreamMsg bounds one message on the bulk state stream.
 const maxStreamMsg = 4 << 20
 
 // cluster is a node's cluster side. Its fields are set in start and only
@@ -115,10 +114,13 @@ type cluster struct {
 	reg   *wire.Registry
 	rem   *remote
 	tr    *wire.QUIC
+	pconn net.PacketConn // the QUIC socket, when this cluster opened it (pausable nodes)
 	ml    *membership.Membership
 	pl    *placement.Node
 	peers *peerView
 	prove *prover
+	fed   *federation.Endpoint // the federation protocol on the control lanes
+	fedTr *fedSender
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -132,6 +134,22 @@ type cluster struct {
 	indexKick chan struct{}
 	unshipped map[prospero.Identity]error // owned here, isolated from a handoff
 	isolated  atomic.Uint64               // identities isolated from handoffs
+
+	xmu       sync.Mutex                // guards transfers
+	transfers map[transferKey]*transfer // handoffs this node receives
+	aborts    atomic.Uint64             // of them, aborted by the old owner
+	promoted  atomic.Uint64             // planned moves from this node that promoted an in-sync follower
+
+	// Warm handoffs (cluster_hydrate.go).
+	warmHandoff    atomic.Bool // send HydrateRequest on planned moves (on by default)
+	wmu            sync.Mutex  // guards warmed, warming and movingOut
+	warmed         map[warmKey]bool
+	movingOut      map[placement.ShardRef][]prospero.Identity // passivated because their shard moves away
+	warming        int                                        // activations scheduled by warm-ups, not started
+	hydrated       atomic.Uint64                              // activations started by warm-ups
+	hydrateBusy    atomic.Uint64                              // HydrateRequests answered BUSY
+	mailBusy       atomic.Uint64                              // mail from peers refused BUSY (hydrationBusy)
+	hydrateRetries atomic.Uint64                              // BUSY answers this node waited out as the sender
 }
 
 // ErrHandoffIncomplete: a graceful Close did not hand all the state at
@@ -142,9 +160,12 @@ type cluster struct {
 var ErrHandoffIncomplete = errors.New("tempest: state at rest not handed off")
 
 func newCluster(n *Node, cfg ClusterConfig) *cluster {
-	return &cluster{n: n, cfg: cfg, name: n.cfg.Name, log: n.log,
+	c := &cluster{n: n, cfg: cfg, name: n.cfg.Name, log: n.log,
 		active: map[prospero.Identity]bool{}, known: map[prospero.Identity]bool{},
-		indexKick: make(chan struct{}, 1)}
+		indexKick: make(chan struct{}, 1), warmed: map[warmKey]bool{},
+		movingOut: map[placement.ShardRef][]prospero.Identity{}}
+	c.warmHandoff.Store(true)
+	return c
 }
 
 // start brings the cluster side up: registry and mail, transport,
@@ -157,11 +178,22 @@ func (c *cluster) start(ctx context.Context) error {
 	if err := n.errs.register(c.reg); err != nil {
 		return fmt.Errorf("tempest: error codes: %w", err)
 	}
-	rem, err := newRemote(n.sched, c.reg, c.locateAt, wire.MailConfig{Logger: c.log, Clock: n.cfg.Clock})
+	if err := c.newFederation(); err != nil {
+		return err
+	}
+	rem, err := newRemote(n.sched, c.reg, c.locateAt, wire.MailConfig{Logger: c.log, Clock: n.cfg.Clock,
+		Control: c.fed.Handle})
 	if err != nil {
 		return err
 	}
 	rem.trc = n.trc
+	rem.busy = c.hydrationBusy
+	rem.shardName = c.shardName
+	rem.cancel = func(peer string, id uint64) {
+		// Not waiting: a CancelAsk lost to a full control lane costs the
+		// turn it would have saved, nothing else (counted: NoticesDropped).
+		_ = c.fed.NotifyNow(peer, &federation.CancelAsk{Id: id})
+	}
 	c.rem = rem
 
 	wc := c.cfg.Wire
@@ -173,7 +205,13 @@ func (c *cluster) start(ctx context.Context) error {
 	wc.Certificate, wc.CAs = c.cfg.Certificate, c.cfg.CAs
 	wc.Resolve = c.resolve
 	wc.Handler = rem.mail.Handle
-	wc.Events = rem.mail.LinkEvent
+	wc.HandleBatch = rem.mail.HandleBatch
+	wc.Events = func(ev wire.LinkEvent) {
+		rem.mail.LinkEvent(ev)
+		if !ev.Up {
+			c.fed.LinkDown(ev.Peer)
+		}
+	}
 	wc.ManifestDigest = []byte(n.man.Digest())
 	// wire, membership and placement tag their records with the node
 	// name themselves: they get the untagged logger, or every line would
@@ -182,11 +220,20 @@ func (c *cluster) start(ctx context.Context) error {
 	if wc.Clock == nil {
 		wc.Clock = n.cfg.Clock
 	}
+	if g := n.pause; g != nil && wc.PacketConn == nil {
+		pc, err := net.ListenPacket("udp", wc.ListenAddr)
+		if err != nil {
+			return err
+		}
+		c.pconn = pc
+		wc.PacketConn = &gatedPacketConn{PacketConn: pc, held: &g.quic}
+	}
 	tr, err := wire.NewQUIC(wc)
 	if err != nil {
 		return err
 	}
 	c.tr = tr
+	c.fedTr.tr.Store(tr)
 	rem.attach(tr)
 
 	mc := membership.DefaultConfig()
@@ -198,6 +245,9 @@ func (c *cluster) start(ctx context.Context) error {
 	mc.Timing = c.cfg.GossipTiming
 	mc.Logger = n.cfg.Logger
 	mc.Clock = n.cfg.Clock
+	if n.pause != nil {
+		mc.Gate = &n.pause.gossip
+	}
 	mc.Meta = membership.Meta{
 		Name:           c.name,
 		QUICAddr:       c.quicAdvertise(),
@@ -230,7 +280,7 @@ func (c *cluster) start(ctx context.Context) error {
 	for _, svc := range []struct {
 		name string
 		fn   func(net.Conn) error
-	}{{serviceForward, c.serveForward}, {serviceMove, c.serveMove}, {serviceState, c.serveState}} {
+	}{{serviceState, c.serveState}, {serviceReplica, c.serveReplica}} {
 		l, err := tr.ListenStream(svc.name)
 		if err != nil {
 			_ = raftLn.Close()
@@ -240,18 +290,29 @@ func (c *cluster) start(ctx context.Context) error {
 		c.wg.Add(1)
 		go c.acceptLoop(l, svc.fn)
 	}
-	rt := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  placement.NewStreamLayer(streamDialer{tr}, raftLn, placement.RaftService),
-		MaxPool: 3,
-		Timeout: 5 * time.Second,
-		Logger:  hclog.NewNullLogger(),
-	})
 	pc := c.cfg.Placement
+	// Appends and snapshots may wait seconds for a busy follower's disk;
+	// heartbeats must fail fast, or a dead peer is noticed only after
+	// the append timeout (see placement.SplitHeartbeats).
+	rt := placement.SplitHeartbeats(
+		raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:  placement.NewStreamLayer(streamDialer{tr}, raftLn, placement.RaftService),
+			MaxPool: 3,
+			Timeout: 5 * time.Second,
+			Logger:  hclog.NewNullLogger(),
+		}),
+		raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:  placement.HeartbeatStreamLayer(streamDialer{tr}, raftLn.Addr(), placement.RaftService),
+			MaxPool: 2,
+			Timeout: pc.HeartbeatRPCTimeout(),
+			Logger:  hclog.NewNullLogger(),
+		}))
 	pc.Name = c.name
 	pc.DataDir = n.cfg.DataDir
 	pc.Transport = rt
 	pc.Membership = c.peers
 	pc.BootstrapExpect = c.cfg.BootstrapExpect
+	pc.Kinds = n.kindSpecs()
 	pc.Handoff = handoffFunc(c.transfer)
 	pc.Forwarder = forwardFunc(c.forward)
 	pc.Logger = n.cfg.Logger
@@ -262,6 +323,7 @@ func (c *cluster) start(ctx context.Context) error {
 		return err
 	}
 	c.pl = pl
+	n.repl.Attach(replView{c}, c.dialReplica)
 
 	if err := ml.Start(ctx); err != nil {
 		return err
@@ -283,6 +345,8 @@ func (c *cluster) start(ctx context.Context) error {
 	go c.bufferLoop()
 	c.wg.Add(1)
 	go c.reminderLoop()
+	c.wg.Add(1)
+	go c.replicaLoop(n.storeExisted)
 	return nil
 }
 
@@ -323,6 +387,16 @@ func (c *cluster) resolve(_ context.Context, peer string) (string, error) {
 	return "", fmt.Errorf("%w: %s is not a live member", actor.ErrProcessUnavailable, peer)
 }
 
+// shardName names ref's shard in the applied table, as a moving shard's
+// routing error does (the retry queues' bound is per shard).
+func (c *cluster) shardName(ref actor.Ref) (string, bool) {
+	loc, err := c.pl.Locate(ref.Kind(), ref.Key())
+	if err != nil {
+		return "", false
+	}
+	return loc.Shard.String(), true
+}
+
 // locate is the routing decision for ref: its owner from the applied
 // table, and for a shard this node owns, the fence (lease, node status,
 // handoff). Errors match actor sentinels.
@@ -338,6 +412,9 @@ func (c *cluster) locate(ref actor.Ref) (string, bool, error) {
 		return "", false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff)
 	}
 	if loc.Owner != c.name {
+		if loc.OwnerDown {
+			return "", false, ownerDown(loc.Owner)
+		}
 		return loc.Owner, false, nil
 	}
 	if err := c.pl.Check(loc.Shard, 0, c.n.cfg.Clock.Now()); err != nil {
@@ -350,13 +427,23 @@ func (c *cluster) locate(ref actor.Ref) (string, bool, error) {
 	return c.name, true, nil
 }
 
-// whyUnanswered adds ErrNoQuorum to an ask's deadline error when this
-// node knows no placement leader: the ask could not be routed, or its
-// owner could not be replaced, because placement has no quorum, and the
-// caller should learn that rather than only that time ran out.
+// whyUnanswered adds ErrNoQuorum to a send's deadline or unavailable
+// error when this node knows no placement leader: the message could not
+// be routed, or its owner (gone, or not a live member) could not be
+// replaced, because placement has no quorum, and the caller should learn
+// that rather than only that time ran out or a peer is unreachable,
+// whichever node owns the key. The node's own closing is left as it is.
 func (c *cluster) whyUnanswered(err error) error {
-	if errors.Is(err, actor.ErrDeadlineExceeded) && !errors.Is(err, ErrNoQuorum) && c.pl != nil && c.pl.Leader() == "" {
+	if err == nil || errors.Is(err, ErrNoQuorum) || errors.Is(err, ErrClosed) || c.pl == nil || c.pl.Leader() != "" {
+		return err
+	}
+	switch {
+	case errors.Is(err, actor.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
+		// (ctx's own error: a call to the owner that waited out its
+		// deadline, Passivate's or Reminders' say)
 		return fmt.Errorf("%w (%w)", err, ErrNoQuorum)
+	case errors.Is(err, actor.ErrProcessUnavailable):
+		return fmt.Errorf("%w: %w", ErrNoQuorum, err)
 	}
 	return err
 }
@@ -434,7 +521,10 @@ func (c *cluster) track(e prospero.Event) {
 
 // fenceLoop passivates activations of shards this node may no longer
 // serve (lease lapsed, marked down, shard moved), so that an isolated
-// node stops serving before anyone else may take over.
+// node stops serving before anyone else may take over. It also drops
+// the link to a peer the table newly marks down, so that asks pending
+// there fail at once (ErrProcessUnavailable) instead of at their
+// deadline: new mail for its shards waits for the failover (see locate).
 func (c *cluster) fenceLoop() {
 	defer c.wg.Done()
 	lease := c.cfg.Placement.Lease
@@ -443,11 +533,19 @@ func (c *cluster) fenceLoop() {
 	}
 	tick := time.NewTicker(max(lease/8, 10*time.Millisecond))
 	defer tick.Stop()
+	down := map[string]bool{}
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case <-tick.C:
+		}
+		c.dropDownLinks(down)
+		if c.n.repl != nil && !c.pl.LeaseFresh(c.n.cfg.Clock.Now()) {
+			// A replica that stopped answering must not hold this
+			// node's writes, and the passivations below behind them,
+			// for the replication timeout: a takeover may be near.
+			c.n.repl.Interrupt()
 		}
 		c.mu.Lock()
 		ids := make([]prospero.Identity, 0, len(c.active))
@@ -457,11 +555,36 @@ func (c *cluster) fenceLoop() {
 		c.mu.Unlock()
 		for _, id := range ids {
 			if _, local, _ := c.locate(id.Ref()); !local {
+				c.noteMovingOut(id)
 				if r := c.n.run.Load(); r != nil {
 					r.sup.Passivate(id.Ref())
 				}
 			}
 		}
+	}
+}
+
+// noteMovingOut records id, about to be passivated, if its shard is
+// moving away from this node: the handoff names it to the new owner as
+// active (HydrateRequest), though it is at rest by the time the shard
+// ships.
+func (c *cluster) noteMovingOut(id prospero.Identity) {
+	loc, err := c.pl.Locate(id.Kind, id.Key)
+	if err != nil || !loc.Moving || loc.Owner != c.name {
+		return
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if l := c.movingOut[loc.Shard]; len(l) < maxHydrateActors && !slices.Contains(l, id) {
+		c.movingOut[loc.Shard] = append(l, id)
+	}
+}
+
+// dropDownLinks disconnects peers the applied table marks down that
+// were not down at the previous call (down holds those, updated).
+func (c *cluster) dropDownLinks(down map[string]bool) {
+	for _, name := range c.newlyDown(down) {
+		c.tr.Disconnect(name)
 	}
 }
 
@@ -501,6 +624,9 @@ func (c *cluster) readiness() error {
 	}
 	if !c.pl.LeaseFresh(c.n.cfg.Clock.Now()) {
 		return &NotReadyError{Node: c.name, Reason: "placement lease not fresh"}
+	}
+	if !c.pl.KindsPublished() {
+		return &NotReadyError{Node: c.name, Reason: "kinds not published in the placement table"}
 	}
 	return nil
 }
@@ -549,6 +675,12 @@ func (c *cluster) stopNetwork(ctx context.Context, graceful bool) error {
 	// that are gone.
 	if c.tr != nil {
 		errs = append(errs, c.tr.Close())
+	}
+	if c.pconn != nil { // the transport does not close a socket it was given
+		_ = c.pconn.Close()
+	}
+	if c.fed != nil {
+		c.fed.Close() // fails what waits on a peer, ends the requests being handled
 	}
 	if c.pl != nil {
 		errs = append(errs, c.pl.Close(ctx))
@@ -613,48 +745,6 @@ func readMsg(r *bufio.Reader) ([]byte, error) {
 	return b, err
 }
 
-// writeResult answers a request: empty for success, the error text
-// otherwise.
-func writeResult(w io.Writer, err error) error {
-	if err == nil {
-		return writeMsg(w, nil)
-	}
-	return writeMsg(w, []byte(err.Error()))
-}
-
-func readResult(r *bufio.Reader) error {
-	b, err := readMsg(r)
-	if err != nil {
-		return err
-	}
-	if len(b) > 0 {
-		return &peerAnswerError{text: string(b)}
-	}
-	return nil
-}
-
-// peerAnswerError is a failure a peer answered (it is alive and said
-// no), as opposed to one of reaching it.
-type peerAnswerError struct{ text string }
-
-func (e *peerAnswerError) Error() string { return e.text }
-
-// call opens a stream to peer's service, sends req and waits for the
-// result.
-func (c *cluster) call(ctx context.Context, peer, service string, req []byte) error {
-	conn, err := c.tr.DialStream(ctx, peer, service)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	defer stop()
-	if err := writeMsg(conn, req); err != nil {
-		return err
-	}
-	return readResult(bufio.NewReader(conn))
-}
-
 // streamDialer adapts the transport to placement's StreamDialer.
 type streamDialer struct{ t *wire.QUIC }
 
@@ -671,24 +761,6 @@ func (f forwardFunc) Forward(ctx context.Context, leader string, cmd []byte) err
 type handoffFunc func(ctx context.Context, m placement.Move) error
 
 func (f handoffFunc) Transfer(ctx context.Context, m placement.Move) error { return f(ctx, m) }
-
-// forward sends a placement command to the leader.
-func (c *cluster) forward(ctx context.Context, leader string, cmd []byte) error {
-	if leader == c.name {
-		return c.pl.ApplyForwarded(ctx, cmd)
-	}
-	return c.call(ctx, leader, serviceForward, cmd)
-}
-
-func (c *cluster) serveForward(conn net.Conn) error {
-	cmd, err := readMsg(bufio.NewReader(conn))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-	defer cancel()
-	return writeResult(conn, c.pl.ApplyForwarded(ctx, cmd))
-}
 
 // transfer runs on the leader: the old owner of m hands the shard off.
 //
@@ -711,7 +783,7 @@ func (c *cluster) transfer(ctx context.Context, m placement.Move) error {
 	fail := func(err error) error {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "shard handoff failed", slog.String("shard", m.Shard.String()),
 			slog.String("from", m.From), slog.String("to", m.To), slog.Any("error", err))
-		var ans *peerAnswerError
+		var ans *federation.Error
 		if errors.As(err, &ans) || errors.Is(err, errShipRefused) {
 			// The old owner is alive and could not ship: the move must not
 			// complete without the state, so it is aborted.
@@ -739,65 +811,12 @@ func (c *cluster) transfer(ctx context.Context, m placement.Move) error {
 	}
 }
 
-// moveRequest is what the leader sends an old owner: the move and the
-// time left of the leader's budget for it, in ns. The old owner works
-// under that budget, never its own: a transfer still running after the
-// leader gave up could reach the new owner late.
-type moveRequest struct {
-	Move       placement.Move `json:"m"`
-	DeadlineNs int64          `json:"d"`
-}
-
-// maxMoveBudget bounds the budget a move request may ask for.
-const maxMoveBudget = 5 * time.Minute
-
 func (c *cluster) transferOnce(ctx context.Context, m placement.Move) error {
 	if m.From == c.name {
 		return c.shipShard(ctx, m)
 	}
-	d := 30 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		d = time.Until(dl)
-	}
-	if d <= 0 {
-		return context.DeadlineExceeded
-	}
-	b, err := json.Marshal(moveRequest{Move: m, DeadlineNs: int64(d)})
-	if err != nil {
-		return err
-	}
-	return c.call(ctx, m.From, serviceMove, b)
+	return c.moveRequest(ctx, m)
 }
-
-func (c *cluster) serveMove(conn net.Conn) error {
-	b, err := readMsg(bufio.NewReader(conn))
-	if err != nil {
-		return err
-	}
-	var req moveRequest
-	if err := json.Unmarshal(b, &req); err != nil {
-		return writeResult(conn, err)
-	}
-	d := time.Duration(req.DeadlineNs)
-	if d <= 0 || d > maxMoveBudget {
-		return writeResult(conn, fmt.Errorf("tempest: move request with a budget of %s", d))
-	}
-	ctx, cancel := context.WithTimeout(c.ctx, d)
-	defer cancel()
-	// The leader closing the stream (it gave up) ends the work at once.
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		var one [1]byte
-		_, _ = conn.Read(one[:])
-		cancel()
-	}()
-	return writeResult(conn, c.shipShard(ctx, req.Move))
-}
-
-// errShipRefused marks a handoff the old owner refuses: its table shows
-// another owner, epoch or target than the move asked for.
-var errShipRefused = errors.New("tempest: handoff refused")
 
 // shipShard is the old owner's side of a handoff: once its applied table
 // shows the move (so it admits no more mail for the shard), it
@@ -833,31 +852,74 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 	for _, id := range bad {
 		c.isolateIdentity(ctx, m, id, errBadIndexEntry)
 	}
+	// Records this node holds as the shard's replica (it became owner by
+	// failover, or was a follower before) are in no index of its own.
+	held, err := c.heldInShard(ctx, m.Shard)
+	if err != nil {
+		return err
+	}
+	for _, id := range held {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	// The shard's active identities, and those passivated because it
+	// moves: the new owner hydrates them (HydrateRequest).
+	c.wmu.Lock()
+	active := c.movingOut[m.Shard]
+	delete(c.movingOut, m.Shard)
+	c.wmu.Unlock()
 	c.mu.Lock()
 	for id := range c.active {
+		if !slices.Contains(active, id) {
+			active = append(active, id)
+		}
 		if !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
 	}
 	c.mu.Unlock()
-	ids = slices.DeleteFunc(ids, func(id prospero.Identity) bool {
+	notInShard := func(id prospero.Identity) bool {
 		if isReserved(id) {
 			return true
 		}
 		loc, err := c.pl.Locate(id.Kind, id.Key)
 		return err != nil || loc.Shard != m.Shard
+	}
+	ids = slices.DeleteFunc(ids, notInShard)
+	active = slices.DeleteFunc(active, notInShard)
+	// An identity that is not valid (at rest from before keys were
+	// checked) can be neither passivated nor shipped: the new owner
+	// would refuse it and the move would fail again and again.
+	ids = slices.DeleteFunc(ids, func(id prospero.Identity) bool {
+		if err := id.Validate(); err != nil {
+			c.isolateIdentity(ctx, m, id, err)
+			return true
+		}
+		return false
 	})
+	slices.SortFunc(active, func(a, b prospero.Identity) int { return cmpString(a.String(), b.String()) })
 	slices.SortFunc(ids, func(a, b prospero.Identity) int {
 		return cmpString(a.String(), b.String())
 	})
 	if err := c.quiesce(ctx, ids); err != nil {
 		return err
 	}
+	// A promotion: the new owner is in the shard's in-sync set, so it
+	// holds every record this node committed, the final writes of the
+	// activations just passivated included (had it missed one, it would
+	// have left the set before that write committed, and this node's
+	// table would show it out). Nothing of the actors is shipped.
+	// Not when a write of the shard landed here without committing: the
+	// activation reloaded it, and the follower may lack it.
+	promote := false
+	if s, ok := c.pl.Owner(m.Shard); ok && s.Owner == c.name && s.Epoch == m.Epoch && s.MovingTo == m.To && s.InSync(m.To) {
+		promote = c.n.repl != nil && !c.n.repl.Uncommitted(replicaShard(m.Shard))
+	}
 	var recs []shipped
 	for _, id := range ids {
-		if !utf8.ValidString(id.Kind) || !utf8.ValidString(id.Key) {
-			c.isolateIdentity(ctx, m, id, errBadIdentity)
-			continue
+		if promote {
+			break
 		}
 		rec, err := c.n.store.Get(ctx, id)
 		switch {
@@ -872,21 +934,26 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 		recs = append(recs, shipped{id: id, inc: rec.Incarnation, state: rec.State})
 	}
 	// The shard's reminders stop firing here and travel with its state.
-	remID, remRec, err := c.releaseReminders(ctx, m.Shard)
+	remRecs, err := c.releaseReminders(ctx, m.Shard)
 	if err != nil {
 		return err
 	}
-	if remRec != nil {
-		recs = append(recs, *remRec)
-	}
+	recs = append(recs, remRecs...)
 	if err := c.sendStates(ctx, m.To, m.Shard, m.Epoch+1, recs); err != nil {
 		return fmt.Errorf("tempest: handoff of %s to %s: %w", m.Shard, m.To, err)
+	}
+	if promote {
+		c.promoted.Add(1)
 	}
 	// Unlike actor state (versioned by the new owner's writes), a stale
 	// reminder record left here would bring cancelled reminders back if
 	// the shard ever returned without a handoff.
-	if remRec != nil {
-		if err := c.n.store.Delete(ctx, remID, prospero.AnyVersion); err != nil {
+	var drop []prospero.Identity
+	for _, r := range remRecs {
+		drop = append(drop, r.id)
+	}
+	if len(drop) > 0 {
+		if err := c.n.store.DeleteAll(ctx, drop); err != nil {
 			c.log.LogAttrs(ctx, slog.LevelWarn, "reminders after handoff", slog.Any("error", err))
 		}
 	}
@@ -902,14 +969,14 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 	}
 	c.mu.Unlock()
 	c.log.LogAttrs(ctx, slog.LevelInfo, "shard handed off", slog.String("shard", m.Shard.String()),
-		slog.String("to", m.To), slog.Int("actors", len(recs)))
+		slog.String("to", m.To), slog.Int("actors", len(recs)), slog.Bool("promoted", promote))
+	c.requestHydration(m, active)
 	return nil
 }
 
 // Why an identity was isolated from a handoff.
 var (
 	errBadIndexEntry = errors.New("tempest: shard index entry does not decode")
-	errBadIdentity   = errors.New("tempest: identity is not valid UTF-8")
 )
 
 // isolateIdentity records that id's state at rest was not shipped with m.
@@ -918,8 +985,12 @@ func (c *cluster) isolateIdentity(ctx context.Context, m placement.Move, id pros
 	if c.unshipped == nil {
 		c.unshipped = map[prospero.Identity]error{}
 	}
+	_, again := c.unshipped[id]
 	c.unshipped[id] = why
 	c.mu.Unlock()
+	if again { // counted and reported at its first handoff
+		return
+	}
 	c.isolated.Add(1)
 	c.log.LogAttrs(ctx, slog.LevelWarn, "handoff: identity isolated, its state stays on this node",
 		slog.String("shard", m.Shard.String()), slog.String("to", m.To),
@@ -949,43 +1020,6 @@ type shipped struct {
 	state []byte
 }
 
-// sendStates ships recs of shard to peer as the handoff to epoch and
-// returns the new owner's answer.
-func (c *cluster) sendStates(ctx context.Context, peer string, shard placement.ShardRef, epoch uint64, recs []shipped) error {
-	conn, err := c.tr.DialStream(ctx, peer, serviceState)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	defer stop()
-	w := bufio.NewWriter(conn)
-	send := func(env wire.Envelope) error {
-		b, err := wire.MarshalEnvelope(env)
-		if err != nil {
-			return err
-		}
-		return writeMsg(w, b)
-	}
-	idx := uint32(shard.Index)
-	if err := send(&wire.HandoffBegin{Shard: idx, Epoch: epoch, From: c.name, To: peer}); err != nil {
-		return err
-	}
-	for i, r := range recs {
-		if err := send(&wire.StateTransfer{Shard: idx, Epoch: epoch, Seq: uint64(i + 1),
-			Actor: wire.ActorID{Kind: r.id.Kind, Key: r.id.Key, Incarnation: r.inc}, State: r.state}); err != nil {
-			return err
-		}
-	}
-	if err := send(&wire.HandoffDone{Shard: idx, Epoch: epoch, Count: uint64(len(recs))}); err != nil {
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	return readResult(bufio.NewReader(conn))
-}
-
 // quiesce passivates ids until none of them is in memory here. One
 // round is not enough: mail admitted before the table showed the move
 // may still wait in an activation's mailbox, and a passivation that
@@ -1000,7 +1034,7 @@ func (c *cluster) quiesce(ctx context.Context, ids []prospero.Identity) error {
 	}
 	for {
 		for _, id := range ids {
-			if err := c.n.Passivate(ctx, id.Ref()); err != nil {
+			if err := c.n.passivateHere(ctx, id.Ref()); err != nil {
 				return err
 			}
 		}
@@ -1023,89 +1057,6 @@ func (c *cluster) quiesce(ctx context.Context, ids []prospero.Identity) error {
 		}
 	}
 }
-
-// serveState is the new owner's side of a handoff: it stores the state
-// at rest it receives, then acknowledges. It accepts the records only
-// while its applied table shows that very move (the sender owning the
-// shard at the epoch before the announced one, moving to this node),
-// checked again before every write: a transfer that arrives after the
-// move completed, aborted or was superseded is refused, so it can never
-// overwrite state this node acknowledged as the owner since.
-func (c *cluster) serveState(conn net.Conn) error {
-	from := conn.RemoteAddr().String()
-	r := bufio.NewReader(conn)
-	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
-	defer cancel()
-	var begin *wire.HandoffBegin
-	var got uint64
-	var stored []prospero.Identity
-	var shard placement.ShardRef
-	refuse := func(err error) error {
-		c.log.LogAttrs(ctx, slog.LevelWarn, "handoff refused", slog.String("from", from), slog.Any("error", err))
-		return writeResult(conn, err)
-	}
-	for {
-		b, err := readMsg(r)
-		if err != nil {
-			return err
-		}
-		env, err := wire.UnmarshalEnvelope(b)
-		if err != nil {
-			return refuse(err)
-		}
-		switch e := env.(type) {
-		case *wire.HandoffBegin:
-			if begin != nil || e.From != from || e.To != c.name {
-				return refuse(fmt.Errorf("%w: begin from %q to %q on a stream from %s", errStaleTransfer, e.From, e.To, from))
-			}
-			begin = e
-		case *wire.StateTransfer:
-			if begin == nil || e.Shard != begin.Shard || e.Epoch != begin.Epoch || e.Seq != got+1 {
-				return refuse(fmt.Errorf("%w: state of shard %d epoch %d seq %d out of its handoff", errStaleTransfer, e.Shard, e.Epoch, e.Seq))
-			}
-			id := prospero.Identity{Kind: e.Actor.Kind, Key: e.Actor.Key}
-			loc, err := c.pl.Locate(id.Kind, id.Key)
-			if ref, ok := reminderRecordShard(id); ok {
-				loc, err = placement.Location{Shard: ref}, nil
-			}
-			if (err != nil && loc.Shard == (placement.ShardRef{})) || loc.Shard.Index != int(e.Shard) ||
-				(got > 0 && loc.Shard != shard) {
-				return refuse(fmt.Errorf("%w: %s is not in shard %d", errStaleTransfer, id, e.Shard))
-			}
-			shard = loc.Shard
-			admit := func() error { return c.admitTransfer(ctx, shard, from, e.Epoch) }
-			if err := c.storeState(ctx, id, e.Actor.Incarnation, e.State, admit); err != nil {
-				return refuse(err)
-			}
-			got++
-			if isReserved(id) {
-				continue // the shard's reminders: loaded when the shard is taken over
-			}
-			stored = append(stored, id)
-		case *wire.HandoffDone:
-			if begin == nil || e.Epoch != begin.Epoch || e.Shard != begin.Shard {
-				return refuse(fmt.Errorf("%w: done without its begin", errStaleTransfer))
-			}
-			if e.Count != got {
-				return refuse(fmt.Errorf("tempest: handoff: %d states announced, %d received", e.Count, got))
-			}
-			if len(stored) == 0 {
-				return writeResult(conn, nil)
-			}
-			if err := c.admitTransfer(ctx, shard, from, e.Epoch); err != nil {
-				return refuse(err)
-			}
-			return writeResult(conn, c.updateIndex(ctx, shard, stored, nil))
-		default:
-			return refuse(fmt.Errorf("tempest: unexpected %T in a handoff", env))
-		}
-	}
-}
-
-// errStaleTransfer: a handoff's state arrived for a move this node's
-// applied table does not show (completed, aborted, superseded, or never
-// begun).
-var errStaleTransfer = errors.New("tempest: stale handoff refused")
 
 // admitTransfer returns nil while this node's applied table shows shard
 // moving from from to this node, to epoch. While the table is behind
@@ -1176,6 +1127,21 @@ func (n *Node) Members() []membership.Member {
 	return n.cl.ml.Members()
 }
 
+// Proven reports whether m proved its name to this node: a QUIC link
+// under mutual TLS with a certificate of the cluster CA whose first DNS
+// name is m.Name, for the QUIC address and process gossip reports for m
+// now (see docs/operations.md, "Identity is the certificate"). A member
+// that has not is a gossip hint only: placement ignores it, and nothing
+// it advertises (its HTTP address included) has been verified. This node
+// is always proven; a standalone node proves nobody else. Safe for
+// concurrent use.
+func (n *Node) Proven(m membership.Member) bool {
+	if n.cl == nil || n.cl.prove == nil {
+		return m.Name == n.cfg.Name
+	}
+	return m.MetaErr == nil && n.cl.prove.Proven(m)
+}
+
 // Leader returns the raft leader's name ("" if unknown or standalone).
 func (n *Node) Leader() string {
 	if n.cl == nil || n.cl.pl == nil {
@@ -1226,8 +1192,11 @@ func (n *Node) Locate(ref actor.Ref) (node string, epoch uint64, err error) {
 	}
 	loc, err := n.cl.pl.Locate(ref.Kind(), ref.Key())
 	if err != nil {
-		if errors.Is(err, placement.ErrNoEligibleNode) {
+		switch {
+		case errors.Is(err, placement.ErrNoEligibleNode):
 			err = fmt.Errorf("%w: %w", actor.ErrNoEligibleNode, err)
+		case errors.Is(err, placement.ErrUnknownKind):
+			err = fmt.Errorf("%w: %w", actor.ErrUnknownKind, err)
 		}
 		return "", 0, err
 	}
@@ -1241,7 +1210,7 @@ func (n *Node) Locate(ref actor.Ref) (node string, epoch uint64, err error) {
 // publishes its own into the table (see manifestLoop), and a peer is
 // reported with the manifest the table holds for it when that has the
 // digest it gossips (see peerManifest); until then with an empty
-// manifest, so it hosts only kinds without clause requirements.
+// manifest, so it is eligible only for kinds without clause requirements.
 type peerView struct {
 	cl      *cluster
 	ml      *membership.Membership
@@ -1256,9 +1225,9 @@ var _ placement.Membership = (*peerView)(nil)
 
 func newPeerView(c *cluster, ml *membership.Membership) *peerView {
 	v := &peerView{cl: c, ml: ml, self: c.name, man: c.n.man, digest: c.n.man.Digest(), changed: make(chan struct{}, 1)}
-	for _, name := range c.n.reg.Names() {
-		v.kinds = append(v.kinds, placement.KindSpec{Name: name,
-			Requires: slices.Clone(c.n.kinds[name].opts.RequiredClauses)})
+	v.kinds = c.n.kindSpecs()
+	if v.kinds == nil {
+		v.kinds = []placement.KindSpec{} // known to host nothing, not unknown
 	}
 	return v
 }
@@ -1297,10 +1266,10 @@ func (v *peerView) Members() []placement.Peer {
 		if m.Name == v.self {
 			p.Manifest, p.Kinds = v.man, v.kinds
 		} else {
+			// A peer's kinds and policy digests reach the table only
+			// from the peer itself (placement.Config.Kinds); gossip
+			// carries the names, not the digests.
 			p.Manifest = v.peerManifest(m.Name, m.Meta.ManifestDigest)
-			for _, k := range m.Meta.Kinds {
-				p.Kinds = append(p.Kinds, placement.KindSpec{Name: k})
-			}
 		}
 		out = append(out, p)
 	}

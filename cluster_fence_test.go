@@ -2,10 +2,9 @@ package tempest_test
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,15 +12,17 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/manifest"
 	"github.com/tempest-actors/tempest/prospero"
-	"github.com/tempest-actors/tempest/wire"
+	"github.com/tempest-actors/tempest/tempesttest"
 )
 
 // fenceWhere asks an actor which node runs it; the reply names the node.
 type fenceWhere struct{ Node string }
 
-// fenceRuns counts the fenceWhere turns per node/key (under the test
-// cluster's mutex).
-var fenceRuns = map[string]int{}
+// fenceRuns counts the fenceWhere turns per node/key (under fenceMu).
+var (
+	fenceMu   sync.Mutex
+	fenceRuns = map[string]int{}
+)
 
 // fenceNever is the message of a kind that no node can host.
 type fenceNever struct{}
@@ -36,80 +37,39 @@ func fenceMessages() (where, never tempest.Message) {
 	return where, never
 }
 
-// startWithManifest starts node name like testCluster.start, with the
-// manifest man and the kinds "fair" (requires Fairness) and "never"
-// (requires Fairness and Admission) instead of the demo kinds.
-func (c *testCluster) startWithManifest(name string, expect int, man manifest.Manifest) *tempest.Node {
-	t := c.t
+// fenceCluster starts nodes n1..n<nodes> (BootstrapExpect nodes) with
+// the manifest man gives each name and the kinds "fair" (requires
+// Fairness) and "never" (requires Fairness and Admission) instead of the
+// demo kinds, and returns at once: no cluster with a kind no node can
+// host settles.
+func fenceCluster(t *testing.T, nodes int, man func(name string) manifest.Manifest) *tempesttest.Cluster {
 	t.Helper()
-	certPEM, keyPEM, err := c.ca.Issue(wire.NodeCertRequest{Name: name, NotBefore: time.Now().Add(-time.Minute), Validity: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.mu.Lock()
-	dir := t.TempDir()
-	c.dirs[name] = dir
-	seed := c.seed
-	c.mu.Unlock()
-	cc := &tempest.ClusterConfig{
-		GossipAddr: "127.0.0.1:0", QUICAddr: "127.0.0.1:0",
-		BootstrapExpect: expect, GossipKeys: [][]byte{c.key},
-		Certificate: cert, CAs: c.pool, Version: "test",
-		GossipTiming: c.gossip, Placement: c.place,
-		LeaveTimeout: 20 * time.Second,
-	}
-	if seed != "" {
-		cc.Seeds = []string{seed}
-	}
-	cfg := tempest.Config{Name: name, DataDir: dir, Cluster: cc,
-		Logger: slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
-	cfg.Scheduler.Workers = 2
-	n, err := tempest.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tempest.SetManifest(n, man)
 	where, never := fenceMessages()
-	fair := func(key string) actor.Actor {
-		return actor.Func(func(ctx actor.Context, msg any) {
-			if _, ok := msg.(fenceWhere); ok {
-				c.mu.Lock()
-				fenceRuns[name+"/"+key]++
-				c.mu.Unlock()
-				ctx.Reply(fenceWhere{Node: name})
-			}
+	register := func(n *tempest.Node) error {
+		tempest.SetManifest(n, man(n.Name()))
+		name := n.Name()
+		fair := func(key string) actor.Actor {
+			return actor.Func(func(ctx actor.Context, msg any) {
+				if _, ok := msg.(fenceWhere); ok {
+					fenceMu.Lock()
+					fenceRuns[name+"/"+key]++
+					fenceMu.Unlock()
+					ctx.Reply(fenceWhere{Node: name})
+				}
+			})
+		}
+		if err := n.Register("fair", fair, tempest.KindOptions{
+			KindOptions: prospero.KindOptions{RequiredClauses: []manifest.ClauseID{manifest.Fairness}},
+			Messages:    []tempest.Message{where},
+		}); err != nil {
+			return err
+		}
+		return n.Register("never", fair, tempest.KindOptions{
+			KindOptions: prospero.KindOptions{RequiredClauses: []manifest.ClauseID{manifest.Fairness, manifest.Admission}},
+			Messages:    []tempest.Message{never},
 		})
 	}
-	if err := n.Register("fair", fair, tempest.KindOptions{
-		KindOptions: prospero.KindOptions{RequiredClauses: []manifest.ClauseID{manifest.Fairness}},
-		Messages:    []tempest.Message{where},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Register("never", fair, tempest.KindOptions{
-		KindOptions: prospero.KindOptions{RequiredClauses: []manifest.ClauseID{manifest.Fairness, manifest.Admission}},
-		Messages:    []tempest.Message{never},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	c.mu.Lock()
-	c.nodes[name] = n
-	if c.seed == "" {
-		for _, m := range n.Members() {
-			if m.Name == name {
-				c.seed = m.Addr.String()
-			}
-		}
-	}
-	c.mu.Unlock()
-	return n
+	return tempesttest.New(t, tempesttest.Options{Nodes: nodes, Register: register, NoWait: true, Unpausable: true})
 }
 
 // TestClusterPlacesKindsByFullManifests: three nodes with three different
@@ -118,7 +78,6 @@ func (c *testCluster) startWithManifest(name string, expect int, man manifest.Ma
 // third, and answers from there; a kind that requires a clause pair no
 // node discharges fails with ErrNoEligibleNode.
 func TestClusterPlacesKindsByFullManifests(t *testing.T) {
-	c := newTestCluster(t)
 	build := func(workers int, fair bool) manifest.Manifest {
 		m := manifest.Build(manifest.Options{Capacities: manifest.Capacities{Workers: workers}})
 		if fair {
@@ -131,9 +90,10 @@ func TestClusterPlacesKindsByFullManifests(t *testing.T) {
 	if mans["n1"].Digest() == mans["n2"].Digest() {
 		t.Fatal("n1 and n2 must gossip different digests")
 	}
+	c := fenceCluster(t, 3, func(name string) manifest.Manifest { return mans[name] })
 	nodes := map[string]*tempest.Node{}
-	for _, name := range []string{"n1", "n2", "n3"} {
-		nodes[name] = c.startWithManifest(name, 3, mans[name])
+	for _, n := range c.Nodes() {
+		nodes[n.Name()] = n
 	}
 	const keys = 32
 	// Every node's table records every node's full manifest, and every
@@ -205,12 +165,11 @@ func TestClusterPlacesKindsByFullManifests(t *testing.T) {
 // the shard's last move; newer: crafted) reaches the owner and is refused
 // NOT_OWNER without running; mail with the current stamp runs.
 func TestClusterStaleEpochRefused(t *testing.T) {
-	c := newTestCluster(t)
 	man := manifest.Build(manifest.Options{Capacities: manifest.Capacities{Workers: 2}})
 	man.Clauses[manifest.Fairness] = manifest.Discharged
-	c.mu.Lock()
+	fenceMu.Lock()
 	clear(fenceRuns)
-	c.mu.Unlock()
+	fenceMu.Unlock()
 	nodes := map[string]*tempest.Node{}
 	ready := func(names ...string) func() bool {
 		return func() bool {
@@ -225,11 +184,12 @@ func TestClusterStaleEpochRefused(t *testing.T) {
 	// Two nodes form the cluster; the third joins later and takes shards
 	// over through handoffs, so those shards have moved (epoch 2 or more)
 	// and a stamp one below is stale, not unstamped.
-	for _, name := range []string{"n1", "n2"} {
-		nodes[name] = c.startWithManifest(name, 2, man)
+	c := fenceCluster(t, 2, func(string) manifest.Manifest { return man })
+	for _, n := range c.Nodes() {
+		nodes[n.Name()] = n
 	}
 	waitFor(t, 60*time.Second, "n1 and n2 ready", ready("n1", "n2"))
-	nodes["n3"] = c.startWithManifest("n3", 2, man)
+	nodes["n3"] = c.Start("n3")
 	var key, owner, why string
 	var epoch uint64
 	waitFor(t, 60*time.Second, "a key on a shard that moved", func() bool {
@@ -240,7 +200,7 @@ func TestClusterStaleEpochRefused(t *testing.T) {
 		// Settled: no move in progress anywhere, so the owner judges the
 		// stamps and not a handoff (it refuses mail for a moving shard
 		// NOT_SERVING, whatever the stamp).
-		if !c.settled() {
+		if c.Unsettled() != "" {
 			why = "moves in progress"
 			return false
 		}
@@ -277,8 +237,8 @@ func TestClusterStaleEpochRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs := func() int {
-		c.mu.Lock()
-		defer c.mu.Unlock()
+		fenceMu.Lock()
+		defer fenceMu.Unlock()
 		return fenceRuns[owner+"/"+key]
 	}
 	waitFor(t, 20*time.Second, "the current tell to run", func() bool { return runs() > 0 })

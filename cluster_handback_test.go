@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tempest-actors/tempest/demo"
+	"github.com/tempest-actors/tempest/tempesttest"
 )
 
 // TestClusterHandbackKeepsAcknowledgedAdds restarts a node on its own
@@ -21,19 +22,10 @@ func TestClusterHandbackKeepsAcknowledgedAdds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := newTestCluster(t)
-	for _, name := range []string{"n1", "n2", "n3"} {
-		c.start(name, 3)
-	}
-	waitSettled(t, c, 30*time.Second, "three ready nodes with a settled table")
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.logs.String())
-		}
-	})
+	c := demoCluster(t, tempesttest.Options{Nodes: 3})
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	n1 := c.node("n1")
+	n1 := c.Node("n1")
 
 	// Counters spread over the shards, each asked by its own goroutine
 	// one Add at a time, so that every reply is the count of Adds it
@@ -96,15 +88,14 @@ func TestClusterHandbackKeepsAcknowledgedAdds(t *testing.T) {
 	}
 
 	for round := range 3 {
-		leaver := c.remove("n3")
-		if err := leaver.Close(ctx); err != nil {
+		if err := c.Close("n3"); err != nil {
 			t.Fatalf("round %d: graceful close of n3: %v", round, err)
 		}
-		waitSettled(t, c, 30*time.Second, "two nodes owning every shard")
-		c.start("n3", 3)
+		c.WaitSettled()
+		c.Start("n3")
 		why := ""
 		waitFor(t, 30*time.Second, "n3 owning counters again", func() bool {
-			if why = c.unsettled(); why != "" {
+			if why = c.Unsettled(); why != "" {
 				return false
 			}
 			for k := range keys {
@@ -133,5 +124,5 @@ func TestClusterHandbackKeepsAcknowledgedAdds(t *testing.T) {
 			t.Errorf("%s = %d after %d acknowledged Adds of %d sent", key, v, tl.acked, tl.attempted)
 		}
 	}
-	checkSingleActivation(t, c.logs.String())
+	checkSingleActivation(t, c)
 }

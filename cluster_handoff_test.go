@@ -2,31 +2,30 @@ package tempest_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"go.etcd.io/bbolt"
 
 	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/prospero/federation"
+	"github.com/tempest-actors/tempest/tempesttest"
+	"github.com/tempest-actors/tempest/wire"
 )
 
-// threeNodes starts n1..n3 and waits for a settled table.
-func threeNodes(t *testing.T) *testCluster {
+// threeNodes starts n1..n3 hosting the demo kinds and waits for a
+// settled table.
+func threeNodes(t *testing.T) *tempesttest.Cluster {
 	t.Helper()
-	c := newTestCluster(t)
-	for _, name := range []string{"n1", "n2", "n3"} {
-		c.start(name, 3)
-	}
-	waitSettled(t, c, 30*time.Second, "three ready nodes with a settled table")
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.logs.String())
-		}
-	})
-	return c
+	return demoCluster(t, tempesttest.Options{Nodes: 3})
 }
 
 // counterOn returns a counter key whose shard owner is (or, with not,
@@ -79,11 +78,11 @@ func TestClusterLateTransferRefused(t *testing.T) {
 	c := threeNodes(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	n1 := c.node("n1")
+	n1 := c.Node("n1")
 	dst, loc := counterOn(t, n1, "n1", true, "late")
-	owner := c.node(loc.Owner)
+	owner := c.Node(loc.Owner)
 	src, srcLoc := counterOn(t, n1, loc.Owner, true, "old")
-	sender := c.node(srcLoc.Owner)
+	sender := c.Node(srcLoc.Owner)
 
 	if v := add(t, ctx, n1, dst, 5); v != 5 {
 		t.Fatalf("dst = %d after 5 adds", v)
@@ -94,9 +93,14 @@ func TestClusterLateTransferRefused(t *testing.T) {
 	}
 	// The sender ships its record of src (a counter at 1) as dst's state,
 	// announcing the epoch dst's shard already has.
+	stale := owner.FederationStats().Answered[federation.CodeStaleMove]
 	err := tempest.ShipStateAs(ctx, sender, owner.Name(), src, dst, loc.Epoch)
-	if err == nil {
-		t.Errorf("a transfer for %s at its current epoch %d from %s (owner %s) was accepted", loc.Shard, loc.Epoch, sender.Name(), owner.Name())
+	var fe *federation.Error
+	if !errors.As(err, &fe) || fe.Code != federation.CodeStaleMove {
+		t.Errorf("a transfer for %s at its current epoch %d from %s (owner %s): %v, want refused STALE_MOVE", loc.Shard, loc.Epoch, sender.Name(), owner.Name(), err)
+	}
+	if got := owner.FederationStats().Answered[federation.CodeStaleMove]; got != stale+1 {
+		t.Errorf("stale handoffs refused by %s: %d -> %d, want one more", owner.Name(), stale, got)
 	}
 	if err := owner.Passivate(ctx, dst); err != nil {
 		t.Fatal(err)
@@ -116,7 +120,7 @@ func TestClusterMoveRequestHonoursLeaderBudget(t *testing.T) {
 	c := threeNodes(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	n1 := c.node("n1")
+	n1 := c.Node("n1")
 	_, loc := counterOn(t, n1, "n1", true, "budget")
 	// A move the table never shows: the owner waits for it to be applied,
 	// but only for the budget.
@@ -143,7 +147,7 @@ func TestClusterBadIndexEntryIsolated(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	var leaver, stay *tempest.Node
-	for _, n := range c.live() {
+	for _, n := range c.Nodes() {
 		if leaver == nil && n.Name() != n.Leader() {
 			leaver = n
 		} else if stay == nil && n != leaver {
@@ -167,13 +171,134 @@ func TestClusterBadIndexEntryIsolated(t *testing.T) {
 	if err := tempest.PlantIndexEntry(ctx, leaver, first, demo.Counter, "\xff\xfe"); err != nil {
 		t.Fatal(err)
 	}
-	c.remove(leaver.Name())
-	err := leaver.Close(ctx)
+	err := c.Close(leaver.Name())
 	if !errors.Is(err, tempest.ErrHandoffIncomplete) {
 		t.Errorf("Close of the old owner = %v, want ErrHandoffIncomplete naming the isolated identity", err)
 	}
 	t.Logf("close: %v", err)
-	waitSettled(t, c, 30*time.Second, "two nodes owning every shard")
+	c.WaitSettled()
+	for ref, v := range want {
+		if got := get(t, ctx, stay, ref); got != v {
+			t.Errorf("%v = %d after the handoff, acknowledged %d", ref, got, v)
+		}
+	}
+}
+
+// TestClusterActivationFencedOffOwner: mail that reaches a node's
+// mailbox for an identity the node does not own (admitted by a route
+// taken just before the shard moved away, after the handoff read the
+// state it ships) does not activate the identity there: it fails with a
+// NOT_OWNER refusal naming the owner, and the owner's state is all that
+// counts. Without the fence the node hydrated its own stale record, ran
+// the Add and acknowledged it, and the new owner never saw it.
+func TestClusterActivationFencedOffOwner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := threeNodes(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	n1 := c.Node("n1")
+	ref, loc := counterOn(t, n1, "n1", true, "fence")
+	if v := add(t, ctx, n1, ref, 2); v != 2 {
+		t.Fatalf("counter = %d after 2 adds", v)
+	}
+	got, err := tempest.DeliverHere(ctx, n1, ref, demo.Add{N: 1})
+	var re *wire.RefusedError
+	if !errors.As(err, &re) || re.Reason != wire.RefusedReasonNotOwner || re.OwnerHint != loc.Owner {
+		t.Fatalf("an Add delivered on n1 for a counter %s owns = %v, %v; want refused NOT_OWNER naming %s", loc.Owner, got, err, loc.Owner)
+	}
+	if v := get(t, ctx, n1, ref); v != 2 {
+		t.Fatalf("counter = %d, acknowledged 2", v)
+	}
+}
+
+// plantRecord writes kind/key (which need not be a valid identity) into
+// the state store at path, as an older version that accepted it did.
+// The store must be closed.
+func plantRecord(t *testing.T, path, kind, key string, state []byte) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte(kind))
+		if err != nil {
+			return err
+		}
+		v := binary.BigEndian.AppendUint64(nil, 1<<40) // version
+		v = binary.AppendUvarint(v, 1)                 // incarnation
+		return b.Put([]byte(key), append(v, state...))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClusterInvalidRecordAtRestIsolated: a record at rest whose key is
+// not valid UTF-8 (written before keys were checked, then the cluster
+// upgraded) does not stall the moves of its shard: its owner isolates
+// it (refused, counted, reported by Close), the rest of the shard moves
+// with its state, and Close ends instead of retrying the handoff until
+// it times out.
+func TestClusterInvalidRecordAtRestIsolated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := threeNodes(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 120*time.Second)
+	defer cancel()
+	const badKey = "\xff\xfeold"
+	// Every node holds the record, as owner or replica, whichever owns
+	// its shard later.
+	for _, name := range []string{"n1", "n2", "n3"} {
+		c.Kill(name)
+		plantRecord(t, filepath.Join(c.Config(name).DataDir, tempest.StateFile), demo.Counter, badKey, []byte("7"))
+		if got := c.Start(name).Stats().InvalidAtRest; got != 1 {
+			t.Errorf("%s counts %d invalid records at rest, want 1", name, got)
+		}
+		c.WaitSettled()
+	}
+	var stay *tempest.Node
+	for _, n := range c.Nodes() {
+		stay = n
+		break
+	}
+	loc, err := stay.Table().Locate(demo.Counter, badKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []actor.Ref
+	tab := stay.Table()
+	for k := 0; len(refs) < 3 && k < 20000; k++ {
+		key := fmt.Sprintf("beside%d", k)
+		if l, err := tab.Locate(demo.Counter, key); err == nil && l.Shard == loc.Shard {
+			refs = append(refs, stay.Ref(demo.Counter, key))
+		}
+	}
+	if len(refs) == 0 {
+		t.Fatal("no key found in the shard")
+	}
+	if stay.Name() == loc.Owner {
+		for _, n := range c.Nodes() {
+			if n.Name() != loc.Owner {
+				stay = n
+				break
+			}
+		}
+	}
+	want := map[actor.Ref]int64{}
+	for i, ref := range refs {
+		want[ref] = add(t, ctx, stay, ref, i+2)
+	}
+	err = c.Close(loc.Owner)
+	if !errors.Is(err, tempest.ErrHandoffIncomplete) || !strings.Contains(err.Error(), fmt.Sprintf("%q", demo.Counter+"/"+badKey)) {
+		t.Errorf("Close of the owner = %v, want ErrHandoffIncomplete naming %q", err, demo.Counter+"/"+badKey)
+	}
+	t.Logf("close: %v", err)
+	c.WaitSettled()
 	for ref, v := range want {
 		if got := get(t, ctx, stay, ref); got != v {
 			t.Errorf("%v = %d after the handoff, acknowledged %d", ref, got, v)

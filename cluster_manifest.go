@@ -2,6 +2,8 @@ package tempest
 
 import (
 	"context"
+	"maps"
+	"strings"
 	"time"
 
 	"github.com/tempest-actors/tempest/manifest"
@@ -25,8 +27,10 @@ const manifestRetry = 500 * time.Millisecond
 // cluster stops.
 func (c *cluster) manifestLoop() {
 	defer c.wg.Done()
+	reported := map[string]string{} // kind + "\x00" + node → digest warned about
 	for {
 		changed := c.pl.Changed()
+		c.reportPolicies(reported)
 		wait := c.n.cfg.Clock.After(manifestRetry)
 		if done, err := c.publishManifest(); err != nil {
 			c.log.Debug("publish manifest", "error", err)
@@ -74,7 +78,7 @@ func (c *cluster) publishManifest() (bool, error) {
 // peerManifest is the manifest placement sees for a peer gossiping
 // digest: this node's own when the digests match, else the one the peer
 // published into the table if it has that digest, else the empty
-// manifest (the peer hosts only kinds without clause requirements until
+// manifest (the peer is eligible only for kinds without clause requirements until
 // its manifest is known).
 func (v *peerView) peerManifest(name, digest string) manifest.Manifest {
 	if digest == v.digest {
@@ -90,4 +94,34 @@ func (v *peerView) peerManifest(name, digest string) manifest.Manifest {
 		}
 	})
 	return out
+}
+
+// reportPolicies logs, once per change, every node whose policy digest
+// for a kind differs from the one the cluster agrees on (a warning: that
+// node receives none of the kind's shards), and when such a node agrees
+// again. reported holds what was warned about; only manifestLoop uses it.
+func (c *cluster) reportPolicies(reported map[string]string) {
+	now := map[string]string{}
+	for _, v := range c.n.PolicyDisagreements() {
+		for node, d := range v.Differ {
+			key := v.Kind + "\x00" + node
+			now[key] = d
+			if reported[key] == d {
+				continue
+			}
+			msg := "policy digest differs from the cluster's: the node receives none of the kind's shards until it agrees"
+			if node == c.name {
+				msg = "this node's policy digest differs from the cluster's: it receives none of the kind's shards until it agrees"
+			}
+			c.log.Warn(msg, "kind", v.Kind, "node", node, "digest", d, "agreed", v.Digest, "agree", v.Agree)
+		}
+	}
+	for key := range reported {
+		if _, ok := now[key]; !ok {
+			kind, node, _ := strings.Cut(key, "\x00")
+			c.log.Info("policy disagreement resolved (the node agrees, left or is down)", "kind", kind, "node", node)
+		}
+	}
+	clear(reported)
+	maps.Copy(reported, now)
 }

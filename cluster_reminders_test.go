@@ -11,19 +11,40 @@ import (
 	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/prospero/federation"
 	"github.com/tempest-actors/tempest/reminders"
+	"github.com/tempest-actors/tempest/tempesttest"
 )
 
-// nodeTicks records which node delivered each tick, by actor key.
+// nodeTicks records which node delivered each tick, and when, by actor
+// key.
 type nodeTicks struct {
 	mu sync.Mutex
-	by map[string][]string // key → node of each tick, in order
+	by map[string][]string    // key → node of each tick, in order
+	at map[string][]time.Time // key → when each tick ran
 }
 
 func (l *nodeTicks) add(key, node string) {
 	l.mu.Lock()
 	l.by[key] = append(l.by[key], node)
+	if l.at == nil {
+		l.at = map[string][]time.Time{}
+	}
+	l.at[key] = append(l.at[key], time.Now())
 	l.mu.Unlock()
+}
+
+// firstOn returns when key first ticked on a node other than not at or
+// after from (false: it did not).
+func (l *nodeTicks) firstOn(key, not string, from time.Time) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, n := range l.by[key] {
+		if n != not && !l.at[key][i].Before(from) {
+			return l.at[key][i], true
+		}
+	}
+	return time.Time{}, false
 }
 
 func (l *nodeTicks) count(key string) int {
@@ -80,28 +101,15 @@ func TestClusterRemindersFollowTheirShard(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := newTestCluster(t)
 	ticks := &nodeTicks{by: map[string][]string{}}
-	c.register = func(n *tempest.Node) {
+	c := demoCluster(t, tempesttest.Options{Nodes: 3, Register: func(n *tempest.Node) error {
 		rem, name := n.Reminders(), n.Name()
-		if err := n.Register("biller", func(key string) actor.Actor {
+		return n.Register("biller", func(key string) actor.Actor {
 			return &clusterBiller{biller: biller{rem: rem}, node: name, key: key, ticks: ticks}
 		}, tempest.KindOptions{KindOptions: prospero.KindOptions{IdleTimeout: 500 * time.Millisecond},
-			Messages: []tempest.Message{startBillingMsg}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	names := []string{"n1", "n2", "n3"}
-	for _, name := range names {
-		c.start(name, 3)
-	}
-	waitSettled(t, c, 30*time.Second, "three ready nodes with a settled table")
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.logs.String())
-		}
-	})
-	n1 := c.node("n1")
+			Messages: []tempest.Message{startBillingMsg}})
+	}})
+	n1 := c.Node("n1")
 	var keys, onN3 []string
 	for k := 0; len(onN3) < 3 && k < 200; k++ {
 		key := fmt.Sprintf("b%d", k)
@@ -152,19 +160,314 @@ func TestClusterRemindersFollowTheirShard(t *testing.T) {
 		}
 	}
 
-	if err := c.remove("n3").Close(context.Background()); err != nil {
+	if err := c.Close("n3"); err != nil {
 		t.Fatalf("graceful close of n3: %v", err)
 	}
-	waitSettled(t, c, 30*time.Second, "two nodes owning every shard")
+	c.WaitSettled()
 	allTick("reminders of n3's shards ticking on their new owners", snapshot(), "n3")
 
-	c.haltAll()
-	c.mu.Lock()
-	c.seed = ""
-	c.mu.Unlock()
+	c.KillAll()
 	for _, name := range []string{"n1", "n2"} {
-		c.start(name, 2)
+		c.Start(name)
 	}
-	waitSettled(t, c, 30*time.Second, "the restarted cluster settled")
+	c.WaitSettled()
 	allTick("reminders ticking after a full restart", snapshot(), "")
+}
+
+// After its owner crashes, a reminder fires on the new owner of its
+// shard within failover time plus one period: the shard's reminder
+// record is replicated with the shard's state, so the node that takes
+// the shard over holds it although it never saw the registration and the
+// crashed node's disk is gone with it. Failover time is measured, from
+// the kill to a survivor's table naming another owner; the first tick on
+// the new owner must follow it within the period (1 s) and a grace of
+// 2 s for the engine's reminder loop (it looks at the table every
+// 250 ms) and the actor's hydration on a loaded machine.
+func TestClusterRemindersSurviveOwnerCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	ticks := &nodeTicks{by: map[string][]string{}}
+	c := demoCluster(t, tempesttest.Options{Nodes: 3, Register: func(n *tempest.Node) error {
+		rem, name := n.Reminders(), n.Name()
+		return n.Register("biller", func(key string) actor.Actor {
+			return &clusterBiller{biller: biller{rem: rem}, node: name, key: key, ticks: ticks}
+		}, tempest.KindOptions{Messages: []tempest.Message{startBillingMsg}})
+	}})
+	n1 := c.Node("n1")
+	// The victim is not the raft leader: failover of placement itself is
+	// another test's subject.
+	leader := n1.Leader()
+	var victim string
+	for _, n := range c.Nodes() {
+		if n.Name() != leader {
+			victim = n.Name()
+			break
+		}
+	}
+	var keys []string
+	for k := 0; len(keys) < 3 && k < 500; k++ {
+		key := fmt.Sprintf("b%d", k)
+		if owner, _, err := n1.Locate(n1.Ref("biller", key)); err == nil && owner == victim {
+			keys = append(keys, key)
+		}
+	}
+	if len(keys) < 3 {
+		t.Fatalf("only %d keys on %s", len(keys), victim)
+	}
+	for _, key := range keys {
+		if _, err := n1.Ask(context.Background(), n1.Ref("biller", key), startBilling{}); err != nil {
+			t.Fatalf("start billing %s: %v", key, err)
+		}
+	}
+	// The registrations are acknowledged; let each tick on the victim once.
+	waitFor(t, 20*time.Second, "ticks on the owner", func() bool {
+		for _, key := range keys {
+			if ticks.count(key) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, key := range keys {
+		if got := ticks.lastNode(key); got != victim {
+			t.Fatalf("%s ticked on %s, not its owner %s", key, got, victim)
+		}
+	}
+	if st := c.Node(victim).ReplicationStats(); st.Records == 0 {
+		t.Fatalf("the owner replicated no record: %+v", st)
+	}
+	var survivor *tempest.Node
+	for _, n := range c.Nodes() {
+		if n.Name() != victim {
+			survivor = n
+			break
+		}
+	}
+	killed := time.Now()
+	c.Kill(victim)
+	failedOver := map[string]time.Time{} // key → when a survivor's table first named another owner
+	waitFor(t, 45*time.Second, "the victim's shards owned by a survivor", func() bool {
+		for _, key := range keys {
+			if _, ok := failedOver[key]; ok {
+				continue
+			}
+			if owner, _, err := survivor.Locate(survivor.Ref("biller", key)); err == nil && owner != victim {
+				failedOver[key] = time.Now()
+			}
+		}
+		return len(failedOver) == len(keys)
+	})
+	why := ""
+	waitFor(t, 45*time.Second, "every reminder ticking on a survivor", func() bool {
+		for _, key := range keys {
+			if n := ticks.lastNode(key); n == victim || n == "" {
+				why = fmt.Sprintf("%s last ticked on %s", key, n)
+				return false
+			}
+		}
+		return true
+	}, &why)
+	const period, grace = time.Second, 2 * time.Second
+	for _, key := range keys {
+		first, ok := ticks.firstOn(key, victim, killed)
+		if !ok {
+			t.Fatalf("%s: no tick on a survivor", key)
+		}
+		failover := failedOver[key].Sub(killed)
+		t.Logf("%s: failover %v, first tick on the new owner %v after the kill", key, failover.Round(time.Millisecond), first.Sub(killed).Round(time.Millisecond))
+		if first.After(failedOver[key].Add(period + grace)) {
+			t.Errorf("%s: first tick on the new owner %v after the kill, failover took %v: later than failover plus one period (and %v)",
+				key, first.Sub(killed), failover, grace)
+		}
+	}
+}
+
+// A reminder is listed and cancelled through Reminders.ListOf and Cancel
+// from every node, the owner local or remote, with the same result and
+// the same error identity: the owner answers over the federation
+// protocol for a node that does not own the identity.
+func TestClusterReminderListAndCancelFromAnyNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	ticks := &nodeTicks{by: map[string][]string{}}
+	c := tempesttest.New(t, tempesttest.Options{Nodes: 3, Register: func(n *tempest.Node) error {
+		rem, name := n.Reminders(), n.Name()
+		return n.Register("biller", func(key string) actor.Actor {
+			return &clusterBiller{biller: biller{rem: rem}, node: name, key: key, ticks: ticks}
+		}, tempest.KindOptions{Messages: []tempest.Message{startBillingMsg}})
+	}})
+	names := []string{"n1", "n2", "n3"}
+	n1 := c.Node("n1")
+	ref := n1.Ref("biller", "listed")
+	owner := c.Owner(ref).Name()
+	if _, err := n1.Ask(context.Background(), ref, startBilling{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	want, err := c.Node(owner).Reminders().ListOf(ctx, ref)
+	if err != nil || want.Node != owner || len(want.Reminders) != 1 || want.Reminders[0].Name != "r" ||
+		want.Reminders[0].Period != time.Second {
+		t.Fatalf("on the owner %s: %+v, %v", owner, want, err)
+	}
+	same := func(a, b reminders.Info) bool {
+		return a.ID == b.ID && a.Name == b.Name && a.Due.Equal(b.Due) && a.Period == b.Period && a.Catchup == b.Catchup &&
+			a.MaxCatchup == b.MaxCatchup && a.PayloadType == b.PayloadType
+	}
+	for _, name := range names {
+		got, err := c.Node(name).Reminders().ListOf(ctx, ref)
+		if err != nil || got.Node != owner || len(got.Reminders) != 1 || !same(got.Reminders[0], want.Reminders[0]) {
+			t.Errorf("through %s: %+v, %v; the owner %s has %+v", name, got, err, owner, want)
+		}
+	}
+	// The same errors everywhere: an unknown reminder, an unknown kind, an
+	// invalid key.
+	for _, name := range names {
+		rem := c.Node(name).Reminders()
+		if err := rem.Cancel(ctx, ref, "nope"); !errors.Is(err, reminders.ErrNotFound) {
+			t.Errorf("cancel of an unknown reminder through %s: %v, want ErrNotFound", name, err)
+		}
+		if _, err := rem.ListOf(ctx, n1.Ref("nokind", "k")); !errors.Is(err, actor.ErrUnknownKind) {
+			t.Errorf("list of an unknown kind through %s: %v", name, err)
+		}
+		if _, err := rem.ListOf(ctx, n1.Ref("biller", "")); !errors.Is(err, tempest.ErrInvalidKey) {
+			t.Errorf("list of an empty key through %s: %v", name, err)
+		}
+	}
+	// Cancelled through a node that does not own it: gone on the owner,
+	// and a second cancel through any node is ErrNotFound.
+	var other string
+	for _, name := range names {
+		if name != owner {
+			other = name
+			break
+		}
+	}
+	if err := c.Node(other).Reminders().Cancel(ctx, ref, "r"); err != nil {
+		t.Fatalf("cancel through %s: %v", other, err)
+	}
+	for _, name := range names {
+		got, err := c.Node(name).Reminders().ListOf(ctx, ref)
+		if err != nil || got.Node != owner || len(got.Reminders) != 0 {
+			t.Errorf("after the cancel, through %s: %+v, %v", name, got, err)
+		}
+		if err := c.Node(name).Reminders().Cancel(ctx, ref, "r"); !errors.Is(err, reminders.ErrNotFound) {
+			t.Errorf("second cancel through %s: %v, want ErrNotFound", name, err)
+		}
+	}
+	if st := c.Node(owner).FederationStats(); st.Answered[federation.CodeNoReminder] == 0 {
+		t.Errorf("the owner answered no NO_REMINDER: %+v", st)
+	}
+}
+
+// seqLog records, in order, the sequence number of every tick of each
+// reminder.
+type seqLog struct {
+	mu  sync.Mutex
+	by  map[string][]uint64
+	all int
+}
+
+func (l *seqLog) add(name string, seq uint64) {
+	l.mu.Lock()
+	l.by[name] = append(l.by[name], seq)
+	l.all++
+	l.mu.Unlock()
+}
+
+// mark returns how many ticks each reminder had.
+func (l *seqLog) mark() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := map[string]int{}
+	for n, s := range l.by {
+		m[n] = len(s)
+	}
+	return m
+}
+
+// since returns the sequence numbers of name's ticks after mark m.
+func (l *seqLog) since(m map[string]int, name string) []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]uint64(nil), l.by[name][m[name]:]...)
+}
+
+type seqTicker struct{ log *seqLog }
+
+func (a *seqTicker) Receive(_ actor.Context, msg any) {
+	if t, ok := msg.(reminders.Tick); ok {
+		a.log.add(t.Name, t.Seq)
+	}
+}
+
+// Each catch-up policy after the whole cluster was stopped (kill -9 of
+// every node) for several periods: three reminders of one identity on
+// one schedule, one per policy, are loaded together by the shard's
+// owner after the restart, so they see the same missed occurrences. The
+// newest one due (M) is FireOnce's one tick; Skip resumes with M+1;
+// FireUpTo 3 fires M-2, M-1 and M, then M+1. All of them skip the
+// occurrences before those, due while the cluster was down.
+func TestClusterRemindersCatchUpAfterClusterStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	log := &seqLog{by: map[string][]uint64{}}
+	c := demoCluster(t, tempesttest.Options{Nodes: 3, Register: func(n *tempest.Node) error {
+		return n.Register("pol", func(string) actor.Actor { return &seqTicker{log: log} },
+			tempest.KindOptions{KindOptions: prospero.KindOptions{IdleTimeout: time.Minute}})
+	}})
+	n1 := c.Node("n1")
+	ref := n1.Ref("pol", "p")
+	owner, _, err := n1.Locate(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Add(2 * time.Second).Truncate(time.Second)
+	for _, r := range []reminders.Reminder{
+		{Name: "skip", Due: due, Period: time.Second, Catchup: reminders.Skip},
+		{Name: "once", Due: due, Period: time.Second, Catchup: reminders.FireOnce},
+		{Name: "upto", Due: due, Period: time.Second, Catchup: reminders.FireUpTo, MaxCatchup: 3},
+	} {
+		if err := tempest.RegisterReminderOn(context.Background(), c.Node(owner), ref, r); err != nil {
+			t.Fatalf("register %s on %s: %v", r.Name, owner, err)
+		}
+	}
+	waitFor(t, 20*time.Second, "three ticks of each", func() bool {
+		m := log.mark()
+		return m["skip"] >= 3 && m["once"] >= 3 && m["upto"] >= 3
+	})
+	c.KillAll()
+	stopped := log.mark()
+	last := map[string]uint64{}
+	for _, name := range []string{"skip", "once", "upto"} {
+		s := log.since(map[string]int{}, name)
+		last[name] = s[len(s)-1]
+	}
+	time.Sleep(6 * time.Second) // down over at least six occurrences: the test's subject
+	for _, name := range []string{"n1", "n2"} {
+		c.Start(name)
+	}
+	c.WaitSettled()
+	why := ""
+	waitFor(t, 30*time.Second, "ticks of each after the restart", func() bool {
+		why = fmt.Sprint(log.since(stopped, "skip"), log.since(stopped, "once"), log.since(stopped, "upto"))
+		return len(log.since(stopped, "skip")) >= 2 && len(log.since(stopped, "once")) >= 2 && len(log.since(stopped, "upto")) >= 4
+	}, &why)
+	skip, once, upto := log.since(stopped, "skip"), log.since(stopped, "once"), log.since(stopped, "upto")
+	t.Logf("last before the stop %v; after the restart: skip %v, once %v, upto %v", last, skip, once, upto)
+	m := once[0] // the newest occurrence due when the shard was loaded
+	if m < last["once"]+3 {
+		t.Fatalf("FireOnce fired %d first after the restart, its last before the stop was %d: no occurrence was skipped", m, last["once"])
+	}
+	if once[1] != m+1 {
+		t.Errorf("FireOnce after the restart: %v, want one catch-up tick then the schedule (%d, %d)", once, m, m+1)
+	}
+	if skip[0] != m+1 || skip[1] != m+2 {
+		t.Errorf("Skip after the restart: %v, want no catch-up tick: %d, %d", skip, m+1, m+2)
+	}
+	if fmt.Sprint(upto[:4]) != fmt.Sprint([]uint64{m - 2, m - 1, m, m + 1}) {
+		t.Errorf("FireUpTo 3 after the restart: %v, want %d %d %d then %d", upto, m-2, m-1, m, m+1)
+	}
 }

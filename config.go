@@ -3,6 +3,7 @@ package tempest
 import (
 	"errors"
 	"fmt"
+	"github.com/tempest-actors/tempest/clock"
 	"log/slog"
 	"time"
 
@@ -34,14 +35,15 @@ type Config struct {
 	// must be nil; a nil Clock or Logger is taken from this Config.
 	Scheduler ariel.Config
 
-	// TracerProvider, when set, traces asks with OpenTelemetry (see
-	// docs/operations.md, "Tracing"): the ask on the caller, its send, and
-	// on the owner its admission, time queued, draining and turn, with the
-	// W3C trace context carried across nodes in the ask's envelope. Nil
-	// (the default) traces nothing and costs nothing. Sampling is the
-	// provider's: the node follows a sampled parent and records nothing
-	// for one that is not. The agent builds one from the OTEL_*
-	// environment variables.
+	// TracerProvider, when set, traces asks and tells with OpenTelemetry
+	// (see docs/operations.md, "Tracing"): the ask or tell on the caller,
+	// its send, and on the owner its admission, time queued, draining and
+	// turn, with the W3C trace context carried across nodes in the
+	// message's envelope. Nil (the default) traces nothing and costs
+	// nothing. Sampling is the provider's: the node follows a sampled
+	// parent and records nothing for one that is not. The agent builds one
+	// from the OTEL_* environment variables. A build with the tag
+	// tempest_notrace has no tracing code and refuses it.
 	TracerProvider trace.TracerProvider
 
 	// Supervisor configures the supervisor (prospero): MaxActive (active
@@ -112,8 +114,11 @@ func (c Config) Validate() error {
 	if c.CloseTimeout < 0 {
 		bad("negative CloseTimeout")
 	}
-	if c.Scheduler.Activator != nil || c.Scheduler.Faults != nil || c.Scheduler.Vet != nil || c.Scheduler.Tracer != nil {
-		bad("Scheduler.Activator, Scheduler.Faults, Scheduler.Vet and Scheduler.Tracer are set by the node (use TracerProvider)")
+	if c.Scheduler.Activator != nil || c.Scheduler.Faults != nil || c.Scheduler.Vet != nil || c.Scheduler.VetError != nil || c.Scheduler.Tracer != nil {
+		bad("Scheduler.Activator, Scheduler.Faults, Scheduler.Vet, Scheduler.VetError and Scheduler.Tracer are set by the node (use TracerProvider)")
+	}
+	if c.TracerProvider != nil && !tracingBuilt {
+		bad("TracerProvider is set, but this build has no tracing (tag tempest_notrace)")
 	}
 	if c.Scheduler.Simulated {
 		bad("the simulated scheduler is for tests of ariel, not for a node")
@@ -216,34 +221,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Clock is the node's time source: the union of what its components
-// need. Implementations must be safe for concurrent use.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f once after d on a goroutine of the clock's choosing.
-	AfterFunc(d time.Duration, f func()) ariel.Timer
-	// NewTicker returns a channel receiving every d and its stop func.
-	NewTicker(d time.Duration) (<-chan time.Time, func())
-	// After returns a channel that receives once after d.
-	After(d time.Duration) <-chan time.Time
-}
+// Clock is the node's time source, the project's one (package clock): the
+// node gives it to every component. Implementations must be safe for
+// concurrent use.
+type Clock = clock.Clock
 
 // RealClock is the wall clock.
-type RealClock struct{}
-
-var _ Clock = RealClock{}
-
-// Now returns time.Now().
-func (RealClock) Now() time.Time { return time.Now() }
-
-// AfterFunc wraps time.AfterFunc.
-func (RealClock) AfterFunc(d time.Duration, f func()) ariel.Timer { return time.AfterFunc(d, f) }
-
-// NewTicker wraps time.NewTicker.
-func (RealClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
-	t := time.NewTicker(d)
-	return t.C, t.Stop
-}
-
-// After wraps time.After.
-func (RealClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+type RealClock = clock.Real

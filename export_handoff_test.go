@@ -1,15 +1,14 @@
 package tempest
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/prospero/federation"
 )
 
 // ShipStateAs sends peer, from n, a handoff of dst's shard to the epoch
@@ -44,24 +43,64 @@ func PlantIndexEntry(ctx context.Context, n *Node, near actor.Ref, kind, key str
 // shard off within budget. answered is from's answer (nil: shipped);
 // err is a failure to get one before ctx ended.
 func RequestMove(ctx context.Context, n *Node, from string, m placement.Move, budget time.Duration) (answered, err error) {
-	b, err := json.Marshal(moveRequest{Move: m, DeadlineNs: int64(budget)})
-	if err != nil {
-		return nil, err
-	}
-	conn, err := n.cl.tr.DialStream(ctx, from, serviceMove)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	defer stop()
-	if err := writeMsg(conn, b); err != nil {
-		return nil, err
-	}
-	err = readResult(bufio.NewReader(conn))
-	var ans *peerAnswerError
+	err = n.cl.fed.Call(ctx, from, &federation.MoveRequest{Group: m.Shard.Group, Shard: uint32(m.Shard.Index),
+		Epoch: m.Epoch, From: m.From, To: m.To, BudgetNs: uint64(budget)})
+	var ans *federation.Error
 	if err == nil || errors.As(err, &ans) {
 		return err, nil
 	}
 	return nil, err
 }
+
+// StatusAt asks peer, from n, for the status of ref as routed at the
+// shard epoch epoch, and returns peer's answer.
+func StatusAt(ctx context.Context, n *Node, peer string, ref actor.Ref, epoch uint64) error {
+	_, err := n.cl.fed.Status(ctx, peer, &federation.StatusRequest{Epoch: epoch,
+		Actor: federation.Actor{Kind: ref.Kind(), Key: ref.Key()}})
+	return err
+}
+
+// SetWarmHandoff turns n's HydrateRequests on planned moves on or off
+// (on by default): benchmarks compare the first ask after a move cold.
+func SetWarmHandoff(n *Node, on bool) { n.cl.warmHandoff.Store(on) }
+
+// SetHydrateBacklog makes n count k activations already scheduled by
+// warm handoffs, as a node busy warming would.
+func SetHydrateBacklog(n *Node, k int) {
+	n.cl.wmu.Lock()
+	n.cl.warming = k
+	n.cl.wmu.Unlock()
+}
+
+// HydrateBacklogLimit is the backlog beyond which n answers BUSY.
+func HydrateBacklogLimit(n *Node) int { return n.cl.hydrateBacklog() }
+
+// RequestHydrate sends peer, from n, a HydrateRequest for refs (all in
+// one shard) at the shard epoch epoch; with retry it honours BUSY's
+// retry-after within ctx. It returns peer's answer.
+func RequestHydrate(ctx context.Context, n *Node, peer string, refs []actor.Ref, epoch uint64, retry bool) (int, error) {
+	loc, err := n.cl.pl.Locate(refs[0].Kind(), refs[0].Key())
+	if err != nil {
+		return 0, err
+	}
+	req := &federation.HydrateRequest{Group: loc.Shard.Group, Shard: uint32(loc.Shard.Index), Epoch: epoch, BudgetNs: uint64(time.Second)}
+	for _, r := range refs {
+		req.Actors = append(req.Actors, federation.Actor{Kind: r.Kind(), Key: r.Key()})
+	}
+	if retry {
+		return n.cl.fed.CallRetrying(ctx, peer, req)
+	}
+	return 0, n.cl.fed.Call(ctx, peer, req)
+}
+
+// SyncReminderPasses runs k passes of n's reminder loop, sharing one
+// memory of failing shards as the loop does.
+func SyncReminderPasses(n *Node, k int) {
+	failing := map[string]string{}
+	for range k {
+		n.cl.syncReminders(failing)
+	}
+}
+
+// ReminderShardKey names s as the reminder engine does.
+func ReminderShardKey(s placement.ShardRef) string { return shardKey(s) }

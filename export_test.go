@@ -1,9 +1,34 @@
 package tempest
 
-import "context"
+import (
+	"context"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/reminders"
+)
 
 // Halt stops n as a crash would, as far as the cluster can tell.
 func Halt(ctx context.Context, n *Node) error { return n.close(ctx, false) }
 
-// Isolate cuts n off the cluster's network while it keeps running.
-func Isolate(n *Node) { n.cl.isolate() }
+const TracingBuilt = tracingBuilt
+
+// RegisterReminderOn registers r for ref on n, which must own ref, as a
+// turn of ref would (the scale test registers a million reminders this
+// way, without activating a million actors).
+func RegisterReminderOn(ctx context.Context, n *Node, ref actor.Ref, r reminders.Reminder) error {
+	e, err := n.Reminders().engine()
+	if err != nil {
+		return err
+	}
+	return n.Reminders().owned(ctx, ref, e, func() error { return e.RegisterFor(ctx, prospero.IdentityOf(ref), r) })
+}
+
+// Queued returns how many messages wait in ref's mailbox on n.
+func Queued(n *Node, ref actor.Ref) int {
+	r := n.run.Load()
+	if r == nil {
+		return 0
+	}
+	return r.sched.Queued(ref)
+}

@@ -37,13 +37,14 @@ func (n *Node) AskJSON(ctx context.Context, kind, key string, js []byte) ([]byte
 	return gw.tc.BAREToJSON(gw.Reply, b)
 }
 
-// TellJSON tells kind/key a message given as JSON (see AskJSON).
-func (n *Node) TellJSON(kind, key string, js []byte) error {
+// TellJSON tells kind/key a message given as JSON (see AskJSON), with
+// ctx as in TellContext.
+func (n *Node) TellJSON(ctx context.Context, kind, key string, js []byte) error {
 	_, msg, err := n.fromJSON(kind, key, js)
 	if err != nil {
 		return err
 	}
-	return n.Tell(actor.Virtual(kind, key), msg)
+	return n.TellContext(ctx, actor.Virtual(kind, key), msg)
 }
 
 // fromJSON checks the identity first, as Tell and Ask do, so that a bad

@@ -1,8 +1,11 @@
 package tempest
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,37 +15,53 @@ import (
 	"github.com/tempest-actors/tempest/placement"
 )
 
-// Mail from actors to a shard being handed off waits in bounded per-shard
-// buffers in the routing layer instead of being refused: while its
-// recipient's shard moves, a message (tell or ask) from an actor is
-// queued; when the table changes, each recipient's queue is routed again
-// in order (to whichever node owns the shard now, this one included). Once
-// a recipient has a queue, later mail for it joins the queue even if the
+// Mail that may not be sent now but may be soon waits in bounded
+// per-recipient queues in the routing layer, under the retry policy of
+// retry.go: mail for a shard being handed off (or not placed, its owner
+// down, this node's table behind, its lease not fresh) from an actor, and
+// asks from anyone; and mail from anyone that the owner's node refused
+// NOT_OWNER, NOT_SERVING or BUSY. Each recipient's queue is routed again in
+// order when the table changes, or when its head's back-off ends, to
+// whichever node owns the shard then (this one included). Once a
+// recipient has a queue, later mail for it joins the queue even if the
 // move has completed meanwhile, so mail from one sender to one recipient
-// keeps its order. A shard's buffer holds at most handoffBufferPerShard
-// messages (beyond that the sender gets actor.ErrRefused, as for a full
-// mailbox); a tell still buffered after handoffBufferWait is reported
-// Undelivered to its sender with actor.ErrProcessUnavailable, and an ask
-// is dropped at its deadline (the scheduler fails it then). A move that
-// is aborted leaves the shard with its old owner, where the buffered mail
-// then goes. Program code does not use the buffers: Node.Tell and
-// Node.Ask wait for placement themselves.
+// keeps its order. A moving shard's queues hold at most
+// handoffBufferPerShard messages, and so do one shard's for every other
+// cause (one kind's while its shard is not known); beyond that the sender
+// gets actor.ErrRefused, as for a full mailbox, and program code's tell
+// is counted given up. A tell still waiting tellRetryWait after its own
+// first refusal (a resent tell keeps it when it is refused again) is
+// reported Undelivered to its sender with actor.ErrProcessUnavailable
+// (program code: counted, Stats().Retry.GaveUp),
+// and an ask is dropped at its deadline (the scheduler fails it then). A
+// move that is aborted leaves the shard with its old owner, where the
+// waiting mail then goes. Program code's tells do not wait here: Node.Tell
+// returns what it knows at once, so it waits itself (awaitRetry).
 
 // Limits of the handoff buffers.
 const (
 	handoffBufferPerShard = 1024
-	handoffBufferWait     = actor.DefaultAskTimeout
+	handoffBufferWait     = tellRetryWait
 )
 
-// handoffBuffer is the routing layer's buffers, keyed by recipient
+// handoffBuffer is the routing layer's retry queues, keyed by recipient
 // identity and bounded per shard.
 type handoffBuffer struct {
 	n        atomic.Int64 // messages buffered (the fast path reads only this)
 	mu       sync.Mutex
 	queues   map[string]*bufQueue // by recipient kind/key
 	perShard map[string]int
-	limit    int
-	wait     time.Duration
+	// resentTells is, by recipient, the tells this node sent again (to another
+	// node) lately and when each began to wait: a refusal that echoes one
+	// of them keeps its start, so that no tell is resent longer than the
+	// wait, and any other refused tell's wait starts at its own refusal.
+	resentTells map[string][]resentTell
+	limit       int
+	wait        time.Duration
+	// kick wakes the retry loop when mail is queued.
+	kick chan struct{}
+	// Counters (Stats().Retry).
+	parked, resent, gaveUp atomic.Uint64
 }
 
 type bufQueue struct {
@@ -51,13 +70,30 @@ type bufQueue struct {
 	items []bufItem
 }
 
+// bufItem is one waiting message. A NOT_OWNER refusal by avoid while
+// this node's table showed avoid at avoidEpoch waits until the table
+// shows something else; any other cause waits until due (zero: the next
+// table change).
 type bufItem struct {
-	m     ariel.Outbound
+	m          ariel.Outbound
+	since      time.Time // a tell's start of the wait
+	due        time.Time
+	attempt    int
+	avoid      string
+	avoidEpoch uint64
+}
+
+// resentTell is a tell sent again: its sender, its message in the form
+// a refusal echoes it, and the start of its wait.
+type resentTell struct {
+	from  actor.Ref
+	msg   any
 	since time.Time
 }
 
 func newHandoffBuffer(limit int, wait time.Duration) *handoffBuffer {
-	return &handoffBuffer{queues: map[string]*bufQueue{}, perShard: map[string]int{}, limit: limit, wait: wait}
+	return &handoffBuffer{queues: map[string]*bufQueue{}, perShard: map[string]int{}, resentTells: map[string][]resentTell{},
+		limit: limit, wait: wait, kick: make(chan struct{}, 1)}
 }
 
 func bufKey(to actor.Ref) string { return to.Kind() + "/" + to.Key() }
@@ -73,20 +109,21 @@ func (b *handoffBuffer) queued(to actor.Ref) bool {
 	return ok
 }
 
-// add queues m behind mail already waiting for its recipient. shard names
-// the recipient's shard for the bound; it is taken from the existing
-// queue when there is one. With mustExist, m is queued only if a queue
-// exists (ok false otherwise).
-func (b *handoffBuffer) add(m ariel.Outbound, shard string, now time.Time, mustExist bool) (ok bool, err error) {
+// add queues it behind mail already waiting for its recipient. shard
+// names the recipient's shard for the bound; it is taken from the
+// existing queue when there is one. With mustExist, it is queued only if
+// a queue exists (ok false otherwise). A tell waits from it.since, or from
+// now when that is zero.
+func (b *handoffBuffer) add(it bufItem, shard string, now time.Time, mustExist bool) (ok bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	k := bufKey(m.To)
+	k := bufKey(it.m.To)
 	q := b.queues[k]
 	if q == nil {
 		if mustExist {
 			return false, nil
 		}
-		q = &bufQueue{to: m.To.WithIncarnation(0), shard: shard}
+		q = &bufQueue{to: it.m.To.WithIncarnation(0), shard: shard}
 		b.queues[k] = q
 	}
 	if b.perShard[q.shard] >= b.limit {
@@ -95,9 +132,17 @@ func (b *handoffBuffer) add(m ariel.Outbound, shard string, now time.Time, mustE
 		}
 		return true, fmt.Errorf("%w: handoff buffer of %s full", actor.ErrRefused, q.shard)
 	}
-	q.items = append(q.items, bufItem{m: m, since: now})
+	if it.since.IsZero() {
+		it.since = now
+	}
+	q.items = append(q.items, it)
 	b.perShard[q.shard]++
 	b.n.Add(1)
+	b.parked.Add(1)
+	select { // the retry loop sets its timer for this one's wait
+	case b.kick <- struct{}{}:
+	default:
+	}
 	return true, nil
 }
 
@@ -110,6 +155,15 @@ func (b *handoffBuffer) head(k string) (bufItem, bool) {
 		return bufItem{}, false
 	}
 	return q.items[0], true
+}
+
+// setHead replaces the first waiting message for key (its back-off).
+func (b *handoffBuffer) setHead(k string, it bufItem) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if q := b.queues[k]; q != nil && len(q.items) > 0 {
+		q.items[0] = it
+	}
 }
 
 // pop removes the first waiting message for key, and the queue when it
@@ -140,6 +194,73 @@ func (b *handoffBuffer) keys() []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// noteResent records that this node sent the tell it (waiting since
+// it.since) again, to another node, in the form msg a refusal of it
+// echoes. At most the bound's worth are kept per recipient, the oldest
+// forgotten first.
+func (b *handoffBuffer) noteResent(k string, it bufItem, msg any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.resentTells[k]
+	if len(l) >= b.limit {
+		l = append(l[:0], l[1:]...)
+	}
+	b.resentTells[k] = append(l, resentTell{from: it.m.From, msg: msg, since: it.since})
+}
+
+// startOf returns when the refused tell m began to wait: if it is one
+// this node sent again (the same sender and a message same finds equal),
+// that tell's start, which it then forgets; else now, the tell's own
+// first refusal.
+func (b *handoffBuffer) startOf(m ariel.Outbound, now time.Time, same func(a, b any) bool) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := bufKey(m.To)
+	l := b.resentTells[k]
+	for i, rt := range l {
+		if rt.from == m.From && same(rt.msg, m.Msg) {
+			copy(l[i:], l[i+1:])
+			l[len(l)-1] = resentTell{}
+			if l = l[:len(l)-1]; len(l) == 0 {
+				delete(b.resentTells, k)
+			} else {
+				b.resentTells[k] = l
+			}
+			return rt.since
+		}
+	}
+	return now
+}
+
+// sweep forgets the resent tells whose wait ended a wait ago (a refusal
+// of one comes a round trip after it was sent, and it is sent no later
+// than the end of its wait). A pass of the retry loop calls it once, not
+// once per recipient: it walks every recipient resent to lately, under
+// the lock every send takes. It returns when the next of those kept is to
+// be forgotten (zero: none is kept).
+func (b *handoffBuffer) sweep(now time.Time) (next time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k, l := range b.resentTells {
+		kept := l[:0]
+		for _, rt := range l {
+			if end := rt.since.Add(2 * b.wait); now.Before(end) {
+				kept = append(kept, rt)
+				if next.IsZero() || end.Before(next) {
+					next = end
+				}
+			}
+		}
+		clear(l[len(kept):])
+		if len(kept) == 0 {
+			delete(b.resentTells, k)
+		} else {
+			b.resentTells[k] = kept
+		}
+	}
+	return next
 }
 
 // expire removes the messages of key that waited too long: tells older
@@ -174,6 +295,16 @@ func (b *handoffBuffer) expire(k string, now time.Time) []bufItem {
 	return gone
 }
 
+// expiry is when it leaves its queue unsent.
+func (b *handoffBuffer) expiry(it bufItem) time.Time {
+	if it.m.AskID != 0 {
+		return it.m.Deadline
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return it.since.Add(b.wait)
+}
+
 // inHandoff reports whether a locator error says the recipient's shard is
 // being handed off, and the shard's name for the buffer bound.
 func inHandoff(err error) (shard string, ok bool) {
@@ -187,109 +318,287 @@ func inHandoff(err error) (shard string, ok bool) {
 	return "?", true
 }
 
-// buffer queues actor mail whose recipient's shard is being handed off, or
-// that must wait behind mail already buffered for its recipient. handled
-// reports that m was taken (err is then its admission outcome).
+// shardOf names the bucket of the buffer bound for mail to `to` that
+// waits because of err: the moving shard when the error names it, else
+// the recipient's shard by this node's table, else (not placed, no
+// table) the recipient's kind. A busy owner of one shard so fills only
+// that shard's bucket, not every recipient's of its kind.
+func (r *remote) shardOf(to actor.Ref, err error) string {
+	var h *remoteHint
+	if errors.As(err, &h) && h.shard != "" {
+		return h.shard
+	}
+	if r.shardName != nil {
+		if s, ok := r.shardName(to); ok {
+			return s
+		}
+	}
+	return "kind:" + to.Kind()
+}
+
+// mayPark reports whether m may wait in the buffer rather than fail at
+// once: every ask, and a tell from an actor. A tell from program code
+// returns its error to Node.Tell, which waits in the caller's goroutine.
+func mayPark(m ariel.Outbound) bool {
+	return m.To.IsVirtual() && (m.AskID != 0 || !m.From.IsZero())
+}
+
+// buffer queues mail whose recipient's shard is in flux (locErr
+// resendable), or that must wait behind mail already buffered for its
+// recipient. handled reports that m was taken (err is then its admission
+// outcome).
 func (r *remote) buffer(m ariel.Outbound, locErr error) (handled bool, err error) {
-	if r.buf == nil || m.From.IsZero() || !m.To.IsVirtual() {
+	if r.buf == nil || !mayPark(m) {
 		return false, nil
 	}
 	if locErr == nil {
 		if r.buf.n.Load() == 0 { // the common case: nothing waits anywhere
 			return false, nil
 		}
-		return r.buf.add(m, "", r.sched.Clock().Now(), true)
+		return r.buf.add(bufItem{m: m}, "", r.sched.Clock().Now(), true)
 	}
-	now := r.sched.Clock().Now()
-	shard, ok := inHandoff(locErr)
-	if !ok {
+	if !resendable(locErr) {
 		return false, nil
 	}
-	return r.buf.add(m, shard, now, false)
+	now := r.sched.Clock().Now()
+	it := bufItem{m: m}
+	if _, moving := inHandoff(locErr); !moving {
+		it.due = now.Add(retryBackoff(0)) // a lease or a table catching up is no table change
+	}
+	return r.buf.add(it, r.shardOf(m.To, locErr), now, false)
 }
 
-// flushBuffered routes buffered mail again: each recipient whose shard is
-// no longer being handed off gets its queue in order; the others keep
-// theirs, minus what expired. The cluster calls it when the table changes
-// and periodically; one goroutine at a time.
-func (r *remote) flushBuffered() {
-	if r.buf == nil || r.buf.n.Load() == 0 {
-		return
+// retry takes mail that node refused with err (resendable) after it was
+// sent by this node's table at sentEpoch (0: not known): it is sent again
+// at once if the table routes it elsewhere now, else it waits. It
+// reports whether it took m; a false means the caller reports err.
+func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, err error) bool {
+	if r.buf == nil || !m.To.IsVirtual() || m.Msg == nil || !resendable(err) {
+		return false
+	}
+	if m.AskID != 0 && !r.sched.AskPending(m.AskID) {
+		return true // answered meanwhile (its deadline, its caller gone): nothing to send
 	}
 	now := r.sched.Clock().Now()
+	refuser, notOwner := refusedBy(err)
+	it := bufItem{m: m}
+	if m.AskID == 0 {
+		it.since = r.buf.startOf(m, now, r.sameMsg)
+	}
+	if notOwner {
+		node, epoch, local, lerr := r.locate(m.To)
+		if lerr == nil && !r.buf.queued(m.To) && (local || node != refuser || (sentEpoch != 0 && epoch != sentEpoch)) {
+			r.buf.resent.Add(1)
+			if serr := r.route(m); serr != nil {
+				r.fail(m, serr)
+			} else if m.AskID == 0 && !local {
+				r.noteResent(it)
+			}
+			return true
+		}
+		if lerr == nil {
+			it.avoid, it.avoidEpoch = node, epoch
+		} else if _, moving := inHandoff(lerr); !moving {
+			it.due = now.Add(retryBackoff(0))
+		}
+	} else if wait, busy := busyFor(err); busy {
+		it.due = now.Add(wait)
+	} else {
+		it.due = now.Add(retryBackoff(0))
+	}
+	if _, berr := r.buf.add(it, r.shardOf(m.To, err), now, false); berr != nil {
+		r.fail(m, berr)
+	}
+	return true
+}
+
+// flushBuffered routes buffered mail again: each recipient's queue, in
+// order, as far as its head may go now; the others keep theirs, minus
+// what expired. It returns the earliest time a head waits for, or the
+// record of tells sent again is to be swept (zero: only a table change). The retry loop calls it; one goroutine at a time.
+func (r *remote) flushBuffered() (next time.Time) {
+	if r.buf == nil {
+		return time.Time{}
+	}
+	now := r.sched.Clock().Now()
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	earlier(r.buf.sweep(now)) // also once nothing waits: the record ends
+	if r.buf.n.Load() == 0 {
+		return next
+	}
 	for _, k := range r.buf.keys() {
 		for _, it := range r.buf.expire(k, now) {
 			if it.m.AskID != 0 {
 				r.fail(it.m, actor.ErrDeadlineExceeded)
 				continue
 			}
-			r.fail(it.m, fmt.Errorf("%w: %w: still moving after %v", actor.ErrProcessUnavailable, placement.ErrHandoff, r.buf.wait))
+			if !it.m.From.IsZero() {
+				r.buf.gaveUp.Add(1) // program code's: fail counts it
+			}
+			r.fail(it.m, fmt.Errorf("%w: placement did not settle in time", actor.ErrProcessUnavailable))
 		}
 		for {
 			it, ok := r.buf.head(k)
 			if !ok {
 				break
 			}
-			if err := r.route(it.m); err != nil {
-				if _, moving := inHandoff(err); moving {
-					break // moving (again): wait for the next change
+			if it.m.AskID != 0 && !r.sched.AskPending(it.m.AskID) {
+				r.buf.pop(k) // answered meanwhile (its deadline, its caller gone)
+				continue
+			}
+			if now.Before(it.due) {
+				earlier(it.due)
+				earlier(r.buf.expiry(it))
+				break
+			}
+			node, epoch, local, err := r.locate(it.m.To)
+			if err == nil && it.avoid != "" && !local && node == it.avoid && epoch == it.avoidEpoch {
+				earlier(r.buf.expiry(it)) // the table still names the refuser: wait for a change
+				break
+			}
+			if err != nil {
+				if resendable(err) {
+					it.attempt++
+					it.due = time.Time{} // a move ends with a table change
+					if _, moving := inHandoff(err); !moving {
+						it.due = now.Add(retryBackoff(it.attempt))
+					}
+					r.buf.setHead(k, it)
+					earlier(it.due)
+					earlier(r.buf.expiry(it))
+					break
 				}
 				r.fail(it.m, err)
+				r.buf.pop(k)
+				continue
 			}
 			r.buf.pop(k)
+			r.buf.resent.Add(1)
+			if serr := r.sendRouted(it.m, node, epoch, local); serr != nil {
+				r.fail(it.m, serr)
+			} else if it.m.AskID == 0 && !local {
+				r.noteResent(it)
+			}
 		}
 	}
+	return next
 }
 
-// route sends buffered mail where its recipient lives now: a local actor
-// through the scheduler, a remote one through the Mailer, stamped.
+// noteResent records the tell it as sent again to another node, with its
+// message in the form a refusal echoes it (a registered *T as its T).
+func (r *remote) noteResent(it bufItem) {
+	msg := it.m.Msg
+	if r.reg != nil {
+		if v, err := r.reg.Value(msg); err == nil {
+			msg = v
+		}
+	}
+	r.buf.noteResent(bufKey(it.m.To), it, msg)
+}
+
+// sameMsg reports whether a refusal's echo b is the message a this node
+// sent: equal values, or (a codec whose decoding is not the very value
+// encoded, a nil slice decoded empty) the same encoding.
+func (r *remote) sameMsg(a, b any) bool {
+	if reflect.DeepEqual(a, b) {
+		return true
+	}
+	if r.reg == nil {
+		return false
+	}
+	ta, ea, err := r.reg.Append(nil, a)
+	if err != nil {
+		return false
+	}
+	tb, eb, err := r.reg.Append(nil, b)
+	return err == nil && ta == tb && bytes.Equal(ea, eb)
+}
+
+// route sends mail where its recipient lives now: a local actor through
+// the scheduler, a remote one through the Mailer, stamped.
 func (r *remote) route(m ariel.Outbound) error {
 	node, epoch, local, err := r.locate(m.To)
 	if err != nil {
 		return err
 	}
+	return r.sendRouted(m, node, epoch, local)
+}
+
+// sendRouted sends m as routed to node at epoch (local: this node).
+func (r *remote) sendRouted(m ariel.Outbound, node string, epoch uint64, local bool) error {
 	if local {
 		var reply func(any, error)
 		if m.AskID != 0 {
 			id := m.AskID
 			reply = func(v any, err error) { r.sched.CompleteAsk(id, v, err) }
 		}
-		return r.sched.Deliver(m.To, m.From, m.Msg, m.Deadline, reply)
+		return r.sched.DeliverTraced(m.To, m.From, m.Msg, m.Deadline, m.Chain, m.Trace, reply)
 	}
-	if m.AskID != 0 {
-		return r.mail.AskAt(node, m.AskID, epoch, m.To, m.From, m.Msg, m.Deadline)
-	}
-	return r.mail.TellAt(node, epoch, m.To, m.From, m.Msg)
+	return r.sendTo(node, epoch, m)
 }
 
 // fail reports buffered mail that could not be delivered to its sender:
-// an ask completes with err, a tell comes back as actor.Undelivered.
+// an ask completes with err, a tell comes back as actor.Undelivered (from
+// program code nobody is left to tell: it is counted as given up,
+// Stats().Retry.GaveUp, whether its wait ended, its queue was full or its
+// route failed otherwise).
 func (r *remote) fail(m ariel.Outbound, err error) {
 	if m.AskID != 0 {
 		r.sched.CompleteAsk(m.AskID, nil, err)
 		return
 	}
+	if m.From.IsZero() {
+		if r.buf != nil {
+			r.buf.gaveUp.Add(1)
+		}
+		return
+	}
 	r.notify(m.From, m.To, m.Msg, err)
 }
 
-// bufferLoop flushes the handoff buffers when the table changes, and
-// every bufferSweep to expire what waited too long.
-func (c *cluster) bufferLoop() {
-	defer c.wg.Done()
-	tick, stop := c.n.cfg.Clock.NewTicker(bufferSweep)
-	defer stop()
-	for {
-		changed := c.pl.Changed()
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-changed:
-		case <-tick:
+// retryLoop routes waiting mail again when the table changes (changed
+// returns the channel closed at the next change), when a head's back-off
+// or wait ends, and when mail is queued, until ctx ends.
+func (r *remote) retryLoop(ctx context.Context, changed func() <-chan struct{}) {
+	clk := r.sched.Clock()
+	wake := make(chan struct{}, 1)
+	var timer ariel.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
 		}
-		c.rem.flushBuffered()
+	}()
+	for {
+		ch := changed()
+		next := r.flushBuffered()
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
+		if !next.IsZero() {
+			timer = clk.AfterFunc(max(next.Sub(clk.Now()), time.Millisecond), func() {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		case <-wake:
+		case <-r.buf.kick:
+		}
 	}
 }
 
-// bufferSweep is how often buffered mail is checked against its limits
-// when the table does not change.
-const bufferSweep = 100 * time.Millisecond
+// bufferLoop is the cluster's retry loop, woken by its applied table.
+func (c *cluster) bufferLoop() {
+	defer c.wg.Done()
+	c.rem.retryLoop(c.ctx, c.pl.Changed)
+}

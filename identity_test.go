@@ -15,21 +15,22 @@ import (
 	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/tempesttest"
 	"github.com/tempest-actors/tempest/wire"
 )
 
 // rogue joins c's gossip with the cluster's gossip key under name, and
 // advertises quicAddr as its QUIC address. It holds no certificate of
 // the cluster CA.
-func (c *testCluster) rogue(name, quicAddr string) *membership.Membership {
-	t := c.t
+func rogue(t *testing.T, c *tempesttest.Cluster, name, quicAddr string) *membership.Membership {
 	t.Helper()
+	cc := c.Config(name).Cluster // the seeds, the gossip key and timing
 	mc := membership.DefaultConfig()
 	mc.Name = name
 	mc.Bind = "127.0.0.1:0"
-	mc.Seeds = []string{c.seed}
-	mc.GossipKeys = [][]byte{c.key}
-	mc.Timing = c.gossip
+	mc.Seeds = cc.Seeds
+	mc.GossipKeys = cc.GossipKeys
+	mc.Timing = cc.GossipTiming
 	mc.Meta = membership.Meta{Name: name, QUICAddr: quicAddr, HTTPAddr: "127.0.0.1:1",
 		Kinds: []string{demo.Echo, demo.Counter}, Version: "test"}
 	ml, err := membership.New(mc)
@@ -79,16 +80,7 @@ func TestRogueGossipMemberStaysOutOfPlacement(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := newTestCluster(t)
-	for _, name := range []string{"n1", "n2", "n3"} {
-		c.start(name, 3)
-	}
-	waitSettled(t, c, 30*time.Second, "three ready nodes with a settled table")
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.logs.String())
-		}
-	})
+	c := demoCluster(t, tempesttest.Options{Nodes: 3})
 
 	var (
 		wg        sync.WaitGroup
@@ -96,7 +88,7 @@ func TestRogueGossipMemberStaysOutOfPlacement(t *testing.T) {
 		ok, fails atomic.Int64
 		lastErr   atomic.Value
 	)
-	for _, n := range c.live() {
+	for _, n := range c.Nodes() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -123,15 +115,15 @@ func TestRogueGossipMemberStaysOutOfPlacement(t *testing.T) {
 	// advertises the QUIC address of a real node, whose certificate names
 	// that node, not the rogue.
 	foreign := foreignQUIC(t, "rogue-ca")
-	c.rogue("rogue-ca", foreign.Addr().String())
+	rogue(t, c, "rogue-ca", foreign.Addr().String())
 	var n1QUIC string
-	for _, m := range c.node("n1").Members() {
+	for _, m := range c.Node("n1").Members() {
 		if m.Name == "n1" {
 			n1QUIC = m.Meta.QUICAddr
 		}
 	}
-	c.rogue("rogue-none", n1QUIC)
-	for _, n := range c.live() {
+	rogue(t, c, "rogue-none", n1QUIC)
+	for _, n := range c.Nodes() {
 		waitFor(t, 10*time.Second, n.Name()+" lists the rogues alive and has failed to prove them twice", func() bool {
 			alive := 0
 			for _, m := range n.Members() {
@@ -142,6 +134,14 @@ func TestRogueGossipMemberStaysOutOfPlacement(t *testing.T) {
 			st := n.Stats()
 			return alive == 2 && st.Unproven == 2 && st.ProofsFailed >= 4
 		})
+	}
+	for _, n := range c.Nodes() {
+		for _, m := range n.Members() {
+			rogue := m.Name == "rogue-ca" || m.Name == "rogue-none"
+			if got := n.Proven(m); got == rogue {
+				t.Errorf("%s: Proven(%s) = %v", n.Name(), m.Name, got)
+			}
+		}
 	}
 	close(stop)
 	wg.Wait()
@@ -155,12 +155,12 @@ func TestRogueGossipMemberStaysOutOfPlacement(t *testing.T) {
 	// A legitimate node joining after the rogues is the barrier for the
 	// table and raft: once it is a raft member owning shards, the leader
 	// has planned with the rogues in its view many times over.
-	c.start("n4", 0)
-	waitSettled(t, c, 30*time.Second, "n4 joined and owns shards")
+	c.Start("n4") // joins: it is not one of the nodes the cluster was bootstrapped with
+	c.WaitSettled()
 	waitFor(t, 10*time.Second, "n4 in raft", func() bool {
-		return c.node("n1").RaftInfo().Role("n4") != "none"
+		return c.Node("n1").RaftInfo().Role("n4") != "none"
 	})
-	for _, n := range c.live() {
+	for _, n := range c.Nodes() {
 		info := n.RaftInfo()
 		for _, r := range []string{"rogue-ca", "rogue-none"} {
 			if role := info.Role(r); role != "none" {
@@ -173,27 +173,16 @@ func TestRogueGossipMemberStaysOutOfPlacement(t *testing.T) {
 	}
 }
 
-// startUntracked starts a node called name on a fresh data dir, joining
-// c, without taking the place of c's node of that name.
-func (c *testCluster) startUntracked(name string) *tempest.Node {
-	t := c.t
+// impostor starts a node called name on a fresh data dir, joining c,
+// without taking the place of c's node of that name.
+func impostor(t *testing.T, c *tempesttest.Cluster, name string) *tempest.Node {
 	t.Helper()
-	certPEM, keyPEM, err := c.ca.Issue(wire.NodeCertRequest{Name: name, NotBefore: time.Now().Add(-time.Minute), Validity: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := &tempest.ClusterConfig{
-		GossipAddr: "127.0.0.1:0", QUICAddr: "127.0.0.1:0", Seeds: []string{c.seed},
-		GossipKeys: [][]byte{c.key}, Certificate: cert, CAs: c.pool, Version: "test",
-		GossipTiming: c.gossip, Placement: c.place, LeaveTimeout: time.Second,
-	}
-	cfg := tempest.Config{Name: name, DataDir: t.TempDir(), Cluster: cc,
-		Logger: slog.New(slog.NewTextHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelInfo})).With("impostor", true)}
-	cfg.Scheduler.Workers = 2
+	cfg := c.Config(name)
+	cfg.DataDir = t.TempDir()
+	cfg.Cluster.BootstrapExpect = 0
+	cfg.Cluster.LeaveTimeout = time.Second
+	cfg.Logger = cfg.Logger.With("impostor", true)
+	cfg.Events = nil // not the real node's history
 	n, err := tempest.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -215,16 +204,7 @@ func TestImpostorWithValidCertificateDoesNotFailTheRealNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := newTestCluster(t)
-	for _, name := range []string{"n1", "n2", "n3"} {
-		c.start(name, 3)
-	}
-	waitSettled(t, c, 30*time.Second, "three ready nodes with a settled table")
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.logs.String())
-		}
-	})
+	c := demoCluster(t, tempesttest.Options{Nodes: 3})
 	var (
 		wg        sync.WaitGroup
 		stop      = make(chan struct{})
@@ -233,7 +213,7 @@ func TestImpostorWithValidCertificateDoesNotFailTheRealNode(t *testing.T) {
 		downSeen  atomic.Value
 	)
 	for _, name := range []string{"n1", "n3"} {
-		n := c.node(name)
+		n := c.Node(name)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -260,9 +240,9 @@ func TestImpostorWithValidCertificateDoesNotFailTheRealNode(t *testing.T) {
 			}
 		}()
 	}
-	rejected := func(name string) uint64 { return c.node(name).Stats().Transport.HelloRejected }
+	rejected := func(name string) uint64 { return c.Node(name).Stats().Transport.HelloRejected }
 	before1, before3 := rejected("n1"), rejected("n3")
-	c.startUntracked("n2")
+	impostor(t, c, "n2")
 	// The window: the impostor proves its gossip peers, so it has dialed
 	// n1 and n3 under the name n2 and been refused, with asks going on
 	// (or, were it let in, many asks went through its links).

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/prospero"
 )
 
 // ErrNoDormantInventory is returned by Actors asked for dormant
@@ -26,9 +28,12 @@ type ActorEntry struct {
 
 // Actors lists kind's identities on this node, sorted by key: those
 // with an activation attached here, and with dormant also the dormant
-// ones this node's store holds for the shards it owns (from the shard
-// index that handoff uses, so an identity activated in an earlier
-// process lifetime is listed too). It is a snapshot: activations come
+// ones of the shards it owns: those of the shard index that handoff
+// uses (so an identity activated in an earlier process lifetime is
+// listed too) and every one whose record this node's store holds,
+// whatever wrote it (records that arrived as a follower's, before this
+// node took the shard over, are in no index of its own; finding them
+// reads every key of the store once). It is a snapshot: activations come
 // and go while it is taken. Errors: ErrInvalidKey, actor.ErrUnknownKind,
 // ErrNoDormantInventory, ErrNotStarted, ErrClosed, a store error, ctx's.
 func (n *Node) Actors(ctx context.Context, kind string, dormant bool) ([]ActorEntry, error) {
@@ -57,7 +62,13 @@ func (n *Node) Actors(ctx context.Context, kind string, dormant bool) ([]ActorEn
 		if t == nil {
 			return nil, ErrNotStarted
 		}
+		group, hosted := t.Kinds[kind]
+		owned := map[placement.ShardRef]bool{}
 		for _, shard := range t.Owned(n.cfg.Name) {
+			if !hosted || shard.Group != group {
+				continue
+			}
+			owned[shard] = true
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
@@ -71,6 +82,23 @@ func (n *Node) Actors(ctx context.Context, kind string, dormant bool) ([]ActorEn
 					out = append(out, ActorEntry{Key: id.Key})
 				}
 			}
+		}
+		// Records of owned shards that arrived as a replica's (this node
+		// took the shard over in a failover, or by promotion) are in no
+		// index of this node: the store says what it holds.
+		err := n.store.ScanIDs(ctx, func(id prospero.Identity) bool {
+			if id.Kind != kind || seen[id.Key] {
+				return false
+			}
+			ref, err := t.RefOf(id.Kind, id.Key)
+			return err == nil && owned[ref]
+		}, func(id prospero.Identity) error {
+			seen[id.Key] = true
+			out = append(out, ActorEntry{Key: id.Key})
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	slices.SortFunc(out, func(a, b ActorEntry) int { return strings.Compare(a.Key, b.Key) })

@@ -9,15 +9,15 @@ import (
 	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/demo"
+	"github.com/tempest-actors/tempest/tempesttest"
 )
 
 // TestActorsInventory lists a kind's identities on a clustered node:
 // the active ones, and with dormant also those at rest in its store,
 // including one activated before the node restarted.
 func TestActorsInventory(t *testing.T) {
-	c := newTestCluster(t)
-	n := c.start("solo", 1)
-	waitSettled(t, c, 30*time.Second, "a ready node")
+	c := demoCluster(t, tempesttest.Options{Nodes: 1})
+	n := c.Node("n1")
 	ctx := ctxT(t)
 	for _, k := range []string{"b", "a", "c"} {
 		if _, err := n.AskJSON(ctx, demo.Counter, k, []byte(`{"Add":{"n":1}}`)); err != nil {
@@ -62,12 +62,9 @@ func TestActorsInventory(t *testing.T) {
 
 	// After a crash and a restart nothing is active, and all three are at
 	// rest.
-	c.haltAll()
-	c.mu.Lock()
-	c.seed = ""
-	c.mu.Unlock()
-	n = c.start("solo", 1)
-	waitSettled(t, c, 30*time.Second, "the restarted node")
+	c.KillAll()
+	n = c.Start("n1")
+	c.WaitSettled()
 	got, err = n.Actors(ctx, demo.Counter, true)
 	if a, d := keys(got); err != nil || a != nil || !slices.Equal(d, []string{"a", "b", "c"}) {
 		t.Fatalf("after a restart: active %v, dormant %v, %v; want none and [a b c]", a, d, err)

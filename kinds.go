@@ -57,6 +57,12 @@ type KindOptions struct {
 	// here: declare the type among Messages, and a reply error that is or
 	// wraps a value of it crosses in its codec and in the form it was
 	// sent (T or *T), so errors.As finds it on every node.
+	//
+	// Any other reply error crosses as its text and the actor sentinel
+	// it matches (context.DeadlineExceeded and context.Canceled
+	// included), a *wire.RemoteError; in a cluster an asker on the
+	// owner's node gets that same form, so errors.Is and errors.As give
+	// the same answer on every node, registered or not.
 	Errors map[string]error
 
 	// Gateway, when set, lets AskJSON and TellJSON address the kind.
@@ -136,6 +142,32 @@ func MessageOf[T any, PT bareType[T]](tag uint32, name string) Message {
 		},
 		register: func(r *wire.Registry) error { return wire.Register[T, PT](r, tag) },
 	}
+}
+
+// schemaType is what baregen generates for a type T whose schema
+// declaration carries a "# @tag N" annotation.
+type schemaType[T any] interface {
+	bareType[T]
+	MessageTag() uint32
+	BAREName() string
+}
+
+// SchemaMessage describes the generated type T with the tag and name its
+// schema declares ("# @tag N" on the line before the type), so the tag is
+// written once, in the schema, and not again in Go:
+//
+//	# @tag 1001
+//	type EchoIn struct { text: str }
+//
+//	Messages: []tempest.Message{tempest.SchemaMessage[EchoIn]()}
+//
+// Every node's policy digest for a kind covers its message tags and
+// names, so a node that declares a tag differently for the kind
+// disagrees with the cluster and is given none of the kind's shards
+// (see KindPolicy).
+func SchemaMessage[T any, PT schemaType[T]]() Message {
+	var v T
+	return MessageOf[T, PT](PT(&v).MessageTag(), PT(&v).BAREName())
 }
 
 // CodecOf describes T with a hand-written codec: enc appends v's encoding

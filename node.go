@@ -20,6 +20,7 @@ import (
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/prospero/arielhost"
+	"github.com/tempest-actors/tempest/prospero/replica"
 	"github.com/tempest-actors/tempest/reminders"
 	"github.com/tempest-actors/tempest/wire"
 )
@@ -51,6 +52,51 @@ type noQuorumError struct{}
 
 func (noQuorumError) Error() string        { return "tempest: no placement quorum (no raft leader known)" }
 func (noQuorumError) Is(target error) bool { return target == actor.ErrProcessUnavailable }
+
+// DeadlineError is the error of an ask that was not answered before its
+// deadline, the same wherever the owner runs: it names the actor and the
+// time the ask had ("tempest: ask of account/alice: deadline exceeded
+// after 300ms"), and adds that placement has no quorum when that is why
+// (then errors.Is(err, ErrNoQuorum) holds too). errors.Is(err,
+// actor.ErrDeadlineExceeded) and errors.Is(err, context.DeadlineExceeded)
+// hold for every DeadlineError; Err is what
+// the node saw (its own timer, the owner's answer that the ask expired in
+// its mailbox, or the context), kept for errors.Is and errors.As only,
+// since which of those came first is a race.
+type DeadlineError struct {
+	Ref     actor.Ref
+	Timeout time.Duration // from the call to its deadline
+	Err     error
+}
+
+func (e *DeadlineError) Error() string {
+	s := fmt.Sprintf("tempest: ask of %v: deadline exceeded after %v", e.Ref, roughly(e.Timeout))
+	if errors.Is(e.Err, ErrNoQuorum) {
+		s += " (no placement quorum: no raft leader known)"
+	}
+	return s
+}
+
+// Is makes errors.Is(err, actor.ErrDeadlineExceeded) and errors.Is(err,
+// context.DeadlineExceeded) hold whatever Err is: whether the context's
+// error is among what the node saw depends on which timer fired first.
+func (e *DeadlineError) Is(target error) bool {
+	return target == actor.ErrDeadlineExceeded || target == context.DeadlineExceeded
+}
+
+// Unwrap returns what the node saw.
+func (e *DeadlineError) Unwrap() error { return e.Err }
+
+// roughly rounds d to two significant digits (299.97ms is 300ms, 4.9999s
+// is 5s): the time between the caller setting its deadline and the call
+// is noise in a message.
+func roughly(d time.Duration) time.Duration {
+	p := time.Duration(1)
+	for d/p >= 100 {
+		p *= 10
+	}
+	return d.Round(p)
+}
 
 // NotReadyError says which step of joining a cluster a node waits for.
 type NotReadyError struct {
@@ -111,17 +157,23 @@ type Node struct {
 	errs errorTable     // application error codes of every kind
 	trc  *tracing       // nil when not tracing
 
-	mu     sync.Mutex // guards state, kinds (before Start), the components
-	state  lifecycle
-	kinds  map[string]*kindInfo
-	store  *prospero.BoltStore
-	sup    *prospero.Supervisor
-	sched  *ariel.Scheduler
-	rem    *reminders.Engine
-	closed chan struct{} // closed when Close has finished
-	cerr   error
+	mu    sync.Mutex // guards state, kinds (before Start), the components
+	state lifecycle
+	kinds map[string]*kindInfo
+	store *prospero.BoltStore
+	repl  *replica.Store // in a cluster: store, replicated; nil otherwise
+	// storeExisted: the state store was there before this start (a
+	// restart, not a new node).
+	storeExisted bool
+	sup          *prospero.Supervisor
+	sched        *ariel.Scheduler
+	rem          *reminders.Engine
+	closed       chan struct{} // closed when Close has finished
+	cerr         error
 
 	cl *cluster // nil for a standalone node
+
+	pause *pauseGates // set before Start by the test hook; nil: not pausable
 
 	run   atomic.Pointer[running] // set while started and not closing
 	ready atomic.Bool
@@ -264,7 +316,7 @@ func (n *Node) vet(to actor.Ref, msg any) (any, error) {
 	// No node hosts the kind: say so now, naming it, for a tell as for an
 	// ask and wherever its key would be placed. (A reference no actor can
 	// have is left to routing, which refuses it with ErrInvalidKey.)
-	if n.kind(to.Kind()) == nil && to.Check() == nil && (n.cl == nil || !n.cl.hostsKind(to.Kind())) {
+	if to.Check() == nil && !n.hosted(to.Kind()) {
 		return nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, to.Kind())
 	}
 	v, err := n.wreg.Value(msg)
@@ -275,6 +327,32 @@ func (n *Node) vet(to actor.Ref, msg any) (any, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// hosted reports whether kind is registered here or, in a cluster, by a
+// live member: the kinds an operation on a reference may address from
+// this node (the owner of a kind registered elsewhere is asked, as an
+// ask is routed).
+func (n *Node) hosted(kind string) bool {
+	return n.kind(kind) != nil || (n.cl != nil && n.cl.hostsKind(kind))
+}
+
+// vetError is the scheduler's VetError hook of a clustered node: an
+// actor's reply error takes the form it has once it crossed the wire
+// (wire.Registry.AppendError, then DecodeError), whoever asked. An asker
+// on this node then sees what one on another node sees: the actor
+// sentinel's code, the registered application sentinel
+// (KindOptions.Errors), the value of a registered message type, and
+// otherwise only the text, in a *wire.RemoteError. Without it errors.Is
+// and errors.As would answer for an unregistered error only when the
+// owner happens to be the caller's node. A reply error that is already
+// in that form (relayed from another node) keeps it.
+func (n *Node) vetError(_ actor.Ref, err error) error {
+	v, derr := n.wreg.DecodeError(n.wreg.AppendError(nil, err))
+	if e, ok := v.(error); derr == nil && ok {
+		return e
+	}
+	return err
 }
 
 // Kinds returns the names of the registered kinds, sorted.
@@ -333,13 +411,32 @@ func (n *Node) startLocked(ctx context.Context) error {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("tempest: data dir: %w", err)
 	}
+	if _, err := os.Stat(filepath.Join(n.cfg.DataDir, StateFile)); err == nil {
+		n.storeExisted = true
+	}
 	store, err := prospero.NewBoltStore(filepath.Join(n.cfg.DataDir, StateFile))
 	if err != nil {
 		return fmt.Errorf("tempest: state store: %w", err)
 	}
 	n.store = store
+	if bad := store.InvalidIdentities(); bad.Count > 0 {
+		first := make([]string, len(bad.First))
+		for i, id := range bad.First {
+			first[i] = fmt.Sprintf("%q", id.String())
+		}
+		n.log.LogAttrs(ctx, slog.LevelWarn, "state store holds records whose identity is not valid: they are isolated (not read, handed off or replicated)",
+			slog.Int("records", bad.Count), slog.String("first", strings.Join(first, ", ")))
+	}
 	pc := n.cfg.Supervisor
 	pc.Store = store
+	if n.cl != nil {
+		rc := n.cl.cfg.Replication
+		n.repl, err = replica.New(replica.Config{Local: store, Timeout: rc.Timeout, SyncReplicas: rc.SyncReplicas, MinInSync: rc.MinInSync, Logger: n.log})
+		if err != nil {
+			return err
+		}
+		pc.Store = n.repl
+	}
 	pc.Events = prospero.EventFunc(n.emit)
 	sup, err := prospero.NewSupervisor(pc)
 	if err != nil {
@@ -367,7 +464,13 @@ func (n *Node) startLocked(ctx context.Context) error {
 	if n.cl != nil || len(n.msgs.byTag) > 0 {
 		sc.Vet = n.vet
 	}
+	if n.cl != nil {
+		sc.VetError = n.vetError
+	}
 	sc.Activator = arielhost.Activator(sup)
+	if n.cl != nil {
+		sc.Activator = arielhost.FencedActivator(sup, n.cl.fenceActivation)
+	}
 	sc.Faults = arielhost.Faults(sup)
 	if n.trc = newTracing(n.cfg.Name, n.cfg.TracerProvider); n.trc != nil {
 		sc.Tracer = n.trc
@@ -472,7 +575,9 @@ func (n *Node) shutdownLocked(ctx context.Context, graceful bool) error {
 		// Activations the index loop had no time to record.
 		errs = append(errs, n.cl.flushIndex(ctx))
 	}
-	if n.store != nil {
+	if n.repl != nil {
+		errs = append(errs, n.repl.Close()) // closes store too
+	} else if n.store != nil {
 		errs = append(errs, n.store.Close())
 	}
 	return errors.Join(errs...)
@@ -531,8 +636,38 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	}
 }
 
+// StoreDamaged returns a channel closed once the node's state store is
+// found damaged while it runs (Degraded then says how; every read and
+// write of state at rest fails from then on). A program that embeds the
+// node should stop it, so that its shards move to nodes that can serve
+// them; the agent does, and exits with its code for damaged files. Nil
+// before Start: a nil channel never delivers.
+func (n *Node) StoreDamaged() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.store == nil {
+		return nil
+	}
+	return n.store.DamagedCh()
+}
+
+// StoreDamage returns the error the damaged state store returns to every
+// operation, or nil while it is sound.
+func (n *Node) StoreDamage() error {
+	n.mu.Lock()
+	store := n.store
+	n.mu.Unlock()
+	if store == nil {
+		return nil
+	}
+	return store.Damaged()
+}
+
 // Degraded explains why the node runs below its configured capacity, or
-// returns "" when it does not: turns abandoned past their budget that
+// returns "" when it does not: its state store was damaged while it ran
+// (every read and write of state at rest fails with prospero.ErrCorrupt
+// naming the file until the node restarts and checks it), or turns
+// abandoned past their budget that
 // have not returned hold more goroutines than the scheduler's
 // replacement cap allows, so its pool runs short of workers. The node
 // still answers (supervision, the HTTP API and mail for other nodes do
@@ -541,6 +676,14 @@ func (n *Node) Degraded() string {
 	r := n.run.Load()
 	if r == nil {
 		return ""
+	}
+	n.mu.Lock()
+	store := n.store
+	n.mu.Unlock()
+	if store != nil {
+		if err := store.Damaged(); err != nil {
+			return err.Error()
+		}
 	}
 	st := r.sched.Stats()
 	if !st.Degraded {
@@ -583,11 +726,14 @@ func (n *Node) Ref(kind, key string) actor.Ref { return actor.Virtual(kind, key)
 // (naming the kind) when no node of the cluster registers the kind;
 // ErrUnregisteredMessage for a message of a type no kind registered (in a
 // cluster, also when the owner is this node); the routing errors when no
-// owner can be found (actor.ErrProcessUnavailable, ErrNoQuorum,
-// actor.ErrNoEligibleNode); ErrClosed during shutdown. actor.ErrRefused
+// owner can be found (actor.ErrProcessUnavailable, actor.ErrNoEligibleNode;
+// while this node knows no placement leader an unreachable owner's error
+// matches ErrNoQuorum too, whichever node owns the key); ErrClosed during
+// shutdown. actor.ErrRefused
 // means the message was refused before it left: the owner is this node
-// and the recipient's mailbox is full, or the send queue of the link to
-// the owner is full.
+// and the recipient's mailbox is full (in a cluster a *wire.RefusedError,
+// MAILBOX_FULL, naming this node, the error an ask gets from any node),
+// or the send queue of the link to the owner is full.
 //
 // What only the owner can know arrives later and is not returned: when
 // the owner is another node, its refusal (a full mailbox, an overloaded
@@ -599,47 +745,92 @@ func (n *Node) Ref(kind, key string) actor.Ref { return actor.Virtual(kind, key)
 // In a cluster, a tell for a shard being handed off or not placed yet
 // waits (up to actor.DefaultAskTimeout) until placement settles.
 func (n *Node) Tell(ref actor.Ref, msg any) error {
+	if tracingBuilt && n.trc != nil {
+		return n.TellContext(context.Background(), ref, msg)
+	}
+	return n.tell(context.Background(), ref, msg, nil)
+}
+
+// TellContext is Tell with a context: its deadline (default
+// actor.DefaultAskTimeout) bounds the wait for placement to settle, and
+// its span, on a node that traces (Config.TracerProvider), is the parent
+// of the tell's tempest.tell span (see docs/operations.md, "Tracing").
+func (n *Node) TellContext(ctx context.Context, ref actor.Ref, msg any) error {
+	if t := n.trc; tracingBuilt && t != nil {
+		return t.tell(ctx, ref, func(tr any) error { return n.tell(ctx, ref, msg, tr) })
+	}
+	return n.tell(ctx, ref, msg, nil)
+}
+
+// tell is Tell; tr, when not nil, is the tell's trace (see trace.go).
+func (n *Node) tell(ctx context.Context, ref actor.Ref, msg any, tr any) error {
 	r, err := n.running()
 	if err != nil {
 		return err
 	}
-	err = r.sched.Tell(ref, msg)
-	if n.cl == nil || err == nil || !waitable(err) {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), actor.DefaultAskTimeout)
-	defer cancel()
-	for waitable(err) {
-		if werr := n.cl.awaitChange(ctx, 100*time.Millisecond); werr != nil {
-			return err
+	send := func() error {
+		if tracingBuilt && tr != nil {
+			return r.sched.TellTraced(ref, msg, tr)
 		}
-		err = r.sched.Tell(ref, msg)
+		return r.sched.Tell(ref, msg)
 	}
-	return err
+	err = send()
+	if n.cl == nil || err == nil {
+		return n.localRefusal(err)
+	}
+	if !waitable(err) {
+		return n.localRefusal(n.cl.whyUnanswered(err))
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, actor.DefaultAskTimeout)
+		defer cancel()
+	}
+	for attempt := 0; waitable(err); attempt++ {
+		if werr := n.cl.awaitRetry(ctx, attempt); werr != nil {
+			return n.cl.whyUnanswered(err)
+		}
+		err = send()
+	}
+	return n.localRefusal(n.cl.whyUnanswered(err))
 }
 
 // waitable: the send failed before anything left this node, because
 // placement is in flux; it may be tried again.
 func waitable(err error) bool {
-	return errors.Is(err, placement.ErrHandoff) || errors.Is(err, placement.ErrUnassigned) ||
+	if errors.Is(err, actor.ErrNotCommitted) {
+		// The turn ran: its state was not committed, but its write may
+		// have landed (and reached replicas). Sending the ask again would
+		// run it twice, whatever the commit's cause (a lapsed lease, a
+		// shard moving) says.
+		return false
+	}
+	return errors.Is(err, placement.ErrHandoff) || errors.Is(err, placement.ErrUnassigned) || errors.Is(err, placement.ErrOwnerDown) ||
 		errors.Is(err, placement.ErrUninitialized) || errors.Is(err, placement.ErrLeaseExpired) ||
 		errors.Is(err, placement.ErrBehind) || errors.Is(err, wire.ErrNotServing)
 }
 
 // Ask sends msg to ref and waits for the reply, until ctx's deadline
 // (default actor.DefaultAskTimeout). Errors are the actor sentinels
-// (ErrDeadlineExceeded, ErrRefused, ErrActorTerminated,
-// ErrProcessUnavailable, ErrUnknownKind, ErrInvalidKey) or an error the
-// actor replied.
+// (ErrDeadlineExceeded, always as a *DeadlineError naming ref and the
+// time the ask had, whether the owner is local or remote; ErrRefused,
+// ErrActorTerminated, ErrProcessUnavailable, ErrUnknownKind,
+// ErrInvalidKey) or an error the actor replied. In a cluster, a full
+// mailbox's refusal is a *wire.RefusedError (MAILBOX_FULL, naming the
+// owner) on every node, the owner included.
 //
 // In a cluster, an ask for a shard being handed off or not placed yet
-// waits until placement settles (within ctx), and an ask the receiving
-// node refused as not its owner is sent again once, after this node's
-// table changed. An ask that fails while this node knows no placement
-// leader also matches ErrNoQuorum (besides ErrDeadlineExceeded when its
-// deadline passed), so the caller learns why it was not answered.
+// waits until placement settles (within ctx), and an ask the owner's node
+// refused without running it (NOT_OWNER, NOT_SERVING) is sent again once
+// this node's table routes it elsewhere, or the owner may serve again:
+// the retry policy of every sender, see docs/federation.md, "Retries". An
+// ask whose turn ran is never sent again. An ask that is not answered
+// (its deadline passed, or its owner cannot be reached) while this node
+// knows no placement leader also matches ErrNoQuorum, besides
+// ErrDeadlineExceeded or actor.ErrProcessUnavailable, whichever node owns
+// the key, so the caller learns why it was not answered.
 func (n *Node) Ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
-	if t := n.trc; t != nil {
+	if t := n.trc; tracingBuilt && t != nil {
 		return t.ask(ctx, ref, func(ctx context.Context) (any, error) { return n.ask(ctx, ref, msg) })
 	}
 	return n.ask(ctx, ref, msg)
@@ -650,30 +841,79 @@ func (n *Node) ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	start := n.cfg.Clock.Now()
+	// The deadline policy of ref's kind: its default when ctx sets no
+	// deadline, at most its maximum. The owner's node clamps to the same
+	// maximum on arrival (for callers that do not register the kind).
+	set, _ := ctx.Deadline()
+	deadline := r.sched.AskDeadline(ref, start, set)
+	if !deadline.Equal(set) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, deadline.Sub(start))
+		defer cancel()
+	}
+	reply, err := n.askRouted(ctx, ref, msg)
+	if err != nil && errors.Is(err, actor.ErrDeadlineExceeded) {
+		var de *DeadlineError
+		if !errors.As(err, &de) {
+			err = &DeadlineError{Ref: ref, Timeout: max(deadline.Sub(start), 0), Err: err} // an ask whose deadline had passed had no time
+		}
+	}
+	return reply, n.localRefusal(err)
+}
+
+// localRefusal gives a clustered node's own mailbox-full refusal the form
+// a remote owner's takes (a *wire.RefusedError naming the refusing node,
+// MAILBOX_FULL), so that a caller sees the same error, text included,
+// whichever node owns the actor. Only the scheduler's bare
+// actor.ErrRefused is this node's admission; a full link queue
+// (wire.ErrQueueFull) and a remote refusal keep their own form.
+func (n *Node) localRefusal(err error) error {
+	if err != actor.ErrRefused || n.cl == nil { // the scheduler's own sentinel, never wrapped
+		return err
+	}
+	return &wire.RefusedError{Node: n.cfg.Name, Reason: wire.RefusedReasonMailboxFull, Detail: err.Error()}
+}
+
+func (n *Node) askRouted(ctx context.Context, ref actor.Ref, msg any) (any, error) {
+	r, err := n.running()
+	if err != nil {
+		return nil, err
+	}
 	if n.cl == nil {
 		return r.sched.Ask(ctx, ref, msg)
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, actor.DefaultAskTimeout)
-		defer cancel()
-	}
-	resent := false
-	for {
+	for attempt := 0; ; attempt++ {
 		reply, err := r.sched.Ask(ctx, ref, msg)
 		switch {
 		case err == nil:
 			return reply, nil
-		case waitable(err):
-		case errors.Is(err, wire.ErrNotOwner) && !resent:
-			resent = true
-		default:
+		case !resendable(err):
 			return nil, n.cl.whyUnanswered(err)
 		}
-		if werr := n.cl.awaitChange(ctx, 100*time.Millisecond); werr != nil {
-			return nil, n.cl.whyUnanswered(err)
+		// Refused at once on this node (the routing layer waits for
+		// everything it can itself, see retry.go): by placement for a
+		// spawned actor's node, or by this node's activation fence.
+		if werr := n.cl.awaitRetry(ctx, attempt); werr != nil {
+			return nil, n.cl.whyUnanswered(gaveUp(ctx, err))
 		}
 	}
+}
+
+// gaveUp is the error of an ask that stopped waiting for placement to
+// settle because ctx ended, last refused with err: its deadline (an
+// actor.ErrDeadlineExceeded, as if the owner had never answered; the
+// refusal is only named) or its cancellation, not the refusal, which
+// would say the owner cannot serve when the caller merely stopped
+// waiting. Any other end (the node closing) keeps err.
+func gaveUp(ctx context.Context, err error) error {
+	switch cerr := ctx.Err(); {
+	case errors.Is(cerr, context.DeadlineExceeded):
+		return fmt.Errorf("%w (last refused: %v)", actor.ErrDeadlineExceeded, err)
+	case cerr != nil:
+		return cerr
+	}
+	return err
 }
 
 // Status is what a reference designates.
@@ -698,8 +938,16 @@ type Status struct {
 	Active bool
 }
 
-// Status reports what ref designates. Errors: ErrInvalidKey,
-// actor.ErrUnknownKind, ErrNotStarted, ErrClosed, a store error.
+// Status reports what ref designates. It gives the same answer on every
+// node of a cluster: a node that does not own ref asks the owner's
+// supervisor over the federation protocol (see docs/federation.md). An
+// owner that cannot be reached, or cannot serve the actor now (also for
+// want of a placement quorum: ErrNoQuorum is a State, not an error, here),
+// gives State ProcessUnavailable. A kind registered only on other nodes
+// is answered by its owner as from those nodes. Errors: ErrInvalidKey,
+// actor.ErrUnknownKind (no live member registers the kind),
+// actor.ErrNoEligibleNode, ErrNotStarted, ErrClosed, a store error,
+// ctx's.
 func (n *Node) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 	if err := ref.Check(); err != nil {
 		return Status{}, err
@@ -707,24 +955,24 @@ func (n *Node) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 	if !ref.IsVirtual() {
 		return Status{}, fmt.Errorf("tempest: status of %v: not a virtual actor", ref)
 	}
-	r, err := n.running()
-	if err != nil {
+	if _, err := n.running(); err != nil {
 		return Status{}, err
 	}
-	if n.kind(ref.Kind()) == nil {
+	if !n.hosted(ref.Kind()) {
 		return Status{}, fmt.Errorf("%w: %q", actor.ErrUnknownKind, ref.Kind())
 	}
 	if n.cl != nil {
-		owner, local, err := n.cl.locate(ref)
-		switch {
-		case err != nil && errors.Is(err, actor.ErrProcessUnavailable):
-			return Status{Kind: ref.Kind(), Key: ref.Key(), State: actor.ProcessUnavailable}, nil
-		case err != nil:
-			return Status{}, err
-		case !local:
-			// The owner's supervisor knows the rest; ask it there.
-			return Status{Kind: ref.Kind(), Key: ref.Key(), State: actor.Unknown, Node: owner}, nil
-		}
+		return n.cl.remoteStatus(ctx, ref)
+	}
+	return n.statusHere(ctx, ref)
+}
+
+// statusHere is Status answered by this node's supervisor, for an
+// identity this node owns (or any, standalone).
+func (n *Node) statusHere(ctx context.Context, ref actor.Ref) (Status, error) {
+	r, err := n.running()
+	if err != nil {
+		return Status{}, err
 	}
 	st, err := r.sup.Status(ctx, ref)
 	if err != nil {
@@ -738,9 +986,15 @@ func (n *Node) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 // Passivating turn, its state is written at rest and it becomes Dormant.
 // It returns once that is done, or with ctx's error: also when the
 // activation was already being passivated, it returns only once that
-// write at rest is done. An identity with nothing in memory here (in a
-// cluster: not on this node) is left alone. Errors: ErrInvalidKey,
-// actor.ErrUnknownKind, ErrNotStarted, ErrClosed, a store error, ctx's.
+// write at rest is done. An identity with nothing in memory is left
+// alone. In a cluster it acts on the node that owns ref, from any node
+// (over the federation protocol), also from a node that does not
+// register ref's kind; while ref's shard cannot be served
+// (moving, lease not fresh) it passivates what this node holds in
+// memory. Errors: ErrInvalidKey, actor.ErrUnknownKind, ErrNotStarted,
+// ErrClosed, actor.ErrProcessUnavailable (the owner cannot be reached;
+// also ErrNoQuorum while this node knows no placement leader), a store
+// error, ctx's.
 func (n *Node) Passivate(ctx context.Context, ref actor.Ref) error {
 	if err := ref.Check(); err != nil {
 		return err
@@ -748,12 +1002,30 @@ func (n *Node) Passivate(ctx context.Context, ref actor.Ref) error {
 	if !ref.IsVirtual() {
 		return fmt.Errorf("tempest: passivate %v: not a virtual actor", ref)
 	}
+	if _, err := n.running(); err != nil {
+		return err
+	}
+	if !n.hosted(ref.Kind()) {
+		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, ref.Kind())
+	}
+	if n.cl != nil {
+		if n.kind(ref.Kind()) == nil {
+			// Another node hosts the kind and this one holds none of its
+			// actors: only the owner can act.
+			return n.cl.whyUnanswered(n.cl.remotePassivate(ctx, ref))
+		}
+		if owner, local, err := n.cl.locate(ref); err == nil && !local && owner != n.cfg.Name {
+			return n.cl.whyUnanswered(n.cl.remotePassivate(ctx, ref))
+		}
+	}
+	return n.passivateHere(ctx, ref)
+}
+
+// passivateHere is Passivate of what this node holds in memory for ref.
+func (n *Node) passivateHere(ctx context.Context, ref actor.Ref) error {
 	r, err := n.running()
 	if err != nil {
 		return err
-	}
-	if n.kind(ref.Kind()) == nil {
-		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, ref.Kind())
 	}
 	id := prospero.IdentityOf(ref)
 	ch := n.await(id)
@@ -867,6 +1139,11 @@ type Stats struct {
 	Transport wire.Stats
 	Members   int  // live members in this node's view
 	Leader    bool // this node is the raft leader
+	// InvalidAtRest is how many records of the state store had, when it
+	// opened, an identity that is not valid (written by a version that
+	// did not check keys): they are isolated, never read, handed off or
+	// replicated, and reported once in the log at start.
+	InvalidAtRest int
 	// HandoffIsolated counts identities this node isolated from its
 	// handoffs: their records could not be shipped and stayed here.
 	HandoffIsolated uint64
@@ -878,6 +1155,24 @@ type Stats struct {
 	// Gossip counts gossip traffic this node dropped (no key decrypts
 	// it, or it does not decode).
 	Gossip membership.TrafficStats
+	// Retry counts mail that waited to be sent again under the retry
+	// policy of every sender (docs/federation.md, "Retries").
+	Retry RetryStats
+}
+
+// RetryStats are the counters of the retry policy: messages whose route
+// was in flux, or that the owner's node refused without running them,
+// and that waited in the routing layer to be sent again.
+type RetryStats struct {
+	Parked uint64 // messages that waited (each time they did)
+	Resent uint64 // messages sent again
+	// GaveUp counts tells that waited longer than the retry wait (an
+	// actor sender got them back as actor.Undelivered; program code's
+	// are only counted here), and program code's tells lost otherwise
+	// after a refusal: a full retry queue, a failed resend. Asks end at
+	// their deadline instead.
+	GaveUp  uint64
+	Waiting int64 // messages waiting now
 }
 
 // Stats returns a snapshot; zero before Start and after Close.
@@ -886,7 +1181,7 @@ func (n *Node) Stats() Stats {
 	if r == nil {
 		return Stats{}
 	}
-	st := Stats{Scheduler: r.sched.Stats(), Supervisor: r.sup.Stats()}
+	st := Stats{Scheduler: r.sched.Stats(), Supervisor: r.sup.Stats(), InvalidAtRest: n.store.InvalidIdentities().Count}
 	if c := n.cl; c != nil {
 		st.Mail, st.Transport = c.rem.stats(), c.tr.Stats()
 		for _, m := range c.ml.Members() {
@@ -901,6 +1196,8 @@ func (n *Node) Stats() Stats {
 		st.Gossip = c.ml.Dropped()
 		st.Leader = c.pl.IsLeader()
 		st.HandoffIsolated = c.isolated.Load()
+		b := c.rem.buf
+		st.Retry = RetryStats{Parked: b.parked.Load(), Resent: b.resent.Load(), GaveUp: b.gaveUp.Load(), Waiting: b.n.Load()}
 	}
 	return st
 }

@@ -192,7 +192,7 @@ func TestAskJSON(t *testing.T) {
 	if err != nil || string(got) != `{"text":"ünïcode"}` {
 		t.Fatalf("echo JSON: %s, %v", got, err)
 	}
-	if err := n.TellJSON(demo.Counter, "j", []byte(`{"Add":{"n":1}}`)); err != nil {
+	if err := n.TellJSON(t.Context(), demo.Counter, "j", []byte(`{"Add":{"n":1}}`)); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := n.AskJSON(ctx, demo.Counter, "j", []byte(`{"Get":null}`)); string(got) != `{"n":4}` {
@@ -461,5 +461,18 @@ func TestKindsShareAMessageType(t *testing.T) {
 		if err != nil || got.Text != kind {
 			t.Fatalf("%s: %+v, %v", kind, got, err)
 		}
+	}
+}
+
+// TestAskPastItsDeadlineHadNoTime: an ask whose context's deadline passed
+// before it was made says it had no time, not a negative one.
+func TestAskPastItsDeadlineHadNoTime(t *testing.T) {
+	n := newNode(t, t.TempDir(), nil)
+	ctx, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel()
+	ref := n.Ref(demo.Echo, "late")
+	_, err := n.Ask(ctx, ref, demo.EchoIn{Text: "x"})
+	if !errors.Is(err, actor.ErrDeadlineExceeded) || err.Error() != "tempest: ask of echo/late: deadline exceeded after 0s" {
+		t.Fatalf("ask past its deadline: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/prospero/federation"
 	"github.com/tempest-actors/tempest/reminders"
 )
 
@@ -44,29 +46,40 @@ func (r *Reminders) Register(ctx actor.Context, rem reminders.Reminder) error {
 	if err != nil {
 		return err
 	}
-	if ctx != nil && r.n.kind(ctx.Self().Kind()) == nil {
+	if ctx == nil {
+		return reminders.ErrNotInTurn
+	}
+	if r.n.kind(ctx.Self().Kind()) == nil {
 		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, ctx.Self().Kind())
 	}
-	return r.owned(ctx, e, func() error { return e.Register(ctx, rem) })
+	return r.owned(r.turnCtx(), ctx.Self(), e, func() error { return e.Register(ctx, rem) })
 }
 
-// owned runs op and, when the engine does not hold the shard of the
-// actor whose turn ctx is although this node serves it (placement gave
-// it the shard a moment ago and the reminder loop has not caught up),
-// loads the shard and runs op again.
-func (r *Reminders) owned(ctx actor.Context, e *reminders.Engine, op func() error) error {
+// owned runs op and, when the engine does not hold the shard of ref
+// although this node serves it (placement gave it the shard a moment ago
+// and the reminder loop has not caught up), loads the shard, within ctx,
+// and runs op again.
+func (r *Reminders) owned(ctx context.Context, ref actor.Ref, e *reminders.Engine, op func() error) error {
 	err := op()
-	if !errors.Is(err, reminders.ErrNotOwner) || ctx == nil || r.n.cl == nil || r.n.cl.pl == nil {
+	if !errors.Is(err, reminders.ErrNotOwner) || !ref.IsVirtual() || r.n.cl == nil || r.n.cl.pl == nil {
 		return err
 	}
-	ref := ctx.Self()
 	if _, local, lerr := r.n.cl.locate(ref); lerr != nil || !local {
 		return err
 	}
-	if aerr := e.Acquire(context.Background(), r.n.reminderShard(prospero.IdentityOf(ref))); aerr != nil {
+	if aerr := e.Acquire(ctx, r.n.reminderShard(prospero.IdentityOf(ref))); aerr != nil {
 		return aerr
 	}
 	return op()
+}
+
+// turnCtx bounds what a call from a turn (which carries no context)
+// does beyond op itself: the node's life, which ends when it closes.
+func (r *Reminders) turnCtx() context.Context {
+	if r.n.cl != nil {
+		return r.n.cl.ctx
+	}
+	return context.Background() // owned loads nothing on a standalone node
 }
 
 // Unregister removes the reminder name of the actor whose turn ctx is;
@@ -76,7 +89,10 @@ func (r *Reminders) Unregister(ctx actor.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return r.owned(ctx, e, func() error { return e.Unregister(ctx, name) })
+	if ctx == nil {
+		return reminders.ErrNotInTurn
+	}
+	return r.owned(r.turnCtx(), ctx.Self(), e, func() error { return e.Unregister(ctx, name) })
 }
 
 // List returns the reminders of the actor whose turn ctx is.
@@ -85,46 +101,191 @@ func (r *Reminders) List(ctx actor.Context) ([]reminders.Info, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ctx == nil {
+		return nil, reminders.ErrNotInTurn
+	}
 	var infos []reminders.Info
-	err = r.owned(ctx, e, func() (err error) {
+	err = r.owned(r.turnCtx(), ctx.Self(), e, func() (err error) {
 		infos, err = e.List(ctx)
 		return err
 	})
 	return infos, err
 }
 
-// ListOf returns the reminders of ref, which this node must own
-// (reminders.ErrNotOwner otherwise; ask the owner's HTTP API).
-func (r *Reminders) ListOf(ref actor.Ref) ([]reminders.Info, error) {
-	e, err := r.checkRef(ref)
-	if err != nil {
-		return nil, err
-	}
-	return e.ListOf(prospero.IdentityOf(ref))
+// ReminderList is the reminders of one identity as its owner holds them.
+type ReminderList struct {
+	Node      string           // the node that owns the identity and answered
+	Reminders []reminders.Info // by name
 }
 
-// Cancel removes the reminder name of ref, which this node must own.
-// After it returns nil no tick of it runs.
+// ListOf returns the reminders of ref, from any node of the cluster: a
+// node that does not own ref asks the owner's supervisor over the
+// federation protocol (docs/federation.md), and the answer and its
+// errors are the same as on the owner. Errors: ErrInvalidKey,
+// actor.ErrUnknownKind, reminders.ErrNotOwner (the owner has not loaded
+// the shard's reminders yet, or is giving the shard up: retry),
+// actor.ErrProcessUnavailable (the owner cannot be reached or cannot
+// serve now), ErrNoQuorum, ErrClosed, ErrNotStarted, ctx's.
+func (r *Reminders) ListOf(ctx context.Context, ref actor.Ref) (ReminderList, error) {
+	e, err := r.checkRef(ref)
+	if err != nil {
+		return ReminderList{}, err
+	}
+	if r.n.cl == nil {
+		infos, err := r.listHere(ctx, e, ref)
+		return ReminderList{Node: r.n.cfg.Name, Reminders: infos}, err
+	}
+	c := r.n.cl
+	var out ReminderList
+	_, err = c.onOwner(ctx, ref, func() error {
+		infos, err := r.listHere(ctx, e, ref)
+		out = ReminderList{Node: c.name, Reminders: infos}
+		return err
+	}, func(owner string, epoch uint64) error {
+		rep, err := c.fed.ReminderList(ctx, owner, &federation.ReminderListRequest{Epoch: epoch, Actor: fedActor(ref)})
+		if err != nil {
+			return err
+		}
+		out = ReminderList{Node: owner, Reminders: make([]reminders.Info, 0, len(rep.Reminders))}
+		for _, in := range rep.Reminders {
+			out.Reminders = append(out.Reminders, infoFromFed(ref, in))
+		}
+		return nil
+	})
+	if err != nil {
+		return ReminderList{}, c.whyUnanswered(err)
+	}
+	return out, nil
+}
+
+// Cancel removes the reminder name of ref, from any node of the cluster
+// (as ListOf). After it returns nil no tick of it runs, also not one
+// already on its way. Errors: those of ListOf, reminders.ErrNotFound,
+// actor.ErrNotCommitted (the cancellation could not be made durable on
+// the shard's replica set: the reminder stays), ctx's.
 func (r *Reminders) Cancel(ctx context.Context, ref actor.Ref, name string) error {
 	e, err := r.checkRef(ref)
 	if err != nil {
 		return err
 	}
-	return e.Cancel(ctx, prospero.IdentityOf(ref), name)
+	if r.n.cl == nil {
+		return r.cancelHere(ctx, e, ref, name)
+	}
+	c := r.n.cl
+	_, err = c.onOwner(ctx, ref, func() error { return r.cancelHere(ctx, e, ref, name) },
+		func(owner string, epoch uint64) error {
+			return c.fed.Call(ctx, owner, &federation.ReminderCancelRequest{Epoch: epoch, Actor: fedActor(ref),
+				Name: name, BudgetNs: budgetOf(ctx, 30*time.Second)})
+		})
+	return c.whyUnanswered(err)
+}
+
+// listHere is ListOf answered by this node's engine, for an identity
+// this node owns (or any, standalone).
+func (r *Reminders) listHere(ctx context.Context, e *reminders.Engine, ref actor.Ref) ([]reminders.Info, error) {
+	var infos []reminders.Info
+	err := r.owned(ctx, ref, e, func() (err error) {
+		infos, err = e.ListOf(prospero.IdentityOf(ref))
+		return err
+	})
+	return infos, closedErr(err)
+}
+
+// cancelHere is Cancel answered by this node's engine.
+func (r *Reminders) cancelHere(ctx context.Context, e *reminders.Engine, ref actor.Ref, name string) error {
+	return closedErr(r.owned(ctx, ref, e, func() error { return e.Cancel(ctx, prospero.IdentityOf(ref), name) }))
+}
+
+// closedErr gives an engine closed with its node the node's ErrClosed as
+// well, the identity a peer's CLOSED answer has.
+func closedErr(err error) error {
+	if errors.Is(err, reminders.ErrClosed) && !errors.Is(err, ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
 }
 
 func (r *Reminders) checkRef(ref actor.Ref) (*reminders.Engine, error) {
-	e, err := r.engine()
-	if err != nil {
+	if err := ref.Check(); err != nil {
 		return nil, err
 	}
 	if !ref.IsVirtual() {
 		return nil, fmt.Errorf("%w: reminders belong to virtual actors, not %v", ErrInvalidKey, ref)
 	}
-	if r.n.kind(ref.Kind()) == nil {
+	e, err := r.engine()
+	if err != nil {
+		return nil, err
+	}
+	if !r.n.hosted(ref.Kind()) {
 		return nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, ref.Kind())
 	}
 	return e, nil
+}
+
+func fedActor(ref actor.Ref) federation.Actor {
+	return federation.Actor{Kind: ref.Kind(), Key: ref.Key(), Incarnation: ref.Incarnation()}
+}
+
+var toFedCatchup = map[reminders.Catchup]federation.Catchup{
+	reminders.FireOnce: federation.CatchupFireOnce,
+	reminders.Skip:     federation.CatchupSkip,
+	reminders.FireUpTo: federation.CatchupFireUpTo,
+}
+
+func infoToFed(in reminders.Info) federation.ReminderInfo {
+	return federation.ReminderInfo{Name: in.Name, DueUnixNs: in.Due.UnixNano(), PeriodNs: int64(in.Period),
+		Catchup: toFedCatchup[in.Catchup], MaxCatchup: uint64(in.MaxCatchup), NextUnixNs: in.Next.UnixNano(),
+		LastSeq: in.LastSeq, Outstanding: in.Outstanding, PayloadType: in.PayloadType}
+}
+
+func infoFromFed(ref actor.Ref, in federation.ReminderInfo) reminders.Info {
+	var pol reminders.Catchup
+	for c, f := range toFedCatchup {
+		if f == in.Catchup {
+			pol = c
+		}
+	}
+	return reminders.Info{ID: prospero.IdentityOf(ref), Name: in.Name, Due: time.Unix(0, in.DueUnixNs),
+		Period: time.Duration(in.PeriodNs), Catchup: pol, MaxCatchup: int(min(in.MaxCatchup, math.MaxInt32)),
+		Next: time.Unix(0, in.NextUnixNs), LastSeq: in.LastSeq, Outstanding: in.Outstanding, PayloadType: in.PayloadType}
+}
+
+// ReminderList answers a peer's ReminderListRequest for an actor this
+// node owns.
+func (h fedHandler) ReminderList(ctx context.Context, _ string, m *federation.ReminderListRequest) (federation.ReminderListReply, error) {
+	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
+	if err != nil {
+		return federation.ReminderListReply{}, err
+	}
+	rem := h.c.n.Reminders()
+	e, err := rem.engine()
+	if err != nil {
+		return federation.ReminderListReply{}, err
+	}
+	infos, err := rem.listHere(ctx, e, ref)
+	if err != nil {
+		return federation.ReminderListReply{}, err
+	}
+	out := federation.ReminderListReply{Reminders: make([]federation.ReminderInfo, 0, len(infos))}
+	for _, in := range infos {
+		out.Reminders = append(out.Reminders, infoToFed(in))
+	}
+	return out, nil
+}
+
+// ReminderCancel cancels a reminder of an actor this node owns for a
+// peer, answering once the cancellation is at rest.
+func (h fedHandler) ReminderCancel(ctx context.Context, _ string, m *federation.ReminderCancelRequest) error {
+	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
+	if err != nil {
+		return err
+	}
+	rem := h.c.n.Reminders()
+	e, err := rem.engine()
+	if err != nil {
+		return err
+	}
+	return rem.cancelHere(ctx, e, ref, m.Name)
 }
 
 // Stats returns the reminder counters of this node (zero before Start).
@@ -142,6 +303,11 @@ func (r *Reminders) Stats() reminders.Stats {
 func (n *Node) startReminders(ctx context.Context) (*reminders.Engine, error) {
 	cfg := n.cfg.Reminders
 	cfg.Store = n.store
+	if n.repl != nil {
+		// Replicated with the shard's state (replView.Route), so that the
+		// shard's next owner holds them after a crash of this node.
+		cfg.Store = n.repl
+	}
 	cfg.Codec = messageCodec{n.msgs}
 	cfg.Deliver = notifier{n.sched}
 	cfg.ShardOf = n.reminderShard
@@ -149,7 +315,7 @@ func (n *Node) startReminders(ctx context.Context) (*reminders.Engine, error) {
 		cfg.Logger = n.log
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = timerClock{n.cfg.Clock}
+		cfg.Clock = n.cfg.Clock
 	}
 	e, err := reminders.New(cfg)
 	if err != nil {
@@ -221,15 +387,21 @@ func (c messageCodec) Decode(kind, name string, b []byte) (any, error) {
 // released by the handoff itself (shipShard), before its record ships.
 func (c *cluster) reminderLoop() {
 	defer c.wg.Done()
+	failing := map[string]string{}
 	for {
-		c.syncReminders()
+		c.syncReminders(failing)
 		if err := c.awaitChange(c.ctx, 250*time.Millisecond); err != nil {
 			return
 		}
 	}
 }
 
-func (c *cluster) syncReminders() {
+// syncReminders makes one pass. failing holds, per shard, the error its
+// last Acquire gave: a shard that keeps failing the same way is logged
+// once, not at every pass (one line per shard per table change or
+// quarter second). Once the state store is damaged no shard is loaded
+// again: every read would fail, and the node stops serving anyway.
+func (c *cluster) syncReminders(failing map[string]string) {
 	r := c.n.run.Load()
 	if r == nil || c.pl == nil {
 		return
@@ -253,11 +425,29 @@ func (c *cluster) syncReminders() {
 			}
 		}
 	}
+	for sh := range failing {
+		if !want[sh] {
+			delete(failing, sh)
+		}
+	}
+	if c.n.store.Damaged() != nil {
+		return
+	}
 	for sh := range want {
-		if !r.rem.Held(sh) {
-			if err := r.rem.Acquire(c.ctx, sh); err != nil && !errors.Is(err, reminders.ErrClosed) {
-				c.log.Warn("loading the reminders of a shard", "shard", sh, "error", err)
+		if r.rem.Held(sh) {
+			continue
+		}
+		err := r.rem.Acquire(c.ctx, sh)
+		switch {
+		case err == nil:
+			if _, was := failing[sh]; was {
+				delete(failing, sh)
+				c.log.Info("loaded the reminders of a shard after failing", "shard", sh)
 			}
+		case errors.Is(err, reminders.ErrClosed):
+		case failing[sh] != err.Error():
+			failing[sh] = err.Error()
+			c.log.Warn("loading the reminders of a shard", "shard", sh, "error", err)
 		}
 	}
 }
@@ -265,17 +455,6 @@ func (c *cluster) syncReminders() {
 // isReserved reports whether id is one of the node's own records (shard
 // index, reminders), not an actor.
 func isReserved(id prospero.Identity) bool { return strings.HasPrefix(id.Kind, reservedKindPrefix) }
-
-// timerClock gives the engine the node's clock.
-type timerClock struct{ c Clock }
-
-func (t timerClock) Now() time.Time { return t.c.Now() }
-
-func (t timerClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
-	ch := make(chan time.Time, 1)
-	tm := t.c.AfterFunc(d, func() { ch <- t.c.Now() })
-	return ch, tm.Stop
-}
 
 // noCodec and noDeliverer stand in for the node's own while a Config is
 // validated.
@@ -291,23 +470,24 @@ type noDeliverer struct{}
 func (noDeliverer) Deliver(actor.Ref, reminders.Tick, func() bool) error { return ErrNotStarted }
 
 // releaseReminders stops the reminders of shard on this node ahead of a
-// handoff and returns the identity of their record and the record to
-// ship (nil when the shard has none).
-func (c *cluster) releaseReminders(ctx context.Context, shard placement.ShardRef) (prospero.Identity, *shipped, error) {
-	id := reminders.RecordID(shardKey(shard))
+// handoff and returns their records to ship: the progress record and one
+// per reminder. The new owner deletes the copies it holds of records not
+// shipped (dropStaleReminders).
+func (c *cluster) releaseReminders(ctx context.Context, shard placement.ShardRef) ([]shipped, error) {
 	if r := c.n.run.Load(); r != nil {
 		if err := r.rem.Release(ctx, shardKey(shard)); err != nil {
-			return id, nil, err
+			return nil, err
 		}
 	}
-	rec, err := c.n.store.Get(ctx, id)
-	switch {
-	case errors.Is(err, prospero.ErrNotFound):
-		return id, nil, nil
-	case err != nil:
-		return id, nil, err
+	recs, err := reminders.Records(ctx, c.n.store, shardKey(shard))
+	if err != nil {
+		return nil, err
 	}
-	return id, &shipped{id: id, inc: rec.Incarnation, state: rec.State}, nil
+	out := make([]shipped, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, shipped{id: prospero.Identity{Kind: reminders.RecordKind, Key: r.Key}, inc: r.Incarnation, state: r.State})
+	}
+	return out, nil
 }
 
 // reminderRecordShard returns the shard whose reminder record id is.
@@ -315,10 +495,14 @@ func reminderRecordShard(id prospero.Identity) (placement.ShardRef, bool) {
 	if id.Kind != reminders.RecordKind {
 		return placement.ShardRef{}, false
 	}
-	g, i, ok := strings.Cut(id.Key, "#")
-	n, err := strconv.Atoi(i)
-	if !ok || err != nil || n < 0 {
+	shard := reminders.ShardOfRecord(id.Key)
+	i := strings.LastIndexByte(shard, '#')
+	if i < 0 {
 		return placement.ShardRef{}, false
 	}
-	return placement.ShardRef{Group: g, Index: n}, true
+	n, err := strconv.Atoi(shard[i+1:])
+	if err != nil || n < 0 {
+		return placement.ShardRef{}, false
+	}
+	return placement.ShardRef{Group: shard[:i], Index: n}, true
 }

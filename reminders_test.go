@@ -246,7 +246,7 @@ func TestReminderErrorsAndUnregister(t *testing.T) {
 		if _, err := n.Ask(ctx, ref, unregister{"r"}); !errors.Is(err, reminders.ErrNotFound) {
 			t.Fatalf("second unregister: %v", err)
 		}
-		if _, err := n.Reminders().ListOf(actor.Virtual("nosuchkind", "k")); !errors.Is(err, actor.ErrUnknownKind) {
+		if _, err := n.Reminders().ListOf(t.Context(), actor.Virtual("nosuchkind", "k")); !errors.Is(err, actor.ErrUnknownKind) {
 			t.Fatalf("ListOf an unknown kind: %v", err)
 		}
 	})

@@ -3,12 +3,12 @@ package tempest
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
-
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/wire"
 )
 
@@ -57,17 +57,74 @@ type remote struct {
 	local  ariel.Router
 	locate remoteLocator
 	mail   *wire.Mailer
+	reg    *wire.Registry
 	buf    *handoffBuffer
 	trc    *tracing // nil when not tracing
+	// cancel tells peer that the ask id it got from this node was given
+	// up (the federation's CancelAsk); nil: nothing is sent.
+	cancel func(peer string, id uint64)
+	// busy, when set, refuses mail from peers that would need an
+	// activation while this node is over its hydration backlog: it
+	// returns the wait to ask for and why (see cluster.hydrationBusy).
+	busy func(to actor.Ref) (wait time.Duration, why string, ok bool)
+	// shardName, when set, names the recipient's shard by this node's
+	// table, the bucket of the retry queues' bound (shardOf).
+	shardName func(to actor.Ref) (string, bool)
+	// sent holds every ask forwarded to another node until its outcome,
+	// so that a refusal that never ran it (retry.go) sends it again.
+	sent [sentShards]sentShard
+}
+
+const sentShards = 32
+
+type sentShard struct {
+	mu sync.Mutex
+	m  map[uint64]sentAsk
+}
+
+// sentAsk is a forwarded ask and the epoch of the table that routed it.
+type sentAsk struct {
+	m     ariel.Outbound
+	epoch uint64
+}
+
+func (r *remote) keep(m ariel.Outbound, epoch uint64) {
+	sh := &r.sent[m.AskID%sentShards]
+	sh.mu.Lock()
+	sh.m[m.AskID] = sentAsk{m: m, epoch: epoch}
+	sh.mu.Unlock()
+}
+
+func (r *remote) drop(id uint64) (sentAsk, bool) {
+	sh := &r.sent[id%sentShards]
+	sh.mu.Lock()
+	a, ok := sh.m[id]
+	delete(sh.m, id)
+	sh.mu.Unlock()
+	return a, ok
+}
+
+// complete is the Mailer's outcome of a forwarded ask: a refusal that
+// never ran it waits to be sent again (retry.go); anything else answers
+// its caller.
+func (r *remote) complete(id uint64, reply any, err error) {
+	a, ok := r.drop(id)
+	if ok && err != nil && r.retry(a.m, a.epoch, err) {
+		return
+	}
+	r.sched.CompleteAsk(id, reply, err)
 }
 
 var (
 	_ ariel.Router       = (*remote)(nil)
 	_ wire.LocalDelivery = remoteDelivery{}
 	_ wire.InboxResolver = remoteDelivery{}
+	_ wire.BatchInbox    = remoteInbox{}
 	_ wire.EpochFence    = remoteDelivery{}
 	_ wire.ChainDelivery = remoteDelivery{}
 	_ wire.TraceDelivery = remoteDelivery{}
+	_ wire.AskDelivery   = remoteDelivery{}
+	_ ariel.AskCanceller = (*remote)(nil)
 )
 
 // newRemote builds the Mailer over reg for the scheduler s and the router
@@ -79,11 +136,15 @@ func newRemote(s *ariel.Scheduler, reg *wire.Registry, locate remoteLocator, mc 
 	if s == nil || reg == nil || locate == nil {
 		return nil, errors.New("tempest: remote mail needs a scheduler, a registry and a locator")
 	}
-	r := &remote{self: s.Config().Node, sched: s, local: s.LocalRouter(), locate: locate,
+	r := &remote{self: s.Config().Node, sched: s, local: s.LocalRouter(), locate: locate, reg: reg,
 		buf: newHandoffBuffer(handoffBufferPerShard, handoffBufferWait)}
+	for i := range r.sent {
+		r.sent[i].m = map[uint64]sentAsk{}
+	}
 	mc.Registry = reg
 	mc.Local = remoteDelivery{r}
-	mc.Complete = func(id uint64, reply any, err error) { s.CompleteAsk(id, reply, err) }
+	mc.Complete = r.complete
+	mc.Expired = r.expired
 	mc.Undelivered = r.undelivered
 	m, err := wire.NewMailer(mc)
 	if err != nil {
@@ -111,8 +172,8 @@ func (r *remote) stats() wire.MailStats { return r.mail.Stats() }
 
 // Resolve implements ariel.Router: local references resolve to their cell,
 // others to (nil, nil) so the scheduler calls Forward; so do recipients
-// whose shard is being handed off, or that have mail waiting in a handoff
-// buffer (Forward decides whether the message waits too).
+// whose route is in flux (resendable), or that have mail waiting in a
+// handoff buffer (Forward decides whether the message waits too).
 func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
 	if !to.IsVirtual() {
 		if to.IsZero() || to.Node() == r.self {
@@ -125,7 +186,7 @@ func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
 	}
 	_, _, local, err := r.locate(to)
 	if err != nil {
-		if _, moving := inHandoff(err); moving {
+		if resendable(err) {
 			return nil, nil
 		}
 		return nil, err
@@ -144,9 +205,10 @@ func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
 //
 // Mail for a virtual actor is stamped with the placement epoch it was
 // routed by, so an owner whose table is newer refuses it NOT_OWNER instead
-// of running it. Mail from an actor to a shard being handed off waits in
-// a handoff buffer (see handoff_buffer.go); program code gets the
-// placement error and waits itself.
+// of running it. An ask, or a tell from an actor, whose recipient's route
+// is in flux waits in a handoff buffer (see handoff_buffer.go and the
+// retry policy in retry.go); a tell from program code gets the placement
+// error and Node.Tell waits itself.
 func (r *remote) Forward(m ariel.Outbound) error {
 	node := m.To.Node()
 	var epoch uint64
@@ -166,33 +228,76 @@ func (r *remote) Forward(m ariel.Outbound) error {
 			return r.route(m)
 		}
 	}
-	if m.AskID != 0 {
-		if sc, ok := m.Trace.(trace.SpanContext); ok && r.trc != nil {
-			return r.trc.send(sc, m.To, node, func(tc *wire.TraceContext) error {
+	return r.sendTo(node, epoch, m)
+}
+
+// sendTo queues m on the link to node, stamped with epoch; a traced ask
+// or tell is sent under its tempest.send span with the span's context. An
+// ask to a virtual actor is kept until its outcome (see complete).
+func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound) error {
+	kept := m.AskID != 0 && m.To.IsVirtual()
+	if kept {
+		r.keep(m, epoch)
+	}
+	err := r.send(node, epoch, m)
+	if err != nil && kept {
+		r.drop(m.AskID)
+	}
+	return err
+}
+
+func (r *remote) send(node string, epoch uint64, m ariel.Outbound) error {
+	if tracingBuilt && m.Trace != nil && r.trc != nil {
+		if sc, ok := parentOf(m.Trace); ok {
+			return r.trc.send(sc, m.AskID == 0, m.To, node, func(tc *wire.TraceContext) error {
+				if m.AskID == 0 {
+					return r.mail.TellTraced(node, epoch, m.To, m.From, m.Msg, tc)
+				}
 				return r.mail.AskTraced(node, m.AskID, epoch, m.To, m.From, m.Msg, m.Deadline, m.Chain, tc)
 			})
 		}
+	}
+	if m.AskID != 0 {
 		return r.mail.AskChain(node, m.AskID, epoch, m.To, m.From, m.Msg, m.Deadline, m.Chain)
 	}
 	return r.mail.TellAt(node, epoch, m.To, m.From, m.Msg)
 }
 
-// undelivered tells a local actor that a peer refused its tell. The
-// notice goes through the actor's mailbox (the scheduler's system lane is
-// not reachable from outside ariel), so it can itself be refused when
-// that mailbox is full; the Mailer has counted the refusal either way.
-//
-// A tell to a virtual actor refused NOT_OWNER is first sent again, once,
-// if this node's table has meanwhile changed its owner away from the
-// refusing node (to this node or another), or waits in the handoff
-// buffer if the shard is moving now. A table that still names the
-// refusing node gets the notice at once, so the retry never loops: every
-// further retry needs another change of owner.
+// expired is the Mailer's report of an ask to peer that reached its
+// deadline before the scheduler's own timer failed it: the owner is told
+// as for CancelAsk.
+func (r *remote) expired(peer string, id uint64) {
+	r.drop(id)
+	if r.cancel != nil {
+		r.cancel(peer, id)
+	}
+}
+
+// CancelAsk implements ariel.AskCanceller: the caller of the ask id,
+// forwarded to another node, gave up on it, before its deadline or at it.
+// The Mailer forgets it, and the owner is told, so that it drops the ask
+// if its turn has not started.
+func (r *remote) CancelAsk(id uint64) {
+	r.drop(id)
+	peer, ok := r.mail.Forget(id)
+	if ok && r.cancel != nil {
+		r.cancel(peer, id)
+	}
+}
+
+// undelivered is told about a tell a peer refused (from is zero for
+// program code). A refusal that never ran it (NOT_OWNER, NOT_SERVING)
+// sends it again under the retry policy of retry.go; any other refusal
+// goes to an actor sender as an actor.Undelivered notice. The notice goes
+// through the sender's system lane, which a full mailbox cannot refuse;
+// the Mailer has counted the refusal either way.
 func (r *remote) undelivered(from, to actor.Ref, msg any, err error) {
-	if r.retryTell(from, to, msg, err) {
+	if r.retry(ariel.Outbound{To: to, From: from, Msg: msg}, 0, err) {
 		return
 	}
-	r.notify(from, to, msg, err)
+	if !from.IsZero() {
+		r.notify(from, to, msg, err)
+	}
 }
 
 // notify posts the Undelivered notice on the sender's system lane, which
@@ -200,31 +305,6 @@ func (r *remote) undelivered(from, to actor.Ref, msg any, err error) {
 // longer active on this node, and then nobody is left to tell.
 func (r *remote) notify(from, to actor.Ref, msg any, err error) {
 	_ = r.sched.NotifyUndelivered(from, actor.Undelivered{To: to, Message: msg, Err: err})
-}
-
-// retryTell sends a refused tell again when the refusal is NOT_OWNER and
-// the owner changed since; it reports whether it took the tell.
-func (r *remote) retryTell(from, to actor.Ref, msg any, err error) bool {
-	var re *wire.RefusedError
-	if msg == nil || !to.IsVirtual() || from.IsZero() || !errors.As(err, &re) || re.Reason != wire.RefusedReasonNotOwner {
-		return false
-	}
-	m := ariel.Outbound{To: to, From: from, Msg: msg}
-	node, _, local, lerr := r.locate(to)
-	if lerr != nil {
-		ok, berr := r.buffer(m, lerr)
-		if ok && berr != nil {
-			r.notify(from, to, msg, berr)
-		}
-		return ok
-	}
-	if !local && node == re.Node {
-		return false // this node's table has not caught up: no retry
-	}
-	if rerr := r.route(m); rerr != nil {
-		r.notify(from, to, msg, rerr)
-	}
-	return true
 }
 
 // remoteDelivery is the Mailer's local side: mail from a peer is admitted
@@ -244,20 +324,20 @@ func (d remoteDelivery) DeliverChain(to, from actor.Ref, msg any, deadline time.
 	return d.r.sched.DeliverChain(to, from, msg, deadline, chain, reply)
 }
 
-// DeliverTraced implements wire.TraceDelivery: an ask that carries its
-// caller's trace context. Its spans on this node (see trace.go) are
-// children of the caller's send span; an ask not admitted ends them with
-// the refusal.
+// DeliverTraced implements wire.TraceDelivery: an ask (reply nil: a tell)
+// that carries its caller's trace context. Its spans on this node (see
+// trace.go) are children of the caller's send span; mail not admitted
+// ends them with the refusal.
 func (d remoteDelivery) DeliverTraced(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, tc *wire.TraceContext, reply func(any, error)) error {
 	t := d.r.trc
-	if t == nil {
+	if !tracingBuilt || t == nil {
 		return d.DeliverChain(to, from, msg, deadline, chain, reply)
 	}
 	parent := t.remoteParent(tc)
 	if !parent.IsValid() || !parent.IsSampled() {
 		return d.DeliverChain(to, from, msg, deadline, chain, reply)
 	}
-	ot := &ownerTrace{parent: parent, arrived: time.Now()}
+	ot := &ownerTrace{parent: parent, arrived: time.Now(), tell: reply == nil}
 	err := d.r.owns(to)
 	if err == nil {
 		err = d.r.sched.DeliverTraced(to, from, msg, deadline, chain, ot, reply)
@@ -268,12 +348,40 @@ func (d remoteDelivery) DeliverTraced(to, from actor.Ref, msg any, deadline time
 	return err
 }
 
+// DeliverAsk implements wire.AskDelivery: every inbound ask comes here,
+// so that its caller can withdraw it (CancelAsk) until its turn starts.
+func (d remoteDelivery) DeliverAsk(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, tc *wire.TraceContext, reply func(any, error)) (wire.Withdrawer, error) {
+	var trace any
+	var ot *ownerTrace
+	if t := d.r.trc; t != nil && tc != nil {
+		if parent := t.remoteParent(tc); parent.IsValid() && parent.IsSampled() {
+			ot = &ownerTrace{parent: parent, arrived: time.Now()}
+			trace = ot
+		}
+	}
+	err := d.r.owns(to)
+	var q ariel.QueuedAsk
+	if err == nil {
+		q, err = d.r.sched.DeliverAsk(to, from, msg, deadline, chain, trace, reply)
+	}
+	if err != nil {
+		if ot != nil {
+			d.r.trc.refused(ot, to, err)
+		}
+		return nil, err
+	}
+	return q, nil
+}
+
 // Fence implements wire.EpochFence: mail stamped with epoch may run here
 // only if this node owns to and epoch is the current epoch of its shard.
 // An older stamp was routed by a table that has changed since (the shard
 // may have moved away and back): it is refused NOT_OWNER with the current
 // owner, so the sender catches up and retries once. A newer stamp means
-// this node's table is behind: refused NOT_OWNER without a hint.
+// this node's table is behind (it applies the same entries a moment
+// later): refused NOT_SERVING (placement.ErrBehind), so the sender backs
+// off and sends again rather than wait for its own table, which is ahead
+// already and may not change again.
 func (d remoteDelivery) Fence(to actor.Ref, epoch uint64) error {
 	if !to.IsVirtual() {
 		return d.r.owns(to)
@@ -288,8 +396,7 @@ func (d remoteDelivery) Fence(to actor.Ref, epoch uint64) error {
 		return &wire.RefusedError{Reason: wire.RefusedReasonNotOwner, OwnerHint: owner,
 			Detail: fmt.Sprintf("stale placement epoch %d, current %d", epoch, cur)}
 	case epoch > cur:
-		return &wire.RefusedError{Reason: wire.RefusedReasonNotOwner,
-			Detail: fmt.Sprintf("placement epoch %d is ahead of this node's %d", epoch, cur)}
+		return wire.NotServing(fmt.Errorf("%w: placement epoch %d is ahead of this node's %d", placement.ErrBehind, epoch, cur))
 	}
 	if !local {
 		return wire.NotOwner(owner)
@@ -297,8 +404,9 @@ func (d remoteDelivery) Fence(to actor.Ref, epoch uint64) error {
 	return nil
 }
 
-// owns returns nil when this node owns to, and the NOT_OWNER refusal
-// otherwise.
+// owns returns nil when this node owns to and may take its mail now, the
+// NOT_OWNER refusal when it does not own it, and BUSY when the mail would
+// need an activation while this node is over its hydration backlog.
 func (r *remote) owns(to actor.Ref) error {
 	if to.IsVirtual() {
 		owner, _, local, err := r.locate(to)
@@ -307,6 +415,11 @@ func (r *remote) owns(to actor.Ref) error {
 		}
 		if !local {
 			return wire.NotOwner(owner)
+		}
+		if r.busy != nil {
+			if wait, why, busy := r.busy(to); busy {
+				return wire.Busy(wait, why)
+			}
 		}
 	} else if to.Node() != r.self {
 		return wire.NotOwner(to.Node())
@@ -359,3 +472,12 @@ func (i remoteInbox) Tell(from actor.Ref, msg any) error {
 }
 
 func (i remoteInbox) Live() bool { return i.in.Live() }
+
+// TellBatch implements wire.BatchInbox: the tells of one inbound run to
+// the recipient are admitted together, ownership checked once for them.
+func (i remoteInbox) TellBatch(from actor.Ref, msgs []any) (int, error) {
+	if err := i.r.owns(i.in.Ref()); err != nil {
+		return 0, err
+	}
+	return i.in.TellBatch(from, msgs)
+}

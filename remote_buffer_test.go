@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/placement"
@@ -111,15 +112,14 @@ func TestRemoteHandoffBuffersActorMail(t *testing.T) {
 	if buffered() != 20 || pump.refused.Load()+pump.unavail.Load() != 0 {
 		t.Fatalf("while moving: %d buffered, %d refused, %d unavailable", buffered(), pump.refused.Load(), pump.unavail.Load())
 	}
-	// The move completes at a, but before the flush more mail is sent:
-	// it queues behind the buffered mail.
+	// The move completes at a, and more mail is sent meanwhile: it
+	// queues behind the buffered mail, or follows it once it has left.
 	c.place("log", "a")
 	moving(false)
 	if err := a.s.Tell(pumpRef, rtSeq{Kind: "go", DefaultDeadlineNs: 21, TurnBudgetNs: 5}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "25 buffered tells", func() bool { return buffered() == 25 })
-	a.r.flushBuffered()
+	c.changed() // the table shows the move done
 	if err := a.s.Tell(pumpRef, rtSeq{Kind: "go", DefaultDeadlineNs: 26, TurnBudgetNs: 5}); err != nil {
 		t.Fatal(err)
 	}
@@ -146,16 +146,18 @@ func TestRemoteHandoffBuffersActorMail(t *testing.T) {
 	a.r.buf.mu.Lock()
 	a.r.buf.wait = 0
 	a.r.buf.mu.Unlock()
-	a.r.flushBuffered()
+	c.changed()
+	waitFor(t, "4 undelivered", func() bool { return pump.unavail.Load() == 4 })
 	if buffered() != 0 {
 		t.Fatalf("%d still buffered after expiry", buffered())
 	}
-	waitFor(t, "4 undelivered", func() bool { return pump.unavail.Load() == 4 })
 }
 
 // TestRemoteNotOwnerTellRetried: an actor's tell refused NOT_OWNER is sent
-// again once when the sender's table has meanwhile moved the recipient
-// away from the refusing node, and comes back Undelivered when it has not.
+// again at once when the sender's table has meanwhile moved the recipient
+// away from the refusing node; when it has not, it waits for the table to
+// change, is never sent to the refuser again, and comes back Undelivered
+// at the end of the wait.
 func TestRemoteNotOwnerTellRetried(t *testing.T) {
 	c := newRTCluster(t)
 	a := c.start("a", rtRegistry(t, false), nil)
@@ -187,13 +189,22 @@ func TestRemoteNotOwnerTellRetried(t *testing.T) {
 		return string(askRetry(t, a.s, logRef, rtSeq{Kind: "get"}).(rtPayload).State) == "[1]"
 	})
 	// Still the old view when the refusal arrives: no retry, Undelivered.
+	a.r.buf.mu.Lock()
+	a.r.buf.wait = 200 * time.Millisecond
+	a.r.buf.mu.Unlock()
 	c.mu.Lock()
-	c.seq["a/log"] = []string{"b", "b", "b"}
+	c.seq["a/log"] = make([]string, 1000)
+	for i := range c.seq["a/log"] {
+		c.seq["a/log"][i] = "b"
+	}
 	c.mu.Unlock()
 	if err := a.s.Tell(pumpRef, rtSeq{Kind: "go", DefaultDeadlineNs: 2, TurnBudgetNs: 1}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "an Undelivered notice", func() bool { return pump.unavail.Load() == 1 })
+	c.mu.Lock()
+	delete(c.seq, "a/log")
+	c.mu.Unlock()
 	if got := string(askRetry(t, a.s, logRef, rtSeq{Kind: "get"}).(rtPayload).State); got != "[1]" {
 		t.Fatalf("log/x at a has %s, want [1]", got)
 	}

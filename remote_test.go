@@ -60,6 +60,11 @@ type rtCluster struct {
 	epoch map[string]uint64   // node -> the epoch its table gives every shard (0: none)
 	fail  map[string]error    // node (or node/kind) -> the error its locator returns for everything (that kind)
 	seq   map[string][]string // node/kind -> owners its next locates answer, one each, before owner's
+	// busy, when set, is every node's hydration admission (remote.busy).
+	busy func(node string, to actor.Ref) (time.Duration, string, bool)
+	// change is closed (and replaced) when a test changes placement
+	// (place, changed): every node's retry loop wakes, as at a raft apply.
+	change chan struct{}
 }
 
 type rtNode struct {
@@ -83,13 +88,29 @@ func newRTCluster(t testing.TB) *rtCluster {
 		t.Fatal(err)
 	}
 	return &rtCluster{t: t, caDir: dir, ca: ca, addrs: map[string]string{}, owner: map[string]string{}, stale: map[string]string{},
-		epoch: map[string]uint64{}, fail: map[string]error{}, seq: map[string][]string{}}
+		epoch: map[string]uint64{}, fail: map[string]error{}, seq: map[string][]string{}, change: make(chan struct{})}
 }
 
 func (c *rtCluster) place(kind, node string) {
 	c.mu.Lock()
 	c.owner[kind] = node
 	c.mu.Unlock()
+	c.changed()
+}
+
+// changed wakes the nodes' retry loops: placement changed.
+func (c *rtCluster) changed() {
+	c.mu.Lock()
+	close(c.change)
+	c.change = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// changes returns the channel closed at the next change.
+func (c *rtCluster) changes() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.change
 }
 
 func (c *rtCluster) resolve(_ context.Context, name string) (string, error) {
@@ -176,12 +197,29 @@ func (c *rtCluster) startWith(name string, reg *wire.Registry, ca *wire.CA, edit
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.busy = func(to actor.Ref) (time.Duration, string, bool) {
+		c.mu.Lock()
+		f := c.busy
+		c.mu.Unlock()
+		if f == nil {
+			return 0, "", false
+		}
+		return f(name, to)
+	}
 	r.attach(tr)
 	c.mu.Lock()
 	c.addrs[name] = tr.Addr().String()
 	c.mu.Unlock()
+	loopCtx, stopLoop := context.WithCancel(context.Background())
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		r.retryLoop(loopCtx, c.changes)
+	}()
 	n := &rtNode{name: name, s: s, r: r, tr: tr}
 	t.Cleanup(func() {
+		stopLoop()
+		<-loopDone
 		n.kill()
 		ctx, cancel := context.WithTimeout(context.Background(), rtWait)
 		defer cancel()
@@ -567,6 +605,9 @@ func TestRemoteMailboxFullRefuses(t *testing.T) {
 		t.Fatal("no Undelivered notice for the refused tell")
 	}
 	close(bl.release)
+	// The mailbox of one holds "fills" until its turn takes it: an ask
+	// sent before then is refused MAILBOX_FULL like the one above.
+	waitFor(t, "the queued tell to run", func() bool { return len(bl.ranKinds()) == 2 })
 	askRetry(t, a.s, ref, rtSeq{Kind: "after"})
 	if got := bl.ranKinds(); len(got) != 3 || got[1] != "fills" || got[2] != "after" {
 		t.Fatalf("turns run: %v, want [warm fills after]", got)
@@ -620,10 +661,25 @@ func TestRemoteNotOwner(t *testing.T) {
 	c.stale["a"] = "b"
 	c.mu.Unlock()
 	c.place("counter", "a")
-	_, err := a.s.Ask(rtCtx(t, rtWait), ref, rtSeq{Kind: "get"})
+	// a's view never catches up: the ask waits for it until its deadline.
+	if _, err := a.s.Ask(rtCtx(t, 300*time.Millisecond), ref, rtSeq{Kind: "get"}); !errors.Is(err, actor.ErrDeadlineExceeded) {
+		t.Fatalf("ask to a node that no longer owns the actor, by a table that never catches up: %v", err)
+	}
+	if n := b.r.stats().RefusedOut[wire.RefusedReasonNotOwner]; n != 1 {
+		t.Fatalf("b refused %d NOT_OWNER, want 1", n)
+	}
+	err := b.r.owns(ref)
 	var re *wire.RefusedError
 	if !errors.As(err, &re) || re.Reason != wire.RefusedReasonNotOwner || re.OwnerHint != "a" || !errors.Is(err, actor.ErrProcessUnavailable) {
-		t.Fatalf("ask to a node that no longer owns the actor: %v", err)
+		t.Fatalf("b's refusal: %v", err)
+	}
+	// Once it does, the same ask is answered.
+	c.mu.Lock()
+	delete(c.stale, "a")
+	c.mu.Unlock()
+	c.changed()
+	if _, err := a.s.Ask(rtCtx(t, rtWait), ref, rtSeq{Kind: "get"}); err != nil {
+		t.Fatalf("ask once a's table caught up: %v", err)
 	}
 }
 

@@ -2,12 +2,35 @@ package tempest
 
 import (
 	"context"
+	"errors"
 
 	"github.com/tempest-actors/tempest/internal/testhooks"
 )
 
 func init() {
 	testhooks.Halt = func(ctx context.Context, n any) error { return n.(*Node).close(ctx, false) }
+	testhooks.Pausable = func(n any) error {
+		nd := n.(*Node)
+		nd.mu.Lock()
+		defer nd.mu.Unlock()
+		if nd.state != stateNew {
+			return errors.New("tempest: a node is made pausable before Start")
+		}
+		nd.pause = &pauseGates{}
+		return nil
+	}
+	testhooks.Pause = func(n any, paused bool) error {
+		g := n.(*Node).pause
+		if g == nil {
+			return errors.New("tempest: node is not pausable")
+		}
+		if paused {
+			g.hold()
+		} else {
+			g.release()
+		}
+		return nil
+	}
 	testhooks.Isolate = func(n any) {
 		if nd := n.(*Node); nd.cl != nil {
 			nd.cl.isolate()

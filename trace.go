@@ -25,16 +25,36 @@ import (
 //	tempest.serve                the ask on the owner, from arrival to the handler's end
 //	  tempest.admission          placement fence, ownership and mailbox admission
 //	  tempest.queued             in the mailbox, activation or hydration included
+//	    tempest.hydrate          the activation it waited for: state read, actor attached
 //	  tempest.drain              behind earlier messages of the batch the worker took
 //	  tempest.turn               the handler
+//	  tempest.commit             for a kind whose turns hold their outputs
+//	                             (a durable kind): from the hold to the
+//	                             release, the state's write and replication
+//
+// An ask the handler makes (Context.Ask) is a child of its tempest.turn:
+// a tempest.send when the asked actor lives on another node (and that
+// node's tempest.serve below it), or tempest.queued, tempest.drain and
+// tempest.turn when it lives on this one.
+//
+// A tell is traced the same way, with tempest.tell (Node.Tell,
+// Node.TellContext or the HTTP gateway's tell) in place of tempest.ask: it
+// ends once the tell is queued, so the owner's spans (tempest.serve and
+// below) usually end after it. Its tempest.send and tempest.tell are of
+// kind producer, its tempest.serve of kind consumer. A tell the handler
+// makes (Context.Tell) in a traced turn is a child of that turn, like an
+// ask.
 const (
 	spanAsk       = "tempest.ask"
+	spanTell      = "tempest.tell"
 	spanSend      = "tempest.send"
 	spanServe     = "tempest.serve"
 	spanAdmission = "tempest.admission"
 	spanQueued    = "tempest.queued"
+	spanHydrate   = "tempest.hydrate"
 	spanDrain     = "tempest.drain"
 	spanTurn      = "tempest.turn"
+	spanCommit    = "tempest.commit"
 
 	attrNode = attribute.Key("tempest.node")
 	attrKind = attribute.Key("tempest.actor.kind")
@@ -48,13 +68,17 @@ type tracing struct {
 	node string
 	tr   trace.Tracer
 	prop propagation.TraceContext
+	// producer is the start option of a tempest.tell, made once: an
+	// unsampled tell builds nothing of its own.
+	producer []trace.SpanStartOption
 }
 
 func newTracing(node string, tp trace.TracerProvider) *tracing {
-	if tp == nil {
+	if tp == nil || !tracingBuilt {
 		return nil
 	}
-	return &tracing{node: node, tr: tp.Tracer("github.com/tempest-actors/tempest")}
+	return &tracing{node: node, tr: tp.Tracer("github.com/tempest-actors/tempest"),
+		producer: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}}
 }
 
 func refAttrs(node string, ref actor.Ref) trace.SpanStartEventOption {
@@ -75,7 +99,12 @@ func endSpan(s trace.Span, err error, opts ...trace.SpanEndOption) {
 // which hands it to the router for a remote owner or reports the turn's
 // timestamps for a local one.
 func (t *tracing) ask(ctx context.Context, ref actor.Ref, do func(context.Context) (any, error)) (any, error) {
-	ctx, span := t.tr.Start(ctx, spanAsk, trace.WithSpanKind(trace.SpanKindInternal), refAttrs(t.node, ref))
+	// The attributes are set once the span is known to record: an
+	// unsampled ask does not build them (samplers see name and kind).
+	ctx, span := t.tr.Start(ctx, spanAsk, trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(attrNode.String(t.node), attrKind.String(ref.Kind()), attrKey.String(ref.Key()))
+	}
 	if sc := span.SpanContext(); sc.IsSampled() {
 		ctx = ariel.WithTrace(ctx, sc)
 	}
@@ -84,12 +113,36 @@ func (t *tracing) ask(ctx context.Context, ref actor.Ref, do func(context.Contex
 	return v, err
 }
 
-// send runs the transport send of a traced ask as tempest.send, a child of
-// the caller's tempest.ask, and carries the send span's context to the
+// tell runs do, a tell, as the span tempest.tell, a child of the span in
+// ctx (the HTTP gateway's incoming traceparent, or the program's own
+// span). A sampled tell hands its span context to do (for
+// ariel.Scheduler.TellTraced); an unsampled one hands nil and carries
+// nothing further, and its span builds no attributes.
+func (t *tracing) tell(ctx context.Context, ref actor.Ref, do func(trace any) error) error {
+	_, span := t.tr.Start(ctx, spanTell, t.producer...)
+	var tr any
+	if span.IsRecording() {
+		span.SetAttributes(attrNode.String(t.node), attrKind.String(ref.Kind()), attrKey.String(ref.Key()))
+	}
+	if sc := span.SpanContext(); sc.IsSampled() {
+		tr = sc
+	}
+	err := do(tr)
+	endSpan(span, err)
+	return err
+}
+
+// send runs the transport send of a traced ask (tell: of a traced tell)
+// as tempest.send, a child of the caller's tempest.ask (tempest.tell) or
+// of the turn that sent it, and carries the send span's context to the
 // owner in the envelope.
-func (t *tracing) send(parent trace.SpanContext, to actor.Ref, peer string, do func(*wire.TraceContext) error) error {
+func (t *tracing) send(parent trace.SpanContext, tell bool, to actor.Ref, peer string, do func(*wire.TraceContext) error) error {
 	ctx := trace.ContextWithSpanContext(context.Background(), parent)
-	ctx, span := t.tr.Start(ctx, spanSend, trace.WithSpanKind(trace.SpanKindClient), refAttrs(t.node, to),
+	kind := trace.SpanKindClient
+	if tell {
+		kind = trace.SpanKindProducer
+	}
+	ctx, span := t.tr.Start(ctx, spanSend, trace.WithSpanKind(kind), refAttrs(t.node, to),
 		trace.WithAttributes(attrPeer.String(peer)))
 	var tc wire.TraceContext
 	t.prop.Inject(ctx, traceCarrier{&tc})
@@ -98,11 +151,21 @@ func (t *tracing) send(parent trace.SpanContext, to actor.Ref, peer string, do f
 	return err
 }
 
-// ownerTrace is the trace an ask from another node carries through the
-// scheduler: the sender's span and when the ask arrived.
+// ownerTrace is the trace an ask or a tell from another node carries
+// through the scheduler: the sender's span and when the message arrived.
 type ownerTrace struct {
 	parent  trace.SpanContext
 	arrived time.Time
+	tell    bool
+}
+
+// serveKind is the kind of the owner's tempest.serve: server for an ask,
+// consumer for a tell.
+func (ot *ownerTrace) serveKind() trace.SpanKind {
+	if ot.tell {
+		return trace.SpanKindConsumer
+	}
+	return trace.SpanKindServer
 }
 
 // remoteParent is the span context tc names, or an invalid one.
@@ -110,11 +173,11 @@ func (t *tracing) remoteParent(tc *wire.TraceContext) trace.SpanContext {
 	return trace.SpanContextFromContext(t.prop.Extract(context.Background(), traceCarrier{tc}))
 }
 
-// refused records an ask the owner did not admit: tempest.serve and
+// refused records an ask or tell the owner did not admit: tempest.serve and
 // tempest.admission, both ending now with the refusal.
 func (t *tracing) refused(ot *ownerTrace, to actor.Ref, err error) {
 	now := time.Now()
-	serve := t.start(trace.ContextWithRemoteSpanContext(context.Background(), ot.parent), spanServe, trace.SpanKindServer, ot.arrived, to)
+	serve := t.start(trace.ContextWithRemoteSpanContext(context.Background(), ot.parent), spanServe, ot.serveKind(), ot.arrived, to)
 	ctx := trace.ContextWithSpan(context.Background(), serve)
 	adm := t.start(ctx, spanAdmission, trace.SpanKindInternal, ot.arrived, to)
 	endSpan(adm, err, trace.WithTimestamp(now))
@@ -130,30 +193,87 @@ func (t *tracing) span(ctx context.Context, name string, from, to time.Time, ref
 	t.start(ctx, name, trace.SpanKindInternal, from, ref).End(trace.WithTimestamp(to))
 }
 
-// TraceTurn implements ariel.TurnTracer: the scheduler's timestamps of a
-// traced ask become spans after the fact.
-func (t *tracing) TraceTurn(tr any, tt ariel.TurnTimes) {
+// liveTurn is the trace of a traced turn while it runs: its tempest.turn
+// span (and, for an ask from another node, the tempest.serve span around
+// it), ended when the handler returns. Asks the actor makes in the turn
+// carry it, so they are children of the turn.
+type liveTurn struct {
+	serve, turn trace.Span
+	sc          trace.SpanContext // turn's
+	parent      context.Context   // of the turn's span (and of its commit)
+	to          actor.Ref
+}
+
+// parentOf is the span context a traced message's trace names: the
+// caller's tempest.ask or tempest.tell, or the turn that sent it.
+func parentOf(tr any) (trace.SpanContext, bool) {
+	switch v := tr.(type) {
+	case trace.SpanContext:
+		return v, true
+	case *liveTurn:
+		return v.sc, true
+	}
+	return trace.SpanContext{}, false
+}
+
+// BeginTurn implements ariel.TurnTracer: the scheduler's timestamps of a
+// traced ask or tell become spans after the fact, and the turn's span starts now.
+func (t *tracing) BeginTurn(tr any, tt ariel.TurnTimes) any {
 	var ctx context.Context
 	var serve trace.Span
-	switch v := tr.(type) {
-	case *ownerTrace:
-		serve = t.start(trace.ContextWithRemoteSpanContext(context.Background(), v.parent), spanServe, trace.SpanKindServer, v.arrived, tt.To)
+	if v, ok := tr.(*ownerTrace); ok {
+		serve = t.start(trace.ContextWithRemoteSpanContext(context.Background(), v.parent), spanServe, v.serveKind(), v.arrived, tt.To)
 		ctx = trace.ContextWithSpan(context.Background(), serve)
 		t.span(ctx, spanAdmission, v.arrived, tt.Queued, tt.To)
-	case trace.SpanContext: // a local ask: the caller's tempest.ask
-		ctx = trace.ContextWithSpanContext(context.Background(), v)
-	default:
+	} else if sc, ok := parentOf(tr); ok { // an ask or tell made on this node
+		ctx = trace.ContextWithSpanContext(context.Background(), sc)
+	} else {
+		return nil
+	}
+	queued := t.start(ctx, spanQueued, trace.SpanKindInternal, tt.Queued, tt.To)
+	if !tt.Activated.IsZero() {
+		t.span(trace.ContextWithSpan(ctx, queued), spanHydrate, tt.Activating, tt.Activated, tt.To)
+	}
+	queued.End(trace.WithTimestamp(tt.PickedUp))
+	t.span(ctx, spanDrain, tt.PickedUp, tt.Entered, tt.To)
+	turn := t.start(ctx, spanTurn, trace.SpanKindInternal, tt.Entered, tt.To)
+	return &liveTurn{serve: serve, turn: turn, sc: turn.SpanContext(), parent: ctx, to: tt.To}
+}
+
+// EndTurn implements ariel.TurnTracer.
+func (t *tracing) EndTurn(turn any, finished time.Time) {
+	lt, ok := turn.(*liveTurn)
+	if !ok {
 		return
 	}
-	t.span(ctx, spanQueued, tt.Queued, tt.PickedUp, tt.To)
-	t.span(ctx, spanDrain, tt.PickedUp, tt.Entered, tt.To)
-	t.span(ctx, spanTurn, tt.Entered, tt.Finished, tt.To)
-	if serve != nil {
-		serve.End(trace.WithTimestamp(tt.Finished))
+	lt.turn.End(trace.WithTimestamp(finished))
+	if lt.serve != nil {
+		lt.serve.End(trace.WithTimestamp(finished))
 	}
 }
 
-var _ ariel.TurnTracer = (*tracing)(nil)
+// BeginCommit implements ariel.CommitTracer: tempest.commit, a sibling
+// of the turn's span, from the hook's hold of its outputs.
+func (t *tracing) BeginCommit(turn any, at time.Time) any {
+	lt, ok := turn.(*liveTurn)
+	if !ok {
+		return nil
+	}
+	return t.start(lt.parent, spanCommit, trace.SpanKindInternal, at, lt.to)
+}
+
+// EndCommit implements ariel.CommitTracer: the outputs were released
+// (err: failed, the state not committed).
+func (t *tracing) EndCommit(commit any, at time.Time, err error) {
+	if s, ok := commit.(trace.Span); ok {
+		endSpan(s, err, trace.WithTimestamp(at))
+	}
+}
+
+var (
+	_ ariel.TurnTracer   = (*tracing)(nil)
+	_ ariel.CommitTracer = (*tracing)(nil)
+)
 
 // traceCarrier adapts a wire.TraceContext to the W3C propagator.
 type traceCarrier struct{ tc *wire.TraceContext }

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +18,10 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/examples/bank"
+	"github.com/tempest-actors/tempest/httpapi"
+	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/tempesttest"
+	"github.com/tempest-actors/tempest/wire"
 )
 
 // outcome is what a caller can observe of one call: the reply and every
@@ -23,20 +31,32 @@ type outcome struct {
 	Err       string
 	Is        map[string]bool
 	Overdraft *bank.Overdraft // errors.As target
+	Refused   string          // the reason of a *wire.RefusedError (errors.As)
+	Plain     bool            // errors.As finds a *plainErr
 }
 
 var identities = map[string]error{
-	"ErrInsufficientFunds":   bank.ErrInsufficientFunds,
-	"ErrInvalidAmount":       bank.ErrInvalidAmount,
-	"ErrUnregisteredMessage": tempest.ErrUnregisteredMessage,
-	"ErrUnknownKind":         actor.ErrUnknownKind,
-	"ErrRefused":             actor.ErrRefused,
-	"ErrDeadlineExceeded":    actor.ErrDeadlineExceeded,
-	"ErrActorTerminated":     actor.ErrActorTerminated,
-	"ErrProcessUnavailable":  actor.ErrProcessUnavailable,
-	"ErrUnexpectedReply":     tempest.ErrUnexpectedReply,
-	"demo.ErrOverflow":       demo.ErrOverflow,
+	"ErrInsufficientFunds":     bank.ErrInsufficientFunds,
+	"ErrInvalidAmount":         bank.ErrInvalidAmount,
+	"ErrUnregisteredMessage":   tempest.ErrUnregisteredMessage,
+	"ErrUnknownKind":           actor.ErrUnknownKind,
+	"ErrRefused":               actor.ErrRefused,
+	"ErrDeadlineExceeded":      actor.ErrDeadlineExceeded,
+	"ErrActorTerminated":       actor.ErrActorTerminated,
+	"ErrProcessUnavailable":    actor.ErrProcessUnavailable,
+	"ErrUnexpectedReply":       tempest.ErrUnexpectedReply,
+	"demo.ErrOverflow":         demo.ErrOverflow,
+	"errPlain":                 errPlain,
+	"context.DeadlineExceeded": context.DeadlineExceeded,
+	"context.Canceled":         context.Canceled,
 }
+
+// errPlain and plainErr are reply errors no kind registers.
+var errPlain = errors.New("plain")
+
+type plainErr struct{ N int }
+
+func (e *plainErr) Error() string { return fmt.Sprintf("plain error %d", e.N) }
 
 func observe(reply any, err error) outcome {
 	o := outcome{Reply: reply, Is: map[string]bool{}}
@@ -52,14 +72,49 @@ func observe(reply any, err error) outcome {
 	if errors.As(err, &od) {
 		o.Overdraft = od
 	}
+	var pe *plainErr
+	o.Plain = errors.As(err, &pe)
+	var re *wire.RefusedError
+	if errors.As(err, &re) {
+		o.Refused = re.Reason.String()
+	}
 	return o
+}
+
+// gates holds the turns of the "gate" kind: a turn asked to "block"
+// signals entered and waits for release, so that its one-slot mailbox
+// can be filled behind it.
+var gates = struct {
+	sync.Mutex
+	entered map[string]chan struct{}
+	release map[string]chan struct{}
+}{entered: map[string]chan struct{}{}, release: map[string]chan struct{}{}}
+
+func heldGate(key string) (entered, release chan struct{}) {
+	gates.Lock()
+	defer gates.Unlock()
+	if gates.entered[key] == nil {
+		gates.entered[key], gates.release[key] = make(chan struct{}, 1), make(chan struct{})
+	}
+	return gates.entered[key], gates.release[key]
+}
+
+// dropGate forgets key's gate once its held turn is over, so that a test
+// run again in the same process (-count) holds a fresh one.
+func dropGate(key string) {
+	gates.Lock()
+	defer gates.Unlock()
+	delete(gates.entered, key)
+	delete(gates.release, key)
 }
 
 // TestLocationTransparency runs each call once from the node that owns the
 // key and once from a node that does not, on an account in the same
 // state, and asserts that the callers observe the same thing: reply,
 // error text, errors.Is for every sentinel and errors.As for the typed
-// error.
+// error. The calls are Ask, Tell, AskAs, Status and Passivate, with
+// replies, application errors, unregistered types, unknown kinds,
+// deadlines and a full mailbox's refusal.
 func TestLocationTransparency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
@@ -67,6 +122,69 @@ func TestLocationTransparency(t *testing.T) {
 	c := tempesttest.New(t, tempesttest.Options{Nodes: 2, Register: func(n *tempest.Node) error {
 		if err := demo.Register(n, demo.Options{}); err != nil {
 			return err
+		}
+		// A kind whose turn outlasts the asks' deadline.
+		nap := func(string) actor.Actor {
+			return actor.Func(func(ctx actor.Context, msg any) {
+				if _, ok := msg.(demo.EchoIn); ok {
+					time.Sleep(time.Second) // a long turn, not synchronization
+					ctx.Reply(msg)
+				}
+			})
+		}
+		if err := n.Register("nap", nap, tempest.KindOptions{
+			Messages: []tempest.Message{tempest.MessageOf[demo.EchoIn](demo.TagEchoIn, "EchoIn")}}); err != nil {
+			return err
+		}
+		// A kind with a one-message mailbox whose turn can be held.
+		gated := func(key string) actor.Actor {
+			return actor.Func(func(ctx actor.Context, msg any) {
+				if in, ok := msg.(demo.EchoIn); ok {
+					if in.Text == "block" {
+						entered, release := heldGate(key)
+						entered <- struct{}{}
+						<-release
+					}
+					ctx.Reply(msg)
+				}
+			})
+		}
+		if err := n.Register("gate", gated, tempest.KindOptions{
+			KindOptions: prospero.KindOptions{MailboxDepth: 1},
+			Messages:    []tempest.Message{tempest.MessageOf[demo.EchoIn](demo.TagEchoIn, "EchoIn")}}); err != nil {
+			return err
+		}
+		// A kind that replies errors no kind registers, by the text asked.
+		errs := map[string]error{
+			"wrapped":  fmt.Errorf("wrapped: %w", errPlain),
+			"struct":   &plainErr{N: 7},
+			"deadline": context.DeadlineExceeded,
+			"canceled": context.Canceled,
+		}
+		failing := func(string) actor.Actor {
+			return actor.Func(func(ctx actor.Context, msg any) {
+				if in, ok := msg.(demo.EchoIn); ok {
+					ctx.ReplyError(errs[in.Text])
+				}
+			})
+		}
+		if err := n.Register("failing", failing, tempest.KindOptions{
+			Messages: []tempest.Message{tempest.MessageOf[demo.EchoIn](demo.TagEchoIn, "EchoIn")}}); err != nil {
+			return err
+		}
+		// A kind only n1 registers: n2 reaches its actors through n1.
+		if n.Name() == "n1" {
+			probe := func(string) actor.Actor {
+				return actor.Func(func(ctx actor.Context, msg any) {
+					if in, ok := msg.(demo.EchoIn); ok {
+						ctx.Reply(in)
+					}
+				})
+			}
+			if err := n.Register("probe", probe, tempest.KindOptions{
+				Messages: []tempest.Message{tempest.MessageOf[demo.EchoIn](demo.TagEchoIn, "EchoIn")}}); err != nil {
+				return err
+			}
 		}
 		return bank.Register(n)
 	}})
@@ -80,6 +198,16 @@ func TestLocationTransparency(t *testing.T) {
 		return func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			return n.Ask(ctx, n.Ref(bank.Account, acct), msg)
 		}
+	}
+	// status reports what n says of ref, with the owner's name and the
+	// key, which differ from caller to caller, replaced.
+	status := func(ctx context.Context, n *tempest.Node, ref actor.Ref) (any, error) {
+		st, err := n.Status(ctx, ref)
+		if st.Node == c.Owner(ref).Name() {
+			st.Node = "OWNER"
+		}
+		st.Key = strings.TrimPrefix(st.Key, ref.Key())
+		return st, err
 	}
 	cases := []struct {
 		name string
@@ -120,9 +248,135 @@ func TestLocationTransparency(t *testing.T) {
 			}
 			return n.Ask(ctx, ref, demo.Add{N: 1})
 		}, func(o outcome) bool { return o.Is["demo.ErrOverflow"] }},
+		{"deadline", "nap", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			return n.Ask(ctx, n.Ref("nap", acct), demo.EchoIn{Text: "zzz"})
+		}, func(o outcome) bool {
+			return o.Is["ErrDeadlineExceeded"] && o.Is["context.DeadlineExceeded"] && o.Err == "tempest: ask of nap/KEY: deadline exceeded after 300ms"
+		}},
 		{"transfer overdraft", "", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			return nil, bank.Transfer(ctx, n, acct, acct+"-to", 1000)
 		}, func(o outcome) bool { return o.Is["ErrInsufficientFunds"] && o.Overdraft != nil }},
+		{"status", "", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return status(ctx, n, actor.Virtual(bank.Account, acct))
+		}, func(o outcome) bool {
+			return o.Err == "" && o.Reply == tempest.Status{Kind: bank.Account, State: actor.Valid, Node: "OWNER", Incarnation: 1, Active: true}
+		}},
+		{"status never activated", demo.Echo, func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			// Nothing ever asked echo/acct.
+			return status(ctx, n, actor.Virtual(demo.Echo, acct))
+		}, func(o outcome) bool {
+			return o.Err == "" && o.Reply == tempest.Status{Kind: demo.Echo, State: actor.Dormant, Node: "OWNER", Incarnation: 1}
+		}},
+		{"passivate", "", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			ref := actor.Virtual(bank.Account, acct)
+			if err := n.Passivate(ctx, ref); err != nil {
+				return nil, err
+			}
+			return status(ctx, n, ref)
+		}, func(o outcome) bool {
+			return o.Err == "" && o.Reply == tempest.Status{Kind: bank.Account, State: actor.Dormant, Node: "OWNER", Incarnation: 1}
+		}},
+		{"status of an unknown kind", "no-such-kind", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			_, err := n.Status(ctx, actor.Virtual("no-such-kind", acct))
+			return nil, err
+		}, func(o outcome) bool { return o.Is["ErrUnknownKind"] }},
+		{"passivate of an unknown kind", "no-such-kind", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return nil, n.Passivate(ctx, actor.Virtual("no-such-kind", acct))
+		}, func(o outcome) bool { return o.Is["ErrUnknownKind"] }},
+		{"unregistered wrapped sentinel", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "wrapped"})
+		}, func(o outcome) bool { return o.Err == "wrapped: plain" && len(o.Is) == 0 }},
+		{"unregistered error type", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "struct"})
+		}, func(o outcome) bool { return o.Err == "plain error 7" && !o.Plain && len(o.Is) == 0 }},
+		{"replied context.DeadlineExceeded", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "deadline"})
+		}, func(o outcome) bool {
+			return o.Err == "context deadline exceeded" && o.Is["context.DeadlineExceeded"] && len(o.Is) == 1
+		}},
+		{"replied context.Canceled", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "canceled"})
+		}, func(o outcome) bool {
+			return o.Err == "context canceled" && o.Is["context.Canceled"] && len(o.Is) == 1
+		}},
+		{"status of a kind one node hosts", "probe", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			ref := actor.Virtual("probe", acct)
+			if _, err := n.Ask(ctx, ref, demo.EchoIn{Text: "hi"}); err != nil {
+				return nil, err
+			}
+			return status(ctx, n, ref)
+		}, func(o outcome) bool {
+			return o.Err == "" && o.Reply == tempest.Status{Kind: "probe", State: actor.Valid, Node: "OWNER", Incarnation: 1, Active: true}
+		}},
+		{"passivate of a kind one node hosts", "probe", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			ref := actor.Virtual("probe", acct)
+			if _, err := n.Ask(ctx, ref, demo.EchoIn{Text: "hi"}); err != nil {
+				return nil, err
+			}
+			if err := n.Passivate(ctx, ref); err != nil {
+				return nil, err
+			}
+			return status(ctx, n, ref)
+		}, func(o outcome) bool {
+			return o.Err == "" && o.Reply == tempest.Status{Kind: "probe", State: actor.Dormant, Node: "OWNER", Incarnation: 1}
+		}},
+		{"reminders of a kind one node hosts", "probe", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			ref := actor.Virtual("probe", acct)
+			list, err := n.Reminders().ListOf(ctx, ref)
+			if list.Node == c.Owner(ref).Name() {
+				list.Node = "OWNER"
+			}
+			if len(list.Reminders) == 0 {
+				list.Reminders = nil // an owner answering itself and one answering a peer differ only here
+			}
+			return list, err
+		}, func(o outcome) bool {
+			l, ok := o.Reply.(tempest.ReminderList)
+			return o.Err == "" && ok && l.Node == "OWNER" && len(l.Reminders) == 0
+		}},
+		{"HTTP routes of a kind one node hosts", "probe", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return httpRoutes(ctx, t, n, "probe", acct, c.Owner(actor.Virtual("probe", acct)).Name())
+		}, func(o outcome) bool {
+			return o.Err == "" && reflect.DeepEqual(o.Reply, []string{
+				`200 {"kind":"probe","key":"KEY","state":"Dormant","node":"OWNER","incarnation":1,"active":false}`,
+				`200 {"kind":"probe","key":"KEY","state":"Dormant","node":"OWNER","incarnation":1,"active":false}`,
+				`200 {"node":"OWNER","kind":"probe","key":"KEY","reminders":[]}`,
+			})
+		}},
+		{"full mailbox", "gate", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			ref := actor.Virtual("gate", acct)
+			owner := c.Owner(ref)
+			entered, release := heldGate(acct)
+			blocked := make(chan error, 1)
+			go func() {
+				_, err := owner.Ask(ctx, ref, demo.EchoIn{Text: "block"})
+				blocked <- err
+			}()
+			<-entered
+			// The owner's tells fill the one slot behind the held turn;
+			// it refuses the next at once.
+			for {
+				err := owner.Tell(ref, demo.EchoIn{Text: "fill"})
+				if errors.Is(err, actor.ErrRefused) {
+					break
+				}
+				if err != nil {
+					return nil, err
+				}
+			}
+			reply, err := n.Ask(ctx, ref, demo.EchoIn{Text: "refused"})
+			close(release)
+			if berr := <-blocked; berr != nil {
+				t.Errorf("the held ask: %v", berr)
+			}
+			dropGate(acct)
+			return reply, err
+		}, func(o outcome) bool {
+			return o.Is["ErrRefused"] && o.Refused == "MAILBOX_FULL" && o.Reply == nil &&
+				o.Err == "wire: refused by OWNER: MAILBOX_FULL: tempest: refused"
+		}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -134,6 +388,11 @@ func TestLocationTransparency(t *testing.T) {
 					kind = bank.Account
 				}
 				ref := actor.Virtual(kind, acct)
+				if kind == "no-such-kind" {
+					// A kind no node hosts has no owner: "local" and
+					// "remote" are the owner of the account and another.
+					ref = actor.Virtual(bank.Account, acct)
+				}
 				owner := c.Owner(ref)
 				caller := owner
 				if !local {
@@ -143,6 +402,10 @@ func TestLocationTransparency(t *testing.T) {
 					t.Fatal(err)
 				}
 				got[j] = observe(tc.do(ctx, caller, acct))
+				// The key and its owner differ by caller; an error naming
+				// them is the same.
+				got[j].Err = strings.ReplaceAll(got[j].Err, acct, "KEY")
+				got[j].Err = strings.ReplaceAll(got[j].Err, "refused by "+owner.Name()+":", "refused by OWNER:")
 			}
 			if !reflect.DeepEqual(got[0], got[1]) {
 				t.Fatalf("owner local:  %+v\nowner remote: %+v", got[0], got[1])
@@ -152,4 +415,40 @@ func TestLocationTransparency(t *testing.T) {
 			}
 		})
 	}
+}
+
+// httpRoutes calls the status, passivate and reminders routes of n's
+// HTTP API for kind/key and returns each answer's status and body, with
+// key and owner replaced by KEY and OWNER.
+func httpRoutes(ctx context.Context, t *testing.T, n *tempest.Node, kind, key, owner string) ([]string, error) {
+	api, err := httpapi.New(httpapi.Config{Node: n})
+	if err != nil {
+		return nil, err
+	}
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+	var out []string
+	for _, r := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/actors/" + kind + "/" + key},
+		{http.MethodPost, "/v1/actors/" + kind + "/" + key + "/passivate"},
+		{http.MethodGet, "/v1/actors/" + kind + "/" + key + "/reminders"},
+	} {
+		req, err := http.NewRequestWithContext(ctx, r.method, srv.URL+r.path, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		body := strings.ReplaceAll(strings.TrimSpace(string(b)), `"`+key+`"`, `"KEY"`)
+		body = strings.ReplaceAll(body, `"`+owner+`"`, `"OWNER"`)
+		out = append(out, fmt.Sprintf("%d %s", resp.StatusCode, body))
+	}
+	return out, nil
 }

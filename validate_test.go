@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/tempesttest"
 )
 
 // badNames are kind/key pairs no actor can have; each must be refused
@@ -38,7 +41,7 @@ func checkRefusesBadNames(t *testing.T, n *tempest.Node) {
 		ops["Tell"] = n.Tell(ref, demo.Add{N: 1})
 		_, ops["Ask"] = n.Ask(ctx, ref, demo.Add{N: 1})
 		_, ops["AskJSON"] = n.AskJSON(ctx, tc.kind, tc.key, []byte(`{"Add":{"n":1}}`))
-		ops["TellJSON"] = n.TellJSON(tc.kind, tc.key, []byte(`{"Add":{"n":1}}`))
+		ops["TellJSON"] = n.TellJSON(t.Context(), tc.kind, tc.key, []byte(`{"Add":{"n":1}}`))
 		_, ops["AskJSON with a bad body"] = n.AskJSON(ctx, tc.kind, tc.key, []byte(`{"Nope":1}`))
 		_, ops["Status"] = n.Status(ctx, ref)
 		ops["Passivate"] = n.Passivate(ctx, ref)
@@ -109,18 +112,9 @@ func TestClusterRefusesInvalidKeysOnEveryNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := newTestCluster(t)
-	for _, name := range []string{"n1", "n2"} {
-		c.start(name, 2)
-	}
-	waitSettled(t, c, 30*time.Second, "two ready nodes with a settled table")
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.logs.String())
-		}
-	})
+	c := demoCluster(t, tempesttest.Options{Nodes: 2})
 	ctx := ctxT(t)
-	n1 := c.node("n1")
+	n1 := c.Node("n1")
 	want := map[string]int64{}
 	onN2 := 0
 	for k := range 32 {
@@ -136,7 +130,7 @@ func TestClusterRefusesInvalidKeysOnEveryNode(t *testing.T) {
 	if onN2 == 0 {
 		t.Fatal("no counter on n2; pick more keys")
 	}
-	for _, n := range c.live() {
+	for _, n := range c.Nodes() {
 		checkRefusesBadNames(t, n)
 	}
 	// The counter's overflow is the same error whichever node asks.
@@ -144,17 +138,17 @@ func TestClusterRefusesInvalidKeysOnEveryNode(t *testing.T) {
 	if _, err := n1.Ask(ctx, over, demo.Add{N: math.MaxInt64}); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range c.live() {
+	for _, n := range c.Nodes() {
 		if _, err := n.Ask(ctx, over, demo.Add{N: 1}); !errors.Is(err, demo.ErrOverflow) {
 			t.Errorf("%s: add past MaxInt64: %v, want demo.ErrOverflow", n.Name(), err)
 		}
 	}
 	want["overflow"] = math.MaxInt64
-	leaver := c.remove("n2")
-	if err := leaver.Close(ctx); err != nil {
+	if err := c.Close("n2"); err != nil {
 		t.Fatalf("graceful close of n2: %v", err)
 	}
-	waitSettled(t, c, 30*time.Second, "n1 owning every shard")
+	c.WaitSettled()
+	ctx = ctxT(t) // a deadline for the reads, not one across the handoff
 	for key, v := range want {
 		got, err := n1.Ask(ctx, n1.Ref(demo.Counter, key), demo.Get{})
 		if err != nil {
@@ -200,6 +194,57 @@ func TestStoreErrorsAreLogged(t *testing.T) {
 		for line := range strings.SplitSeq(logs.String(), "\n") {
 			if strings.Contains(line, tempest.LogStoreError) && attr(line, tempest.LogKeyActor) == "unwritable/k1" &&
 				strings.Contains(line, errUnwritable.Error()) && strings.Contains(line, "level=ERROR") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestStateStoreDamagedWhileRunning: state.db cut short under a running
+// node used to end the process with a fatal SIGBUS. Now the ask whose
+// update could not be written fails with an error matching
+// prospero.ErrCorrupt that names the file, so does an activation, the
+// store error is logged with the file's path, and the node says so in
+// Degraded.
+func TestStateStoreDamagedWhileRunning(t *testing.T) {
+	logs := &syncBuffer{}
+	dir := t.TempDir()
+	n, err := tempest.New(tempest.Config{Name: "n1", DataDir: dir, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Register(n, demo.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	ctx := ctxT(t)
+	for i := range 50 {
+		if _, err := n.Ask(ctx, n.Ref(demo.Counter, fmt.Sprintf("c%d", i)), demo.Add{N: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, tempest.StateFile)
+	if err := os.Truncate(path, 4096); err != nil {
+		t.Fatal(err)
+	}
+	_, err = n.Ask(ctx, n.Ref(demo.Counter, "c1"), demo.Add{N: 1})
+	if !errors.Is(err, prospero.ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("ask after state.db was cut short: %v, want ErrCorrupt naming %s", err, path)
+	}
+	if d := n.Degraded(); !strings.Contains(d, path) {
+		t.Errorf("Degraded() = %q, want it to name %s", d, path)
+	}
+	// An activation reads the identity's record: it fails alike.
+	if _, err := n.Ask(ctx, n.Ref(demo.Counter, "new"), demo.Add{N: 1}); !errors.Is(err, prospero.ErrCorrupt) {
+		t.Errorf("activation after state.db was cut short: %v, want ErrCorrupt", err)
+	}
+	waitFor(t, 10*time.Second, "the store error in the log naming the file", func() bool {
+		for line := range strings.SplitSeq(logs.String(), "\n") {
+			if strings.Contains(line, tempest.LogStoreError) && strings.Contains(line, path) && strings.Contains(line, "level=ERROR") {
 				return true
 			}
 		}

@@ -3,6 +3,7 @@ package reminders_test
 import (
 	"context"
 	"fmt"
+	"github.com/tempest-actors/tempest/clock"
 	"hash/fnv"
 	"path/filepath"
 	"slices"
@@ -24,15 +25,21 @@ func shardOf(id prospero.Identity) string {
 	return fmt.Sprint(h.Sum32() % benchShards)
 }
 
-// accepting delivers every tick at once, recording its lateness.
+// accepting delivers every tick at once, recording its lateness by clk
+// (nil: the wall clock).
 type accepting struct {
+	clk  reminders.Clock
 	mu   sync.Mutex
 	late []time.Duration
 }
 
 func (a *accepting) Deliver(_ actor.Ref, t reminders.Tick, accept func() bool) error {
 	if accept() {
-		d := time.Since(t.Scheduled)
+		now := time.Now()
+		if a.clk != nil {
+			now = a.clk.Now()
+		}
+		d := now.Sub(t.Scheduled)
 		a.mu.Lock()
 		a.late = append(a.late, d)
 		a.mu.Unlock()
@@ -40,10 +47,49 @@ func (a *accepting) Deliver(_ actor.Ref, t reminders.Tick, accept func() bool) e
 	return nil
 }
 
+// pausedClock is the wall clock, stopped at its creation until resume:
+// reminders are registered while no time passes, so their schedule is
+// exactly the one asked for however long registering takes, and then
+// time runs at the wall clock's rate from where it stopped. Its timers
+// are the runtime's.
+type pausedClock struct {
+	clock.Real // the methods the engine does not call
+	mu         sync.Mutex
+	at         time.Time
+	paused     bool
+	shift      time.Duration
+}
+
+func newPausedClock() *pausedClock { return &pausedClock{at: time.Now(), paused: true} }
+
+func (c *pausedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.paused {
+		return c.at
+	}
+	return time.Now().Add(-c.shift)
+}
+
+func (c *pausedClock) resume() {
+	c.mu.Lock()
+	c.shift, c.paused = time.Since(c.at), false
+	c.mu.Unlock()
+}
+
+func (c *pausedClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}
+
 func benchEngine(b *testing.B, store prospero.StateStore, d reminders.Deliverer) *reminders.Engine {
+	return benchEngineClock(b, store, d, nil)
+}
+
+func benchEngineClock(b *testing.B, store prospero.StateStore, d reminders.Deliverer, clk reminders.Clock) *reminders.Engine {
 	b.Helper()
 	e, err := reminders.New(reminders.Config{Store: store, Codec: codec{}, Deliver: d, ShardOf: shardOf,
-		MaxPerIdentity: 1})
+		MaxPerIdentity: 1, Clock: clk})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -153,16 +199,23 @@ func BenchmarkLateness(b *testing.B) {
 	})
 	b.Run("engine", func(b *testing.B) {
 		for range b.N {
-			d := &accepting{}
-			e := benchEngine(b, prospero.NewMemStore(), d)
-			start := time.Now().Add(2 * time.Second)
+			clk := newPausedClock()
+			d := &accepting{clk: clk}
+			e := benchEngineClock(b, prospero.NewMemStore(), d, clk)
+			// Registered while the engine's clock stands still (see
+			// pausedClock), so the first is due a second after it resumes
+			// however long registering took on a loaded machine.
+			start := clk.Now().Add(time.Second)
 			for i := range active {
 				if err := e.RegisterFor(context.Background(), prospero.Identity{Kind: "acct", Key: fmt.Sprint(i)},
 					reminders.Reminder{Name: "r", Due: start.Add(time.Duration(i) * time.Second / active), Period: time.Second}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			time.Sleep(time.Until(start.Add(run)))
+			clk.resume()
+			for clk.Now().Before(start.Add(run)) {
+				time.Sleep(time.Until(time.Now().Add(start.Add(run).Sub(clk.Now()))))
+			}
 			_ = e.Close(context.Background())
 			d.mu.Lock()
 			report(b, d.late)

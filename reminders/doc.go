@@ -11,8 +11,9 @@
 // An actor registers a reminder in one of its turns: a name, the first
 // due time, a period (zero: one-shot), a catch-up policy and a payload
 // message. Register returns once the reminder is at rest in the node's
-// state store, beside the state of the identity's shard: one record per
-// shard (RecordID), so reminders move with the shard's state in a
+// state store, beside the state of the identity's shard (records of kind
+// RecordKind: one per reminder, ReminderID, and one of delivered progress
+// per shard, RecordID), so reminders move with the shard's state in a
 // handoff and are replicated wherever the shard's state is. Unregister
 // and List work the same way; operators use Cancel and ListOf.
 //
@@ -45,7 +46,10 @@
 //     ErrInvalid and one of ErrPeriodTooShort (below MinPeriod, default
 //     1 s), ErrDueInPast, ErrUnknownPayload (not a declared message of
 //     the kind), ErrBadName (empty, over MaxNameBytes, not UTF-8) or
-//     ErrTooMany (MaxPerIdentity, default 64).
+//     ErrTooMany (MaxPerIdentity, default 64). A stored record that holds
+//     what registration would refuse (damaged, or written by something
+//     else) is not loaded (ErrBadRecord, logged); its shard's other
+//     reminders are.
 //
 // # Cost
 //
@@ -59,9 +63,20 @@
 // dormant identity with reminders costs its entry in the heap and
 // nothing in the scheduler.
 //
-// Registrations of one shard made concurrently share one write of the
-// shard's record (group commit); the record holds every reminder of the
-// shard, so a write costs in proportion to the shard's reminders.
+// A registration writes its reminder's record alone (about a hundred
+// bytes and the payload), whatever else its shard holds; on a store that
+// commits in groups (prospero.AsyncStore) the writes of concurrent
+// registrations share commits. Acquire reads a shard's reminders with one
+// prefix scan of the store (prospero.PrefixScanner). Delivered progress
+// is written every FlushInterval as one small record per shard that
+// lists only the reminders behind their schedule: a punctual reminder is
+// recorded by the time of the write alone. Records of the earlier
+// formats (one record per shard, 64 buckets per shard) are rewritten as
+// a record per reminder when their shard is loaded.
+//
+// An engine that is never started is driven by its caller with RunDue
+// and Flush: the deterministic simulation runs reminders this way on
+// ariel's simulated scheduler and virtual clock.
 //
 // # Usage
 //

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tempest-actors/tempest/clock"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -32,21 +34,9 @@ type Deliverer interface {
 	Deliver(ref actor.Ref, tick Tick, accept func() bool) error
 }
 
-// Clock is the engine's time source (tests pass a fake one).
-type Clock interface {
-	Now() time.Time
-	// NewTimer returns a channel that receives once after d, and a stop
-	// func.
-	NewTimer(d time.Duration) (<-chan time.Time, func() bool)
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-func (realClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
-	t := time.NewTimer(d)
-	return t.C, t.Stop
-}
+// Clock is the engine's time source, the project's one (package clock;
+// tests pass a fake one).
+type Clock = clock.Clock
 
 // Observer receives the lateness of every tick dispatched (now minus its
 // scheduled time), for a histogram. It must be fast and safe for
@@ -55,8 +45,10 @@ type Observer func(late time.Duration)
 
 // Config configures an Engine. Zero fields take defaults.
 type Config struct {
-	// Store keeps the reminders at rest, one record per shard (RecordID).
-	// Required.
+	// Store keeps the reminders at rest: a record per reminder and one
+	// of delivered progress per shard (RecordKind). It must list a
+	// shard's records by prefix (prospero.PrefixScanner: BoltStore,
+	// MemStore, the replicated store). Required.
 	Store prospero.StateStore
 	// Codec stores payloads. Required.
 	Codec Codec
@@ -98,6 +90,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.Store == nil || c.Codec == nil || c.Deliver == nil || c.ShardOf == nil:
 		return fmt.Errorf("%w: Store, Codec, Deliver and ShardOf are required", ErrInvalidConfig)
+	case !isScanner(c.Store):
+		return fmt.Errorf("%w: Store %T cannot list a shard's records (prospero.PrefixScanner)", ErrInvalidConfig, c.Store)
 	case c.MinPeriod != 0 && c.MinPeriod < FloorMinPeriod:
 		return fmt.Errorf("%w: MinPeriod %v below %v", ErrInvalidConfig, c.MinPeriod, FloorMinPeriod)
 	case c.MaxPerIdentity < 0 || c.DeliveryTimeout < 0 || c.RetryAfter < 0 || c.FlushInterval < 0:
@@ -108,7 +102,7 @@ func (c Config) Validate() error {
 
 func (c Config) withDefaults() Config {
 	if c.Clock == nil {
-		c.Clock = realClock{}
+		c.Clock = clock.Real{}
 	}
 	if c.MinPeriod == 0 {
 		c.MinPeriod = DefaultMinPeriod
@@ -138,13 +132,67 @@ type Stats struct {
 	Shards    int // shards held
 }
 
-// shardState is what the engine knows of one held shard's record.
+func isScanner(s prospero.StateStore) bool {
+	_, ok := s.(prospero.PrefixScanner)
+	return ok
+}
+
+// shardState is what the engine knows of one held shard's records.
 type shardState struct {
+	hmu      sync.Mutex // serialises writes of the progress record
+	hversion uint64     // store version of the progress record (0: none); guarded by hmu
+	dirty    bool       // delivered progress not written yet; guarded by Engine.mu
+	// resync: the records are written once more by the next periodic
+	// flush (Resync). Not a matter of durability: a release does not wait
+	// for it. Guarded by Engine.mu.
+	resync bool
+	// pending holds the reminder records with a change not written yet:
+	// a registration's write in progress or failed, a removal (unregister,
+	// a one-shot done) whose record is still to be deleted. Guarded by
+	// Engine.mu.
+	pending map[Key]*recState
+	// releasing: Release has begun; the shard takes no registration or
+	// cancellation (ErrNotOwner). inflight counts those still writing,
+	// drained is closed when the last one ends, dropped is set once the
+	// shard is no longer held. Guarded by Engine.mu.
+	releasing bool
+	inflight  int
+	drained   chan struct{}
+	dropped   bool
+}
+
+func (st *shardState) unwritten() bool { return len(st.pending) > 0 || st.dirty }
+
+// recState is what the engine knows of one reminder's record. It
+// outlives the entries of the reminder's successive registrations (each
+// takes over its predecessor's), and a removal until the record is
+// deleted, so that the record's writes are serialised and the last one
+// carries the last change.
+type recState struct {
 	wmu     sync.Mutex // serialises writes of the record
-	version uint64     // store version of the record (0: none); guarded by wmu
+	version uint64     // store version (0: none); guarded by wmu
 	mut     uint64     // changes made; guarded by Engine.mu
-	durable uint64     // changes written; guarded by wmu
-	dirty   bool       // delivered progress not written yet; guarded by Engine.mu
+	durable uint64     // changes written; guarded by Engine.mu
+}
+
+// changedLocked records a change of k's record, whose state is rs, and
+// returns the change's number for flushRecord.
+func (st *shardState) changedLocked(k Key, rs *recState) uint64 {
+	rs.mut++
+	st.pending[k] = rs
+	return rs.mut
+}
+
+// recOfLocked returns the record state of k in st: its entry's, or that
+// of a removal not written yet, or a new one.
+func (e *Engine) recOfLocked(st *shardState, k Key) *recState {
+	if x := e.sched.byKey[k]; x != nil && x.rec != nil {
+		return x.rec
+	}
+	if rs := st.pending[k]; rs != nil {
+		return rs
+	}
+	return &recState{}
 }
 
 // Engine is the thin shell around a Schedule: one goroutine fires due
@@ -154,9 +202,18 @@ type Engine struct {
 	cfg Config
 	log *slog.Logger
 
+	// life ends when the engine closes: it bounds the writes of
+	// registrations made in turns (which carry no context of their own).
+	life    context.Context
+	endLife context.CancelFunc
+	// flushers bounds the record writes of periodic flushes and releases
+	// in flight at once.
+	flushers chan struct{}
+
 	mu      sync.Mutex
 	sched   *Schedule
 	shards  map[string]*shardState
+	resync  map[string]bool // shards to write once more when acquired (Resync)
 	gen     uint64
 	closed  bool
 	started bool
@@ -172,8 +229,10 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Engine{cfg: cfg, log: cfg.Logger, sched: NewSchedule(cfg.DeliveryTimeout),
-		shards: map[string]*shardState{}, wake: make(chan struct{}, 1), done: make(chan struct{})}, nil
+	life, end := context.WithCancel(context.Background())
+	return &Engine{cfg: cfg, log: cfg.Logger, sched: NewSchedule(cfg.DeliveryTimeout), life: life, endLife: end,
+		flushers: make(chan struct{}, maxFlushers),
+		shards:   map[string]*shardState{}, resync: map[string]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
 
 // Start runs the engine's goroutine until Close.
@@ -201,6 +260,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.closed = true
 	started := e.started
 	e.mu.Unlock()
+	e.endLife()
 	if started {
 		e.cancel()
 		select {
@@ -209,7 +269,7 @@ func (e *Engine) Close(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return e.flushAll(ctx)
+	return e.flushAll(ctx, false)
 }
 
 // Acquire loads the reminders of shard from the store and starts firing
@@ -227,18 +287,15 @@ func (e *Engine) Acquire(ctx context.Context, shard string) error {
 		return nil
 	}
 	e.mu.Unlock()
-	rec, err := e.cfg.Store.Get(ctx, RecordID(shard))
-	var es []*entry
-	switch {
-	case errors.Is(err, prospero.ErrNotFound):
-	case err != nil:
+	st := &shardState{pending: map[Key]*recState{}}
+	es, maxGen, err := e.load(ctx, shard, st)
+	if err != nil {
 		return err
-	default:
-		if es, err = decodeShard(shard, rec.State); err != nil {
-			return err
-		}
 	}
 	for _, x := range es {
+		if x.ptype == "" {
+			continue // no payload
+		}
 		if x.pval, err = e.cfg.Codec.Decode(x.ID.Kind, x.ptype, x.pdata); err != nil {
 			e.log.LogAttrs(ctx, slog.LevelWarn, "reminder payload cannot be decoded; its ticks carry none",
 				slog.String("actor", x.ID.String()), slog.String("reminder", x.Name), slog.Any("error", err))
@@ -249,7 +306,14 @@ func (e *Engine) Acquire(ctx context.Context, shard string) error {
 	if _, ok := e.shards[shard]; ok || e.closed {
 		return nil
 	}
-	e.shards[shard] = &shardState{version: rec.Version}
+	e.shards[shard] = st
+	if e.resync[shard] {
+		delete(e.resync, shard)
+		st.resync = true
+	}
+	// New registrations in this shard get generations above any its
+	// progress record covers (progress.firedOf).
+	e.gen = max(e.gen, maxGen)
 	for _, x := range es {
 		e.gen = max(e.gen, x.gen)
 		e.sched.put(x)
@@ -258,24 +322,231 @@ func (e *Engine) Acquire(ctx context.Context, shard string) error {
 	return nil
 }
 
+// load reads shard's records (its progress record and one prefix scan
+// for its reminders): the reminders with their delivered progress, the
+// highest generation the progress covers, and each record's version
+// into st. One-shot reminders whose tick was delivered are not loaded;
+// their records are left in st.pending, to be deleted. A shard stored
+// in an earlier version's format (one record, or 64 buckets) is
+// rewritten in this one first.
+func (e *Engine) load(ctx context.Context, shard string, st *shardState) ([]*entry, uint64, error) {
+	head, err := e.cfg.Store.Get(ctx, RecordID(shard))
+	var (
+		p      *progress
+		legacy []*entry            // reminders in an earlier version's records
+		old    []prospero.Identity // those records
+		v1     bool
+	)
+	switch {
+	case errors.Is(err, prospero.ErrNotFound):
+	case err != nil:
+		return nil, 0, err
+	case len(head.State) == 0: // emptied by a handoff of an earlier version
+		st.hversion = head.Version
+	default:
+		st.hversion = head.Version
+		if p, legacy, err = decodeShardRecord(shard, head.State); err != nil {
+			return nil, 0, err
+		}
+		v1 = p == nil
+	}
+	recs, err := e.cfg.Store.(prospero.PrefixScanner).ScanPrefix(ctx, RecordKind, RecordPrefix(shard))
+	if err != nil {
+		return nil, 0, err
+	}
+	var es []*entry
+	have := map[Key]bool{}
+	for _, r := range recs {
+		suffix := r.Key[len(RecordPrefix(shard)):]
+		switch {
+		case len(r.State) == 0: // emptied by a handoff of an earlier version
+			continue
+		case isLegacyBucket(suffix):
+			bes, err := decodeBucket(shard, r.State)
+			if err != nil {
+				return nil, 0, err
+			}
+			for _, x := range bes {
+				x.fired = p.firedOf(x)
+			}
+			legacy = append(legacy, bes...)
+			old = append(old, prospero.Identity{Kind: RecordKind, Key: r.Key})
+			continue
+		case !isDigest(suffix):
+			continue // another shard's, whose name extends this one's with "/"
+		}
+		x, err := decodeReminder(shard, r.State)
+		if err == nil && ReminderID(shard, x.Key).Key != r.Key {
+			err = fmt.Errorf("%w: shard %s: %s %q is stored under another reminder's key", ErrBadRecord, shard, x.ID, x.Name)
+		}
+		if err != nil {
+			// One damaged record must not keep the shard's other
+			// reminders from firing: it is left in place, unloaded.
+			e.log.LogAttrs(ctx, slog.LevelError, "reminder record does not decode; it is not loaded",
+				slog.String("record", r.Key), slog.Any("error", err))
+			continue
+		}
+		x.rec = &recState{version: r.Version}
+		x.fired = p.firedOf(x)
+		have[x.Key] = true
+		if x.per == 0 && x.fired > 0 {
+			// A one-shot delivered before its record was deleted: done.
+			st.changedLocked(x.Key, x.rec)
+			continue
+		}
+		es = append(es, x)
+	}
+	var maxGen uint64
+	if p != nil {
+		maxGen = p.MaxGen
+	}
+	for _, x := range legacy {
+		maxGen = max(maxGen, x.gen)
+	}
+	if len(legacy) > 0 || len(old) > 0 {
+		var err error
+		if es, err = e.migrate(ctx, shard, st, es, have, legacy, old, v1, maxGen); err != nil {
+			return nil, 0, err
+		}
+	}
+	return es, maxGen, nil
+}
+
+// migrate rewrites the reminders of an earlier version's records
+// (legacy, from the records old, or from a one-record shard when v1) as
+// a record each, then deletes the old records, then, for a one-record
+// shard, writes the progress record that replaces it. A migration cut
+// short is done again at the next load: a reminder already in a record
+// of its own is not taken from the old ones.
+func (e *Engine) migrate(ctx context.Context, shard string, st *shardState, es []*entry, have map[Key]bool,
+	legacy []*entry, old []prospero.Identity, v1 bool, maxGen uint64) ([]*entry, error) {
+	var moved []*entry
+	for _, x := range legacy {
+		if have[x.Key] {
+			continue
+		}
+		x.rec = &recState{}
+		if x.per == 0 && x.fired > 0 {
+			continue // a one-shot delivered: done
+		}
+		moved = append(moved, x)
+	}
+	err := e.each(len(moved), func(i int) error {
+		x := moved[i]
+		return e.write(ctx, shard, ReminderID(shard, x.Key), &x.rec.version, encodeReminder(x))
+	})
+	if err == nil {
+		err = e.each(len(old), func(i int) error {
+			return e.cfg.Store.Delete(ctx, old[i], prospero.AnyVersion)
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	es = append(es, moved...)
+	if v1 {
+		// The progress of format 2 replaces the one record; a progress
+		// record of format 2 already covers the reminders moved.
+		b := encodeProgress(e.cfg.Clock.Now(), maxGen, slices.Values(es))
+		if err := e.write(ctx, shard, RecordID(shard), &st.hversion, b); err != nil {
+			return nil, err
+		}
+	}
+	return es, nil
+}
+
+// each runs op(0..n-1), at most maxFlushers at once, so that writes
+// share the store's group commits, and returns their errors.
+func (e *Engine) each(n int, op func(i int) error) error {
+	if n == 1 {
+		return op(0)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for i := range n {
+		e.flushers <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-e.flushers }()
+			if err := op(i); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // Release writes the progress of shard and drops its reminders; called
 // when the shard leaves this node (before its state is shipped). From
 // then on no tick of the shard is accepted here, also one in flight.
 func (e *Engine) Release(ctx context.Context, shard string) error {
 	e.mu.Lock()
 	st, ok := e.shards[shard]
-	e.mu.Unlock()
 	if !ok {
+		e.mu.Unlock()
 		return nil
 	}
-	err := e.flush(ctx, shard, st, 0, true)
+	// Registrations and cancellations still writing finish first, so
+	// that what is shipped or reloaded after the release holds them.
+	st.releasing = true
+	var drained chan struct{}
+	if st.inflight > 0 {
+		drained = make(chan struct{})
+		st.drained = drained
+	}
+	e.mu.Unlock()
+	var err error
+	if drained != nil {
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			err = ctx.Err() // those writes fail as ErrNotOwner (flushRecord)
+		}
+	}
+	err = errors.Join(err, e.flushShard(ctx, shard, st, false))
 	e.mu.Lock()
+	st.dropped = true
 	if e.shards[shard] == st {
 		delete(e.shards, shard)
 		e.sched.dropShard(shard)
 	}
 	e.mu.Unlock()
 	return err
+}
+
+// endWrite ends a registration's or cancellation's write of st, letting
+// a Release waiting for it go on.
+func (e *Engine) endWrite(st *shardState) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st.inflight--
+	if st.inflight == 0 && st.drained != nil {
+		close(st.drained)
+		st.drained = nil
+	}
+}
+
+// Resync has shard's records written once more, through the engine's
+// store, by the first periodic flush after this engine holds the shard:
+// for records that reached this node's store without passing through
+// the store the engine writes with (a handoff stores a shard's records
+// on the new owner alone), so that the shard's replicas get them from
+// the new owner.
+func (e *Engine) Resync(shard string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if st, ok := e.shards[shard]; ok {
+		st.resync = true
+		return
+	}
+	e.resync[shard] = true
 }
 
 // Held reports whether shard is held.
@@ -324,7 +595,7 @@ func (e *Engine) Register(ctx actor.Context, r Reminder) error {
 	if err != nil {
 		return err
 	}
-	return e.RegisterFor(context.Background(), id, r)
+	return e.RegisterFor(e.life, id, r)
 }
 
 // RegisterFor is Register for id from outside a turn (operators,
@@ -359,16 +630,19 @@ func (e *Engine) RegisterFor(ctx context.Context, id prospero.Identity, r Remind
 		return invalid(r.Name, ErrTooMany, "%s has %d reminders (the limit)", id, len(cur))
 	}
 	e.gen++
-	x := &entry{Key: k, shard: shard, first: r.Due, per: r.Period, pol: r.Catchup, maxN: r.MaxCatchup,
-		ptype: ptype, pdata: pdata, pval: r.Payload, gen: e.gen, idx: -1}
+	x := &entry{Key: k, shard: shard, first: r.Due, per: r.Period, pol: r.Catchup,
+		maxN: r.MaxCatchup, ptype: ptype, pdata: pdata, pval: r.Payload, gen: e.gen, idx: -1}
+	x.rec = e.recOfLocked(st, k)
 	e.sched.put(x)
-	st.mut++
-	want := st.mut
+	want := st.changedLocked(k, x.rec)
+	st.inflight++
 	e.mu.Unlock()
 	e.poke()
-	if err := e.flush(ctx, shard, st, want, false); err != nil {
+	err = e.flushRecord(ctx, shard, st, k, x.rec, want, false)
+	defer e.endWrite(st)
+	if err != nil {
 		e.mu.Lock()
-		if e.sched.byKey[k] == x { // undo, unless replaced meanwhile
+		if e.sched.byKey[k] == x && e.shards[shard] == st { // undo, unless replaced or released meanwhile
 			e.sched.remove(k)
 			if prev != nil {
 				prev.outSeq, prev.burst = 0, 0
@@ -391,7 +665,7 @@ func (e *Engine) Unregister(ctx actor.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	return e.Cancel(context.Background(), id, name)
+	return e.Cancel(e.life, id, name)
 }
 
 // Cancel is Unregister for id from outside a turn (operators). The
@@ -411,12 +685,17 @@ func (e *Engine) Cancel(ctx context.Context, id prospero.Identity, name string) 
 		return fmt.Errorf("%w: %s %q", ErrNotFound, id, name)
 	}
 	e.sched.remove(k)
-	st.mut++
-	want := st.mut
+	if prev.rec == nil {
+		prev.rec = e.recOfLocked(st, k)
+	}
+	want := st.changedLocked(k, prev.rec)
+	st.inflight++
 	e.mu.Unlock()
-	if err := e.flush(ctx, shard, st, want, false); err != nil {
+	err = e.flushRecord(ctx, shard, st, k, prev.rec, want, false)
+	defer e.endWrite(st)
+	if err != nil {
 		e.mu.Lock()
-		if _, again := e.sched.byKey[k]; !again {
+		if _, again := e.sched.byKey[k]; !again && e.shards[shard] == st {
 			prev.outSeq, prev.burst = 0, 0
 			e.sched.put(prev)
 		}
@@ -470,97 +749,180 @@ func (e *Engine) heldLocked(shard string) (*shardState, error) {
 		return nil, ErrClosed
 	}
 	st, ok := e.shards[shard]
-	if !ok {
+	if !ok || st.releasing {
 		return nil, fmt.Errorf("%w: shard %s", ErrNotOwner, shard)
 	}
 	return st, nil
 }
 
-// flush writes shard's record if it does not hold change want yet (want
-// 0 with progress: write whatever is dirty). Concurrent callers share
-// one write (group commit): a caller whose change another write already
-// carried returns without writing.
-func (e *Engine) flush(ctx context.Context, shard string, st *shardState, want uint64, progress bool) error {
-	st.wmu.Lock()
-	defer st.wmu.Unlock()
+// flushRecord writes the record of reminder k of shard, whose state is
+// rs, if it does not hold change want yet (want 0: whatever changed):
+// the reminder's current registration, or a deletion when it has none.
+// Concurrent callers share one write: a caller whose change another
+// write already carried returns without writing. A shard no longer held
+// is not written: a registration's write fails with ErrNotOwner, a
+// flush's (progress: a periodic flush that raced the release) is
+// skipped, the release having written what was left.
+func (e *Engine) flushRecord(ctx context.Context, shard string, st *shardState, k Key, rs *recState, want uint64, progress bool) error {
+	rs.wmu.Lock()
+	defer rs.wmu.Unlock()
 	e.mu.Lock()
-	if want != 0 && st.durable >= want {
+	if (want != 0 && rs.durable >= want) || rs.durable >= rs.mut {
 		e.mu.Unlock()
 		return nil
 	}
-	if want == 0 && !st.dirty && st.durable >= st.mut {
+	if st.dropped || e.shards[shard] != st {
 		e.mu.Unlock()
-		return nil
-	}
-	if _, held := e.shards[shard]; !held && !progress {
-		e.mu.Unlock()
+		if progress {
+			return nil // released: what was left was written then (or failed then)
+		}
 		return fmt.Errorf("%w: shard %s", ErrNotOwner, shard)
 	}
-	es := make([]*entry, 0, len(e.sched.byShard[shard]))
-	for x := range e.sched.byShard[shard] {
-		es = append(es, x)
+	var rec []byte // no registration: the record goes
+	if x := e.sched.byKey[k]; x != nil && x.rec == rs {
+		rec = encodeReminder(x)
 	}
-	slices.SortFunc(es, func(a, b *entry) int {
-		if c := cmpStr(a.ID.String(), b.ID.String()); c != 0 {
-			return c
-		}
-		return cmpStr(a.Name, b.Name)
-	})
-	var b []byte // no reminders left: the record goes
-	if len(es) > 0 {
-		b = encodeShard(es)
-	}
-	mut := st.mut
-	st.dirty = false
+	mut := rs.mut
 	e.mu.Unlock()
 
-	err := e.write(ctx, shard, st, b)
-	e.mu.Lock()
+	err := e.write(ctx, shard, ReminderID(shard, k), &rs.version, rec)
 	if err != nil {
-		st.dirty = true
-	} else {
-		st.durable = max(st.durable, mut)
+		return err
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rs.durable = max(rs.durable, mut)
+	if rs.durable >= rs.mut && st.pending[k] == rs {
+		delete(st.pending, k)
+	}
+	if st.dropped && !progress {
+		// A release that stopped waiting for this write (its context
+		// ended) shipped or reloaded the shard without it, or with it.
+		return fmt.Errorf("%w: shard %s was released while the reminder was written: its outcome is unknown", ErrNotOwner, shard)
+	}
+	return nil
+}
+
+// flushProgress writes shard's progress record if ticks were delivered
+// since it was last written. The record lists only the reminders that
+// are behind their schedule (see progress), so its cost is that of the
+// late ones, not of the shard.
+func (e *Engine) flushProgress(ctx context.Context, shard string, st *shardState) error {
+	st.hmu.Lock()
+	defer st.hmu.Unlock()
+	e.mu.Lock()
+	if !st.dirty {
+		e.mu.Unlock()
+		return nil
+	}
+	b := encodeProgress(e.cfg.Clock.Now(), e.gen, maps.Keys(e.sched.byShard[shard]))
+	st.dirty = false
 	e.mu.Unlock()
+	err := e.write(ctx, shard, RecordID(shard), &st.hversion, b)
+	if err != nil {
+		e.mu.Lock()
+		st.dirty = true
+		e.mu.Unlock()
+	}
 	return err
 }
 
-// write puts the record, conditional on the version last written: the
-// engine is the record's only writer while it holds the shard, so a
-// conflict means the record arrived from elsewhere (a handoff) and is
-// re-read once.
-func (e *Engine) write(ctx context.Context, shard string, st *shardState, b []byte) error {
-	id := RecordID(shard)
+// flushShard writes whatever of shard is not at rest: changed reminder
+// records first (many at once, so that they share commits), then the
+// progress record (which covers only what those records hold). With
+// resync it also writes every reminder loaded from this node's copy once
+// more, and the progress record (see shardState.resync).
+func (e *Engine) flushShard(ctx context.Context, shard string, st *shardState, resync bool) error {
+	type item struct {
+		k  Key
+		rs *recState
+	}
+	e.mu.Lock()
+	if resync && st.resync {
+		st.resync = false
+		st.dirty = true
+		for x := range e.sched.byShard[shard] {
+			st.changedLocked(x.Key, x.rec)
+		}
+	}
+	todo := make([]item, 0, len(st.pending))
+	for k, rs := range st.pending {
+		todo = append(todo, item{k, rs})
+	}
+	e.mu.Unlock()
+	err := e.each(len(todo), func(i int) error {
+		return e.flushRecord(ctx, shard, st, todo[i].k, todo[i].rs, 0, true)
+	})
+	if err != nil {
+		return err
+	}
+	return e.flushProgress(ctx, shard, st)
+}
+
+// write puts record id (rec nil: deletes it), conditional on the version
+// last written, *version: the engine is the record's only writer while
+// it holds the shard, so a conflict means the record arrived from
+// elsewhere (a handoff) and is re-read once. A store that commits in
+// groups (prospero.AsyncStore) gets the write queued, so that concurrent
+// writes of many shards share one commit.
+func (e *Engine) write(ctx context.Context, shard string, id prospero.Identity, version *uint64, rec []byte) error {
 	for range 2 {
 		var v uint64
 		var err error
-		if len(b) == 0 {
-			err = e.cfg.Store.Delete(ctx, id, st.version)
+		if len(rec) == 0 {
+			err = e.cfg.Store.Delete(ctx, id, *version)
 		} else {
-			v, err = e.cfg.Store.Put(ctx, id, st.version, prospero.Record{State: b})
+			v, err = e.put(ctx, id, *version, rec)
 		}
 		if errors.Is(err, prospero.ErrVersionConflict) {
 			cur, gerr := e.cfg.Store.Get(ctx, id)
 			switch {
 			case errors.Is(gerr, prospero.ErrNotFound):
-				st.version = 0
+				*version = 0
 			case gerr != nil:
 				return gerr
 			default:
-				st.version = cur.Version
+				*version = cur.Version
 			}
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		st.version = v
+		*version = v
 		return nil
 	}
 	return fmt.Errorf("reminders: shard %s: %w", shard, prospero.ErrVersionConflict)
 }
 
-func (e *Engine) flushAll(ctx context.Context) error {
+func (e *Engine) put(ctx context.Context, id prospero.Identity, expected uint64, rec []byte) (uint64, error) {
+	as, ok := e.cfg.Store.(prospero.AsyncStore)
+	if !ok {
+		return e.cfg.Store.Put(ctx, id, expected, prospero.Record{State: rec})
+	}
+	type res struct {
+		v   uint64
+		err error
+	}
+	ch := make(chan res, 1)
+	as.PutAsync(id, expected, prospero.Record{State: rec}, func(v uint64, err error) { ch <- res{v, err} })
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// maxFlushers bounds the shards whose records flushAll writes at once,
+// and the record writes of flushes in flight at once (Engine.each).
+const maxFlushers = 64
+
+// flushAll writes what every held shard has not at rest, many shards at
+// once, so that their writes share commits; with resync (the periodic
+// flush) also what shards loaded from this node's copy have to write once
+// more.
+func (e *Engine) flushAll(ctx context.Context, resync bool) error {
 	e.mu.Lock()
 	type sh struct {
 		name string
@@ -568,36 +930,86 @@ func (e *Engine) flushAll(ctx context.Context) error {
 	}
 	var todo []sh
 	for name, st := range e.shards {
-		if st.dirty || st.durable < st.mut {
+		if st.unwritten() || (resync && st.resync) {
 			todo = append(todo, sh{name, st})
 		}
 	}
 	e.mu.Unlock()
-	var errs []error
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, maxFlushers)
+	)
 	for _, s := range todo {
-		if err := e.flush(ctx, s.name, s.st, 0, true); err != nil {
-			errs = append(errs, err)
-		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := e.flushShard(ctx, s.name, s.st, resync); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// run fires due ticks and writes delivered progress every FlushInterval.
+// RunDue dispatches every tick due at now and returns when the engine
+// next has work (false: it holds nothing). It is the body of the
+// engine's own loop, for an engine that is never started because its
+// caller drives time: the deterministic simulation runs engines this
+// way, on the one goroutine of ariel's simulated scheduler and its
+// SimClock, together with Flush in place of the FlushInterval timer. On
+// a started engine it does nothing and returns false.
+func (e *Engine) RunDue(now time.Time) (time.Time, bool) {
+	e.mu.Lock()
+	started := e.started || e.closed
+	e.mu.Unlock()
+	if started {
+		return time.Time{}, false
+	}
+	next, ok, _ := e.runDue(now, nil)
+	return next, ok
+}
+
+// Flush writes what is not at rest yet (delivered progress, changes whose
+// writes failed): what a started engine does every FlushInterval.
+func (e *Engine) Flush(ctx context.Context) error { return e.flushAll(ctx, true) }
+
+func (e *Engine) runDue(now time.Time, fires []Fire) (time.Time, bool, []Fire) {
+	e.mu.Lock()
+	fires = e.sched.Due(now, fires[:0])
+	next, ok := e.sched.Next()
+	e.mu.Unlock()
+	for i := range fires {
+		e.dispatch(&fires[i], now)
+	}
+	clear(fires)
+	return next, ok, fires
+}
+
+// run fires due ticks and, every FlushInterval, has delivered progress
+// written by a goroutine of its own: the writes wait on the store (an
+// fsync, the replicas' acknowledgements), and ticks must not wait behind
+// them. A flush still running when the next is due is not doubled.
 func (e *Engine) run(ctx context.Context) {
+	var flushing sync.WaitGroup
 	defer close(e.done)
+	defer flushing.Wait()
 	flushC, stopFlush := e.cfg.Clock.NewTimer(e.cfg.FlushInterval)
 	defer func() { stopFlush() }()
+	flushed := make(chan struct{}, 1)
+	busy := false
 	var fires []Fire
 	for {
 		now := e.cfg.Clock.Now()
-		e.mu.Lock()
-		fires = e.sched.Due(now, fires[:0])
-		next, ok := e.sched.Next()
-		e.mu.Unlock()
-		for i := range fires {
-			e.dispatch(&fires[i], now)
-		}
-		clear(fires)
+		var next time.Time
+		var ok bool
+		next, ok, fires = e.runDue(now, fires)
 		var timerC <-chan time.Time
 		stop := func() bool { return false }
 		if ok {
@@ -609,9 +1021,19 @@ func (e *Engine) run(ctx context.Context) {
 			return
 		case <-e.wake:
 		case <-timerC:
+		case <-flushed:
+			busy = false
 		case <-flushC:
-			if err := e.flushAll(ctx); err != nil && ctx.Err() == nil {
-				e.log.LogAttrs(ctx, slog.LevelWarn, "writing reminder progress", slog.Any("error", err))
+			if !busy {
+				busy = true
+				flushing.Add(1)
+				go func() {
+					defer flushing.Done()
+					if err := e.flushAll(ctx, true); err != nil && ctx.Err() == nil {
+						e.log.LogAttrs(ctx, slog.LevelWarn, "writing reminder progress", slog.Any("error", err))
+					}
+					flushed <- struct{}{}
+				}()
 			}
 			flushC, stopFlush = e.cfg.Clock.NewTimer(e.cfg.FlushInterval)
 		}
@@ -627,10 +1049,12 @@ func (e *Engine) dispatch(f *Fire, now time.Time) {
 	accept := func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		ok, _ := e.sched.Delivered(k, gen, seq, e.cfg.Clock.Now())
-		if ok {
-			if st := e.shards[shard]; st != nil {
-				st.dirty = true
+		x := e.sched.byKey[k]
+		ok, removed := e.sched.Delivered(k, gen, seq, e.cfg.Clock.Now())
+		if st := e.shards[shard]; ok && st != nil {
+			st.dirty = true
+			if removed && x.rec != nil { // a one-shot is done: its record is deleted
+				st.changedLocked(k, x.rec)
 			}
 		}
 		e.poke()
@@ -644,16 +1068,6 @@ func (e *Engine) dispatch(f *Fire, now time.Time) {
 		e.log.LogAttrs(context.Background(), slog.LevelDebug, "reminder tick not delivered",
 			slog.String("actor", f.ID.String()), slog.String("reminder", f.Name), slog.Any("error", err))
 	}
-}
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Shards returns the shards held, sorted.

@@ -123,6 +123,10 @@ func TestRegisterRefusesBadInput(t *testing.T) {
 			{reminders.Reminder{Name: strings.Repeat("n", reminders.MaxNameBytes+1), Period: time.Minute}, reminders.ErrBadName},
 			{reminders.Reminder{Name: "", Period: time.Minute}, reminders.ErrBadName},
 			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo}, reminders.ErrInvalid},
+			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo, MaxCatchup: -1}, reminders.ErrInvalid},
+			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo, MaxCatchup: reminders.DefaultMaxCatchup + 1}, reminders.ErrInvalid},
+			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireOnce, MaxCatchup: 3}, reminders.ErrInvalid},
+			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo + 1}, reminders.ErrInvalid},
 		} {
 			err := e.RegisterFor(ctx, acct, tc.r)
 			if !errors.Is(err, tc.want) || !errors.Is(err, reminders.ErrInvalid) {
@@ -311,6 +315,59 @@ func TestAcquireRelease(t *testing.T) {
 		synctest.Wait()
 		if got := seqs(d.got()); fmt.Sprint(got) != "[3]" {
 			t.Fatalf("after re-acquire: %v, want [3] (fire-once catch-up)", got)
+		}
+	})
+}
+
+// gatedStore holds every write of a reminder record until open is
+// closed.
+type gatedStore struct {
+	*prospero.MemStore
+	open chan struct{}
+}
+
+func (g *gatedStore) Put(ctx context.Context, id prospero.Identity, expected uint64, rec prospero.Record) (uint64, error) {
+	if id.Kind == reminders.RecordKind && id.Key != "s0" {
+		<-g.open
+	}
+	return g.MemStore.Put(ctx, id, expected, rec)
+}
+
+// A release waits for a registration still writing its record and takes
+// no new one meanwhile, so that what it leaves at rest (and a handoff
+// ships) holds every registration that returned nil.
+func TestReleaseWaitsForRegistrationsWriting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &gatedStore{MemStore: prospero.NewMemStore(), open: make(chan struct{})}
+		e := newEngine(t, store, &deliverer{})
+		defer closeEngine(t, e)
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		var regErr, relErr error
+		released := false
+		wg.Go(func() { regErr = e.RegisterFor(ctx, acct, reminders.Reminder{Name: "r", Period: time.Minute}) })
+		synctest.Wait() // the registration waits on its write
+		wg.Go(func() {
+			relErr = e.Release(ctx, "s0")
+			released = true
+		})
+		synctest.Wait()
+		if released {
+			t.Fatal("Release returned while a registration was writing")
+		}
+		if err := e.RegisterFor(ctx, prospero.Identity{Kind: "acct", Key: "2"}, reminders.Reminder{Name: "r", Period: time.Minute}); !errors.Is(err, reminders.ErrNotOwner) {
+			t.Fatalf("Register during a release: %v, want ErrNotOwner", err)
+		}
+		close(store.open)
+		wg.Wait()
+		if regErr != nil || relErr != nil {
+			t.Fatalf("Register: %v, Release: %v", regErr, relErr)
+		}
+		// What the release left at rest has the reminder.
+		e2 := newEngine(t, store, &deliverer{})
+		defer closeEngine(t, e2)
+		if infos, err := e2.ListOf(acct); err != nil || len(infos) != 1 {
+			t.Fatalf("after the release: %+v, %v", infos, err)
 		}
 	})
 }

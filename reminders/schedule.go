@@ -21,10 +21,11 @@ type entry struct {
 	per   time.Duration
 	pol   Catchup
 	maxN  int
-	ptype string // payload message name ("" none)
-	pdata []byte // payload bytes as stored
-	pval  any    // payload decoded (what ticks carry)
-	gen   uint64 // registration generation: a re-registration gets a new one
+	ptype string    // payload message name ("" none)
+	pdata []byte    // payload bytes as stored
+	pval  any       // payload decoded (what ticks carry)
+	gen   uint64    // registration generation: a re-registration gets a new one
+	rec   *recState // the writes of its record (the engine's; nil in a bare Schedule)
 
 	fired uint64 // seq of the last tick delivered (0: none)
 	next  uint64 // seq of the next occurrence to fire
@@ -273,10 +274,14 @@ func (h entryHeap) Less(i, j int) bool {
 	if !h[i].due.Equal(h[j].due) {
 		return h[i].due.Before(h[j].due)
 	}
-	if h[i].ID != h[j].ID {
-		return h[i].ID.String() < h[j].ID.String()
+	a, b := h[i], h[j]
+	if a.ID.Kind != b.ID.Kind {
+		return a.ID.Kind < b.ID.Kind
 	}
-	return h[i].Name < h[j].Name
+	if a.ID.Key != b.ID.Key {
+		return a.ID.Key < b.ID.Key
+	}
+	return a.Name < b.Name
 }
 func (h entryHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]

@@ -1,0 +1,747 @@
+package tempest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/prospero/federation"
+	"github.com/tempest-actors/tempest/reminders"
+	"github.com/tempest-actors/tempest/wire"
+)
+
+// serviceState is the bulk state stream of a handoff: the old owner
+// writes the shard's StateRecords on it, nothing else, after the new
+// owner accepted its HandoffBegin on the control lane.
+const serviceState = "tempest-state"
+
+// Why a peer refused a federation request; each has a code of its own
+// (see fedCodes), so the sender branches on the same sentinel.
+var (
+	// errStaleTransfer: a handoff's state arrived for a move this node's
+	// applied table does not show (completed, aborted, superseded, or
+	// never begun).
+	errStaleTransfer = errors.New("tempest: stale handoff refused")
+	// errShipRefused marks a handoff the old owner refuses: its table
+	// shows another owner, epoch or target than the move asked for.
+	errShipRefused = errors.New("tempest: handoff refused")
+	// errUnknownTransfer: a handoff's records or done for a transfer the
+	// new owner has not begun (or has dropped: aborted, expired).
+	errUnknownTransfer = errors.New("tempest: handoff not begun")
+	// errCountMismatch: done announced another number of records than
+	// arrived.
+	errCountMismatch = errors.New("tempest: handoff record count mismatch")
+	// errNotOwner: the peer asked does not own the actor (its hint says
+	// who does). Status and Passivate retry elsewhere; it never reaches
+	// their callers.
+	errNotOwner = errors.New("tempest: peer does not own the actor")
+)
+
+// fedCodes is the federation protocol's table of answer codes. Every
+// node is built with this table, so an answer matches on the caller the
+// sentinel the error matched on the node that answered.
+var fedCodes = federation.Codes{
+	federation.CodeBadRequest:       {federation.ErrBadRequest},
+	federation.CodeNotLeader:        {placement.ErrNotLeader},
+	federation.CodeNoQuorum:         {ErrNoQuorum},
+	federation.CodeBadCommand:       {placement.ErrBadCommand},
+	federation.CodeStaleMove:        {errStaleTransfer},
+	federation.CodeNotOwner:         {errNotOwner},
+	federation.CodeNotServing:       {actor.ErrProcessUnavailable},
+	federation.CodeUnknownKind:      {actor.ErrUnknownKind},
+	federation.CodeInvalidKey:       {ErrInvalidKey},
+	federation.CodeNoEligibleNode:   {actor.ErrNoEligibleNode},
+	federation.CodeDeadlineExceeded: {context.DeadlineExceeded},
+	federation.CodeClosed:           {ErrClosed, reminders.ErrClosed},
+	federation.CodeUnknownTransfer:  {errUnknownTransfer},
+	federation.CodeCountMismatch:    {errCountMismatch},
+	federation.CodeMoveRefused:      {errShipRefused},
+	federation.CodeBusy:             {federation.ErrBusy},
+	federation.CodeDuplicate:        {federation.ErrDuplicate},
+	federation.CodeNoReminder:       {reminders.ErrNotFound},
+	federation.CodeRemindersNotHeld: {reminders.ErrNotOwner},
+	federation.CodeNotCommitted:     {actor.ErrNotCommitted},
+}
+
+// ownerHint is an errNotOwner that names the owner, for the answer's
+// ownerHint field.
+type ownerHint struct{ owner string }
+
+func (h ownerHint) Error() string   { return fmt.Sprintf("%v (owner %q)", errNotOwner, h.owner) }
+func (h ownerHint) Unwrap() error   { return errNotOwner }
+func (h ownerHint) Hint() string    { return h.owner }
+func (h ownerHint) Is(e error) bool { return e == errNotOwner }
+
+// fedSender is the federation endpoint's view of the transport, which
+// is created after the endpoint (the transport needs the endpoint's
+// handler).
+type fedSender struct{ tr atomic.Pointer[wire.QUIC] }
+
+func (s *fedSender) SendControlWait(ctx context.Context, peer string, frame []byte) error {
+	tr := s.tr.Load()
+	if tr == nil {
+		return wire.ErrUnavailable
+	}
+	return tr.SendControlWait(ctx, peer, frame)
+}
+
+func (s *fedSender) SendControl(peer string, frame []byte) error {
+	tr := s.tr.Load()
+	if tr == nil {
+		return wire.ErrUnavailable
+	}
+	return tr.SendControl(peer, frame)
+}
+
+// newFederation builds the node's federation endpoint; cluster.start
+// attaches the transport to c.fedTr once it exists.
+func (c *cluster) newFederation() error {
+	c.fedTr = &fedSender{}
+	fe, err := federation.New(federation.Config{Sender: c.fedTr, Handler: fedHandler{c}, Codes: fedCodes,
+		Unavailable: actor.ErrProcessUnavailable, Logger: c.log})
+	if err != nil {
+		return err
+	}
+	c.fed = fe
+	c.transfers = map[transferKey]*transfer{}
+	return nil
+}
+
+// budgetOf is the time left until ctx's deadline in ns, or def.
+func budgetOf(ctx context.Context, def time.Duration) uint64 {
+	if dl, ok := ctx.Deadline(); ok {
+		return uint64(max(time.Until(dl), time.Millisecond))
+	}
+	return uint64(def)
+}
+
+// ---- placement: command forwarding and moves ----
+
+// forward sends a placement command to the leader.
+func (c *cluster) forward(ctx context.Context, leader string, cmd []byte) error {
+	if leader == c.name {
+		return c.pl.ApplyForwarded(ctx, cmd)
+	}
+	return c.fed.Call(ctx, leader, &federation.ForwardCommand{Command: cmd, BudgetNs: budgetOf(ctx, 10*time.Second)})
+}
+
+// moveRequest asks the old owner of m to hand the shard off, within
+// ctx's budget (the leader's): the old owner works under that budget,
+// never its own, since a transfer still running after the leader gave up
+// could reach the new owner late.
+func (c *cluster) moveRequest(ctx context.Context, m placement.Move) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	return c.fed.Call(ctx, m.From, &federation.MoveRequest{Group: m.Shard.Group, Shard: uint32(m.Shard.Index),
+		Epoch: m.Epoch, From: m.From, To: m.To, BudgetNs: budgetOf(ctx, 0)})
+}
+
+// ---- handoff: the old owner's side ----
+
+// sendStates ships recs of shard to peer as the handoff to epoch:
+// HandoffBegin on the control lane, the records on the bulk state
+// stream, HandoffDone on the control lane, whose answer says whether the
+// new owner stored them all. On failure after the begin it tells the new
+// owner with HandoffAbort.
+func (c *cluster) sendStates(ctx context.Context, peer string, shard placement.ShardRef, epoch uint64, recs []shipped) error {
+	idx := uint32(shard.Index)
+	if err := c.fed.Call(ctx, peer, &federation.HandoffBegin{Group: shard.Group, Shard: idx, Epoch: epoch,
+		BudgetNs: budgetOf(ctx, 30*time.Second)}); err != nil {
+		return err
+	}
+	abort := func(err error) error {
+		actx, cancel := context.WithTimeout(c.ctx, time.Second)
+		defer cancel()
+		code := fedCodes.Result(0, err).Code
+		if nerr := c.fed.Notify(actx, peer, &federation.HandoffAbort{Group: shard.Group, Shard: idx, Epoch: epoch, Code: code}); nerr != nil {
+			c.log.LogAttrs(ctx, slog.LevelDebug, "handoff abort not sent", slog.String("to", peer), slog.Any("error", nerr))
+		}
+		return err
+	}
+	if len(recs) > 0 {
+		if err := c.writeRecords(ctx, peer, shard, epoch, recs); err != nil {
+			return abort(err)
+		}
+	}
+	if err := c.fed.Call(ctx, peer, &federation.HandoffDone{Group: shard.Group, Shard: idx, Epoch: epoch,
+		Count: uint64(len(recs)), BudgetNs: budgetOf(ctx, 30*time.Second)}); err != nil {
+		return abort(err)
+	}
+	return nil
+}
+
+// writeRecords writes recs on a bulk state stream to peer and closes it.
+func (c *cluster) writeRecords(ctx context.Context, peer string, shard placement.ShardRef, epoch uint64, recs []shipped) error {
+	conn, err := c.tr.DialStream(ctx, peer, serviceState)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	w := bufio.NewWriter(conn)
+	var b []byte
+	for i, r := range recs {
+		rec := federation.StateRecord{Group: shard.Group, Shard: uint32(shard.Index), Epoch: epoch, Seq: uint64(i + 1),
+			Actor: federation.Actor{Kind: r.id.Kind, Key: r.id.Key, Incarnation: r.inc}, State: r.state}
+		if b, err = rec.AppendBARE(b[:0]); err != nil {
+			return err
+		}
+		if err := writeMsg(w, b); err != nil {
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+// ---- handoff: the new owner's side ----
+
+// maxTransfers bounds the handoffs a node receives at once.
+const maxTransfers = 64
+
+type transferKey struct {
+	from  string
+	shard placement.ShardRef
+	epoch uint64
+}
+
+// transfer is one handoff this node receives, from HandoffBegin to
+// HandoffDone or HandoffAbort. Its fields are guarded by cluster.xmu.
+type transfer struct {
+	deadline time.Time
+	got      uint64              // records stored, or queued (the shard's reminders)
+	stored   []prospero.Identity // of them, actors (not the shard's reminders)
+	// reminders are the keys of the shard's reminder records received;
+	// queued counts those whose group-committed write is not durable yet.
+	reminders map[string]bool
+	queued    int
+	closed    bool          // the records' stream ended cleanly
+	err       error         // a record was refused, or the transfer was aborted
+	changed   chan struct{} // closed and replaced on every change
+}
+
+func (t *transfer) signal() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// lookupTransfer returns the transfer of k, dropping expired ones.
+func (c *cluster) lookupTransfer(k transferKey) *transfer {
+	c.xmu.Lock()
+	defer c.xmu.Unlock()
+	c.expireTransfersLocked()
+	return c.transfers[k]
+}
+
+func (c *cluster) expireTransfersLocked() {
+	now := time.Now()
+	for k, t := range c.transfers {
+		if now.After(t.deadline) {
+			t.err = fmt.Errorf("%w: expired", errUnknownTransfer)
+			t.signal()
+			delete(c.transfers, k)
+		}
+	}
+}
+
+type fedHandler struct{ c *cluster }
+
+var _ federation.Handler = fedHandler{}
+
+// Forward applies a placement command a follower forwarded (this node
+// must be the leader).
+func (h fedHandler) Forward(ctx context.Context, _ string, m *federation.ForwardCommand) error {
+	return h.c.pl.ApplyForwarded(ctx, m.Command)
+}
+
+// Move is the old owner's side of a move the leader asks for.
+func (h fedHandler) Move(ctx context.Context, _ string, m *federation.MoveRequest) error {
+	c := h.c
+	if m.From != c.name || m.To == "" || m.To == c.name {
+		return fmt.Errorf("%w: move of shard %d from %q to %q sent to %s", federation.ErrBadRequest, m.Shard, m.From, m.To, c.name)
+	}
+	return c.shipShard(ctx, placement.Move{Shard: placement.ShardRef{Group: m.Group, Index: int(m.Shard)},
+		From: m.From, Epoch: m.Epoch, To: m.To})
+}
+
+// HandoffBegin opens a transfer once this node's applied table shows the
+// move (from owning the shard at the epoch before, moving here).
+func (h fedHandler) HandoffBegin(ctx context.Context, from string, m *federation.HandoffBegin) error {
+	c := h.c
+	shard := placement.ShardRef{Group: m.Group, Index: int(m.Shard)}
+	if err := c.admitTransfer(ctx, shard, from, m.Epoch); err != nil {
+		return err
+	}
+	budget := min(time.Duration(min(m.BudgetNs, uint64(federation.MaxBudget))), federation.MaxBudget)
+	if budget <= 0 {
+		budget = federation.DefaultBudget
+	}
+	k := transferKey{from: from, shard: shard, epoch: m.Epoch}
+	c.xmu.Lock()
+	defer c.xmu.Unlock()
+	c.expireTransfersLocked()
+	if old, ok := c.transfers[k]; ok {
+		// The old owner tries again: the earlier attempt is superseded.
+		old.err = fmt.Errorf("%w: superseded by a new begin", errUnknownTransfer)
+		old.signal()
+	} else if len(c.transfers) >= maxTransfers {
+		return fmt.Errorf("%w: %d handoffs in progress", federation.ErrBusy, len(c.transfers))
+	}
+	c.transfers[k] = &transfer{deadline: time.Now().Add(budget), changed: make(chan struct{})}
+	return nil
+}
+
+// HandoffDone answers once every record of the transfer arrived on its
+// stream and was stored, and the table still shows the move.
+func (h fedHandler) HandoffDone(ctx context.Context, from string, m *federation.HandoffDone) error {
+	c := h.c
+	shard := placement.ShardRef{Group: m.Group, Index: int(m.Shard)}
+	k := transferKey{from: from, shard: shard, epoch: m.Epoch}
+	t := c.lookupTransfer(k)
+	if t == nil {
+		return fmt.Errorf("%w: done of %s epoch %d from %s", errUnknownTransfer, shard, m.Epoch, from)
+	}
+	drop := func() {
+		c.xmu.Lock()
+		if c.transfers[k] == t {
+			delete(c.transfers, k)
+		}
+		c.xmu.Unlock()
+	}
+	for {
+		c.xmu.Lock()
+		err, got, closed, ch := t.err, t.got, t.closed, t.changed
+		stored, queued, rems := t.stored, t.queued, t.reminders
+		c.xmu.Unlock()
+		switch {
+		case err != nil:
+			drop()
+			return err
+		case got > m.Count:
+			drop()
+			return fmt.Errorf("%w: %d announced, more arrived", errCountMismatch, m.Count)
+		case got == m.Count && (closed || m.Count == 0) && queued == 0:
+			drop()
+			if err := c.admitTransfer(ctx, shard, from, m.Epoch); err != nil {
+				return err
+			}
+			if c.n.repl != nil {
+				// Possibly a promotion (the old owner decides, by its own
+				// table): this node may take the shard over from its own
+				// copy. Every record it acknowledged must be in its store
+				// before it serves, and in its shard index.
+				if err := c.n.repl.Flush(); err != nil {
+					return err
+				}
+				held, err := c.heldInShard(ctx, shard)
+				if err != nil {
+					return err
+				}
+				stored = slices.Clip(stored)
+				for _, id := range held {
+					if !isReserved(id) { // the shard's reminders are in no index
+						stored = append(stored, id)
+					}
+				}
+			}
+			// This node may hold older copies of the shard's reminder
+			// records (it was a replica that fell out of the set): those
+			// the old owner no longer has would bring cancelled reminders
+			// back.
+			if err := c.dropStaleReminders(ctx, shard, rems); err != nil {
+				return err
+			}
+			if len(stored) == 0 {
+				return nil
+			}
+			return c.updateIndex(ctx, shard, stored, nil)
+		case closed && got != m.Count:
+			drop()
+			return fmt.Errorf("%w: %d announced, %d arrived", errCountMismatch, m.Count, got)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			drop()
+			return ctx.Err()
+		}
+	}
+}
+
+// HandoffAbort drops the transfer: its stream stops at the next record.
+func (h fedHandler) HandoffAbort(from string, m *federation.HandoffAbort) {
+	c := h.c
+	k := transferKey{from: from, shard: placement.ShardRef{Group: m.Group, Index: int(m.Shard)}, epoch: m.Epoch}
+	c.xmu.Lock()
+	defer c.xmu.Unlock()
+	if t, ok := c.transfers[k]; ok {
+		t.err = fmt.Errorf("%w: aborted by the old owner (%s)", errUnknownTransfer, m.Code)
+		t.signal()
+		delete(c.transfers, k)
+		c.aborts.Add(1)
+	}
+}
+
+// CancelAsk withdraws the ask id that from's caller gave up on, if its
+// turn has not started here.
+func (h fedHandler) CancelAsk(from string, m *federation.CancelAsk) federation.Code {
+	if h.c.rem != nil && h.c.rem.mail.Withdraw(from, m.Id) {
+		return federation.CodeOk
+	}
+	return federation.CodeUnknownAsk
+}
+
+// serveState reads a bulk state stream: the records of a transfer begun
+// on the control lane. Each is stored only while this node's applied
+// table shows that very move (the sender owning the shard at the epoch
+// before the announced one, moving to this node), checked again before
+// every write: records that arrive after the move completed, aborted or
+// was superseded are refused, so they can never overwrite state this
+// node acknowledged as the owner since. A refusal ends the stream; the
+// transfer's HandoffDone is answered with its code.
+func (c *cluster) serveState(conn net.Conn) error {
+	from := conn.RemoteAddr().String()
+	r := bufio.NewReader(conn)
+	var t *transfer
+	var k transferKey
+	fail := func(t *transfer, err error) error {
+		c.log.LogAttrs(c.ctx, slog.LevelWarn, "handoff refused", slog.String("from", from), slog.Any("error", err))
+		if t != nil {
+			c.xmu.Lock()
+			if t.err == nil {
+				t.err = err
+				t.signal()
+			}
+			c.xmu.Unlock()
+		}
+		return err
+	}
+	for {
+		b, err := readMsg(r)
+		if errors.Is(err, io.EOF) && t != nil {
+			c.xmu.Lock()
+			t.closed = true
+			t.signal()
+			c.xmu.Unlock()
+			return nil
+		}
+		if err != nil {
+			return fail(t, err)
+		}
+		var rec federation.StateRecord
+		if err := rec.UnmarshalBARE(b); err != nil {
+			return fail(t, fmt.Errorf("%w: %w", federation.ErrBadRequest, err))
+		}
+		shard := placement.ShardRef{Group: rec.Group, Index: int(rec.Shard)}
+		key := transferKey{from: from, shard: shard, epoch: rec.Epoch}
+		if t == nil {
+			if t = c.lookupTransfer(key); t == nil {
+				return fail(nil, fmt.Errorf("%w: records of %s epoch %d", errUnknownTransfer, shard, rec.Epoch))
+			}
+			k = key
+		}
+		c.xmu.Lock()
+		terr, got, deadline := t.err, t.got, t.deadline
+		c.xmu.Unlock()
+		switch {
+		case terr != nil:
+			return terr
+		case key != k || rec.Seq != got+1:
+			return fail(t, fmt.Errorf("%w: record of %s epoch %d seq %d out of its handoff", errStaleTransfer, shard, rec.Epoch, rec.Seq))
+		}
+		id := prospero.Identity{Kind: rec.Actor.Kind, Key: rec.Actor.Key}
+		loc, err := c.pl.Locate(id.Kind, id.Key)
+		if ref, ok := reminderRecordShard(id); ok {
+			loc, err = placement.Location{Shard: ref}, nil
+		}
+		if (err != nil && loc.Shard == (placement.ShardRef{})) || loc.Shard != shard {
+			return fail(t, fmt.Errorf("%w: %q is not in %s", errStaleTransfer, id.String(), shard))
+		}
+		ctx, cancel := context.WithDeadline(c.ctx, deadline)
+		admit := func() error { return c.admitTransfer(ctx, shard, from, rec.Epoch) }
+		if id.Kind == reminders.RecordKind {
+			// A shard holds a record per reminder: their writes are
+			// group-committed (HandoffDone waits for them), not one
+			// fsync each.
+			err = c.queueReminderRecord(ctx, t, id, rec.Actor.Incarnation, rec.State, admit)
+			cancel()
+			if err != nil {
+				return fail(t, err)
+			}
+			// Stored here alone: the engine writes them once more, through
+			// the replicated store, once it holds the shard.
+			if r := c.n.run.Load(); r != nil {
+				r.rem.Resync(shardKey(shard))
+			}
+			c.xmu.Lock()
+			t.got++
+			t.signal()
+			c.xmu.Unlock()
+			continue
+		}
+		err = c.storeState(ctx, id, rec.Actor.Incarnation, rec.State, admit)
+		cancel()
+		if err != nil {
+			return fail(t, err)
+		}
+		c.xmu.Lock()
+		t.got++
+		if !isReserved(id) {
+			t.stored = append(t.stored, id)
+		}
+		t.signal()
+		c.xmu.Unlock()
+	}
+}
+
+// queueReminderRecord stores one of a handed-off shard's reminder
+// records in this node's store as a group-committed write, conditional
+// on the version read just before (nothing else writes the records of a
+// shard this node does not own yet). Its completion is counted in t: a
+// failure fails the transfer.
+func (c *cluster) queueReminderRecord(ctx context.Context, t *transfer, id prospero.Identity, inc uint64, state []byte, admit func() error) error {
+	if err := admit(); err != nil {
+		return err
+	}
+	var expected uint64
+	cur, err := c.n.store.Get(ctx, id)
+	switch {
+	case err == nil:
+		expected = cur.Version
+	case !errors.Is(err, prospero.ErrNotFound):
+		return err
+	}
+	c.xmu.Lock()
+	if t.reminders == nil {
+		t.reminders = map[string]bool{}
+	}
+	t.reminders[id.Key] = true
+	t.queued++
+	c.xmu.Unlock()
+	c.n.store.PutAsync(id, expected, prospero.Record{Incarnation: inc, State: state}, func(_ uint64, err error) {
+		c.xmu.Lock()
+		defer c.xmu.Unlock()
+		t.queued--
+		if err != nil && t.err == nil {
+			t.err = fmt.Errorf("tempest: handoff: %q: %w", id.String(), err)
+		}
+		t.signal()
+	})
+	return nil
+}
+
+// dropStaleReminders deletes the reminder records of shard in this
+// node's store that a completed handoff did not bring (keep: the keys it
+// brought).
+func (c *cluster) dropStaleReminders(ctx context.Context, shard placement.ShardRef, keep map[string]bool) error {
+	recs, err := reminders.Records(ctx, c.n.store, shardKey(shard))
+	if err != nil {
+		return err
+	}
+	var stale []prospero.Identity
+	for _, r := range recs {
+		if !keep[r.Key] {
+			stale = append(stale, prospero.Identity{Kind: reminders.RecordKind, Key: r.Key})
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	return c.n.store.DeleteAll(ctx, stale)
+}
+
+// ---- remote Status and Passivate ----
+
+// Status answers a peer's StatusRequest for an actor this node owns.
+func (h fedHandler) Status(ctx context.Context, _ string, m *federation.StatusRequest) (federation.StatusReply, error) {
+	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
+	if err != nil {
+		return federation.StatusReply{}, err
+	}
+	st, err := h.c.n.statusHere(ctx, ref)
+	if err != nil {
+		return federation.StatusReply{}, err
+	}
+	return federation.StatusReply{State: fedState(st.State), Incarnation: st.Incarnation, Active: st.Active}, nil
+}
+
+// Passivate passivates an actor this node owns for a peer.
+func (h fedHandler) Passivate(ctx context.Context, _ string, m *federation.PassivateRequest) error {
+	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
+	if err != nil {
+		return err
+	}
+	return h.c.n.passivateHere(ctx, ref)
+}
+
+// ownedRef checks a peer's request about a, routed by the shard epoch
+// epoch: a valid identity of a kind registered here, in a shard this
+// node owns and may serve, at an epoch not newer than this node's (a
+// newer one means this node's table is behind the sender's: it may have
+// lost the shard already). Otherwise it answers why: NOT_OWNER with the
+// owner as this node's table shows it, NOT_SERVING, NO_QUORUM,
+// UNKNOWN_KIND, INVALID_KEY.
+func (c *cluster) ownedRef(a federation.Actor, epoch uint64) (actor.Ref, error) {
+	ref := actor.Virtual(a.Kind, a.Key).WithIncarnation(a.Incarnation)
+	if err := ref.Check(); err != nil {
+		return actor.Ref{}, err
+	}
+	if c.n.kind(ref.Kind()) == nil {
+		return actor.Ref{}, fmt.Errorf("%w: %q", actor.ErrUnknownKind, ref.Kind())
+	}
+	owner, local, err := c.locate(ref)
+	switch {
+	case err != nil:
+		return actor.Ref{}, err
+	case !local:
+		return actor.Ref{}, ownerHint{owner}
+	}
+	if cur := c.epochOf(prospero.IdentityOf(ref)); epoch > cur {
+		return actor.Ref{}, fmt.Errorf("%w: %w: %s routed at epoch %d, this node has %d",
+			actor.ErrProcessUnavailable, placement.ErrBehind, ref, epoch, cur)
+	}
+	return ref, nil
+}
+
+var toFedState = map[actor.ReferenceState]federation.ReferenceState{
+	actor.Unknown:            federation.ReferenceStateUnknown,
+	actor.Valid:              federation.ReferenceStateValid,
+	actor.Dormant:            federation.ReferenceStateDormant,
+	actor.ActorTerminated:    federation.ReferenceStateActorTerminated,
+	actor.ProcessUnavailable: federation.ReferenceStateProcessUnavailable,
+}
+
+func fedState(s actor.ReferenceState) federation.ReferenceState { return toFedState[s] }
+
+func actorState(s federation.ReferenceState) actor.ReferenceState {
+	for a, f := range toFedState {
+		if f == s {
+			return a
+		}
+	}
+	return actor.Unknown
+}
+
+// maxOwnerHops bounds how often a remote Status or Passivate follows a
+// NOT_OWNER answer to another node before it reports the actor's node
+// unavailable.
+const maxOwnerHops = 4
+
+// onOwner runs op on the node that owns ref: here (here is called) or on
+// the owner by this node's table, following a NOT_OWNER answer's hint
+// (or this node's table once it changed) a few times. It returns
+// errUnreachable-wrapped errors (matching actor.ErrProcessUnavailable)
+// when the owner cannot be reached or cannot serve.
+func (c *cluster) onOwner(ctx context.Context, ref actor.Ref, here func() error, remote func(owner string, epoch uint64) error) (string, error) {
+	var hint string
+	for hop := 0; ; hop++ {
+		owner, local, err := c.locate(ref)
+		if err != nil {
+			return "", err
+		}
+		if local {
+			return c.name, here()
+		}
+		if hint != "" && hint != c.name {
+			owner = hint
+		}
+		err = remote(owner, c.epochOf(prospero.IdentityOf(ref)))
+		var fe *federation.Error
+		if !errors.As(err, &fe) || fe.Code != federation.CodeNotOwner {
+			return owner, err
+		}
+		if hop+1 >= maxOwnerHops {
+			return owner, fmt.Errorf("%w: %s: owner not found after %d tries: %w", actor.ErrProcessUnavailable, ref, maxOwnerHops, err)
+		}
+		if fe.OwnerHint == "" || fe.OwnerHint == owner {
+			if werr := c.awaitChange(ctx, 50*time.Millisecond); werr != nil {
+				return owner, werr
+			}
+			hint = ""
+		} else {
+			hint = fe.OwnerHint
+		}
+	}
+}
+
+// remoteStatus is Node.Status in a cluster.
+func (c *cluster) remoteStatus(ctx context.Context, ref actor.Ref) (Status, error) {
+	var st Status
+	owner, err := c.onOwner(ctx, ref, func() (err error) {
+		st, err = c.n.statusHere(ctx, ref)
+		return err
+	}, func(owner string, epoch uint64) error {
+		r, err := c.fed.Status(ctx, owner, &federation.StatusRequest{Epoch: epoch,
+			Actor: federation.Actor{Kind: ref.Kind(), Key: ref.Key(), Incarnation: ref.Incarnation()}})
+		if err != nil {
+			return err
+		}
+		st = Status{Kind: ref.Kind(), Key: ref.Key(), State: actorState(r.State), Node: owner,
+			Incarnation: r.Incarnation, Active: r.Active}
+		return nil
+	})
+	if err != nil && errors.Is(err, actor.ErrProcessUnavailable) {
+		// The owner cannot be reached or cannot serve now: the same answer
+		// a node gives for an actor of a shard it cannot serve.
+		return Status{Kind: ref.Kind(), Key: ref.Key(), State: actor.ProcessUnavailable, Node: owner}, nil
+	}
+	return st, err
+}
+
+// remotePassivate is Node.Passivate in a cluster.
+func (c *cluster) remotePassivate(ctx context.Context, ref actor.Ref) error {
+	_, err := c.onOwner(ctx, ref, func() error { return c.n.passivateHere(ctx, ref) },
+		func(owner string, epoch uint64) error {
+			return c.fed.Call(ctx, owner, &federation.PassivateRequest{Epoch: epoch, BudgetNs: budgetOf(ctx, 30*time.Second),
+				Actor: federation.Actor{Kind: ref.Kind(), Key: ref.Key(), Incarnation: ref.Incarnation()}})
+		})
+	return err
+}
+
+// FederationStats are a node's federation protocol counters.
+type FederationStats struct {
+	federation.Stats
+	// HandoffsAborted counts transfers the old owner aborted.
+	HandoffsAborted uint64
+	// HandoffsPromoted counts planned moves from this node to a follower
+	// in the shard's in-sync set: a promotion, which ships none of the
+	// actors' state (the follower has it).
+	HandoffsPromoted uint64
+	// Hydrated counts activations started here by warm handoffs (the old
+	// owner's HydrateRequest); HydrateBusy the HydrateRequests this node
+	// answered BUSY because its backlog was full; HydrateRetries the BUSY
+	// answers this node, as the old owner, waited out and retried.
+	Hydrated, HydrateBusy, HydrateRetries uint64
+	// MailBusy counts mail from peers this node refused BUSY because it
+	// needed an activation while the hydration backlog was full (the
+	// sender sends it again after the wait the refusal asks for).
+	MailBusy uint64
+}
+
+// FederationStats returns the node's federation counters (zero for a
+// standalone node).
+func (n *Node) FederationStats() FederationStats {
+	if n.cl == nil || n.cl.fed == nil {
+		return FederationStats{}
+	}
+	c := n.cl
+	return FederationStats{Stats: c.fed.Stats(), HandoffsAborted: c.aborts.Load(), HandoffsPromoted: c.promoted.Load(),
+		Hydrated: c.hydrated.Load(), HydrateBusy: c.hydrateBusy.Load(), HydrateRetries: c.hydrateRetries.Load(),
+		MailBusy: c.mailBusy.Load()}
+}

@@ -1,0 +1,215 @@
+package tempest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/prospero/federation"
+)
+
+// Warm handoff: on a planned move the old owner names the identities
+// that were active when it quiesced them (HydrateRequest), and the new
+// owner activates them once its table shows it owning the shard, so the
+// first ask after the move finds its actor in memory instead of paying
+// the hydration itself. See docs/federation.md.
+
+const (
+	// maxHydrateActors bounds the identities one HydrateRequest names;
+	// the old owner names the first ones in its order when it had more.
+	maxHydrateActors = 4096
+	// hydrateWait bounds how long the new owner waits for its table to
+	// show it owning the shard, and the old owner's retries on BUSY.
+	hydrateWait = 10 * time.Second
+)
+
+// warmKey names one move's warm-up on the new owner.
+type warmKey = transferKey
+
+// requestHydration tells the new owner of m which of its identities
+// were active here. It runs after the move was answered, so it never
+// delays the move; a BUSY answer is retried after the delay it names,
+// within hydrateWait. Failure costs only a cold first ask.
+func (c *cluster) requestHydration(m placement.Move, active []prospero.Identity) {
+	if len(active) == 0 || !c.warmHandoff.Load() || c.ctx.Err() != nil {
+		return
+	}
+	if len(active) > maxHydrateActors {
+		active = active[:maxHydrateActors]
+	}
+	req := &federation.HydrateRequest{Group: m.Shard.Group, Shard: uint32(m.Shard.Index), Epoch: m.Epoch + 1,
+		BudgetNs: uint64(hydrateWait)}
+	for _, id := range active {
+		req.Actors = append(req.Actors, federation.Actor{Kind: id.Kind, Key: id.Key})
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, hydrateWait)
+		defer cancel()
+		retries, err := c.fed.CallRetrying(ctx, m.To, req)
+		c.hydrateRetries.Add(uint64(retries))
+		if err != nil {
+			c.log.LogAttrs(ctx, slog.LevelDebug, "hydration request not taken", slog.String("to", m.To),
+				slog.String("shard", m.Shard.String()), slog.Int("retries", retries), slog.Any("error", err))
+		}
+	}()
+}
+
+// Hydrate is the new owner's side: it checks the request against its
+// applied table (the sender owns the shard at the epoch before, moving
+// here, or this node owns it at the epoch now), the identities (valid,
+// of a kind hosted here, in that shard) and its hydration backlog, then
+// schedules the activations; they run once the table shows this node
+// owning the shard at the epoch.
+func (h fedHandler) Hydrate(_ context.Context, from string, m *federation.HydrateRequest) error {
+	c := h.c
+	if len(m.Actors) == 0 || len(m.Actors) > maxHydrateActors {
+		return fmt.Errorf("%w: %d identities to hydrate (1 to %d)", federation.ErrBadRequest, len(m.Actors), maxHydrateActors)
+	}
+	shard := placement.ShardRef{Group: m.Group, Index: int(m.Shard)}
+	refs := make([]actor.Ref, 0, len(m.Actors))
+	for _, a := range m.Actors {
+		ref := actor.Virtual(a.Kind, a.Key)
+		if err := ref.Check(); err != nil {
+			return fmt.Errorf("%w: %w", federation.ErrBadRequest, err)
+		}
+		if c.n.kind(a.Kind) == nil {
+			return fmt.Errorf("%w: kind %q is not hosted here", federation.ErrBadRequest, a.Kind)
+		}
+		if loc, err := c.pl.Locate(a.Kind, a.Key); err != nil && loc.Shard == (placement.ShardRef{}) || loc.Shard != shard {
+			return fmt.Errorf("%w: %s is not in %s", federation.ErrBadRequest, ref, shard)
+		}
+		refs = append(refs, ref)
+	}
+	s, ok := c.pl.Owner(shard)
+	moving := ok && s.Epoch+1 == m.Epoch && s.Owner == from && s.MovingTo == c.name
+	moved := ok && s.Epoch == m.Epoch && s.Owner == c.name
+	if !moving && !moved {
+		return fmt.Errorf("%w: hydration of %s at epoch %d from %s: this node's table shows owner %q at epoch %d moving to %q",
+			errStaleTransfer, shard, m.Epoch, from, s.Owner, s.Epoch, s.MovingTo)
+	}
+	key := warmKey{from: from, shard: shard, epoch: m.Epoch}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	for k := range c.warmed { // forget the warm-ups of moves this table is past
+		if s, ok := c.pl.Owner(k.shard); !ok || s.Epoch > k.epoch {
+			delete(c.warmed, k)
+		}
+	}
+	// Busy first: a request refused BUSY was not taken, and its retry
+	// is then judged afresh (a replay of a taken one: DUPLICATE).
+	if limit := c.hydrateBacklog(); c.warming > 0 && c.warming+len(refs) > limit {
+		c.hydrateBusy.Add(1)
+		return &federation.BusyError{Delay: c.hydrateRetryAfter(),
+			Reason: fmt.Sprintf("%d activations scheduled, backlog %d", c.warming, limit)}
+	}
+	if c.warmed[key] {
+		return fmt.Errorf("%w: hydration of %s at epoch %d from %s already taken", federation.ErrDuplicate, shard, m.Epoch, from)
+	}
+	c.warmed[key] = true
+	c.warming += len(refs)
+	c.wg.Add(1)
+	go c.warm(key, refs)
+	return nil
+}
+
+// hydrateBacklog is how many activations warm handoffs may have
+// scheduled and not yet started: sixteen times the node's hydration
+// budget (the activations its supervisor runs at once).
+func (c *cluster) hydrateBacklog() int {
+	return 16 * max(c.n.cfg.Supervisor.HydrationBudget, 1)
+}
+
+// hydrationBusy is the admission check of mail from peers (remote.busy):
+// mail for an identity without a cell here would need an activation, and
+// while the activations waiting for the supervisor's hydration budget
+// are at the backlog (hydrateBacklog) it is refused BUSY, asking the
+// sender to wait about the time the backlog takes to drain, rather than
+// queued without bound. Mail for an identity resident here is never
+// refused for it, nor is the supervisor read then.
+func (c *cluster) hydrationBusy(to actor.Ref) (time.Duration, string, bool) {
+	n := c.n
+	if n.sched == nil || n.sup == nil || n.sched.Resident(to) {
+		return 0, "", false
+	}
+	waiting, limit := n.sup.HydrationWaiting(), c.hydrateBacklog()
+	if waiting < limit {
+		return 0, "", false
+	}
+	c.mailBusy.Add(1)
+	d := time.Duration(waiting/max(n.cfg.Supervisor.HydrationBudget, 1)) * 5 * time.Millisecond
+	return min(max(d, 10*time.Millisecond), time.Second),
+		fmt.Sprintf("%d activations waiting for the hydration budget, backlog %d", waiting, limit), true
+}
+
+// hydrateRetryAfter is the delay a BUSY answer asks for: about the time
+// the backlog takes to drain at a few milliseconds per activation, at
+// least 10 ms and at most a second. The caller holds c.wmu.
+func (c *cluster) hydrateRetryAfter() time.Duration {
+	d := time.Duration(c.warming/max(c.n.cfg.Supervisor.HydrationBudget, 1)) * 5 * time.Millisecond
+	return min(max(d, 10*time.Millisecond), time.Second)
+}
+
+// warm waits until this node's table shows it owning key's shard at
+// key's epoch, then activates refs through the supervisor (under the
+// hydration budget), as first mail for them would. A table that moves
+// past the epoch first ends it: the shard is someone else's again.
+func (c *cluster) warm(key warmKey, refs []actor.Ref) {
+	defer c.wg.Done()
+	defer func() {
+		c.wmu.Lock()
+		c.warming = max(c.warming-len(refs), 0)
+		c.wmu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(c.ctx, hydrateWait)
+	defer cancel()
+	for {
+		s, ok := c.pl.Owner(key.shard)
+		if ok && s.Epoch == key.epoch && s.Owner == c.name && s.MovingTo == "" {
+			break
+		}
+		if ok && s.Epoch > key.epoch || (s.Epoch == key.epoch && s.Owner != c.name) {
+			return
+		}
+		if err := c.awaitChange(ctx, 50*time.Millisecond); err != nil {
+			return
+		}
+	}
+	r, err := c.n.running()
+	if err != nil {
+		return
+	}
+	// Routing may refuse for a moment yet (a lease being renewed on a node
+	// that just joined, a table catching up): those wait for the next
+	// change, as mail for them would.
+	pending := refs
+	for len(pending) > 0 {
+		var later []actor.Ref
+		for _, ref := range pending {
+			_, local, err := c.locate(ref)
+			switch {
+			case err != nil && waitable(err):
+				later = append(later, ref)
+				continue
+			case err != nil || !local:
+				continue
+			}
+			if err := r.sched.EnsureCell(ref, 0, 0); err != nil {
+				continue
+			}
+			if err := r.sup.Ring(ref); err == nil {
+				c.hydrated.Add(1)
+			}
+		}
+		if pending = later; len(pending) > 0 {
+			if err := c.awaitChange(ctx, 50*time.Millisecond); err != nil {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package tempest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/wire"
+)
+
+// The retry policy of every sender (program code, actor tells, actor asks,
+// asks made inside a turn) is one: a message is sent again only when it
+// certainly did not run, only within its bound, and only after something
+// changed that may let it through.
+//
+//   - What may be sent again (resendable): a send that failed before it
+//     left this node because placement is in flux (waitable: the shard is
+//     moving, not placed yet, its owner is down, this node's table is behind
+//     or its lease is not fresh), and a refusal by the owner's node, which
+//     never ran it: NOT_OWNER (the sender routed by a stale table) and
+//     NOT_SERVING (the owner cannot serve for a moment), and BUSY (the
+//     message needs an activation and the owner is over its hydration
+//     backlog: it is sent again after the wait the refusal asks for). Never an ask whose
+//     turn ran and did not commit (actor.ErrNotCommitted: its outcome is
+//     unknown), never a link that went down under a sent message (whether
+//     the peer acted on it is unknown), never any other refusal.
+//   - When: a NOT_OWNER refusal is sent again as soon as this node's table
+//     routes the recipient elsewhere, or to the same node at another epoch,
+//     than when it was refused: the wait is for the table to change, never
+//     a timer. The others are sent again when the table changes, or after a
+//     back-off (retryBackoff: 5 ms doubling to 100 ms), since a lease being
+//     renewed or a peer's table catching up is no change of this node's
+//     table.
+//   - How long: an ask until its deadline (then it fails as a deadline,
+//     naming nothing it did not do); a tell for tellRetryWait from its own
+//     first refusal (then an actor sender gets it back as
+//     actor.Undelivered with actor.ErrProcessUnavailable, and program code,
+//     which nobody can tell, has it counted in Stats().Retry.GaveUp).
+//
+// The queue that holds such mail is the routing layer's (handoff_buffer.go),
+// keyed by recipient so that mail from one sender to one recipient keeps its
+// order; program code that gets a waitable error back at once (Node.Tell,
+// or an ask refused by this node's own activation fence) waits in its own
+// goroutine under the same rules (awaitRetry).
+
+// tellRetryWait bounds how long a tell may wait to be sent again.
+const tellRetryWait = actor.DefaultAskTimeout
+
+// Back-off between attempts that no table change prompts.
+const (
+	retryBackoffMin = 5 * time.Millisecond
+	retryBackoffMax = 100 * time.Millisecond
+)
+
+// retryBackoff is the wait before attempt n+1 (n ≥ 0) when no table
+// change prompts it.
+func retryBackoff(n int) time.Duration {
+	d := retryBackoffMin
+	for ; n > 0 && d < retryBackoffMax; n-- {
+		d *= 2
+	}
+	return min(d, retryBackoffMax)
+}
+
+// resendable reports whether a send that failed with err may be sent
+// again under the policy above.
+func resendable(err error) bool {
+	if err == nil || errors.Is(err, actor.ErrNotCommitted) {
+		return false
+	}
+	return waitable(err) || errors.Is(err, wire.ErrNotOwner) || errors.Is(err, wire.ErrBusy)
+}
+
+// busyFor returns the wait a BUSY refusal asks for (at least the first
+// back-off), and whether err is one.
+func busyFor(err error) (time.Duration, bool) {
+	var re *wire.RefusedError
+	if !errors.As(err, &re) || re.Reason != wire.RefusedReasonBusy {
+		return 0, false
+	}
+	return max(re.RetryAfter, retryBackoffMin), true
+}
+
+// refusedBy returns the node that refused err and whether the refusal was
+// NOT_OWNER, for a *wire.RefusedError.
+func refusedBy(err error) (node string, notOwner bool) {
+	var re *wire.RefusedError
+	if !errors.As(err, &re) {
+		return "", false
+	}
+	return re.Node, re.Reason == wire.RefusedReasonNotOwner
+}
+
+// awaitRetry waits before attempt n+1 of a send from program code that
+// failed with a resendable error: until the applied table changes, the
+// back-off passes, or ctx ends (its error) or the node closes (ErrClosed).
+func (c *cluster) awaitRetry(ctx context.Context, n int) error {
+	return c.awaitChange(ctx, retryBackoff(n))
+}

@@ -1,0 +1,183 @@
+package tempest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/wire"
+)
+
+// newBufRemote is a routing layer with retry queues on a virtual clock
+// and no peers: locate answers with loc.
+func newBufRemote(tb testing.TB, loc remoteLocator) (*remote, *ariel.SimClock) {
+	tb.Helper()
+	clk := ariel.NewSimClock(time.Unix(1_000_000, 0))
+	s, err := ariel.New(ariel.Config{Node: "a", Workers: 1, Clock: clk})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = s.Close(context.Background()) })
+	return &remote{self: "a", sched: s, locate: loc, buf: newHandoffBuffer(handoffBufferPerShard, handoffBufferWait)}, clk
+}
+
+// parkRefused queues n tells, each to its own recipient, as refused
+// NOT_SERVING by their owner: each waits for its back-off.
+func parkRefused(tb testing.TB, r *remote, n int) {
+	tb.Helper()
+	r.buf.limit = n + 1
+	for i := range n {
+		m := ariel.Outbound{To: actor.Virtual("log", fmt.Sprint(i)), From: actor.Virtual("pump", "p"), Msg: rtSeq{Kind: "seq"}}
+		if !r.retry(m, 0, wire.NotServing(fmt.Errorf("lease not fresh"))) {
+			tb.Fatalf("tell %d not taken", i)
+		}
+	}
+}
+
+// BenchmarkFlushBufferedRecipients: one pass of the retry loop over n
+// waiting recipients, each refused once, none due: its cost per
+// recipient must not grow with n (a pass once swept every recipient's
+// refusal record once per recipient, under the lock every send takes).
+func BenchmarkFlushBufferedRecipients(b *testing.B) {
+	for _, n := range []int{2000, 8000} {
+		b.Run(fmt.Sprint("recipients=", n), func(b *testing.B) {
+			r, _ := newBufRemote(b, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
+			parkRefused(b, r, n)
+			b.ResetTimer()
+			for range b.N {
+				r.flushBuffered()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/recipient")
+		})
+	}
+}
+
+// TestRetryQueueFullCountsProgramTells: a tell from program code refused
+// by its owner and turned away by a full retry queue is lost, as is one
+// that waited out the retry wait: both are counted given up, once each
+// (nobody else is left to tell).
+func TestRetryQueueFullCountsProgramTells(t *testing.T) {
+	r, clk := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
+	r.buf.limit = 1
+	refusal := wire.NotServing(fmt.Errorf("lease not fresh"))
+	to := actor.Virtual("log", "x")
+	for i := range 2 {
+		if !r.retry(ariel.Outbound{To: to, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: uint64(i)}}, 0, refusal) {
+			t.Fatalf("tell %d not taken", i)
+		}
+	}
+	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 1 || g != 1 {
+		t.Fatalf("queue full: %d waiting, %d given up; want 1 and 1", w, g)
+	}
+	clk.Advance(handoffBufferWait)
+	r.flushBuffered()
+	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 0 || g != 2 {
+		t.Fatalf("after the wait: %d waiting, %d given up; want 0 and 2", w, g)
+	}
+}
+
+// TestRetryQueueBoundPerShard: refusals of recipients in different
+// shards of one kind fill their own shard's bound, not one the whole
+// kind shares; recipients whose shard is not known share their kind's.
+func TestRetryQueueBoundPerShard(t *testing.T) {
+	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
+	r.shardName = func(to actor.Ref) (string, bool) { return "log/" + to.Key(), to.Key() != "unplaced" }
+	r.buf.limit = 2
+	refusal := wire.Busy(10*time.Millisecond, "hydration backlog")
+	tell := func(key string) {
+		t.Helper()
+		if !r.retry(ariel.Outbound{To: actor.Virtual("log", key), Msg: rtSeq{Kind: "seq"}}, 0, refusal) {
+			t.Fatalf("tell to %s not taken", key)
+		}
+	}
+	for _, k := range []string{"a", "b", "c", "a", "b", "c"} {
+		tell(k)
+	}
+	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 6 || g != 0 {
+		t.Fatalf("%d waiting, %d given up; want 6 and 0", w, g)
+	}
+	tell("a") // a's shard is full
+	for range 3 {
+		tell("unplaced")
+	}
+	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 8 || g != 2 {
+		t.Fatalf("%d waiting, %d given up; want 8 and 2", w, g)
+	}
+}
+
+// TestRetryWaitPerTell: a tell's retry wait starts at its own first
+// refusal, not at the first refusal of another tell to its recipient: a
+// new tell refused 4.9 s into a BUSY episode still waits its 5 s. A tell
+// this node sent again keeps the start of its wait when it is refused
+// again, so none is resent longer than the wait.
+func TestRetryWaitPerTell(t *testing.T) {
+	r, clk := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
+	busy := wire.Busy(time.Minute, "hydration backlog") // no resend in this test
+	to := actor.Virtual("log", "x")
+	tell := func(n uint64) ariel.Outbound {
+		return ariel.Outbound{To: to, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
+	}
+	r.retry(tell(1), 0, busy)
+	clk.Advance(handoffBufferWait - 100*time.Millisecond)
+	r.retry(tell(2), 0, busy)
+	clk.Advance(100 * time.Millisecond)
+	r.flushBuffered()
+	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 1 || g != 1 {
+		t.Fatalf("at the first tell's end: %d waiting, %d given up; want 1 and 1", w, g)
+	}
+	clk.Advance(handoffBufferWait - 100*time.Millisecond - time.Millisecond)
+	r.flushBuffered()
+	if w := r.buf.n.Load(); w != 1 {
+		t.Fatalf("the second tell left %d before its wait ended", 1-w)
+	}
+	clk.Advance(time.Millisecond)
+	r.flushBuffered()
+	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 0 || g != 2 {
+		t.Fatalf("at the second tell's end: %d waiting, %d given up; want 0 and 2", w, g)
+	}
+
+	// Tell 3 waited 4.9 s and was sent again; its refusal keeps its start,
+	// while tell 4, new, refused at the same time, starts its own wait.
+	start := clk.Now()
+	clk.Advance(handoffBufferWait - 100*time.Millisecond)
+	r.noteResent(bufItem{m: tell(3), since: start})
+	r.retry(tell(4), 0, busy)
+	r.retry(tell(3), 0, busy)
+	clk.Advance(100 * time.Millisecond)
+	r.flushBuffered()
+	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 1 || g != 3 {
+		t.Fatalf("at the resent tell's end: %d waiting, %d given up; want 1 and 3", w, g)
+	}
+	if it, ok := r.buf.head(bufKey(to)); !ok || it.m.Msg.(rtSeq).DefaultDeadlineNs != 4 {
+		t.Fatalf("waiting: %+v, want tell 4", it.m.Msg)
+	}
+	// The echo of a resent tell whose codec decodes an empty slice as nil
+	// is still that tell: the same encoding.
+	r.reg = rtRegistry(t, false)
+	clk.Advance(handoffBufferWait) // tell 4 is given up
+	r.flushBuffered()
+	start = clk.Now()
+	clk.Advance(handoffBufferWait - 100*time.Millisecond)
+	r.noteResent(bufItem{m: ariel.Outbound{To: to, Msg: rtPayload{State: []byte{}}}, since: start})
+	r.retry(ariel.Outbound{To: to, Msg: rtPayload{}}, 0, busy)
+	clk.Advance(100 * time.Millisecond)
+	r.flushBuffered()
+	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 0 || g != 5 {
+		t.Fatalf("at the resent payload's end: %d waiting, %d given up; want 0 and 5", w, g)
+	}
+
+	// The record of the resend was used up by its refusal; one of a
+	// resend never refused is swept once no refusal can echo it.
+	r.noteResent(bufItem{m: tell(5), since: clk.Now()})
+	clk.Advance(2 * handoffBufferWait)
+	r.flushBuffered()
+	r.buf.mu.Lock()
+	left := len(r.buf.resentTells)
+	r.buf.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d recipients' resent tells kept after twice the wait", left)
+	}
+}

@@ -1,7 +1,8 @@
 // Package httpapi is a Tempest node's HTTP API as a handler a program
 // mounts on its own server: the admin endpoints (/v1/members,
 // /v1/placement, /v1/manifest, /v1/actors/{kind}/{key} status and
-// passivation), the JSON gateway (POST /v1/actors/{kind}/{key}/ask and
+// passivation, the inventory /v1/actors?kind=K, an identity's durable
+// reminders under /v1/actors/{kind}/{key}/reminders), the JSON gateway (POST /v1/actors/{kind}/{key}/ask and
 // /tell for every kind registered with a gateway schema), /metrics and
 // the /healthz and /readyz probes. The tempest binary's agent serves the
 // same handler, so the `tempest` client commands work against any

@@ -25,7 +25,7 @@ var (
 		408: true, 410: true, 413: true, 422: true, 429: true, 501: true, 503: true, 504: true}
 	documentedCodes = map[string]bool{"bad_json": true, "bad_request": true, "invalid_key": true,
 		"unknown_kind": true, "not_found": true, "method_not_allowed": true, "deadline_exceeded": true,
-		"refused": true, "process_unavailable": true, "no_eligible_node": true, "actor_terminated": true,
+		"refused": true, "process_unavailable": true, "no_quorum": true, "no_eligible_node": true, "actor_terminated": true,
 		"unauthorized": true, "body_too_large": true, "request_timeout": true, "not_ready": true, "overflow": true,
 		"not_committed": true, "not_supported": true}
 )

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -82,8 +83,8 @@ func fdBudget(t *testing.T) int {
 
 // TestHTTPIdleConnectionsLeaveTheAPIAnswering opens 4,000 connections
 // from 40 loopback addresses (with TEMPEST_SOAK set: 20,000 from 200,
-// fewer if the file descriptor limit does not allow that many in one
-// process, which holds both ends): half of them idle keep-alive
+// held by child processes when the file descriptor limit does not allow
+// this one to hold both ends of that many): half of them idle keep-alive
 // connections after a /healthz, half silent ones that never send a
 // request, every address over the per-client limit and all of them over
 // the node limit. The node keeps at most its limits open and still
@@ -95,65 +96,33 @@ func TestHTTPIdleConnectionsLeaveTheAPIAnswering(t *testing.T) {
 		total, clients = 20000, 200
 	}
 	api, addr := serveAPI(t, httpapi.Limits{MaxConns: maxConns, MaxConnsPerClient: perClient})
-	// Both ends of the node's connections are in this process, and up to
-	// perClient client ends per address linger until the test ends.
-	if budget := fdBudget(t) - maxConns - 512; budget < total {
-		t.Logf("RLIMIT_NOFILE allows %d idle connections in one process, not %d", budget, total)
-		total = budget
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	t.Cleanup(func() {
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	work := make(chan int)
-	var wg sync.WaitGroup
-	var dialErrs, answered int
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(2+i%clients))}}
-				c, err := d.Dial("tcp", addr)
-				if err != nil {
-					mu.Lock()
-					dialErrs++
-					mu.Unlock()
-					continue
-				}
-				ok := false
-				if i%2 == 0 { // an idle keep-alive connection
-					_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-					if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"); err == nil {
-						if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
-							_, _ = io.Copy(io.Discard, resp.Body)
-							resp.Body.Close()
-							ok = resp.StatusCode == 200
-						}
-					}
-					_ = c.SetDeadline(time.Time{})
-				}
-				mu.Lock()
-				conns = append(conns, c)
-				if ok {
-					answered++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
 	start := time.Now()
-	for i := range total {
-		work <- i
+	var opened, dialErrs, answered int
+	// Both ends of the node's connections are in this process, and the
+	// client ends linger until the test ends: when the file descriptor
+	// limit does not leave room for all of them, the client ends are held
+	// by child processes of this test binary, each within its own limit,
+	// so that the node really faces total connections.
+	if budget := fdBudget(t) - maxConns - 512; budget < total {
+		children := (total + budget - 1) / budget
+		t.Logf("RLIMIT_NOFILE allows %d idle connections in one process: dialing %d from %d child processes", budget, total, children)
+		for c := range children {
+			share := total / children
+			o, e, a := dialInChild(t, addr, share, clients, c*share)
+			opened, dialErrs, answered = opened+o, dialErrs+e, answered+a
+		}
+	} else {
+		var conns []net.Conn
+		conns, dialErrs, answered = dialIdle(addr, 0, total, clients)
+		t.Cleanup(func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		})
+		opened = len(conns)
 	}
-	close(work)
-	wg.Wait()
-	t.Logf("%d connections in %v (%d dial errors, %d keep-alive requests answered)", len(conns), time.Since(start), dialErrs, answered)
+	conns := make([]struct{}, opened) // for the messages below
+	t.Logf("%d connections in %v (%d dial errors, %d keep-alive requests answered)", opened, time.Since(start), dialErrs, answered)
 	if dialErrs > total/100 {
 		t.Fatalf("%d of %d dials failed", dialErrs, total)
 	}
@@ -188,6 +157,111 @@ func TestHTTPIdleConnectionsLeaveTheAPIAnswering(t *testing.T) {
 	}
 	if st := api.ConnStats(); st.Open > maxConns {
 		t.Fatalf("%d connections open, over the limit %d", st.Open, maxConns)
+	}
+}
+
+// dialIdle opens total connections to addr from clients loopback
+// addresses (numbered from first): the even ones send a /healthz and
+// then stay as idle keep-alive connections, the odd ones never send
+// anything. It returns the connections it opened, the dials that failed
+// and the requests answered 200.
+func dialIdle(addr string, first, total, clients int) (conns []net.Conn, dialErrs, answered int) {
+	var mu sync.Mutex
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range work {
+				d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(2+i%clients))}}
+				c, err := d.Dial("tcp", addr)
+				if err != nil {
+					mu.Lock()
+					dialErrs++
+					mu.Unlock()
+					continue
+				}
+				ok := false
+				if i%2 == 0 { // an idle keep-alive connection
+					_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+					if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n"); err == nil {
+						if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
+							_, _ = io.Copy(io.Discard, resp.Body)
+							resp.Body.Close()
+							ok = resp.StatusCode == 200
+						}
+					}
+					_ = c.SetDeadline(time.Time{})
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				if ok {
+					answered++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range total {
+		work <- first + i
+	}
+	close(work)
+	wg.Wait()
+	return conns, dialErrs, answered
+}
+
+// idleDialerEnv makes this test binary a dialer for dialInChild.
+const idleDialerEnv = "TEMPEST_TEST_IDLE_DIALER"
+
+// dialInChild runs dialIdle in a child process, which holds the
+// connections until the test ends.
+func dialInChild(t *testing.T, addr string, total, clients, first int) (opened, dialErrs, answered int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestIdleDialerChild$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d %d", idleDialerEnv, addr, first, total, clients))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = stdin.Close() // the child closes its connections and exits
+		_ = cmd.Wait()
+	})
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if _, err := fmt.Sscanf(sc.Text(), "dialed %d %d %d", &opened, &dialErrs, &answered); err == nil {
+			return opened, dialErrs, answered
+		}
+	}
+	t.Fatalf("the dialer child ended without a report: %v", sc.Err())
+	return 0, 0, 0
+}
+
+// TestIdleDialerChild is the child process of dialInChild; it does
+// nothing in a normal run.
+func TestIdleDialerChild(t *testing.T) {
+	spec := os.Getenv(idleDialerEnv)
+	if spec == "" {
+		t.Skip("only as the child of TestHTTPIdleConnectionsLeaveTheAPIAnswering")
+	}
+	var addr string
+	var first, total, clients int
+	if _, err := fmt.Sscanf(spec, "%s %d %d %d", &addr, &first, &total, &clients); err != nil {
+		t.Fatal(err)
+	}
+	fdBudget(t) // raises the soft limit
+	conns, dialErrs, answered := dialIdle(addr, first, total, clients)
+	fmt.Printf("dialed %d %d %d\n", len(conns), dialErrs, answered)
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent is done
+	for _, c := range conns {
+		_ = c.Close()
 	}
 }
 

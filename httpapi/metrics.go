@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gometrics "github.com/hashicorp/go-metrics"
@@ -50,9 +51,20 @@ type Metrics struct {
 	hydrate  *prometheus.HistogramVec // kind, event
 	late     prometheus.Histogram
 
-	mu    sync.RWMutex
-	kinds map[string]bool
+	// kinds is replaced whole under mu (SetKinds) and read without a
+	// lock: every gateway request reads it.
+	mu    sync.Mutex
+	kinds atomic.Pointer[map[string]bool]
+	// The instruments of the gateway's (kind, op, outcome) series, once
+	// resolved: a vector's WithLabelValues hashes and validates its label
+	// values and takes the vector's lock on every call. The keys are
+	// bounded as the labels are (kinds are registered kinds or otherKind).
+	counters sync.Map // messageKey -> prometheus.Counter
+	asks     sync.Map // kind label -> prometheus.Observer
 }
+
+// messageKey names one series of tempest_messages_total.
+type messageKey struct{ kind, op, outcome string }
 
 var _ ariel.LatencyObserver = (*Metrics)(nil)
 
@@ -92,8 +104,8 @@ func NewMetrics(version string) *Metrics {
 			Help:    "Lateness of durable reminder ticks: dispatch minus scheduled time (missed occurrences fired by a catch-up policy included).",
 			Buckets: prometheus.ExponentialBuckets(1e-4, 4, 12),
 		}),
-		kinds: map[string]bool{},
 	}
+	m.kinds.Store(&map[string]bool{})
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "tempest_build_info",
 		Help:        "Build information; the value is always 1.",
@@ -136,16 +148,20 @@ func (m *Metrics) attachConns(l *connLimiter) {
 func (m *Metrics) SetKinds(kinds []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, k := range kinds {
-		m.kinds[k] = true
+	old := *m.kinds.Load()
+	next := make(map[string]bool, len(old)+len(kinds))
+	for k := range old {
+		next[k] = true
 	}
+	for _, k := range kinds {
+		next[k] = true
+	}
+	m.kinds.Store(&next)
 }
 
 // kindLabel is kind if registered, otherKind otherwise.
 func (m *Metrics) kindLabel(kind string) string {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.kinds[kind] {
+	if (*m.kinds.Load())[kind] {
 		return kind
 	}
 	return otherKind
@@ -170,21 +186,50 @@ func (m *Metrics) Event(e prospero.Event) {
 // message counts one gateway message and, for asks, its latency.
 func (m *Metrics) message(kind, op, outcome string, d time.Duration) {
 	k := m.kindLabel(kind)
-	m.messages.WithLabelValues(k, op, outcome).Inc()
+	key := messageKey{k, op, outcome}
+	c, ok := m.counters.Load(key)
+	if !ok {
+		c, _ = m.counters.LoadOrStore(key, m.messages.WithLabelValues(k, op, outcome))
+	}
+	c.(prometheus.Counter).Inc()
 	if op == "ask" && outcome == outcomeOK {
-		m.ask.WithLabelValues(k).Observe(d.Seconds())
+		o, ok := m.asks.Load(k)
+		if !ok {
+			o, _ = m.asks.LoadOrStore(k, m.ask.WithLabelValues(k))
+		}
+		o.(prometheus.Observer).Observe(d.Seconds())
 	}
 }
 
 // attach registers the collector that reads n's counters at scrape time.
 func (m *Metrics) Attach(n *tempest.Node) {
 	m.SetKinds(n.Kinds())
-	m.reg.MustRegister(&nodeCollector{n: n})
+	m.reg.MustRegister(&nodeCollector{n: n}, &federationCollector{n: n})
 	rem := n.Reminders()
 	for _, c := range []struct {
 		name, help string
 		v          func() float64
 	}{
+		{"tempest_replica_shrinks_total", "Followers this node, as a shard's owner, removed from an in-sync replica set (through raft) before committing without them, counted per shard.",
+			func() float64 { return float64(n.ReplicationStats().Shrinks) }},
+		{"tempest_replica_shrink_failures_total", "Failed replicas this node could not remove from an in-sync set; the writes waiting for them were not committed.",
+			func() float64 { return float64(n.ReplicationStats().ShrinkFail) }},
+		{"tempest_replica_records_sent_total", "Records of state at rest this node sent to replicas of the shards it owns.",
+			func() float64 { return float64(n.ReplicationStats().Records) }},
+		{"tempest_replica_batches_sent_total", "Network writes (batches) of those records; records/batches is the group commit's mean size.",
+			func() float64 { return float64(n.ReplicationStats().Batches) }},
+		{"tempest_replica_records_applied_total", "Records of other nodes' shards this node stored as their replica.",
+			func() float64 { return float64(n.ReplicationStats().Applied) }},
+		{"tempest_replica_batches_refused_total", "Replication batches this node refused (bad checksum, truncated, stale epoch, failed disk).",
+			func() float64 { return float64(n.ReplicationStats().Refused) }},
+		{"tempest_replica_catchups_total", "Catch-ups (bulk copy, then join) of a follower this node started as a shard's owner.",
+			func() float64 { return float64(n.ReplicationStats().CatchUps) }},
+		{"tempest_replica_bulk_records_total", "Records this node sent in bulk copies to catching-up followers.",
+			func() float64 { return float64(n.ReplicationStats().Bulk) }},
+		{"tempest_replica_bulk_deletions_total", "Deletions catch-ups sent for records a returning follower held that this node, as the owner, no longer has (deleted while it was away).",
+			func() float64 { return float64(n.ReplicationStats().BulkDeleted) }},
+		{"tempest_replica_joins_total", "Followers this node added to an in-sync set after a catch-up, counted per shard.",
+			func() float64 { return float64(n.ReplicationStats().Joins) }},
 		{"tempest_reminder_ticks_fired_total", "Durable reminder ticks dispatched to their actors.",
 			func() float64 { return float64(rem.Stats().Fired) }},
 		{"tempest_reminder_ticks_skipped_total", "Reminder occurrences not delivered by their catch-up policy.",
@@ -314,14 +359,28 @@ type nodeCollector struct{ n *tempest.Node }
 
 var nodeDescs = struct {
 	turns, msgs, refused, undelivered, panics, exhausted, expired *prometheus.Desc
+	cancelled, withdrawn                                          *prometheus.Desc
+	retryParked, retryResent, retryGaveUp, retryWaiting           *prometheus.Desc
+	earlyCancels                                                  *prometheus.Desc
 	stuck, fenced, workers, degraded                              *prometheus.Desc
-	active, entries, hydrating, waiting, unsaved                  *prometheus.Desc
+	active, entries, hydrating, waiting, unsaved, superseded      *prometheus.Desc
 	commits, commitFails, groups, groupWrites                     *prometheus.Desc
 	leader, term, members                                         *prometheus.Desc
 	frames, bytes, links, linkErrs                                *prometheus.Desc
 	ready                                                         *prometheus.Desc
 	rejected, unproven, proofsFailed                              *prometheus.Desc
+	policyDissent                                                 *prometheus.Desc
+	replLag, replPending                                          *prometheus.Desc
 }{
+	replLag: prometheus.NewDesc("tempest_replica_lag_seconds",
+		"Age of the oldest record a follower of a shard this node owns has not acknowledged, by follower (0: it acknowledged everything sent to it).",
+		[]string{"follower"}, nil),
+	replPending: prometheus.NewDesc("tempest_replica_pending_records",
+		"Records queued for or in flight to a follower of a shard this node owns and not acknowledged yet, by follower.",
+		[]string{"follower"}, nil),
+	policyDissent: prometheus.NewDesc("tempest_kind_policy_dissenters",
+		"Live nodes whose policy digest for the kind differs from the one the cluster agrees on; they own none of its shards until they agree (0: every host agrees).",
+		[]string{"kind"}, nil),
 	turns:       prometheus.NewDesc("tempest_turns_total", "Handler invocations (user and lifecycle messages).", nil, nil),
 	msgs:        prometheus.NewDesc("tempest_scheduler_messages_total", "Messages taken out of mailboxes.", nil, nil),
 	refused:     prometheus.NewDesc("tempest_refusals_total", "Sends refused by admission (full mailbox).", nil, nil),
@@ -333,23 +392,37 @@ var nodeDescs = struct {
 	workers:     prometheus.NewDesc("tempest_scheduler_workers", "Live scheduler pool workers.", nil, nil),
 	degraded:    prometheus.NewDesc("tempest_scheduler_degraded", "1 while the pool runs below its size because the replacement cap is reached.", nil, nil),
 	expired:     prometheus.NewDesc("tempest_asks_expired_total", "Asks dropped at dequeue because their deadline passed.", nil, nil),
-	active:      prometheus.NewDesc("tempest_actors_active", "Identities with an attached activation.", nil, nil),
-	entries:     prometheus.NewDesc("tempest_actors_in_memory", "Identities in memory (not dormant).", nil, nil),
-	hydrating:   prometheus.NewDesc("tempest_hydrations_in_progress", "Activations in progress.", nil, nil),
-	waiting:     prometheus.NewDesc("tempest_hydrations_waiting", "Activations waiting for the hydration budget.", nil, nil),
-	unsaved:     prometheus.NewDesc("tempest_states_unsaved", "States whose write at rest failed and is retried.", nil, nil),
-	commits:     prometheus.NewDesc("tempest_state_commits_total", "Writes of active actors' state at rest committed (reply after commit and passivation).", nil, nil),
-	commitFails: prometheus.NewDesc("tempest_state_commit_failures_total", "Writes of active actors' state at rest that failed; each failed the outputs waiting for it.", nil, nil),
-	groups:      prometheus.NewDesc("tempest_state_commit_groups_total", "Group commits of the state store (one fsync each).", nil, nil),
-	groupWrites: prometheus.NewDesc("tempest_state_commit_group_writes_total", "Writes in the state store's group commits (divide by the groups for writes per fsync).", nil, nil),
-	leader:      prometheus.NewDesc("tempest_raft_is_leader", "1 if this node is the placement raft leader.", nil, nil),
-	term:        prometheus.NewDesc("tempest_raft_term", "This node's current raft term.", nil, nil),
-	members:     prometheus.NewDesc("tempest_members", "Members in this node's view, by status.", []string{"status"}, nil),
-	frames:      prometheus.NewDesc("tempest_link_frames_total", "QUIC frames by direction.", []string{"direction"}, nil),
-	bytes:       prometheus.NewDesc("tempest_link_bytes_total", "QUIC payload bytes by direction.", []string{"direction"}, nil),
-	links:       prometheus.NewDesc("tempest_link_changes_total", "QUIC links that came up or went down.", []string{"change"}, nil),
-	linkErrs:    prometheus.NewDesc("tempest_link_errors_total", "QUIC send and receive problems by type.", []string{"type"}, nil),
-	ready:       prometheus.NewDesc("tempest_ready", "1 if the node is ready (joined, leader known, placement applied).", nil, nil),
+	cancelled: prometheus.NewDesc("tempest_asks_cancelled_total",
+		"Asks dropped at dequeue, their turn never run, because their caller gave up before their deadline (context cancelled, CancelAsk from the asking node, that node gone).", nil, nil),
+	withdrawn: prometheus.NewDesc("tempest_asks_withdrawn_total",
+		"Asks from other nodes withdrawn here before their turn (their caller's CancelAsk, or its link went down).", nil, nil),
+	earlyCancels: prometheus.NewDesc("tempest_asks_early_cancels_total",
+		"CancelAsk notices that arrived before their ask: kept (for up to a minute, 4096 at most), matched (the ask dropped unrun on arrival), evicted (dropped unused because 4096 were kept).",
+		[]string{"outcome"}, nil),
+	retryParked: prometheus.NewDesc("tempest_mail_retry_parked_total",
+		"Messages that waited to be sent again: their route was in flux, or the owner's node refused them without running them (NOT_OWNER, NOT_SERVING).", nil, nil),
+	retryResent: prometheus.NewDesc("tempest_mail_retry_resent_total", "Messages sent again under the retry policy.", nil, nil),
+	retryGaveUp: prometheus.NewDesc("tempest_mail_retry_gave_up_total",
+		"Tells that waited to be sent again longer than the retry wait and were dropped (an actor sender gets them back as Undelivered).", nil, nil),
+	retryWaiting: prometheus.NewDesc("tempest_mail_retry_waiting", "Messages waiting to be sent again now.", nil, nil),
+	active:       prometheus.NewDesc("tempest_actors_active", "Identities with an attached activation.", nil, nil),
+	entries:      prometheus.NewDesc("tempest_actors_in_memory", "Identities in memory (not dormant).", nil, nil),
+	hydrating:    prometheus.NewDesc("tempest_hydrations_in_progress", "Activations in progress.", nil, nil),
+	waiting:      prometheus.NewDesc("tempest_hydrations_waiting", "Activations waiting for the hydration budget.", nil, nil),
+	unsaved:      prometheus.NewDesc("tempest_states_unsaved", "States whose write at rest failed and is retried.", nil, nil),
+	superseded:   prometheus.NewDesc("tempest_states_superseded_total", "Unsaved states dropped at activation because the store held a newer record.", nil, nil),
+	commits:      prometheus.NewDesc("tempest_state_commits_total", "Writes of active actors' state at rest committed (reply after commit and passivation).", nil, nil),
+	commitFails:  prometheus.NewDesc("tempest_state_commit_failures_total", "Writes of active actors' state at rest that failed; each failed the outputs waiting for it.", nil, nil),
+	groups:       prometheus.NewDesc("tempest_state_commit_groups_total", "Group commits of the state store (one fsync each).", nil, nil),
+	groupWrites:  prometheus.NewDesc("tempest_state_commit_group_writes_total", "Writes in the state store's group commits (divide by the groups for writes per fsync).", nil, nil),
+	leader:       prometheus.NewDesc("tempest_raft_is_leader", "1 if this node is the placement raft leader.", nil, nil),
+	term:         prometheus.NewDesc("tempest_raft_term", "This node's current raft term.", nil, nil),
+	members:      prometheus.NewDesc("tempest_members", "Members in this node's view, by status.", []string{"status"}, nil),
+	frames:       prometheus.NewDesc("tempest_link_frames_total", "QUIC frames by direction.", []string{"direction"}, nil),
+	bytes:        prometheus.NewDesc("tempest_link_bytes_total", "QUIC payload bytes by direction.", []string{"direction"}, nil),
+	links:        prometheus.NewDesc("tempest_link_changes_total", "QUIC links that came up or went down.", []string{"change"}, nil),
+	linkErrs:     prometheus.NewDesc("tempest_link_errors_total", "QUIC send and receive problems by type.", []string{"type"}, nil),
+	ready:        prometheus.NewDesc("tempest_ready", "1 if the node is ready (joined, leader known, placement applied).", nil, nil),
 	rejected: prometheus.NewDesc("tempest_rejected_traffic_total",
 		"Unauthenticated or malformed traffic this node dropped, by cause (gossip_undecryptable, gossip_malformed, tls_rejected, hello_rejected).",
 		[]string{"cause"}, nil),
@@ -362,9 +435,10 @@ var nodeDescs = struct {
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := nodeDescs
 	for _, x := range []*prometheus.Desc{d.turns, d.msgs, d.refused, d.undelivered, d.panics, d.exhausted, d.expired,
-		d.stuck, d.fenced, d.workers, d.degraded,
-		d.active, d.entries, d.hydrating, d.waiting, d.unsaved, d.commits, d.commitFails, d.groups, d.groupWrites, d.leader, d.term, d.members,
-		d.frames, d.bytes, d.links, d.linkErrs, d.ready, d.rejected, d.unproven, d.proofsFailed} {
+		d.cancelled, d.withdrawn, d.retryParked, d.retryResent, d.retryGaveUp, d.retryWaiting, d.earlyCancels, d.stuck, d.fenced, d.workers, d.degraded,
+		d.active, d.entries, d.hydrating, d.waiting, d.unsaved, d.superseded, d.commits, d.commitFails, d.groups, d.groupWrites, d.leader, d.term, d.members,
+		d.frames, d.bytes, d.links, d.linkErrs, d.ready, d.rejected, d.unproven, d.proofsFailed, d.policyDissent,
+		d.replLag, d.replPending} {
 		ch <- x
 	}
 }
@@ -386,6 +460,15 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.panics, s.Panics)
 	counter(d.exhausted, s.Exhausted)
 	counter(d.expired, s.Expired)
+	counter(d.cancelled, s.Cancelled)
+	counter(d.withdrawn, st.Mail.AsksWithdrawn)
+	counter(d.earlyCancels, st.Mail.CancelsKept, "kept")
+	counter(d.earlyCancels, st.Mail.CancelsMatched, "matched")
+	counter(d.earlyCancels, st.Mail.CancelsEvicted, "evicted")
+	counter(d.retryParked, st.Retry.Parked)
+	counter(d.retryResent, st.Retry.Resent)
+	counter(d.retryGaveUp, st.Retry.GaveUp)
+	gauge(d.retryWaiting, float64(st.Retry.Waiting))
 	p := st.Supervisor
 	gauge(d.stuck, float64(s.Stuck))
 	counter(d.fenced, s.Fenced+p.StaleWrites)
@@ -400,6 +483,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.hydrating, float64(p.Hydrating))
 	gauge(d.waiting, float64(p.Waiting))
 	gauge(d.unsaved, float64(p.Unsaved))
+	counter(d.superseded, p.Superseded)
 	counter(d.commits, p.Commits)
 	counter(d.commitFails, p.CommitFailures)
 	counter(d.groups, p.Store.Groups)
@@ -438,6 +522,13 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.rejected, t.HelloRejected, "hello_rejected")
 	gauge(d.unproven, float64(st.Unproven))
 	counter(d.proofsFailed, st.ProofsFailed)
+	for _, v := range c.n.PolicyViews() {
+		gauge(d.policyDissent, float64(len(v.Differ)), v.Kind)
+	}
+	for _, l := range c.n.ReplicationLag() {
+		gauge(d.replLag, l.Oldest.Seconds(), l.Follower)
+		gauge(d.replPending, float64(l.Queued+l.InFlight), l.Follower)
+	}
 	ready := 0.0
 	if c.n.Ready() {
 		ready = 1

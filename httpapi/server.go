@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,11 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -34,9 +31,6 @@ const (
 	MaxRequestBody    = 1 << 20 // bytes of a request body
 	DefaultAskTimeout = 5 * time.Second
 	MaxAskTimeout     = 5 * time.Minute
-	// forwardedHeader marks a request one node forwarded to the owner of
-	// an actor, so that it is not forwarded again.
-	forwardedHeader = "X-Tempest-Forwarded"
 )
 
 // Error codes in the "code" field of an error body.
@@ -54,6 +48,7 @@ const (
 	codeInternal         = "internal"
 	codeNotReady         = "not_ready"
 	codeNoEligibleNode   = "no_eligible_node"
+	codeNoQuorum         = "no_quorum"
 	codeNotCommitted     = "not_committed"
 	codeInvalidKey       = "invalid_key"
 	codeCanceled         = "canceled"
@@ -66,8 +61,9 @@ const (
 type Node interface {
 	Name() string
 	Kinds() []string
+	Policies() []tempest.KindPolicy
 	AskJSON(ctx context.Context, kind, key string, js []byte) ([]byte, error)
-	TellJSON(kind, key string, js []byte) error
+	TellJSON(ctx context.Context, kind, key string, js []byte) error
 	Status(ctx context.Context, ref actor.Ref) (tempest.Status, error)
 	Passivate(ctx context.Context, ref actor.Ref) error
 	Locate(ref actor.Ref) (string, uint64, error)
@@ -76,9 +72,11 @@ type Node interface {
 	Degraded() string
 	Manifest() manifest.Manifest
 	Members() []membership.Member
+	Proven(m membership.Member) bool
 	Table() *placement.Table
 	RaftInfo() tempest.RaftInfo
 	Actors(ctx context.Context, kind string, dormant bool) ([]tempest.ActorEntry, error)
+	ReplicationLag() []tempest.ReplicaLag
 }
 
 var _ Node = (*tempest.Node)(nil)
@@ -99,12 +97,6 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is reported for a standalone node in /v1/members.
 	Version string
-	// Forward reaches other nodes' HTTP APIs for status and passivation
-	// of an actor owned elsewhere; nil: answer locally.
-	Forward *http.Client
-	// ForwardTLS, when set, makes forwarding use https and verifies each
-	// peer as its node name, the first DNS name of its certificate.
-	ForwardTLS *tls.Config
 	// Limits bound connections, timeouts and header sizes; zero fields
 	// mean DefaultLimits. The body timeout applies to Handler wherever it
 	// is mounted; the others to HTTPServer and Listener.
@@ -121,16 +113,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	lim := cfg.Limits.withDefaults()
 	s := &Server{node: cfg.Node, metricsPublic: cfg.MetricsPublic, met: cfg.Metrics, log: cfg.Logger,
-		version: cfg.Version, fwd: cfg.Forward, scheme: "http", fwdTLS: cfg.ForwardTLS,
-		limits: lim, conns: newConnLimiter(lim)}
+		version: cfg.Version, limits: lim, conns: newConnLimiter(lim)}
 	if cfg.Metrics != nil {
 		cfg.Metrics.attachConns(s.conns)
 	}
 	if len(cfg.Token) > 0 {
 		s.token = cfg.Token
-	}
-	if cfg.ForwardTLS != nil {
-		s.scheme = "https"
 	}
 	return s, nil
 }
@@ -145,16 +133,6 @@ type Server struct {
 	met           *Metrics     // nil: no /metrics
 	log           *slog.Logger // nil: no logs
 	version       string
-	// fwd reaches other nodes' HTTP APIs (status and passivation of an
-	// actor owned elsewhere); scheme is "http" or "https". For https,
-	// fwdTLS (non-nil) verifies each peer as its node name, the first DNS
-	// name of its certificate.
-	fwd    *http.Client
-	scheme string
-	fwdTLS *tls.Config
-
-	fwdMu   sync.Mutex
-	fwdPeer map[string]*http.Client // https clients by node name
 
 	limits Limits       // with defaults (zero in tests that build a Server directly)
 	conns  *connLimiter // nil in such tests
@@ -187,38 +165,6 @@ func (s *Server) Listener(ln net.Listener) net.Listener {
 // Listener.
 func (s *Server) ConnStats() ConnStats { return s.conns.snapshot() }
 
-// client returns the HTTP client that reaches node peer.
-func (s *Server) client(peer string) *http.Client {
-	if s.fwdTLS == nil {
-		return s.fwd
-	}
-	s.fwdMu.Lock()
-	defer s.fwdMu.Unlock()
-	if c, ok := s.fwdPeer[peer]; ok {
-		return c
-	}
-	if s.fwdPeer == nil {
-		s.fwdPeer = map[string]*http.Client{}
-	}
-	cfg := s.fwdTLS.Clone()
-	cfg.ServerName = peer
-	c := &http.Client{Timeout: s.fwd.Timeout, Transport: &http.Transport{TLSClientConfig: cfg, IdleConnTimeout: time.Minute}}
-	s.fwdPeer[peer] = c
-	return c
-}
-
-// CloseIdle closes idle forwarding connections.
-func (s *Server) CloseIdle() {
-	if s.fwd != nil {
-		s.fwd.CloseIdleConnections()
-	}
-	s.fwdMu.Lock()
-	defer s.fwdMu.Unlock()
-	for _, c := range s.fwdPeer {
-		c.CloseIdleConnections()
-	}
-}
-
 // ErrorBody is the JSON body of every error response.
 type ErrorBody struct {
 	Error string `json:"error"`
@@ -233,6 +179,10 @@ type StatusBody struct {
 	Node        string `json:"node"`
 	Incarnation uint64 `json:"incarnation"`
 	Active      bool   `json:"active"`
+	// PolicyDissenters counts the live nodes whose policy digest for the
+	// kind differs from the cluster's: they own none of its shards until
+	// they agree (GET /v1/placement names them). 0 when every node agrees.
+	PolicyDissenters int `json:"policy_dissenters,omitempty"`
 }
 
 // MemberBody is one entry of GET /v1/members.
@@ -242,6 +192,11 @@ type MemberBody struct {
 	QUIC    string `json:"quic,omitempty"`
 	HTTP    string `json:"http,omitempty"`
 	Status  string `json:"status"`
+	// Proven is true once the member proved its name to the answering
+	// node with a certificate of the cluster CA. A member that has not is
+	// a gossip hint: it is not in placement, and its addresses (HTTP
+	// included) are only what it advertised.
+	Proven  bool   `json:"proven"`
 	Raft    string `json:"raft"`
 	Profile string `json:"profile,omitempty"`
 	Version string `json:"version,omitempty"`
@@ -257,19 +212,77 @@ type PlacementNode struct {
 	Name   string `json:"name"`
 	Status string `json:"status"`
 	Shards int    `json:"shards"`
+	// Follows counts the shards whose in-sync replica set has this node
+	// as a follower (a copy of their state at rest).
+	Follows int `json:"follows"`
+	// Kinds are the kinds the node published, with requirements and
+	// policy digests.
+	Kinds []placement.KindSpec `json:"kinds,omitempty"`
 }
 
 type PlacementBody struct {
-	Node       string          `json:"node"`
-	Leader     string          `json:"leader"`
-	Epoch      uint64          `json:"epoch"` // version of the applied table
-	Term       uint64          `json:"term"`
-	ShardCount int             `json:"shard_count"` // per group
-	Groups     int             `json:"groups"`
-	Moving     int             `json:"moving"`
-	Unassigned int             `json:"unassigned"`
-	Nodes      []PlacementNode `json:"nodes"`
-	Standalone bool            `json:"standalone,omitempty"`
+	Node       string `json:"node"`
+	Leader     string `json:"leader"`
+	Epoch      uint64 `json:"epoch"` // version of the applied table
+	Term       uint64 `json:"term"`
+	ShardCount int    `json:"shard_count"` // per group
+	Groups     int    `json:"groups"`
+	Moving     int    `json:"moving"`
+	Unassigned int    `json:"unassigned"`
+	// Replicas is the replica set size of every shard (owner included);
+	// UnderReplicated counts the assigned shards whose in-sync set is
+	// smaller than the cluster can hold.
+	Replicas        int             `json:"replicas"`
+	UnderReplicated int             `json:"under_replicated"`
+	Nodes           []PlacementNode `json:"nodes"`
+	// Policies are, per kind, the policy digest the cluster agrees on,
+	// the nodes that publish it and those that publish another (and so
+	// own none of the kind's shards).
+	Policies []placement.PolicyView `json:"policies,omitempty"`
+	// Replication lists the followers of the shards the answering node
+	// owns, each with what it has not acknowledged yet. Each node
+	// reports only its own streams: ask every node for the whole cluster.
+	Replication []PlacementReplica `json:"replication,omitempty"`
+	Standalone  bool               `json:"standalone,omitempty"`
+}
+
+// PlacementReplica is one follower's lag behind the answering node (the
+// owner of the shards it follows), from tempest.Node.ReplicationLag.
+type PlacementReplica struct {
+	Follower string `json:"follower"`
+	// Shards counts the shards the answering node owns whose in-sync set
+	// has the follower.
+	Shards int `json:"shards"`
+	// CatchingUp: a bulk copy to the follower runs; it joins the sets
+	// once the copy is acknowledged.
+	CatchingUp bool `json:"catching_up"`
+	// QueuedRecords are records not sent yet, InFlightRecords those sent
+	// and not acknowledged yet.
+	QueuedRecords   int `json:"queued_records"`
+	InFlightRecords int `json:"in_flight_records"`
+	// LagSeconds is the age of the oldest record the follower has not
+	// acknowledged (0: it has acknowledged every record sent to it).
+	LagSeconds float64 `json:"lag_seconds"`
+	// LastAckSeconds is the time since its last acknowledgement; -1 if it
+	// never acknowledged one.
+	LastAckSeconds float64 `json:"last_ack_seconds"`
+	// AckedRecords counts the records it acknowledged since this node
+	// started.
+	AckedRecords uint64 `json:"acked_records"`
+}
+
+func toPlacementReplicas(ls []tempest.ReplicaLag) []PlacementReplica {
+	out := make([]PlacementReplica, 0, len(ls))
+	for _, l := range ls {
+		last := -1.0
+		if l.SinceAck >= 0 {
+			last = l.SinceAck.Seconds()
+		}
+		out = append(out, PlacementReplica{Follower: l.Follower, Shards: l.Shards, CatchingUp: l.CatchingUp,
+			QueuedRecords: l.Queued, InFlightRecords: l.InFlight, LagSeconds: l.Oldest.Seconds(),
+			LastAckSeconds: last, AckedRecords: l.Acked})
+	}
+	return out
 }
 
 type ManifestBody struct {
@@ -294,6 +307,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/actors/{kind}/{key}/tell", s.tell)
 	mux.HandleFunc("POST /v1/actors/{kind}/{key}/ask", s.ask)
 	mux.HandleFunc("POST /v1/actors/{kind}/{key}/passivate", s.passivate)
+	mux.HandleFunc("GET /v1/actors/{kind}/{key}/reminders", s.reminderList)
+	mux.HandleFunc("GET /v1/actors/{kind}/{key}/reminders/{name}", s.reminderGet)
+	mux.HandleFunc("DELETE /v1/actors/{kind}/{key}/reminders/{name}", s.reminderCancel)
 	mux.Handle("/ui/", s.uiHandler())
 	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	// Anything else is a JSON error like every other one: 405 (with
@@ -363,10 +379,10 @@ func (s *Server) readWhole(w http.ResponseWriter, r *http.Request) bool {
 		d = DefaultLimits().BodyTimeout
 	}
 	_ = rc.SetReadDeadline(time.Now().Add(d)) // not supported by test recorders
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBody))
+	b, err := readAllBody(w, r)
 	_ = rc.SetReadDeadline(time.Time{})
 	if err == nil {
-		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.Body = newWholeBody(b)
 		return true
 	}
 	w.Header().Set("Connection", "close")
@@ -382,6 +398,70 @@ func (s *Server) readWhole(w http.ResponseWriter, r *http.Request) bool {
 	}
 	return false
 }
+
+// presizeBody bounds the buffer a declared length gets before any byte
+// of the body arrived: a client that declares a large body and sends it
+// slowly (or never) pins no more than this; larger bodies grow as their
+// bytes come in.
+const presizeBody = 64 << 10
+
+// readAllBody reads r's body within MaxRequestBody; a body of a declared
+// length within the limit is read into a buffer of that size (at most
+// presizeBody up front), without a copy once read.
+func readAllBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, MaxRequestBody)
+	if n := r.ContentLength; n > 0 && n <= MaxRequestBody {
+		b := make([]byte, 0, min(n, presizeBody))
+		for int64(len(b)) < n {
+			if len(b) == cap(b) {
+				b = append(b, 0)[:len(b)] // grow as the bytes arrive
+			}
+			m, err := body.Read(b[len(b):min(int64(cap(b)), n)])
+			b = b[:len(b)+m]
+			if err == io.EOF && int64(len(b)) < n {
+				err = io.ErrUnexpectedEOF
+			}
+			if err != nil && int64(len(b)) < n {
+				if errors.Is(err, io.ErrUnexpectedEOF) {
+					err = fmt.Errorf("%w: %d of %d bytes", err, len(b), n)
+				}
+				return nil, err
+			}
+		}
+		// A body longer than it declared is the transport's to refuse;
+		// what follows the declared length is not read as this body.
+		return b, nil
+	}
+	return io.ReadAll(body)
+}
+
+// wholeBody is a request body already read whole (readWhole): handlers
+// take its bytes (bodyBytes) instead of copying them out again.
+type wholeBody struct {
+	bytes.Reader
+	b []byte
+}
+
+func newWholeBody(b []byte) *wholeBody {
+	wb := &wholeBody{b: b}
+	wb.Reset(b)
+	return wb
+}
+
+func (*wholeBody) Close() error { return nil }
+
+// bodyBytes returns r's body: the bytes readWhole read if it did, else
+// the rest of the body read now.
+func bodyBytes(r *http.Request) ([]byte, error) {
+	if wb, ok := r.Body.(*wholeBody); ok && wb.Len() == len(wb.b) {
+		return wb.b, nil
+	}
+	return io.ReadAll(r.Body)
+}
+
+// jsonContentType is the Content-Type header value of JSON answers, set
+// as a shared slice (never modified) instead of a new one per answer.
+var jsonContentType = []string{"application/json"}
 
 // truncatePath shortens a path for an error message.
 func truncatePath(p string) string {
@@ -449,6 +529,10 @@ func classify(err error) (int, string, string) {
 		return http.StatusBadRequest, codeBadJSON, outcomeBadJSON
 	case errors.Is(err, actor.ErrUnknownKind), errors.Is(err, tempest.ErrNoGateway):
 		return http.StatusNotFound, codeUnknownKind, outcomeUnknownKind
+	case errors.Is(err, tempest.ErrNoQuorum):
+		// Unreachable, or unanswered in time, because placement has no
+		// leader: not until a majority of the voters is back.
+		return http.StatusServiceUnavailable, codeNoQuorum, outcomeUnavailable
 	case errors.Is(err, actor.ErrDeadlineExceeded), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout, codeDeadline, outcomeDeadline
 	case errors.Is(err, actor.ErrRefused):
@@ -519,9 +603,21 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "alive", "node": s.node.Name()})
 }
 
+// Readier is the optional capability of a Node (tempest.Node has it) to
+// say why it is not ready; /readyz then says so.
+type Readier interface {
+	Readiness() error
+}
+
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !s.node.Ready() {
-		writeError(w, http.StatusServiceUnavailable, codeNotReady, "node not ready")
+		msg := "node not ready"
+		if rn, ok := s.node.(Readier); ok {
+			if why := rn.Readiness(); why != nil {
+				msg += ": " + why.Error()
+			}
+		}
+		writeError(w, http.StatusServiceUnavailable, codeNotReady, msg)
 		return
 	}
 	body := map[string]string{"status": "ready", "node": s.node.Name()}
@@ -534,7 +630,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 
 // readBody returns the request body (read whole by auth) if it is JSON.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	b, err := io.ReadAll(r.Body)
+	b, err := bodyBytes(r)
 	if err != nil || !json.Valid(b) {
 		writeError(w, http.StatusBadRequest, codeBadJSON, "the body is not valid JSON")
 		return nil, false
@@ -549,7 +645,7 @@ func (s *Server) tell(w http.ResponseWriter, r *http.Request) {
 		s.count(kind, "tell", outcomeBadJSON, 0)
 		return
 	}
-	if err := s.node.TellJSON(kind, key, body); err != nil {
+	if err := s.node.TellJSON(traceContext(r), kind, key, body); err != nil {
 		_, _, outcome := s.classify(err)
 		s.count(kind, "tell", outcome, 0)
 		s.fail(w, err)
@@ -586,7 +682,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.count(kind, "ask", outcomeOK, time.Since(start))
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(append(reply, '\n'))
 }
@@ -602,87 +698,31 @@ func toStatusBody(st tempest.Status) StatusBody {
 		Incarnation: st.Incarnation, Active: st.Active}
 }
 
-// forward sends r to the owner's HTTP API and copies its answer. It
-// reports false when it could not (no known address, or already
-// forwarded), so that the caller answers itself.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, owner string) bool {
-	if owner == "" || owner == s.node.Name() || r.Header.Get(forwardedHeader) != "" || s.fwd == nil {
-		return false
-	}
-	var addr string
-	for _, m := range s.node.Members() {
-		if m.Name == owner && !m.Status.Gone() {
-			addr = m.Meta.HTTPAddr
-		}
-	}
-	if addr == "" {
-		return false
-	}
-	u := url.URL{Scheme: s.scheme, Host: addr, Path: r.URL.Path, RawPath: r.URL.RawPath, RawQuery: r.URL.RawQuery}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, u.String(), http.NoBody)
-	if err != nil {
-		return false
-	}
-	req.Header.Set(forwardedHeader, s.node.Name())
-	if a := r.Header.Get("Authorization"); a != "" {
-		req.Header.Set("Authorization", a)
-	}
-	resp, err := s.client(owner).Do(req)
-	if err != nil {
-		if s.log != nil {
-			s.log.Debug("http api: forwarding to the owner failed", "owner", owner, "error", err)
-		}
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, fmt.Sprintf("owner %s: %v", owner, errors.Unwrap(err)))
-		return true
-	}
-	defer resp.Body.Close()
-	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, io.LimitReader(resp.Body, MaxRequestBody))
-	return true
-}
-
-// ownerOf is the node that owns ref by this node's table ("" if unknown).
-func (s *Server) ownerOf(ref actor.Ref) string {
-	owner, _, err := s.node.Locate(ref)
-	if err != nil {
-		return ""
-	}
-	return owner
-}
-
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	ref := actor.Virtual(r.PathValue("kind"), r.PathValue("key"))
 	if err := ref.Check(); err != nil {
 		s.fail(w, err)
 		return
 	}
-	if !slices.Contains(s.node.Kinds(), ref.Kind()) {
-		writeError(w, http.StatusNotFound, codeUnknownKind, fmt.Sprintf("unknown kind %q", ref.Kind()))
-		return
-	}
-	if s.forward(w, r, s.ownerOf(ref)) {
-		return
-	}
+	// The node asks the owner's supervisor over the cluster's
+	// authenticated links when the actor lives elsewhere: nothing of this
+	// request (its token least of all) leaves this node.
 	st, err := s.node.Status(r.Context(), ref)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toStatusBody(st))
+	body := toStatusBody(st)
+	if t := s.node.Table(); t != nil {
+		body.PolicyDissenters = len(t.Policy(ref.Kind()).Differ)
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) passivate(w http.ResponseWriter, r *http.Request) {
 	ref := actor.Virtual(r.PathValue("kind"), r.PathValue("key"))
 	if err := ref.Check(); err != nil {
 		s.fail(w, err)
-		return
-	}
-	if !slices.Contains(s.node.Kinds(), ref.Kind()) {
-		writeError(w, http.StatusNotFound, codeUnknownKind, fmt.Sprintf("unknown kind %q", ref.Kind()))
-		return
-	}
-	if s.forward(w, r, s.ownerOf(ref)) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
@@ -709,7 +749,7 @@ func (s *Server) members(w http.ResponseWriter, _ *http.Request) {
 	}
 	for _, m := range ms {
 		mb := MemberBody{Name: m.Name, Address: m.Addr.String(), QUIC: m.Meta.QUICAddr, HTTP: m.Meta.HTTPAddr,
-			Status: m.Status.String(), Raft: string(raft.Role(m.Name)), Version: m.Meta.Version}
+			Status: m.Status.String(), Proven: s.node.Proven(m), Raft: string(raft.Role(m.Name)), Version: m.Meta.Version}
 		switch {
 		case m.Name == s.node.Name():
 			mb.Profile = s.node.Manifest().Profile.String()
@@ -720,7 +760,7 @@ func (s *Server) members(w http.ResponseWriter, _ *http.Request) {
 	}
 	if len(ms) == 0 { // a standalone node
 		out.Leader = s.node.Name()
-		out.Members = append(out.Members, MemberBody{Name: s.node.Name(), Status: "alive",
+		out.Members = append(out.Members, MemberBody{Name: s.node.Name(), Status: "alive", Proven: true,
 			Raft: string(tempest.RoleNone), Profile: s.node.Manifest().Profile.String(), Version: s.version})
 	}
 	slices.SortFunc(out.Members, func(a, b MemberBody) int { return strings.Compare(a.Name, b.Name) })
@@ -737,7 +777,8 @@ func (s *Server) placement(w http.ResponseWriter, _ *http.Request) {
 	raft := s.node.RaftInfo()
 	out := PlacementBody{Node: s.node.Name(), Leader: raft.Leader, Epoch: t.Version, Term: raft.Term,
 		ShardCount: t.ShardCount, Groups: len(t.Groups)}
-	owned := map[string]int{}
+	out.Replicas = t.Replication()
+	owned, follows := map[string]int{}, map[string]int{}
 	for _, g := range t.Groups {
 		for _, sh := range g.Shards {
 			switch {
@@ -745,14 +786,25 @@ func (s *Server) placement(w http.ResponseWriter, _ *http.Request) {
 				out.Unassigned++
 			default:
 				owned[sh.Owner]++
+				for _, f := range sh.Followers() {
+					follows[f]++
+				}
 			}
 			if sh.MovingTo != "" {
 				out.Moving++
 			}
 		}
 	}
+	out.UnderReplicated = len(t.UnderReplicated())
 	for _, name := range t.NodeNames() {
-		out.Nodes = append(out.Nodes, PlacementNode{Name: name, Status: t.Nodes[name].Status.String(), Shards: owned[name]})
+		ni := t.Nodes[name]
+		out.Nodes = append(out.Nodes, PlacementNode{Name: name, Status: ni.Status.String(), Shards: owned[name], Follows: follows[name], Kinds: ni.Kinds})
+	}
+	for _, k := range t.KindNames() {
+		out.Policies = append(out.Policies, t.Policy(k))
+	}
+	if ls := s.node.ReplicationLag(); len(ls) > 0 {
+		out.Replication = toPlacementReplicas(ls)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -850,8 +902,8 @@ func (s *Server) manifest(w http.ResponseWriter, r *http.Request) {
 
 // traceContext is the request's context with the W3C trace context of its
 // traceparent and tracestate headers, if it has any: a node that traces
-// (tempest.Config.TracerProvider) makes its tempest.ask span a child of
-// the caller's span; one that does not ignores it.
+// (tempest.Config.TracerProvider) makes its tempest.ask or tempest.tell
+// span a child of the caller's span; one that does not ignores it.
 func traceContext(r *http.Request) context.Context {
 	ctx := r.Context()
 	if r.Header.Get("traceparent") == "" {

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +26,8 @@ import (
 type fakeNode struct {
 	ready    bool
 	degraded string
+	members  []membership.Member
+	proven   map[string]bool
 }
 
 var _ Node = (*fakeNode)(nil)
@@ -35,6 +39,7 @@ var fakeErrs = map[string]error{
 	"refused":     fmt.Errorf("mailbox full: %w", actor.ErrRefused),
 	"terminated":  actor.ErrActorTerminated,
 	"noeligible":  actor.ErrNoEligibleNode,
+	"noquorum":    fmt.Errorf("%w: wire: peer unavailable: n3 is not a live member", tempest.ErrNoQuorum),
 	"badjson":     &tempest.JSONError{Kind: "k", Type: "In", Err: errors.New("$.n: not an i64")},
 	"boom":        errors.New("something else"),
 	"uncommitted": fmt.Errorf("prospero: state of k/uncommitted not committed: %w", actor.ErrNotCommitted),
@@ -42,6 +47,10 @@ var fakeErrs = map[string]error{
 
 func (f *fakeNode) Name() string    { return "fake" }
 func (f *fakeNode) Kinds() []string { return []string{"k"} }
+
+func (f *fakeNode) Policies() []tempest.KindPolicy {
+	return []tempest.KindPolicy{{Kind: "k", Remedy: "Restart", Digest: "d"}}
+}
 func (f *fakeNode) result(kind, key string) error {
 	if kind != "k" {
 		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
@@ -58,19 +67,26 @@ func (f *fakeNode) AskJSON(ctx context.Context, kind, key string, js []byte) ([]
 	}
 	return js, nil
 }
-func (f *fakeNode) TellJSON(kind, key string, _ []byte) error { return f.result(kind, key) }
+func (f *fakeNode) TellJSON(_ context.Context, kind, key string, _ []byte) error {
+	return f.result(kind, key)
+}
 func (f *fakeNode) Status(_ context.Context, ref actor.Ref) (tempest.Status, error) {
+	if err := f.result(ref.Kind(), ""); err != nil {
+		return tempest.Status{}, err
+	}
 	return tempest.Status{Kind: ref.Kind(), Key: ref.Key(), State: actor.Dormant, Node: "fake"}, nil
 }
-func (f *fakeNode) Passivate(context.Context, actor.Ref) error { return nil }
-func (f *fakeNode) Locate(actor.Ref) (string, uint64, error)   { return "fake", 0, nil }
-func (f *fakeNode) Ready() bool                                { return f.ready }
-func (f *fakeNode) Degraded() string                           { return f.degraded }
-func (f *fakeNode) Live() bool                                 { return true }
-func (f *fakeNode) Manifest() manifest.Manifest                { return manifest.Manifest{} }
-func (f *fakeNode) Members() []membership.Member               { return nil }
-func (f *fakeNode) Table() *placement.Table                    { return nil }
-func (f *fakeNode) RaftInfo() tempest.RaftInfo                 { return tempest.RaftInfo{} }
+func (f *fakeNode) Passivate(_ context.Context, ref actor.Ref) error { return f.result(ref.Kind(), "") }
+func (f *fakeNode) Locate(actor.Ref) (string, uint64, error)         { return "fake", 0, nil }
+func (f *fakeNode) Ready() bool                                      { return f.ready }
+func (f *fakeNode) Degraded() string                                 { return f.degraded }
+func (f *fakeNode) Live() bool                                       { return true }
+func (f *fakeNode) Manifest() manifest.Manifest                      { return manifest.Manifest{} }
+func (f *fakeNode) Members() []membership.Member                     { return f.members }
+func (f *fakeNode) Proven(m membership.Member) bool                  { return f.proven[m.Name] }
+func (f *fakeNode) Table() *placement.Table                          { return nil }
+func (f *fakeNode) RaftInfo() tempest.RaftInfo                       { return tempest.RaftInfo{} }
+func (f *fakeNode) ReplicationLag() []tempest.ReplicaLag             { return nil }
 func (f *fakeNode) Actors(_ context.Context, kind string, dormant bool) ([]tempest.ActorEntry, error) {
 	if err := f.result(kind, ""); err != nil {
 		return nil, err
@@ -113,6 +129,8 @@ func TestHTTPStatusCodes(t *testing.T) {
 		{"POST", "/v1/actors/k/unavail/ask", `{}`, 503, codeUnavailable},
 		{"POST", "/v1/actors/k/closed/ask", `{}`, 503, codeUnavailable},
 		{"POST", "/v1/actors/k/noeligible/ask", `{}`, 503, codeNoEligibleNode},
+		{"POST", "/v1/actors/k/noquorum/ask", `{}`, 503, codeNoQuorum},
+		{"POST", "/v1/actors/k/noquorum/tell", `{}`, 503, codeNoQuorum},
 		{"POST", "/v1/actors/k/uncommitted/ask", `{}`, 503, codeNotCommitted},
 		{"POST", "/v1/actors/k/refused/ask", `{}`, 429, codeRefused},
 		{"POST", "/v1/actors/k/refused/tell", `{}`, 429, codeRefused},
@@ -126,6 +144,7 @@ func TestHTTPStatusCodes(t *testing.T) {
 		{"GET", "/v1/actors/k/a", "", 200, ""},
 		{"GET", "/v1/actors/nokind/a", "", 404, codeUnknownKind},
 		{"POST", "/v1/actors/k/a/passivate", "", 200, ""},
+		{"POST", "/v1/actors/nokind/a/passivate", "", 404, codeUnknownKind},
 		{"GET", "/v1/actors/k/a/ask", "", 405, codeMethodNotAllowed},
 		{"POST", "/v1/members", "", 405, codeMethodNotAllowed},
 		{"GET", "/v1/nothing", "", 404, codeNotFound},
@@ -147,6 +166,24 @@ func TestHTTPStatusCodes(t *testing.T) {
 	// The ask's reply is the node's JSON.
 	if _, _, body := do(t, h, "POST", "/v1/actors/k/ok/ask", `{"n":1}`, nil); strings.TrimSpace(body) != `{"n":1}` {
 		t.Errorf("ask reply %q", body)
+	}
+	// Each series counts every request, not only its first.
+	series := func(name string) string {
+		_, _, m := do(t, h, "GET", "/metrics", "", nil)
+		for _, l := range strings.Split(m, "\n") {
+			if v, ok := strings.CutPrefix(l, name+" "); ok {
+				return v
+			}
+		}
+		return "absent"
+	}
+	const okAsks, okLatency = `tempest_messages_total{kind="k",op="ask",outcome="ok"}`, `tempest_ask_duration_seconds_count{kind="k"}`
+	if a, l := series(okAsks), series(okLatency); a != "2" || l != "2" {
+		t.Fatalf("after two asks: %s %s, %s %s", okAsks, a, okLatency, l)
+	}
+	do(t, h, "POST", "/v1/actors/k/ok/ask", `{"n":2}`, nil)
+	if a, l := series(okAsks), series(okLatency); a != "3" || l != "3" {
+		t.Errorf("after three asks: %s %s, %s %s", okAsks, a, okLatency, l)
 	}
 	// Metrics never carry actor keys, and unknown kinds share one label.
 	_, _, metrics := do(t, h, "GET", "/metrics", "", nil)
@@ -234,6 +271,57 @@ func TestHTTPBodyLimit(t *testing.T) {
 	fits := `{"text":"` + strings.Repeat("x", MaxRequestBody-20) + `"}`
 	if got, _, _ := do(t, h, "POST", "/v1/actors/k/ok/ask", fits, nil); got != 200 {
 		t.Fatalf("body under the limit: got %d", got)
+	}
+}
+
+// TestHTTPBodyLengths: a body is read by its declared length when it has
+// one and to its end when it has none (chunked), and one shorter than it
+// declared is refused, not handed on truncated.
+func TestHTTPBodyLengths(t *testing.T) {
+	h := (&Server{node: &fakeNode{ready: true}}).Handler()
+	send := func(body string, length int64) (int, string) {
+		req := httptest.NewRequest("POST", "/v1/actors/k/ok/ask", nil)
+		req.Body, req.ContentLength = io.NopCloser(strings.NewReader(body)), length
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	if code, got := send(`{"a":1}`, 7); code != 200 || got != "{\"a\":1}\n" {
+		t.Fatalf("declared length: %d %q", code, got)
+	}
+	if code, got := send(`{"a":1}`, -1); code != 200 || got != "{\"a\":1}\n" {
+		t.Fatalf("unknown length: %d %q", code, got)
+	}
+	if code, got := send(`{"a":1}`, 12); code != http.StatusBadRequest || !strings.Contains(got, codeBadRequest) {
+		t.Fatalf("body shorter than declared: %d %q", code, got)
+	}
+	// Larger than what is set aside before the bytes arrive: read whole
+	// as they come in.
+	big := `{"a":"` + strings.Repeat("x", 3*presizeBody) + `"}`
+	if code, got := send(big, int64(len(big))); code != 200 || got != big+"\n" {
+		t.Fatalf("declared length over the presized buffer: %d, %d bytes back", code, len(got))
+	}
+	if code, got := send(big, int64(len(big))+1); code != http.StatusBadRequest || !strings.Contains(got, codeBadRequest) {
+		t.Fatalf("large body shorter than declared: %d %q", code, got)
+	}
+}
+
+// A declared length sets aside at most presizeBody before the body's
+// bytes arrive: a client that announces a megabyte and sends ten bytes
+// pins no megabyte.
+func TestHTTPDeclaredLengthIsNotPreallocated(t *testing.T) {
+	r := httptest.NewRequest("POST", "/v1/actors/k/ok/ask", nil)
+	r.ContentLength = MaxRequestBody
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	r.Body = io.NopCloser(strings.NewReader("0123456789"))
+	if _, err := readAllBody(httptest.NewRecorder(), r); err == nil {
+		t.Fatal("a body shorter than declared was read")
+	}
+	runtime.ReadMemStats(&ms)
+	if got := ms.TotalAlloc - before; got > 2*presizeBody {
+		t.Fatalf("reading 10 bytes of a declared %d allocated %d bytes", MaxRequestBody, got)
 	}
 }
 
@@ -325,5 +413,33 @@ func TestHTTPActorsPaging(t *testing.T) {
 		if got, eb, _ := do(t, h, "GET", tc.path, "", nil); got != tc.want || eb.Code != tc.code {
 			t.Errorf("GET %s: %d %q, want %d %q", tc.path, got, eb.Code, tc.want, tc.code)
 		}
+	}
+}
+
+// A gossip member that never proved its name with a cluster certificate
+// is listed, but as unproven: its advertised HTTP address is a hint, not
+// a node's.
+func TestMembersMarksUnprovenMembers(t *testing.T) {
+	f := &fakeNode{ready: true, proven: map[string]bool{"n1": true},
+		members: []membership.Member{
+			{Name: "n1", Status: membership.StatusAlive, Meta: membership.Meta{HTTPAddr: "10.0.0.1:7948"}},
+			{Name: "rogue", Status: membership.StatusAlive, Meta: membership.Meta{HTTPAddr: "10.0.0.66:7948"}},
+		}}
+	h := (&Server{node: f}).Handler()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/members", nil))
+	if rec.Code != 200 {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	var mb MembersBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &mb); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, m := range mb.Members {
+		got[m.Name] = m.Proven
+	}
+	if want := map[string]bool{"n1": true, "rogue": false}; !maps.Equal(got, want) {
+		t.Fatalf("proven: got %v, want %v (%s)", got, want, rec.Body)
 	}
 }

@@ -7,7 +7,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// spanNode records the span context an ask reached the node with.
+// spanNode records the span context an ask or a tell reached the node
+// with.
 type spanNode struct {
 	*fakeNode
 	got trace.SpanContext
@@ -18,8 +19,13 @@ func (n *spanNode) AskJSON(ctx context.Context, kind, key string, js []byte) ([]
 	return n.fakeNode.AskJSON(ctx, kind, key, js)
 }
 
-// An ask through the gateway carries the caller's W3C trace context to
-// the node; a malformed traceparent is ignored, not an error.
+func (n *spanNode) TellJSON(ctx context.Context, kind, key string, js []byte) error {
+	n.got = trace.SpanContextFromContext(ctx)
+	return n.fakeNode.TellJSON(ctx, kind, key, js)
+}
+
+// An ask or a tell through the gateway carries the caller's W3C trace
+// context to the node; a malformed traceparent is ignored, not an error.
 func TestHTTPAskTraceparent(t *testing.T) {
 	const (
 		tid = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -34,22 +40,27 @@ func TestHTTPAskTraceparent(t *testing.T) {
 		{nil, false},
 	}
 	for _, c := range cases {
-		n := &spanNode{fakeNode: &fakeNode{ready: true}}
-		met := NewMetrics("test")
-		met.SetKinds([]string{"k"})
-		h := (&Server{node: n, met: met}).Handler()
-		if code, _, body := do(t, h, "POST", "/v1/actors/k/ok/ask", `{"n":1}`, c.hdr); code != 200 {
-			t.Fatalf("%v: %d %s", c.hdr, code, body)
-		}
-		if n.got.IsValid() != c.valid {
-			t.Fatalf("%v: span context valid %v, want %v", c.hdr, n.got.IsValid(), c.valid)
-		}
-		if !c.valid {
-			continue
-		}
-		if n.got.TraceID().String() != tid || n.got.SpanID().String() != sid || !n.got.IsSampled() || !n.got.IsRemote() ||
-			n.got.TraceState().String() != "k=v" {
-			t.Fatalf("span context %+v, want trace %s span %s sampled, state k=v", n.got, tid, sid)
+		for _, op := range []struct {
+			path string
+			code int
+		}{{"/v1/actors/k/ok/ask", 200}, {"/v1/actors/k/ok/tell", 202}} {
+			n := &spanNode{fakeNode: &fakeNode{ready: true}}
+			met := NewMetrics("test")
+			met.SetKinds([]string{"k"})
+			h := (&Server{node: n, met: met}).Handler()
+			if code, _, body := do(t, h, "POST", op.path, `{"n":1}`, c.hdr); code != op.code {
+				t.Fatalf("%s %v: %d %s", op.path, c.hdr, code, body)
+			}
+			if n.got.IsValid() != c.valid {
+				t.Fatalf("%s %v: span context valid %v, want %v", op.path, c.hdr, n.got.IsValid(), c.valid)
+			}
+			if !c.valid {
+				continue
+			}
+			if n.got.TraceID().String() != tid || n.got.SpanID().String() != sid || !n.got.IsSampled() || !n.got.IsRemote() ||
+				n.got.TraceState().String() != "k=v" {
+				t.Fatalf("%s: span context %+v, want trace %s span %s sampled, state k=v", op.path, n.got, tid, sid)
+			}
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	tempest "github.com/tempest-actors/tempest"
 )
 
 // The dashboard's files, embedded: the binary serves it with no network
@@ -100,12 +102,15 @@ func (s *Server) cookieAuthorized(r *http.Request) bool {
 	return r.Method == http.MethodGet || r.Method == http.MethodHead || r.Header.Get(uiHeader) != ""
 }
 
-// KindsBody is GET /v1/kinds: the kinds registered on the node.
+// KindsBody is GET /v1/kinds: the kinds registered on the node, and
+// each one's supervision and deadline policy with its digest as this
+// node publishes it (compare GET /v1/placement's policies).
 type KindsBody struct {
-	Node  string   `json:"node"`
-	Kinds []string `json:"kinds"`
+	Node     string               `json:"node"`
+	Kinds    []string             `json:"kinds"`
+	Policies []tempest.KindPolicy `json:"policies"`
 }
 
 func (s *Server) kinds(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, KindsBody{Node: s.node.Name(), Kinds: s.node.Kinds()})
+	writeJSON(w, http.StatusOK, KindsBody{Node: s.node.Name(), Kinds: s.node.Kinds(), Policies: s.node.Policies()})
 }

@@ -141,3 +141,22 @@ func TestHTTPCounterOverflow(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPRefusesInvalidReminderNames: a reminder name no reminder can
+// have (not UTF-8, too long) is a 400 bad_request on the routes naming
+// one, not a 404 as if it were merely absent.
+func TestHTTPRefusesInvalidReminderNames(t *testing.T) {
+	_, srv := startNode(t)
+	for _, name := range []string{"%ff", "a%fe%ffb", strings.Repeat("r", 129)} {
+		for _, method := range []string{"GET", "DELETE"} {
+			got, eb, body := call(t, srv, method, "/v1/actors/counter/a/reminders/"+name, "")
+			if got != http.StatusBadRequest || eb.Code != "bad_request" {
+				t.Errorf("%s reminders/%.40s: got %d %q, want 400 bad_request (%.200s)", method, name, got, eb.Code, body)
+			}
+		}
+	}
+	// A valid name that names no reminder is still 404.
+	if got, eb, body := call(t, srv, "GET", "/v1/actors/counter/a/reminders/none", ""); got != http.StatusNotFound || eb.Code != "not_found" {
+		t.Errorf("GET reminders/none: got %d %q, want 404 not_found (%.200s)", got, eb.Code, body)
+	}
+}

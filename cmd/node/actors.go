@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,7 +25,9 @@ func newActorsCmd() *cobra.Command {
 		Use:   "actors KIND [--dormant] [--local] [--limit 100] [--json]",
 		Short: "List the identities of a kind on every node: active ones, with --dormant also those at rest",
 		Long: `List the identities of KIND node by node (GET /v1/actors?kind=KIND on
-each alive member, or only the node at --addr with --local), in key order:
+the node at --addr, the nodes given with --target and every other member
+whose address is verified, or only the node at --addr with --local), in
+key order:
 the active ones, and with --dormant also the dormant ones whose state at
 rest the node holds for the shards it owns. Each node's count is printed
 with at most --limit of its identities; --json prints every page of
@@ -38,12 +41,13 @@ every node as the API returns it.`,
 			if err != nil {
 				return err
 			}
-			return runActors(cmd.Context(), c, args[0], o, cmd.OutOrStdout())
+			return runActors(cmd.Context(), c, args[0], o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f.bind(cmd.Flags())
 	cmd.Flags().BoolVar(&o.dormant, "dormant", false, "also list dormant identities at rest on each node")
 	cmd.Flags().BoolVar(&o.local, "local", false, "only the node at --addr")
+	cmd.Flags().StringSliceVar(&o.targets, "target", nil, "another node's HTTP API to list, trusted like --addr (repeatable)")
 	cmd.Flags().IntVar(&o.limit, "limit", 100, "identities printed per node (the count is always complete)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the API's pages as JSON lines")
 	return cmd
@@ -52,12 +56,21 @@ every node as the API returns it.`,
 type actorsOptions struct {
 	dormant, local, json bool
 	limit                int
+	targets              []string
 }
 
-func runActors(ctx context.Context, c *apiClient, kind string, o actorsOptions, out io.Writer) error {
+func runActors(ctx context.Context, c *apiClient, kind string, o actorsOptions, out, note io.Writer) error {
 	targets := []*apiClient{c}
 	if !o.local {
-		targets = memberClients(ctx, c)
+		var skipped []string
+		var release func()
+		var err error
+		targets, skipped, release, err = clusterTargets(ctx, c, o.targets)
+		defer release()
+		if err != nil {
+			return err
+		}
+		noteSkipped(note, skipped)
 	}
 	total := 0
 	for _, t := range targets {
@@ -107,28 +120,85 @@ func runActors(ctx context.Context, c *apiClient, kind string, o actorsOptions, 
 	return nil
 }
 
-// memberClients returns c and a client for every other alive member
-// with an HTTP address (the same token and transport); just c if the
-// members cannot be read.
-func memberClients(ctx context.Context, c *apiClient) []*apiClient {
-	targets := []*apiClient{c}
-	b, err := c.do(ctx, http.MethodGet, "/v1/members", nil, nil)
-	if err != nil {
-		return targets
+// clusterTargets returns the clients of a command that covers the
+// cluster (bench, actors) and the members it leaves out, each with the
+// reason. The node at --addr and the addresses given with --target are
+// trusted as given: the token goes to them. Another member of the node
+// at --addr is added only when its HTTP address is verified: it is alive,
+// it proved its name to that node with a certificate of the cluster CA,
+// and its API is https, whose certificate must verify for its node name
+// (the TLS handshake of every request checks that). Over plain HTTP a
+// member's address is only what it advertised in gossip, which anyone
+// holding the gossip key can forge, so it is left out. release closes
+// the idle connections of the clients built here.
+func clusterTargets(ctx context.Context, c *apiClient, given []string) (targets []*apiClient, skipped []string, release func(), err error) {
+	var transports []*http.Transport
+	release = func() {
+		for _, t := range transports {
+			t.CloseIdleConnections()
+		}
 	}
-	var mb httpapi.MembersBody
-	if json.Unmarshal(b, &mb) != nil {
-		return targets
-	}
-	for _, m := range mb.Members {
-		if m.Status != "alive" || m.HTTP == "" || m.HTTP == c.base.Host {
+	targets = []*apiClient{c}
+	seen := map[string]bool{c.base.Host: true}
+	for _, g := range given {
+		u, err := parseAddr(g)
+		if err != nil {
+			return nil, nil, release, configError("target", "%v", err)
+		}
+		if seen[u.Host] {
 			continue
 		}
+		seen[u.Host] = true
+		targets = append(targets, &apiClient{base: u, token: c.token, hc: c.hc})
+	}
+	b, err := c.do(ctx, http.MethodGet, "/v1/members", nil, nil)
+	if err != nil {
+		return nil, nil, release, err
+	}
+	var mb httpapi.MembersBody
+	if err := json.Unmarshal(b, &mb); err != nil {
+		return nil, nil, release, fmt.Errorf("%s: members: %v", c.base.Host, err)
+	}
+	for _, m := range mb.Members {
+		if m.Name == mb.Node || m.Status != "alive" || m.HTTP == "" || seen[m.HTTP] {
+			continue
+		}
+		switch {
+		case !m.Proven:
+			skipped = append(skipped, fmt.Sprintf("%s (%s): it has not proved its name with a cluster certificate", m.Name, m.HTTP))
+			continue
+		case c.base.Scheme != "https":
+			skipped = append(skipped, fmt.Sprintf("%s (%s): an address from gossip cannot be verified over plain HTTP", m.Name, m.HTTP))
+			continue
+		}
+		var tc *tls.Config
+		if t, ok := c.hc.Transport.(*http.Transport); ok && t.TLSClientConfig != nil {
+			tc = t.TLSClientConfig.Clone()
+		} else {
+			tc = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		tc.ServerName = m.Name // its certificate must be the member's
+		tr := &http.Transport{TLSClientConfig: tc}
+		transports = append(transports, tr)
+		seen[m.HTTP] = true
 		u := *c.base
 		u.Host = m.HTTP
-		targets = append(targets, &apiClient{base: &u, token: c.token, hc: c.hc})
+		targets = append(targets, &apiClient{base: &u, token: c.token, hc: &http.Client{Transport: tr}})
 	}
-	return targets
+	return targets, skipped, release, nil
+}
+
+// noteSkipped tells, on w, which members a command leaves out and how
+// to include them.
+func noteSkipped(w io.Writer, skipped []string) {
+	if len(skipped) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "not sent to %d %s whose address is not verified (give trusted addresses with --target):\n",
+		len(skipped), plural(len(skipped), "member", "members"))
+	for _, s := range skipped {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
 }
 
 func plural(n int, one, many string) string {

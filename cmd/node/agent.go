@@ -111,6 +111,17 @@ func runAgent(ctx context.Context, c agentConfig, getenv func(string) string, st
 		log.Info("shutting down", "drain_timeout", c.DrainTimeout)
 	case <-a.node.Done():
 		log.Warn("node closed")
+	case <-a.node.StoreDamaged():
+		// Every activation and persisted update fails from now on: stop,
+		// so that the shards move to nodes that can serve them, and exit
+		// with the code of a damaged file (a restart checks it and
+		// refuses it until it is restored or moved aside).
+		damage := a.node.StoreDamage()
+		log.Error("state store damaged while running: stopping", "error", damage)
+		if err := a.stop(c.DrainTimeout); err != nil {
+			log.Warn("shutdown after the damage", "error", err)
+		}
+		return corruptExit(damage, c.DataDir)
 	}
 	return a.stop(c.DrainTimeout)
 }
@@ -123,7 +134,6 @@ type agent struct {
 	httpAddr string // actual listen address
 	httpTLS  bool
 	api      *httpapi.Server
-	fwd      *http.Client
 	log      *slog.Logger
 	tracer   *sdktrace.TracerProvider // nil when not tracing
 	wg       sync.WaitGroup
@@ -138,7 +148,6 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 		return nil, configError("http-addr", "%v", err)
 	}
 	a := &agent{met: httpapi.NewMetrics(version), httpAddr: ln.Addr().String(), httpTLS: c.HTTPTLS, log: log}
-	a.fwd = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{IdleConnTimeout: time.Minute}}
 	if bridge {
 		if err := a.met.BridgeGoMetrics(); err != nil {
 			log.Warn("go-metrics bridge", "error", err)
@@ -185,6 +194,9 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 			cc.GossipTiming = membership.FastTiming()
 			cc.Placement = fastPlacement(c.Shards)
 		}
+		cc.Placement.Replicas = c.Replicas
+		cc.Replication.SyncReplicas = c.ReplicaFsync
+		cc.Replication.MinInSync = c.MinInSync
 		cfg.Cluster = cc
 	}
 	n, err := tempest.New(cfg)
@@ -209,11 +221,8 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 	a.node = n
 	a.met.Attach(n)
 	acfg := httpapi.Config{Node: n, Token: token, MetricsPublic: c.MetricsPublic, Metrics: a.met, Logger: log,
-		Version: version, Forward: a.fwd,
-		Limits: httpapi.Limits{MaxConns: c.HTTPMaxConns, MaxConnsPerClient: c.HTTPMaxPerIP}}
-	if c.HTTPTLS {
-		acfg.ForwardTLS = &tls.Config{RootCAs: mat.pool, MinVersion: tls.VersionTLS12}
-	}
+		Version: version,
+		Limits:  httpapi.Limits{MaxConns: c.HTTPMaxConns, MaxConnsPerClient: c.HTTPMaxPerIP}}
 	api, err := httpapi.New(acfg)
 	if err != nil {
 		_ = ln.Close()
@@ -250,9 +259,6 @@ func (a *agent) stop(drain time.Duration) error {
 		_ = a.srv.Close()
 	}
 	a.wg.Wait()
-	if a.api != nil {
-		a.api.CloseIdle()
-	}
 	if a.tracer != nil {
 		// Flush the spans of the last asks.
 		if terr := a.tracer.Shutdown(sctx); terr != nil {
@@ -345,19 +351,14 @@ func advertisedHTTP(c agentConfig, listen string) string {
 	return net.JoinHostPort(host, port)
 }
 
-// fastPlacement is raft and lease timing for loopback clusters (the dev
-// cluster and tests): failover in a few seconds, yet tolerant of the
-// scheduling stalls of a busy 2-core machine running several nodes.
+// fastPlacement is the placement timing of loopback clusters (the dev
+// cluster and tests): the default raft, lease and failure-detection
+// numbers (failover in a few seconds, see docs/cluster.md), with a
+// faster reconcile loop, voter replacement and smaller raft segments.
 func fastPlacement(shards int) placement.Config {
 	var p placement.Config
 	p.Shards = shards
-	p.HeartbeatTimeout = time.Second
-	p.ElectionTimeout = time.Second
-	p.LeaderLeaseTimeout = 500 * time.Millisecond
 	p.CommitTimeout = 10 * time.Millisecond
-	p.Lease = 2 * time.Second
-	p.LeaseMargin = 500 * time.Millisecond
-	p.DownAfter = 3 * time.Second
 	p.DeadVoterGrace = 5 * time.Second
 	p.ReconcileInterval = 100 * time.Millisecond
 	p.ApplyTimeout = 2 * time.Second

@@ -52,6 +52,9 @@ type agentConfig struct {
 	DrainTimeout    time.Duration
 	Timing          string
 	Shards          int
+	Replicas        int
+	ReplicaFsync    bool
+	MinInSync       int
 	IdleTimeout     time.Duration
 	Persistence     string
 	Workers         int
@@ -71,6 +74,8 @@ func defaultAgentConfig() agentConfig {
 		DrainTimeout:    30 * time.Second,
 		Timing:          "lan",
 		Shards:          1024,
+		Replicas:        3,
+		MinInSync:       1,
 		Persistence:     "every-turn",
 	}
 }
@@ -118,6 +123,9 @@ func bindAgentFlags(fs *pflag.FlagSet, c *agentConfig) {
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", d.DrainTimeout, "bound on the graceful shutdown (handoff, leave) after SIGTERM/SIGINT")
 	fs.StringVar(&c.Timing, "timing", d.Timing, "failure-detection timing: lan, or fast (loopback tests and the dev cluster)")
 	fs.IntVar(&c.Shards, "shards", d.Shards, "shards per placement group, used only when this node initialises a new cluster")
+	fs.IntVar(&c.Replicas, "replicas", d.Replicas, "replicas of each shard's state at rest, owner included, used only when this node initialises a new cluster")
+	fs.BoolVar(&c.ReplicaFsync, "replica-fsync", d.ReplicaFsync, "release a durable turn's outputs only once every replica fsync'd its state (default: once every replica received it)")
+	fs.IntVar(&c.MinInSync, "min-in-sync", d.MinInSync, "fewest in-sync replicas, owner included, that must hold a durable turn's state before it is answered; with 2 a shard whose set shrank to its owner refuses durable writes (503) instead of acknowledging them from one disk")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", 0, "passivate idle demo actors after this long (0: the supervisor's default)")
 	fs.StringVar(&c.Persistence, "persistence", d.Persistence, "when the demo counter writes its state at rest: every-turn (an Add is answered once it is on disk), passivation, or none")
 	fs.IntVar(&c.Workers, "workers", 0, "scheduler workers (0: GOMAXPROCS)")
@@ -173,6 +181,12 @@ func (c *agentConfig) validate() error {
 	}
 	if c.Shards < 1 || c.Shards > 1<<16 {
 		return configError("shards", "%d: want 1 to 65536", c.Shards)
+	}
+	if c.Replicas < 1 || c.Replicas > 7 {
+		return configError("replicas", "%d: want 1 to 7", c.Replicas)
+	}
+	if c.MinInSync < 1 || c.MinInSync > c.Replicas {
+		return configError("min-in-sync", "%d: want 1 to --replicas (%d)", c.MinInSync, c.Replicas)
 	}
 	if c.IdleTimeout < 0 {
 		return configError("idle-timeout", "must not be negative")

@@ -127,6 +127,8 @@ func TestAgentConfigErrorsNameTheFlag(t *testing.T) {
 		{append(base, "--drain-timeout", "0s"), nil, "--drain-timeout"},
 		{append(base, "--timing", "slow"), nil, "--timing"},
 		{append(base, "--shards", "0"), nil, "--shards"},
+		{append(base, "--min-in-sync", "0"), nil, "--min-in-sync"},
+		{append(base, "--replicas", "2", "--min-in-sync", "3"), nil, "--min-in-sync"},
 		{append(base, "--persistence", "sometimes"), nil, "--persistence"},
 		{base, map[string]string{"TEMPEST_BOOTSTRAP_EXPECT": "many"}, "--bootstrap-expect"},
 		{base, map[string]string{"TEMPEST_DRAIN_TIMEOUT": "soon"}, "--drain-timeout"},

@@ -103,6 +103,9 @@ func (b *browser) screenshot(name string) {
 	dir := b.t.ArtifactDir()
 	if d := os.Getenv("TEMPEST_SCREENSHOT_DIR"); d != "" {
 		dir = d
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.t.Fatal(err)
+		}
 	}
 	path := filepath.Join(dir, name+".png")
 	if err := os.WriteFile(path, png, 0o644); err != nil {

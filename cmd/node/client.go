@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/httpapi"
+	"github.com/tempest-actors/tempest/placement"
 )
 
 func init() {
@@ -74,13 +77,9 @@ func (f *clientFlags) client(fs *pflag.FlagSet, getenv func(string) string) (*ap
 			}
 		}
 	}
-	addr := f.addr
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	u, err := url.Parse(addr)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, configError("addr", "%q: want http://host:port or https://host:port", f.addr)
+	u, err := parseAddr(f.addr)
+	if err != nil {
+		return nil, configError("addr", "%v", err)
 	}
 	c := &apiClient{base: u, hc: &http.Client{}}
 	switch {
@@ -105,6 +104,20 @@ func (f *clientFlags) client(fs *pflag.FlagSet, getenv func(string) string) (*ap
 		c.hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	}
 	return c, nil
+}
+
+// parseAddr parses the base URL of an HTTP API: http://host:port,
+// https://host:port, or host:port for http.
+func parseAddr(addr string) (*url.URL, error) {
+	full := addr
+	if !strings.Contains(full, "://") {
+		full = "http://" + full
+	}
+	u, err := url.Parse(full)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("%q: want http://host:port or https://host:port", addr)
+	}
+	return u, nil
 }
 
 // apiError is an error answer of the HTTP API.
@@ -217,7 +230,13 @@ func newMembersCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "members [--json]",
 		Short: "List the cluster's members: name, address, status, raft role, manifest profile",
-		Args:  noArgs,
+		Long: `List the members of the node at --addr's gossip view: name, gossip
+address, status, raft role, manifest profile and HTTP address. A member
+that has not proved its name to that node with a certificate of the
+cluster CA is shown "alive (unproven)": anyone with the gossip key can be
+one; it is never in placement, and its addresses are only what it
+advertised.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.client(cmd.Flags(), os.Getenv)
 			if err != nil {
@@ -239,7 +258,13 @@ func newMembersCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tADDRESS\tSTATUS\tRAFT\tPROFILE\tHTTP")
 			for _, m := range mb.Members {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, orDash(m.Address), m.Status, m.Raft, orDash(m.Profile), orDash(m.HTTP))
+				status := m.Status
+				if !m.Proven && (status == "alive" || status == "suspect") {
+					// A gossip member without a cluster certificate:
+					// outside placement, its addresses unverified.
+					status += " (unproven)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, orDash(m.Address), status, m.Raft, orDash(m.Profile), orDash(m.HTTP))
 			}
 			return tw.Flush()
 		},
@@ -278,14 +303,20 @@ func newPlacementCmd() *cobra.Command {
 				_, err = fmt.Fprintf(out, "standalone node %s: it owns every actor\n", p.Node)
 				return err
 			}
-			fmt.Fprintf(out, "leader: %s\nepoch: %d (raft term %d)\nshards: %d per group, %d groups, %d moving, %d unassigned\n",
-				orDash(p.Leader), p.Epoch, p.Term, p.ShardCount, p.Groups, p.Moving, p.Unassigned)
+			fmt.Fprintf(out, "leader: %s\nepoch: %d (raft term %d)\nshards: %d per group, %d groups, %d moving, %d unassigned\nreplicas: %d per shard, %d shards under-replicated\n",
+				orDash(p.Leader), p.Epoch, p.Term, p.ShardCount, p.Groups, p.Moving, p.Unassigned, p.Replicas, p.UnderReplicated)
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tSTATUS\tSHARDS")
+			fmt.Fprintln(tw, "NODE\tSTATUS\tSHARDS\tREPLICA OF")
 			for _, n := range p.Nodes {
-				fmt.Fprintf(tw, "%s\t%s\t%d\n", n.Name, n.Status, n.Shards)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", n.Name, n.Status, n.Shards, n.Follows)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if err := printReplication(out, p.Node, p.Replication); err != nil {
+				return err
+			}
+			return printPolicies(out, p.Policies)
 		},
 	}
 	f.bind(cmd.Flags())
@@ -439,8 +470,87 @@ func printStatus(out io.Writer, b []byte, asJSON bool) error {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(out, "%s/%s: %s on %s (incarnation %d, active %t)\n", st.Kind, st.Key, st.State, orDash(st.Node), st.Incarnation, st.Active)
-	return err
+	if _, err := fmt.Fprintf(out, "%s/%s: %s on %s (incarnation %d, active %t)\n", st.Kind, st.Key, st.State, orDash(st.Node), st.Incarnation, st.Active); err != nil {
+		return err
+	}
+	if st.PolicyDissenters > 0 {
+		if _, err := fmt.Fprintf(out, "warning: %d node(s) publish another policy for %s and own none of its shards until they agree (see tempest placement)\n",
+			st.PolicyDissenters, st.Kind); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printPolicies prints each kind's agreed policy digest, the nodes that
+// publish it and those that publish another (which own none of the kind's
+// shards).
+func printPolicies(out io.Writer, views []placement.PolicyView) error {
+	if len(views) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nKIND\tPOLICY\tAGREE\tDIFFER")
+	for _, v := range views {
+		differ := "-"
+		if len(v.Differ) > 0 {
+			var parts []string
+			for _, node := range slices.Sorted(maps.Keys(v.Differ)) {
+				parts = append(parts, node+"="+short(v.Differ[node]))
+			}
+			differ = strings.Join(parts, ",") + " (no shards until they agree)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Kind, short(v.Digest), orDash(strings.Join(v.Agree, ",")), differ)
+	}
+	return tw.Flush()
+}
+
+// printReplication prints the lag of each follower of the shards node
+// owns: what it has not acknowledged yet.
+func printReplication(out io.Writer, node string, rs []httpapi.PlacementReplica) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	fmt.Fprintf(out, "\nreplication from %s (the shards it owns; ask another node with --addr for its own):\n", node)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FOLLOWER\tSHARDS\tSTATE\tQUEUED\tIN FLIGHT\tLAG\tLAST ACK\tACKED")
+	for _, r := range rs {
+		state := "in sync"
+		switch {
+		case r.CatchingUp:
+			state = "catching up"
+		case r.Shards == 0:
+			state = "left the sets"
+		}
+		last := "never"
+		if r.LastAckSeconds >= 0 {
+			last = secs(r.LastAckSeconds) + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%d\n", r.Follower, r.Shards, state, r.QueuedRecords, r.InFlightRecords,
+			secs(r.LagSeconds), last, r.AckedRecords)
+	}
+	return tw.Flush()
+}
+
+// secs prints seconds as a rounded duration.
+func secs(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	switch {
+	case d == 0:
+		return "0"
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	default:
+		return d.Round(time.Millisecond).String()
+	}
+}
+
+// short abbreviates a policy digest for tables; --json prints it whole.
+func short(digest string) string {
+	if len(digest) > 12 {
+		return digest[:12]
+	}
+	return orDash(digest)
 }
 
 func newPassivateCmd() *cobra.Command {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/httpapi"
+	"github.com/tempest-actors/tempest/placement"
 )
 
 // startLocalNode runs a standalone node with the demo kinds behind an
@@ -247,5 +249,57 @@ func TestPercentile(t *testing.T) {
 	}
 	if percentile(nil, 0.5) != 0 {
 		t.Error("percentile of nothing")
+	}
+}
+
+// TestReplicationLagIsShown: tempest placement lists each follower of the
+// answering node's shards with what it has not acknowledged.
+func TestReplicationLagIsShown(t *testing.T) {
+	var out bytes.Buffer
+	rs := []httpapi.PlacementReplica{
+		{Follower: "n2", Shards: 12, QueuedRecords: 3, InFlightRecords: 40, LagSeconds: 0.0123, LastAckSeconds: 0.002, AckedRecords: 900},
+		{Follower: "n3", Shards: 0, CatchingUp: true, LastAckSeconds: -1},
+	}
+	if err := printReplication(&out, "n1", rs); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"replication from n1", "FOLLOWER", "LAG", "n2", "in sync", "12ms", "2ms ago", "900",
+		"n3", "catching up", "never"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("placement output lacks %q:\n%s", want, got)
+		}
+	}
+	out.Reset()
+	if err := printReplication(&out, "n1", nil); err != nil || out.Len() != 0 {
+		t.Fatalf("no followers: %q, %v", out.String(), err)
+	}
+}
+
+// TestPolicyDisagreementIsShown: tempest placement lists each kind's
+// agreed policy and the nodes that differ; tempest status warns about
+// them.
+func TestPolicyDisagreementIsShown(t *testing.T) {
+	var out bytes.Buffer
+	views := []placement.PolicyView{
+		{Kind: "echo", Digest: "0123456789abcdef", Agree: []string{"n1", "n2", "n3"}},
+		{Kind: "ledger", Digest: "aaaaaaaaaaaaaaaa", Agree: []string{"n1", "n2"}, Differ: map[string]string{"n3": "bbbbbbbbbbbbbbbb"}},
+	}
+	if err := printPolicies(&out, views); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"KIND", "echo", "0123456789ab", "n1,n2,n3", "ledger", "n3=bbbbbbbbbbbb (no shards until they agree)"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("placement output lacks %q:\n%s", want, got)
+		}
+	}
+	out.Reset()
+	b, _ := json.Marshal(httpapi.StatusBody{Kind: "ledger", Key: "a", State: "Valid", Node: "n1", PolicyDissenters: 1})
+	if err := printStatus(&out, b, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "warning: 1 node(s) publish another policy for ledger") {
+		t.Fatalf("status output:\n%s", got)
 	}
 }

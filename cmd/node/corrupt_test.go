@@ -245,6 +245,32 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 			scribbleFile(t, segs[len(segs)-1], 64)
 			return segs[len(segs)-1]
 		}, "under a new name"},
+		{"both slots of raft/log.mark overwritten", func() string {
+			p := filepath.Join(a.dataDir, "raft", "log.mark")
+			scribbleFile(t, p, 0)
+			return p
+		}, "under a new name"},
+		{"WAL segment overwritten and raft/log.mark removed", func() string {
+			scribbleFile(t, segs[len(segs)-1], 64)
+			p := filepath.Join(a.dataDir, "raft", "log.mark")
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "under a new name"},
+		{"WAL segment overwritten and raft/log.mark emptied", func() string {
+			scribbleFile(t, segs[len(segs)-1], 64)
+			p := filepath.Join(a.dataDir, "raft", "log.mark")
+			if err := os.Truncate(p, 0); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "under a new name"},
+		{"garbage in raft/wal/wal-meta.db", func() string {
+			p := filepath.Join(a.dataDir, "raft", "wal", "wal-meta.db")
+			scribbleFile(t, p, 0)
+			return p
+		}, "under a new name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			copyTree(t, good, a.dataDir)
@@ -258,6 +284,9 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 					t.Errorf("stderr lacks %q:\n%s", want, stderr)
 				}
 			}
+			if strings.Contains(stderr, "tempest: tempest:") {
+				t.Errorf("stderr repeats the prefix:\n%s", stderr)
+			}
 			if strings.Contains(stderr, "panic") || strings.Contains(stderr, "goroutine ") {
 				t.Errorf("stderr shows a panic:\n%s", stderr)
 			}
@@ -267,4 +296,62 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 	// The intact copy still starts and serves.
 	copyTree(t, good, a.dataDir)
 	a.runHealthy()
+}
+
+// state.db cut short under a running agent: the ask that needed it fails
+// (503 not_committed or 410, never 200), and the agent stops on its own
+// with the corrupt-data code and a message naming the file, instead of
+// dying of SIGBUS or serving on without its state.
+func TestAgentStopsWhenStateDamagedWhileRunning(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs agents")
+	}
+	a := newSoloAgent(t)
+	cmd := a.cmd()
+	var errOut syncBuilder
+	cmd.Stdout, cmd.Stderr = &errOut, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}()
+	addr := fmt.Sprintf("http://127.0.0.1:%d", a.http)
+	waitFor(t, 30*time.Second, "the agent ready", func() bool {
+		return exec.Command(a.bin, "health", "--addr", addr).Run() == nil
+	})
+	for i := range 20 {
+		a.must("ask", fmt.Sprintf("counter/k%d", i), `{"Add":{"n":1}}`, "--addr", addr)
+	}
+	path := filepath.Join(a.dataDir, "state.db")
+	if err := os.Truncate(path, 4096); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(a.bin, "ask", "counter/k1", `{"Add":{"n":1}}`, "--addr", addr).CombinedOutput()
+	if err == nil {
+		t.Fatalf("an ask after state.db was cut short succeeded: %s", out)
+	}
+	var ee *exec.ExitError
+	select {
+	case err := <-done:
+		if !errors.As(err, &ee) || ee.ExitCode() != exitCorrupt {
+			t.Fatalf("agent exit: %v, want code %d\n%s", err, exitCorrupt, errOut.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the agent did not stop on a damaged state store\n%s", errOut.String())
+	}
+	stderr := errOut.String()
+	for _, want := range []string{path, "is damaged", "what to do", "backup"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "panic") || strings.Contains(stderr, "SIGBUS") {
+		t.Errorf("stderr shows a crash:\n%s", stderr)
+	}
 }

@@ -198,6 +198,11 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer) (err error
 		`ask echo/hello '{"text":"hi"}' --addr ` + agents[len(agents)-1].httpURL(),
 		"bench --duration 5s counter",
 	} {
+		if agents[0].httpURL() != defaultAddr && !strings.Contains(ex, "--addr ") {
+			// Not the client's default address: a command copied from
+			// here must say where the cluster is.
+			ex += " --addr " + agents[0].httpURL()
+		}
 		fmt.Fprintf(out, "  %s %s\n", self, ex)
 	}
 	if agents[0].httpURL() != defaultAddr {
@@ -212,8 +217,25 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer) (err error
 	return nil
 }
 
-// waitReady polls every node's /readyz and members until all are ready
-// and see each other, or the timeout passes.
+// placementSettled: the table c's node applied has every shard assigned
+// and none moving, so that what a tour shows of placement holds for a
+// while (a new cluster hands each kind's shards to their final owners
+// in the first seconds).
+func placementSettled(ctx context.Context, c *apiClient) bool {
+	b, err := c.do(ctx, http.MethodGet, "/v1/placement", nil, nil)
+	if err != nil {
+		return false
+	}
+	var pb httpapi.PlacementBody
+	if json.Unmarshal(b, &pb) != nil {
+		return false
+	}
+	return pb.Standalone || (pb.ShardCount > 0 && pb.Moving == 0 && pb.Unassigned == 0)
+}
+
+// waitReady polls every node's /readyz and members, and the placement
+// table, until all are ready, see each other and no shard is moving, or
+// the timeout passes.
 func waitReady(ctx context.Context, clients []*apiClient, want int, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -235,7 +257,7 @@ func waitReady(ctx context.Context, clients []*apiClient, want int, timeout time
 			}
 			ready++
 		}
-		if ready == len(clients) {
+		if ready == len(clients) && placementSettled(ctx, clients[0]) {
 			return nil
 		}
 		select {

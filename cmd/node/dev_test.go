@@ -83,6 +83,21 @@ func TestDevClusterTour(t *testing.T) {
 			t.Errorf("tour output lacks %q:\n%s", want, out)
 		}
 	}
+	// The base port is not the default one: every example command the
+	// banner prints names an address.
+	examples := 0
+	_, banner, _ := strings.Cut(out, "Talk to it from another terminal")
+	for _, line := range strings.Split(banner, "\n") {
+		if strings.HasPrefix(line, "  tempest ") {
+			examples++
+			if !strings.Contains(line, " --addr http://127.0.0.1:") {
+				t.Errorf("an example without --addr: %q", line)
+			}
+		}
+	}
+	if examples == 0 {
+		t.Errorf("no example commands:\n%s", out)
+	}
 	if strings.Count(out, "(runs on dev-") != 6 {
 		t.Errorf("want six asks with their owner:\n%s", out)
 	}

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -19,6 +21,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tempest-actors/tempest/httpapi"
+	"github.com/tempest-actors/tempest/membership"
 )
 
 // The end-to-end test builds the tempest binary, runs three `tempest
@@ -33,6 +36,8 @@ type e2eCluster struct {
 	mu    sync.Mutex
 	nodes map[string]*e2eNode
 	seed  string // gossip address of n1
+	// timing is the agents' --timing (default fast).
+	timing string
 }
 
 type e2eNode struct {
@@ -59,19 +64,52 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-// freePort returns a port free for TCP and UDP on 127.0.0.1.
+// Ports handed out by freePort in this process: agents bind them some
+// time after they were picked, and a port picked for one must never be
+// picked again for another.
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
+
+// freePort returns a port free for TCP and UDP on 127.0.0.1, never one it
+// returned before in this process, and below the kernel's range of
+// ephemeral ports, so that no outgoing connection (a client's, a peer's)
+// takes it between the pick and the bind, or while an agent that owns it
+// is down for a restart.
 func freePort(t *testing.T) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	lo, hi := 20000, 32000
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var elo, ehi int
+		if _, err := fmt.Sscan(string(b), &elo, &ehi); err == nil && elo > 11000 {
+			hi = min(hi, elo-1)
+			lo = min(lo, hi-1000)
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+	}
+	for range 500 {
+		port := lo + rand.IntN(hi-lo)
+		portsMu.Lock()
+		taken := portsUsed[port]
+		portsMu.Unlock()
+		if taken {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
 		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		l.Close()
-		if err == nil {
-			u.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		portsMu.Lock()
+		taken = portsUsed[port]
+		portsUsed[port] = true
+		portsMu.Unlock()
+		if !taken {
 			return port
 		}
 	}
@@ -131,7 +169,7 @@ func (c *e2eCluster) start(name string, prev *e2eNode) *e2eNode {
 		"--tls-ca", filepath.Join(c.dir, "ca", "ca.pem"),
 		"--tls-cert", filepath.Join(nd, "node.pem"),
 		"--tls-key", filepath.Join(nd, "node-key.pem"),
-		"--timing", "fast", "--shards", "64", "--workers", "2", "--drain-timeout", "30s"}
+		"--timing", cmp.Or(c.timing, "fast"), "--shards", "64", "--workers", "2", "--drain-timeout", "30s"}
 	if c.seed != "" {
 		args = append(args, "--join", c.seed)
 	}
@@ -197,19 +235,23 @@ func (c *e2eCluster) members(n *e2eNode) map[string]httpapi.MemberBody {
 	return m
 }
 
-// settled: every listed node is healthy and sees exactly the listed
+// unsettled says why the listed nodes are not settled ("" when they
+// are): settled, every listed node is healthy and sees exactly the listed
 // nodes alive, all of them in raft (leader or voter).
-func (c *e2eCluster) settled(nodes ...*e2eNode) bool {
+func (c *e2eCluster) unsettled(nodes ...*e2eNode) string {
 	for _, n := range nodes {
-		if _, code, _ := c.tempest("health", "--addr", n.addr()); code != 0 {
-			return false
+		if why := exited(n); why != "" {
+			return why
+		}
+		if out, code, _ := c.tempest("health", "--addr", n.addr()); code != 0 {
+			return fmt.Sprintf("%s: health exit %d: %s", n.name, code, strings.TrimSpace(out))
 		}
 		ms := c.members(n)
 		alive := 0
 		for _, o := range nodes {
 			m, ok := ms[o.name]
 			if !ok || m.Status != "alive" || (m.Raft != "leader" && m.Raft != "voter") {
-				return false
+				return fmt.Sprintf("%s sees %s as %+v (listed %t)", n.name, o.name, m, ok)
 			}
 			alive++
 		}
@@ -219,27 +261,96 @@ func (c *e2eCluster) settled(nodes ...*e2eNode) bool {
 			}
 		}
 		if alive != 0 {
-			return false
+			return fmt.Sprintf("%s sees other members alive: %+v", n.name, ms)
 		}
 	}
-	return true
+	return ""
 }
 
-func TestEndToEndThreeAgents(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test: builds the binary and runs three processes")
+// unreplicated says why the listed nodes' shards are not fully
+// replicated ("" when every node's table shows every assigned shard with
+// a full in-sync set): until then one more fault can take the only copy
+// of an acknowledged update, which the cluster promises to survive only
+// one fault at a time.
+func (c *e2eCluster) unreplicated(nodes ...*e2eNode) string {
+	for _, n := range nodes {
+		out, code, errOut := c.tempest("placement", "--json", "--addr", n.addr())
+		if code != 0 {
+			return fmt.Sprintf("%s: placement exit %d: %s", n.name, code, strings.TrimSpace(errOut))
+		}
+		var pb httpapi.PlacementBody
+		if err := json.Unmarshal([]byte(out), &pb); err != nil {
+			return fmt.Sprintf("%s: placement: %v", n.name, err)
+		}
+		if pb.UnderReplicated != 0 || pb.Unassigned != 0 {
+			return fmt.Sprintf("%s: %d shards under-replicated, %d unassigned", n.name, pb.UnderReplicated, pb.Unassigned)
+		}
 	}
+	return ""
+}
+
+// waitHealed waits until the listed nodes are settled and their shards
+// fully replicated again: the state a fault-tolerance test must reach
+// before its next fault.
+func (c *e2eCluster) waitHealed(t *testing.T, d time.Duration, what string, nodes ...*e2eNode) {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(d)
+	for {
+		why := c.unsettled(nodes...)
+		if why == "" {
+			why = c.unreplicated(nodes...)
+		}
+		if why == "" {
+			t.Logf("%s: healed after %v", what, time.Since(start).Round(10*time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) || strings.Contains(why, " exited: ") {
+			t.Fatalf("gave up after %v waiting for %s: %s", time.Since(deadline.Add(-d)).Round(time.Millisecond), what, why)
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval, not synchronization
+	}
+}
+
+// exited says how n's process ended ("" while it runs).
+func exited(n *e2eNode) string {
+	select {
+	case <-n.done:
+		return fmt.Sprintf("%s exited: %v", n.name, n.err)
+	default:
+		return ""
+	}
+}
+
+// waitSettled waits until the listed nodes are settled, failing the
+// test with the last reason they were not.
+func (c *e2eCluster) waitSettled(t *testing.T, d time.Duration, what string, nodes ...*e2eNode) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		why := c.unsettled(nodes...)
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) || strings.Contains(why, " exited: ") {
+			t.Fatalf("gave up after %v waiting for %s: %s", time.Since(deadline.Add(-d)).Round(time.Millisecond), what, why)
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval, not synchronization
+	}
+}
+
+// newE2ECluster builds the binary and the cluster's certificates and
+// gossip key; processes started with start are killed when the test
+// ends, and their logs printed if it failed.
+func newE2ECluster(t *testing.T, timing string) *e2eCluster {
+	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "tempest")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	c := &e2eCluster{t: t, bin: bin, dir: dir, nodes: map[string]*e2eNode{}}
+	bin := testBinary(t)
+	c := &e2eCluster{t: t, bin: bin, dir: dir, nodes: map[string]*e2eNode{}, timing: timing}
 	t.Cleanup(func() {
 		c.mu.Lock()
 		for _, n := range c.nodes {
+			_ = n.cmd.Process.Signal(syscall.SIGCONT) // a paused one too
 			_ = n.cmd.Process.Kill()
 			<-n.done
 		}
@@ -250,11 +361,37 @@ func TestEndToEndThreeAgents(t *testing.T) {
 	})
 	c.must("certs", "ca", "--out", filepath.Join(dir, "ca"))
 	c.must("keygen", "--out", filepath.Join(dir, "gossip.key"))
+	return c
+}
+
+// testBinaryEnv names a tempest binary built already (by the test that
+// started this one); testBinary builds one otherwise.
+const testBinaryEnv = "TEMPEST_TEST_BINARY"
+
+func testBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv(testBinaryEnv); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "tempest")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestEndToEndThreeAgents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test: builds the binary and runs three processes")
+	}
+	c := newE2ECluster(t, "fast")
 	n1 := c.start("n1", nil)
 	n2 := c.start("n2", nil)
 	n3 := c.start("n3", nil)
 	t0 := time.Now()
-	waitFor(t, 60*time.Second, "three ready agents", func() bool { return c.settled(n1, n2, n3) })
+	c.waitSettled(t, 60*time.Second, "three ready agents", n1, n2, n3)
 	t.Logf("cluster ready after %v", time.Since(t0))
 
 	// The banner names the node, its addresses and the security settings.
@@ -361,7 +498,9 @@ func TestEndToEndThreeAgents(t *testing.T) {
 		ui.waitJS("the counter kind's row", `(() => { const r = document.querySelector('#kinds tr[data-kind=counter]'); return r && r.children[2].textContent !== '0'; })()`)
 		ui.waitJS("shards of three nodes", `document.querySelectorAll('#shards-chart rect.bar').length === 3`)
 		ui.waitJS("the asks/s line", `document.querySelector('#asks-chart polyline') !== null`)
+		checkDashboardPlacement(t, c, ui, n1)
 		ui.screenshot("dashboard-three-nodes")
+		checkDashboardUnproven(t, c, ui, n1)
 	}
 
 	// The inventory: every counter once, on the node that owns it; a
@@ -375,7 +514,9 @@ func TestEndToEndThreeAgents(t *testing.T) {
 		dormant bool
 		want    int
 	}{{false, keys + 1 - len(passivated)}, {true, keys + 1}} {
-		args := []string{"actors", "counter", "--json", "--addr", n2.addr()}
+		// Over plain HTTP the other members' addresses come from gossip
+		// and are not verified: they are given, as trusted addresses.
+		args := []string{"actors", "counter", "--json", "--addr", n2.addr(), "--target", n1.addr(), "--target", n3.addr()}
 		if tc.dormant {
 			args = append(args, "--dormant")
 		}
@@ -443,7 +584,7 @@ func TestEndToEndThreeAgents(t *testing.T) {
 	if n3.err != nil {
 		t.Fatalf("n3 exited with %v after SIGTERM", n3.err)
 	}
-	waitFor(t, 30*time.Second, "two settled agents", func() bool { return c.settled(n1, n2) })
+	c.waitSettled(t, 30*time.Second, "two settled agents", n1, n2)
 	if ui != nil {
 		ui.waitJS("n3 gone from the alive members", rows("alive")+` === 2 && document.querySelector('#members tr[data-node=n3]')?.dataset.status !== 'alive'`)
 		ui.waitJS("no shards on n3", `document.querySelectorAll('#shards-chart rect.bar').length === 2`)
@@ -453,7 +594,7 @@ func TestEndToEndThreeAgents(t *testing.T) {
 
 	// Restart with the same name: n3 rejoins and serves again.
 	c.start("n3", n3)
-	waitFor(t, 60*time.Second, "n3 back", func() bool { return c.settled(n1, n2, n3) })
+	c.waitSettled(t, 60*time.Second, "n3 back", n1, n2, n3)
 	checkAll("after n3 rejoined", n3)
 
 	// kill -9 of n2: asks recover on the survivors.
@@ -476,7 +617,7 @@ func TestEndToEndThreeAgents(t *testing.T) {
 
 	// Restart n2 with the same name.
 	c.start("n2", n2)
-	waitFor(t, 60*time.Second, "n2 back", func() bool { return c.settled(n1, n2, n3) })
+	c.waitSettled(t, 60*time.Second, "n2 back", n1, n2, n3)
 	for k := range keys {
 		key := fmt.Sprintf("counter/k%d", k)
 		if _, code, errOut := c.tempest("ask", key, `{"Get":null}`, "--timeout", "10s", "--addr", n2.addr()); code != 0 {
@@ -491,4 +632,66 @@ func TestEndToEndThreeAgents(t *testing.T) {
 	if _, code, _ := c.tempest("health", "--addr", n2.addr()); code != 0 {
 		t.Fatal("n2 not healthy")
 	}
+}
+
+// checkDashboardPlacement checks what the dashboard shows of placement
+// against n1's API: each kind's agreed policy digest, this node agreeing,
+// the replica sets and their under-replicated count, n1's followers with
+// their lag, and the shards each member follows.
+func checkDashboardPlacement(t *testing.T, c *e2eCluster, ui *browser, n1 *e2eNode) {
+	t.Helper()
+	var p httpapi.PlacementBody
+	if err := json.Unmarshal([]byte(c.must("placement", "--json", "--addr", n1.addr())), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Policies) == 0 || p.Replicas != 3 {
+		t.Fatalf("placement: %d policies, replicas %d; want the kinds' policies and replica sets of 3", len(p.Policies), p.Replicas)
+	}
+	for _, pv := range p.Policies {
+		ui.waitJS(pv.Kind+"'s agreed digest", fmt.Sprintf(`(() => { const r = document.querySelector('#policies tr[data-kind=%q]');
+			return r !== null && r.dataset.digest === %q && r.children[4].textContent.includes('agrees'); })()`, pv.Kind, pv.Digest))
+	}
+	ui.waitJS("the replica sets", `document.getElementById('replication-summary').textContent.includes('replica sets of 3') &&
+		document.getElementById('under-replicated') !== null`)
+	// With three nodes and three replicas, n2 and n3 follow n1's shards.
+	ui.waitJS("n1's two followers and their lag", `['n2', 'n3'].every((n) => {
+		const r = document.querySelector('#replication tr[data-follower=' + n + ']');
+		return r !== null && r.querySelector('td.lag').textContent !== ''; })`)
+	ui.waitJS("the shards each member follows", `[...document.querySelectorAll('#members tbody tr')].every((r) => /^[0-9]+$/.test(r.children[7].textContent))`)
+}
+
+// checkDashboardUnproven announces a member over gossip that cannot prove
+// its name (it has the gossip key, not a certificate: it advertises n1's
+// QUIC address, whose certificate names n1): the dashboard shows it
+// unproven, the three agents proven, and the member gone once it left.
+func checkDashboardUnproven(t *testing.T, c *e2eCluster, ui *browser, n1 *e2eNode) {
+	t.Helper()
+	ui.waitJS("three proven members", `document.querySelectorAll('#members tr[data-proven=true]').length === 3 &&
+		document.getElementById('unproven-count').hidden`)
+	keys, err := membership.LoadKeyFile(filepath.Join(c.dir, "gossip.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := membership.DefaultConfig()
+	mc.Name, mc.Bind, mc.Seeds, mc.GossipKeys, mc.Timing = "rogue", "127.0.0.1:0", []string{c.seed}, keys, membership.FastTiming()
+	mc.Meta = membership.Meta{Name: "rogue", QUICAddr: fmt.Sprintf("127.0.0.1:%d", n1.quic), HTTPAddr: "127.0.0.1:1", Version: "rogue"}
+	rogue, err := membership.New(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rogue.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer rogue.Halt()
+	ui.waitJS("the rogue member shown unproven", `(() => { const r = document.querySelector('#members tr[data-node=rogue]');
+		return r !== null && r.dataset.proven === 'false' && r.querySelector('td.identity').textContent === 'unproven' &&
+			document.getElementById('unproven-count').textContent === '1 unproven'; })()`)
+	ui.screenshot("dashboard-unproven-member")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := rogue.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ui.waitJS("the rogue member gone or not alive", `(() => { const r = document.querySelector('#members tr[data-node=rogue]');
+		return r === null || r.dataset.status !== 'alive'; })()`)
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -47,9 +48,15 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "tempest:", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(exitCode(err))
 	}
+}
+
+// errorLine is what main prints for err: one "tempest:" prefix, also
+// for the library's errors, which carry it already.
+func errorLine(err error) string {
+	return "tempest: " + strings.TrimPrefix(err.Error(), "tempest: ")
 }
 
 // exitCode maps an error to the process exit code.

@@ -8,6 +8,7 @@ const POLL_MS = 2000;
 const HISTORY_MS = 10 * 60 * 1000; // the asks/s chart's window
 const state = {
   kinds: [],
+  policies: {},    // kind -> this node's policy digest (GET /v1/kinds)
   manifests: {},   // node name -> {manifest, t}
   samples: [],     // {t, metrics} of recent scrapes, oldest first
   asks: [],        // {t, rate}
@@ -113,8 +114,8 @@ async function manifestOf(name) {
 async function refreshCluster() {
   const [members, placement] = await Promise.all([apiJSON("/v1/members"), apiJSON("/v1/placement")]);
   $("node").textContent = "node " + members.node + (members.leader ? ", raft leader " + members.leader : "");
-  const shards = {};
-  for (const n of placement.nodes || []) shards[n.name] = n.shards;
+  const shards = {}, follows = {};
+  for (const n of placement.nodes || []) { shards[n.name] = n.shards; follows[n.name] = n.follows; }
   const tbody = $("members").querySelector("tbody");
   const rows = [];
   for (const m of members.members) {
@@ -126,23 +127,85 @@ async function refreshCluster() {
         clauses.append(el("span", {class: "clause-" + c.discharge, title: c.discharge + (c.substrate ? " (" + c.substrate + ")" : "")}, c.clause + (c.discharge === "Discharged" ? " ✓" : " ~")), " ");
       }
     } catch (e) { /* a member not in the table yet */ }
-    rows.push(el("tr", {"data-node": m.name, "data-status": m.status},
-      el("td", {}, m.name), el("td", {class: "status-" + m.status}, m.status), el("td", {}, m.raft),
+    // An unproven member is a gossip hint: anyone with the gossip key can
+    // announce one; it is in no placement and its addresses are unverified.
+    const identity = m.proven ? el("span", {class: "status-alive"}, "proven ✓") :
+      el("span", {class: "warn", title: "has not proved its name with a certificate of the cluster CA: its addresses are unverified hints"}, "unproven");
+    rows.push(el("tr", {"data-node": m.name, "data-status": m.status, "data-proven": String(!!m.proven)},
+      el("td", {}, m.name), el("td", {class: "status-" + m.status}, m.status), el("td", {class: "identity"}, identity), el("td", {}, m.raft),
       el("td", {}, m.profile || "–"), el("td", {}, clauses), el("td", {class: "num"}, shards[m.name] ?? "–"),
-      el("td", {}, m.address), el("td", {}, m.version || "–")));
+      el("td", {class: "num"}, follows[m.name] ?? "–"), el("td", {}, m.address), el("td", {}, m.version || "–")));
   }
   tbody.replaceChildren(...rows);
   const alive = members.members.filter((m) => m.status === "alive").length;
   $("member-count").textContent = alive + " alive / " + members.members.length;
+  const unproven = members.members.filter((m) => !m.proven).length;
+  $("unproven-count").textContent = unproven + " unproven";
+  $("unproven-count").hidden = unproven === 0;
   $("placement-summary").textContent = placement.standalone ? "standalone node: it owns every actor" :
     `epoch ${placement.epoch}, term ${placement.term}, ${placement.shard_count} shards × ${placement.groups} group(s), ` +
     `${placement.moving} moving, ${placement.unassigned} unassigned`;
   barChart($("shards-chart"), (placement.nodes || []).map((n) => ({label: n.name, value: n.shards, note: n.status})));
+  drawReplication(placement);
+  drawPolicies(placement);
+}
+
+// drawReplication shows the replica sets (their size, how many are short
+// of it) and the answering node's followers with their lag.
+function drawReplication(placement) {
+  const summary = $("replication-summary");
+  summary.replaceChildren();
+  if (placement.standalone) {
+    summary.textContent = "standalone node: no replicas";
+  } else {
+    const r = placement.replicas || 1;
+    summary.append(r > 1 ? `replica sets of ${r} (the owner and ${r - 1} follower${r > 2 ? "s" : ""}), ` : "no replicas (replica sets of 1), ",
+      el("span", {id: "under-replicated", class: placement.under_replicated ? "warn" : ""}, `${placement.under_replicated || 0} under-replicated`),
+      " shard(s)");
+  }
+  const rows = (placement.replication || []).map((f) => el("tr", {"data-follower": f.follower},
+    el("td", {}, f.follower), el("td", {class: "num"}, f.shards),
+    replicaState(f),
+    el("td", {class: "num"}, f.queued_records), el("td", {class: "num"}, f.in_flight_records),
+    el("td", {class: "num lag"}, f.lag_seconds > 0 ? fmtSeconds(f.lag_seconds) : "none"),
+    el("td", {class: "num"}, f.last_ack_seconds < 0 ? "never" : fmtSeconds(f.last_ack_seconds) + " ago"),
+    el("td", {class: "num"}, f.acked_records)));
+  if (!rows.length) rows.push(el("tr", {}, el("td", {colspan: 8, class: "muted"}, "this node streams to no follower")));
+  $("replication").querySelector("tbody").replaceChildren(...rows);
+}
+
+// replicaState is a follower's state as `tempest placement` words it: a
+// follower in no set of this node's (one it still sends to) has left them.
+function replicaState(f) {
+  if (f.catching_up) return el("td", {class: "warn"}, "catching up");
+  if (!f.shards) return el("td", {class: "warn"}, "left the sets");
+  return el("td", {class: "status-alive"}, "in sync");
+}
+
+// drawPolicies shows, per kind, the policy digest the cluster agrees on,
+// the nodes that publish it and those that publish another.
+function drawPolicies(placement) {
+  const short = (d) => el("code", {title: d}, d ? d.slice(0, 12) + "…" : "–");
+  const rows = (placement.policies || []).map((p) => {
+    const differ = el("span", {});
+    for (const [node, d] of Object.entries(p.differ || {})) differ.append(el("span", {class: "warn"}, node + " "), short(d), " ");
+    if (!differ.childNodes.length) differ.append(el("span", {class: "muted"}, "none"));
+    const mine = state.policies[p.kind];
+    const here = mine === undefined ? el("span", {class: "muted"}, "not hosted") :
+      mine === p.digest ? el("span", {class: "status-alive"}, "agrees ✓") : el("span", {class: "warn"}, "differs: ", short(mine));
+    return el("tr", {"data-kind": p.kind, "data-digest": p.digest},
+      el("td", {}, p.kind), el("td", {class: "digest"}, short(p.digest)), el("td", {}, (p.agree || []).join(", ") || "–"),
+      el("td", {}, differ), el("td", {}, here));
+  });
+  if (!rows.length) rows.push(el("tr", {}, el("td", {colspan: 5, class: "muted"}, placement.standalone ? "standalone node: no placement table" : "no kinds placed")));
+  $("policies").querySelector("tbody").replaceChildren(...rows);
 }
 
 async function refreshKinds() {
   if (!state.kinds.length) {
-    state.kinds = (await apiJSON("/v1/kinds")).kinds;
+    const body = await apiJSON("/v1/kinds");
+    state.kinds = body.kinds;
+    for (const p of body.policies || []) state.policies[p.kind] = p.digest;
     $("lookup-kind").replaceChildren(...state.kinds.map((k) => el("option", {value: k}, k)));
   }
   const now = Date.now();

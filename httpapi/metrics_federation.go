@@ -1,0 +1,65 @@
+package httpapi
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/prospero/federation"
+)
+
+// federationCollector exports the federation protocol's counters (see
+// docs/federation.md) at scrape time.
+type federationCollector struct{ n *tempest.Node }
+
+var federationDescs = struct {
+	messages, answers, malformed, late, unanswered, aborted, promoted *prometheus.Desc
+	notices, noticesDropped                                           *prometheus.Desc
+}{
+	promoted: prometheus.NewDesc("tempest_handoffs_promoted_total",
+		"Planned moves from this node to a follower in the shard's in-sync set, done as a promotion: no actor state shipped.", nil, nil),
+	notices: prometheus.NewDesc("tempest_federation_notices_total",
+		"Notices from peers this node judged, by outcome (CancelAsk: OK when the ask was dropped, UNKNOWN_ASK when none waited).", []string{"code"}, nil),
+	noticesDropped: prometheus.NewDesc("tempest_federation_notices_dropped_total",
+		"Notices not sent because the control lane's queue was full.", nil, nil),
+	messages: prometheus.NewDesc("tempest_federation_messages_total",
+		"Federation requests and notices on the control lanes, by direction.", []string{"direction"}, nil),
+	answers: prometheus.NewDesc("tempest_federation_answers_total",
+		"Answers this node sent to peers' federation requests, by code (every code but OK is a refusal).", []string{"code"}, nil),
+	malformed: prometheus.NewDesc("tempest_federation_malformed_total",
+		"Control-lane frames that did not decode (the lane was reset).", nil, nil),
+	late: prometheus.NewDesc("tempest_federation_late_answers_total",
+		"Answers that arrived for federation requests no longer waiting.", nil, nil),
+	unanswered: prometheus.NewDesc("tempest_federation_unanswered_total",
+		"Federation requests failed because their link went down before the answer.", nil, nil),
+	aborted: prometheus.NewDesc("tempest_federation_handoffs_aborted_total",
+		"Handoffs to this node that the old owner aborted.", nil, nil),
+}
+
+func (c *federationCollector) Describe(ch chan<- *prometheus.Desc) {
+	d := federationDescs
+	for _, x := range []*prometheus.Desc{d.messages, d.answers, d.malformed, d.late, d.unanswered, d.aborted, d.promoted, d.notices, d.noticesDropped} {
+		ch <- x
+	}
+}
+
+func (c *federationCollector) Collect(ch chan<- prometheus.Metric) {
+	d := federationDescs
+	st := c.n.FederationStats()
+	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	}
+	counter(d.messages, st.Sent, "sent")
+	counter(d.messages, st.Received, "received")
+	for code, v := range st.Answered {
+		counter(d.answers, v, federation.Code(code).String())
+	}
+	counter(d.malformed, st.Malformed)
+	counter(d.late, st.Late)
+	counter(d.unanswered, st.Unanswered)
+	counter(d.aborted, st.HandoffsAborted)
+	counter(d.promoted, st.HandoffsPromoted)
+	for _, code := range []federation.Code{federation.CodeOk, federation.CodeUnknownAsk} {
+		counter(d.notices, st.Noticed[code], code.String())
+	}
+	counter(d.noticesDropped, st.NoticesDropped)
+}

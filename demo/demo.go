@@ -41,12 +41,12 @@ const (
 	Counter = "counter"
 )
 
-// Message tags on the wire. They must mean the same on every node.
+// Message tags on the wire, as demo.bare declares them ("# @tag N").
 const (
-	TagEchoIn       uint32 = 1001
-	TagAdd          uint32 = 1002
-	TagGet          uint32 = 1003
-	TagCounterValue uint32 = 1004
+	TagEchoIn       = EchoInMessageTag
+	TagAdd          = AddMessageTag
+	TagGet          = GetMessageTag
+	TagCounterValue = CounterValueMessageTag
 )
 
 // Options tune the demo kinds.
@@ -79,7 +79,7 @@ func ParsePersistence(s string) (prospero.Persistence, error) {
 func Register(n *tempest.Node, o Options) error {
 	echo := tempest.KindOptions{
 		KindOptions: prospero.KindOptions{IdleTimeout: o.IdleTimeout},
-		Messages:    []tempest.Message{tempest.MessageOf[EchoIn](TagEchoIn, "EchoIn")},
+		Messages:    []tempest.Message{tempest.SchemaMessage[EchoIn]()},
 		Gateway:     &tempest.Gateway{Schema: Schema, Input: "EchoIn", Reply: "EchoIn"},
 	}
 	if err := n.Register(Echo, func(string) actor.Actor { return actor.Func(echoReceive) }, echo); err != nil {
@@ -92,9 +92,9 @@ func Register(n *tempest.Node, o Options) error {
 	copts := tempest.KindOptions{
 		KindOptions: prospero.KindOptions{IdleTimeout: o.IdleTimeout, Persistence: p},
 		Messages: []tempest.Message{
-			tempest.MessageOf[Add](TagAdd, "Add"),
-			tempest.MessageOf[Get](TagGet, "Get"),
-			tempest.MessageOf[CounterValue](TagCounterValue, "CounterValue"),
+			tempest.SchemaMessage[Add](),
+			tempest.SchemaMessage[Get](),
+			tempest.SchemaMessage[CounterValue](),
 		},
 		// The overflow error keeps its identity (and so its HTTP answer)
 		// when the counter lives on another node.

@@ -6,7 +6,7 @@ import (
 	"github.com/tempest-actors/tempest/wire/bare"
 )
 
-// EchoIn is the BARE struct declared at demo.bare:5.
+// EchoIn is the BARE struct declared at demo.bare:8.
 type EchoIn struct {
 	Text string `bare:"text"`
 }
@@ -43,7 +43,16 @@ func (v *EchoIn) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Add is the BARE struct declared at demo.bare:10.
+// EchoInMessageTag is the message tag the schema declares for EchoIn (# @tag 1001).
+const EchoInMessageTag uint32 = 1001
+
+// MessageTag returns EchoInMessageTag, the tag of EchoIn on the wire.
+func (EchoIn) MessageTag() uint32 { return EchoInMessageTag }
+
+// BAREName returns "EchoIn", the type's name in the schema.
+func (EchoIn) BAREName() string { return "EchoIn" }
+
+// Add is the BARE struct declared at demo.bare:14.
 type Add struct {
 	N int64 `bare:"n"`
 }
@@ -77,6 +86,15 @@ func (v *Add) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
+// AddMessageTag is the message tag the schema declares for Add (# @tag 1002).
+const AddMessageTag uint32 = 1002
+
+// MessageTag returns AddMessageTag, the tag of Add on the wire.
+func (Add) MessageTag() uint32 { return AddMessageTag }
+
+// BAREName returns "Add", the type's name in the schema.
+func (Add) BAREName() string { return "Add" }
+
 // Get is a BARE void type: it has no encoding and marks a union member.
 type Get struct{}
 
@@ -98,13 +116,22 @@ func (v *Get) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
+// GetMessageTag is the message tag the schema declares for Get (# @tag 1003).
+const GetMessageTag uint32 = 1003
+
+// MessageTag returns GetMessageTag, the tag of Get on the wire.
+func (Get) MessageTag() uint32 { return GetMessageTag }
+
+// BAREName returns "Get", the type's name in the schema.
+func (Get) BAREName() string { return "Get" }
+
 // The tags of the CounterIn union's members, as on the wire.
 const (
 	CounterInTagAdd uint64 = 1
 	CounterInTagGet uint64 = 2
 )
 
-// CounterIn is the BARE union declared at demo.bare:16. Its values are:
+// CounterIn is the BARE union declared at demo.bare:21. Its values are:
 //
 //   - *Add (tag 1)
 //   - Get (tag 2)
@@ -179,7 +206,7 @@ func UnmarshalCounterIn(b []byte) (CounterIn, error) {
 	return v, nil
 }
 
-// CounterValue is the BARE struct declared at demo.bare:23.
+// CounterValue is the BARE struct declared at demo.bare:29.
 type CounterValue struct {
 	N int64 `bare:"n"`
 }
@@ -212,3 +239,12 @@ func (v *CounterValue) UnmarshalBARE(b []byte) error {
 	v.DecodeBARE(&d)
 	return d.Finish()
 }
+
+// CounterValueMessageTag is the message tag the schema declares for CounterValue (# @tag 1004).
+const CounterValueMessageTag uint32 = 1004
+
+// MessageTag returns CounterValueMessageTag, the tag of CounterValue on the wire.
+func (CounterValue) MessageTag() uint32 { return CounterValueMessageTag }
+
+// BAREName returns "CounterValue", the type's name in the schema.
+func (CounterValue) BAREName() string { return "CounterValue" }

@@ -135,7 +135,7 @@ func startTempest(b *testing.B, p *tempestPKI, name, peer string) *tempestNode {
 	}
 	tr, err := wire.NewQUIC(wire.Config{
 		Name: name, ListenAddr: "127.0.0.1:0", Certificate: cert, CAs: p.pool,
-		Resolve: p.resolve, Handler: m.Handle, Events: m.LinkEvent,
+		Resolve: p.resolve, Handler: m.Handle, HandleBatch: m.HandleBatch, Events: m.LinkEvent,
 	})
 	if err != nil {
 		b.Fatal(err)

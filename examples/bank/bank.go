@@ -48,13 +48,13 @@ var Schema string
 // Account is the kind name of accounts.
 const Account = "account"
 
-// Message tags on the wire. They must mean the same on every node.
+// Message tags on the wire, declared once in bank.bare ("# @tag N").
 const (
-	TagDeposit    uint32 = 2001
-	TagWithdraw   uint32 = 2002
-	TagGetBalance uint32 = 2003
-	TagBalance    uint32 = 2004
-	TagOverdraft  uint32 = 2005
+	TagDeposit    = DepositMessageTag
+	TagWithdraw   = WithdrawMessageTag
+	TagGetBalance = GetBalanceMessageTag
+	TagBalance    = BalanceMessageTag
+	TagOverdraft  = OverdraftMessageTag
 )
 
 // Application errors. They are registered with the kind, so they keep
@@ -81,11 +81,11 @@ func KindOptions() tempest.KindOptions {
 	return tempest.KindOptions{
 		KindOptions: prospero.KindOptions{Persistence: prospero.Persistence{Mode: prospero.PersistEveryTurn}},
 		Messages: []tempest.Message{
-			tempest.MessageOf[Deposit](TagDeposit, "Deposit"),
-			tempest.MessageOf[Withdraw](TagWithdraw, "Withdraw"),
-			tempest.MessageOf[GetBalance](TagGetBalance, "GetBalance"),
-			tempest.MessageOf[Balance](TagBalance, "Balance"),
-			tempest.MessageOf[Overdraft](TagOverdraft, "Overdraft"),
+			tempest.SchemaMessage[Deposit](),
+			tempest.SchemaMessage[Withdraw](),
+			tempest.SchemaMessage[GetBalance](),
+			tempest.SchemaMessage[Balance](),
+			tempest.SchemaMessage[Overdraft](),
 		},
 		Errors: map[string]error{
 			"bank.insufficient_funds": ErrInsufficientFunds,

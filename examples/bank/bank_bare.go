@@ -6,7 +6,7 @@ import (
 	"github.com/tempest-actors/tempest/wire/bare"
 )
 
-// Deposit is the BARE struct declared at bank.bare:6.
+// Deposit is the BARE struct declared at bank.bare:8.
 type Deposit struct {
 	Amount int64 `bare:"amount"`
 }
@@ -40,7 +40,16 @@ func (v *Deposit) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Withdraw is the BARE struct declared at bank.bare:12.
+// DepositMessageTag is the message tag the schema declares for Deposit (# @tag 2001).
+const DepositMessageTag uint32 = 2001
+
+// MessageTag returns DepositMessageTag, the tag of Deposit on the wire.
+func (Deposit) MessageTag() uint32 { return DepositMessageTag }
+
+// BAREName returns "Deposit", the type's name in the schema.
+func (Deposit) BAREName() string { return "Deposit" }
+
+// Withdraw is the BARE struct declared at bank.bare:15.
 type Withdraw struct {
 	Amount int64 `bare:"amount"`
 }
@@ -74,6 +83,15 @@ func (v *Withdraw) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
+// WithdrawMessageTag is the message tag the schema declares for Withdraw (# @tag 2002).
+const WithdrawMessageTag uint32 = 2002
+
+// MessageTag returns WithdrawMessageTag, the tag of Withdraw on the wire.
+func (Withdraw) MessageTag() uint32 { return WithdrawMessageTag }
+
+// BAREName returns "Withdraw", the type's name in the schema.
+func (Withdraw) BAREName() string { return "Withdraw" }
+
 // GetBalance is a BARE void type: it has no encoding and marks a union member.
 type GetBalance struct{}
 
@@ -95,6 +113,15 @@ func (v *GetBalance) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
+// GetBalanceMessageTag is the message tag the schema declares for GetBalance (# @tag 2003).
+const GetBalanceMessageTag uint32 = 2003
+
+// MessageTag returns GetBalanceMessageTag, the tag of GetBalance on the wire.
+func (GetBalance) MessageTag() uint32 { return GetBalanceMessageTag }
+
+// BAREName returns "GetBalance", the type's name in the schema.
+func (GetBalance) BAREName() string { return "GetBalance" }
+
 // The tags of the AccountIn union's members, as on the wire.
 const (
 	AccountInTagDeposit    uint64 = 1
@@ -102,7 +129,7 @@ const (
 	AccountInTagGetBalance uint64 = 3
 )
 
-// AccountIn is the BARE union declared at bank.bare:19. Its values are:
+// AccountIn is the BARE union declared at bank.bare:23. Its values are:
 //
 //   - *Deposit (tag 1)
 //   - *Withdraw (tag 2)
@@ -192,7 +219,7 @@ func UnmarshalAccountIn(b []byte) (AccountIn, error) {
 	return v, nil
 }
 
-// Balance is the BARE struct declared at bank.bare:27.
+// Balance is the BARE struct declared at bank.bare:32.
 type Balance struct {
 	Cents int64 `bare:"cents"`
 }
@@ -226,7 +253,16 @@ func (v *Balance) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Overdraft is the BARE struct declared at bank.bare:32.
+// BalanceMessageTag is the message tag the schema declares for Balance (# @tag 2004).
+const BalanceMessageTag uint32 = 2004
+
+// MessageTag returns BalanceMessageTag, the tag of Balance on the wire.
+func (Balance) MessageTag() uint32 { return BalanceMessageTag }
+
+// BAREName returns "Balance", the type's name in the schema.
+func (Balance) BAREName() string { return "Balance" }
+
+// Overdraft is the BARE struct declared at bank.bare:38.
 type Overdraft struct {
 	Balance int64 `bare:"balance"`
 	Amount  int64 `bare:"amount"`
@@ -263,7 +299,16 @@ func (v *Overdraft) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// TransferOrder is the BARE struct declared at bank.bare:40.
+// OverdraftMessageTag is the message tag the schema declares for Overdraft (# @tag 2005).
+const OverdraftMessageTag uint32 = 2005
+
+// MessageTag returns OverdraftMessageTag, the tag of Overdraft on the wire.
+func (Overdraft) MessageTag() uint32 { return OverdraftMessageTag }
+
+// BAREName returns "Overdraft", the type's name in the schema.
+func (Overdraft) BAREName() string { return "Overdraft" }
+
+// TransferOrder is the BARE struct declared at bank.bare:47.
 type TransferOrder struct {
 	From   string `bare:"from"`
 	To     string `bare:"to"`
@@ -307,3 +352,12 @@ func (v *TransferOrder) UnmarshalBARE(b []byte) error {
 	v.DecodeBARE(&d)
 	return d.Finish()
 }
+
+// TransferOrderMessageTag is the message tag the schema declares for TransferOrder (# @tag 2006).
+const TransferOrderMessageTag uint32 = 2006
+
+// MessageTag returns TransferOrderMessageTag, the tag of TransferOrder on the wire.
+func (TransferOrder) MessageTag() uint32 { return TransferOrderMessageTag }
+
+// BAREName returns "TransferOrder", the type's name in the schema.
+func (TransferOrder) BAREName() string { return "TransferOrder" }

@@ -37,7 +37,7 @@ func TestGuideSnippetsCompile(t *testing.T) {
 			if !strings.Contains(src.String(), body) {
 				t.Errorf("snippet not in examples/bank:\n%s", body)
 			}
-		case strings.HasPrefix(body, "type "):
+		case strings.HasPrefix(body, "type "), strings.HasPrefix(body, "# @tag"):
 			if _, err := bare.ParseSchema("first-kind.md", []byte(body)); err != nil {
 				t.Errorf("schema snippet: %v", err)
 			}

@@ -14,8 +14,8 @@ import (
 // both answered.
 const Teller = "teller"
 
-// TagTransferOrder is TransferOrder's wire tag.
-const TagTransferOrder uint32 = 2006
+// TagTransferOrder is TransferOrder's wire tag, declared in bank.bare.
+const TagTransferOrder = TransferOrderMessageTag
 
 // TellerOptions are the teller kind's options. A teller is
 // CallChainReentrant: while one transfer waits for an account, the next
@@ -24,7 +24,7 @@ const TagTransferOrder uint32 = 2006
 func TellerOptions() tempest.KindOptions {
 	return tempest.KindOptions{
 		KindOptions: prospero.KindOptions{Reentrancy: actor.CallChainReentrant},
-		Messages:    []tempest.Message{tempest.MessageOf[TransferOrder](TagTransferOrder, "TransferOrder")},
+		Messages:    []tempest.Message{tempest.SchemaMessage[TransferOrder]()},
 	}
 }
 

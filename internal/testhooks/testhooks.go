@@ -13,4 +13,9 @@ var (
 	// Isolate cuts a node off the cluster's network while it keeps
 	// running (its gossip and its QUIC transport stop).
 	Isolate func(node any)
+	// Pausable makes a node pausable; it must be called before Start.
+	Pausable func(node any) error
+	// Pause holds (paused true) or releases a pausable node's traffic,
+	// gossip and QUIC alike, without closing anything.
+	Pause func(node any, paused bool) error
 )

@@ -46,7 +46,9 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, log *slog.Logger) error {
+// run runs the cluster until ctx ends, then stops it; it returns an
+// error also when a node's graceful shutdown did not complete.
+func run(ctx context.Context, args []string, log *slog.Logger) (err error) {
 	fs := flag.NewFlagSet("bank", flag.ContinueOnError)
 	dir := fs.String("dir", "bank-data", "directory of the nodes' state")
 	port := fs.Int("http-port", 8081, "HTTP port of the first node; the others use the next ones")
@@ -64,11 +66,29 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return err
 	}
 
+	// Stopped as `tempest dev` stops its nodes: one by one, last first,
+	// each with Shutdown under a deadline, so that each graceful leave
+	// hands its shards to the nodes still running and the last one,
+	// with no one to hand off to, writes its state at rest at once.
 	var nodes []*tempest.Node
+	var servers []*http.Server
 	defer func() {
-		for _, n := range nodes {
-			if err := n.Close(context.WithoutCancel(ctx)); err != nil {
-				log.Warn("close", "node", n.Name(), "error", err)
+		for i := len(nodes) - 1; i >= 0; i-- {
+			n, drain := nodes[i], 15*time.Second
+			if i == 0 {
+				drain = 2 * time.Second
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), drain)
+			if serr := n.Shutdown(sctx); serr != nil {
+				err = errors.Join(err, fmt.Errorf("shutdown %s: %w", n.Name(), serr))
+			}
+			cancel()
+			if i < len(servers) {
+				hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
+				if err := servers[i].Shutdown(hctx); err != nil {
+					_ = servers[i].Close()
+				}
+				hcancel()
 			}
 		}
 	}()
@@ -102,7 +122,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		if err := bank.Register(n); err != nil {
 			return err
 		}
-		if err := n.Start(ctx); err != nil {
+		// Start's context bounds the start only; the node runs until
+		// Shutdown.
+		if err := n.Start(context.Background()); err != nil {
 			return err
 		}
 		nodes = append(nodes, n)
@@ -122,16 +144,21 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		// The server and listener of the API bound connections, header
+		// sizes and timeouts (httpapi.Limits; docs/operations.md, "Limits").
+		srv := api.HTTPServer()
+		servers = append(servers, srv)
 		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(api.Listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("http", "node", name, "error", err)
 			}
 		}()
-		defer srv.Close()
 	}
 	for _, n := range nodes {
 		if err := n.WaitReady(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while starting: not a failure
+			}
 			return err
 		}
 	}

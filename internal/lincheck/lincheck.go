@@ -1,0 +1,177 @@
+// Package lincheck records histories of operations on counters (the demo
+// kind: Add returns the new value, Get the current one) from concurrent
+// clients and checks them for linearizability with porcupine. Tests of
+// several packages share it: one node killed and restarted, three nodes
+// killed, paused and partitioned.
+//
+// An operation whose answer never came (the ask failed or timed out)
+// may or may not have taken effect: it stays open in the history until
+// the end of time, and porcupine may place it anywhere after its call or
+// nowhere. An acknowledged Add must be visible to every later operation,
+// and no operation may observe a value that a failure took back.
+package lincheck
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Op is the input of one operation on a counter.
+type Op struct {
+	Key string
+	Add int64 // 0: a Get
+}
+
+// Out is what an operation returned; Known is false when the caller
+// never heard.
+type Out struct {
+	V     int64
+	Known bool
+}
+
+// Model is the sequential specification of the counters, partitioned by
+// key.
+var Model = porcupine.Model{
+	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+		by := map[string][]porcupine.Operation{}
+		for _, op := range h {
+			k := op.Input.(Op).Key
+			by[k] = append(by[k], op)
+		}
+		keys := make([]string, 0, len(by))
+		for k := range by {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		out := make([][]porcupine.Operation, 0, len(by))
+		for _, k := range keys {
+			out = append(out, by[k])
+		}
+		return out
+	},
+	Init: func() any { return int64(0) },
+	Step: func(state, input, output any) (bool, any) {
+		s, in, out := state.(int64), input.(Op), output.(Out)
+		next := s + in.Add
+		return !out.Known || out.V == next, next
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(Op), output.(Out)
+		res := "?"
+		if out.Known {
+			res = fmt.Sprint(out.V)
+		}
+		if in.Add == 0 {
+			return fmt.Sprintf("get(%s) -> %s", in.Key, res)
+		}
+		return fmt.Sprintf("add(%s, %d) -> %s", in.Key, in.Add, res)
+	},
+}
+
+// History collects operations. Safe for concurrent use.
+type History struct {
+	mu    sync.Mutex
+	start time.Time
+	ops   []*porcupine.Operation
+}
+
+// NewHistory returns an empty history; times are measured from now on
+// the monotonic clock.
+func NewHistory() *History { return &History{start: time.Now()} }
+
+// Call records that client starts op and returns the function to call
+// with its result once it returns: ok false if the outcome is unknown
+// (an Add then stays open; a Get is forgotten).
+func (h *History) Call(client int, op Op) func(v int64, ok bool) {
+	h.mu.Lock()
+	o := &porcupine.Operation{ClientId: client, Input: op, Call: int64(time.Since(h.start)), Output: Out{}, Return: math.MaxInt64}
+	h.ops = append(h.ops, o)
+	h.mu.Unlock()
+	return func(v int64, ok bool) {
+		if !ok {
+			if op.Add == 0 {
+				// A read that did not answer changed nothing: leaving it
+				// open would only widen porcupine's search.
+				h.mu.Lock()
+				o.Input = nil
+				h.mu.Unlock()
+			}
+			return
+		}
+		at := int64(time.Since(h.start))
+		h.mu.Lock()
+		o.Output, o.Return = Out{V: v, Known: true}, at
+		h.mu.Unlock()
+	}
+}
+
+// Result is what Check found.
+type Result struct {
+	Ops, Unanswered int
+	// Linearizable is porcupine's verdict (false also when it timed out).
+	Linearizable bool
+	Verdict      porcupine.CheckResult
+	// Lost counts acknowledged Adds no later read accounts for: per key,
+	// the sum of acknowledged Adds minus the last acknowledged value,
+	// when positive (an open Add can only add to the value).
+	Lost int64
+	// Visualization is the file porcupine's view of a failed check was
+	// written to ("" if none).
+	Visualization string
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("%d operations (%d unanswered): %s, %d acknowledged Adds lost", r.Ops, r.Unanswered, r.Verdict, r.Lost)
+}
+
+// Check checks the history within timeout. A history that is not
+// linearizable is written as an HTML visualization to the temporary
+// directory.
+func (h *History) Check(timeout time.Duration) Result {
+	h.mu.Lock()
+	ops := make([]porcupine.Operation, 0, len(h.ops))
+	for _, o := range h.ops {
+		if o.Input != nil {
+			ops = append(ops, *o)
+		}
+	}
+	h.mu.Unlock()
+	r := Result{Ops: len(ops)}
+	type last struct {
+		at int64
+		v  int64
+	}
+	acked, final := map[string]int64{}, map[string]last{}
+	for _, o := range ops {
+		in, out := o.Input.(Op), o.Output.(Out)
+		if !out.Known {
+			r.Unanswered++
+			continue
+		}
+		acked[in.Key] += in.Add
+		if l, ok := final[in.Key]; !ok || o.Return > l.at {
+			final[in.Key] = last{o.Return, out.V}
+		}
+	}
+	for k, sum := range acked {
+		if d := sum - final[k].v; d > 0 {
+			r.Lost += d
+		}
+	}
+	res, info := porcupine.CheckOperationsVerbose(Model, ops, timeout)
+	r.Verdict, r.Linearizable = res, res == porcupine.Ok
+	if res == porcupine.Illegal {
+		path := filepath.Join(os.TempDir(), fmt.Sprintf("tempest-history-%d.html", time.Now().UnixNano()))
+		if porcupine.VisualizePath(Model, info, path) == nil {
+			r.Visualization = path
+		}
+	}
+	return r
+}

@@ -7,7 +7,7 @@ PKGS      := ./...
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
 
-.PHONY: all build run test vet bench bench-peers fuzz lint e2e soak clean
+.PHONY: all build run test vet bench bench-tracing bench-peers fuzz lint e2e soak clean
 
 all: build
 
@@ -19,18 +19,26 @@ build:
 run: build
 	./$(BIN) dev --tour
 
-## test: vet plus the race-enabled test suite
+## test: vet plus the race-enabled test suite, and the build without tracing code
+## (-tags tempest_notrace, see docs/BENCHMARKS.md "Tracing"): vetted, and its own tests run
 test: vet
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) test -race -count=1 -tags tempest_notrace -run '$(NOTRACE_TESTS)' . ./ariel/
 	cd deploy/k8s && $(GO) test -count=1 ./...
+
+NOTRACE_TESTS := NoTracingBuild|TestTellAsk$$|TestAskJSON|TestTellAskSpawn
 
 vet:
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags tempest_notrace $(PKGS)
 
 ## soak: the long runs make test leaves out: failover with the default timing and the
-## 20,000-connection API test (TEMPEST_SOAK), and the race suite three times over
+## 20,000-connection API test (TEMPEST_SOAK), the race suite three times over, and one million
+## reminders on three engines and on three nodes (TEMPEST_SOAK_REMINDERS, without -race)
 soak:
 	ulimit -n 65536 2>/dev/null || true; TEMPEST_SOAK=1 $(GO) test -race -count=3 -timeout 90m $(PKGS)
+	TEMPEST_SOAK_REMINDERS=1 $(GO) test -count=1 -v -timeout 60m -run TestMillionReminders ./reminders
+	TEMPEST_SOAK_REMINDERS=1 $(GO) test -count=1 -v -timeout 90m -run TestMillionRemindersThreeNodes .
 
 ## bench: benchmarks with their in-run baselines (see docs/BENCHMARKS.md)
 bench:
@@ -39,6 +47,21 @@ bench:
 ## bench-peers: the same workloads on Tempest and on peer actor libraries
 bench-peers:
 	cd bench/peers && $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+## bench-tracing: what tracing costs on a cross-node ask and tell, the build without tracing
+## code (-tags tempest_notrace) against the default build's off, 0 %, 1 % and 100 % sampling,
+## the two builds run one after the other ROUNDS times (docs/BENCHMARKS.md, "Tracing")
+ROUNDS          ?= 3
+TRACE_BENCHTIME ?= 3000x
+bench-tracing:
+	mkdir -p bin
+	$(GO) test -c -o bin/notrace.test -tags tempest_notrace .
+	$(GO) test -c -o bin/trace.test .
+	@for i in $$(seq $(ROUNDS)); do \
+	  for b in notrace trace; do \
+	    ./bin/$$b.test -test.run '^$$' -test.bench '^BenchmarkTracing$$' -test.benchtime $(TRACE_BENCHTIME) -test.benchmem; \
+	  done; \
+	done | tee bin/bench-tracing.txt | awk -f bench/tracing.awk
 
 ## fuzz: run every fuzz target for FUZZTIME each
 fuzz:

@@ -164,7 +164,9 @@ type placementView struct {
 	Epoch      uint64 `json:"epoch"`
 	Unassigned int    `json:"unassigned"`
 	Moving     int    `json:"moving"`
-	Nodes      []struct {
+	// UnderReplicated: assigned shards whose in-sync set is not whole.
+	UnderReplicated int `json:"under_replicated"`
+	Nodes           []struct {
 		Name   string `json:"name"`
 		Status string `json:"status"`
 		Shards int    `json:"shards"`

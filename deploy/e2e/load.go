@@ -163,6 +163,28 @@ func (l *load) window(t0 time.Time) window {
 	return w
 }
 
+// answeredAgain is, for each of keys (indices), how long after t0 it
+// first answered an ask completed after t0, and the longest of those;
+// ok is false if one of them never did.
+func (l *load) answeredAgain(keys []int, t0 time.Time) (longest time.Duration, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range keys {
+		var first time.Time
+		for _, e := range l.events {
+			if e.key == k && e.outcome == okOutcome && e.at.After(t0) {
+				first = e.at
+				break
+			}
+		}
+		if first.IsZero() {
+			return longest, false
+		}
+		longest = max(longest, first.Sub(t0))
+	}
+	return longest, true
+}
+
 func (w window) errorCount() int {
 	n := 0
 	for _, c := range w.errors {

@@ -61,7 +61,7 @@ func main() {
 	flag.IntVar(&o.loadKeys, "load-keys", 60, "keys under continuous asks during faults")
 	flag.IntVar(&o.workers, "workers", 6, "concurrent askers during faults")
 	flag.DurationVar(&o.pace, "pace", 15*time.Millisecond, "pause between one asker's requests")
-	flag.DurationVar(&o.lease, "lease", 5*time.Second, "the nodes' placement lease (a partitioned node must stop serving within it)")
+	flag.DurationVar(&o.lease, "lease", 1500*time.Millisecond, "the nodes' placement lease (a partitioned node must stop serving within it)")
 	flag.BoolVar(&o.keep, "keep", false, "leave the cluster running at the end (for debugging)")
 	flag.Parse()
 
@@ -328,8 +328,11 @@ func (e *env) clusterState(ctx context.Context, up []string) string {
 	if err != nil {
 		return "placement: " + err.Error()
 	}
-	if p.Leader == "" || p.Unassigned > 0 || p.Moving > 0 {
-		return fmt.Sprintf("placement: leader %q, %d unassigned, %d moving", p.Leader, p.Unassigned, p.Moving)
+	// Under-replicated shards too: the next step's fault must find every
+	// shard with its full in-sync set, as the cluster survives one fault
+	// at a time.
+	if p.Leader == "" || p.Unassigned > 0 || p.Moving > 0 || p.UnderReplicated > 0 {
+		return fmt.Sprintf("placement: leader %q, %d unassigned, %d moving, %d under-replicated", p.Leader, p.Unassigned, p.Moving, p.UnderReplicated)
 	}
 	var names []string
 	for _, n := range p.Nodes {
@@ -491,6 +494,13 @@ func (e *env) stepKill(ctx context.Context, rep *report, l *load) error {
 	time.Sleep(3 * time.Second) // a baseline of load before the fault
 	base := l.window(time.Now().Add(-3 * time.Second))
 	rep.add(step, "baseline rate", "%.0f asks/s, %d errors", float64(base.requests)/3, base.errorCount())
+	// The keys the victim owns: their failover time is the figure.
+	var owned []int
+	for i, key := range l.keys {
+		if st, err := e.api.status(ctx, "node1", "counter", key); err == nil && st.Node == victim {
+			owned = append(owned, i)
+		}
+	}
 	l.setGateways("node1", "node2")
 	time.Sleep(500 * time.Millisecond) // in-flight requests to the victim's gateway finish
 	t0 := time.Now()
@@ -501,18 +511,21 @@ func (e *env) stepKill(ctx context.Context, rep *report, l *load) error {
 	e.logf("killed %s", victim)
 	settled := e.awaitSettled(ctx, l, t0, 3*time.Second, 2*e.o.lease+5*time.Second, 90*time.Second)
 	w := l.window(t0)
+	failover, answered := l.answeredAgain(owned, t0)
 	rep.add(step, "asks during the fault", "%d", w.requests)
 	rep.add(step, "errors", "%d %s", w.errorCount(), fmtErrors(w.errors))
 	rep.add(step, "keys that failed", "%d of %d", w.failedKeys, len(l.keys))
+	rep.add(step, "failover time", "%s (kill -> every one of the %d keys %s owned answered again; goal 5s)", failover.Round(time.Millisecond), len(owned), victim)
 	rep.add(step, "until all keys answer", "%s", w.recovery.Round(time.Millisecond))
-	rep.check(step, settled && w.unrecovered == 0, "every key answers again on the survivors (%d still failing)", w.unrecovered)
-	// Counters of the killed node's actors lose the updates not yet at
-	// rest (state is saved on passivation): measured, then re-based.
-	lost, _, _, err := l.verify(ctx, "node1")
+	rep.check(step, settled && w.unrecovered == 0 && answered, "every key answers again on the survivors (%d still failing)", w.unrecovered)
+	// Every acknowledged Add is committed on the shard's replica set, so
+	// the survivor that took a key over has it.
+	lost, regr, checked, err := l.verify(ctx, "node1")
 	if err != nil {
 		return fmt.Errorf("%s: verify: %w", step, err)
 	}
-	rep.add(step, "acked updates lost", "%d (written on the killed node's own disk only: state at rest is not replicated yet)", lost)
+	rep.add(step, "acked updates lost", "%d (%d regressions)", lost, regr)
+	rep.check(step, lost == 0 && regr == 0, "no acknowledged update lost to the kill (%d counters checked, %d lost, %d regressions)", checked, lost, regr)
 
 	t1 := time.Now()
 	if _, err := e.c.docker(ctx, "start", e.c.ids[victim]); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/wire"
 )
 
 // Outcome label values of tempest_messages_total.
@@ -371,7 +372,11 @@ var nodeDescs = struct {
 	rejected, unproven, proofsFailed                              *prometheus.Desc
 	policyDissent                                                 *prometheus.Desc
 	replLag, replPending                                          *prometheus.Desc
+	mailRefusals                                                  *prometheus.Desc
 }{
+	mailRefusals: prometheus.NewDesc("tempest_mail_refusals_total",
+		"Mail between nodes refused without being handled, by direction (sent: this node refused another node's mail; received: another node refused this node's) and reason (the wire protocol's refusal reason: mailbox_full, not_owner, ...). Every reason is exported, 0 included.",
+		[]string{"direction", "reason"}, nil),
 	replLag: prometheus.NewDesc("tempest_replica_lag_seconds",
 		"Age of the oldest record a follower of a shard this node owns has not acknowledged, by follower (0: it acknowledged everything sent to it).",
 		[]string{"follower"}, nil),
@@ -432,13 +437,27 @@ var nodeDescs = struct {
 		"Attempts to prove a gossip member's name over mutual TLS that failed.", nil, nil),
 }
 
+// refusalReasons are the reason labels of tempest_mail_refusals_total,
+// indexed by wire.RefusedReason: the schema's names in lower case
+// (NOT_OWNER is not_owner). Every reason the wire counts is exported on
+// every scrape, 0 included, so that a dashboard's query of one reason
+// finds a series before the first refusal of that reason.
+var refusalReasons = func() []string {
+	var counts wire.RefusalCounts
+	out := make([]string, len(counts))
+	for r := range out {
+		out[r] = strings.ToLower(wire.RefusedReason(r).String())
+	}
+	return out
+}()
+
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := nodeDescs
 	for _, x := range []*prometheus.Desc{d.turns, d.msgs, d.refused, d.undelivered, d.panics, d.exhausted, d.expired,
 		d.cancelled, d.withdrawn, d.retryParked, d.retryResent, d.retryGaveUp, d.retryWaiting, d.earlyCancels, d.stuck, d.fenced, d.workers, d.degraded,
 		d.active, d.entries, d.hydrating, d.waiting, d.unsaved, d.superseded, d.commits, d.commitFails, d.groups, d.groupWrites, d.leader, d.term, d.members,
 		d.frames, d.bytes, d.links, d.linkErrs, d.ready, d.rejected, d.unproven, d.proofsFailed, d.policyDissent,
-		d.replLag, d.replPending} {
+		d.replLag, d.replPending, d.mailRefusals} {
 		ch <- x
 	}
 }
@@ -465,6 +484,10 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.earlyCancels, st.Mail.CancelsKept, "kept")
 	counter(d.earlyCancels, st.Mail.CancelsMatched, "matched")
 	counter(d.earlyCancels, st.Mail.CancelsEvicted, "evicted")
+	for r, reason := range refusalReasons {
+		counter(d.mailRefusals, st.Mail.RefusedOut[r], "sent", reason)
+		counter(d.mailRefusals, st.Mail.RefusedIn[r], "received", reason)
+	}
 	counter(d.retryParked, st.Retry.Parked)
 	counter(d.retryResent, st.Retry.Resent)
 	counter(d.retryGaveUp, st.Retry.GaveUp)

@@ -238,7 +238,10 @@ async function refreshKinds() {
   });
   $("kinds").querySelector("tbody").replaceChildren(...rows);
   $("node-totals").textContent = `node totals: ${sum(metrics, "tempest_turns_total")} turns, ` +
-    `${sum(metrics, "tempest_refusals_total")} refusals by admission, ${sum(metrics, "tempest_undelivered_total")} undelivered, ` +
+    `${sum(metrics, "tempest_refusals_total")} refusals by admission, ` +
+    `${sum(metrics, "tempest_mail_refusals_total", {direction: "sent"})} refusals of other nodes' mail, ` +
+    `${sum(metrics, "tempest_mail_refusals_total", {direction: "received"})} of this node's by other nodes, ` +
+    `${sum(metrics, "tempest_undelivered_total")} undelivered, ` +
     `${sum(metrics, "tempest_asks_expired_total")} expired asks; latency quantiles over the last minute of asks through this node's gateway`;
 }
 

@@ -225,6 +225,8 @@ func (m *Metrics) Attach(n *tempest.Node) {
 			func() float64 { return float64(n.ReplicationStats().Refused) }},
 		{"tempest_replica_catchups_total", "Catch-ups (bulk copy, then join) of a follower this node started as a shard's owner.",
 			func() float64 { return float64(n.ReplicationStats().CatchUps) }},
+		{"tempest_replica_catchup_failures_total", "Catch-ups of a follower this node, as a shard's owner, tried that failed (the follower did not answer, a copy or write to it failed, its join was not committed); retried every second, logged at WARN once per follower and failure.",
+			func() float64 { return float64(n.ReplicationStats().CatchUpFails) }},
 		{"tempest_replica_bulk_records_total", "Records this node sent in bulk copies to catching-up followers.",
 			func() float64 { return float64(n.ReplicationStats().Bulk) }},
 		{"tempest_replica_bulk_deletions_total", "Deletions catch-ups sent for records a returning follower held that this node, as the owner, no longer has (deleted while it was away).",

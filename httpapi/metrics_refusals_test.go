@@ -118,6 +118,11 @@ func TestMetricsMailRefusals(t *testing.T) {
 		t.Errorf("mailbox_full counted in the wrong direction %v times", n)
 	}
 
+	// The catch-up failures are exported beside the other replica counters.
+	if s := scrape(t, ownerAPI.URL); !strings.Contains(s, "\ntempest_replica_catchup_failures_total ") {
+		t.Error("no tempest_replica_catchup_failures_total in /metrics")
+	}
+
 	t.Run("promtool", func(t *testing.T) {
 		promtool, err := exec.LookPath("promtool")
 		if err != nil {

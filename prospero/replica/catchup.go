@@ -52,8 +52,17 @@ var ErrCatchUpAborted = errors.New("replica: catch-up aborted")
 // acknowledged all of it and no write to it failed, the join is
 // proposed through raft. It returns nil once follower is in the sets.
 // The view given to Attach must implement Joiner. One catch-up per
-// follower runs at a time (ErrCatchUpBusy otherwise).
+// follower runs at a time (ErrCatchUpBusy otherwise). A failure
+// (CatchUpFailed) is counted in Stats.CatchUpFails unless ctx ended.
 func (s *Store) CatchUp(ctx context.Context, follower string, shards map[Shard]uint64, rate int) error {
+	err := s.runCatchUp(ctx, follower, shards, rate)
+	if CatchUpFailed(err) && ctx.Err() == nil {
+		s.stats.catchUpFails.Add(1)
+	}
+	return err
+}
+
+func (s *Store) runCatchUp(ctx context.Context, follower string, shards map[Shard]uint64, rate int) error {
 	a := s.att.Load()
 	if a == nil {
 		return errors.New("replica: not attached")
@@ -203,6 +212,15 @@ func (s *Store) CatchUp(ctx context.Context, follower string, shards map[Shard]u
 
 // ErrCatchUpBusy: a catch-up of that follower is running already.
 var ErrCatchUpBusy = errors.New("replica: a catch-up of that follower is running")
+
+// CatchUpFailed reports whether err, returned by CatchUp, means that the
+// follower was not brought up to date: not nil, and not ErrCatchUpBusy
+// (another catch-up of it runs), a closed store or a cancelled context
+// (the node is shutting down).
+func CatchUpFailed(err error) bool {
+	return err != nil && !errors.Is(err, ErrCatchUpBusy) && !errors.Is(err, prospero.ErrStoreClosed) &&
+		!errors.Is(err, context.Canceled)
+}
 
 // sendAll queues recs to p and waits for all of them.
 func (s *Store) sendAll(ctx context.Context, p *peer, recs []*Record) error {

@@ -462,7 +462,7 @@ func TestCatchUpCopiesThenJoins(t *testing.T) {
 	v.mu.Lock()
 	joined := slices.Contains(v.followers, "b")
 	v.mu.Unlock()
-	if st := owner.Stats(); !joined || st.CatchUps != 1 || st.Bulk != 20 || st.Joins != 1 {
+	if st := owner.Stats(); !joined || st.CatchUps != 1 || st.Bulk != 20 || st.Joins != 1 || st.CatchUpFails != 0 {
 		t.Fatalf("joined %v, stats %+v", joined, st)
 	}
 }
@@ -482,6 +482,18 @@ func TestCatchUpAbortsWithoutJoining(t *testing.T) {
 	}
 	if slices.Contains(v.followers, "b") || owner.Stats().Joins != 0 {
 		t.Fatalf("joined after a failed bulk copy: %v", v.followers)
+	}
+	if n := owner.Stats().CatchUpFails; n != 1 {
+		t.Fatalf("CatchUpFails = %d, want 1", n)
+	}
+	// One ended by its context (the node shutting down) is no failure.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := owner.CatchUp(ctx, "b", map[Shard]uint64{{Index: 0}: 3}, 0); err == nil {
+		t.Fatal("catch-up with a cancelled context succeeded")
+	}
+	if n := owner.Stats().CatchUpFails; n != 1 {
+		t.Fatalf("CatchUpFails = %d after a cancelled catch-up, want 1", n)
 	}
 }
 

@@ -111,6 +111,12 @@ type Stats struct {
 	BulkDeleted uint64 // deletions a catch-up sent for records the follower held and this owner no longer has
 	Joins       uint64 // followers this owner added to an in-sync set, counted per shard
 	BulkInvalid uint64 // records left out of bulk copies: their identity is not valid (written before keys were checked)
+
+	// CatchUpFails counts the catch-ups that failed (CatchUpFailed): the
+	// follower did not answer the probe, a bulk write, the listing or a
+	// write meanwhile failed, or the join was not committed. A probe
+	// fails before the catch-up starts, so this may exceed CatchUps.
+	CatchUpFails uint64
 }
 
 // Store is a prospero.AsyncStore that replicates the writes of each
@@ -139,7 +145,7 @@ type Store struct {
 	apply *applier // replica side: background writes
 
 	stats struct {
-		batches, records, shrinks, shrinkFail, refused, applied, catchUps, bulk, bulkDeleted, joins, bulkInvalid atomic.Uint64
+		batches, records, shrinks, shrinkFail, refused, applied, catchUps, catchUpFails, bulk, bulkDeleted, joins, bulkInvalid atomic.Uint64
 	}
 	seen        sync.Map      // Shard → *atomic.Uint64, newest epoch seen from a stream
 	uncommitted sync.Map      // Shard → true: a write landed here and was not committed (Uncommitted)
@@ -188,7 +194,7 @@ func (s *Store) Stats() Stats {
 		Batches: s.stats.batches.Load(), Records: s.stats.records.Load(),
 		Shrinks: s.stats.shrinks.Load(), ShrinkFail: s.stats.shrinkFail.Load(),
 		Refused: s.stats.refused.Load(), Applied: s.stats.applied.Load(),
-		CatchUps: s.stats.catchUps.Load(), Bulk: s.stats.bulk.Load(), BulkDeleted: s.stats.bulkDeleted.Load(),
+		CatchUps: s.stats.catchUps.Load(), CatchUpFails: s.stats.catchUpFails.Load(), Bulk: s.stats.bulk.Load(), BulkDeleted: s.stats.bulkDeleted.Load(),
 		Joins: s.stats.joins.Load(), BulkInvalid: s.stats.bulkInvalid.Load(),
 	}
 }

@@ -472,7 +472,10 @@ func (noDeliverer) Deliver(actor.Ref, reminders.Tick, func() bool) error { retur
 // releaseReminders stops the reminders of shard on this node ahead of a
 // handoff and returns their records to ship: the progress record and one
 // per reminder. The new owner deletes the copies it holds of records not
-// shipped (dropStaleReminders).
+// shipped (dropStaleReminders). A release that cannot write what the
+// shard has not at rest fails the handoff and leaves the reminders held
+// here, firing, for the next attempt: what the store holds then may lack
+// a change a caller was told of (reminders.Engine.Release).
 func (c *cluster) releaseReminders(ctx context.Context, shard placement.ShardRef) ([]shipped, error) {
 	if r := c.n.run.Load(); r != nil {
 		if err := r.rem.Release(ctx, shardKey(shard)); err != nil {

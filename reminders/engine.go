@@ -151,11 +151,13 @@ type shardState struct {
 	// a one-shot done) whose record is still to be deleted. Guarded by
 	// Engine.mu.
 	pending map[Key]*recState
-	// releasing: Release has begun; the shard takes no registration or
-	// cancellation (ErrNotOwner). inflight counts those still writing,
-	// drained is closed when the last one ends, dropped is set once the
-	// shard is no longer held. Guarded by Engine.mu.
-	releasing bool
+	// releasing counts the Releases under way (one that fails ends
+	// without dropping the shard); while any is, the shard takes no
+	// registration or cancellation (ErrNotOwner). inflight counts those
+	// still writing, drained (shared by the Releases waiting) is closed
+	// when the last one ends, dropped is set once the shard is no longer
+	// held. Guarded by Engine.mu.
+	releasing int
 	inflight  int
 	drained   chan struct{}
 	dropped   bool
@@ -483,9 +485,20 @@ func (e *Engine) each(n int, op func(i int) error) error {
 	return errors.Join(errs...)
 }
 
-// Release writes the progress of shard and drops its reminders; called
-// when the shard leaves this node (before its state is shipped). From
-// then on no tick of the shard is accepted here, also one in flight.
+// Release writes what of shard is not at rest yet and drops its
+// reminders; called when the shard leaves this node (before its state is
+// shipped). From then on no tick of the shard is accepted here, also one
+// in flight.
+//
+// A release that fails (a write of the shard's records failed, or ctx
+// ended while registrations and cancellations were still writing) drops
+// nothing: the shard stays held as it was before the release began, its
+// reminders firing and its changes not at rest yet kept, for the periodic
+// flush and the next Release to write. The error is the write's (or
+// ctx's), so that a handoff fails rather than ship records that lack a
+// change a caller was told of: a cancellation that failed after its
+// deletion landed, for one, leaves its reminder registered in memory
+// only until a write puts the record back.
 func (e *Engine) Release(ctx context.Context, shard string) error {
 	e.mu.Lock()
 	st, ok := e.shards[shard]
@@ -495,11 +508,13 @@ func (e *Engine) Release(ctx context.Context, shard string) error {
 	}
 	// Registrations and cancellations still writing finish first, so
 	// that what is shipped or reloaded after the release holds them.
-	st.releasing = true
+	st.releasing++
 	var drained chan struct{}
 	if st.inflight > 0 {
-		drained = make(chan struct{})
-		st.drained = drained
+		if st.drained == nil {
+			st.drained = make(chan struct{})
+		}
+		drained = st.drained
 	}
 	e.mu.Unlock()
 	var err error
@@ -507,18 +522,24 @@ func (e *Engine) Release(ctx context.Context, shard string) error {
 		select {
 		case <-drained:
 		case <-ctx.Done():
-			err = ctx.Err() // those writes fail as ErrNotOwner (flushRecord)
+			err = ctx.Err()
 		}
 	}
-	err = errors.Join(err, e.flushShard(ctx, shard, st, false))
+	if err == nil {
+		err = e.flushShard(ctx, shard, st, false)
+	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err != nil {
+		st.releasing--
+		return fmt.Errorf("reminders: shard %s not released (still held here): %w", shard, err)
+	}
 	st.dropped = true
 	if e.shards[shard] == st {
 		delete(e.shards, shard)
 		e.sched.dropShard(shard)
 	}
-	e.mu.Unlock()
-	return err
+	return nil
 }
 
 // endWrite ends a registration's or cancellation's write of st, letting
@@ -749,7 +770,7 @@ func (e *Engine) heldLocked(shard string) (*shardState, error) {
 		return nil, ErrClosed
 	}
 	st, ok := e.shards[shard]
-	if !ok || st.releasing {
+	if !ok || st.releasing > 0 {
 		return nil, fmt.Errorf("%w: shard %s", ErrNotOwner, shard)
 	}
 	return st, nil
@@ -796,8 +817,9 @@ func (e *Engine) flushRecord(ctx context.Context, shard string, st *shardState, 
 		delete(st.pending, k)
 	}
 	if st.dropped && !progress {
-		// A release that stopped waiting for this write (its context
-		// ended) shipped or reloaded the shard without it, or with it.
+		// Not expected: a release drops the shard only once the
+		// registrations and cancellations writing have ended. Should one
+		// still end after, what was shipped or reloaded may lack it.
 		return fmt.Errorf("%w: shard %s was released while the reminder was written: its outcome is unknown", ErrNotOwner, shard)
 	}
 	return nil

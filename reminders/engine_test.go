@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -370,4 +371,128 @@ func TestReleaseWaitsForRegistrationsWriting(t *testing.T) {
 			t.Fatalf("after the release: %+v, %v", infos, err)
 		}
 	})
+}
+
+// faultyStore fails the writes of reminder records on demand: with fail
+// set before they reach the store (a disk that refuses them), with landed
+// set after (the write is at rest, yet its caller gets an error, as from
+// a replicated store whose replicas did not acknowledge it, or a caller
+// whose context ended while the write was queued).
+type faultyStore struct {
+	*prospero.MemStore
+	fail, landed atomic.Bool
+}
+
+var errInjected = errors.New("injected store failure")
+
+func (s *faultyStore) fault(id prospero.Identity, write func() error) error {
+	if id.Kind != reminders.RecordKind {
+		return write()
+	}
+	if s.fail.Load() {
+		return errInjected
+	}
+	if err := write(); err != nil {
+		return err
+	}
+	if s.landed.Load() {
+		return errInjected
+	}
+	return nil
+}
+
+func (s *faultyStore) Put(ctx context.Context, id prospero.Identity, expected uint64, rec prospero.Record) (uint64, error) {
+	var v uint64
+	err := s.fault(id, func() (err error) {
+		v, err = s.MemStore.Put(ctx, id, expected, rec)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return v, nil
+}
+
+func (s *faultyStore) Delete(ctx context.Context, id prospero.Identity, expected uint64) error {
+	return s.fault(id, func() error { return s.MemStore.Delete(ctx, id, expected) })
+}
+
+// A release whose writes fail drops nothing: it fails (so a handoff
+// ships nothing) and the shard stays held with the changes not at rest,
+// which the next release writes. Every registration that returned nil is
+// then at rest, as the caller of a failed Cancel or Register was told
+// (the reminder as it was stays), although the failed write had landed.
+func TestFailedReleaseKeepsWhatIsNotAtRest(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// change fails, its write landing; the reminder registered
+		// with a period of one minute must stay as it was.
+		change func(e *reminders.Engine) error
+	}{
+		{"cancel", func(e *reminders.Engine) error { return e.Cancel(context.Background(), acct, "r") }},
+		{"replace", func(e *reminders.Engine) error {
+			return e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "r", Period: time.Hour})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := &faultyStore{MemStore: prospero.NewMemStore()}
+			e, err := reminders.New(reminders.Config{Store: store, Codec: codec{}, Deliver: &deliverer{},
+				ShardOf: func(prospero.Identity) string { return "s0" }, FlushInterval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+			if err := e.Acquire(ctx, "s0"); err != nil {
+				t.Fatal(err)
+			}
+			defer closeEngine(t, e)
+			if err := e.RegisterFor(ctx, acct, reminders.Reminder{Name: "r", Period: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+			store.landed.Store(true)
+			if err := tc.change(e); !errors.Is(err, errInjected) {
+				t.Fatalf("%s with its write failing: %v", tc.name, err)
+			}
+			store.landed.Store(false)
+			store.fail.Store(true)
+			if err := e.Release(ctx, "s0"); !errors.Is(err, errInjected) {
+				t.Fatalf("Release with its writes failing: %v, want the store's error", err)
+			}
+			// Still held, as before the release: the reminder is listed
+			// and registrations are taken.
+			if !e.Held("s0") {
+				t.Fatal("a failed release dropped the shard")
+			}
+			if infos, err := e.ListOf(acct); err != nil || len(infos) != 1 || infos[0].Period != time.Minute {
+				t.Fatalf("after the failed release: %+v, %v; want r every minute", infos, err)
+			}
+			store.fail.Store(false)
+			if err := e.Release(ctx, "s0"); err != nil {
+				t.Fatal(err)
+			}
+			if e.Held("s0") {
+				t.Fatal("the shard is still held after its release")
+			}
+			// What the release left at rest (what a handoff ships, what
+			// Acquire loads) has the acknowledged reminder.
+			recs, err := reminders.Records(ctx, store, "s0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kept int
+			for _, r := range recs {
+				if r.Key != "s0" {
+					kept++
+				}
+			}
+			if kept != 1 {
+				t.Fatalf("%d reminder records at rest after the release, want 1", kept)
+			}
+			e2 := newEngine(t, store.MemStore, &deliverer{})
+			defer closeEngine(t, e2)
+			if infos, err := e2.ListOf(acct); err != nil || len(infos) != 1 || infos[0].Period != time.Minute {
+				t.Fatalf("loaded after the release: %+v, %v; want r every minute", infos, err)
+			}
+		})
+	}
 }

@@ -49,6 +49,24 @@ type AsyncStore interface {
 	PutAsync(id Identity, expected uint64, rec Record, done func(version uint64, err error))
 }
 
+// AsyncDeleter is a StateStore that takes deletions as an AsyncStore
+// takes writes, so that many deletions (and the writes queued with them)
+// share one commit instead of one transaction and one fsync each. The
+// reminder engine uses it, when its store implements it, for the
+// records of cancelled and finished reminders.
+type AsyncDeleter interface {
+	StateStore
+	// DeleteAsync queues the conditional deletion Delete(id, expected)
+	// and returns at once. done is called exactly once, on a goroutine of
+	// the store, when the deletion is durable (nil) or failed (the error
+	// Delete would return). Deletions and writes queued while the store
+	// commits earlier ones are committed together, in the order queued,
+	// each conditional on its own. done must not block for long. When the
+	// store is closed, done is called with ErrStoreClosed before
+	// DeleteAsync returns: callers must not hold a lock done needs.
+	DeleteAsync(id Identity, expected uint64, done func(err error))
+}
+
 // CommitStats counts the group commits of a store (BoltStore.CommitStats):
 // Writes / Groups is the mean number of writes that shared one commit.
 type CommitStats struct {
@@ -56,11 +74,13 @@ type CommitStats struct {
 	Writes uint64 // writes in them, successful or not
 }
 
-// asyncPut is one queued write of a group committer.
+// asyncPut is one queued write (or, with del, deletion) of a group
+// committer.
 type asyncPut struct {
 	id       Identity
 	expected uint64
 	rec      Record
+	del      bool
 	done     func(uint64, error)
 	// set by the commit function
 	version uint64
@@ -96,18 +116,27 @@ func newGroupCommitter(commit func([]asyncPut)) *groupCommitter {
 }
 
 func (g *groupCommitter) put(id Identity, expected uint64, rec Record, done func(uint64, error)) {
-	if err := id.Validate(); err != nil {
-		done(0, err)
+	rec.State = append([]byte(nil), rec.State...)
+	g.queued(asyncPut{id: id, expected: expected, rec: rec, done: done})
+}
+
+// del queues the deletion Delete(id, expected).
+func (g *groupCommitter) del(id Identity, expected uint64, done func(error)) {
+	g.queued(asyncPut{id: id, expected: expected, del: true, done: func(_ uint64, err error) { done(err) }})
+}
+
+func (g *groupCommitter) queued(w asyncPut) {
+	if err := w.id.Validate(); err != nil {
+		w.done(0, err)
 		return
 	}
-	rec.State = append([]byte(nil), rec.State...)
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
-		done(0, ErrStoreClosed)
+		w.done(0, ErrStoreClosed)
 		return
 	}
-	g.queue = append(g.queue, asyncPut{id: id, expected: expected, rec: rec, done: done})
+	g.queue = append(g.queue, w)
 	g.cond.Signal()
 	g.mu.Unlock()
 }
@@ -154,6 +183,10 @@ func syncCommitter(s StateStore) *groupCommitter {
 	return newGroupCommitter(func(group []asyncPut) {
 		for i := range group {
 			w := &group[i]
+			if w.del {
+				w.err = s.Delete(context.Background(), w.id, w.expected)
+				continue
+			}
 			w.version, w.err = s.Put(context.Background(), w.id, w.expected, w.rec)
 		}
 	})

@@ -80,7 +80,7 @@
 // nothing (it costs one copy of the state per active actor). A store
 // that implements AsyncStore (BoltStore does) commits the writes of many
 // actors together, one transaction and one fsync per group (group
-// commit). A write that fails
+// commit); AsyncDeleter queues deletions into the same groups. A write that fails
 // fails the outputs of its turns with a *CommitError naming the identity
 // (errors.Is ErrNotCommitted, actor.ErrNotCommitted across nodes), is
 // logged and counted as a StoreError event, and the activation reloads

@@ -24,9 +24,10 @@ import (
 // bucket's sequence, so they are never reused, not even after a Delete.
 //
 // Put and Delete are one fsync'd transaction each. PutAsync (AsyncStore)
-// is group commit: a goroutine of the store commits every write queued
-// while it committed the previous group in one transaction, so the
-// writes of many actors share one fsync.
+// and DeleteAsync (AsyncDeleter) are group commit: a goroutine of the
+// store commits every write and deletion queued while it committed the
+// previous group in one transaction, so the writes of many actors share
+// one fsync.
 //
 // BoltStore is safe for concurrent use. Reads run in parallel; writes
 // are serialized by bbolt.
@@ -54,6 +55,7 @@ type BoltStore struct {
 
 var (
 	_ AsyncStore    = (*BoltStore)(nil)
+	_ AsyncDeleter  = (*BoltStore)(nil)
 	_ PrefixScanner = (*BoltStore)(nil)
 )
 
@@ -338,7 +340,8 @@ func putTx(tx *bolt.Tx, id Identity, expected uint64, rec Record) (uint64, error
 	return version, nil
 }
 
-// CommitStats counts the group commits of PutAsync writes.
+// CommitStats counts the group commits of PutAsync writes and
+// DeleteAsync deletions.
 func (s *BoltStore) CommitStats() CommitStats { return s.commit.commitStats() }
 
 // PutAsync implements AsyncStore: the write joins the next group commit.
@@ -346,10 +349,16 @@ func (s *BoltStore) PutAsync(id Identity, expected uint64, rec Record, done func
 	s.commit.put(id, expected, rec, done)
 }
 
-// commitGroup writes a group of queued puts in one transaction (one
-// fsync). Each put is conditional on its own; one that conflicts fails
-// alone. If the transaction cannot commit, every put of the group fails
-// with its error.
+// DeleteAsync implements AsyncDeleter: the deletion joins the next group
+// commit.
+func (s *BoltStore) DeleteAsync(id Identity, expected uint64, done func(error)) {
+	s.commit.del(id, expected, done)
+}
+
+// commitGroup writes a group of queued puts and deletions in one
+// transaction (one fsync). Each is conditional on its own; one that
+// conflicts fails alone. If the transaction cannot commit, every one of
+// the group fails with its error.
 func (s *BoltStore) commitGroup(group []asyncPut) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -363,7 +372,11 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 		return s.db.Update(func(tx *bolt.Tx) error {
 			for i := range group {
 				w := &group[i]
-				w.version, w.err = putTx(tx, w.id, w.expected, w.rec)
+				if w.del {
+					w.err = deleteInTx(tx, w.id, w.expected)
+				} else {
+					w.version, w.err = putTx(tx, w.id, w.expected, w.rec)
+				}
 				w.err = s.corrupt(w.id, w.err)
 			}
 			return nil
@@ -387,27 +400,30 @@ func (s *BoltStore) Delete(ctx context.Context, id Identity, expected uint64) er
 }
 
 func (s *BoltStore) deleteTx(id Identity, expected uint64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte(id.Kind))
-		if b == nil {
-			if expected == 0 || expected == AnyVersion {
-				return nil
-			}
-			return fmt.Errorf("%w: %s is at version 0, not %d", ErrVersionConflict, id, expected)
-		}
-		key := []byte(id.Key)
-		cur, err := storedVersion(b.Get(key))
-		if err != nil {
-			return s.corrupt(id, err)
-		}
-		if expected != AnyVersion && cur != expected {
-			return fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, id, cur, expected)
-		}
-		if cur == 0 {
+	return s.db.Update(func(tx *bolt.Tx) error { return s.corrupt(id, deleteInTx(tx, id, expected)) })
+}
+
+// deleteInTx is the conditional deletion of Delete inside tx.
+func deleteInTx(tx *bolt.Tx, id Identity, expected uint64) error {
+	b := tx.Bucket([]byte(id.Kind))
+	if b == nil {
+		if expected == 0 || expected == AnyVersion {
 			return nil
 		}
-		return b.Delete(key)
-	})
+		return fmt.Errorf("%w: %s is at version 0, not %d", ErrVersionConflict, id, expected)
+	}
+	key := []byte(id.Key)
+	cur, err := storedVersion(b.Get(key))
+	if err != nil {
+		return err
+	}
+	if expected != AnyVersion && cur != expected {
+		return fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, id, cur, expected)
+	}
+	if cur == 0 {
+		return nil
+	}
+	return b.Delete(key)
 }
 
 // Import writes rec for every identity in ids in one transaction (one

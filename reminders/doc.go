@@ -66,7 +66,9 @@
 // A registration writes its reminder's record alone (about a hundred
 // bytes and the payload), whatever else its shard holds; on a store that
 // commits in groups (prospero.AsyncStore) the writes of concurrent
-// registrations share commits. Acquire reads a shard's reminders with one
+// registrations share commits, and so do deletions of records
+// (cancellations, one-shot reminders done) on a store that queues them
+// (prospero.AsyncDeleter). Acquire reads a shard's reminders with one
 // prefix scan of the store (prospero.PrefixScanner). Delivered progress
 // is written every FlushInterval as one small record per shard that
 // lists only the reminders behind their schedule: a punctual reminder is

@@ -439,7 +439,7 @@ func (e *Engine) migrate(ctx context.Context, shard string, st *shardState, es [
 	})
 	if err == nil {
 		err = e.each(len(old), func(i int) error {
-			return e.cfg.Store.Delete(ctx, old[i], prospero.AnyVersion)
+			return e.del(ctx, old[i], prospero.AnyVersion)
 		})
 	}
 	if err != nil {
@@ -885,14 +885,15 @@ func (e *Engine) flushShard(ctx context.Context, shard string, st *shardState, r
 // last written, *version: the engine is the record's only writer while
 // it holds the shard, so a conflict means the record arrived from
 // elsewhere (a handoff) and is re-read once. A store that commits in
-// groups (prospero.AsyncStore) gets the write queued, so that concurrent
-// writes of many shards share one commit.
+// groups (prospero.AsyncStore, prospero.AsyncDeleter) gets the write or
+// the deletion queued, so that concurrent writes and deletions of many
+// shards share one commit.
 func (e *Engine) write(ctx context.Context, shard string, id prospero.Identity, version *uint64, rec []byte) error {
 	for range 2 {
 		var v uint64
 		var err error
 		if len(rec) == 0 {
-			err = e.cfg.Store.Delete(ctx, id, *version)
+			err = e.del(ctx, id, *version)
 		} else {
 			v, err = e.put(ctx, id, *version, rec)
 		}
@@ -933,6 +934,25 @@ func (e *Engine) put(ctx context.Context, id prospero.Identity, expected uint64,
 		return r.v, r.err
 	case <-ctx.Done():
 		return 0, ctx.Err()
+	}
+}
+
+// del deletes record id if its version is expected, queued with the
+// store's other writes when it commits in groups (prospero.AsyncDeleter):
+// a cancellation, a one-shot done, a flush's deletions then share commits
+// instead of taking one transaction (and one fsync) each.
+func (e *Engine) del(ctx context.Context, id prospero.Identity, expected uint64) error {
+	ad, ok := e.cfg.Store.(prospero.AsyncDeleter)
+	if !ok {
+		return e.cfg.Store.Delete(ctx, id, expected)
+	}
+	ch := make(chan error, 1)
+	ad.DeleteAsync(id, expected, func(err error) { ch <- err })
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

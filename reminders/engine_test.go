@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -494,5 +495,52 @@ func TestFailedReleaseKeepsWhatIsNotAtRest(t *testing.T) {
 				t.Fatalf("loaded after the release: %+v, %v; want r every minute", infos, err)
 			}
 		})
+	}
+}
+
+// On a store that commits in groups, concurrent cancellations share
+// commits as registrations do, rather than a transaction (and an fsync)
+// each, and their records are gone.
+func TestCancellationsShareCommits(t *testing.T) {
+	store, err := prospero.NewBoltStore(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	e := newEngine(t, store, &deliverer{})
+	defer closeEngine(t, e)
+	ctx := t.Context()
+	const n = 64
+	id := func(i int) prospero.Identity { return prospero.Identity{Kind: "acct", Key: fmt.Sprint(i)} }
+	for i := range n {
+		if err := e.RegisterFor(ctx, id(i), reminders.Reminder{Name: "r", Period: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := store.CommitStats()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() { errs[i] = e.Cancel(ctx, id(i), "r") })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	st := store.CommitStats()
+	if got := st.Writes - before.Writes; got != n {
+		t.Fatalf("%d cancellations queued %d deletions, want one each", n, got)
+	}
+	if groups := st.Groups - before.Groups; groups >= n {
+		t.Fatalf("%d cancellations took %d commits", n, groups)
+	}
+	recs, err := reminders.Records(ctx, store, "s0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Key != "s0" {
+			t.Fatalf("record %s left after its reminder was cancelled", r.Key)
+		}
 	}
 }

@@ -171,6 +171,52 @@ func TestWritesReachTheReplicaBeforeCommit(t *testing.T) {
 	}
 }
 
+// Deletions queued with DeleteAsync share the owner's commits and reach
+// the replica before they commit, as Delete's do; one that fails (a
+// stale version) is not sent.
+func TestAsyncDeletionsReachTheReplica(t *testing.T) {
+	owner, rep, _, _ := pair(t, true)
+	ctx := t.Context()
+	const n = 20
+	vs := make([]uint64, n)
+	id := func(i int) prospero.Identity { return prospero.Identity{Kind: "counter", Key: fmt.Sprint(i)} }
+	for i := range n {
+		var err error
+		if vs[i], err = owner.Put(ctx, id(i), 0, prospero.Record{State: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := owner.Local().CommitStats()
+	errs := make(chan error, n+1)
+	for i := range n {
+		expected := vs[i]
+		if i == 0 {
+			expected = prospero.AnyVersion
+		}
+		owner.DeleteAsync(id(i), expected, func(err error) { errs <- err })
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner.DeleteAsync(id(0), vs[0], func(err error) { errs <- err }) // deleted already
+	if err := <-errs; !errors.Is(err, prospero.ErrVersionConflict) {
+		t.Fatalf("DeleteAsync of a deleted version: %v, want ErrVersionConflict", err)
+	}
+	if st := owner.Local().CommitStats(); st.Groups-before.Groups >= n {
+		t.Fatalf("%d deletions took %d local commits", n+1, st.Groups-before.Groups)
+	}
+	for i := range n {
+		if _, err := rep.Local().Get(ctx, id(i)); !errors.Is(err, prospero.ErrNotFound) {
+			t.Fatalf("deleted on the owner, the replica holds %s: %v", id(i), err)
+		}
+	}
+	if st := owner.Stats(); st.Records != 2*n {
+		t.Fatalf("owner sent %d records, want %d writes and %d deletions", st.Records, n, n)
+	}
+}
+
 // frame encodes recs as one batch frame.
 func frame(seq uint64, flags uint8, recs ...*Record) []byte {
 	b := appendBatch([]byte{0, 0, 0, 0}, seq, flags, recs)

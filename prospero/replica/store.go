@@ -159,6 +159,7 @@ type attachment struct {
 
 var (
 	_ prospero.AsyncStore    = (*Store)(nil)
+	_ prospero.AsyncDeleter  = (*Store)(nil)
 	_ prospero.PrefixScanner = (*Store)(nil)
 )
 
@@ -284,6 +285,36 @@ func (s *Store) Delete(ctx context.Context, id prospero.Identity, expected uint6
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// DeleteAsync implements prospero.AsyncDeleter: Delete, queued. The
+// local deletion joins the local store's next group commit; the deletion
+// then goes to the replicas as Delete's does, in the batches other
+// records travel in. done gets nil once the deletion is committed, or
+// an error wrapping ErrNotCommitted when the local deletion succeeded and
+// a replica could not be removed from the set after it failed to
+// acknowledge it.
+func (s *Store) DeleteAsync(id prospero.Identity, expected uint64, done func(error)) {
+	if expected == prospero.AnyVersion {
+		// The replicas are told the version deleted, as by Delete.
+		switch cur, err := s.local.Get(context.Background(), id); {
+		case errors.Is(err, prospero.ErrNotFound):
+		case err != nil:
+			done(err)
+			return
+		default:
+			expected = cur.Version
+		}
+	}
+	s.local.DeleteAsync(id, expected, func(err error) {
+		if err != nil || expected == 0 || expected == prospero.AnyVersion {
+			// Failed, or nothing was stored to delete (version 0 matches
+			// no record): nothing to replicate.
+			done(err)
+			return
+		}
+		s.replicate(&Record{Replicated: prospero.Replicated{ID: id, Version: expected, Deleted: true}}, done)
+	})
 }
 
 // replicate sends r to the in-sync followers of its shard and calls done

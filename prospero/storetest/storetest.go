@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore Factory) {
 		{"ConcurrentWritersOneWins", testConcurrentWriters},
 		{"Close", testClose},
 		{"AsyncPuts", testAsync},
+		{"AsyncDeletes", testAsyncDelete},
 		{"ScanPrefix", testScanPrefix},
 	}
 	for _, tc := range tests {
@@ -289,6 +290,61 @@ func testClose(t *testing.T, s prospero.StateStore) {
 	}
 	if err := s.Delete(ctx, idA, prospero.AnyVersion); !errors.Is(err, prospero.ErrStoreClosed) {
 		t.Errorf("Delete after Close: got %v, want ErrStoreClosed", err)
+	}
+}
+
+// testAsyncDelete checks DeleteAsync, for stores that implement
+// AsyncDeleter: each deletion is conditional on its own and applied in
+// queue order with the writes queued beside it; done comes once per
+// deletion; after Close, done gets ErrStoreClosed.
+func testAsyncDelete(t *testing.T, s prospero.StateStore) {
+	ad, ok := s.(prospero.AsyncDeleter)
+	if !ok {
+		t.Skip("not an AsyncDeleter")
+	}
+	del := func(id prospero.Identity, expected uint64) chan error {
+		ch := make(chan error, 2)
+		ad.DeleteAsync(id, expected, func(err error) { ch <- err })
+		return ch
+	}
+	va := mustPut(t, s, idA, 0, prospero.Record{Incarnation: 1, State: []byte("a")})
+	vb := mustPut(t, s, idB, 0, prospero.Record{Incarnation: 1, State: []byte("b")})
+	stale := del(idA, va+100)
+	a := del(idA, va)
+	again := del(idA, va) // queued after a, which removed version va
+	b := del(idB, prospero.AnyVersion)
+	missing := del(idC, 0)
+	if err := <-stale; !errors.Is(err, prospero.ErrVersionConflict) {
+		t.Fatalf("DeleteAsync of a stale version = %v, want ErrVersionConflict", err)
+	}
+	if err := <-a; err != nil {
+		t.Fatalf("DeleteAsync: %v", err)
+	}
+	if err := <-again; !errors.Is(err, prospero.ErrVersionConflict) {
+		t.Fatalf("DeleteAsync of a deleted version = %v, want ErrVersionConflict", err)
+	}
+	if err := <-b; err != nil {
+		t.Fatalf("DeleteAsync(AnyVersion): %v", err)
+	}
+	if err := <-missing; err != nil {
+		t.Fatalf("DeleteAsync of an absent record: %v", err)
+	}
+	for _, id := range []prospero.Identity{idA, idB} {
+		if _, err := s.Get(context.Background(), id); !errors.Is(err, prospero.ErrNotFound) {
+			t.Fatalf("%s after DeleteAsync: %v, want ErrNotFound", id, err)
+		}
+	}
+	if v := mustPut(t, s, idB, 0, prospero.Record{State: []byte("b2")}); v <= vb {
+		t.Fatalf("version %d after a deletion of %d: reused", v, vb)
+	}
+	if err := <-del(prospero.Identity{Kind: "", Key: "x"}, 0); !errors.Is(err, prospero.ErrInvalidIdentity) {
+		t.Fatalf("DeleteAsync of a bad identity = %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-del(idA, prospero.AnyVersion); !errors.Is(err, prospero.ErrStoreClosed) {
+		t.Fatalf("DeleteAsync after Close = %v, want ErrStoreClosed", err)
 	}
 }
 

@@ -96,7 +96,7 @@ func RequestHydrate(ctx context.Context, n *Node, peer string, refs []actor.Ref,
 // SyncReminderPasses runs k passes of n's reminder loop, sharing one
 // memory of failing shards as the loop does.
 func SyncReminderPasses(n *Node, k int) {
-	failing := map[string]string{}
+	failing := newReminderFailures()
 	for range k {
 		n.cl.syncReminders(failing)
 	}

@@ -387,7 +387,7 @@ func (c messageCodec) Decode(kind, name string, b []byte) (any, error) {
 // released by the handoff itself (shipShard), before its record ships.
 func (c *cluster) reminderLoop() {
 	defer c.wg.Done()
-	failing := map[string]string{}
+	failing := newReminderFailures()
 	for {
 		c.syncReminders(failing)
 		if err := c.awaitChange(c.ctx, 250*time.Millisecond); err != nil {
@@ -396,12 +396,23 @@ func (c *cluster) reminderLoop() {
 	}
 }
 
-// syncReminders makes one pass. failing holds, per shard, the error its
-// last Acquire gave: a shard that keeps failing the same way is logged
-// once, not at every pass (one line per shard per table change or
-// quarter second). Once the state store is damaged no shard is loaded
-// again: every read would fail, and the node stops serving anyway.
-func (c *cluster) syncReminders(failing map[string]string) {
+// reminderFailures is what the reminder loop remembers of shards that
+// failed: per shard, the error its last Acquire gave (acquire) or its
+// last Release gave (release).
+type reminderFailures struct{ acquire, release map[string]string }
+
+func newReminderFailures() reminderFailures {
+	return reminderFailures{acquire: map[string]string{}, release: map[string]string{}}
+}
+
+// syncReminders makes one pass. A shard that keeps failing the same way
+// (failing) is logged once, not at every pass (one line per shard per
+// table change or quarter second). A release that fails leaves the shard
+// held (reminders.Engine.Release), so the next pass tries it again. Once
+// the state store is damaged no shard is loaded again: every read would
+// fail, and the node stops serving anyway.
+func (c *cluster) syncReminders(f reminderFailures) {
+	failing := f.acquire
 	r := c.n.run.Load()
 	if r == nil || c.pl == nil {
 		return
@@ -419,10 +430,24 @@ func (c *cluster) syncReminders(failing map[string]string) {
 		}
 	}
 	for _, sh := range r.rem.Shards() {
-		if !want[sh] {
-			if err := r.rem.Release(c.ctx, sh); err != nil && !errors.Is(err, reminders.ErrClosed) {
-				c.log.Warn("releasing the reminders of a shard", "shard", sh, "error", err)
+		if want[sh] {
+			continue
+		}
+		err := r.rem.Release(c.ctx, sh)
+		switch {
+		case err == nil:
+			if _, was := f.release[sh]; was {
+				c.log.Info("released the reminders of a shard after failing", "shard", sh)
 			}
+		case errors.Is(err, reminders.ErrClosed):
+		case f.release[sh] != err.Error():
+			f.release[sh] = err.Error()
+			c.log.Warn("releasing the reminders of a shard", "shard", sh, "error", err)
+		}
+	}
+	for sh := range f.release {
+		if want[sh] || !r.rem.Held(sh) {
+			delete(f.release, sh) // released, or wanted again
 		}
 	}
 	for sh := range failing {

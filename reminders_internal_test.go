@@ -2,9 +2,14 @@ package tempest
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/reminders"
@@ -51,5 +56,104 @@ func TestHandoffDropsStaleReminderRecords(t *testing.T) {
 	}
 	if _, err := store.Get(ctx, progress); err == nil {
 		t.Error("a stale progress record kept")
+	}
+}
+
+// faultyReminderStore fails the writes of reminder records on demand:
+// with fail set before they reach the store, with landed set after (the
+// record is written, yet the caller is told it failed, as when a
+// replicated write's replicas do not acknowledge it).
+type faultyReminderStore struct {
+	prospero.PrefixScanner // no AsyncStore: every write passes Put or Delete
+	fail, landed           atomic.Bool
+}
+
+var errInjected = errors.New("injected store failure")
+
+func (s *faultyReminderStore) fault(id prospero.Identity, write func() error) error {
+	if id.Kind != reminders.RecordKind {
+		return write()
+	}
+	if s.fail.Load() {
+		return errInjected
+	}
+	if err := write(); err != nil {
+		return err
+	}
+	if s.landed.Load() {
+		return errInjected
+	}
+	return nil
+}
+
+func (s *faultyReminderStore) Put(ctx context.Context, id prospero.Identity, expected uint64, rec prospero.Record) (v uint64, err error) {
+	err = s.fault(id, func() (err error) {
+		v, err = s.PrefixScanner.Put(ctx, id, expected, rec)
+		return err
+	})
+	return v, err
+}
+
+func (s *faultyReminderStore) Delete(ctx context.Context, id prospero.Identity, expected uint64) error {
+	return s.fault(id, func() error { return s.PrefixScanner.Delete(ctx, id, expected) })
+}
+
+type noTicks struct{}
+
+func (noTicks) Deliver(actor.Ref, reminders.Tick, func() bool) error { return nil }
+
+// A handoff whose release of the shard's reminders cannot write what is
+// not at rest fails, and so does every attempt until one can: none ships
+// the records without a change a caller was told of. Here a Cancel
+// failed after its deletion landed, so its reminder (registered, and not
+// cancelled as far as its callers know) was in memory only; a retried
+// handoff used to find the shard released and ship the store without it.
+func TestFailedReminderReleaseFailsTheHandoff(t *testing.T) {
+	ctx := t.Context()
+	bolt, err := prospero.NewBoltStore(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bolt.Close()
+	store := &faultyReminderStore{PrefixScanner: bolt}
+	shard := placement.ShardRef{Group: "acct", Index: 1}
+	e, err := reminders.New(reminders.Config{Store: store, Codec: noCodec{}, Deliver: noTicks{},
+		ShardOf: func(prospero.Identity) string { return shardKey(shard) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	if err := e.Acquire(ctx, shardKey(shard)); err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{store: bolt}
+	n.run.Store(&running{rem: e})
+	c := &cluster{n: n}
+	id := prospero.Identity{Kind: "acct", Key: "a"}
+	if err := e.RegisterFor(ctx, id, reminders.Reminder{Name: "r", Period: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	store.landed.Store(true)
+	if err := e.Cancel(ctx, id, "r"); !errors.Is(err, errInjected) {
+		t.Fatalf("Cancel with its write failing: %v", err)
+	}
+	store.landed.Store(false)
+	store.fail.Store(true)
+	for range 2 {
+		if recs, err := c.releaseReminders(ctx, shard); !errors.Is(err, errInjected) {
+			t.Fatalf("release with the store failing: %d records to ship, %v; want the store's error", len(recs), err)
+		}
+	}
+	store.fail.Store(false)
+	recs, err := c.releaseReminders(ctx, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := reminders.ReminderID(shardKey(shard), reminders.Key{ID: id, Name: "r"})
+	if !slices.ContainsFunc(recs, func(r shipped) bool { return r.id == want }) {
+		t.Fatalf("the handoff ships %d records, not the reminder's", len(recs))
+	}
+	if e.Held(shardKey(shard)) {
+		t.Fatal("the shard is still held after its release")
 	}
 }

@@ -55,14 +55,30 @@ func Ranked(group string, index int, candidates []string) []string {
 
 // PlannerConfig tunes the leader's planner.
 type PlannerConfig struct {
-	// FenceDelay is how long after a node is seen down (or after a handoff
-	// began without confirmation) the planner waits before another node
-	// may own its shards. Use FenceDelay(lease, drift, margin).
+	// FenceDelay is how long after a node is seen down (or, without
+	// ConfirmMoves, after a handoff began) the planner waits before another
+	// node may own its shards. Use FenceDelay(lease, drift, margin).
 	FenceDelay time.Duration
+	// ConfirmMoves: a planned move completes only once its handoff is
+	// confirmed (Confirm). One that is refused or fails (Refuse), or that
+	// no outcome reaches for staleMoveFences fence delays (the transfer
+	// that would report it ended with the leader that ran it), is
+	// aborted: the old owner, alive, keeps the shard and the state it
+	// holds. Without it, a move nobody confirms completes after the fence
+	// delay, which is safe for single activation but leaves behind the
+	// state the old owner did not ship.
+	ConfirmMoves bool
 	// MaxMoving caps planned handoffs in flight, cluster-wide, so a new
 	// node receives its shards gradually.
 	MaxMoving int
 }
+
+// staleMoveFences is, with ConfirmMoves, how many fence delays a move may
+// wait for its handoff's outcome before it is aborted. A transfer
+// reports within one (it runs under that deadline), so only a move whose
+// transfer ended without reporting (it ran on a leader that stepped down)
+// waits that long.
+const staleMoveFences = 4
 
 // Planner is the leader's deterministic decision core: given the applied
 // table and the leader's clock, it returns the commands that move the
@@ -114,10 +130,11 @@ func NewPlanner(cfg PlannerConfig) *Planner {
 func (p *Planner) Confirm(m Move) { p.confirmed[m.Shard] = m }
 
 // Refuse records that the handoff m (as begun) cannot finish now: its old
-// owner is alive and answered that it could not ship the shard's state.
-// The next Step aborts the move (the old owner keeps the shard and serves
-// it again) instead of completing it after the fence delay with state
-// missing, and the shard is not moved again for a fence delay.
+// owner is alive and answered that it could not ship the shard's state,
+// or (with ConfirmMoves) the transfer failed. The next Step aborts the
+// move (the old owner keeps the shard and serves it again) instead of
+// completing it with state missing, and the shard is not moved again for
+// a fence delay.
 func (p *Planner) Refuse(m Move) { p.refused[m.Shard] = m }
 
 // DownSince reports when the planner first saw node down.
@@ -128,7 +145,8 @@ func (p *Planner) DownSince(node string) (time.Time, bool) {
 
 // NextDeadline is the earliest instant at which one of the planner's
 // fence delays runs out (a down node's shards may be reassigned, an
-// unconfirmed handoff completed, a refused shard moved again), so that
+// unconfirmed handoff completed or, with ConfirmMoves, aborted, a refused
+// shard moved again), so that
 // its caller can Step then instead of at its next periodic pass; false
 // if no delay is running.
 func (p *Planner) NextDeadline() (time.Time, bool) {
@@ -142,6 +160,9 @@ func (p *Planner) NextDeadline() (time.Time, bool) {
 		note(t)
 	}
 	for _, t := range p.moveSince {
+		if p.cfg.ConfirmMoves {
+			t = t.Add((staleMoveFences - 1) * p.cfg.FenceDelay)
+		}
 		note(t)
 	}
 	for _, t := range p.refusedAt {
@@ -208,8 +229,11 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 					if r, ok := p.refused[ref]; ok && r == m {
 						aborts = append(aborts, m)
 						p.refusedAt[ref] = now
-					} else if c, ok := p.confirmed[ref]; (ok && c == m) || !now.Before(since.Add(p.cfg.FenceDelay)) {
+					} else if c, ok := p.confirmed[ref]; (ok && c == m) || (!p.cfg.ConfirmMoves && !now.Before(since.Add(p.cfg.FenceDelay))) {
 						completes = append(completes, m)
+					} else if p.cfg.ConfirmMoves && !now.Before(since.Add(staleMoveFences*p.cfg.FenceDelay)) {
+						aborts = append(aborts, m)
+						p.refusedAt[ref] = now
 					} else {
 						moving++
 					}

@@ -14,13 +14,14 @@ import (
 // (the table marks the shard MovingTo); Transfer returns nil only once
 // the old owner has stopped admitting mail for the shard, passivated its
 // actors and delivered their state at rest to the new owner. The leader
-// then completes the move (new owner, epoch+1) at once. An error wrapping
-// ErrMoveRefused (the old owner is alive and could not ship) aborts the
-// move: the old owner keeps the shard, and it is not moved again for a
-// fence delay. Without a Handoff, or on any other error (the old owner
-// may be gone), the leader completes the move only after the fence
-// delay: safe for single activation, but state the old owner did not
-// ship stays behind. Called from
+// then completes the move (new owner, epoch+1) at once. Any error (an
+// error wrapping ErrMoveRefused: the old owner is alive and could not
+// ship; or the transfer failed or ran out of time) aborts the move: the
+// old owner keeps the shard and the state it holds, and the shard is not
+// moved again for a fence delay. A move whose old owner is seen down is
+// aborted too, and its shards fail over to an in-sync replica. Without a
+// Handoff the leader completes a move after the fence delay: safe for
+// single activation, but state at rest stays behind. Called from
 // goroutines owned by the Node, concurrently for different shards; it
 // must return when ctx ends.
 type Handoff interface {

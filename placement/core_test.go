@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -897,5 +898,84 @@ func TestPolicyTieKeepsTheOwners(t *testing.T) {
 	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "a", Status: placement.StatusDown})
 	if v := tb.Policy("bank"); v.Digest != "aa-new" || len(v.Differ) != 0 {
 		t.Fatalf("with a down: %+v", v)
+	}
+}
+
+// TestPlannerConfirmedMovesNeverCompleteUnshipped: with ConfirmMoves (a
+// node with a Handoff), a begun move whose old owner is alive completes
+// only once confirmed, however long it waits; a failed or refused
+// transfer aborts it, and so does one nobody reports on for four fence
+// delays. Completing unconfirmed would hand the shard to a node without
+// the state the old owner still holds.
+func TestPlannerConfirmedMovesNeverCompleteUnshipped(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 16})
+	upNode(t, tb, "a", mf())
+	upNode(t, tb, "b", mf())
+	fence := 2 * time.Second
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 2, ConfirmMoves: true})
+	now := time.Unix(0, 0)
+	for _, c := range p.Step(tb, now) {
+		mustApply(t, tb, c)
+	}
+	upNode(t, tb, "c", mf()) // joins: shards move to c through handoffs
+	var begun []placement.Move
+	for _, c := range ownerChanges(p.Step(tb, now)) {
+		mustApply(t, tb, c)
+		if c.Op == placement.OpBegin {
+			begun = append(begun, c.Moves...)
+		}
+	}
+	if len(begun) != 2 {
+		t.Fatalf("began %d moves, want 2: %+v", len(begun), begun)
+	}
+	first, second := begun[0], begun[1]
+	step := func(at time.Time) []placement.Command {
+		t.Helper()
+		cmds := ownerChanges(p.Step(tb, at))
+		for _, c := range cmds {
+			if c.Op == placement.OpComplete || c.Op == placement.OpAssign {
+				for _, m := range c.Moves {
+					if m == first || m == second {
+						t.Fatalf("at +%s: %v of an unconfirmed move %+v", at.Sub(now), c.Op, m)
+					}
+				}
+			}
+			mustApply(t, tb, c)
+		}
+		return cmds
+	}
+	// The planner times a move from the first step that sees it.
+	seen := now.Add(time.Millisecond)
+	step(seen)
+	// Past the fence delay, unconfirmed: neither completes.
+	step(seen.Add(fence))
+	for _, m := range begun {
+		if s, _ := tb.Shard(m.Shard); s.MovingTo != "c" || s.Owner != m.From {
+			t.Fatalf("after the fence delay %s is %+v, want still moving from %s", m.Shard, s, m.From)
+		}
+	}
+	// The first transfer failed: aborted, its old owner keeps it.
+	p.Refuse(first)
+	aborted := false
+	for _, c := range step(seen.Add(fence + time.Millisecond)) {
+		if c.Op == placement.OpAbort && slices.ContainsFunc(c.Moves, func(m placement.Move) bool { return m.Shard == first.Shard }) {
+			aborted = true
+		}
+	}
+	if s, _ := tb.Shard(first.Shard); !aborted || s.MovingTo != "" || s.Owner != first.From || s.Epoch != first.Epoch {
+		t.Fatalf("a failed transfer: aborted %v, shard %+v", aborted, s)
+	}
+	// Nobody reports on the second: aborted after four fence delays.
+	if at, ok := p.NextDeadline(); !ok || at.After(seen.Add(4*fence)) {
+		t.Fatalf("next deadline %s %v, want by +%s", at.Sub(seen), ok, 4*fence)
+	}
+	step(seen.Add(4*fence - time.Millisecond))
+	if s, _ := tb.Shard(second.Shard); s.MovingTo != "c" {
+		t.Fatalf("aborted early: %+v", s)
+	}
+	step(seen.Add(4 * fence))
+	if s, _ := tb.Shard(second.Shard); s.MovingTo != "" || s.Owner != second.From {
+		t.Fatalf("a move nobody reported on after four fence delays: %+v, want aborted", s)
 	}
 }

@@ -71,9 +71,12 @@
 //     is draining) move through a handoff, at most MaxMoving at a time
 //     cluster-wide: begin (MovingTo set: the old owner stops admitting),
 //     then complete (Owner = target, Epoch+1) once the Handoff callback
-//     reports that the old owner shipped its actors' state, or after the
-//     fence delay when no callback confirms. A move whose target dies is
-//     aborted.
+//     reports that the old owner shipped its actors' state. A handoff
+//     that fails or is refused aborts the move (the old owner keeps the
+//     shard; it is not moved again for a fence delay), as does one with
+//     no outcome after four fence delays (its leader stepped down). A
+//     move whose old owner or target dies is aborted. Without a Handoff
+//     callback, a move completes after the fence delay.
 //
 // # Leases and fencing
 //

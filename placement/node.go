@@ -119,8 +119,9 @@ func New(cfg Config) (*Node, error) {
 		deadSince: map[string]time.Time{},
 		transfers: map[ShardRef]Move{},
 		planner: NewPlanner(PlannerConfig{
-			FenceDelay: FenceDelay(cfg.Lease, cfg.ClockDrift, cfg.LeaseMargin),
-			MaxMoving:  cfg.MaxMoving,
+			FenceDelay:   FenceDelay(cfg.Lease, cfg.ClockDrift, cfg.LeaseMargin),
+			MaxMoving:    cfg.MaxMoving,
+			ConfirmMoves: cfg.Handoff != nil,
 		}),
 	}
 	walDir := filepath.Join(cfg.DataDir, "raft", "wal")
@@ -1171,7 +1172,14 @@ func (n *Node) startTransfers(ctx context.Context) {
 					}
 					return
 				}
-				n.log.Debug("placement: handoff failed; completing after the fence delay", logKeyShard, m.Shard.String(), logKeyErr, err)
+				// The old owner may be alive and serving with state it did
+				// not ship: completing the move would lose that state.
+				n.log.Warn("placement: handoff failed; aborting the move", logKeyShard, m.Shard.String(),
+					"from", m.From, "to", m.To, logKeyErr, err)
+				select {
+				case n.refuseCh <- m:
+				case <-ctx.Done():
+				}
 				return
 			}
 			select {

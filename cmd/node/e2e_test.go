@@ -158,7 +158,16 @@ func (c *e2eCluster) start(name string, prev *e2eNode) *e2eNode {
 		n = &e2eNode{name: name, gossip: freePort(t), quic: freePort(t), http: freePort(t)}
 		c.must("certs", "node", "--ca", filepath.Join(c.dir, "ca"), "--name", name, "--out", filepath.Join(c.dir, name))
 	}
-	n.done, n.err, n.log, n.logMu = make(chan struct{}), nil, &bytes.Buffer{}, &sync.Mutex{}
+	n.done, n.err = make(chan struct{}), nil
+	if n.log == nil {
+		n.log, n.logMu = &bytes.Buffer{}, &sync.Mutex{}
+	} else {
+		// The earlier process exited: its output stays, for a failure's
+		// report, ahead of the new one's.
+		n.logMu.Lock()
+		fmt.Fprintf(n.log, "\n---- %s restarted\n", name)
+		n.logMu.Unlock()
+	}
 	nd := filepath.Join(c.dir, name)
 	args := []string{"agent", "--name", name, "--data-dir", filepath.Join(nd, "data"),
 		"--gossip-addr", fmt.Sprintf("127.0.0.1:%d", n.gossip),

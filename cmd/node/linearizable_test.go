@@ -168,6 +168,12 @@ func (lc *linClients) check(t *testing.T, minAnswered int) {
 	}
 	res := lc.h.Check(90 * time.Second)
 	t.Logf("history: %s", res)
+	for k, n := range res.LostByKey {
+		t.Logf("lost: %s: %d acknowledged", k, n)
+	}
+	for _, r := range res.Regressions {
+		t.Logf("went back: %s", r)
+	}
 	if res.Ops-res.Unanswered < minAnswered {
 		t.Fatalf("only %d operations answered: too little load to check anything", res.Ops-res.Unanswered)
 	}

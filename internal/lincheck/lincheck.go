@@ -12,10 +12,13 @@
 package lincheck
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -122,6 +125,13 @@ type Result struct {
 	// the sum of acknowledged Adds minus the last acknowledged value,
 	// when positive (an open Add can only add to the value).
 	Lost int64
+	// LostByKey is Lost per key (only keys that lost any).
+	LostByKey map[string]int64
+	// Regressions describes the first answers (at most ten) that went
+	// below what an operation finished before they began had answered:
+	// key, both values, and when (UTC wall clock) each began and
+	// returned.
+	Regressions []string
 	// Visualization is the file porcupine's view of a failed check was
 	// written to ("" if none).
 	Visualization string
@@ -163,8 +173,13 @@ func (h *History) Check(timeout time.Duration) Result {
 	for k, sum := range acked {
 		if d := sum - final[k].v; d > 0 {
 			r.Lost += d
+			if r.LostByKey == nil {
+				r.LostByKey = map[string]int64{}
+			}
+			r.LostByKey[k] = d
 		}
 	}
+	r.Regressions = regressions(ops, h.start, 10)
 	res, info := porcupine.CheckOperationsVerbose(Model, ops, timeout)
 	r.Verdict, r.Linearizable = res, res == porcupine.Ok
 	if res == porcupine.Illegal {
@@ -174,4 +189,50 @@ func (h *History) Check(timeout time.Duration) Result {
 		}
 	}
 	return r
+}
+
+// regressions finds answered operations whose value is below the value
+// of an operation of the same key that returned before they were called
+// (for an Add, not above it): a counter that went back.
+func regressions(ops []porcupine.Operation, start time.Time, limit int) []string {
+	at := func(d int64) string { return start.Add(time.Duration(d)).UTC().Format("15:04:05.000") }
+	byKey := map[string][]porcupine.Operation{}
+	for _, o := range ops {
+		if o.Output.(Out).Known {
+			k := o.Input.(Op).Key
+			byKey[k] = append(byKey[k], o)
+		}
+	}
+	keys := slices.Sorted(maps.Keys(byKey))
+	var out []string
+	for _, k := range keys {
+		calls := slices.Clone(byKey[k])
+		slices.SortFunc(calls, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+		rets := slices.Clone(byKey[k])
+		slices.SortFunc(rets, func(a, b porcupine.Operation) int { return cmp.Compare(a.Return, b.Return) })
+		var best *porcupine.Operation
+		j := 0
+		for _, o := range calls {
+			for j < len(rets) && rets[j].Return < o.Call {
+				if best == nil || rets[j].Output.(Out).V > best.Output.(Out).V {
+					best = &rets[j]
+				}
+				j++
+			}
+			if best == nil {
+				continue
+			}
+			v, prev := o.Output.(Out).V, best.Output.(Out).V
+			if v < prev || (o.Input.(Op).Add > 0 && v <= prev) {
+				out = append(out, fmt.Sprintf("%s: %+v answered %d (called %s, returned %s) after %+v answered %d (returned %s)",
+					k, o.Input.(Op), v, at(o.Call), at(o.Return),
+					best.Input.(Op), prev, at(best.Return)))
+				if len(out) == limit {
+					return out
+				}
+				break // one per key
+			}
+		}
+	}
+	return out
 }

@@ -671,9 +671,12 @@ func (c *Core) Closing() bool { return c.closing }
 func (c *Core) Settled() bool { return len(c.entries) == 0 }
 
 // Status answers the state of a reference to id pinned to incarnation
-// pinned (0: a plain kind/key reference). When the identity has no
-// entry the answer depends on its state at rest: Status then returns
-// atRest true and the caller completes it with StatusAtRest.
+// pinned (0: a plain kind/key reference). When the answer depends on the
+// state at rest (the identity has no entry, or has a fresh one whose
+// incarnation is not known until its load has read the record: queued for
+// or in its first hydration, or re-admitted after a passivation or
+// retirement that found mail waiting), Status returns atRest true and the
+// caller completes it with StatusAtRest, passing InMemory as active.
 // Errors: ErrUnknownKind (State Unknown).
 func (c *Core) Status(id Identity, pinned uint64) (st Status, atRest bool, err error) {
 	if _, err := c.reg.Lookup(id.Kind); err != nil {
@@ -686,8 +689,18 @@ func (c *Core) Status(id Identity, pinned uint64) (st Status, atRest bool, err e
 	return statusOf(pinned, max(e.inc, e.mint), true, e.phase == phaseActive || e.phase == phasePassivating), false, nil
 }
 
-// StatusAtRest completes Status for an identity with no entry, from its
-// record (found false: the store has none).
+// InMemory reports whether id has an entry, in any phase: an activation
+// attached, or one queued for or in hydration, restarting, backing off,
+// being passivated or retired. Only false means that nothing here can
+// still change id's state at rest.
+func (c *Core) InMemory(id Identity) bool {
+	_, ok := c.entries[id]
+	return ok
+}
+
+// StatusAtRest completes Status for an identity whose answer depends on
+// its state at rest, from its record (found false: the store has none);
+// active is whether it is in memory all the same (Core.InMemory).
 func StatusAtRest(pinned uint64, rec Record, found bool, active bool) Status {
 	cur := uint64(1) // an identity never activated will run as incarnation 1
 	if found {

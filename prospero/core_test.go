@@ -528,3 +528,70 @@ func TestCoreInvariantsProperty(t *testing.T) {
 		}
 	})
 }
+
+// An identity is in memory from its doorbell until it is dormant again,
+// in every phase between: a handoff reads its state at rest for shipping
+// only once nothing here can change it any more, so "not in memory" must
+// not be answered while a load is queued or in flight, after a
+// passivation that found mail waiting, or during a back-off.
+func TestCoreInMemoryInEveryPhase(t *testing.T) {
+	h := newHarness(t, prospero.CoreConfig{HydrationBudget: 1}, map[string]prospero.KindOptions{
+		"counter": {Persistence: prospero.Persistence{Mode: prospero.PersistOnPassivation}, BackoffInitial: time.Second},
+	})
+	other := prospero.Identity{Kind: "counter", Key: "b"}
+	in := func(phase string, want bool) {
+		t.Helper()
+		if got := h.core.InMemory(counterA); got != want {
+			t.Fatalf("%s: InMemory %v, want %v", phase, got, want)
+		}
+		if _, atRest, _ := h.core.Status(counterA, 0); !atRest && !want {
+			t.Fatalf("%s: Status answered from memory for an identity not in memory", phase)
+		}
+	}
+	in("dormant", false)
+	h.doorbell(other) // takes the only hydration slot
+	otherLoad := h.core.Drain(nil)[0]
+	h.doorbell(counterA)
+	h.expect("", "HydrationQueued")
+	in("queued", true)
+	h.load(otherLoad, prospero.Record{})
+	cmds := h.expect("Load:counter/a", "Activated")
+	in("loading", true)
+	h.load(cmds[0], prospero.Record{Incarnation: 1, Version: 1})
+	h.take()
+	in("active", true)
+	h.core.Passivate(counterA, h.now)
+	cmds = h.expect("Passivate:counter/a", "Passivating")
+	in("passivating", true)
+	// The passivation found mail waiting: a fresh entry (incarnation not
+	// known until its record is read) is admitted at once, here behind
+	// another activation holding the hydration slot.
+	third := prospero.Identity{Kind: "counter", Key: "c"}
+	h.doorbell(third)
+	thirdLoad := h.core.Drain(nil)[0]
+	h.core.Passivated(counterA, cmds[0].Version, true, h.now)
+	h.expect("", "Passivated,HydrationQueued")
+	in("re-admitted, queued", true)
+	h.load(thirdLoad, prospero.Record{})
+	h.expect("Load:counter/a", "Activated")
+	in("re-admitted, loading", true)
+	// A first failed load is retried at once, a second one after a
+	// back-off.
+	h.core.LoadFailed(counterA, errors.New("disk"), h.now)
+	if cmds, _ = h.take(); ops(cmds) != "Load:counter/a" {
+		t.Fatalf("after a first failed load: %q, want a load at once", ops(cmds))
+	}
+	h.core.LoadFailed(counterA, errors.New("disk"), h.now)
+	if cmds, _ = h.take(); len(cmds) != 0 {
+		t.Fatalf("after a second failed load: %q, want a back-off", ops(cmds))
+	}
+	in("backing off after a failed load", true)
+	h.advance(time.Minute)
+	h.core.Tick(h.now)
+	cmds = h.expect("Load:counter/a", "")
+	h.load(cmds[0], prospero.Record{Incarnation: 1, Version: 1})
+	h.core.Passivate(counterA, h.now)
+	cmds = h.expect("Passivate:counter/a", "Activated,Passivating")
+	h.core.Passivated(counterA, cmds[0].Version, false, h.now)
+	in("passivated without mail", false)
+}

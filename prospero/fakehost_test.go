@@ -17,6 +17,8 @@ import (
 // during a turn, one goroutine per running cell.
 type fakeHost struct {
 	sup *prospero.Supervisor
+	// rang, if set, is told of each doorbell once the supervisor took it.
+	rang func(prospero.Identity)
 
 	mu     sync.Mutex
 	cells  map[prospero.Identity]*fcell
@@ -85,11 +87,19 @@ func (h *fakeHost) send(ref actor.Ref, msg any, reply chan fresult) error {
 	}
 	h.mu.Unlock()
 	if ring {
-		if err := h.sup.Ring(id.Ref()); err != nil {
+		if err := h.ring(id); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (h *fakeHost) ring(id prospero.Identity) error {
+	err := h.sup.Ring(id.Ref())
+	if h.rang != nil {
+		h.rang(id)
+	}
+	return err
 }
 
 func (h *fakeHost) Tell(ref actor.Ref, msg any) error { return h.send(ref, msg, nil) }
@@ -249,7 +259,7 @@ func (h *fakeHost) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 		c.pending = ring
 		h.mu.Unlock()
 		if ring {
-			_ = h.sup.Ring(c.id.Ref())
+			_ = h.ring(c.id)
 		}
 		return false
 	})

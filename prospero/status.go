@@ -13,9 +13,12 @@ type Status struct {
 	// Incarnation is the identity's current incarnation; an identity
 	// never activated reports 1, the incarnation it will get.
 	Incarnation uint64
-	// Active reports whether the identity has an entry in memory: an
-	// activation attached, or one being hydrated, restarted or
-	// passivated.
+	// Active reports whether the identity is in memory, in any phase: an
+	// activation attached, or one queued for or in hydration (also a
+	// re-admission after a passivation that found mail waiting),
+	// restarting, backing off after a fault, being passivated or retired.
+	// Only Active false means that nothing in memory can still change the
+	// state at rest (a handoff waits for it before reading the store).
 	Active bool
 }
 

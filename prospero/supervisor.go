@@ -378,27 +378,36 @@ func (s *Supervisor) Passivate(ref actor.Ref) bool {
 
 // Status answers the state of ref (pinned or not): Valid, Dormant,
 // ActorTerminated or Unknown, its current incarnation and whether it is
-// in memory. It may read the store for a dormant identity.
+// in memory, in any phase (Status.Active: also while it is queued for or
+// in hydration, re-admitted after a passivation that found mail waiting,
+// backing off, or being passivated). It may read the store for an
+// identity not attached yet. Active false means the state at rest is
+// final until the next doorbell: a handoff reads the store for shipping
+// only then.
 func (s *Supervisor) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 	id := IdentityOf(ref)
 	s.mu.Lock()
 	st, atRest, err := s.core.Status(id, ref.Incarnation())
+	// An identity being hydrated has an entry, but its incarnation is
+	// known only from its record: it is answered from the store, and
+	// still reported in memory, since its activation may run and write.
+	inMemory := s.core.InMemory(id)
 	rec, unsaved := s.unsaved[id]
 	s.mu.Unlock()
 	if err != nil || !atRest {
 		return st, err
 	}
 	if unsaved {
-		return StatusAtRest(ref.Incarnation(), rec, true, false), nil
+		return StatusAtRest(ref.Incarnation(), rec, true, inMemory), nil
 	}
 	rec, err = s.store.Get(ctx, id)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return StatusAtRest(ref.Incarnation(), Record{}, false, false), nil
+		return StatusAtRest(ref.Incarnation(), Record{}, false, inMemory), nil
 	case err != nil:
 		return Status{State: actor.Unknown}, err
 	}
-	return StatusAtRest(ref.Incarnation(), rec, true, false), nil
+	return StatusAtRest(ref.Incarnation(), rec, true, inMemory), nil
 }
 
 // Stats is a snapshot of the supervisor's counts.

@@ -142,6 +142,7 @@ type node struct {
 
 type nodeOpts struct {
 	maxActive int
+	budget    int // hydration budget (0: the default)
 	kinds     map[string]prospero.KindOptions
 	store     prospero.StateStore
 	started   *atomic.Int64
@@ -153,7 +154,8 @@ func newNode(t *testing.T, o nodeOpts) *node {
 	if n.store == nil {
 		n.store = prospero.NewMemStore()
 	}
-	sup, err := prospero.NewSupervisor(prospero.Config{Store: n.store, Clock: n.clock, Events: n.events, MaxActive: o.maxActive})
+	sup, err := prospero.NewSupervisor(prospero.Config{Store: n.store, Clock: n.clock, Events: n.events, MaxActive: o.maxActive,
+		HydrationBudget: o.budget})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,8 +56,14 @@ type write struct {
 	expected uint64
 	// state: the write carries the activation's state (a turn's or the
 	// final one of a passivation), so it is not made after a failed one.
-	state    bool
-	releases []func(error)
+	state bool
+	// unchanged: the write's state is the newest one submitted before it
+	// (the final write of a passivation whose last turns were still being
+	// written). Once those writes committed there is nothing left to
+	// write: it finishes with the chain's version instead of writing
+	// the same state again.
+	unchanged bool
+	releases  []func(error)
 	// done, if set, runs under the supervisor's lock when the write
 	// finished (passivation, retirement). After a failure of the chain a
 	// turn-state write is not made: done gets the chain's version and
@@ -122,7 +128,9 @@ func (s *Supervisor) newChainLocked(id Identity, k *Kind, a actor.Actor, inc, ve
 }
 
 // submitLocked queues w on ch. A turn write while the chain failed is
-// not made: its outputs fail, its done (if any) is told errSkipped.
+// not made: its outputs fail, its done (if any) is told errSkipped. An
+// unchanged write whose turn comes is not made either: the writes before
+// it committed its state, so it is done with their version.
 func (s *Supervisor) submitLocked(id Identity, ch *chain, w *write) toRelease {
 	if ch.failed != nil && w.state {
 		if w.done != nil {
@@ -132,6 +140,12 @@ func (s *Supervisor) submitLocked(id Identity, ch *chain, w *write) toRelease {
 	}
 	if ch.inflight == nil {
 		w.expected = ch.version
+		if w.unchanged {
+			if w.done != nil {
+				w.done(ch.version, nil)
+			}
+			return toRelease{releases: w.releases}
+		}
 		ch.inflight = w
 		return toRelease{issue: w, ch: ch, id: id}
 	}

@@ -354,6 +354,14 @@ func (c *Core) resume(id Identity, e *entry, now time.Time) {
 // kind's persistence policy: when it returns persist, the shell writes
 // the state at rest (still on the actor's turn, conditional on version)
 // and reports Persisted or PersistFailed.
+//
+// A turn that was running when the passivation of its activation was
+// decided ends in phasePassivating. Under PersistEveryTurn it persists
+// all the same, so that what it answered waits for its own write (reply
+// after commit) instead of leaving before anything is written, at the
+// mercy of the passivation's final write; its activity is not refreshed
+// (the identity is leaving). Under the other policies the final write of
+// the passivation, which comes after the turn, covers its state.
 func (c *Core) TurnDone(id Identity, inc uint64, now time.Time) (persist bool, version uint64) {
 	return c.turnDone(id, inc, true, now)
 }
@@ -368,7 +376,13 @@ func (c *Core) TickDone(id Identity, inc uint64, now time.Time) (persist bool, v
 
 func (c *Core) turnDone(id Identity, inc uint64, activity bool, now time.Time) (persist bool, version uint64) {
 	e, ok := c.entries[id]
-	if !ok || e.phase != phaseActive || e.inc != inc {
+	if !ok || e.inc != inc {
+		return false, 0
+	}
+	switch {
+	case e.phase == phasePassivating && e.kind.Options.Persistence.Mode == PersistEveryTurn:
+		return true, e.version
+	case e.phase != phaseActive:
 		return false, 0
 	}
 	if activity {

@@ -595,3 +595,42 @@ func TestCoreInMemoryInEveryPhase(t *testing.T) {
 	h.core.Passivated(counterA, cmds[0].Version, false, h.now)
 	in("passivated without mail", false)
 }
+
+// A turn that was running when its activation's passivation was decided
+// ends while the entry is passivating. Under PersistEveryTurn it still
+// persists (its outputs must wait for its own write, not leave ahead of
+// the final one), at the version the core knows, without counting as
+// activity; under a periodic policy the final write covers it.
+func TestCoreTurnEndingWhilePassivating(t *testing.T) {
+	h := newHarness(t, prospero.CoreConfig{}, map[string]prospero.KindOptions{
+		"every": {Persistence: prospero.Persistence{Mode: prospero.PersistEveryTurn}, IdleTimeout: time.Second},
+		"turns": {Persistence: prospero.Persistence{Mode: prospero.PersistPeriodic, EveryTurns: 1}, IdleTimeout: time.Second},
+	})
+	every, turns := prospero.Identity{Kind: "every", Key: "1"}, prospero.Identity{Kind: "turns", Key: "1"}
+	for _, id := range []prospero.Identity{every, turns} {
+		h.doorbell(id)
+		h.load(h.core.Drain(nil)[0], prospero.Record{Incarnation: 1, Version: 4})
+		if !h.core.Passivate(id, h.now) {
+			t.Fatalf("%s not passivated", id)
+		}
+		h.take()
+	}
+	if p, v := h.core.TurnDone(every, 1, h.now); !p || v != 4 {
+		t.Fatalf("every-turn kind, turn ending while passivating: persist %v version %d, want true 4", p, v)
+	}
+	if p, _ := h.core.TurnDone(every, 2, h.now); p {
+		t.Fatal("a turn of another incarnation persists")
+	}
+	if p, _ := h.core.TurnDone(turns, 1, h.now); p {
+		t.Fatal("periodic kind, turn ending while passivating: persists; the final write covers it")
+	}
+	h.core.Persisted(every, 1, 5, h.now)
+	if got := h.core.Active(); got != 0 {
+		t.Fatalf("%d identities active after turns of passivating ones: the turns counted as activity", got)
+	}
+	h.core.Passivated(every, 5, false, h.now)
+	h.core.Passivated(turns, 4, false, h.now)
+	h.advance(time.Minute)
+	h.core.Tick(h.now)
+	h.expect("", "Persisted,Passivated,Passivated")
+}

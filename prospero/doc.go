@@ -85,7 +85,9 @@
 // (errors.Is ErrNotCommitted, actor.ErrNotCommitted across nodes), is
 // logged and counted as a StoreError event, and the activation reloads
 // its last committed state (a FaultCommit fault remedied by Hydrate), so
-// the update that was refused is never observed.
+// the update that was refused is never observed. A turn that ends after
+// its actor's passivation was decided writes and waits the same way; the
+// passivation's final write queues behind it, and is skipped if it fails.
 //
 // # Passivation
 //

@@ -611,7 +611,8 @@ func (s *Supervisor) passivateLocked(c Command) {
 			s.core.PersistFailed(c.ID, c.Incarnation, err, s.clock.Now())
 		}
 		if ch := s.chains[c.ID]; ch != nil && ch.inc == c.Incarnation && persist && err == nil {
-			if ch.inflight == nil && (ch.failed != nil || bytes.Equal(state, ch.last)) {
+			unchanged := bytes.Equal(state, ch.last)
+			if ch.inflight == nil && (ch.failed != nil || unchanged) {
 				// Nothing new to write (or nothing that may be written).
 				delete(s.chains, c.ID)
 				s.core.Passivated(c.ID, ch.version, false, s.clock.Now())
@@ -619,7 +620,14 @@ func (s *Supervisor) passivateLocked(c Command) {
 				s.mu.Unlock()
 				return
 			}
-			w := &write{rec: Record{Incarnation: c.Incarnation, State: state}, state: true}
+			// Behind the writes in flight: those of the last turns (under
+			// PersistEveryTurn also of a turn that ended after the
+			// passivation was decided, Core.TurnDone), whose outputs wait
+			// for them. If one fails, this write is skipped (the state at
+			// rest stays the last committed one, and what those turns
+			// answered fails); if the final state is theirs, it writes
+			// nothing once they committed.
+			w := &write{rec: Record{Incarnation: c.Incarnation, State: state}, state: true, unchanged: unchanged}
 			w.done = func(v uint64, err error) { s.passivatedLocked(c, w.rec, w.expected, v, err) }
 			t := s.submitLocked(c.ID, ch, w)
 			s.dispatchLocked()

@@ -93,6 +93,7 @@ type counter struct {
 	n       uint64
 	started *atomic.Int64
 	release chan struct{}
+	entered chan struct{} // "held add" shows up here, then waits for release
 }
 
 func (c *counter) Receive(ctx actor.Context, msg any) {
@@ -110,6 +111,11 @@ func (c *counter) Receive(ctx actor.Context, msg any) {
 		panic("boom")
 	case "block":
 		<-c.release
+	case "held add":
+		c.entered <- struct{}{}
+		<-c.release
+		c.n++
+		ctx.Reply(c.n)
 	}
 	if _, ok := msg.(actor.Started); ok && c.started != nil {
 		c.started.Add(1)
@@ -140,6 +146,7 @@ type options struct {
 	store      prospero.StateStore
 	started    *atomic.Int64
 	release    chan struct{}
+	entered    chan struct{}
 	kind       prospero.KindOptions
 	workers    int
 }
@@ -154,7 +161,7 @@ func newNode(t *testing.T, o options) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	factory := func(string) actor.Actor { return &counter{started: o.started, release: o.release} }
+	factory := func(string) actor.Actor { return &counter{started: o.started, release: o.release, entered: o.entered} }
 	if _, err := sup.Register("counter", factory, o.kind); err != nil {
 		t.Fatal(err)
 	}

@@ -259,3 +259,130 @@ func TestReplyAfterCommitOnBoltStore(t *testing.T) {
 }
 
 func decodeCount(b []byte) (uint64, int) { return binary.Uvarint(b) }
+
+// heldAddWhilePassivating starts an add whose turn holds until the test
+// lets it go, and decides the passivation of its actor while it runs: the
+// turn ends with its entry passivating.
+func heldAddWhilePassivating(t *testing.T, n *node, ref actor.Ref, entered, release chan struct{}, ask func()) {
+	t.Helper()
+	ask()
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the held add never ran")
+	}
+	if !n.sup.Passivate(ref) {
+		t.Fatal("passivate refused")
+	}
+	close(release)
+}
+
+// A turn that ends after its activation's passivation was decided is
+// still a turn of a PersistEveryTurn kind: its reply waits for its own
+// write. It used to leave at once, the state being written only by the
+// passivation's final write, so a failure of that write lost an update
+// already acknowledged. Now the failed write fails the ask
+// (ErrNotCommitted), the passivation writes nothing after it and keeps
+// nothing to write later, and the next activation reads the last
+// committed state.
+func TestTurnEndingWhilePassivatingFailsWithItsWrite(t *testing.T) {
+	store := newGatedStore()
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	n := newNode(t, options{store: store, kind: durable, entered: entered, release: release})
+	ref := actor.Virtual("counter", "a")
+	id := prospero.IdentityOf(ref)
+	done := make(chan error, 1)
+	ask := func(msg string) func() {
+		return func() {
+			go func() {
+				_, err := n.sched.Ask(context.Background(), ref, msg)
+				done <- err
+			}()
+		}
+	}
+	ask("add")()
+	store.next(t).commit()
+	if err := <-done; err != nil {
+		t.Fatalf("first add: %v", err)
+	}
+	heldAddWhilePassivating(t, n, ref, entered, release, ask("held add"))
+	disk := errors.New("disk on fire")
+	store.next(t).done(0, disk)
+	if err := <-done; !errors.Is(err, prospero.ErrNotCommitted) || !errors.Is(err, disk) {
+		t.Fatalf("add whose write failed while passivating answered %v, want ErrNotCommitted wrapping the store's error", err)
+	}
+	n.events.waitFor(t, prospero.EventPassivated, id, 1)
+	select {
+	case p := <-store.puts:
+		t.Fatalf("the passivation wrote %v after a failed write", p.rec.State)
+	default:
+	}
+	if st := n.sup.Stats(); st.Unsaved != 0 {
+		t.Fatalf("stats %+v: a state whose ask failed is kept to be written later", st)
+	}
+	if v := n.ask(t, ref, "get"); v != uint64(1) {
+		t.Fatalf("after the failed write get = %v, want the committed 1", v)
+	}
+}
+
+// Without a failure the turn's reply leaves only once its write is
+// committed, and the passivation's final write, finding that state
+// already written, writes nothing more.
+func TestTurnEndingWhilePassivatingRepliesAfterItsWrite(t *testing.T) {
+	store := newGatedStore()
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	n := newNode(t, options{store: store, kind: durable, entered: entered, release: release})
+	ref := actor.Virtual("counter", "a")
+	id := prospero.IdentityOf(ref)
+	var got answers
+	asker := n.asker(t, ref, &got)
+	if err := n.sched.Tell(asker, "add"); err != nil {
+		t.Fatal(err)
+	}
+	store.next(t).commit()
+	n.idle(t)
+	if a := got.take(); len(a) != 1 || a[0] != "1" {
+		t.Fatalf("first add answered %v, want [1]", a)
+	}
+	heldAddWhilePassivating(t, n, ref, entered, release, func() {
+		if err := n.sched.Tell(asker, "held add"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	p := store.next(t)
+	committed := false
+	defer func() {
+		if !committed { // a failed check: let the node close
+			p.commit()
+		}
+	}()
+	n.idle(t) // the turn, the passivation's last turn and any answer have run
+	if a := got.take(); len(a) != 0 {
+		t.Fatalf("answered %v before the write was committed", a)
+	}
+	if v, _ := decodeCount(p.rec.State); v != 2 {
+		t.Fatalf("the write in flight holds %d, want the held add's 2", v)
+	}
+	p.commit()
+	committed = true
+	n.events.waitFor(t, prospero.EventPassivated, id, 1)
+	n.idle(t)
+	if a := got.take(); len(a) != 1 || a[0] != "2" {
+		t.Fatalf("answers after the commit = %v, want [2]", a)
+	}
+	select {
+	case p := <-store.puts:
+		t.Fatalf("the passivation wrote %v again", p.rec.State)
+	default:
+	}
+	rec, err := store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := decodeCount(rec.State); v != 2 || rec.Incarnation != 1 {
+		t.Fatalf("state at rest %d (incarnation %d), want 2 (1)", v, rec.Incarnation)
+	}
+	if st := n.sup.Stats(); st.Unsaved != 0 || st.Commits != 2 {
+		t.Fatalf("stats %+v, want 2 commits and nothing unsaved", st)
+	}
+}

@@ -931,7 +931,7 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 			c.isolateIdentity(ctx, m, id, err)
 			continue
 		}
-		recs = append(recs, shipped{id: id, inc: rec.Incarnation, state: rec.State})
+		recs = append(recs, shipped{id: id, inc: rec.Incarnation, state: rec.State, version: rec.Version})
 	}
 	// The shard's reminders stop firing here and travel with its state.
 	remRecs, err := c.releaseReminders(ctx, m.Shard)
@@ -1015,9 +1015,10 @@ func (c *cluster) unshippedErr() error {
 
 // shipped is one record at rest on its way to a new owner.
 type shipped struct {
-	id    prospero.Identity
-	inc   uint64
-	state []byte
+	id      prospero.Identity
+	inc     uint64
+	state   []byte
+	version uint64 // in this node's store
 }
 
 // quiesce passivates ids until none of them is in memory here. One
@@ -1077,33 +1078,29 @@ func (c *cluster) admitTransfer(ctx context.Context, shard placement.ShardRef, f
 	}
 }
 
-// storeState writes a shipped record over whatever this node's store
-// held for id, provided admit still allows it just before the write.
-func (c *cluster) storeState(ctx context.Context, id prospero.Identity, inc uint64, state []byte, admit func() error) error {
-	for range 3 {
-		if err := admit(); err != nil {
-			return err
-		}
-		var expected uint64
-		cur, err := c.n.store.Get(ctx, id)
-		switch {
-		case err == nil:
-			expected = cur.Version
-		case !errors.Is(err, prospero.ErrNotFound):
-			return err
-		}
-		_, err = c.n.store.Put(ctx, id, expected, prospero.Record{Incarnation: inc, State: state})
-		if errors.Is(err, prospero.ErrVersionConflict) {
-			continue
-		}
-		if err == nil {
-			c.mu.Lock()
-			c.known[id] = true
-			c.mu.Unlock()
-		}
+// storeState stores a shipped record as a replica of the old owner
+// would: at (the old owner's epoch, its version there), replacing what
+// this node holds for id only if that is older. This node may be the old
+// owner's replica, or catching up as one: a copy that the old owner read
+// before the handoff may reach it after this write, and, older by
+// version, it does not replace the handed-off state; should the move be
+// aborted, the old owner's later writes are newer and do. admit is
+// checked just before the write.
+func (c *cluster) storeState(ctx context.Context, id prospero.Identity, inc uint64, state []byte, epoch, version uint64, admit func() error) error {
+	if err := admit(); err != nil {
 		return err
 	}
-	return fmt.Errorf("tempest: handoff: %s: %w", id, prospero.ErrVersionConflict)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := c.n.store.ApplyReplicated([]prospero.Replicated{{ID: id, Epoch: epoch, Version: version,
+		Incarnation: inc, State: state}}); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.known[id] = true
+	c.mu.Unlock()
+	return nil
 }
 
 func cmpString(a, b string) int {

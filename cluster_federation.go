@@ -196,7 +196,7 @@ func (c *cluster) writeRecords(ctx context.Context, peer string, shard placement
 	var b []byte
 	for i, r := range recs {
 		rec := federation.StateRecord{Group: shard.Group, Shard: uint32(shard.Index), Epoch: epoch, Seq: uint64(i + 1),
-			Actor: federation.Actor{Kind: r.id.Kind, Key: r.id.Key, Incarnation: r.inc}, State: r.state}
+			Actor: federation.Actor{Kind: r.id.Kind, Key: r.id.Key, Incarnation: r.inc}, State: r.state, Version: r.version}
 		if b, err = rec.AppendBARE(b[:0]); err != nil {
 			return err
 		}
@@ -495,7 +495,11 @@ func (c *cluster) serveState(conn net.Conn) error {
 			c.xmu.Unlock()
 			continue
 		}
-		err = c.storeState(ctx, id, rec.Actor.Incarnation, rec.State, admit)
+		if rec.Version == 0 || rec.Epoch == 0 {
+			cancel()
+			return fail(t, fmt.Errorf("%w: record of %q without a version or epoch", federation.ErrBadRequest, id.String()))
+		}
+		err = c.storeState(ctx, id, rec.Actor.Incarnation, rec.State, rec.Epoch-1, rec.Version, admit)
 		cancel()
 		if err != nil {
 			return fail(t, err)

@@ -25,7 +25,7 @@ func ShipStateAs(ctx context.Context, n *Node, peer string, src, dst actor.Ref, 
 		return err
 	}
 	return c.sendStates(ctx, peer, loc.Shard, epoch,
-		[]shipped{{id: prospero.IdentityOf(dst), inc: rec.Incarnation, state: rec.State}})
+		[]shipped{{id: prospero.IdentityOf(dst), inc: rec.Incarnation, state: rec.State, version: rec.Version}})
 }
 
 // PlantIndexEntry adds kind/key (which need not be a valid identity) to

@@ -1342,12 +1342,13 @@ func UnmarshalMessage(b []byte) (Message, error) {
 
 // StateRecord is the BARE struct declared at federation.bare:238.
 type StateRecord struct {
-	Group string `bare:"group"`
-	Shard uint32 `bare:"shard"`
-	Epoch uint64 `bare:"epoch"`
-	Seq   uint64 `bare:"seq"`
-	Actor Actor  `bare:"actor"`
-	State []byte `bare:"state"`
+	Group   string `bare:"group"`
+	Shard   uint32 `bare:"shard"`
+	Epoch   uint64 `bare:"epoch"`
+	Seq     uint64 `bare:"seq"`
+	Actor   Actor  `bare:"actor"`
+	State   []byte `bare:"state"`
+	Version uint64 `bare:"version"`
 }
 
 // AppendBARE appends the BARE encoding of v to dst. It does not allocate
@@ -1364,6 +1365,7 @@ func (v *StateRecord) AppendBARE(dst []byte) ([]byte, error) {
 		return dst, bare.WrapEncodeError("Actor", err)
 	}
 	dst = bare.AppendData(dst, v.State)
+	dst = bare.AppendU64(dst, uint64(v.Version))
 	return dst, nil
 }
 
@@ -1379,6 +1381,7 @@ func (v *StateRecord) DecodeBARE(d *bare.Decoder) {
 	v.Seq = uint64(d.U64())
 	v.Actor.DecodeBARE(d)
 	v.State = d.Data(v.State)
+	v.Version = uint64(d.U64())
 	d.Leave()
 }
 

@@ -242,10 +242,10 @@ func (s *Scheduler) abandon(w *worker, g uint64) bool {
 	}
 	switch {
 	case kind == kStop:
-		err, _ := e.msg.(error)
-		s.terminate(c, nil, err)
+		err, released := stopOf(e)
+		s.terminate(c, nil, err, released)
 	case !c.ref.IsVirtual():
-		s.terminate(c, nil, errAbandoned)
+		s.terminate(c, nil, errAbandoned, nil)
 	case kind == kPassivate:
 		s.restCell(c) // the passivation ends without its final callbacks
 	default:

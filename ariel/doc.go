@@ -111,7 +111,7 @@
 // # For the supervisor
 //
 // EnsureCell, Attach, AttachAt, Passivate, Restart, RestartAt, Replace,
-// Retire, Reject, Exec, State, SetAfterTurn and NotifyUndelivered, together
+// Retire, RetireThen, Reject, Exec, State, SetAfterTurn and NotifyUndelivered, together
 // with the Activator and FaultHook interfaces, are the supervisor's (and
 // the transport's) handles on cells; actor code never uses them.
 //
@@ -144,5 +144,10 @@
 // an actor's system lane, never refused by a full mailbox. After Close,
 // Passivate runs the final turn on a goroutine of its own (and Close runs
 // passivations that were queued but never ran), so a supervisor shut down
-// after the scheduler is still answered.
+// after the scheduler is still answered. RetireThen reports when the
+// retired cell is released (stopped and out of the map, so later mail
+// gets a fresh cell); a supervisor declares a retirement done only then,
+// since until the stop turn runs mail still lands in the retiring cell and
+// is answered ErrActorTerminated. After Close it runs the stop like
+// Passivate runs the final turn.
 package ariel

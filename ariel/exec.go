@@ -324,8 +324,8 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 		ex.leave()
 	case kStop:
 		ex.invoke(c, e, actor.Stopping{})
-		err, _ := e.msg.(error)
-		s.terminate(c, ex, err)
+		err, released := stopOf(e)
+		s.terminate(c, ex, err, released)
 		return false
 	case kPassivate:
 		if c.reent != actor.Reentrant {
@@ -603,8 +603,9 @@ func (s *Scheduler) undeliverable(sender *Cell, to actor.Ref, msg any, err error
 
 // terminate finishes a stopped cell: no more mail is admitted, queued mail
 // is answered with err (nil: ErrActorTerminated), children are stopped,
-// the identity is released.
-func (s *Scheduler) terminate(c *Cell, ex *executor, err error) {
+// the identity is released; then released (if not nil) is called, and so
+// are the release callbacks of the retirements queued behind.
+func (s *Scheduler) terminate(c *Cell, ex *executor, err error, released func()) {
 	if err == nil {
 		err = actor.ErrActorTerminated
 	}
@@ -615,8 +616,9 @@ func (s *Scheduler) terminate(c *Cell, ex *executor, err error) {
 		kids = slices.Clone(c.ext.children)
 	}
 	c.mu.Unlock()
-	for _, e := range c.drainAll() {
-		s.drop(&e, err)
+	dropped := c.drainAll()
+	for i := range dropped {
+		s.drop(&dropped[i], err)
 	}
 	c.endTimers()
 	if x := c.ext; x != nil {
@@ -640,6 +642,7 @@ func (s *Scheduler) terminate(c *Cell, ex *executor, err error) {
 	}
 	c.act = nil
 	s.activeDec()
+	releaseAll(dropped, released)
 }
 
 // rest detaches the actor after a passivation turn. Mail already queued, or

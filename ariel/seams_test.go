@@ -517,3 +517,64 @@ func TestPassivateBurstJoinsOnePassivation(t *testing.T) {
 		t.Fatal("second passivation did not run")
 	}
 }
+
+// RetireThen reports the release only once the retiring cell is out of
+// the scheduler (mail sent then gets a fresh cell), for a cell with an
+// actor, one without, and after Close.
+func TestRetireThenReportsTheRelease(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	if err := s.Register("w", func(string) actor.Actor { return echo{} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	released := func(ref actor.Ref) (func(), chan bool) {
+		ch := make(chan bool, 1)
+		return func() { ch <- s.Resident(ref) }, ch
+	}
+	wait := func(ch chan bool) {
+		t.Helper()
+		select {
+		case resident := <-ch:
+			if resident {
+				t.Fatal("released while the cell was still in the scheduler")
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("never released")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	live := actor.Virtual("w", "live")
+	if _, err := s.Ask(ctx, live, "hi"); err != nil {
+		t.Fatal(err)
+	}
+	fn, ch := released(live)
+	if err := s.RetireThen(live, fn); err != nil {
+		t.Fatal(err)
+	}
+	wait(ch)
+	if _, err := s.Ask(ctx, live, "hi"); err != nil {
+		t.Fatalf("ask after the release: %v", err)
+	}
+
+	empty := actor.Virtual("w", "empty")
+	if err := s.EnsureCell(empty, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	fn, ch = released(empty)
+	if err := s.RetireThen(empty, fn); err != nil {
+		t.Fatal(err)
+	}
+	wait(ch)
+	if err := s.RetireThen(empty, func() { t.Error("released twice") }); !errors.Is(err, actor.ErrActorTerminated) {
+		t.Fatalf("RetireThen of a released cell: %v", err)
+	}
+
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fn, ch = released(live)
+	if err := s.RetireThen(live, fn); err != nil {
+		t.Fatal(err)
+	}
+	wait(ch)
+}

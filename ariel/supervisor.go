@@ -445,8 +445,9 @@ func (s *Scheduler) passivateClosed(c *Cell, final func(actor.Actor)) error {
 	}
 }
 
-// runStranded runs a passivation queued in c's system lane that no worker
-// will run any more (the scheduler closed).
+// runStranded runs a passivation or a retirement (RetireThen) queued in
+// c's system lane that no worker will run any more (the scheduler
+// closed).
 func (s *Scheduler) runStranded(c *Cell) {
 	for {
 		st := c.state.Load()
@@ -462,7 +463,7 @@ func (s *Scheduler) runStranded(c *Cell) {
 		c.mu.Lock()
 		var fin *envelope
 		for i := range c.sys {
-			if c.sys[i].kind == kPassivate {
+			if c.sys[i].kind == kPassivate || isRetire(&c.sys[i]) {
 				e := c.sys[i]
 				fin = &e
 				if r, _ := e.msg.(*passReq); r != nil && r == c.passq {
@@ -493,15 +494,16 @@ func (s *Scheduler) runClosed(c *Cell, e envelope) {
 	ex.turn(c, &e)
 }
 
-// finishStranded runs, after the workers stopped, the passivations that
-// were queued but never ran, so a supervisor waiting for them is answered.
+// finishStranded runs, after the workers stopped, the passivations and
+// retirements that were queued but never ran, so a supervisor waiting for
+// them is answered.
 func (s *Scheduler) finishStranded() {
 	s.virtual.Range(func(_, v any) bool {
 		c := v.(*Cell)
 		c.mu.Lock()
 		has := false
 		for i := range c.sys {
-			if c.sys[i].kind == kPassivate {
+			if c.sys[i].kind == kPassivate || isRetire(&c.sys[i]) {
 				has = true
 				break
 			}
@@ -579,7 +581,49 @@ func (s *Scheduler) replace(ref actor.Ref, a actor.Actor, m *restartMsg) error {
 // (asks with ErrActorTerminated, tells from actors come back as
 // Undelivered).
 func (s *Scheduler) Retire(ref actor.Ref) error {
-	return s.stopCell(ref, nil)
+	return s.stopCell(ref, nil, nil)
+}
+
+// RetireThen is Retire that calls released once the cell is released:
+// the actor's Stopping turn ran, the mail queued for it was answered and
+// the identity left the scheduler's memory, so that mail sent afterwards
+// gets a fresh cell and rings the Activator. Until then mail still lands
+// in the retiring cell and is answered ErrActorTerminated. The
+// supervisor reports a retirement done only after released, or the next
+// activation could be refused by a cell that is about to stop.
+//
+// released runs once, on the worker that ran the stop (on the caller's
+// goroutine when the cell had no actor, before RetireThen returns); it
+// must not block. It is not called when RetireThen returns an error (no
+// cell, or one already stopped: nothing is left to release). After
+// Close the stop runs at once on a goroutine of its own, or RetireThen
+// fails with ErrClosed while a turn of the actor is still running.
+func (s *Scheduler) RetireThen(ref actor.Ref, released func()) error {
+	return s.stopCell(ref, nil, released)
+}
+
+// stopReq is the payload of a kStop that reports its release.
+type stopReq struct {
+	err      error
+	released func()
+}
+
+// isRetire reports whether e is a kStop that reports its release.
+func isRetire(e *envelope) bool {
+	_, ok := e.msg.(*stopReq)
+	return e.kind == kStop && ok
+}
+
+// stopOf returns the error a kStop answers queued mail with (nil:
+// ErrActorTerminated) and its release callback (nil: none).
+func stopOf(e *envelope) (error, func()) {
+	switch m := e.msg.(type) {
+	case error:
+		return m, nil
+	case *stopReq:
+		return m.err, m.released
+	}
+	return nil, nil
 }
 
 // Reject answers the mail waiting for ref with err, for an identity the
@@ -593,14 +637,18 @@ func (s *Scheduler) Reject(ref actor.Ref, err error) error {
 	if err == nil {
 		err = actor.ErrActorTerminated
 	}
-	return s.stopCell(ref, err)
+	return s.stopCell(ref, err, nil)
 }
 
-// stopCell is Retire (err nil) or Reject.
-func (s *Scheduler) stopCell(ref actor.Ref, err error) error {
+// stopCell is Retire (err nil) or Reject; released (Retire only) is
+// called once the cell is released.
+func (s *Scheduler) stopCell(ref actor.Ref, err error, released func()) error {
 	c, cerr := s.cellOf(ref)
 	if cerr != nil {
 		return cerr
+	}
+	if released != nil && s.closing.Load() {
+		return s.retireClosed(c, released)
 	}
 	removable := s.removable(c)
 	c.mu.Lock()
@@ -635,13 +683,78 @@ func (s *Scheduler) stopCell(ref actor.Ref, err error) error {
 		for i := range mail {
 			s.drop(&mail[i], derr)
 		}
+		releaseAll(mail, released)
 		return nil
 	}
-	c.sys = append(c.sys, envelope{kind: kStop, msg: err})
+	if released != nil {
+		c.sys = append(c.sys, envelope{kind: kStop, msg: &stopReq{err: err, released: released}})
+	} else {
+		c.sys = append(c.sys, envelope{kind: kStop, msg: err})
+	}
 	c.pend.Add(1)
 	c.mu.Unlock()
 	s.wake(c, nil)
+	if released != nil && s.closing.Load() {
+		// Close raced the push: if no worker took it, Close's sweep or
+		// the next line runs it.
+		s.runStranded(c)
+	}
 	return nil
+}
+
+// retireClosed runs the retirement of c inline, the scheduler being
+// closed (see passivateClosed).
+func (s *Scheduler) retireClosed(c *Cell, released func()) error {
+	for {
+		st := c.state.Load()
+		switch st {
+		case stIdle, stReady:
+			if !c.state.CompareAndSwap(st, stRunning) {
+				continue
+			}
+			if st == stIdle {
+				s.activeInc()
+			}
+			go s.runClosed(c, envelope{kind: kStop, msg: &stopReq{released: released}})
+			return nil
+		case stDetached, stPending:
+			c.mu.Lock()
+			if c.state.Load() != st {
+				c.mu.Unlock()
+				continue
+			}
+			c.state.Store(stStopped)
+			mail := append(c.takeUserLocked(), c.sys...)
+			c.pend.Store(0)
+			c.sys = nil
+			c.mu.Unlock()
+			s.forget(c)
+			for i := range mail {
+				s.drop(&mail[i], actor.ErrActorTerminated)
+			}
+			releaseAll(mail, released)
+			return nil
+		case stRunning:
+			return ErrClosed
+		default:
+			return actor.ErrActorTerminated
+		}
+	}
+}
+
+// releaseAll calls released (if not nil) and the release callbacks of
+// the kStop envelopes among dropped, whose cell is released.
+func releaseAll(dropped []envelope, released func()) {
+	for i := range dropped {
+		if dropped[i].kind == kStop {
+			if _, r := stopOf(&dropped[i]); r != nil {
+				r()
+			}
+		}
+	}
+	if released != nil {
+		released()
+	}
 }
 
 // Exec runs fn with the actor value of ref as a system turn of that actor

@@ -68,10 +68,12 @@ const (
 	// the incarnation as it does) may leave the value attached and report
 	// Stopped at once; before a Hydrate the value must be detached.
 	OpStop
-	// OpRetire: drop the actor value and replace its state at rest by a
-	// record holding only incarnation Command.Mint (so the next
-	// activation starts empty under a new incarnation), conditional on
-	// Command.Version; then call Retired.
+	// OpRetire: stop the actor (its queued mail is answered
+	// ErrActorTerminated) and replace its state at rest by a record
+	// holding only incarnation Command.Mint (so the next activation
+	// starts empty under a new incarnation), conditional on
+	// Command.Version; once both are done, the host's mailbox released
+	// (Host.Retire) and the record written, call Retired.
 	OpRetire
 	// OpReject: the identity cannot be activated (the supervisor is
 	// closing, or its state cannot be loaded): fail the mail waiting for

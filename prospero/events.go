@@ -37,7 +37,9 @@ const (
 	// EventEscalated: restart intensity was exceeded; the remedy became
 	// Retire.
 	EventEscalated
-	// EventRetired: the actor and its state were released as a unit.
+	// EventRetired: the actor and its state were released as a unit:
+	// the tombstone is written and the host released the retired actor's
+	// mailbox, so a message sent afterwards starts the next incarnation.
 	EventRetired
 	// EventStoreError: state at rest could not be read or written.
 	EventStoreError

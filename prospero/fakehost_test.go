@@ -265,7 +265,7 @@ func (h *fakeHost) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 	})
 }
 
-func (h *fakeHost) Retire(ref actor.Ref) error {
+func (h *fakeHost) Retire(ref actor.Ref, released func()) error {
 	return h.pushSys(ref, func(c *fcell) bool {
 		h.mu.Lock()
 		a, inc := c.act, c.inc
@@ -283,6 +283,7 @@ func (h *fakeHost) Retire(ref actor.Ref) error {
 				m.reply <- fresult{err: actor.ErrActorTerminated}
 			}
 		}
+		released()
 		return false
 	})
 }

@@ -46,8 +46,12 @@ type Host interface {
 	// then detaches the actor. Mail that arrives afterwards rings again.
 	Passivate(ref actor.Ref, final func(actor.Actor)) error
 	// Retire stops the actor of ref for good; mail queued for it is
-	// answered ErrActorTerminated.
-	Retire(ref actor.Ref) error
+	// answered ErrActorTerminated. released is called once the actor is
+	// stopped and its mailbox released: mail sent afterwards rings again
+	// (for the next incarnation) instead of reaching the retiring actor.
+	// It may run before Retire returns, and is not called when Retire
+	// returns an error (nothing is left to release).
+	Retire(ref actor.Ref, released func()) error
 }
 
 // Replacer is implemented by a Host that can swap the attached actor
@@ -698,15 +702,29 @@ func (s *Supervisor) run(ctx context.Context, j job) {
 			}
 		}
 	case OpRetire:
-		if err := s.host.Retire(c.ID.Ref()); err != nil {
+		// The retirement is done when both the host released the
+		// actor's mailbox and the tombstone is written, in either order:
+		// reported before the release, the next message could still land
+		// in the retiring mailbox and be answered ErrActorTerminated
+		// although the identity is free for its next incarnation.
+		r := &retirement{cmd: c}
+		released := func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			r.releasedLocked(s)
+		}
+		if err := s.host.Retire(c.ID.Ref(), released); err != nil {
 			s.log.LogAttrs(ctx, slog.LevelDebug, "retire", slog.String("actor", c.ID.String()), slog.Any("error", err))
+			s.mu.Lock()
+			r.releasedLocked(s)
+			s.mu.Unlock()
 		}
 		s.mu.Lock()
 		if ch := s.chains[c.ID]; ch != nil {
 			// Behind the writes still in flight, whose versions the
 			// tombstone must expect.
 			w := &write{rec: Record{Incarnation: c.Mint}}
-			w.done = func(v uint64, err error) { s.retiredLocked(c, w.expected, v, err) }
+			w.done = func(v uint64, err error) { r.writtenLocked(s, w.expected, v, err) }
 			t := s.submitLocked(c.ID, ch, w)
 			s.mu.Unlock()
 			s.after(t)
@@ -716,8 +734,44 @@ func (s *Supervisor) run(ctx context.Context, j job) {
 		v, err := s.store.Put(ctx, c.ID, c.Version, Record{Incarnation: c.Mint})
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.retiredLocked(c, c.Version, v, err)
+		r.writtenLocked(s, c.Version, v, err)
 		s.dispatchLocked()
+	}
+}
+
+// retirement joins the two halves of an OpRetire: the host's release of
+// the actor's mailbox and the tombstone write. Guarded by the
+// supervisor's mutex.
+type retirement struct {
+	cmd      Command
+	released bool
+	written  bool
+	expected uint64
+	v        uint64
+	err      error
+}
+
+// releasedLocked records the host's release; if the tombstone is already
+// written, the retirement is done (and dispatched: the release comes
+// from the host, outside any job).
+func (r *retirement) releasedLocked(s *Supervisor) {
+	if r.released {
+		return
+	}
+	r.released = true
+	if r.written {
+		s.retiredLocked(r.cmd, r.expected, r.v, r.err)
+		s.dispatchLocked()
+	}
+}
+
+// writtenLocked records the tombstone write (expecting version expected,
+// ended with v, err); if the host already released the mailbox, the
+// retirement is done. The caller dispatches.
+func (r *retirement) writtenLocked(s *Supervisor, expected, v uint64, err error) {
+	r.written, r.expected, r.v, r.err = true, expected, v, err
+	if r.released {
+		s.retiredLocked(r.cmd, expected, v, err)
 	}
 }
 

@@ -92,8 +92,11 @@ func (h arielHost) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 	return h.s.Passivate(ref.Unpinned(), final)
 }
 
-// Retire implements Host.
-func (h arielHost) Retire(ref actor.Ref) error { return h.s.Retire(ref.Unpinned()) }
+// Retire implements Host: released is called once ariel's cell is
+// stopped and out of the scheduler's memory (Scheduler.RetireThen).
+func (h arielHost) Retire(ref actor.Ref, released func()) error {
+	return h.s.RetireThen(ref.Unpinned(), released)
+}
 
 // Activator returns the doorbell to install as ariel.Config.Activator.
 func Activator(s *prospero.Supervisor) ariel.Activator { return &arielRing{s: s} }

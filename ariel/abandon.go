@@ -251,6 +251,12 @@ func (s *Scheduler) abandon(w *worker, g uint64) bool {
 	default:
 		s.detach(c)
 	}
+	if c.ref.IsVirtual() {
+		// A retirement queued behind the abandoned turn (RetireThen
+		// while it ran) has no value left to stop: the cell goes now,
+		// or its release would wait for an attach that never comes.
+		s.retireDetached(c, nil, false)
+	}
 	s.faults.Fault(Fault{Ref: c.ref.WithIncarnation(inc), Incarnation: inc, Outcome: BudgetExhausted,
 		Err: ErrBudgetExhausted, Abandoned: true})
 	if c.state.Load() == stDetached {

@@ -578,3 +578,49 @@ func TestRetireThenReportsTheRelease(t *testing.T) {
 	}
 	wait(ch)
 }
+
+// A retirement queued behind a turn that is then abandoned (its value
+// detached) is carried out at once: its release does not wait for an
+// attach that will never come.
+func TestRetireThenBehindAnAbandonedTurn(t *testing.T) {
+	hold := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	// No activation comes back (a supervisor whose identity is retiring
+	// does not attach one).
+	s := newSched(t, ariel.Config{Workers: 2, TurnBudget: 100 * time.Millisecond, Faults: &ariel.LogFaults{},
+		Activator: silent{}})
+	t.Cleanup(func() { close(hold) }) // before the scheduler's Close
+	stuck := actor.Func(func(ctx actor.Context, msg any) {
+		if msg == "block" {
+			entered <- struct{}{}
+			<-hold
+		}
+	})
+	if err := s.Register("stuck", func(string) actor.Actor { return stuck }, 0); err != nil {
+		t.Fatal(err)
+	}
+	ref := actor.Virtual("stuck", "a")
+	if err := s.Attach(ref, stuck); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tell(ref, "block"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the blocking turn never ran")
+	}
+	released := make(chan bool, 1)
+	if err := s.RetireThen(ref, func() { released <- s.Resident(ref) }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case resident := <-released:
+		if resident {
+			t.Fatal("released while the cell was still in the scheduler")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the retirement behind the abandoned turn was never released")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -718,21 +719,9 @@ func (s *Scheduler) retireClosed(c *Cell, released func()) error {
 			go s.runClosed(c, envelope{kind: kStop, msg: &stopReq{released: released}})
 			return nil
 		case stDetached, stPending:
-			c.mu.Lock()
-			if c.state.Load() != st {
-				c.mu.Unlock()
+			if !s.retireDetached(c, released, true) {
 				continue
 			}
-			c.state.Store(stStopped)
-			mail := append(c.takeUserLocked(), c.sys...)
-			c.pend.Store(0)
-			c.sys = nil
-			c.mu.Unlock()
-			s.forget(c)
-			for i := range mail {
-				s.drop(&mail[i], actor.ErrActorTerminated)
-			}
-			releaseAll(mail, released)
 			return nil
 		case stRunning:
 			return ErrClosed
@@ -740,6 +729,32 @@ func (s *Scheduler) retireClosed(c *Cell, released func()) error {
 			return actor.ErrActorTerminated
 		}
 	}
+}
+
+// retireDetached releases c, which has no actor, at once: its mail is
+// answered ErrActorTerminated (system lane too) and the identity leaves
+// the map; then released and the release callbacks of the retirements
+// queued in c are called. Unless always, it does so only when a
+// retirement is queued in c. It reports whether it released c.
+func (s *Scheduler) retireDetached(c *Cell, released func(), always bool) bool {
+	c.mu.Lock()
+	st := c.state.Load()
+	if (st != stDetached && st != stPending) ||
+		(!always && !slices.ContainsFunc(c.sys, func(e envelope) bool { return isRetire(&e) })) {
+		c.mu.Unlock()
+		return false
+	}
+	c.state.Store(stStopped)
+	mail := append(c.takeUserLocked(), c.sys...)
+	c.pend.Store(0)
+	c.sys = nil
+	c.mu.Unlock()
+	s.forget(c)
+	for i := range mail {
+		s.drop(&mail[i], actor.ErrActorTerminated)
+	}
+	releaseAll(mail, released)
+	return true
 }
 
 // releaseAll calls released (if not nil) and the release callbacks of

@@ -764,18 +764,15 @@ func (f handoffFunc) Transfer(ctx context.Context, m placement.Move) error { ret
 
 // transfer runs on the leader: the old owner of m hands the shard off.
 //
-// A peer that is not reachable yet is tried again until ctx ends (the
-// placement's fence delay): a node that rejoins is given shards by the
-// raft leader as soon as it is a voter again, often before the other
-// nodes' membership sees its new incarnation alive. Giving up at once
-// let the leader complete the move after the fence delay with no state
-// shipped, and the new owner then hydrated the identity from its own
-// record of an earlier ownership: acknowledged updates made on the old
-// owner meanwhile were lost and replies went backwards.
+// A peer that is not reachable yet is tried again while three quarters
+// of ctx's budget last: a node that rejoins is given shards by the raft
+// leader as soon as it is a voter again, often before the other nodes'
+// membership sees its new incarnation alive. Any error returned aborts
+// the move (placement completes a move only once Transfer returned nil),
+// so the old owner keeps the shard and the state it holds.
 func (c *cluster) transfer(ctx context.Context, m placement.Move) error {
-	// Retry until a quarter of the budget is left, so that a refusal
-	// reaches the planner before it would complete the move by the
-	// fence delay.
+	// Retry until a quarter of the budget is left, so that the outcome
+	// reaches the planner while the old owner's own budget lasts.
 	giveUp := time.Time{}
 	if dl, ok := ctx.Deadline(); ok {
 		giveUp = dl.Add(-time.Until(dl) / 4)
@@ -785,8 +782,8 @@ func (c *cluster) transfer(ctx context.Context, m placement.Move) error {
 			slog.String("from", m.From), slog.String("to", m.To), slog.Any("error", err))
 		var ans *federation.Error
 		if errors.As(err, &ans) || errors.Is(err, errShipRefused) {
-			// The old owner is alive and could not ship: the move must not
-			// complete without the state, so it is aborted.
+			// The old owner is alive and answered that it could not ship
+			// (logged as a refusal by placement; any failure aborts).
 			return fmt.Errorf("%w: %w", placement.ErrMoveRefused, err)
 		}
 		return err
@@ -945,18 +942,14 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 	if promote {
 		c.promoted.Add(1)
 	}
-	// Unlike actor state (versioned by the new owner's writes), a stale
-	// reminder record left here would bring cancelled reminders back if
-	// the shard ever returned without a handoff.
-	var drop []prospero.Identity
-	for _, r := range remRecs {
-		drop = append(drop, r.id)
-	}
-	if len(drop) > 0 {
-		if err := c.n.store.DeleteAll(ctx, drop); err != nil {
-			c.log.LogAttrs(ctx, slog.LevelWarn, "reminders after handoff", slog.Any("error", err))
-		}
-	}
+	// The shipped reminder records stay here too, like actor state: the
+	// move may still be aborted (the leader never heard that this ship
+	// succeeded), and this node would then own the shard again with its
+	// reminders gone. Copies left here cannot bring a cancelled reminder
+	// back: this node stays in the shard's set as a follower, so the new
+	// owner's writes and deletions of them reach it (newer by epoch), a
+	// catch-up deletes the copies its owner no longer holds, and a
+	// handoff back drops those not shipped (dropStaleReminders).
 	// The state stays in this store (harmless: the new owner's is newer
 	// from now on); the index forgets it so that a later handoff of the
 	// shard by this node does not ship stale state.

@@ -74,10 +74,10 @@ type PlannerConfig struct {
 }
 
 // staleMoveFences is, with ConfirmMoves, how many fence delays a move may
-// wait for its handoff's outcome before it is aborted. A transfer
-// reports within one (it runs under that deadline), so only a move whose
-// transfer ended without reporting (it ran on a leader that stepped down)
-// waits that long.
+// wait for its handoff's outcome before it is aborted: a backstop. A
+// transfer reports within one fence delay less (it runs under that
+// deadline), and a new leader starts its own at once, so only a
+// Transfer that ignores its context waits that long.
 const staleMoveFences = 4
 
 // Planner is the leader's deterministic decision core: given the applied
@@ -226,15 +226,23 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 						since = now
 						p.moveSince[ref] = now
 					}
-					if r, ok := p.refused[ref]; ok && r == m {
-						aborts = append(aborts, m)
-						p.refusedAt[ref] = now
-					} else if c, ok := p.confirmed[ref]; (ok && c == m) || (!p.cfg.ConfirmMoves && !now.Before(since.Add(p.cfg.FenceDelay))) {
+					// A confirmation wins over a refusal of the same move: two
+					// transfers of it may run (one per leadership term), and
+					// the one that shipped the state decides.
+					c, confirmed := p.confirmed[ref]
+					r, refused := p.refused[ref]
+					switch {
+					case confirmed && c == m:
 						completes = append(completes, m)
-					} else if p.cfg.ConfirmMoves && !now.Before(since.Add(staleMoveFences*p.cfg.FenceDelay)) {
+					case refused && r == m:
 						aborts = append(aborts, m)
 						p.refusedAt[ref] = now
-					} else {
+					case !p.cfg.ConfirmMoves && !now.Before(since.Add(p.cfg.FenceDelay)):
+						completes = append(completes, m)
+					case p.cfg.ConfirmMoves && !now.Before(since.Add(staleMoveFences*p.cfg.FenceDelay)):
+						aborts = append(aborts, m)
+						p.refusedAt[ref] = now
+					default:
 						moving++
 					}
 				}

@@ -979,3 +979,41 @@ func TestPlannerConfirmedMovesNeverCompleteUnshipped(t *testing.T) {
 		t.Fatalf("a move nobody reported on after four fence delays: %+v, want aborted", s)
 	}
 }
+
+// TestPlannerConfirmWinsOverRefusal: two transfers of one move may report
+// (a leader that stepped down and the next one each ran one); when one
+// confirms, the move completes even if the other failed: the old owner
+// shipped the state and may have let go of it.
+func TestPlannerConfirmWinsOverRefusal(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 8})
+	upNode(t, tb, "a", mf())
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: time.Second, MaxMoving: 1, ConfirmMoves: true})
+	now := time.Unix(0, 0)
+	for _, c := range p.Step(tb, now) {
+		mustApply(t, tb, c)
+	}
+	upNode(t, tb, "b", mf())
+	var begun []placement.Move
+	for _, c := range ownerChanges(p.Step(tb, now)) {
+		mustApply(t, tb, c)
+		if c.Op == placement.OpBegin {
+			begun = c.Moves
+		}
+	}
+	if len(begun) != 1 {
+		t.Fatalf("began %+v, want one move", begun)
+	}
+	m := begun[0]
+	p.Refuse(m)
+	p.Confirm(m)
+	for _, c := range ownerChanges(p.Step(tb, now)) {
+		if c.Op == placement.OpAbort {
+			t.Fatalf("aborted a confirmed move: %+v", c)
+		}
+		mustApply(t, tb, c)
+	}
+	if s, _ := tb.Shard(m.Shard); s.Owner != "b" || s.Epoch != m.Epoch+1 {
+		t.Fatalf("shard %+v, want completed to b at epoch %d", s, m.Epoch+1)
+	}
+}

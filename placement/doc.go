@@ -74,7 +74,8 @@
 //     reports that the old owner shipped its actors' state. A handoff
 //     that fails or is refused aborts the move (the old owner keeps the
 //     shard; it is not moved again for a fence delay), as does one with
-//     no outcome after four fence delays (its leader stepped down). A
+//     no outcome after four fence delays (a backstop: a transfer has
+//     three to report). A
 //     move whose old owner or target dies is aborted. Without a Handoff
 //     callback, a move completes after the fence delay.
 //

@@ -1157,11 +1157,17 @@ func (n *Node) startTransfers(ctx context.Context) {
 		n.transfers[m.Shard] = m
 		// Read on this goroutine: step replaces n.planner when this node
 		// stops leading, while the transfer may still run.
-		fence := n.planner.cfg.FenceDelay
+		// A move that must be confirmed gets the time until the
+		// planner's backstop abort, less one fence delay: a slow ship
+		// still finishes, and its outcome arrives first.
+		budget := n.planner.cfg.FenceDelay
+		if n.planner.cfg.ConfirmMoves {
+			budget *= staleMoveFences - 1
+		}
 		n.wg.Add(1)
 		go func(m Move) {
 			defer n.wg.Done()
-			tctx, cancel := context.WithTimeout(ctx, fence)
+			tctx, cancel := context.WithTimeout(ctx, budget)
 			defer cancel()
 			if err := n.cfg.Handoff.Transfer(tctx, m); err != nil {
 				if errors.Is(err, ErrMoveRefused) {

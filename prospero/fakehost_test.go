@@ -172,13 +172,16 @@ func (h *fakeHost) turn(c *fcell, a actor.Actor, inc uint64, m fmsg) {
 		a.Receive(ctx, m.msg)
 		return false
 	}()
-	if m.reply != nil && ctx.replied {
-		m.reply <- fresult{v: ctx.reply}
-	}
+	// The turn's end is reported before its reply leaves, as in ariel
+	// (an AfterTurn hook runs before the turn's outputs leave): a caller
+	// that got its answer finds the turn's activity already recorded.
 	if !panicked {
 		if _, sys := m.msg.(actor.Started); !sys {
 			h.sup.AfterTurn(ref, inc, a, true, nil)
 		}
+	}
+	if m.reply != nil && ctx.replied {
+		m.reply <- fresult{v: ctx.reply}
 	}
 }
 

@@ -247,18 +247,26 @@ func (n *Node) Close(ctx context.Context) error {
 	if cancel != nil {
 		cancel()
 	}
-	// A VerifyLeader round still queued is answered by raft within a
-	// round of heartbeats (or when it steps down); once raft is shut
-	// down it never is, and its waiter would be left behind.
+	// A VerifyLeader round or a proposal raft took is answered within a
+	// round of heartbeats or a commit (or when it steps down) while raft
+	// runs; one it took just as it shuts down may never be (an Apply
+	// future has no shutdown channel), and its waiter would be left
+	// behind: the run loop, stopped by cancel, blocked in Close's wait
+	// below forever. So our goroutines get up to 2 s to finish first.
 	verified := make(chan struct{})
 	go func() { n.verifying.Wait(); close(verified) }()
-	select {
-	case <-verified:
-	case <-time.After(2 * time.Second):
-	case <-ctx.Done():
+	done := make(chan struct{})
+	go func() { n.wg.Wait(); close(done) }()
+	settle, stop := context.WithTimeout(ctx, 2*time.Second)
+	for _, ch := range []chan struct{}{verified, done} {
+		select {
+		case <-ch:
+		case <-settle.Done():
+		}
 	}
-	// Then shut raft down: it fails any proposal our goroutines are
-	// blocked on, so they stop at once instead of after ApplyTimeout.
+	stop()
+	// Then shut raft down: it fails what our goroutines may still be
+	// blocked on (a Handoff that ignores its context aside).
 	n.raft.DeregisterObserver(n.observer)
 	err := n.raft.Shutdown().Error()
 	// Raft closes the transport (its listener) but not the pooled
@@ -277,8 +285,6 @@ func (n *Node) Close(ctx context.Context) error {
 	if cerr := n.mark.close(); err == nil {
 		err = cerr
 	}
-	done := make(chan struct{})
-	go func() { n.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

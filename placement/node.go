@@ -1175,27 +1175,19 @@ func (n *Node) startTransfers(ctx context.Context) {
 			defer n.wg.Done()
 			tctx, cancel := context.WithTimeout(ctx, budget)
 			defer cancel()
+			outcome := n.confirmCh
 			if err := n.cfg.Handoff.Transfer(tctx, m); err != nil {
-				if errors.Is(err, ErrMoveRefused) {
-					n.log.Warn("placement: handoff refused by the old owner; aborting the move", logKeyShard, m.Shard.String(), logKeyErr, err)
-					select {
-					case n.refuseCh <- m:
-					case <-ctx.Done():
-					}
-					return
-				}
 				// The old owner may be alive and serving with state it did
 				// not ship: completing the move would lose that state.
-				n.log.Warn("placement: handoff failed; aborting the move", logKeyShard, m.Shard.String(),
-					"from", m.From, "to", m.To, logKeyErr, err)
-				select {
-				case n.refuseCh <- m:
-				case <-ctx.Done():
+				msg := "placement: handoff failed; aborting the move"
+				if errors.Is(err, ErrMoveRefused) {
+					msg = "placement: handoff refused by the old owner; aborting the move"
 				}
-				return
+				n.log.Warn(msg, logKeyShard, m.Shard.String(), "from", m.From, "to", m.To, logKeyErr, err)
+				outcome = n.refuseCh
 			}
 			select {
-			case n.confirmCh <- m:
+			case outcome <- m:
 			case <-ctx.Done():
 			}
 		}(m)

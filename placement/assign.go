@@ -73,6 +73,43 @@ type PlannerConfig struct {
 	MaxMoving int
 }
 
+// failedMove is what the planner remembers of a shard whose handoffs were
+// aborted (refused, failed, or unreported): the target they went to, how
+// many in a row, and from when the shard may be moved there again.
+type failedMove struct {
+	to    string
+	fails int
+	until time.Time
+}
+
+// maxRetryFences caps the back-off after repeated aborted handoffs of a
+// shard to one target: the next attempt waits one fence delay after the
+// first abort, then two, then four, and four from then on. A draining
+// owner (someone waits for it to leave) does not wait for a target that
+// failed twice in a row: its shard goes to the next-ranked node instead.
+const maxRetryFences = 4
+
+// retryAfter returns the back-off after the fails-th aborted handoff in
+// a row to one target.
+func (p *Planner) retryAfter(fails int) time.Duration {
+	d := p.cfg.FenceDelay
+	for i := 1; i < fails && d < maxRetryFences*p.cfg.FenceDelay; i++ {
+		d *= 2
+	}
+	return min(d, maxRetryFences*p.cfg.FenceDelay)
+}
+
+// aborted notes that m's handoff was aborted at now.
+func (p *Planner) aborted(m Move, now time.Time) {
+	f := p.failed[m.Shard]
+	if f == nil || f.to != m.To {
+		f = &failedMove{to: m.To}
+		p.failed[m.Shard] = f
+	}
+	f.fails++
+	f.until = now.Add(p.retryAfter(f.fails))
+}
+
 // staleMoveFences is, with ConfirmMoves, how many fence delays a move may
 // wait for its handoff's outcome before it is aborted: a backstop. A
 // transfer reports within one fence delay less (it runs under that
@@ -91,8 +128,8 @@ type Planner struct {
 	downSince map[string]time.Time
 	moveSince map[ShardRef]time.Time
 	confirmed map[ShardRef]Move
-	refused   map[ShardRef]Move      // handoffs the old owner could not carry out
-	refusedAt map[ShardRef]time.Time // when a shard's last handoff was refused
+	refused   map[ShardRef]Move        // handoffs the old owner could not carry out
+	failed    map[ShardRef]*failedMove // shards whose last handoff was aborted: see retryAfter
 	// holdUntil, holdExcept: see Hold.
 	holdUntil  time.Time
 	holdExcept string
@@ -120,7 +157,7 @@ func NewPlanner(cfg PlannerConfig) *Planner {
 		moveSince: map[ShardRef]time.Time{},
 		confirmed: map[ShardRef]Move{},
 		refused:   map[ShardRef]Move{},
-		refusedAt: map[ShardRef]time.Time{},
+		failed:    map[ShardRef]*failedMove{},
 	}
 }
 
@@ -133,8 +170,9 @@ func (p *Planner) Confirm(m Move) { p.confirmed[m.Shard] = m }
 // owner is alive and answered that it could not ship the shard's state,
 // or (with ConfirmMoves) the transfer failed. The next Step aborts the
 // move (the old owner keeps the shard and serves it again) instead of
-// completing it with state missing, and the shard is not moved again for
-// a fence delay.
+// completing it with state missing, and the shard is not moved to that
+// target again for a fence delay, doubling with each abort in a row (see
+// maxRetryFences).
 func (p *Planner) Refuse(m Move) { p.refused[m.Shard] = m }
 
 // DownSince reports when the planner first saw node down.
@@ -165,8 +203,10 @@ func (p *Planner) NextDeadline() (time.Time, bool) {
 		}
 		note(t)
 	}
-	for _, t := range p.refusedAt {
-		note(t)
+	for _, f := range p.failed {
+		if at := f.until; next.IsZero() || at.Before(next) {
+			next = at
+		}
 	}
 	return next, !next.IsZero()
 }
@@ -234,14 +274,17 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 					switch {
 					case confirmed && c == m:
 						completes = append(completes, m)
+						if f := p.failed[ref]; f != nil && f.to == m.To {
+							delete(p.failed, ref) // it got there
+						}
 					case refused && r == m:
 						aborts = append(aborts, m)
-						p.refusedAt[ref] = now
+						p.aborted(m, now)
 					case !p.cfg.ConfirmMoves && !now.Before(since.Add(p.cfg.FenceDelay)):
 						completes = append(completes, m)
 					case p.cfg.ConfirmMoves && !now.Before(since.Add(staleMoveFences*p.cfg.FenceDelay)):
 						aborts = append(aborts, m)
-						p.refusedAt[ref] = now
+						p.aborted(m, now)
 					default:
 						moving++
 					}
@@ -255,6 +298,9 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 			}
 			if r := t.Replication(); len(ranked) > r {
 				ranked = ranked[:r]
+			}
+			if target == s.Owner || s.Owner == "" || owner == nil || owner.Status == StatusDown {
+				delete(p.failed, ref) // settled where it should be, or placed afresh
 			}
 			switch {
 			case target == "":
@@ -274,12 +320,23 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 				shrinks = append(shrinks, staleReplicas(t, ref, s, ranked)...)
 			default:
 				shrinks = append(shrinks, staleReplicas(t, ref, s, ranked)...)
-				if at, ok := p.refusedAt[ref]; ok && now.Before(at.Add(p.cfg.FenceDelay)) {
-					continue // its last handoff was refused: let the old owner recover first
+				draining := owner.Status == StatusDraining
+				if f := p.failed[ref]; f != nil && f.to == target && now.Before(f.until) {
+					// Its last handoff there was aborted: let the old owner
+					// recover, and the target get ready, first. A draining
+					// owner tries the next-ranked node after two failures.
+					alt := ""
+					if draining && f.fails >= 2 {
+						alt = nextRanked(Ranked(gn, i, eligible), target, s.Owner)
+					}
+					if alt == "" {
+						continue
+					}
+					target = alt
 				}
 				planned = append(planned, candidate{
 					m:        Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: target},
-					draining: owner.Status == StatusDraining,
+					draining: draining,
 				})
 			}
 		}
@@ -299,9 +356,9 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 			delete(p.refused, ref)
 		}
 	}
-	for ref, at := range p.refusedAt {
-		if !now.Before(at.Add(p.cfg.FenceDelay)) {
-			delete(p.refusedAt, ref)
+	for ref := range p.failed {
+		if _, ok := t.Shard(ref); !ok {
+			delete(p.failed, ref)
 		}
 	}
 	// Draining nodes go first: someone is waiting for them to leave.
@@ -404,4 +461,15 @@ func staleReplicas(t *Table, ref ShardRef, s Shard, want []string) []Move {
 		size--
 	}
 	return out
+}
+
+// nextRanked returns the first node of ranked that is neither skip nor
+// owner, "" if there is none.
+func nextRanked(ranked []string, skip, owner string) string {
+	for _, n := range ranked {
+		if n != skip && n != owner {
+			return n
+		}
+	}
+	return ""
 }

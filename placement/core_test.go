@@ -1017,3 +1017,145 @@ func TestPlannerConfirmWinsOverRefusal(t *testing.T) {
 		t.Fatalf("shard %+v, want completed to b at epoch %d", s, m.Epoch+1)
 	}
 }
+
+// driveOthers steps p at at, confirming at once every handoff it begins
+// except those of shard, until it begins nothing more; it returns the
+// move of shard it began, if any. With watch false, the first shard to
+// be moved becomes the watched one (*shard is set).
+func driveOthers(t *testing.T, tb *placement.Table, p *placement.Planner, at time.Time, shard *placement.ShardRef, watch *bool) (placement.Move, bool) {
+	t.Helper()
+	var found placement.Move
+	var ok bool
+	for i := 0; i < 64; i++ {
+		began := false
+		for _, c := range ownerChanges(p.Step(tb, at)) {
+			mustApply(t, tb, c)
+			if c.Op != placement.OpBegin {
+				continue
+			}
+			for _, m := range c.Moves {
+				began = true
+				if !*watch {
+					*shard, *watch = m.Shard, true
+				}
+				if m.Shard == *shard {
+					found, ok = m, true
+				} else {
+					p.Confirm(m)
+				}
+			}
+		}
+		if !began {
+			return found, ok
+		}
+	}
+	t.Fatal("the planner keeps beginning moves")
+	return found, ok
+}
+
+// TestPlannerBacksOffRepeatedlyAbortedMoves: a shard whose handoffs to
+// one target keep being aborted is moved there again after one fence
+// delay, then two, then four, and four from then on, so an old owner
+// does not passivate the shard's actors every fence delay for a target
+// that is not ready; once the shard settles the back-off is gone.
+func TestPlannerBacksOffRepeatedlyAbortedMoves(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 8})
+	upNode(t, tb, "a", mf())
+	fence := time.Second
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 1, ConfirmMoves: true})
+	now := time.Unix(0, 0)
+	for _, c := range p.Step(tb, now) {
+		mustApply(t, tb, c)
+	}
+	upNode(t, tb, "b", mf())
+	var shard placement.ShardRef
+	watch := false
+	m, ok := driveOthers(t, tb, p, now, &shard, &watch)
+	if !ok {
+		t.Fatal("b's join began no handoff")
+	}
+	for i, wait := range []time.Duration{fence, 2 * fence, 4 * fence, 4 * fence} {
+		p.Refuse(m)
+		driveOthers(t, tb, p, now, &shard, &watch) // the abort
+		if _, ok := driveOthers(t, tb, p, now, &shard, &watch); ok {
+			t.Fatalf("abort %d: moved again at once", i+1)
+		}
+		if s, _ := tb.Shard(shard); s.MovingTo != "" || s.Owner != "a" {
+			t.Fatalf("abort %d: the shard is %+v, want a's", i+1, s)
+		}
+		if at, ok := p.NextDeadline(); !ok || at.After(now.Add(wait)) {
+			t.Fatalf("abort %d: next deadline +%s %v, want by +%s", i+1, at.Sub(now), ok, wait)
+		}
+		if _, ok := driveOthers(t, tb, p, now.Add(wait-time.Millisecond), &shard, &watch); ok {
+			t.Fatalf("abort %d: moved again before +%s", i+1, wait)
+		}
+		now = now.Add(wait)
+		if m, ok = driveOthers(t, tb, p, now, &shard, &watch); !ok || m.To != "b" {
+			t.Fatalf("abort %d: after +%s began %+v %v, want the move to b again", i+1, wait, m, ok)
+		}
+	}
+	// This time it ships: the move completes and the shard is settled.
+	p.Confirm(m)
+	driveOthers(t, tb, p, now, &shard, &watch)
+	if s, _ := tb.Shard(shard); s.Owner != "b" {
+		t.Fatalf("confirmed move left the shard %+v, want b's", s)
+	}
+	driveOthers(t, tb, p, now, &shard, &watch) // a step that sees it settled
+	if at, ok := p.NextDeadline(); ok {
+		t.Fatalf("a settled shard keeps a deadline at +%s", at.Sub(now))
+	}
+}
+
+// TestPlannerDrainingOwnerFallsBackToNextRanked: a draining node waits
+// for its shards to move away; when handoffs of one to its top-ranked
+// node were aborted twice in a row, the shard goes to the next-ranked
+// node instead of waiting out a growing back-off.
+func TestPlannerDrainingOwnerFallsBackToNextRanked(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 8})
+	for _, n := range []string{"a", "b", "c"} {
+		upNode(t, tb, n, mf())
+	}
+	fence := time.Second
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 8, ConfirmMoves: true})
+	now := time.Unix(0, 0)
+	for _, c := range p.Step(tb, now) {
+		mustApply(t, tb, c)
+	}
+	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "a", Status: placement.StatusDraining})
+	var shard placement.ShardRef
+	watch := false
+	m, ok := driveOthers(t, tb, p, now, &shard, &watch)
+	if !ok {
+		t.Fatal("draining a began no handoff")
+	}
+	top := m.To
+	for i, wait := range []time.Duration{fence} {
+		p.Refuse(m)
+		driveOthers(t, tb, p, now, &shard, &watch) // the abort
+		if _, ok := driveOthers(t, tb, p, now, &shard, &watch); ok {
+			t.Fatalf("abort %d: moved again at once", i+1)
+		}
+		now = now.Add(wait)
+		if m, ok = driveOthers(t, tb, p, now, &shard, &watch); !ok || m.To != top {
+			t.Fatalf("after abort %d: began %+v %v, want a move to %s again", i+1, m, ok, top)
+		}
+	}
+	p.Refuse(m)
+	driveOthers(t, tb, p, now, &shard, &watch) // the abort
+	m, ok = driveOthers(t, tb, p, now, &shard, &watch)
+	if !ok || m.To == top || m.To == "a" {
+		t.Fatalf("after two aborts to %s: began %+v %v, want a move to the next-ranked node at once", top, m, ok)
+	}
+	p.Confirm(m)
+	driveOthers(t, tb, p, now, &shard, &watch)
+	if s, _ := tb.Shard(shard); s.Owner != m.To || s.MovingTo != "" {
+		t.Fatalf("shard %+v, want %s's", s, m.To)
+	}
+	// a has left the shard; the planner does not move it back to top
+	// before top's back-off passed.
+	if got, ok := driveOthers(t, tb, p, now.Add(time.Millisecond), &shard, &watch); ok {
+		t.Fatalf("moved to the failing node again at once: %+v", got)
+	}
+}

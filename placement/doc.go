@@ -73,7 +73,9 @@
 //     then complete (Owner = target, Epoch+1) once the Handoff callback
 //     reports that the old owner shipped its actors' state. A handoff
 //     that fails or is refused aborts the move (the old owner keeps the
-//     shard; it is not moved again for a fence delay), as does one with
+//     shard; it is not moved to that target again for a fence delay,
+//     doubling with each abort in a row up to four; a draining owner's
+//     shard goes to the next-ranked node after two), as does one with
 //     no outcome after four fence delays (a backstop: a transfer has
 //     three to report). A
 //     move whose old owner or target dies is aborted. Without a Handoff

@@ -1071,27 +1071,28 @@ func (c *cluster) admitTransfer(ctx context.Context, shard placement.ShardRef, f
 	}
 }
 
-// storeState stores a shipped record as a replica of the old owner
-// would: at (the old owner's epoch, its version there), replacing what
-// this node holds for id only if that is older. This node may be the old
+// storeStates stores shipped records, in one transaction, as a replica of
+// the old owner would: each at (the old owner's epoch, its version there),
+// replacing what this node holds for its identity only if that is older. This node may be the old
 // owner's replica, or catching up as one: a copy that the old owner read
 // before the handoff may reach it after this write, and, older by
 // version, it does not replace the handed-off state; should the move be
 // aborted, the old owner's later writes are newer and do. admit is
 // checked just before the write.
-func (c *cluster) storeState(ctx context.Context, id prospero.Identity, inc uint64, state []byte, epoch, version uint64, admit func() error) error {
+func (c *cluster) storeStates(ctx context.Context, recs []prospero.Replicated, admit func() error) error {
 	if err := admit(); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if _, err := c.n.store.ApplyReplicated([]prospero.Replicated{{ID: id, Epoch: epoch, Version: version,
-		Incarnation: inc, State: state}}); err != nil {
+	if _, err := c.n.store.ApplyReplicated(recs); err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.known[id] = true
+	for _, r := range recs {
+		c.known[r.ID] = true
+	}
 	c.mu.Unlock()
 	return nil
 }

@@ -432,9 +432,46 @@ func (c *cluster) serveState(conn net.Conn) error {
 		}
 		return err
 	}
+	// Actors' records are stored in batches, one transaction (one fsync)
+	// for the records that arrived together: a batch is written when the
+	// stream has nothing more buffered, or at maxStateBatch records.
+	var batch []prospero.Replicated
+	var batchBytes int
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		c.xmu.Lock()
+		deadline := t.deadline
+		c.xmu.Unlock()
+		ctx, cancel := context.WithDeadline(c.ctx, deadline)
+		defer cancel()
+		if err := c.storeStates(ctx, batch, func() error { return c.admitTransfer(ctx, k.shard, from, k.epoch) }); err != nil {
+			return fail(t, err)
+		}
+		c.xmu.Lock()
+		t.got += uint64(len(batch))
+		for _, r := range batch {
+			if !isReserved(r.ID) {
+				t.stored = append(t.stored, r.ID)
+			}
+		}
+		t.signal()
+		c.xmu.Unlock()
+		batch, batchBytes = batch[:0], 0
+		return nil
+	}
 	for {
+		if r.Buffered() == 0 || len(batch) >= maxStateBatch || batchBytes >= maxStateBatchBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 		b, err := readMsg(r)
 		if errors.Is(err, io.EOF) && t != nil {
+			if err := flush(); err != nil {
+				return err
+			}
 			c.xmu.Lock()
 			t.closed = true
 			t.signal()
@@ -462,7 +499,7 @@ func (c *cluster) serveState(conn net.Conn) error {
 		switch {
 		case terr != nil:
 			return terr
-		case key != k || rec.Seq != got+1:
+		case key != k || rec.Seq != got+uint64(len(batch))+1:
 			return fail(t, fmt.Errorf("%w: record of %s epoch %d seq %d out of its handoff", errStaleTransfer, shard, rec.Epoch, rec.Seq))
 		}
 		id := prospero.Identity{Kind: rec.Actor.Kind, Key: rec.Actor.Key}
@@ -476,6 +513,10 @@ func (c *cluster) serveState(conn net.Conn) error {
 		ctx, cancel := context.WithDeadline(c.ctx, deadline)
 		admit := func() error { return c.admitTransfer(ctx, shard, from, rec.Epoch) }
 		if id.Kind == reminders.RecordKind {
+			if err := flush(); err != nil { // keep the records' order
+				cancel()
+				return err
+			}
 			// A shard holds a record per reminder: their writes are
 			// group-committed (HandoffDone waits for them), not one
 			// fsync each.
@@ -495,24 +536,22 @@ func (c *cluster) serveState(conn net.Conn) error {
 			c.xmu.Unlock()
 			continue
 		}
+		cancel()
 		if rec.Version == 0 || rec.Epoch == 0 {
-			cancel()
 			return fail(t, fmt.Errorf("%w: record of %q without a version or epoch", federation.ErrBadRequest, id.String()))
 		}
-		err = c.storeState(ctx, id, rec.Actor.Incarnation, rec.State, rec.Epoch-1, rec.Version, admit)
-		cancel()
-		if err != nil {
-			return fail(t, err)
-		}
-		c.xmu.Lock()
-		t.got++
-		if !isReserved(id) {
-			t.stored = append(t.stored, id)
-		}
-		t.signal()
-		c.xmu.Unlock()
+		batch = append(batch, prospero.Replicated{ID: id, Epoch: rec.Epoch - 1, Version: rec.Version,
+			Incarnation: rec.Actor.Incarnation, State: rec.State})
+		batchBytes += len(rec.State)
 	}
 }
+
+// A handoff's actor records are stored at most maxStateBatch (or
+// maxStateBatchBytes of state) to a transaction.
+const (
+	maxStateBatch      = 512
+	maxStateBatchBytes = 4 << 20
+)
 
 // queueReminderRecord stores one of a handed-off shard's reminder
 // records in this node's store as a group-committed write, conditional

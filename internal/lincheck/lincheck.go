@@ -9,6 +9,12 @@
 // the end of time, and porcupine may place it anywhere after its call or
 // nowhere. An acknowledged Add must be visible to every later operation,
 // and no operation may observe a value that a failure took back.
+//
+// Porcupine's search can take longer than any timeout on large histories
+// with many unanswered Adds. Check also runs checks that are necessary
+// for linearizability and decided in O(n log n) (Result.Lost,
+// Result.Regressions, Result.Bounds); Result.Err says whether a history
+// passed, optionally accepting an undecided one on those alone.
 package lincheck
 
 import (
@@ -132,13 +138,40 @@ type Result struct {
 	// key, both values, and when (UTC wall clock) each began and
 	// returned.
 	Regressions []string
+	// Bounds describes answers (at most ten) outside what a counter can
+	// answer whatever the order: below the sum of the Adds acknowledged
+	// before the operation began (its own included), above the sum of
+	// every Add begun before it returned, answered or not; or an
+	// acknowledged Add's value answered twice (every Add adds at least
+	// 1). A necessary condition of linearizability that is decided in
+	// O(n log n), for histories too large for porcupine to decide in
+	// time.
+	Bounds []string
 	// Visualization is the file porcupine's view of a failed check was
 	// written to ("" if none).
 	Visualization string
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d operations (%d unanswered): %s, %d acknowledged Adds lost", r.Ops, r.Unanswered, r.Verdict, r.Lost)
+	return fmt.Sprintf("%d operations (%d unanswered): %s, %d acknowledged Adds lost, %d out of bounds, %d went back",
+		r.Ops, r.Unanswered, r.Verdict, r.Lost, len(r.Bounds), len(r.Regressions))
+}
+
+// Err is nil if the history passed: linearizable and no acknowledged Add
+// lost. With undecided true, a history porcupine could not decide in
+// time (porcupine.Unknown) passes too if the weaker checks found
+// nothing: no Add lost, no answer out of bounds, no counter that went
+// back. Callers pass it only for histories known to be too large (soak
+// runs) and should say so.
+func (r Result) Err(undecided bool) error {
+	switch {
+	case r.Lost != 0 || len(r.Bounds) > 0 || len(r.Regressions) > 0 || r.Verdict == porcupine.Illegal:
+	case r.Verdict == porcupine.Ok:
+		return nil
+	case undecided && r.Verdict == porcupine.Unknown:
+		return nil
+	}
+	return fmt.Errorf("history not linearizable or acknowledged Adds lost: %s (visualization: %q)", r, r.Visualization)
 }
 
 // Check checks the history within timeout. A history that is not
@@ -180,6 +213,7 @@ func (h *History) Check(timeout time.Duration) Result {
 		}
 	}
 	r.Regressions = regressions(ops, h.start, 10)
+	r.Bounds = bounds(ops, h.start, 10)
 	res, info := porcupine.CheckOperationsVerbose(Model, ops, timeout)
 	r.Verdict, r.Linearizable = res, res == porcupine.Ok
 	if res == porcupine.Illegal {
@@ -231,6 +265,86 @@ func regressions(ops []porcupine.Operation, start time.Time, limit int) []string
 					return out
 				}
 				break // one per key
+			}
+		}
+	}
+	return out
+}
+
+// bounds checks every answer against what a counter can answer in any
+// order of the operations (see Result.Bounds).
+func bounds(ops []porcupine.Operation, start time.Time, limit int) []string {
+	at := func(d int64) string { return start.Add(time.Duration(d)).UTC().Format("15:04:05.000") }
+	type add struct {
+		t int64 // return (acknowledged) or call (any)
+		d int64
+	}
+	byKey := map[string][]porcupine.Operation{}
+	for _, o := range ops {
+		k := o.Input.(Op).Key
+		byKey[k] = append(byKey[k], o)
+	}
+	// sums sorts xs by t and returns their prefix sums: sum[i] is the
+	// total of the first i.
+	sums := func(xs []add) []int64 {
+		slices.SortFunc(xs, func(a, b add) int { return cmp.Compare(a.t, b.t) })
+		sum := make([]int64, len(xs)+1)
+		for i, x := range xs {
+			sum[i+1] = sum[i] + x.d
+		}
+		return sum
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
+		var acked, begun []add
+		positive := true
+		for _, o := range byKey[k] {
+			in := o.Input.(Op)
+			if in.Add == 0 {
+				continue
+			}
+			positive = positive && in.Add > 0
+			begun = append(begun, add{o.Call, in.Add})
+			if o.Output.(Out).Known {
+				acked = append(acked, add{o.Return, in.Add})
+			}
+		}
+		ackedSum, begunSum := sums(acked), sums(begun)
+		seen := map[int64]porcupine.Operation{}
+		for _, o := range byKey[k] {
+			in, res := o.Input.(Op), o.Output.(Out)
+			if !res.Known {
+				continue
+			}
+			// Acknowledged before o began: those returned strictly
+			// before o's call.
+			i, _ := slices.BinarySearchFunc(acked, o.Call, func(a add, t int64) int { return cmp.Compare(a.t, t) })
+			lo := ackedSum[i]
+			if in.Add != 0 {
+				lo += in.Add // its own, which returned after its call
+			}
+			// Begun before o returned: those called strictly before.
+			j, _ := slices.BinarySearchFunc(begun, o.Return, func(a add, t int64) int { return cmp.Compare(a.t, t) })
+			hi := begunSum[j]
+			var why string
+			switch {
+			case res.V < lo:
+				why = fmt.Sprintf("below %d, the Adds acknowledged before it began", lo)
+			case res.V > hi:
+				why = fmt.Sprintf("above %d, every Add begun before it returned", hi)
+			}
+			if in.Add > 0 && positive && why == "" {
+				if p, dup := seen[res.V]; dup {
+					why = fmt.Sprintf("the value %+v answered too (called %s)", p.Input.(Op), at(p.Call))
+				}
+				seen[res.V] = o
+			}
+			if why != "" {
+				out = append(out, fmt.Sprintf("%s: %+v answered %d (called %s, returned %s): %s",
+					k, in, res.V, at(o.Call), at(o.Return), why))
+				if len(out) == limit {
+					return out
+				}
 			}
 		}
 	}

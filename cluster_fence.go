@@ -6,7 +6,6 @@ import (
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/placement"
-	"github.com/tempest-actors/tempest/wire"
 )
 
 // locateAt is locate with the shard's epoch from the same table read: the
@@ -47,24 +46,12 @@ func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 
 // fenceActivation is the doorbell's fence: an identity of a kind of this
 // node may be activated only while this node owns its shard and may
-// serve it. Mail can pass the ownership check of its route just before
-// a move is applied and reach the actor's mailbox after the handoff
-// quiesced the shard and read its state at rest; activating it then
-// would acknowledge updates the new owner never receives. Refused here,
-// that mail fails with the routing error (the shard is moving or owned
-// elsewhere), which its sender retries at the new owner.
+// serve it (remote.fence).
 func (c *cluster) fenceActivation(ref actor.Ref) error {
 	if c.pl == nil || c.n.kind(ref.Kind()) == nil {
 		return nil // not started yet, or a kind of the node's own (reminders)
 	}
-	owner, local, err := c.locate(ref)
-	switch {
-	case err != nil:
-		return err
-	case !local:
-		return wire.NotOwner(owner)
-	}
-	return nil
+	return c.rem.fence(ref)
 }
 
 // ownerDown is the routing error for a shard whose owner the table marks

@@ -427,6 +427,25 @@ func (r *remote) owns(to actor.Ref) error {
 	return nil
 }
 
+// fence is the activation fence of a node's doorbell: mail admitted for
+// ref may activate it here only while this node owns it and may serve
+// it. Mail can pass the ownership check of its route just before a move
+// is applied and reach the actor's mailbox after the handoff quiesced
+// the shard and read its state at rest; activating it then would
+// acknowledge updates the new owner never receives. Refused here, that
+// mail fails with the routing error (the shard is moving or owned
+// elsewhere), which its sender retries at the new owner.
+func (r *remote) fence(ref actor.Ref) error {
+	owner, _, local, err := r.locate(ref)
+	switch {
+	case err != nil:
+		return err
+	case !local:
+		return wire.NotOwner(owner)
+	}
+	return nil
+}
+
 // refusal is the admission error for a locator error: one that names the
 // node to try instead (a handoff's target) becomes NOT_OWNER with that
 // hint; the others keep their sentinel (a lease that lapsed here is

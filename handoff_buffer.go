@@ -13,14 +13,17 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/wire"
 )
 
 // Mail that may not be sent now but may be soon waits in bounded
 // per-recipient queues in the routing layer, under the retry policy of
 // retry.go: mail for a shard being handed off (or not placed, its owner
 // down, this node's table behind, its lease not fresh) from an actor, and
-// asks from anyone; and mail from anyone that the owner's node refused
-// NOT_OWNER, NOT_SERVING or BUSY. Each recipient's queue is routed again in
+// asks from anyone; mail from anyone that the owner's node refused
+// NOT_OWNER, NOT_SERVING or BUSY; and mail this node admitted and then
+// fenced off (remote.Resend: its own senders', and tells from other
+// nodes). Each recipient's queue is routed again in
 // order when the table changes, or when its head's back-off ends, to
 // whichever node owns the shard then (this one included). Once a
 // recipient has a queue, later mail for it joins the queue even if the
@@ -369,9 +372,10 @@ func (r *remote) buffer(m ariel.Outbound, locErr error) (handled bool, err error
 }
 
 // retry takes mail that node refused with err (resendable) after it was
-// sent by this node's table at sentEpoch (0: not known): it is sent again
-// at once if the table routes it elsewhere now, else it waits. It
-// reports whether it took m; a false means the caller reports err.
+// sent by this node's table at sentEpoch (0: not known), this node's own
+// fence included: it is sent again at once if the table routes it
+// elsewhere now, else it waits. It reports whether it took m; a false
+// means the caller reports err.
 func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, err error) bool {
 	if r.buf == nil || !m.To.IsVirtual() || m.Msg == nil || !resendable(err) {
 		return false
@@ -391,7 +395,7 @@ func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, err error) bool {
 			r.buf.resent.Add(1)
 			if serr := r.route(m); serr != nil {
 				r.fail(m, serr)
-			} else if m.AskID == 0 && !local {
+			} else if m.AskID == 0 {
 				r.noteResent(it)
 			}
 			return true
@@ -480,7 +484,7 @@ func (r *remote) flushBuffered() (next time.Time) {
 			r.buf.resent.Add(1)
 			if serr := r.sendRouted(it.m, node, epoch, local); serr != nil {
 				r.fail(it.m, serr)
-			} else if it.m.AskID == 0 && !local {
+			} else if it.m.AskID == 0 {
 				r.noteResent(it)
 			}
 		}
@@ -534,7 +538,12 @@ func (r *remote) sendRouted(m ariel.Outbound, node string, epoch uint64, local b
 		var reply func(any, error)
 		if m.AskID != 0 {
 			id := m.AskID
-			reply = func(v any, err error) { r.sched.CompleteAsk(id, v, err) }
+			reply = func(v any, err error) {
+				if wire.IsNotRun(err) && r.retry(m, 0, err) {
+					return // fenced off here again: it waits once more
+				}
+				r.sched.CompleteAsk(id, v, err)
+			}
 		}
 		return r.sched.DeliverTraced(m.To, m.From, m.Msg, m.Deadline, m.Chain, m.Trace, reply)
 	}

@@ -892,8 +892,9 @@ func (n *Node) askRouted(ctx context.Context, ref actor.Ref, msg any) (any, erro
 			return nil, n.cl.whyUnanswered(err)
 		}
 		// Refused at once on this node (the routing layer waits for
-		// everything it can itself, see retry.go): by placement for a
-		// spawned actor's node, or by this node's activation fence.
+		// everything it can itself, this node's activation fence's
+		// refusals included, see retry.go): by placement for a spawned
+		// actor's node.
 		if werr := n.cl.awaitRetry(ctx, attempt); werr != nil {
 			return nil, n.cl.whyUnanswered(gaveUp(ctx, err))
 		}

@@ -125,6 +125,7 @@ var (
 	_ wire.TraceDelivery = remoteDelivery{}
 	_ wire.AskDelivery   = remoteDelivery{}
 	_ ariel.AskCanceller = (*remote)(nil)
+	_ ariel.Resender     = (*remote)(nil)
 )
 
 // newRemote builds the Mailer over reg for the scheduler s and the router
@@ -432,18 +433,35 @@ func (r *remote) owns(to actor.Ref) error {
 // it. Mail can pass the ownership check of its route just before a move
 // is applied and reach the actor's mailbox after the handoff quiesced
 // the shard and read its state at rest; activating it then would
-// acknowledge updates the new owner never receives. Refused here, that
-// mail fails with the routing error (the shard is moving or owned
-// elsewhere), which its sender retries at the new owner.
+// acknowledge updates the new owner never receives. Refused here, none
+// of that mail ran: the error is the refusal admission would give it
+// now (see refusal), marked wire.NotRun, and every sender's mail is sent
+// again under the one retry policy (retry.go): what this node's own
+// senders sent, and tells from other nodes, through Resend; an ask from
+// another node goes back to its caller's node as that refusal.
 func (r *remote) fence(ref actor.Ref) error {
 	owner, _, local, err := r.locate(ref)
 	switch {
 	case err != nil:
-		return err
+		err = r.refusal(err)
 	case !local:
-		return wire.NotOwner(owner)
+		err = wire.NotOwner(owner)
+	default:
+		return nil
 	}
-	return nil
+	if re, ok := err.(*wire.RefusedError); ok {
+		re.Node = r.self // made here for this refusal: named as a peer's is
+	}
+	return wire.NotRun(err)
+}
+
+// Resend implements ariel.Resender: mail that waited here for an
+// activation the fence refused never ran, so it waits in the retry
+// queue as a refusal from a peer does (retry), and is sent again where
+// the table routes it once it may go. A tell that arrived from another
+// node is sent on from here: it names no way back to its sender's node.
+func (r *remote) Resend(m ariel.Outbound, err error) bool {
+	return r.retry(m, 0, err)
 }
 
 // refusal is the admission error for a locator error: one that names the

@@ -21,10 +21,21 @@ import (
 //     never ran it: NOT_OWNER (the sender routed by a stale table) and
 //     NOT_SERVING (the owner cannot serve for a moment), and BUSY (the
 //     message needs an activation and the owner is over its hydration
-//     backlog: it is sent again after the wait the refusal asks for). Never an ask whose
+//     backlog: it is sent again after the wait the refusal asks for). The
+//     owner refuses so at admission, or once the mail has waited in the
+//     mailbox for an activation its fence then refuses (remote.fence: the
+//     shard moved or began to move meanwhile); that mail never ran either,
+//     and is refused as admission would refuse it then, marked wire.NotRun.
+//     An ask from another node goes back to its caller's node as that
+//     refusal (a Refused, not a Reply); every other fenced-off message (this
+//     node's own senders', a tell from another node) is handed back by the
+//     scheduler (ariel.Resender, remote.Resend) and waits here as if a peer
+//     had refused it. So a local owner and a remote one end a fenced-off
+//     send alike. Never an ask whose
 //     turn ran and did not commit (actor.ErrNotCommitted: its outcome is
 //     unknown), never a link that went down under a sent message (whether
-//     the peer acted on it is unknown), never any other refusal.
+//     the peer acted on it is unknown), never any other refusal, and never
+//     an error an actor replied, whatever it wraps (it ran).
 //   - When: a NOT_OWNER refusal is sent again as soon as this node's table
 //     routes the recipient elsewhere, or to the same node at another epoch,
 //     than when it was refused: the wait is for the table to change, never
@@ -41,8 +52,7 @@ import (
 // The queue that holds such mail is the routing layer's (handoff_buffer.go),
 // keyed by recipient so that mail from one sender to one recipient keeps its
 // order; program code that gets a waitable error back at once (Node.Tell,
-// or an ask refused by this node's own activation fence) waits in its own
-// goroutine under the same rules (awaitRetry).
+// Node.Ask) waits in its own goroutine under the same rules (awaitRetry).
 
 // tellRetryWait bounds how long a tell may wait to be sent again.
 const tellRetryWait = actor.DefaultAskTimeout

@@ -140,7 +140,10 @@
 // too, so its refusal comes back as Undelivered rather than as Tell's
 // error. Retire of a cell with no actor, and Reject (an activation the
 // supervisor refuses), answer the waiting mail at once: asks fail, tells
-// from actors come back as Undelivered. NotifyUndelivered posts a notice to
+// from actors come back as Undelivered. None of the mail Reject answers
+// ran, so a Router that implements Resender is offered it first (all but
+// asks from other nodes, which their reply functions answer) and may send
+// it again instead. NotifyUndelivered posts a notice to
 // an actor's system lane, never refused by a full mailbox. After Close,
 // Passivate runs the final turn on a goroutine of its own (and Close runs
 // passivations that were queued but never ran), so a supervisor shut down

@@ -27,6 +27,26 @@ type Router interface {
 	Forward(m Outbound) error
 }
 
+// Resender is implemented by a Router that sends again mail this node
+// admitted and then refused without running it: Reject offers it each
+// message that waited for the refused activation, in mailbox order,
+// before it fails the message with err, and Resend reports whether it
+// took the message (then it is the Router's: it sends it again, or
+// reports its failure as Forward's callers do, an ask through
+// CompleteAsk, a tell to an actor sender as an actor.Undelivered
+// notice). m is the message as a Router would be given it to forward:
+// its recipient (unpinned), its sender (zero for program code, an actor
+// on this node or, for a tell that arrived from another node, the
+// sender named there), an ask's AskID (registered for CompleteAsk and
+// AskPending), deadline, call chain and trace. An ask that arrived from
+// another node is not offered: its reply function answers it with err,
+// and its caller's node decides. Resend runs on Reject's caller's
+// goroutine (a doorbell's: often a sender's), concurrently with other
+// sends, and must not block.
+type Resender interface {
+	Resend(m Outbound, err error) bool
+}
+
 // Outbound is a message leaving this node.
 type Outbound struct {
 	To   actor.Ref

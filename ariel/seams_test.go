@@ -624,3 +624,126 @@ func TestRetireThenBehindAnAbandonedTurn(t *testing.T) {
 		t.Fatal("the retirement behind the abandoned turn was never released")
 	}
 }
+
+// resendRouter is the local router that, as a Resender, takes back the
+// mail Reject offers it while take is set, and records it.
+type resendRouter struct {
+	ariel.Router
+	mu      sync.Mutex
+	take    bool
+	offered []ariel.Outbound
+	errs    []error
+}
+
+func (r *resendRouter) Resend(m ariel.Outbound, err error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.offered = append(r.offered, m)
+	r.errs = append(r.errs, err)
+	return r.take
+}
+
+func (r *resendRouter) got() ([]ariel.Outbound, []error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]ariel.Outbound(nil), r.offered...), append([]error(nil), r.errs...)
+}
+
+// Reject offers a Resender every message that waited for the refused
+// activation, in mailbox order, as it would be forwarded (an ask with an
+// id its outcome completes, a tell with its sender), except an ask that
+// arrived from another node, which its reply function answers. What the
+// Resender takes is its own; what it declines fails as before.
+func TestRejectOffersWaitingMailToResender(t *testing.T) {
+	bell := chanBell{make(chan actor.Ref, 16)}
+	s := newSched(t, ariel.Config{Workers: 2, Activator: bell})
+	if err := s.Register("w", func(string) actor.Actor { return echo{} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	rr := &resendRouter{Router: s.LocalRouter(), take: true}
+	s.SetRouter(rr)
+	fenced := errors.New("fenced off")
+	a := actor.Virtual("w", "a")
+	inTurn := make(chan error, 1)
+	sender, err := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if m, ok := msg.(actor.Ref); ok {
+			ctx.Ask(m, "in-turn ask", func(_ actor.Context, v any, err error) {
+				if err == nil && v != "answered" {
+					err = fmt.Errorf("answered %v", v)
+				}
+				inTurn <- err
+			})
+			_ = ctx.Tell(m, "in-turn tell")
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tell(sender, a); err != nil {
+		t.Fatal(err)
+	}
+	waitRing(t, bell)
+	waitQueued := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for s.Queued(a) != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d queued for %v, want %d", s.Queued(a), a, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitQueued(2)
+	if err := s.Tell(a, "program tell"); err != nil {
+		t.Fatal(err)
+	}
+	remote := make(chan error, 1)
+	if err := s.Deliver(a, actor.Ref{}, "remote ask", time.Now().Add(20*time.Second), func(_ any, err error) { remote <- err }); err != nil {
+		t.Fatal(err)
+	}
+	waitQueued(4)
+	if err := s.Reject(a, fenced); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-remote; !errors.Is(err, fenced) {
+		t.Fatalf("the ask from another node = %v, want the rejection", err)
+	}
+	offered, errs := rr.got()
+	if len(offered) != 3 {
+		t.Fatalf("offered %d messages, want 3: %+v", len(offered), offered)
+	}
+	for i, want := range []string{"in-turn ask", "in-turn tell", "program tell"} {
+		m := offered[i]
+		if m.Msg != want || m.To != a || !errors.Is(errs[i], fenced) {
+			t.Fatalf("offered #%d = %+v (%v), want %q to %v", i, m, errs[i], want, a)
+		}
+	}
+	if ask := offered[0]; ask.AskID == 0 || ask.Deadline.IsZero() || ask.From.ID() != sender.ID() || !s.AskPending(ask.AskID) {
+		t.Fatalf("the in-turn ask offered as %+v, want its id, deadline and sender", ask)
+	}
+	if tell := offered[1]; tell.AskID != 0 || tell.From.ID() != sender.ID() {
+		t.Fatalf("the in-turn tell offered as %+v, want its sender", tell)
+	}
+	if !s.CompleteAsk(offered[0].AskID, "answered", nil) {
+		t.Fatal("the offered ask's id completes nothing")
+	}
+	if err := <-inTurn; err != nil {
+		t.Fatalf("the in-turn ask, answered by its id: %v", err)
+	}
+
+	// Declined, the mail fails with the rejection.
+	rr.mu.Lock()
+	rr.take = false
+	rr.mu.Unlock()
+	if err := s.Tell(sender, a); err != nil {
+		t.Fatal(err)
+	}
+	waitRing(t, bell)
+	waitQueued(2)
+	if err := s.Reject(a, fenced); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-inTurn; !errors.Is(err, fenced) {
+		t.Fatalf("a declined in-turn ask = %v, want the rejection", err)
+	}
+}

@@ -629,16 +629,58 @@ func stopOf(e *envelope) (error, func()) {
 
 // Reject answers the mail waiting for ref with err, for an identity the
 // supervisor will not activate (it is closing, or the state could not be
-// loaded): asks fail with err, tells from actors come back to them as
-// actor.Undelivered. A cell with no actor stays (or, when empty, leaves
-// the scheduler's memory); the next mail rings the Activator again. A cell
-// whose actor is still attached (a faulted value awaiting a remedy that
-// will not come) is stopped, its queued mail answered with err.
+// loaded, or this node may not serve it now): asks fail with err, tells
+// from actors come back to them as actor.Undelivered. Mail that waited
+// for an activation never ran, so a Router that implements Resender is
+// offered each such message first (except asks that arrived from another
+// node), to send it again. A cell with no actor stays (or, when empty, leaves the scheduler's
+// memory); the next mail rings the Activator again. A cell whose actor is
+// still attached (a faulted value awaiting a remedy that will not come)
+// is stopped, its queued mail answered with err.
 func (s *Scheduler) Reject(ref actor.Ref, err error) error {
 	if err == nil {
 		err = actor.ErrActorTerminated
 	}
 	return s.stopCell(ref, err, nil)
+}
+
+// resend offers e, a message for ref that waited for an activation
+// Reject refused, to the Router as a Resender. An ask is offered only
+// while its turn has not started and its caller waits on this node (an
+// ask from another node is answered by its reply function).
+func (s *Scheduler) resend(ref actor.Ref, e *envelope, err error) bool {
+	rs, ok := s.route().(Resender)
+	if !ok || e.kind != kUser {
+		return false
+	}
+	m := Outbound{To: ref.Unpinned(), Msg: e.msg, Chain: e.chain.Refs()}
+	switch {
+	case e.from != nil:
+		m.From = e.from.Ref()
+	default:
+		m.From = e.remoteSender()
+	}
+	if tr := e.tellTrace(); tracingBuilt && tr != nil {
+		m.Trace = tr.trace
+	}
+	p := e.ask
+	if p != nil {
+		if p.fn != nil || p.turn.Load() != askQueued || p.done.Load() {
+			return false
+		}
+		m.AskID = s.registerAsk(p)
+		m.Deadline = time.Unix(0, e.deadline)
+		if tracingBuilt && p.trace != nil {
+			m.Trace = p.trace.trace
+		}
+	}
+	if rs.Resend(m, err) {
+		return true
+	}
+	if p != nil {
+		s.asks.Delete(m.AskID)
+	}
+	return false
 }
 
 // stopCell is Retire (err nil) or Reject; released (Retire only) is
@@ -682,7 +724,9 @@ func (s *Scheduler) stopCell(ref actor.Ref, err error, released func()) error {
 			derr = actor.ErrActorTerminated
 		}
 		for i := range mail {
-			s.drop(&mail[i], derr)
+			if err == nil || !s.resend(c.ref, &mail[i], err) {
+				s.drop(&mail[i], derr)
+			}
 		}
 		releaseAll(mail, released)
 		return nil

@@ -119,7 +119,10 @@
 // actor.ErrActorTerminated, NOT_OWNER to ErrNotOwner with the owner hint.
 // A refused tell comes back as Refused{id 0} with the sender and the
 // message, and is reported through MailConfig.Undelivered so the sending
-// actor gets an actor.Undelivered.
+// actor gets an actor.Undelivered. An ask the receiver admitted and then
+// refused without running it (its reply function given NotRun(refusal))
+// is answered Refused too, never Reply, so its sender can tell it from an
+// error the actor replied.
 //
 // Backpressure: Tell and Ask never wait for the network. A full lane queue
 // refuses the send with ErrQueueFull (actor.ErrRefused); TellWait waits

@@ -132,6 +132,29 @@ func NotOwner(owner string) error {
 	return &RefusedError{Reason: RefusedReasonNotOwner, OwnerHint: owner}
 }
 
+// NotRun marks err as the refusal of an ask that a LocalDelivery admitted
+// and then did not run (its activation fence, checked once the ask
+// waited for an activation, refused it): given to the ask's reply
+// function, it reaches the asker as a Refused built from err, exactly as
+// if admission had returned err, and never as a Reply. The asker's node
+// so sends it again under its retry policy when err's reason is
+// resendable (RefusedReason.Resendable), as for any refusal. errors.Is
+// and errors.As see err through it; an actor's reply error never takes
+// this form (only the delivery makes it).
+func NotRun(err error) error { return &notRunError{err} }
+
+// IsNotRun reports whether err is NotRun's mark (not wrapped): the
+// refusal of mail admitted and then not run.
+func IsNotRun(err error) bool {
+	_, ok := err.(*notRunError)
+	return ok
+}
+
+type notRunError struct{ err error }
+
+func (e *notRunError) Error() string { return e.err.Error() }
+func (e *notRunError) Unwrap() error { return e.err }
+
 // refusalOf builds the refusal of an admission error.
 func refusalOf(err error, to ActorID, tag uint32) Refused {
 	r := Refused{To: to, Tag: tag, Reason: reasonOf(err), Detail: err.Error()}
@@ -172,7 +195,9 @@ type LocalDelivery interface {
 	// (the Mailer tolerates it: the first answer wins). The error is the
 	// admission outcome (actor sentinels: ErrRefused for a full mailbox,
 	// ErrUnknownKind, ErrActorTerminated, ErrProcessUnavailable when the
-	// actor is not on this node).
+	// actor is not on this node). An ask admitted and then refused
+	// without running is answered with NotRun(refusal): its sender gets
+	// a Refused, as for an admission error.
 	Deliver(to, from actor.Ref, msg any, deadline time.Time, reply func(any, error)) error
 }
 
@@ -1159,6 +1184,8 @@ type inboundAsk struct {
 	peer string
 	id   uint64
 	size int64
+	to   ActorID // the recipient, and the ask's tag: a refusal names them
+	tag  uint32
 	done atomic.Bool
 	// w withdraws the ask from its recipient (nil until it was admitted,
 	// or when the delivery cannot withdraw asks); wanted records a
@@ -1174,6 +1201,14 @@ func (ia *inboundAsk) reply(v any, err error) {
 		return
 	}
 	ia.release()
+	if nr, ok := err.(*notRunError); ok {
+		// Admitted, then refused unrun: the asker gets the refusal that
+		// admission would have given (see NotRun).
+		r := refusalOf(nr.err, ia.to, ia.tag)
+		r.Id = ia.id
+		ia.m.refuse(ia.peer, ia.id, &r)
+		return
+	}
 	ia.m.sendReply(ia.peer, ia.id, v, err)
 }
 
@@ -1253,7 +1288,7 @@ func (m *Mailer) onAsk(peer string, a *Ask, size int) error {
 			Detail: fmt.Sprintf("kind %q: %v", to.Kind(), err)})
 		return nil
 	}
-	ia := &inboundAsk{m: m, peer: peer, id: a.Id, size: int64(size)}
+	ia := &inboundAsk{m: m, peer: peer, id: a.Id, size: int64(size), to: a.To, tag: a.Tag}
 	m.inb.Add(ia.size)
 	deadline := m.cfg.Clock.Now().Add(time.Duration(min(a.DeadlineNs, uint64(1<<62))))
 	ad, withdrawable := m.cfg.Local.(AskDelivery)

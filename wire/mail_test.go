@@ -662,3 +662,43 @@ func TestMailDecodeAgreesWithGenerated(t *testing.T) {
 		t.Fatalf("decoding a known name allocates %v times", n)
 	}
 }
+
+// An ask admitted and then refused unrun (NotRun) reaches the asker as a
+// Refused of its reason, naming the refusing node, as an admission
+// refusal does, and is counted as one; an ask answered with the same
+// refusal unmarked (an actor relaying what its own ask got) stays a
+// reply, which its caller's node must not send again.
+func TestMailNotRunReplyIsRefusal(t *testing.T) {
+	a, b, _ := newMailPair(t)
+	b.local.behave = func(d delivered) {
+		switch d.msg.(testPing).Kind {
+		case "fenced":
+			d.reply(nil, NotRun(NotOwner("c")))
+		case "relayed":
+			d.reply(nil, NotOwner("c"))
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	if err := a.m.Ask("b", 1, userRef, actor.Ref{}, testPing{Kind: "fenced"}, deadline); err != nil {
+		t.Fatal(err)
+	}
+	o := a.wait(t)
+	var re *RefusedError
+	if !errors.As(o.err, &re) || re.Reason != RefusedReasonNotOwner || re.Node != "b" || re.OwnerHint != "c" || !errors.Is(o.err, ErrNotOwner) {
+		t.Fatalf("fenced ask = %v, want refused NOT_OWNER by b naming c", o.err)
+	}
+	if s := b.m.Stats(); s.RefusedOut[RefusedReasonNotOwner] != 1 || s.RepliesSent != 0 {
+		t.Fatalf("b sent %d NOT_OWNER refusals and %d replies, want 1 and 0", s.RefusedOut[RefusedReasonNotOwner], s.RepliesSent)
+	}
+	if err := a.m.Ask("b", 2, userRef, actor.Ref{}, testPing{Kind: "relayed"}, deadline); err != nil {
+		t.Fatal(err)
+	}
+	o = a.wait(t)
+	var rem *RemoteError
+	if !errors.As(o.err, &rem) || errors.As(o.err, &re) {
+		t.Fatalf("relayed refusal = %v (%T), want a reply error", o.err, o.err)
+	}
+	if !IsNotRun(NotRun(NotOwner("c"))) || IsNotRun(NotOwner("c")) || IsNotRun(fmt.Errorf("wrapped: %w", NotRun(NotOwner("c")))) {
+		t.Fatal("IsNotRun must see NotRun's mark itself only")
+	}
+}

@@ -126,6 +126,15 @@ func (ex *executor) abandoned() {
 		ex.discard() // answers held for the after-turn hook
 	}
 	ex.clearReplies()
+	clear(ex.staged) // effects of the turn are not settled
+	ex.staged = ex.staged[:0]
+	if b := ex.heldB; b != nil {
+		// The hook held the outputs before the turn was abandoned: they
+		// wait for the hook's releases alone, not for a settle that will
+		// not end.
+		ex.heldB = nil
+		b.release(nil)
+	}
 	s.stuckDone(ex.w)
 	runtime.Goexit()
 }

@@ -147,6 +147,10 @@ type Cell struct {
 	// after, when set, runs after each turn that ended normally (the
 	// kind asked for it with SetAfterTurn).
 	after AfterTurn
+	// holds: the turn's outputs stay in the executor until the turn has
+	// ended (its kind has an after-turn hook, or SetHoldOutputs), so that
+	// the hook or a staged effect can hold them.
+	holds bool
 	// held is the turn outputs the after-turn hook keeps back, in turn
 	// order; made by the run-token holder at the first Hold.Wait.
 	held *holdQueue

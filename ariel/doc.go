@@ -111,7 +111,7 @@
 // # For the supervisor
 //
 // EnsureCell, Attach, AttachAt, Passivate, Restart, RestartAt, Replace,
-// Retire, RetireThen, Reject, Exec, State, SetAfterTurn and NotifyUndelivered, together
+// Retire, RetireThen, Reject, Exec, State, SetAfterTurn, SetHoldOutputs and NotifyUndelivered, together
 // with the Activator and FaultHook interfaces, are the supervisor's (and
 // the transport's) handles on cells; actor code never uses them.
 //
@@ -135,7 +135,14 @@
 // (Hold.Wait) until a write of the state the turn changed is durable; the
 // worker goes on meanwhile, and held outputs are released in turn order
 // per actor, later turns' outputs queueing behind them (reply after
-// commit). In such a kind a turn's reply leaves at the end of the turn,
+// commit). Hold.Wait may be called several times for one turn (the hook,
+// and effects the turn staged, each for a write of its own): the outputs
+// leave once every release was called, and Hold.Released reports that
+// outcome. Code running in a turn stages an Effect with Stage (the node's
+// reminder registrations do): it settles on the turn thread when the turn
+// ended normally, with the turn's Hold, and is dropped if the turn
+// panicked or was abandoned. SetHoldOutputs gives a kind without a hook
+// held outputs for that. In such a kind a turn's reply leaves at the end of the turn,
 // not at the Reply call, and a send to a remote actor is forwarded then
 // too, so its refusal comes back as Undelivered rather than as Tell's
 // error. Retire of a cell with no actor, and Reject (an activation the

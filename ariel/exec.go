@@ -36,6 +36,9 @@ type executor struct {
 	// the turn ends (see hold.go).
 	replies []heldReply
 	heldB   *heldBatch // the batch the hook held the current turn's outputs in
+	// staged is the effects the current turn staged (Stage), settled
+	// when it ends normally.
+	staged []Effect
 	// normal: the current turn may change state (the after-turn hook
 	// runs for it).
 	normal bool
@@ -152,7 +155,7 @@ func (ex *executor) drainCycle(c *Cell, pre int) {
 		}
 		// Plain tells run in a tight loop when nothing needs per-message
 		// bookkeeping (no latency observer, no receive timeout).
-		fast := s.latency == nil && c.act != nil && c.after == nil && (c.ext == nil || c.ext.recvTimeout <= 0) && c.reent == actor.Reentrant
+		fast := s.latency == nil && c.act != nil && !c.holds && (c.ext == nil || c.ext.recvTimeout <= 0) && c.reent == actor.Reentrant
 		traced := s.traces() // a traced tell is not plain
 		for i := 0; i < k; i++ {
 			e := &ex.batch[i]
@@ -479,7 +482,7 @@ func (ex *executor) enter(c *Cell, e *envelope) {
 // an after-turn hook: after the hook, and possibly later, see settle).
 func (ex *executor) leave() {
 	ex.closeGroups()
-	if c := ex.cell; c != nil && c.after != nil {
+	if c := ex.cell; c != nil && c.holds {
 		ex.settle(c)
 	} else if len(ex.outTo) > 0 {
 		ex.flush()
@@ -759,7 +762,7 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 		if tracingBuilt && p == nil {
 			tr = ex.turnTrace // a tell of a traced turn joins its trace
 		}
-		if self.after != nil {
+		if self.holds {
 			// Forwarded when the turn's outputs are released.
 			ex.outFwd = append(ex.outFwd, fwd{to: to, msg: msg, p: p, deadline: deadline, chain: chain, trace: tr})
 			return nil
@@ -888,7 +891,7 @@ func (ex *executor) reply(p *pending, v any, err error) {
 	if s := ex.s; s.vetErr != nil && err != nil && ex.cell != nil && ex.cell.ref.IsVirtual() {
 		err = s.vetErr(ex.cell.ref, err)
 	}
-	if ex.cell != nil && ex.cell.after != nil {
+	if ex.cell != nil && ex.cell.holds {
 		ex.replies = append(ex.replies, heldReply{p: p, v: v, err: err})
 		return
 	}

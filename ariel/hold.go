@@ -1,26 +1,30 @@
 package ariel
 
 import (
+	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tempest-actors/tempest/actor"
 )
 
 // Holding a turn's outputs (reply after commit).
 //
-// The actors of a kind with an after-turn hook keep what a turn sends —
-// its reply, its tells and asks, to local and to remote actors — in the
-// executor until the turn has ended and the hook has run. The hook may
-// then keep those outputs back (Hold.Wait) until something outside the
-// scheduler, typically a durable write of the state the turn changed,
-// is finished. The worker does not wait: it goes on with the next turn
-// (of the same actor or another one), and the outputs are released later
-// by whoever calls release, in turn order per actor. A turn whose outputs
-// are not held while earlier ones of its actor still are queues its own
-// behind them, so nobody sees the effect of a later turn before that of
-// an earlier one, and per-sender FIFO holds for held and unheld turns
-// alike. Kinds without a hook pay nothing: their outputs leave as before.
+// The actors of a kind with an after-turn hook (or SetHoldOutputs) keep
+// what a turn sends — its reply, its tells and asks, to local and to
+// remote actors — in the executor until the turn has ended and the hook
+// and the turn's staged effects have run. These may then keep those
+// outputs back (Hold.Wait) until something outside the scheduler,
+// typically a durable write of the state the turn changed, is finished.
+// The worker does not wait: it goes on with the next turn (of the same
+// actor or another one), and the outputs are released later by whoever
+// calls release, in turn order per actor. A turn whose outputs are not
+// held while earlier ones of its actor still are queues its own behind
+// them, so nobody sees the effect of a later turn before that of an
+// earlier one, and per-sender FIFO holds for held and unheld turns
+// alike. Kinds without a hook or SetHoldOutputs pay nothing: their
+// outputs leave as before.
 
 // Hold is the handle an AfterTurn hook gets on the turn it runs after.
 // It is only valid during the hook call.
@@ -32,21 +36,22 @@ type Hold struct{ ex *executor }
 func (h Hold) Abandoned() bool { return h.ex != nil && h.ex.fenced() }
 
 // Wait keeps the turn's outputs back until release is called, and
-// returns release. release(nil) delivers them (in turn order: after the
+// returns release. release(nil) lets them go (in turn order: after the
 // outputs of every earlier held turn of the same actor); release(err)
 // fails them instead: an ask the turn answered gets err, an ask it sent
 // gets err, a tell it sent comes back to the actor as Undelivered with
 // err. release may be called from any goroutine, once; further calls do
 // nothing. It must not be called with locks held that the recipients'
 // delivery could need (it may wake actors and ring the activator).
-// Calling Wait again during the same hook returns the same release.
+//
+// Wait may be called more than once for the same turn (by the hook and
+// by effects the turn staged, each for a write of its own): each call
+// returns a release of its own, and the outputs are held until every
+// one was called, failing with the first error given.
 func (h Hold) Wait() (release func(err error)) {
 	ex := h.ex
 	if ex == nil || ex.cell == nil {
 		return func(error) {}
-	}
-	if ex.heldB != nil {
-		return ex.heldB.release
 	}
 	if !ex.lockEffect() {
 		// The hook ran past the budget and its turn was abandoned: its
@@ -54,23 +59,107 @@ func (h Hold) Wait() (release func(err error)) {
 		return func(error) {}
 	}
 	defer ex.unlockEffect()
-	c := ex.cell
-	if c.held == nil {
-		c.held = &holdQueue{}
+	b := ex.heldB
+	if b == nil {
+		c := ex.cell
+		if c.held == nil {
+			c.held = &holdQueue{}
+		}
+		b = ex.takeOutputs(c)
+		b.held = true
+		// One wait for the end of the hook and the effects (settle), so
+		// that a release given before another Wait of the same turn
+		// does not let the outputs go.
+		b.waits = 1
+		if tracingBuilt && ex.turnTrace != nil {
+			if ct, ok := ex.s.tracer.(CommitTracer); ok {
+				b.commit, b.ct = ct.BeginCommit(ex.turnTrace, ex.s.clock.Now()), ct
+			}
+		}
+		ex.heldB = b
+		q := c.held
+		q.mu.Lock()
+		q.q = append(q.q, b)
+		q.mu.Unlock()
 	}
-	b := ex.takeOutputs(c)
-	b.held = true
-	if tracingBuilt && ex.turnTrace != nil {
-		if ct, ok := ex.s.tracer.(CommitTracer); ok {
-			b.commit, b.ct = ct.BeginCommit(ex.turnTrace, ex.s.clock.Now()), ct
+	b.q.mu.Lock()
+	b.waits++
+	b.q.mu.Unlock()
+	var once atomic.Bool
+	return func(err error) {
+		if once.CompareAndSwap(false, true) {
+			b.release(err)
 		}
 	}
-	ex.heldB = b
-	q := c.held
-	q.mu.Lock()
-	q.q = append(q.q, b)
-	q.mu.Unlock()
-	return b.release
+}
+
+// Released has fn called once the turn's outputs are finished: every
+// release Wait gave was called. fn gets the error the outputs fail with
+// (nil: they are delivered), before they are delivered, on the goroutine
+// of the last release. Call it after Wait, during the same hook or
+// Settle; without an earlier Wait (or for a turn abandoned past its
+// budget) fn is called at once with ErrNotHeld.
+func (h Hold) Released(fn func(err error)) {
+	ex := h.ex
+	if ex == nil || ex.heldB == nil {
+		fn(ErrNotHeld)
+		return
+	}
+	b := ex.heldB
+	b.q.mu.Lock()
+	if !b.done {
+		b.onDone = append(b.onDone, fn)
+		b.q.mu.Unlock()
+		return
+	}
+	err := b.cerr
+	b.q.mu.Unlock()
+	fn(err)
+}
+
+// Effect is work a turn stages (Stage) to be carried out when the turn
+// has ended: a write the turn's outputs must wait for, say.
+type Effect interface {
+	// Settle runs on the actor's turn thread once the turn ended
+	// normally, after the kind's after-turn hook and before the turn's
+	// outputs leave; h.Wait holds them. It must not block: the worker
+	// waits for it. A turn that panicked or was abandoned settles
+	// nothing: its staged effects are dropped.
+	Settle(h Hold)
+}
+
+// ErrNotHeld: Stage was called in a turn whose outputs cannot be held
+// (its kind has neither an after-turn hook nor SetHoldOutputs), or
+// outside a turn of this scheduler.
+var ErrNotHeld = errors.New("ariel: the turn's outputs cannot be held")
+
+// Stage attaches eff to the turn ctx is the context of, to be settled
+// when the turn ends (Effect.Settle). It returns ErrNotHeld when the
+// turn's outputs cannot be held, and actor.ErrActorTerminated when the
+// turn was abandoned past its budget. Only the turn's own goroutine may
+// call it.
+func Stage(ctx actor.Context, eff Effect) error {
+	ex, ok := ctx.(*executor)
+	if !ok || ex.cell == nil || !ex.cell.holds {
+		return ErrNotHeld
+	}
+	if !ex.lockEffect() {
+		ex.discard()
+		return errAbandoned
+	}
+	defer ex.unlockEffect()
+	ex.staged = append(ex.staged, eff)
+	return nil
+}
+
+// Staged returns the effects the turn ctx is the context of has staged
+// so far, oldest first (nil outside a turn of this scheduler). The slice
+// is the scheduler's: do not keep or change it.
+func Staged(ctx actor.Context) []Effect {
+	if ex, ok := ctx.(*executor); ok && ex.cell != nil {
+		return ex.staged
+	}
+	return nil
 }
 
 // holdQueue is one actor's held outputs in turn order. The turn thread
@@ -104,6 +193,12 @@ type heldBatch struct {
 	replies []heldReply // the turn's answers to asks
 
 	held bool // the hook held it (Hold.Wait), rather than queued it behind others
+	// waits counts the releases still to come (Hold.Wait, and one for the
+	// end of settle); guarded by q.mu.
+	waits int
+	// onDone is called when the batch is finished (Hold.Released);
+	// guarded by q.mu.
+	onDone []func(error)
 	// commit is the CommitTracer's record of a traced turn's hold, told
 	// to ct at the release; nil when untraced.
 	commit any
@@ -149,9 +244,10 @@ func (ex *executor) hasOutputs() bool {
 	return len(ex.outTo) > 0 || len(ex.outFwd) > 0 || len(ex.replies) > 0
 }
 
-// settle ends a turn of an actor whose kind has an after-turn hook: the
-// hook runs (for a turn that may have changed state), then the outputs
-// leave now, or wait behind earlier held ones, or stay held by the hook.
+// settle ends a turn of an actor whose outputs are held until it ends:
+// the hook runs (for a turn that may have changed state), then the
+// effects the turn staged, then the outputs leave now, or wait behind
+// earlier held ones, or stay held by the hook or an effect.
 func (ex *executor) settle(c *Cell) {
 	normal := ex.normal
 	ex.normal = false
@@ -161,8 +257,20 @@ func (ex *executor) settle(c *Cell) {
 		c.after(ref, inc, a, !ex.tick, Hold{ex})
 		ex.back()
 	}
+	if len(ex.staged) > 0 {
+		if !ex.faulted && c.act != nil {
+			ex.out()
+			for _, e := range ex.staged {
+				e.Settle(Hold{ex})
+			}
+			ex.back()
+		}
+		clear(ex.staged)
+		ex.staged = ex.staged[:0]
+	}
 	if b := ex.heldB; b != nil {
 		ex.heldB = nil
+		b.release(nil) // settle's own wait
 		return
 	}
 	if !ex.hasOutputs() {
@@ -198,10 +306,11 @@ func (ex *executor) settle(c *Cell) {
 	ex.clearReplies()
 }
 
-// release marks b finished (err: failed) and delivers every finished
-// batch at the head of its queue. The outputs of turns queued behind a
-// failed one without being held themselves fail with the same error: they
-// may show the state whose commit failed.
+// release ends one of b's waits (err: failed); once none is left b is
+// finished, failed with the first error given, and every finished batch
+// at the head of its queue is delivered. The outputs of turns queued
+// behind a failed one without being held themselves fail with the same
+// error: they may show the state whose commit failed.
 func (b *heldBatch) release(err error) {
 	q := b.q
 	q.mu.Lock()
@@ -209,8 +318,21 @@ func (b *heldBatch) release(err error) {
 		q.mu.Unlock()
 		return
 	}
-	b.done, b.cerr = true, err
+	if err != nil && b.cerr == nil {
+		b.cerr = err
+	}
+	if b.waits--; b.waits > 0 {
+		q.mu.Unlock()
+		return
+	}
+	b.done = true
+	err = b.cerr
+	onDone := b.onDone
+	b.onDone = nil
 	q.mu.Unlock()
+	for _, fn := range onDone {
+		fn(err)
+	}
 	if tracingBuilt && b.commit != nil {
 		b.ct.EndCommit(b.commit, b.s.clock.Now(), err)
 	}

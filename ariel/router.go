@@ -143,7 +143,7 @@ func (s *Scheduler) resolveLocal(to actor.Ref) (*Cell, error) {
 		if !ok {
 			return nil, actor.ErrUnknownKind
 		}
-		c = s.storeCell(k, s.newCell(to, info.mailbox, info.after, info.reent))
+		c = s.storeCell(k, s.newCell(to, info.mailbox, info))
 	case to.ID() == 0:
 		if err := to.Check(); err != nil {
 			return nil, err // a virtual reference with an empty key

@@ -87,6 +87,7 @@ type kindInfo struct {
 	factory func(key string) actor.Actor
 	mailbox int
 	after   AfterTurn
+	holds   bool // SetHoldOutputs
 	reent   actor.Reentrancy
 	budget  time.Duration // 0: the scheduler's TurnBudget
 	// askDefault and askMax are the kind's deadline policy (see
@@ -201,7 +202,7 @@ func (s *Scheduler) Register(kind string, factory func(key string) actor.Actor, 
 	}
 	s.kindsMu.Lock()
 	old := s.kinds[kind]
-	s.kinds[kind] = kindInfo{factory: factory, mailbox: mailbox, after: old.after, reent: old.reent, budget: old.budget,
+	s.kinds[kind] = kindInfo{factory: factory, mailbox: mailbox, after: old.after, holds: old.holds, reent: old.reent, budget: old.budget,
 		askDefault: old.askDefault, askMax: old.askMax}
 	s.kindsMu.Unlock()
 	return nil
@@ -216,11 +217,12 @@ func (s *Scheduler) kind(kind string) (kindInfo, bool) {
 
 // newCell builds a cell. A virtual cell starts with incarnation 0 (not
 // known until an actor is attached); a spawned one with 1.
-func (s *Scheduler) newCell(ref actor.Ref, mailbox int, after AfterTurn, reent actor.Reentrancy) *Cell {
+func (s *Scheduler) newCell(ref actor.Ref, mailbox int, info kindInfo) *Cell {
 	if mailbox <= 0 {
 		mailbox = s.cfg.MailboxCapacity
 	}
-	c := &Cell{limit: int32(mailbox), ref: ref.Unpinned(), s: s, after: after, reent: reent}
+	c := &Cell{limit: int32(mailbox), ref: ref.Unpinned(), s: s, after: info.after,
+		holds: info.after != nil || info.holds, reent: info.reent}
 	if !ref.IsVirtual() {
 		c.inc.Store(1)
 	}
@@ -267,7 +269,7 @@ func (s *Scheduler) spawn(parent *Cell, a actor.Actor, opts []actor.SpawnOption,
 	if o.Reentrancy > actor.NonReentrant {
 		return actor.Ref{}, fmt.Errorf("ariel: unknown reentrancy %v", o.Reentrancy)
 	}
-	c := s.newCell(actor.Spawned(s.cfg.Node, id, 0), o.Mailbox, nil, o.Reentrancy)
+	c := s.newCell(actor.Spawned(s.cfg.Node, id, 0), o.Mailbox, kindInfo{reent: o.Reentrancy})
 	c.act = a
 	c.sys = []envelope{{kind: kStart}}
 	c.pend.Store(1)

@@ -218,6 +218,24 @@ func (s *Scheduler) SetAfterTurn(kind string, fn AfterTurn) error {
 	return nil
 }
 
+// SetHoldOutputs makes the turns of kind's virtual actors keep their
+// outputs (reply, tells, asks) until the turn has ended, as a kind with
+// an after-turn hook does, so that an Effect the turn stages can hold
+// them (Stage). Like SetAfterTurn it changes how such a turn's sends
+// leave (see the package documentation), and only cells made afterwards
+// carry it: call it right after Register.
+func (s *Scheduler) SetHoldOutputs(kind string) error {
+	s.kindsMu.Lock()
+	defer s.kindsMu.Unlock()
+	k, ok := s.kinds[kind]
+	if !ok {
+		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
+	}
+	k.holds = true
+	s.kinds[kind] = k
+	return nil
+}
+
 // SetReentrancy sets the Reentrancy of the virtual actors of kind. Like
 // SetAfterTurn, only cells made afterwards carry it: call it right after
 // Register.
@@ -249,7 +267,7 @@ func (s *Scheduler) EnsureCell(ref actor.Ref, incarnation uint64, mailbox int) e
 	if mailbox == 0 {
 		mailbox = info.mailbox
 	}
-	c := s.newCell(ref, mailbox, info.after, info.reent)
+	c := s.newCell(ref, mailbox, info)
 	c.inc.Store(max(incarnation, 1))
 	if got := s.storeCell(vkey{ref.Kind(), ref.Key()}, c); got.gone() {
 		s.forget(got)

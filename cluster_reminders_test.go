@@ -107,7 +107,7 @@ func TestClusterRemindersFollowTheirShard(t *testing.T) {
 		return n.Register("biller", func(key string) actor.Actor {
 			return &clusterBiller{biller: biller{rem: rem}, node: name, key: key, ticks: ticks}
 		}, tempest.KindOptions{KindOptions: prospero.KindOptions{IdleTimeout: 500 * time.Millisecond},
-			Messages: []tempest.Message{startBillingMsg}})
+			Messages: []tempest.Message{startBillingMsg}, Reminders: true})
 	}})
 	n1 := c.Node("n1")
 	var keys, onN3 []string
@@ -192,7 +192,7 @@ func TestClusterRemindersSurviveOwnerCrash(t *testing.T) {
 		rem, name := n.Reminders(), n.Name()
 		return n.Register("biller", func(key string) actor.Actor {
 			return &clusterBiller{biller: biller{rem: rem}, node: name, key: key, ticks: ticks}
-		}, tempest.KindOptions{Messages: []tempest.Message{startBillingMsg}})
+		}, tempest.KindOptions{Messages: []tempest.Message{startBillingMsg}, Reminders: true})
 	}})
 	n1 := c.Node("n1")
 	// The victim is not the raft leader: failover of placement itself is
@@ -296,7 +296,7 @@ func TestClusterReminderListAndCancelFromAnyNode(t *testing.T) {
 		rem, name := n.Reminders(), n.Name()
 		return n.Register("biller", func(key string) actor.Actor {
 			return &clusterBiller{biller: biller{rem: rem}, node: name, key: key, ticks: ticks}
-		}, tempest.KindOptions{Messages: []tempest.Message{startBillingMsg}})
+		}, tempest.KindOptions{Messages: []tempest.Message{startBillingMsg}, Reminders: true})
 	}})
 	names := []string{"n1", "n2", "n3"}
 	n1 := c.Node("n1")

@@ -67,6 +67,18 @@ type KindOptions struct {
 
 	// Gateway, when set, lets AskJSON and TellJSON address the kind.
 	Gateway *Gateway
+
+	// Reminders lets the kind's actors register and unregister durable
+	// reminders in their turns (Node.Reminders, docs/reminders.md). A
+	// turn that does is answered only once its changes are committed:
+	// its reply and the mail it sent are held until then, as a kind
+	// persisted every turn holds them for its state, while the worker
+	// goes on with other turns. So in such a kind a turn's reply and its
+	// sends to remote actors leave at the end of the turn, and a remote
+	// refusal of a tell comes back as actor.Undelivered rather than as
+	// Tell's error. A kind persisted every turn or periodically holds its
+	// outputs already and may register reminders without it.
+	Reminders bool
 }
 
 // Gateway is a kind's JSON gateway: the BARE schema of its messages and the

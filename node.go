@@ -174,6 +174,10 @@ type Node struct {
 	cl *cluster // nil for a standalone node
 
 	pause *pauseGates // set before Start by the test hook; nil: not pausable
+	// remStore, set before Start by tests only, wraps the store the
+	// reminder engine writes through (to hold its commits open or fail
+	// them); nil: the node's own.
+	remStore func(prospero.StateStore) prospero.StateStore
 
 	run   atomic.Pointer[running] // set while started and not closing
 	ready atomic.Bool
@@ -482,6 +486,17 @@ func (n *Node) startLocked(ctx context.Context) error {
 	n.sched = sched
 	if err := arielhost.Start(sup, sched); err != nil {
 		return err
+	}
+	for _, name := range n.reg.Names() {
+		if n.kinds[name].opts.Reminders {
+			// Right after arielhost.Start registered the kinds: a kind's
+			// cells carry what was set when they were made, and no mail
+			// reaches the scheduler before the node is running (n.run)
+			// or its cluster has started.
+			if err := sched.SetHoldOutputs(name); err != nil {
+				return err
+			}
+		}
 	}
 	// The manifest was computed in New; the kinds are known now.
 	n.man.Capacities.Kinds = n.kindCapacities(sched)

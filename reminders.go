@@ -38,21 +38,105 @@ func (r *Reminders) engine() (*reminders.Engine, error) {
 	return rn.rem, nil
 }
 
-// Register stores rem for the actor whose turn ctx is (replacing a
-// reminder of the same name) and returns once it is at rest. See
-// reminders.Engine.Register for the errors.
+// Register registers rem for the actor whose turn ctx is (replacing a
+// reminder of the same name). It validates rem at once and returns its
+// error (see reminders.Engine.PrepareRegister: ErrInvalid with the
+// specific one, ErrNotOwner, ErrClosed), and otherwise returns without
+// waiting for the store: the turn's reply and the mail it sent are held
+// until the reminder's record is committed (with the turn's state, for a
+// kind persisted every turn), on the shard's replica set when the node
+// replicates. If the commit fails they fail with a *prospero.CommitError
+// (actor.ErrNotCommitted), as for a durable turn whose state was not
+// committed, and the reminder does not fire. The reminder fires once it
+// is committed, never before. ErrNotHeld: the kind was registered
+// without KindOptions.Reminders (and is not persisted by its turns), so
+// its turns cannot be held.
 func (r *Reminders) Register(ctx actor.Context, rem reminders.Reminder) error {
-	e, err := r.engine()
+	e, id, t, err := r.turn(ctx)
 	if err != nil {
 		return err
 	}
-	if ctx == nil {
-		return reminders.ErrNotInTurn
+	var c reminders.Change
+	err = r.owned(r.turnCtx(), ctx.Self(), e, func() (err error) {
+		c, err = e.PrepareRegister(id, rem, t.staged())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return r.stage(ctx, e, id, t, c)
+}
+
+// ErrNotHeld: Reminders.Register or Unregister was called in a turn of a
+// kind whose turns' outputs are not held (KindOptions.Reminders is not
+// set and the kind is not persisted every turn or periodically).
+var ErrNotHeld = errors.New("tempest: the kind's turns cannot wait for reminder commits (set KindOptions.Reminders)")
+
+// turn returns the engine, the identity ctx's turn runs for and what of
+// reminders the turn staged so far (nil: nothing).
+func (r *Reminders) turn(ctx actor.Context) (*reminders.Engine, prospero.Identity, *reminderTurn, error) {
+	e, err := r.engine()
+	if err != nil {
+		return nil, prospero.Identity{}, nil, err
+	}
+	if ctx == nil || !ctx.Self().IsVirtual() {
+		return nil, prospero.Identity{}, nil, reminders.ErrNotInTurn
 	}
 	if r.n.kind(ctx.Self().Kind()) == nil {
-		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, ctx.Self().Kind())
+		return nil, prospero.Identity{}, nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, ctx.Self().Kind())
 	}
-	return r.owned(r.turnCtx(), ctx.Self(), e, func() error { return e.Register(ctx, rem) })
+	var t *reminderTurn
+	for _, eff := range ariel.Staged(ctx) {
+		if rt, ok := eff.(*reminderTurn); ok {
+			t = rt
+		}
+	}
+	return e, prospero.IdentityOf(ctx.Self()), t, nil
+}
+
+// stage adds c to what the turn ctx is commits once it has ended.
+func (r *Reminders) stage(ctx actor.Context, e *reminders.Engine, id prospero.Identity, t *reminderTurn, c reminders.Change) error {
+	if t == nil {
+		t = &reminderTurn{e: e, id: id}
+		if err := ariel.Stage(ctx, t); err != nil {
+			if errors.Is(err, ariel.ErrNotHeld) {
+				return fmt.Errorf("%w: kind %q", ErrNotHeld, id.Kind)
+			}
+			return err
+		}
+	}
+	t.changes = append(t.changes, c)
+	return nil
+}
+
+// reminderTurn is the reminder changes one turn made, staged with the
+// turn (an ariel.Effect): when the turn has ended they are committed,
+// and its outputs wait for that instead of the worker.
+type reminderTurn struct {
+	e       *reminders.Engine
+	id      prospero.Identity
+	changes []reminders.Change
+}
+
+func (t *reminderTurn) staged() []reminders.Change {
+	if t == nil {
+		return nil
+	}
+	return t.changes
+}
+
+// Settle implements ariel.Effect.
+func (t *reminderTurn) Settle(h ariel.Hold) {
+	release := h.Wait()
+	c := t.e.Commit(t.changes, func(err error) {
+		if err != nil {
+			err = &prospero.CommitError{ID: t.id, Err: err}
+		}
+		release(err)
+	})
+	// The turn's outcome, not the reminders' records alone, decides
+	// whether they stand: its state write may fail where they did not.
+	h.Released(func(err error) { c.Finish(err == nil) })
 }
 
 // owned runs op and, when the engine does not hold the shard of ref
@@ -82,31 +166,41 @@ func (r *Reminders) turnCtx() context.Context {
 	return context.Background() // owned loads nothing on a standalone node
 }
 
-// Unregister removes the reminder name of the actor whose turn ctx is;
-// after it returns nil no tick of it runs, also not one in flight.
+// Unregister removes the reminder name of the actor whose turn ctx is.
+// Like Register it validates at once (reminders.ErrNotFound, counting
+// registrations of earlier turns not committed yet, ErrNotOwner,
+// ErrClosed, ErrNotHeld) and does not wait for the store: from the end of
+// the turn no tick of the reminder runs, also not one already queued or
+// in flight, and the turn's outputs are held until the removal is
+// committed. If it is not, they fail with a *prospero.CommitError and the
+// reminder stays.
 func (r *Reminders) Unregister(ctx actor.Context, name string) error {
-	e, err := r.engine()
+	e, id, t, err := r.turn(ctx)
 	if err != nil {
 		return err
 	}
-	if ctx == nil {
-		return reminders.ErrNotInTurn
+	var c reminders.Change
+	err = r.owned(r.turnCtx(), ctx.Self(), e, func() (err error) {
+		c, err = e.PrepareUnregister(id, name, t.staged())
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	return r.owned(r.turnCtx(), ctx.Self(), e, func() error { return e.Unregister(ctx, name) })
+	return r.stage(ctx, e, id, t, c)
 }
 
-// List returns the reminders of the actor whose turn ctx is.
+// List returns the reminders of the actor whose turn ctx is, as its
+// turns made them: registrations not committed yet included
+// (reminders.Info.Uncommitted).
 func (r *Reminders) List(ctx actor.Context) ([]reminders.Info, error) {
-	e, err := r.engine()
+	e, _, t, err := r.turn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if ctx == nil {
-		return nil, reminders.ErrNotInTurn
-	}
 	var infos []reminders.Info
 	err = r.owned(r.turnCtx(), ctx.Self(), e, func() (err error) {
-		infos, err = e.List(ctx)
+		infos, err = e.List(ctx, t.staged())
 		return err
 	})
 	return infos, err
@@ -307,6 +401,9 @@ func (n *Node) startReminders(ctx context.Context) (*reminders.Engine, error) {
 		// Replicated with the shard's state (replView.Route), so that the
 		// shard's next owner holds them after a crash of this node.
 		cfg.Store = n.repl
+	}
+	if n.remStore != nil {
+		cfg.Store = n.remStore(cfg.Store)
 	}
 	cfg.Codec = messageCodec{n.msgs}
 	cfg.Deliver = notifier{n.sched}

@@ -111,7 +111,7 @@ func startRemNode(t *testing.T, dir string, idle time.Duration, log *tickLog) *r
 	}
 	rem := n.Reminders()
 	if err := n.Register("biller", func(string) actor.Actor { return &biller{rem: rem, log: log} },
-		tempest.KindOptions{KindOptions: prospero.KindOptions{IdleTimeout: idle}}); err != nil {
+		tempest.KindOptions{KindOptions: prospero.KindOptions{IdleTimeout: idle}, Reminders: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Start(context.Background()); err != nil {

@@ -10,12 +10,22 @@
 //
 // An actor registers a reminder in one of its turns: a name, the first
 // due time, a period (zero: one-shot), a catch-up policy and a payload
-// message. Register returns once the reminder is at rest in the node's
-// state store, beside the state of the identity's shard (records of kind
-// RecordKind: one per reminder, ReminderID, and one of delivered progress
-// per shard, RecordID), so reminders move with the shard's state in a
-// handoff and are replicated wherever the shard's state is. Unregister
-// and List work the same way; operators use Cancel and ListOf.
+// message. Reminders are kept in the node's state store, beside the
+// state of the identity's shard (records of kind RecordKind: one per
+// reminder, ReminderID, and one of delivered progress per shard,
+// RecordID), so they move with the shard's state in a handoff and are
+// replicated wherever the shard's state is.
+//
+// A turn's changes follow reply after commit, like durable state: the
+// node validates each registration or removal when the turn makes it
+// (PrepareRegister, PrepareUnregister: every bad-input error is returned
+// then), keeps it with the turn, and commits the turn's changes once the
+// turn has ended (Commit), without a worker waiting for the store; the
+// turn's outputs wait instead, and Commit.Finish reports whether the turn
+// as a whole committed. A registration fires only once its turn
+// committed; a removal is in force from the end of its turn. Operators
+// use RegisterFor, Cancel and ListOf, which return once the change is at
+// rest.
 //
 // Each tick is delivered to the actor as a Tick message carrying the
 // reminder's name, its scheduled time, its sequence number (occurrence
@@ -31,8 +41,9 @@
 //     a tick was outstanding, follow the reminder's Catchup policy: Skip
 //     (resume with the next occurrence), FireOnce (one tick for all of
 //     them, the default) or FireUpTo (the newest N, oldest first).
-//   - After Unregister (or Cancel) returns nil, no tick of the reminder
-//     runs, also not one already queued in the actor's mailbox: the
+//   - From the end of the turn that unregistered a reminder (Commit), and
+//     once Cancel returned nil, no tick of the reminder runs, also not
+//     one already queued in the actor's mailbox: the
 //     engine is asked once more on the actor's turn thread, right before
 //     the handler would see the tick, and answers by registration
 //     generation and sequence number. A node that released the shard
@@ -83,7 +94,8 @@
 // # Usage
 //
 //	rem := node.Reminders()
-//	node.Register("account", func(key string) actor.Actor { return &Account{rem: rem} }, opts)
+//	node.Register("account", func(key string) actor.Actor { return &Account{rem: rem} },
+//		tempest.KindOptions{Reminders: true})
 //
 //	func (a *Account) Receive(ctx actor.Context, msg any) {
 //		switch m := msg.(type) {

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
@@ -188,7 +190,7 @@ func (st *shardState) changedLocked(k Key, rs *recState) uint64 {
 // recOfLocked returns the record state of k in st: its entry's, or that
 // of a removal not written yet, or a new one.
 func (e *Engine) recOfLocked(st *shardState, k Key) *recState {
-	if x := e.sched.byKey[k]; x != nil && x.rec != nil {
+	if x := e.intentLocked(k); x != nil && x.rec != nil {
 		return x.rec
 	}
 	if rs := st.pending[k]; rs != nil {
@@ -197,9 +199,18 @@ func (e *Engine) recOfLocked(st *shardState, k Key) *recState {
 	return &recState{}
 }
 
+// intentLocked returns the registration k's record should hold: the
+// newest one, being committed or registered, or nil (the record goes).
+func (e *Engine) intentLocked(k Key) *entry {
+	if x := e.committingOfLocked(k); x != nil {
+		return x
+	}
+	return e.sched.byKey[k]
+}
+
 // Engine is the thin shell around a Schedule: one goroutine fires due
-// ticks and writes progress at rest; registrations write through to the
-// store before they return. Methods are safe for concurrent use.
+// ticks and writes progress at rest; a turn's registrations are written
+// by a goroutine of their own (Commit), an operator's before it returns. Methods are safe for concurrent use.
 type Engine struct {
 	cfg Config
 	log *slog.Logger
@@ -212,13 +223,19 @@ type Engine struct {
 	// in flight at once.
 	flushers chan struct{}
 
-	mu      sync.Mutex
-	sched   *Schedule
-	shards  map[string]*shardState
-	resync  map[string]bool // shards to write once more when acquired (Resync)
-	gen     uint64
-	closed  bool
-	started bool
+	// commits tracks the goroutines of Commit until their writes ended.
+	commits sync.WaitGroup
+
+	mu    sync.Mutex
+	sched *Schedule
+	// committing holds the registrations whose records are being
+	// committed (Commit), by identity and name: not armed yet.
+	committing map[prospero.Identity]map[string]*entry
+	shards     map[string]*shardState
+	resync     map[string]bool // shards to write once more when acquired (Resync)
+	gen        uint64
+	closed     bool
+	started    bool
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -233,8 +250,9 @@ func New(cfg Config) (*Engine, error) {
 	cfg = cfg.withDefaults()
 	life, end := context.WithCancel(context.Background())
 	return &Engine{cfg: cfg, log: cfg.Logger, sched: NewSchedule(cfg.DeliveryTimeout), life: life, endLife: end,
-		flushers: make(chan struct{}, maxFlushers),
-		shards:   map[string]*shardState{}, resync: map[string]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}, nil
+		flushers:   make(chan struct{}, maxFlushers),
+		committing: map[prospero.Identity]map[string]*entry{},
+		shards:     map[string]*shardState{}, resync: map[string]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
 
 // Start runs the engine's goroutine until Close.
@@ -263,6 +281,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	started := e.started
 	e.mu.Unlock()
 	e.endLife()
+	e.commits.Wait()
 	if started {
 		e.cancel()
 		select {
@@ -604,23 +623,309 @@ func self(ctx actor.Context) (prospero.Identity, error) {
 	return prospero.IdentityOf(ref), nil
 }
 
-// Register stores r for the actor whose turn ctx is, replacing a
-// reminder of the same name, and returns once it is at rest: a nil
-// error means the reminder exists and will fire wherever the identity
-// lives, across passivation, moves and restarts. Errors: ErrInvalid
-// (with ErrPeriodTooShort, ErrDueInPast, ErrUnknownPayload, ErrBadName
-// or ErrTooMany), ErrNotInTurn, ErrNotOwner, ErrClosed, or the store's
-// error (then nothing was registered).
-func (e *Engine) Register(ctx actor.Context, r Reminder) error {
-	id, err := self(ctx)
-	if err != nil {
-		return err
-	}
-	return e.RegisterFor(e.life, id, r)
+// Change is one change of a reminder that a turn made: validated when
+// the turn made it (PrepareRegister, PrepareUnregister), carried out
+// with the turn's other changes once the turn has ended (Commit). The
+// zero Change is not valid.
+type Change struct {
+	k     Key
+	shard string
+	x     *entry // the new registration; nil: the reminder is removed
 }
 
-// RegisterFor is Register for id from outside a turn (operators,
-// tests). The caller must run on id's owner.
+// Name returns the name of the reminder the change is to.
+func (c Change) Name() string { return c.k.Name }
+
+// Removal reports whether the change removes its reminder.
+func (c Change) Removal() bool { return c.x == nil }
+
+// PrepareRegister validates the registration of r for id, whose turn
+// made the changes staged already (earlier in the same turn, not
+// committed yet; nil if none), and returns the change to commit with
+// them. It writes nothing and changes nothing: what it refuses is
+// refused now, at registration, never when the change is committed or
+// fires. Errors: ErrInvalid (with ErrPeriodTooShort, ErrDueInPast,
+// ErrUnknownPayload, ErrBadName or ErrTooMany), ErrNotOwner, ErrClosed.
+func (e *Engine) PrepareRegister(id prospero.Identity, r Reminder, staged []Change) (Change, error) {
+	r, err := r.validate(e.cfg.Clock.Now(), e.cfg.MinPeriod)
+	if err != nil {
+		return Change{}, err
+	}
+	var ptype string
+	var pdata []byte
+	if r.Payload != nil {
+		if ptype, pdata, err = e.cfg.Codec.Encode(id.Kind, r.Payload); err != nil {
+			if !errors.Is(err, ErrUnknownPayload) {
+				err = fmt.Errorf("%w: %w", ErrUnknownPayload, err)
+			}
+			return Change{}, invalid(r.Name, ErrUnknownPayload, "%v", err)
+		}
+	}
+	shard := e.cfg.ShardOf(id)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.heldLocked(shard); err != nil {
+		return Change{}, err
+	}
+	names := e.namesLocked(id, staged)
+	if !names[r.Name] && len(names) >= e.cfg.MaxPerIdentity {
+		return Change{}, invalid(r.Name, ErrTooMany, "%s has %d reminders (the limit)", id, len(names))
+	}
+	k := Key{ID: id, Name: r.Name}
+	return Change{k: k, shard: shard, x: &entry{Key: k, shard: shard, first: r.Due, per: r.Period, pol: r.Catchup,
+		maxN: r.MaxCatchup, ptype: ptype, pdata: pdata, pval: r.Payload, idx: -1}}, nil
+}
+
+// PrepareUnregister validates the removal of id's reminder name, as
+// PrepareRegister validates a registration. Errors: ErrNotFound (no such
+// reminder, counting the registrations of earlier turns not committed
+// yet and the changes staged), ErrNotOwner, ErrClosed.
+func (e *Engine) PrepareUnregister(id prospero.Identity, name string, staged []Change) (Change, error) {
+	shard := e.cfg.ShardOf(id)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.heldLocked(shard); err != nil {
+		return Change{}, err
+	}
+	if !e.namesLocked(id, staged)[name] {
+		return Change{}, fmt.Errorf("%w: %s %q", ErrNotFound, id, name)
+	}
+	return Change{k: Key{ID: id, Name: name}, shard: shard}, nil
+}
+
+// namesLocked returns the names of id's reminders: those registered,
+// those whose registration is being committed, with the changes staged
+// applied in order.
+func (e *Engine) namesLocked(id prospero.Identity, staged []Change) map[string]bool {
+	names := map[string]bool{}
+	for n := range e.sched.of(id) {
+		names[n] = true
+	}
+	for n := range e.committing[id] {
+		names[n] = true
+	}
+	for _, c := range staged {
+		if c.k.ID == id {
+			names[c.k.Name] = c.x != nil
+			if c.x == nil {
+				delete(names, c.k.Name)
+			}
+		}
+	}
+	return names
+}
+
+// Commit carries out changes, those of one turn in the order the turn
+// made them, and calls done once, on a goroutine of the engine, when
+// their records are committed (nil) or not (the errors); when it writes
+// nothing (the shard left since the turn, ErrNotOwner or ErrClosed, or
+// the reminders to remove are gone already) it calls done before it
+// returns. It never waits for the store: a turn's after-turn work calls
+// it, and the turn's outputs wait for done instead of the worker.
+//
+// The caller then says, with the returned Commit's Finish, whether the
+// turn as a whole committed: done reports the reminders' records, and
+// the turn may have written more (its state) that failed. Until Finish a
+// registration is not armed (the reminder it replaces, if any, keeps
+// firing; List counts the new one), and a removal is in force: from the
+// moment Commit returns no tick of the reminder is accepted, also one
+// already queued or in flight. Finish(true) arms the registrations whose
+// records were committed; Finish(false) undoes the changes (a removal
+// puts the reminder back) and has the records written back by the next
+// flush, which a release of the shard waits for. A record written for a
+// failed turn may be loaded by another node if this one crashes before
+// that flush, as a failed write whose outcome is unknown may have landed
+// anyway.
+func (e *Engine) Commit(changes []Change, done func(error)) *Commit {
+	e.mu.Lock()
+	for _, c := range changes {
+		if _, err := e.heldLocked(c.shard); err != nil {
+			// The shard left (or is leaving) since the turn: nothing is
+			// applied.
+			e.mu.Unlock()
+			done(err)
+			return &Commit{}
+		}
+	}
+	cm := &Commit{e: e, items: make([]commitItem, 0, len(changes))}
+	cm.wait.Store(2) // the writes, and Finish
+	for _, c := range changes {
+		st := e.shards[c.shard]
+		it := commitItem{c: c, st: st}
+		if x := c.x; x != nil {
+			e.gen++
+			x.gen = e.gen
+			x.rec = e.recOfLocked(st, c.k)
+			x.committing = true
+			e.committingPutLocked(x)
+			it.rs = x.rec
+		} else {
+			if s := e.committingOfLocked(c.k); s != nil {
+				e.committingDelLocked(s)
+				it.prev, it.rs = s, s.rec
+			}
+			if prev := e.sched.byKey[c.k]; prev != nil {
+				e.sched.remove(c.k)
+				if prev.rec == nil {
+					prev.rec = e.recOfLocked(st, c.k)
+				}
+				it.prev, it.rs = prev, prev.rec
+			}
+			if it.rs == nil {
+				continue // removed meanwhile (an operator's Cancel): nothing to write
+			}
+		}
+		it.want = st.changedLocked(c.k, it.rs)
+		st.inflight++
+		cm.items = append(cm.items, it)
+	}
+	if len(cm.items) == 0 {
+		e.mu.Unlock()
+		done(nil) // only removals of reminders already gone
+		return cm
+	}
+	e.commits.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.commits.Done()
+		_ = e.each(len(cm.items), func(i int) error {
+			it := &cm.items[i]
+			it.err = e.flushRecord(e.life, it.c.shard, it.st, it.c.k, it.rs, it.want, false)
+			return nil
+		})
+		errs := make([]error, len(cm.items))
+		for i := range cm.items {
+			errs[i] = cm.items[i].err
+		}
+		done(errors.Join(errs...))
+		cm.arrive()
+	}()
+	return cm
+}
+
+// Commit is the outcome of Engine.Commit still to be decided: Finish.
+type Commit struct {
+	e     *Engine
+	items []commitItem
+	// wait counts what the outcome waits for: the writes to end and
+	// Finish to be called, in either order.
+	wait     atomic.Int32
+	finished atomic.Bool
+	ok       atomic.Bool
+}
+
+// commitItem is one change of a Commit.
+type commitItem struct {
+	c    Change
+	st   *shardState
+	rs   *recState
+	want uint64
+	prev *entry // a removal: the registration it removed
+	err  error  // the write's; set before done
+}
+
+// Finish decides c (see Engine.Commit): ok means the turn that made the
+// changes committed as a whole (and its records were written: their
+// done got nil). Called before the writes ended, it takes effect when
+// they have. Only the first call counts.
+func (c *Commit) Finish(ok bool) {
+	if c.e == nil || !c.finished.CompareAndSwap(false, true) {
+		return
+	}
+	c.ok.Store(ok)
+	c.arrive()
+}
+
+// arrive counts down c.wait and carries the outcome out at zero.
+func (c *Commit) arrive() {
+	if c.wait.Add(-1) == 0 {
+		c.settle(c.ok.Load())
+	}
+}
+
+func (c *Commit) settle(ok bool) {
+	e := c.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range c.items {
+		it := &c.items[i]
+		k, st := it.c.k, it.st
+		held := e.shards[it.c.shard] == st && !st.dropped
+		kept := ok && it.err == nil
+		if x := it.c.x; x != nil {
+			x.committing, x.failed = false, !kept
+			if e.committingOfLocked(k) != x {
+				continue // replaced, or removed, since
+			}
+			e.committingDelLocked(x)
+			switch {
+			case kept && held:
+				e.sched.put(x) // replaces the registration it succeeds
+			case it.err == nil && held:
+				st.changedLocked(k, x.rec) // its record is written back to what is held
+			}
+			continue
+		}
+		if kept || !held || e.sched.byKey[k] != nil || e.committingOfLocked(k) != nil {
+			continue // removed, or registered again since
+		}
+		e.restoreLocked(it.prev) // the removal failed: the reminder stays
+		if it.err == nil {
+			st.changedLocked(k, it.rs) // its deletion landed: the record is written back
+		}
+	}
+	for i := range c.items {
+		st := c.items[i].st
+		st.inflight--
+		if st.inflight == 0 && st.drained != nil {
+			close(st.drained)
+			st.drained = nil
+		}
+	}
+	e.poke()
+}
+
+// restoreLocked puts back the registration x whose removal failed: in
+// the schedule, or, when its own record is still being committed, among
+// those (a registration whose commit failed is not put back).
+func (e *Engine) restoreLocked(x *entry) {
+	switch {
+	case x.committing:
+		e.committingPutLocked(x)
+	case !x.failed:
+		x.outSeq, x.burst = 0, 0
+		e.sched.put(x)
+	}
+}
+
+// committingOfLocked returns the registration of k whose record is
+// being committed, or nil.
+func (e *Engine) committingOfLocked(k Key) *entry { return e.committing[k.ID][k.Name] }
+
+func (e *Engine) committingPutLocked(x *entry) {
+	m := e.committing[x.ID]
+	if m == nil {
+		m = map[string]*entry{}
+		e.committing[x.ID] = m
+	}
+	m[x.Name] = x
+}
+
+func (e *Engine) committingDelLocked(x *entry) {
+	if m := e.committing[x.ID]; m[x.Name] == x {
+		delete(m, x.Name)
+		if len(m) == 0 {
+			delete(e.committing, x.ID)
+		}
+	}
+}
+
+// RegisterFor stores r for id, from outside a turn (operators, tests),
+// replacing a reminder of the same name, and returns once it is at rest:
+// a nil error means the reminder exists and will fire wherever the
+// identity lives, across passivation, moves and restarts. The caller must
+// run on id's owner. Errors: those of PrepareRegister, or the store's
+// (then nothing was registered).
 func (e *Engine) RegisterFor(ctx context.Context, id prospero.Identity, r Reminder) error {
 	r, err := r.validate(e.cfg.Clock.Now(), e.cfg.MinPeriod)
 	if err != nil {
@@ -654,6 +959,9 @@ func (e *Engine) RegisterFor(ctx context.Context, id prospero.Identity, r Remind
 	x := &entry{Key: k, shard: shard, first: r.Due, per: r.Period, pol: r.Catchup,
 		maxN: r.MaxCatchup, ptype: ptype, pdata: pdata, pval: r.Payload, gen: e.gen, idx: -1}
 	x.rec = e.recOfLocked(st, k)
+	if s := e.committingOfLocked(k); s != nil {
+		e.committingDelLocked(s) // superseded: it is not armed when its write ends
+	}
 	e.sched.put(x)
 	want := st.changedLocked(k, x.rec)
 	st.inflight++
@@ -676,21 +984,12 @@ func (e *Engine) RegisterFor(ctx context.Context, id prospero.Identity, r Remind
 	return nil
 }
 
-// Unregister removes the reminder name of the actor whose turn ctx is
+// Cancel removes id's reminder name, from outside a turn (operators),
 // and returns once that is at rest. After it returns nil no tick of the
-// reminder runs, also not one already queued or in flight. Errors:
-// ErrNotFound, ErrNotInTurn, ErrNotOwner, ErrClosed, or the store's error
-// (then the reminder stays).
-func (e *Engine) Unregister(ctx actor.Context, name string) error {
-	id, err := self(ctx)
-	if err != nil {
-		return err
-	}
-	return e.Cancel(e.life, id, name)
-}
-
-// Cancel is Unregister for id from outside a turn (operators). The
-// caller must run on id's owner.
+// reminder runs, also not one already queued or in flight; a
+// registration of the name still being committed (Commit) is not armed.
+// The caller must run on id's owner. Errors: ErrNotFound, ErrNotOwner,
+// ErrClosed, or the store's error (then the reminder stays).
 func (e *Engine) Cancel(ctx context.Context, id prospero.Identity, name string) error {
 	shard := e.cfg.ShardOf(id)
 	k := Key{ID: id, Name: name}
@@ -701,6 +1000,12 @@ func (e *Engine) Cancel(ctx context.Context, id prospero.Identity, name string) 
 		return err
 	}
 	prev := e.sched.byKey[k]
+	if s := e.committingOfLocked(k); s != nil {
+		e.committingDelLocked(s)
+		if prev == nil {
+			prev = s
+		}
+	}
 	if prev == nil {
 		e.mu.Unlock()
 		return fmt.Errorf("%w: %s %q", ErrNotFound, id, name)
@@ -716,9 +1021,8 @@ func (e *Engine) Cancel(ctx context.Context, id prospero.Identity, name string) 
 	defer e.endWrite(st)
 	if err != nil {
 		e.mu.Lock()
-		if _, again := e.sched.byKey[k]; !again && e.shards[shard] == st {
-			prev.outSeq, prev.burst = 0, 0
-			e.sched.put(prev)
+		if _, again := e.sched.byKey[k]; !again && e.committingOfLocked(k) == nil && e.shards[shard] == st {
+			e.restoreLocked(prev)
 		}
 		e.mu.Unlock()
 		e.poke()
@@ -727,17 +1031,41 @@ func (e *Engine) Cancel(ctx context.Context, id prospero.Identity, name string) 
 	return nil
 }
 
-// List returns the reminders of the actor whose turn ctx is, by name.
-func (e *Engine) List(ctx actor.Context) ([]Info, error) {
+// List returns the reminders of the actor whose turn ctx is, by name,
+// as its turns made them: with the registrations of earlier turns not
+// committed yet and the changes staged by this turn (not committed
+// either; Info.Uncommitted). Errors: those of ListOf, ErrNotInTurn.
+func (e *Engine) List(ctx actor.Context, staged []Change) ([]Info, error) {
 	id, err := self(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return e.ListOf(id)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.heldLocked(e.cfg.ShardOf(id)); err != nil {
+		return nil, err
+	}
+	byName := map[string]Info{}
+	for _, x := range e.sched.of(id) {
+		byName[x.Name] = infoOf(x, false)
+	}
+	for _, x := range e.committing[id] {
+		byName[x.Name] = infoOf(x, true)
+	}
+	for _, c := range staged {
+		switch {
+		case c.k.ID != id:
+		case c.x == nil:
+			delete(byName, c.k.Name)
+		default:
+			byName[c.k.Name] = infoOf(c.x, true)
+		}
+	}
+	return sortInfos(slices.Collect(maps.Values(byName))), nil
 }
 
-// ListOf returns the reminders of id, by name. Errors: ErrNotOwner when
-// id's shard is not held here.
+// ListOf returns the committed reminders of id, by name. Errors:
+// ErrNotOwner when id's shard is not held here.
 func (e *Engine) ListOf(id prospero.Identity) ([]Info, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -746,23 +1074,26 @@ func (e *Engine) ListOf(id prospero.Identity) ([]Info, error) {
 	}
 	var out []Info
 	for _, x := range e.sched.of(id) {
-		next := x.scheduled(x.next)
-		if x.outSeq != 0 {
-			next = x.scheduled(x.outSeq)
-		}
-		out = append(out, Info{ID: id, Name: x.Name, Due: x.first, Period: x.per, Catchup: x.pol,
-			MaxCatchup: x.maxN, Next: next, LastSeq: x.fired, Outstanding: x.outSeq != 0, PayloadType: x.ptype})
+		out = append(out, infoOf(x, false))
 	}
-	slices.SortFunc(out, func(a, b Info) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
+	return sortInfos(out), nil
+}
+
+func infoOf(x *entry, uncommitted bool) Info {
+	next := x.first
+	if x.next != 0 {
+		next = x.scheduled(x.next)
+	}
+	if x.outSeq != 0 {
+		next = x.scheduled(x.outSeq)
+	}
+	return Info{ID: x.ID, Name: x.Name, Due: x.first, Period: x.per, Catchup: x.pol, MaxCatchup: x.maxN,
+		Next: next, LastSeq: x.fired, Outstanding: x.outSeq != 0, PayloadType: x.ptype, Uncommitted: uncommitted}
+}
+
+func sortInfos(out []Info) []Info {
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 func (e *Engine) heldLocked(shard string) (*shardState, error) {
@@ -800,7 +1131,7 @@ func (e *Engine) flushRecord(ctx context.Context, shard string, st *shardState, 
 		return fmt.Errorf("%w: shard %s", ErrNotOwner, shard)
 	}
 	var rec []byte // no registration: the record goes
-	if x := e.sched.byKey[k]; x != nil && x.rec == rs {
+	if x := e.intentLocked(k); x != nil && x.rec == rs {
 		rec = encodeReminder(x)
 	}
 	mut := rs.mut

@@ -544,3 +544,156 @@ func TestCancellationsShareCommits(t *testing.T) {
 		}
 	}
 }
+
+// commit runs Engine.Commit for changes and waits for its done; the
+// turn's outcome (Finish) is left to the caller.
+func commit(e *reminders.Engine, changes ...reminders.Change) (*reminders.Commit, error) {
+	ch := make(chan error, 1)
+	c := e.Commit(changes, func(err error) { ch <- err })
+	return c, <-ch
+}
+
+// reminderRecords counts the records of shard s0's reminders in store
+// (not its progress record).
+func reminderRecords(store prospero.PrefixScanner) (int, error) {
+	recs, err := reminders.Records(context.Background(), store, "s0")
+	n := 0
+	for _, r := range recs {
+		if r.Key != reminders.RecordID("s0").Key {
+			n++
+		}
+	}
+	return n, err
+}
+
+// A turn's registration is validated when the turn makes it (counting
+// what the turn and earlier turns not committed yet registered), is not
+// armed until its turn committed as a whole, and a turn that did not
+// commit (its state write failed where the reminder's did not) leaves
+// nothing registered: not in memory, and not at rest once the periodic
+// flush has written the record back.
+func TestCommitArmsOnlyACommittedTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := prospero.NewMemStore()
+		d := &deliverer{}
+		e, err := reminders.New(reminders.Config{Store: store, Codec: codec{}, Deliver: d, MaxPerIdentity: 2,
+			ShardOf: func(prospero.Identity) string { return "s0" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer closeEngine(t, e)
+		if err := e.Acquire(context.Background(), "s0"); err != nil {
+			t.Fatal(err)
+		}
+		r := func(name string) reminders.Reminder { return reminders.Reminder{Name: name, Period: time.Second} }
+		a, err := e.PrepareRegister(acct, r("a"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := e.PrepareRegister(acct, r("b"), []reminders.Change{a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.PrepareRegister(acct, r("c"), []reminders.Change{a, b}); !errors.Is(err, reminders.ErrTooMany) {
+			t.Fatalf("a third reminder in the turn: %v, want ErrTooMany", err)
+		}
+		if _, err := e.PrepareUnregister(acct, "c", []reminders.Change{a, b}); !errors.Is(err, reminders.ErrNotFound) {
+			t.Fatalf("unregistering what the turn did not register: %v, want ErrNotFound", err)
+		}
+		c, err := commit(e, a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Written, but the turn's outcome is not known yet: not armed,
+		// yet counted for the actor's next turns.
+		if got := e.Stats().Reminders; got != 0 {
+			t.Fatalf("%d armed before the turn's outcome, want 0", got)
+		}
+		if _, err := e.PrepareRegister(acct, r("c"), nil); !errors.Is(err, reminders.ErrTooMany) {
+			t.Fatalf("a reminder beyond two being committed: %v, want ErrTooMany", err)
+		}
+		time.Sleep(3 * time.Second)
+		if got := d.got(); len(got) != 0 {
+			t.Fatalf("ticks of registrations not committed: %v", seqs(got))
+		}
+		c.Finish(false) // the turn's state was not committed
+		if infos, err := e.ListOf(acct); err != nil || len(infos) != 0 || e.Stats().Reminders != 0 {
+			t.Fatalf("after a failed turn: %+v, %v, %d armed; want none", infos, err, e.Stats().Reminders)
+		}
+		if err := e.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := reminderRecords(store); err != nil || n != 0 {
+			t.Fatalf("reminder records at rest after a failed turn and a flush: %d, %v; want none", n, err)
+		}
+
+		a, err = e.PrepareRegister(acct, r("a"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err = commit(e, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Finish(true)
+		if infos, err := e.ListOf(acct); err != nil || len(infos) != 1 {
+			t.Fatalf("after a committed turn: %+v, %v; want the reminder", infos, err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		if got := seqs(d.got()); len(got) != 1 || got[0] != 1 {
+			t.Fatalf("ticks after the commit: %v, want [1]", got)
+		}
+	})
+}
+
+// A removal is in force from Commit on (no tick of the reminder is
+// accepted, also one in flight), and a turn that did not commit puts the
+// reminder back, at rest too.
+func TestCommitRemovalFailedPutsTheReminderBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := prospero.NewMemStore()
+		d := &deliverer{}
+		e := newEngine(t, store, d)
+		defer closeEngine(t, e)
+		if err := e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "r", Period: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		d.mu.Lock()
+		d.hold = true
+		d.mu.Unlock()
+		time.Sleep(1500 * time.Millisecond) // tick 1 in flight, held
+		rm, err := e.PrepareUnregister(acct, "r", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := commit(e, rm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.mu.Lock()
+		for _, accept := range d.held {
+			if accept() {
+				t.Error("a tick in flight was accepted after the removal's Commit")
+			}
+		}
+		d.held, d.hold = nil, false
+		d.mu.Unlock()
+		c.Finish(false)
+		if infos, err := e.ListOf(acct); err != nil || len(infos) != 1 {
+			t.Fatalf("after a failed removal: %+v, %v; want the reminder back", infos, err)
+		}
+		if err := e.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := reminderRecords(store); err != nil || n != 1 {
+			t.Fatalf("reminder records at rest after a failed removal and a flush: %d, %v; want the reminder's", n, err)
+		}
+		time.Sleep(2 * time.Second)
+		if len(d.got()) == 0 {
+			t.Fatal("the reminder put back does not fire")
+		}
+	})
+}

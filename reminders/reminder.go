@@ -107,6 +107,11 @@ type Info struct {
 	// PayloadType is the message name the payload is stored under ("" for
 	// none).
 	PayloadType string
+	// Uncommitted (List in a turn only): the registration, made by this
+	// turn or an earlier one of the actor, is not committed yet, and the
+	// reminder does not fire until it is. Operators' listings (ListOf)
+	// show committed reminders only.
+	Uncommitted bool
 }
 
 // Errors. Registration errors wrap ErrInvalid and one of the specific

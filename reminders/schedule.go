@@ -26,6 +26,9 @@ type entry struct {
 	pval  any       // payload decoded (what ticks carry)
 	gen   uint64    // registration generation: a re-registration gets a new one
 	rec   *recState // the writes of its record (the engine's; nil in a bare Schedule)
+	// committing: its record is being committed (Engine.Commit), it is
+	// not armed yet; failed: that commit failed. Guarded by Engine.mu.
+	committing, failed bool
 
 	fired uint64 // seq of the last tick delivered (0: none)
 	next  uint64 // seq of the next occurrence to fire

@@ -76,7 +76,7 @@ func TestRemindersCommandAcrossNodes(t *testing.T) {
 		Register: func(n *tempest.Node) error {
 			rem := n.Reminders()
 			return n.Register("pinger", func(string) actor.Actor { return &pinger{rem: rem} },
-				tempest.KindOptions{Messages: []tempest.Message{remindMeMsg}})
+				tempest.KindOptions{Messages: []tempest.Message{remindMeMsg}, Reminders: true})
 		}})
 	for name, ln := range lns {
 		api, err := httpapi.New(httpapi.Config{Node: c.Node(name)})

@@ -206,6 +206,11 @@ func TestReminderCommitDoesNotHoldTheWorker(t *testing.T) {
 		t.Fatalf("%d reminders armed, want 1", got)
 	}
 
+	// A kind that did not opt in cannot hold its turns for a commit.
+	if r := <-askAsync(n, n.Ref("echo", "y"), remRegister{reminders.Reminder{Name: "r", Period: time.Hour}}); !errors.Is(r.err, ErrNotHeld) {
+		t.Fatalf("Register in a kind without KindOptions.Reminders: %v, %v; want ErrNotHeld", r.v, r.err)
+	}
+
 	g.close(nil)
 	unreg := askAsync(n, ref, remUnregister{"r"})
 	<-g.entered
@@ -260,5 +265,93 @@ func TestReminderCommitFailureFailsTheTurn(t *testing.T) {
 	}
 	if got := rem.Stats().Reminders; got != 1 {
 		t.Fatalf("%d reminders armed after a failed removal, want 1 (it stays)", got)
+	}
+}
+
+// durableRem is a kind persisted every turn whose state cannot be
+// marshalled when told so: its turn's state is then not committed.
+type durableRem struct {
+	rem  *Reminders
+	n    int
+	fail bool
+}
+
+type remRegisterFailing struct{ r reminders.Reminder }
+
+func (a *durableRem) Receive(ctx actor.Context, msg any) {
+	m, ok := msg.(remRegisterFailing)
+	if !ok {
+		return
+	}
+	a.n++
+	a.fail = true
+	if err := a.rem.Register(ctx, m.r); err != nil {
+		ctx.ReplyError(err)
+		return
+	}
+	ctx.Reply("ok")
+}
+
+var errMarshal = errors.New("state cannot be marshalled")
+
+func (a *durableRem) MarshalState() ([]byte, error) {
+	if a.fail {
+		return nil, errMarshal
+	}
+	return []byte{byte(a.n)}, nil
+}
+
+func (a *durableRem) UnmarshalState(b []byte) error {
+	if len(b) == 1 {
+		a.n = int(b[0])
+	}
+	return nil
+}
+
+// A turn of a durable kind whose reminder record commits but whose state
+// does not is a failed turn: its asker gets ErrNotCommitted and the
+// reminder is not armed, nor left at rest once the reminders are flushed.
+func TestReminderOfATurnWhoseStateFailedIsNotArmed(t *testing.T) {
+	cfg := Config{Name: "n1", DataDir: t.TempDir()}
+	cfg.Scheduler.Workers = 1
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rem := n.Reminders()
+	if err := n.Register("account", func(string) actor.Actor { return &durableRem{rem: rem} }, KindOptions{
+		KindOptions: prospero.KindOptions{Persistence: prospero.Persistence{Mode: prospero.PersistEveryTurn}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.Background())
+	ref := n.Ref("account", "a")
+	r := <-askAsync(n, ref, remRegisterFailing{reminders.Reminder{Name: "r", Period: time.Hour}})
+	if !errors.Is(r.err, actor.ErrNotCommitted) || !errors.Is(r.err, errMarshal) {
+		t.Fatalf("a turn whose state failed: %v, %v; want ErrNotCommitted for the state", r.v, r.err)
+	}
+	if l, err := rem.ListOf(t.Context(), ref); err != nil || len(l.Reminders) != 0 {
+		t.Fatalf("ListOf after the failed turn: %+v, %v; want none", l.Reminders, err)
+	}
+	if got := rem.Stats().Reminders; got != 0 {
+		t.Fatalf("%d reminders armed after the failed turn, want 0", got)
+	}
+	e, err := rem.engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := reminders.Records(t.Context(), n.store, localShard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range recs {
+		if rec.Key != reminders.RecordID(localShard).Key {
+			t.Fatalf("the failed turn's reminder record is still at rest after a flush: %s", rec.Key)
+		}
 	}
 }

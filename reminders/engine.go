@@ -210,7 +210,8 @@ func (e *Engine) intentLocked(k Key) *entry {
 
 // Engine is the thin shell around a Schedule: one goroutine fires due
 // ticks and writes progress at rest; a turn's registrations are written
-// by a goroutine of their own (Commit), an operator's before it returns. Methods are safe for concurrent use.
+// by a goroutine of their own (Commit), an operator's before it returns.
+// Methods are safe for concurrent use.
 type Engine struct {
 	cfg Config
 	log *slog.Logger
@@ -633,12 +634,6 @@ type Change struct {
 	x     *entry // the new registration; nil: the reminder is removed
 }
 
-// Name returns the name of the reminder the change is to.
-func (c Change) Name() string { return c.k.Name }
-
-// Removal reports whether the change removes its reminder.
-func (c Change) Removal() bool { return c.x == nil }
-
 // PrepareRegister validates the registration of r for id, whose turn
 // made the changes staged already (earlier in the same turn, not
 // committed yet; nil if none), and returns the change to commit with
@@ -705,11 +700,12 @@ func (e *Engine) namesLocked(id prospero.Identity, staged []Change) map[string]b
 		names[n] = true
 	}
 	for _, c := range staged {
-		if c.k.ID == id {
-			names[c.k.Name] = c.x != nil
-			if c.x == nil {
-				delete(names, c.k.Name)
-			}
+		switch {
+		case c.k.ID != id:
+		case c.x == nil:
+			delete(names, c.k.Name)
+		default:
+			names[c.k.Name] = true
 		}
 	}
 	return names

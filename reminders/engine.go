@@ -793,8 +793,12 @@ func (e *Engine) Commit(changes []Change, done func(error)) *Commit {
 		for i := range cm.items {
 			errs[i] = cm.items[i].err
 		}
-		done(errors.Join(errs...))
+		// The writes' end counts before done: done may release the turn's
+		// outputs, and by then a Finish it leads to must have been carried
+		// out (a failed turn's records marked to be written back), or the
+		// asker could flush before the engine knows what to write.
 		cm.arrive()
+		done(errors.Join(errs...))
 	}()
 	return cm
 }

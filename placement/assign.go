@@ -73,11 +73,10 @@ type PlannerConfig struct {
 	MaxMoving int
 }
 
-// failedMove is what the planner remembers of a shard whose handoffs were
-// aborted (refused, failed, or unreported): the target they went to, how
-// many in a row, and from when the shard may be moved there again.
+// failedMove is what the planner remembers of a shard's aborted handoffs
+// (refused, failed, or unreported) to one target: how many in a row, and
+// until when the shard is not moved there again (zero once that passed).
 type failedMove struct {
-	to    string
 	fails int
 	until time.Time
 }
@@ -101,13 +100,25 @@ func (p *Planner) retryAfter(fails int) time.Duration {
 
 // aborted notes that m's handoff was aborted at now.
 func (p *Planner) aborted(m Move, now time.Time) {
-	f := p.failed[m.Shard]
-	if f == nil || f.to != m.To {
-		f = &failedMove{to: m.To}
-		p.failed[m.Shard] = f
+	byTarget := p.failed[m.Shard]
+	if byTarget == nil {
+		byTarget = map[string]*failedMove{}
+		p.failed[m.Shard] = byTarget
+	}
+	f := byTarget[m.To]
+	if f == nil {
+		f = &failedMove{}
+		byTarget[m.To] = f
 	}
 	f.fails++
 	f.until = now.Add(p.retryAfter(f.fails))
+}
+
+// backingOff returns the record of shard's aborted handoffs to target if
+// the shard may not be moved there at now.
+func (p *Planner) backingOff(shard ShardRef, target string, now time.Time) (*failedMove, bool) {
+	f := p.failed[shard][target]
+	return f, f != nil && now.Before(f.until)
 }
 
 // staleMoveFences is, with ConfirmMoves, how many fence delays a move may
@@ -129,7 +140,7 @@ type Planner struct {
 	moveSince map[ShardRef]time.Time
 	confirmed map[ShardRef]Move
 	refused   map[ShardRef]Move        // handoffs the old owner could not carry out
-	failed    map[ShardRef]*failedMove // shards whose last handoff was aborted: see retryAfter
+	failed    map[ShardRef]map[string]*failedMove // aborted handoffs by shard and target: see retryAfter
 	// holdUntil, holdExcept: see Hold.
 	holdUntil  time.Time
 	holdExcept string
@@ -157,7 +168,7 @@ func NewPlanner(cfg PlannerConfig) *Planner {
 		moveSince: map[ShardRef]time.Time{},
 		confirmed: map[ShardRef]Move{},
 		refused:   map[ShardRef]Move{},
-		failed:    map[ShardRef]*failedMove{},
+		failed:    map[ShardRef]map[string]*failedMove{},
 	}
 }
 
@@ -203,9 +214,11 @@ func (p *Planner) NextDeadline() (time.Time, bool) {
 		}
 		note(t)
 	}
-	for _, f := range p.failed {
-		if at := f.until; next.IsZero() || at.Before(next) {
-			next = at
+	for _, byTarget := range p.failed {
+		for _, f := range byTarget {
+			if at := f.until; !at.IsZero() && (next.IsZero() || at.Before(next)) {
+				next = at
+			}
 		}
 	}
 	return next, !next.IsZero()
@@ -274,9 +287,7 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 					switch {
 					case confirmed && c == m:
 						completes = append(completes, m)
-						if f := p.failed[ref]; f != nil && f.to == m.To {
-							delete(p.failed, ref) // it got there
-						}
+						delete(p.failed[ref], m.To) // it got there
 					case refused && r == m:
 						aborts = append(aborts, m)
 						p.aborted(m, now)
@@ -321,13 +332,13 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 			default:
 				shrinks = append(shrinks, staleReplicas(t, ref, s, ranked)...)
 				draining := owner.Status == StatusDraining
-				if f := p.failed[ref]; f != nil && f.to == target && now.Before(f.until) {
+				if f, ok := p.backingOff(ref, target, now); ok {
 					// Its last handoff there was aborted: let the old owner
 					// recover, and the target get ready, first. A draining
 					// owner tries the next-ranked node after two failures.
 					alt := ""
 					if draining && f.fails >= 2 {
-						alt = nextRanked(Ranked(gn, i, eligible), target, s.Owner)
+						alt = p.nextRanked(ref, Ranked(gn, i, eligible), s.Owner, now)
 					}
 					if alt == "" {
 						continue
@@ -356,9 +367,15 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 			delete(p.refused, ref)
 		}
 	}
-	for ref := range p.failed {
+	for ref, byTarget := range p.failed {
 		if _, ok := t.Shard(ref); !ok {
 			delete(p.failed, ref)
+			continue
+		}
+		for _, f := range byTarget {
+			if !now.Before(f.until) {
+				f.until = time.Time{} // passed: no deadline to wake for
+			}
 		}
 	}
 	// Draining nodes go first: someone is waiting for them to leave.
@@ -463,11 +480,11 @@ func staleReplicas(t *Table, ref ShardRef, s Shard, want []string) []Move {
 	return out
 }
 
-// nextRanked returns the first node of ranked that is neither skip nor
-// owner, "" if there is none.
-func nextRanked(ranked []string, skip, owner string) string {
+// nextRanked returns the first node of ranked, other than owner, that
+// shard's handoffs are not backing off from at now; "" if there is none.
+func (p *Planner) nextRanked(shard ShardRef, ranked []string, owner string, now time.Time) string {
 	for _, n := range ranked {
-		if n != skip && n != owner {
+		if _, off := p.backingOff(shard, n, now); n != owner && !off {
 			return n
 		}
 	}

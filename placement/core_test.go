@@ -1094,6 +1094,10 @@ func TestPlannerBacksOffRepeatedlyAbortedMoves(t *testing.T) {
 		if m, ok = driveOthers(t, tb, p, now, &shard, &watch); !ok || m.To != "b" {
 			t.Fatalf("abort %d: after +%s began %+v %v, want the move to b again", i+1, wait, m, ok)
 		}
+		// A back-off that ran out is no deadline to wake the leader for.
+		if at, ok := p.NextDeadline(); ok && !at.After(now) {
+			t.Fatalf("abort %d: next deadline +%s, at or before now", i+1, at.Sub(now))
+		}
 	}
 	// This time it ships: the move completes and the shard is settled.
 	p.Confirm(m)
@@ -1148,12 +1152,25 @@ func TestPlannerDrainingOwnerFallsBackToNextRanked(t *testing.T) {
 	if !ok || m.To == top || m.To == "a" {
 		t.Fatalf("after two aborts to %s: began %+v %v, want a move to the next-ranked node at once", top, m, ok)
 	}
+	alt := m.To
+	// The next-ranked node fails too: neither is tried again at once, and
+	// top's two failures are not forgotten (it still waits its two fence
+	// delays, while alt waits one).
+	p.Refuse(m)
+	driveOthers(t, tb, p, now, &shard, &watch) // the abort
+	if got, ok := driveOthers(t, tb, p, now, &shard, &watch); ok {
+		t.Fatalf("after the fallback to %s failed: began %+v at once", alt, got)
+	}
+	now = now.Add(fence)
+	if m, ok = driveOthers(t, tb, p, now, &shard, &watch); !ok || m.To != alt {
+		t.Fatalf("a fence delay after the fallback failed: began %+v %v, want the move to %s again (%s backs off longer)", m, ok, alt, top)
+	}
 	p.Confirm(m)
 	driveOthers(t, tb, p, now, &shard, &watch)
-	if s, _ := tb.Shard(shard); s.Owner != m.To || s.MovingTo != "" {
-		t.Fatalf("shard %+v, want %s's", s, m.To)
+	if s, _ := tb.Shard(shard); s.Owner != alt || s.MovingTo != "" {
+		t.Fatalf("shard %+v, want %s's", s, alt)
 	}
-	// a has left the shard; the planner does not move it back to top
+	// a has left the shard; the planner does not move it on to top
 	// before top's back-off passed.
 	if got, ok := driveOthers(t, tb, p, now.Add(time.Millisecond), &shard, &watch); ok {
 		t.Fatalf("moved to the failing node again at once: %+v", got)

@@ -141,11 +141,13 @@ type Result struct {
 	// Bounds describes answers (at most ten) outside what a counter can
 	// answer whatever the order: below the sum of the Adds acknowledged
 	// before the operation began (its own included), above the sum of
-	// every Add begun before it returned, answered or not; or an
+	// every Add begun by the time it returned, answered or not; or an
 	// acknowledged Add's value answered twice (every Add adds at least
-	// 1). A necessary condition of linearizability that is decided in
-	// O(n log n), for histories too large for porcupine to decide in
-	// time.
+	// 1). Only keys whose Adds are all positive are checked. A necessary
+	// condition of linearizability, not a sufficient one (answers within
+	// the bounds may still fit no single order: porcupine decides that),
+	// but decided in O(n log n), for histories too large for porcupine to
+	// decide in time.
 	Bounds []string
 	// Visualization is the file porcupine's view of a failed check was
 	// written to ("" if none).
@@ -231,7 +233,11 @@ func (h *History) Check(timeout time.Duration) Result {
 func regressions(ops []porcupine.Operation, start time.Time, limit int) []string {
 	at := func(d int64) string { return start.Add(time.Duration(d)).UTC().Format("15:04:05.000") }
 	byKey := map[string][]porcupine.Operation{}
+	shrinks := map[string]bool{} // keys with an Add below 1: their counters may go down
 	for _, o := range ops {
+		if o.Input.(Op).Add < 0 {
+			shrinks[o.Input.(Op).Key] = true
+		}
 		if o.Output.(Out).Known {
 			k := o.Input.(Op).Key
 			byKey[k] = append(byKey[k], o)
@@ -240,6 +246,9 @@ func regressions(ops []porcupine.Operation, start time.Time, limit int) []string
 	keys := slices.Sorted(maps.Keys(byKey))
 	var out []string
 	for _, k := range keys {
+		if shrinks[k] {
+			continue
+		}
 		calls := slices.Clone(byKey[k])
 		slices.SortFunc(calls, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
 		rets := slices.Clone(byKey[k])
@@ -309,6 +318,9 @@ func bounds(ops []porcupine.Operation, start time.Time, limit int) []string {
 				acked = append(acked, add{o.Return, in.Add})
 			}
 		}
+		if !positive {
+			continue // the bounds below hold for counters that only grow
+		}
 		ackedSum, begunSum := sums(acked), sums(begun)
 		seen := map[int64]porcupine.Operation{}
 		for _, o := range byKey[k] {
@@ -323,8 +335,10 @@ func bounds(ops []porcupine.Operation, start time.Time, limit int) []string {
 			if in.Add != 0 {
 				lo += in.Add // its own, which returned after its call
 			}
-			// Begun before o returned: those called strictly before.
-			j, _ := slices.BinarySearchFunc(begun, o.Return, func(a add, t int64) int { return cmp.Compare(a.t, t) })
+			// Begun by the time o returned: those called before or at its
+			// return (porcupine takes a call and a return at one instant
+			// as concurrent).
+			j, _ := slices.BinarySearchFunc(begun, o.Return+1, func(a add, t int64) int { return cmp.Compare(a.t, t) })
 			hi := begunSum[j]
 			var why string
 			switch {
@@ -333,7 +347,7 @@ func bounds(ops []porcupine.Operation, start time.Time, limit int) []string {
 			case res.V > hi:
 				why = fmt.Sprintf("above %d, every Add begun before it returned", hi)
 			}
-			if in.Add > 0 && positive && why == "" {
+			if in.Add > 0 && why == "" {
 				if p, dup := seen[res.V]; dup {
 					why = fmt.Sprintf("the value %+v answered too (called %s)", p.Input.(Op), at(p.Call))
 				}

@@ -33,6 +33,10 @@ func TestBounds(t *testing.T) {
 		{"a value from nowhere", []porcupine.Operation{op(2, 0, 1, 2), op(0, 2, 3, 9)}, "above 2"},
 		{"an add not begun yet", []porcupine.Operation{op(0, 0, 1, 3), op(3, 2, 3, 3)}, "above 0"},
 		{"one value answered twice", []porcupine.Operation{op(1, 0, 10, 1), op(1, 1, 9, 1)}, "answered too"},
+		// porcupine takes a call and a return at one instant as concurrent.
+		{"a read returning as an add is called", []porcupine.Operation{op(0, 0, 5, 3), op(3, 5, 10, 3)}, ""},
+		{"an add called and returned at one instant", []porcupine.Operation{op(3, 5, 5, 3)}, ""},
+		{"a decrement: not checked", []porcupine.Operation{op(5, 0, 1, 5), op(-2, 2, 3, 3), op(0, 4, 5, 3)}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := bounds(tc.ops, time.Unix(0, 0), 10)

@@ -434,7 +434,9 @@ func (c *cluster) serveState(conn net.Conn) error {
 	}
 	// Actors' records are stored in batches, one transaction (one fsync)
 	// for the records that arrived together: a batch is written when the
-	// stream has nothing more buffered, or at maxStateBatch records.
+	// stream has nothing more buffered, or once it holds maxStateBatch
+	// records or maxStateBatchBytes of state. A record counts as received
+	// (t.got) only once its batch is stored.
 	var batch []prospero.Replicated
 	var batchBytes int
 	flush := func() error {
@@ -442,8 +444,11 @@ func (c *cluster) serveState(conn net.Conn) error {
 			return nil
 		}
 		c.xmu.Lock()
-		deadline := t.deadline
+		deadline, terr := t.deadline, t.err
 		c.xmu.Unlock()
+		if terr != nil {
+			return terr // aborted meanwhile: nothing more is stored
+		}
 		ctx, cancel := context.WithDeadline(c.ctx, deadline)
 		defer cancel()
 		if err := c.storeStates(ctx, batch, func() error { return c.admitTransfer(ctx, k.shard, from, k.epoch) }); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -302,6 +303,80 @@ func TestClusterInvalidRecordAtRestIsolated(t *testing.T) {
 	for ref, v := range want {
 		if got := get(t, ctx, stay, ref); got != v {
 			t.Errorf("%v = %d after the handoff, acknowledged %d", ref, got, v)
+		}
+	}
+}
+
+// TestClusterHandoffOfALargeShard: a shard of more actors than one batch
+// of the new owner's writes holds (512) moves through a graceful leave
+// with every counter's state: the records are stored in several
+// transactions, each counted only once stored, and none is dropped or
+// stored twice across the batches' boundaries. Replication is off, so
+// the handoff ships every record rather than promoting a follower.
+func TestClusterHandoffOfALargeShard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := demoCluster(t, tempesttest.Options{Nodes: 3, Configure: func(_ string, cfg *tempest.Config) {
+		cfg.Cluster.Placement.Shards = 4
+		cfg.Cluster.Placement.Replicas = 1
+	}})
+	n1 := c.Node("n1")
+	var victim string
+	var shard placement.ShardRef
+	for _, name := range []string{"n2", "n3"} {
+		if owned := n1.Table().Owned(name); len(owned) > 0 {
+			victim, shard = name, owned[0]
+			break
+		}
+	}
+	if victim == "" {
+		t.Fatal("neither n2 nor n3 owns a shard")
+	}
+	const actors = 1200
+	var keys []string
+	tab := n1.Table()
+	for k := 0; len(keys) < actors; k++ {
+		key := fmt.Sprintf("big%d", k)
+		if loc, err := tab.Locate(demo.Counter, key); err == nil && loc.Shard == shard {
+			keys = append(keys, key)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(keys); i += 16 {
+				if _, err := n1.Ask(ctx, n1.Ref(demo.Counter, keys[i]), demo.Add{N: int64(i + 1)}); err != nil {
+					errs <- fmt.Errorf("add to %s: %w", keys[i], err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := c.Close(victim); err != nil {
+		t.Fatalf("graceful close of %s: %v", victim, err)
+	}
+	c.WaitSettled()
+	if owner, _, err := n1.Locate(n1.Ref(demo.Counter, keys[0])); err != nil || owner == victim {
+		t.Fatalf("after %s left, %s is located at %q (%v)", victim, shard, owner, err)
+	}
+	for i, key := range keys {
+		got, err := n1.Ask(ctx, n1.Ref(demo.Counter, key), demo.Get{})
+		if err != nil {
+			t.Fatalf("get %s: %v", key, err)
+		}
+		if v := got.(demo.CounterValue).N; v != int64(i+1) {
+			t.Fatalf("after the handoff %s = %d, want %d", key, v, i+1)
 		}
 	}
 }

@@ -139,7 +139,7 @@ type Planner struct {
 	downSince map[string]time.Time
 	moveSince map[ShardRef]time.Time
 	confirmed map[ShardRef]Move
-	refused   map[ShardRef]Move        // handoffs the old owner could not carry out
+	refused   map[ShardRef]Move                   // handoffs the old owner could not carry out
 	failed    map[ShardRef]map[string]*failedMove // aborted handoffs by shard and target: see retryAfter
 	// holdUntil, holdExcept: see Hold.
 	holdUntil  time.Time

@@ -503,8 +503,8 @@ func newReminderFailures() reminderFailures {
 }
 
 // syncReminders makes one pass. A shard that keeps failing the same way
-// (failing) is logged once, not at every pass (one line per shard per
-// table change or quarter second). A release that fails leaves the shard
+// (failing) is logged once while this node owns it, not at every pass
+// (one line per shard per table change or quarter second). A release that fails leaves the shard
 // held (reminders.Engine.Release), so the next pass tries it again. Once
 // the state store is damaged no shard is loaded again: every read would
 // fail, and the node stops serving anyway.
@@ -519,8 +519,9 @@ func (c *cluster) syncReminders(f reminderFailures) {
 		return
 	}
 	now := c.n.cfg.Clock.Now()
-	want := map[string]bool{}
+	want, owned := map[string]bool{}, map[string]bool{}
 	for _, ref := range tb.Owned(c.name) {
+		owned[shardKey(ref)] = true
 		s, _ := tb.Shard(ref)
 		if s.MovingTo == "" && c.pl.Check(ref, 0, now) == nil {
 			want[shardKey(ref)] = true
@@ -548,7 +549,10 @@ func (c *cluster) syncReminders(f reminderFailures) {
 		}
 	}
 	for sh := range failing {
-		if !want[sh] {
+		// Kept while the shard is owned here, also while it may not be
+		// served for a moment (a lease renewing): a shard that fails the
+		// same way after that is not logged again.
+		if !owned[sh] {
 			delete(failing, sh)
 		}
 	}

@@ -27,12 +27,24 @@ func TestReminderLoadFailureLoggedOnce(t *testing.T) {
 			keys = append(keys, tempest.ReminderShardKey(s))
 		}
 	}
-	c.Kill("n1")
-	path := filepath.Join(c.Config("n1").DataDir, tempest.StateFile)
-	for _, k := range keys {
-		plantRecord(t, path, reminders.RecordKind, reminders.RecordID(k).Key, []byte("\xffnot a shard record"))
+	// Every node's copy is damaged, so that whichever node owns a shard
+	// after the restart (a shard of n1's may fail over and come back, and
+	// a follower's copy may be caught up from its owner's) fails to load
+	// it the same way.
+	names := []string{"n1", "n2", "n3"}
+	for _, name := range names {
+		c.Kill(name)
 	}
-	n1 := c.Start("n1")
+	for _, name := range names {
+		path := filepath.Join(c.Config(name).DataDir, tempest.StateFile)
+		for _, k := range keys {
+			plantRecord(t, path, reminders.RecordKind, reminders.RecordID(k).Key, []byte("\xffnot a shard record"))
+		}
+	}
+	for _, name := range names {
+		c.Start(name)
+	}
+	n1 := c.Node("n1")
 	c.WaitSettled()
 	count := func() map[string]int {
 		out := map[string]int{}
@@ -48,14 +60,16 @@ func TestReminderLoadFailureLoggedOnce(t *testing.T) {
 		}
 		return out
 	}
+	// The first failure of a shard may be logged before the passes below
+	// or during them; during them, each shard is logged at most once.
 	before := count()
 	tempest.SyncReminderPasses(n1, 5)
-	after := count()
 	failed := 0
-	for k, n := range after {
+	for k, n := range count() {
 		if d := n - before[k]; d > 1 {
-			t.Errorf("shard %s logged %d times in 5 passes, want once", k, d)
-		} else if d == 1 {
+			t.Errorf("shard %s logged %d times in 5 passes, want at most once", k, d)
+		}
+		if n > 0 {
 			failed++
 		}
 	}

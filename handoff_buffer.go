@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/placement"
-	"github.com/tempest-actors/tempest/wire"
 )
 
 // Mail that may not be sent now but may be soon waits in bounded
@@ -21,14 +21,17 @@ import (
 // retry.go: mail for a shard being handed off (or not placed, its owner
 // down, this node's table behind, its lease not fresh) from an actor, and
 // asks from anyone; mail from anyone that the owner's node refused
-// NOT_OWNER, NOT_SERVING or BUSY; and mail this node admitted and then
-// fenced off (remote.Resend: its own senders', and tells from other
-// nodes). Each recipient's queue is routed again in
+// NOT_OWNER, NOT_SERVING or BUSY; and mail of this node's own senders
+// that this node admitted and then fenced off (remote.ResendAll). Each
+// recipient's queue is routed again in
 // order when the table changes, or when its head's back-off ends, to
 // whichever node owns the shard then (this one included). Once a
 // recipient has a queue, later mail for it joins the queue even if the
 // move has completed meanwhile, so mail from one sender to one recipient
-// keeps its order. A moving shard's queues hold at most
+// keeps its order. Fenced-off mail left the recipient's mailbox, so it
+// was sent before anything queued for the recipient since: it goes ahead
+// of that mail, behind mail fenced off earlier (addUnrun), and is handed
+// over before the mailbox admits mail again. A moving shard's queues hold at most
 // handoffBufferPerShard messages, and so do one shard's for every other
 // cause (one kind's while its shard is not known); beyond that the sender
 // gets actor.ErrRefused, as for a full mailbox, and program code's tell
@@ -38,8 +41,10 @@ import (
 // (program code: counted, Stats().Retry.GaveUp),
 // and an ask is dropped at its deadline (the scheduler fails it then). A
 // move that is aborted leaves the shard with its old owner, where the
-// waiting mail then goes. Program code's tells do not wait here: Node.Tell
-// returns what it knows at once, so it waits itself (awaitRetry).
+// waiting mail then goes. A tell from program code whose route is in flux
+// when it is sent does not wait here: Node.Tell returns what it knows at
+// once, so it waits itself (awaitRetry). One refused by another node, or
+// fenced off here after admission, waits here as any other mail.
 
 // Limits of the handoff buffers.
 const (
@@ -84,6 +89,9 @@ type bufItem struct {
 	attempt    int
 	avoid      string
 	avoidEpoch uint64
+	// unrun marks mail this node admitted and then fenced off
+	// (addUnrun): it waits ahead of the mail queued for its recipient.
+	unrun bool
 }
 
 // resentTell is a tell sent again: its sender, its message in the form
@@ -147,6 +155,53 @@ func (b *handoffBuffer) add(it bufItem, shard string, now time.Time, mustExist b
 	default:
 	}
 	return true, nil
+}
+
+// addUnrun queues items, mail for one recipient that this node admitted
+// and then fenced off, in their mailbox order, ahead of every message
+// waiting for that recipient but behind mail fenced off before them (the
+// leading run of unrun items, which left the mailbox earlier): mail sent
+// after a fenced-off message, whether it waits here already or comes
+// later, stays behind it. Nothing of it is sent from here; the retry loop
+// routes it. All of items is queued, or none when the shard's queues are
+// full (false).
+func (b *handoffBuffer) addUnrun(items []bufItem, shard string, now time.Time) bool {
+	if len(items) == 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := bufKey(items[0].m.To)
+	q := b.queues[k]
+	if q != nil {
+		shard = q.shard
+	}
+	if b.perShard[shard]+len(items) > b.limit {
+		return false
+	}
+	if q == nil {
+		q = &bufQueue{to: items[0].m.To.WithIncarnation(0), shard: shard}
+		b.queues[k] = q
+	}
+	at := 0
+	for at < len(q.items) && q.items[at].unrun {
+		at++
+	}
+	for i := range items {
+		items[i].unrun = true
+		if items[i].since.IsZero() {
+			items[i].since = now
+		}
+	}
+	q.items = slices.Insert(q.items, at, items...)
+	b.perShard[shard] += len(items)
+	b.n.Add(int64(len(items)))
+	b.parked.Add(uint64(len(items)))
+	select { // the retry loop routes them
+	case b.kick <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 // head returns the first waiting message for key.
@@ -395,7 +450,7 @@ func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, err error) bool {
 			r.buf.resent.Add(1)
 			if serr := r.route(m); serr != nil {
 				r.fail(m, serr)
-			} else if m.AskID == 0 {
+			} else if m.AskID == 0 && !local {
 				r.noteResent(it)
 			}
 			return true
@@ -484,7 +539,7 @@ func (r *remote) flushBuffered() (next time.Time) {
 			r.buf.resent.Add(1)
 			if serr := r.sendRouted(it.m, node, epoch, local); serr != nil {
 				r.fail(it.m, serr)
-			} else if it.m.AskID == 0 {
+			} else if it.m.AskID == 0 && !local {
 				r.noteResent(it)
 			}
 		}
@@ -532,20 +587,13 @@ func (r *remote) route(m ariel.Outbound) error {
 	return r.sendRouted(m, node, epoch, local)
 }
 
-// sendRouted sends m as routed to node at epoch (local: this node).
+// sendRouted sends m as routed to node at epoch (local: this node). Mail
+// routed here is this node's own again (ariel.Scheduler.DeliverRouted):
+// an ask is answered to its caller directly, and mail fenced off here once
+// more comes back in its recipient's batch (ResendAll) and waits again.
 func (r *remote) sendRouted(m ariel.Outbound, node string, epoch uint64, local bool) error {
 	if local {
-		var reply func(any, error)
-		if m.AskID != 0 {
-			id := m.AskID
-			reply = func(v any, err error) {
-				if wire.IsNotRun(err) && r.retry(m, 0, err) {
-					return // fenced off here again: it waits once more
-				}
-				r.sched.CompleteAsk(id, v, err)
-			}
-		}
-		return r.sched.DeliverTraced(m.To, m.From, m.Msg, m.Deadline, m.Chain, m.Trace, reply)
+		return r.sched.DeliverRouted(m)
 	}
 	return r.sendTo(node, epoch, m)
 }

@@ -435,10 +435,10 @@ func (r *remote) owns(to actor.Ref) error {
 // the shard and read its state at rest; activating it then would
 // acknowledge updates the new owner never receives. Refused here, none
 // of that mail ran: the error is the refusal admission would give it
-// now (see refusal), marked wire.NotRun, and every sender's mail is sent
-// again under the one retry policy (retry.go): what this node's own
-// senders sent, and tells from other nodes, through Resend; an ask from
-// another node goes back to its caller's node as that refusal.
+// now (see refusal), marked wire.NotRun. What this node's own senders
+// sent is sent again under the one retry policy (retry.go) through
+// ResendAll; an ask from another node goes back to its caller's node as
+// that refusal; a tell from another node is lost (retry.go says why).
 func (r *remote) fence(ref actor.Ref) error {
 	owner, _, local, err := r.locate(ref)
 	switch {
@@ -455,13 +455,33 @@ func (r *remote) fence(ref actor.Ref) error {
 	return wire.NotRun(err)
 }
 
-// Resend implements ariel.Resender: mail that waited here for an
-// activation the fence refused never ran, so it waits in the retry
-// queue as a refusal from a peer does (retry), and is sent again where
-// the table routes it once it may go. A tell that arrived from another
-// node is sent on from here: it names no way back to its sender's node.
-func (r *remote) Resend(m ariel.Outbound, err error) bool {
-	return r.retry(m, 0, err)
+// ResendAll implements ariel.Resender: mail that waited here for an
+// activation the fence refused never ran, so it waits in the retry queue
+// (handoff_buffer.go addUnrun) as a peer's refusal would make it wait,
+// but ahead of the mail queued for its recipient meanwhile, which was
+// sent after it; the retry loop routes it where the table puts the
+// recipient once it may go. The scheduler's batch holds this node's own
+// senders' mail only: an ask from another node goes back to its caller's
+// node as the refusal, and a tell from another node is not resent here
+// (retry.go says why).
+func (r *remote) ResendAll(batch []ariel.Outbound, err error) bool {
+	if r.buf == nil || len(batch) == 0 || !batch[0].To.IsVirtual() || !resendable(err) {
+		return false
+	}
+	now := r.sched.Clock().Now()
+	wait, busy := busyFor(err)
+	items := make([]bufItem, 0, len(batch))
+	for _, m := range batch {
+		if m.AskID != 0 && !r.sched.AskPending(m.AskID) {
+			continue // answered meanwhile (its deadline): nothing to send
+		}
+		it := bufItem{m: m}
+		if busy {
+			it.due = now.Add(wait)
+		}
+		items = append(items, it)
+	}
+	return r.buf.addUnrun(items, r.shardOf(batch[0].To, err), now)
 }
 
 // refusal is the admission error for a locator error: one that names the

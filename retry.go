@@ -26,12 +26,21 @@ import (
 //     mailbox for an activation its fence then refuses (remote.fence: the
 //     shard moved or began to move meanwhile); that mail never ran either,
 //     and is refused as admission would refuse it then, marked wire.NotRun.
-//     An ask from another node goes back to its caller's node as that
-//     refusal (a Refused, not a Reply); every other fenced-off message (this
-//     node's own senders', a tell from another node) is handed back by the
-//     scheduler (ariel.Resender, remote.Resend) and waits here as if a peer
-//     had refused it. So a local owner and a remote one end a fenced-off
-//     send alike. Never an ask whose
+//     What becomes of it depends on where it came from. This node's own
+//     senders' mail (program code's and turns', asks and tells) is handed
+//     back by the scheduler in one batch (ariel.Resender, remote.ResendAll)
+//     and waits here ahead of the mail queued for its recipient since,
+//     which its senders sent after it. An ask from another node goes back
+//     to its caller's node as that refusal (a Refused, not a Reply), which
+//     resends it from its own queue, in order with that caller's later
+//     mail. A tell from another node is lost: this node could send it on
+//     only out of order with its sender's later tells, which that sender's
+//     node routes to the new owner itself, and the wire protocol cannot
+//     refuse a tell once admitted (a tell gets no answer to match), so it
+//     is failed as before the fence (counted undelivered by the scheduler;
+//     its sender, program code or an actor, is not told). So a local owner
+//     and a remote one end a fenced-off ask alike, and a tell alike only
+//     when its sender is on the owner's node. Never an ask whose
 //     turn ran and did not commit (actor.ErrNotCommitted: its outcome is
 //     unknown), never a link that went down under a sent message (whether
 //     the peer acted on it is unknown), never any other refusal, and never
@@ -47,7 +56,12 @@ import (
 //     naming nothing it did not do); a tell for tellRetryWait from its own
 //     first refusal (then an actor sender gets it back as
 //     actor.Undelivered with actor.ErrProcessUnavailable, and program code,
-//     which nobody can tell, has it counted in Stats().Retry.GaveUp).
+//     which nobody can tell, has it counted in Stats().Retry.GaveUp). A
+//     tell refused by another node keeps the start of its first wait when
+//     this node had sent it again (handoffBuffer.resentTells); one fenced
+//     off by this node's own fence after it was routed here again starts
+//     its wait anew, which takes two table changes (the move undone, then
+//     begun again), so it cannot loop on an unchanged table.
 //
 // The queue that holds such mail is the routing layer's (handoff_buffer.go),
 // keyed by recipient so that mail from one sender to one recipient keeps its

@@ -241,7 +241,7 @@ func (s *Scheduler) DeliverAsk(to, from actor.Ref, msg any, deadline time.Time, 
 			s.countRefusal(err)
 			return QueuedAsk{}, err
 		}
-		if p, retry, err := s.deliverTo(c, from, msg, deadline, chain, trace, reply); !retry {
+		if p, retry, err := s.deliverTo(c, from, msg, deadline, chain, trace, reply, true); !retry {
 			if err != nil {
 				return QueuedAsk{}, err
 			}
@@ -252,14 +252,17 @@ func (s *Scheduler) DeliverAsk(to, from actor.Ref, msg any, deadline time.Time, 
 
 // deliverTo is one attempt of Deliver on the cell c, whose slot is
 // reserved. retry reports that c was removed meanwhile (look up again).
-// p is the admitted ask (nil for a tell).
-func (s *Scheduler) deliverTo(c *Cell, from actor.Ref, msg any, deadline time.Time, chain *callChain, trace any, reply func(any, error)) (p *pending, retry bool, err error) {
+// p is the admitted ask (nil for a tell). peer marks mail from another
+// node.
+func (s *Scheduler) deliverTo(c *Cell, from actor.Ref, msg any, deadline time.Time, chain *callChain, trace any, reply func(any, error), peer bool) (p *pending, retry bool, err error) {
 	e := envelope{msg: msg, chain: chain}
 	switch {
 	case reply == nil && trace != nil:
-		e.x = &xinfo{from: from, trace: &msgTrace{trace: trace, queued: s.clock.Now()}}
+		e.x = &xinfo{from: from, trace: &msgTrace{trace: trace, queued: s.clock.Now()}, peer: peer}
 	case !from.IsZero():
-		e.x = &xinfo{from: from}
+		e.x = &xinfo{from: from, peer: peer}
+	case peer && reply == nil:
+		e.x = peerTell
 	}
 	if reply != nil {
 		p = &pending{s: s, fn: reply}
@@ -292,6 +295,71 @@ func (s *Scheduler) deliverTo(c *Cell, from actor.Ref, msg any, deadline time.Ti
 	}
 	s.wake(c, nil)
 	return p, false, nil
+}
+
+// DeliverRouted delivers m, mail this node's Router took (Forward, or a
+// Resender's batch) and has routed to an actor of this node since: m.To
+// must resolve to a cell here. An ask (AskID) is the ask registered
+// under that id, queued itself, so that its caller is answered as if it
+// had never left the scheduler; a tell comes from m.From. Such mail is
+// this node's own, not another node's: a Reject of its recipient offers
+// it to the Resender again. The error is the admission outcome; an ask
+// not admitted is left to the Router (CompleteAsk), and one answered
+// meanwhile (its deadline) is admitted as nothing.
+func (s *Scheduler) DeliverRouted(m Outbound) error {
+	if s.closing.Load() {
+		return ErrClosed
+	}
+	var p *pending
+	if m.AskID != 0 {
+		v, ok := s.asks.Load(m.AskID)
+		if !ok {
+			return nil // answered meanwhile: nothing left to deliver
+		}
+		p = v.(*pending)
+	}
+	chain, err := chainOf(m.Chain)
+	if err != nil {
+		return err
+	}
+	for {
+		c, err := s.local.Resolve(m.To)
+		if err != nil {
+			s.g.undelivered.Add(1)
+			return err
+		}
+		if c == nil {
+			return actor.ErrProcessUnavailable
+		}
+		if err := c.reserve(); err != nil {
+			s.countRefusal(err)
+			return err
+		}
+		e := envelope{msg: m.Msg, chain: chain, ask: p}
+		if !m.From.IsZero() {
+			e.x = &xinfo{from: m.From}
+		}
+		if p != nil {
+			e.deadline = m.Deadline.UnixNano()
+		} else if tracingBuilt && m.Trace != nil && s.traces() {
+			if e.x == nil {
+				e.x = &xinfo{}
+			}
+			e.x.trace = &msgTrace{trace: m.Trace, queued: s.clock.Now()}
+		}
+		if s.latency != nil {
+			e.enq = s.clock.Now().UnixNano()
+		}
+		if c.pushOne(e) {
+			s.wake(c, nil)
+			return nil
+		}
+		c.unreserve(1)
+		if !c.gone() {
+			return actor.ErrActorTerminated
+		}
+		s.forget(c) // removed while we looked it up: the identity gets a fresh cell
+	}
 }
 
 // replier is the Replier of one ask (Context.ReplyLater). The pending ask

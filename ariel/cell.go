@@ -72,7 +72,17 @@ type envelope struct {
 type xinfo struct {
 	from  actor.Ref // the sender on another node; zero for none
 	trace *msgTrace // nil: untraced
+	// peer marks mail that arrived from another node (Deliver, Inbox),
+	// which Reject does not offer a Resender (see Resender).
+	peer bool
 }
+
+// peerTell is the xinfo of an untraced tell from another node with no
+// sender: shared, so that such a tell allocates nothing for its mark.
+var peerTell = &xinfo{peer: true}
+
+// fromPeer reports whether e arrived from another node.
+func (e *envelope) fromPeer() bool { return e.x != nil && e.x.peer }
 
 // remoteSender is the sender on another node, zero for none.
 func (e *envelope) remoteSender() actor.Ref {

@@ -83,9 +83,9 @@ func (in *Inbox) Tell(from actor.Ref, msg any) error {
 		s.countRefusal(err)
 		return err
 	}
-	e := envelope{msg: msg}
+	e := envelope{msg: msg, x: peerTell}
 	if !from.IsZero() {
-		e.x = &xinfo{from: from}
+		e.x = &xinfo{from: from, peer: true}
 	}
 	if s.latency != nil {
 		e.enq = s.clock.Now().UnixNano()
@@ -123,9 +123,9 @@ func (in *Inbox) TellBatch(from actor.Ref, msgs []any) (n int, err error) {
 		// Full, or ended meanwhile: Tell tells the two apart.
 		return in.tellEach(from, msgs)
 	}
-	var x *xinfo
+	x := peerTell
 	if !from.IsZero() {
-		x = &xinfo{from: from} // shared by the batch: read, never written
+		x = &xinfo{from: from, peer: true} // shared by the batch: read, never written
 	}
 	var enq int64
 	if s.latency != nil {

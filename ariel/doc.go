@@ -148,9 +148,11 @@
 // error. Retire of a cell with no actor, and Reject (an activation the
 // supervisor refuses), answer the waiting mail at once: asks fail, tells
 // from actors come back as Undelivered. None of the mail Reject answers
-// ran, so a Router that implements Resender is offered it first (all but
-// asks from other nodes, which their reply functions answer) and may send
-// it again instead. NotifyUndelivered posts a notice to
+// ran, so a Router that implements Resender is handed it first, in one
+// batch in mailbox order before the mailbox admits mail again (all but
+// mail from other nodes: their asks' reply functions answer them, their
+// tells fail), and may send it again instead (DeliverRouted brings it
+// back to a local actor). NotifyUndelivered posts a notice to
 // an actor's system lane, never refused by a full mailbox. After Close,
 // Passivate runs the final turn on a goroutine of its own (and Close runs
 // passivations that were queued but never ran), so a supervisor shut down

@@ -28,23 +28,31 @@ type Router interface {
 }
 
 // Resender is implemented by a Router that sends again mail this node
-// admitted and then refused without running it: Reject offers it each
-// message that waited for the refused activation, in mailbox order,
-// before it fails the message with err, and Resend reports whether it
-// took the message (then it is the Router's: it sends it again, or
-// reports its failure as Forward's callers do, an ask through
-// CompleteAsk, a tell to an actor sender as an actor.Undelivered
-// notice). m is the message as a Router would be given it to forward:
-// its recipient (unpinned), its sender (zero for program code, an actor
-// on this node or, for a tell that arrived from another node, the
-// sender named there), an ask's AskID (registered for CompleteAsk and
-// AskPending), deadline, call chain and trace. An ask that arrived from
-// another node is not offered: its reply function answers it with err,
-// and its caller's node decides. Resend runs on Reject's caller's
-// goroutine (a doorbell's: often a sender's), concurrently with other
-// sends, and must not block.
+// admitted and then refused without running it. Reject hands it the
+// messages that waited for the refused activation, all in one call and
+// in mailbox order, before it fails them with err; ResendAll reports
+// whether it took the batch. Taken, every message of it is the Router's:
+// it sends them again in that order, ahead of any mail for the recipient
+// sent after them, or reports a failure as Forward's callers do (an ask
+// through CompleteAsk, a tell to an actor sender as an actor.Undelivered
+// notice). Declined, Reject fails them all with err.
+//
+// A message is as a Router would be given it to forward: its recipient
+// (unpinned), its sender (zero for program code, else an actor of this
+// node), an ask's AskID (registered for CompleteAsk and AskPending),
+// deadline, call chain and trace. Mail that arrived from another node is
+// not in the batch: an ask's reply function answers it with err, and its
+// caller's node decides; a tell is failed with err as before, since its
+// sender's node, not this one, orders it against that sender's later
+// mail (see Deliver).
+//
+// ResendAll runs on Reject's caller's goroutine with the recipient's
+// mailbox locked, so that no mail for the recipient is admitted until it
+// returns: it must not block, send, report failures or call the
+// scheduler (but for AskPending), and may take only locks that are never
+// held across a call into the scheduler.
 type Resender interface {
-	Resend(m Outbound, err error) bool
+	ResendAll(batch []Outbound, err error) bool
 }
 
 // Outbound is a message leaving this node.

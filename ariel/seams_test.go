@@ -12,6 +12,7 @@ import (
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/wire"
 )
 
 // tally counts, per message id, how often an actor handled it.
@@ -631,42 +632,31 @@ type resendRouter struct {
 	ariel.Router
 	mu      sync.Mutex
 	take    bool
-	offered []ariel.Outbound
+	batches [][]ariel.Outbound
 	errs    []error
 }
 
-func (r *resendRouter) Resend(m ariel.Outbound, err error) bool {
+func (r *resendRouter) ResendAll(batch []ariel.Outbound, err error) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.offered = append(r.offered, m)
+	r.batches = append(r.batches, append([]ariel.Outbound(nil), batch...))
 	r.errs = append(r.errs, err)
 	return r.take
 }
 
-func (r *resendRouter) got() ([]ariel.Outbound, []error) {
+func (r *resendRouter) got() ([][]ariel.Outbound, []error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]ariel.Outbound(nil), r.offered...), append([]error(nil), r.errs...)
+	return append([][]ariel.Outbound(nil), r.batches...), append([]error(nil), r.errs...)
 }
 
-// Reject offers a Resender every message that waited for the refused
-// activation, in mailbox order, as it would be forwarded (an ask with an
-// id its outcome completes, a tell with its sender), except an ask that
-// arrived from another node, which its reply function answers. What the
-// Resender takes is its own; what it declines fails as before.
-func TestRejectOffersWaitingMailToResender(t *testing.T) {
-	bell := chanBell{make(chan actor.Ref, 16)}
-	s := newSched(t, ariel.Config{Workers: 2, Activator: bell})
-	if err := s.Register("w", func(string) actor.Actor { return echo{} }, 0); err != nil {
-		t.Fatal(err)
-	}
-	rr := &resendRouter{Router: s.LocalRouter(), take: true}
-	s.SetRouter(rr)
-	fenced := errors.New("fenced off")
-	a := actor.Virtual("w", "a")
-	inTurn := make(chan error, 1)
-	sender, err := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
-		if m, ok := msg.(actor.Ref); ok {
+// resendSender asks and then tells the reference it is sent, from one
+// turn, and reports the ask's outcome on inTurn; told a channel, it
+// closes it (the sends of its earlier turns have left by then).
+func resendSender(inTurn chan<- error) actor.Actor {
+	return actor.Func(func(ctx actor.Context, msg any) {
+		switch m := msg.(type) {
+		case actor.Ref:
 			ctx.Ask(m, "in-turn ask", func(_ actor.Context, v any, err error) {
 				if err == nil && v != "answered" {
 					err = fmt.Errorf("answered %v", v)
@@ -674,8 +664,45 @@ func TestRejectOffersWaitingMailToResender(t *testing.T) {
 				inTurn <- err
 			})
 			_ = ctx.Tell(m, "in-turn tell")
+		case chan struct{}:
+			close(m)
 		}
-	}))
+	})
+}
+
+// sendsLeft tells sender a channel and waits until it closes it.
+func sendsLeft(t *testing.T, s *ariel.Scheduler, sender actor.Ref) {
+	t.Helper()
+	ch := make(chan struct{})
+	if err := s.Tell(sender, ch); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the sender's next turn never ran")
+	}
+}
+
+// Reject hands a Resender the messages that waited for the refused
+// activation in one batch, in mailbox order, as they would be forwarded
+// (an ask with an id its outcome completes, a tell with its sender),
+// but for mail that arrived from another node: an ask is answered by its
+// reply function, a tell is failed. What the Resender takes is its own;
+// what it declines fails as before.
+func TestRejectHandsWaitingMailToResender(t *testing.T) {
+	bell := chanBell{make(chan actor.Ref, 16)}
+	s := newSched(t, ariel.Config{Workers: 2, Activator: bell})
+	if err := s.Register("w", func(string) actor.Actor { return echo{} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	rr := &resendRouter{Router: s.LocalRouter(), take: true}
+	s.SetRouter(rr)
+	refusal := errors.New("fenced off")
+	fenced := wire.NotRun(refusal)
+	a := actor.Virtual("w", "a")
+	inTurn := make(chan error, 1)
+	sender, err := s.Spawn(resendSender(inTurn))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -683,39 +710,37 @@ func TestRejectOffersWaitingMailToResender(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRing(t, bell)
-	waitQueued := func(n int) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for s.Queued(a) != n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d queued for %v, want %d", s.Queued(a), a, n)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	waitQueued(2)
+	sendsLeft(t, s, sender)
 	if err := s.Tell(a, "program tell"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Deliver(a, actor.Ref{}, "remote tell", time.Time{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	remote := make(chan error, 1)
 	if err := s.Deliver(a, actor.Ref{}, "remote ask", time.Now().Add(20*time.Second), func(_ any, err error) { remote <- err }); err != nil {
 		t.Fatal(err)
 	}
-	waitQueued(4)
+	if n := s.Queued(a); n != 5 {
+		t.Fatalf("%d queued for %v, want 5", n, a)
+	}
 	if err := s.Reject(a, fenced); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-remote; !errors.Is(err, fenced) {
-		t.Fatalf("the ask from another node = %v, want the rejection", err)
+	if err := <-remote; err != fenced {
+		t.Fatalf("the ask from another node = %v, want the rejection itself", err)
 	}
-	offered, errs := rr.got()
-	if len(offered) != 3 {
-		t.Fatalf("offered %d messages, want 3: %+v", len(offered), offered)
+	batches, errs := rr.got()
+	if len(batches) != 1 || len(batches[0]) != 3 {
+		t.Fatalf("handed %d batches (%+v), want one of 3 messages", len(batches), batches)
 	}
+	if errs[0] != fenced {
+		t.Fatalf("batch handed with %v, want the rejection", errs[0])
+	}
+	offered := batches[0]
 	for i, want := range []string{"in-turn ask", "in-turn tell", "program tell"} {
-		m := offered[i]
-		if m.Msg != want || m.To != a || !errors.Is(errs[i], fenced) {
-			t.Fatalf("offered #%d = %+v (%v), want %q to %v", i, m, errs[i], want, a)
+		if m := offered[i]; m.Msg != want || m.To != a {
+			t.Fatalf("offered #%d = %+v, want %q to %v", i, m, want, a)
 		}
 	}
 	if ask := offered[0]; ask.AskID == 0 || ask.Deadline.IsZero() || ask.From.ID() != sender.ID() || !s.AskPending(ask.AskID) {
@@ -739,11 +764,11 @@ func TestRejectOffersWaitingMailToResender(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitRing(t, bell)
-	waitQueued(2)
+	sendsLeft(t, s, sender)
 	if err := s.Reject(a, fenced); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-inTurn; !errors.Is(err, fenced) {
-		t.Fatalf("a declined in-turn ask = %v, want the rejection", err)
+	if err := <-inTurn; !errors.Is(err, refusal) {
+		t.Fatalf("a declined in-turn ask = %v (%T), want the rejection without its mark", err, err)
 	}
 }

@@ -650,11 +650,12 @@ func stopOf(e *envelope) (error, func()) {
 // loaded, or this node may not serve it now): asks fail with err, tells
 // from actors come back to them as actor.Undelivered. Mail that waited
 // for an activation never ran, so a Router that implements Resender is
-// offered each such message first (except asks that arrived from another
-// node), to send it again. A cell with no actor stays (or, when empty, leaves the scheduler's
-// memory); the next mail rings the Activator again. A cell whose actor is
-// still attached (a faulted value awaiting a remedy that will not come)
-// is stopped, its queued mail answered with err.
+// handed that mail first, as one batch in mailbox order (all but mail
+// that arrived from another node), to send it again. A cell with no
+// actor stays (or, when empty, leaves the scheduler's memory); the next
+// mail rings the Activator again. A cell whose actor is still attached (a
+// faulted value awaiting a remedy that will not come) is stopped, its
+// queued mail answered with err.
 func (s *Scheduler) Reject(ref actor.Ref, err error) error {
 	if err == nil {
 		err = actor.ErrActorTerminated
@@ -662,43 +663,73 @@ func (s *Scheduler) Reject(ref actor.Ref, err error) error {
 	return s.stopCell(ref, err, nil)
 }
 
-// resend offers e, a message for ref that waited for an activation
-// Reject refused, to the Router as a Resender. An ask is offered only
-// while its turn has not started and its caller waits on this node (an
-// ask from another node is answered by its reply function).
-func (s *Scheduler) resend(ref actor.Ref, e *envelope, err error) bool {
-	rs, ok := s.route().(Resender)
-	if !ok || e.kind != kUser {
-		return false
+// resendable builds the Outbound of e, a message for ref that waited for
+// an activation Reject refused, for a Resender's batch: ok false for
+// mail not offered (system mail, mail from another node, an ask whose
+// turn started or that was answered). An ask is registered under the
+// Outbound's AskID (forgetAsks undoes it if the batch is declined).
+func (s *Scheduler) resendable(ref actor.Ref, e *envelope) (m Outbound, ok bool) {
+	if e.kind != kUser || e.fromPeer() {
+		return Outbound{}, false
 	}
-	m := Outbound{To: ref.Unpinned(), Msg: e.msg, Chain: e.chain.Refs()}
+	p := e.ask
+	if p != nil && (p.fn != nil || p.turn.Load() != askQueued || p.done.Load()) {
+		return Outbound{}, false
+	}
+	m = Outbound{To: ref.Unpinned(), Msg: e.msg, Chain: e.chain.Refs()}
 	switch {
 	case e.from != nil:
 		m.From = e.from.Ref()
 	default:
-		m.From = e.remoteSender()
+		m.From = e.remoteSender() // a sender named by DeliverRouted
 	}
 	if tr := e.tellTrace(); tracingBuilt && tr != nil {
 		m.Trace = tr.trace
 	}
-	p := e.ask
 	if p != nil {
-		if p.fn != nil || p.turn.Load() != askQueued || p.done.Load() {
-			return false
+		if m.AskID = p.id.Load(); m.AskID == 0 {
+			m.AskID = s.registerAsk(p)
 		}
-		m.AskID = s.registerAsk(p)
 		m.Deadline = time.Unix(0, e.deadline)
 		if tracingBuilt && p.trace != nil {
 			m.Trace = p.trace.trace
 		}
 	}
-	if rs.Resend(m, err) {
-		return true
+	return m, true
+}
+
+// resendBatch hands the Resender, if the Router is one, the mail of c
+// that Reject refused with err and that it may send again; it runs with
+// c's lock held (see Resender), so that mail admitted afterwards cannot
+// overtake the batch. It reports which of mail the Router took (nil:
+// none).
+func (s *Scheduler) resendBatch(c *Cell, mail []envelope, err error) (taken []bool) {
+	rs, ok := s.route().(Resender)
+	if !ok || len(mail) == 0 {
+		return nil
 	}
-	if p != nil {
-		s.asks.Delete(m.AskID)
+	var batch []Outbound
+	var regs []uint64 // asks registered here for the batch
+	taken = make([]bool, len(mail))
+	for i := range mail {
+		had := mail[i].ask != nil && mail[i].ask.id.Load() != 0
+		m, ok := s.resendable(c.ref, &mail[i])
+		if !ok {
+			continue
+		}
+		if m.AskID != 0 && !had {
+			regs = append(regs, m.AskID)
+		}
+		batch = append(batch, m)
+		taken[i] = true
 	}
-	return false
+	if len(batch) == 0 || !rs.ResendAll(batch, err) {
+		for _, id := range regs {
+			s.asks.Delete(id)
+		}
+		return nil
+	}
+	return taken
 }
 
 // stopCell is Retire (err nil) or Reject; released (Retire only) is
@@ -719,17 +750,23 @@ func (s *Scheduler) stopCell(ref actor.Ref, err error, released func()) error {
 		return actor.ErrActorTerminated
 	case stDetached, stPending:
 		mail := c.takeUserLocked()
+		var taken []bool
 		if err == nil {
 			// Retire: the cell goes for good, its system lane too.
 			c.state.Store(stStopped)
 			mail = append(mail, c.sys...)
 			c.pend.Store(0)
 			c.sys = nil
-		} else if len(c.sys) == 0 {
-			if removable {
-				c.state.Store(stGone)
-			} else {
-				c.state.Store(stDetached)
+		} else {
+			// Handed over before the cell takes mail again: mail sent
+			// after the batch queues behind it.
+			taken = s.resendBatch(c, mail, err)
+			if len(c.sys) == 0 {
+				if removable {
+					c.state.Store(stGone)
+				} else {
+					c.state.Store(stDetached)
+				}
 			}
 		}
 		gone := c.state.Load() == stGone || c.state.Load() == stStopped
@@ -742,7 +779,7 @@ func (s *Scheduler) stopCell(ref actor.Ref, err error, released func()) error {
 			derr = actor.ErrActorTerminated
 		}
 		for i := range mail {
-			if err == nil || !s.resend(c.ref, &mail[i], err) {
+			if taken == nil || !taken[i] {
 				s.drop(&mail[i], derr)
 			}
 		}

@@ -104,8 +104,8 @@ func Activator(s *prospero.Supervisor) ariel.Activator { return &arielRing{s: s}
 // FencedActivator is Activator with a fence: before the supervisor
 // activates an identity, fence(ref) must return nil; otherwise the mail
 // waiting for it is rejected with fence's error (Scheduler.Reject, which
-// first offers it to a router that sends it again, ariel.Resender) and
-// nothing is hydrated.
+// first hands this node's own senders' part of it to a router that sends
+// it again, ariel.Resender) and nothing is hydrated.
 // A cluster node fences activations of identities whose shard it may
 // not serve (moved away, being handed off), so that mail admitted just
 // before a move cannot bring an activation back after the handoff read

@@ -11,6 +11,7 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/wire"
 )
 
 // heldDoorbell is a node's doorbell for these tests: the rings of one
@@ -370,5 +371,49 @@ func TestBufferUnrunMailGoesAheadInMailboxOrder(t *testing.T) {
 	}
 	if b.n.Load() != 0 {
 		t.Fatalf("%d counted after the queue emptied", b.n.Load())
+	}
+}
+
+// TestFenceRefusalRelayedIsAReply: an actor that replies, to an ask from
+// another node, the error its own in-turn ask got from a fenced-off
+// activation whose mail its node did not send again (the refusal is not
+// resendable) replies an error: the caller gets a reply error, not the
+// refusal that would tell its node the ask never ran.
+func TestFenceRefusalRelayedIsAReply(t *testing.T) {
+	c, a, b, bells, _ := fencePair(t, "b")
+	relay := func(string) actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) {
+			if m, ok := msg.(rtSeq); !ok || m.Kind != "relay" {
+				return
+			}
+			r := ctx.ReplyLater()
+			ctx.Ask(actor.Virtual("log", "x"), rtSeq{Kind: "get"}, func(ctx actor.Context, _ any, err error) {
+				if err == nil {
+					err = errors.New("answered")
+				}
+				_ = r.ReplyError(ctx, err)
+			})
+		})
+	}
+	for _, n := range []*rtNode{a, b} {
+		if err := n.s.Register("relay", relay, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.place("relay", "b")
+	bells["b"].holding()
+	asked := make(chan error, 1)
+	go func() {
+		_, err := a.s.Ask(rtCtx(t, rtWait), actor.Virtual("relay", "r"), rtSeq{Kind: "relay"})
+		asked <- err
+	}()
+	waitFor(t, "the relay's ask queued at log/x", func() bool { return b.s.Queued(actor.Virtual("log", "x")) == 1 })
+	c.setFail("b", "log", fmt.Errorf("%w: no node hosts log now", actor.ErrNoEligibleNode))
+	bells["b"].release()
+	err := <-asked
+	var re *wire.RefusedError
+	var rem *wire.RemoteError
+	if errors.As(err, &re) || !errors.As(err, &rem) {
+		t.Fatalf("relayed fence refusal = %v (%T), want a reply error", err, err)
 	}
 }

@@ -44,7 +44,9 @@ import (
 //     turn ran and did not commit (actor.ErrNotCommitted: its outcome is
 //     unknown), never a link that went down under a sent message (whether
 //     the peer acted on it is unknown), never any other refusal, and never
-//     an error an actor replied, whatever it wraps (it ran).
+//     an error an actor replied, whatever it wraps (it ran: the scheduler
+//     strips wire.NotRun's mark from every error an asker on the owner's
+//     node is given and every error an actor replies).
 //   - When: a NOT_OWNER refusal is sent again as soon as this node's table
 //     routes the recipient elsewhere, or to the same node at another epoch,
 //     than when it was refused: the wait is for the table to change, never

@@ -145,14 +145,30 @@ func (p *pending) complete(v any, err error, ex *executor) bool {
 func (p *pending) deliver(v any, err error, ex *executor) {
 	switch {
 	case p.ch != nil:
-		p.ch <- result{v, err}
+		p.ch <- result{v, unmarked(err)}
 	case p.cell != nil:
-		if p.cell.pushSys(envelope{kind: kReply, gen: p.gen, msg: &replyMsg{v: v, err: err, then: p.then, chain: p.link.parent}}) {
+		if p.cell.pushSys(envelope{kind: kReply, gen: p.gen, msg: &replyMsg{v: v, err: unmarked(err), then: p.then, chain: p.link.parent}}) {
 			p.s.wake(p.cell, ex)
 		}
 	case p.fn != nil:
 		p.fn(v, err)
 	}
+}
+
+// marked is an error that means something to the reply function of an
+// ask from another node only, and that this node's askers get without
+// the mark: wire.NotRun's (the ask was refused unrun, so the caller's
+// node gets a refusal it may send again). An asker on this node that
+// passed the marked error on as its own reply would turn an ask that ran
+// into such a refusal.
+type marked interface{ Unmarked() error }
+
+// unmarked is err as this node's askers get it.
+func unmarked(err error) error {
+	if m, ok := err.(marked); ok {
+		return m.Unmarked()
+	}
+	return err
 }
 
 func (s *Scheduler) registerAsk(p *pending) uint64 {

@@ -152,7 +152,9 @@
 // batch in mailbox order before the mailbox admits mail again (all but
 // mail from other nodes: their asks' reply functions answer them, their
 // tells fail), and may send it again instead (DeliverRouted brings it
-// back to a local actor). NotifyUndelivered posts a notice to
+// back to a local actor). An error marked for other nodes' reply
+// functions only (wire.NotRun's) reaches this node's askers, and an
+// actor's own replies, without the mark. NotifyUndelivered posts a notice to
 // an actor's system lane, never refused by a full mailbox. After Close,
 // Passivate runs the final turn on a goroutine of its own (and Close runs
 // passivations that were queued but never ran), so a supervisor shut down

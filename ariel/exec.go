@@ -881,8 +881,12 @@ func (ex *executor) answer(v any, err error) {
 
 // reply answers p as an output of the current turn: at once, or, for a
 // kind with an after-turn hook, when the turn's outputs are released
-// (after the hook, see settle).
+// (after the hook, see settle). An actor's reply error never carries a
+// delivery's mark (see marked): it ran.
 func (ex *executor) reply(p *pending, v any, err error) {
+	if err != nil {
+		err = unmarked(err)
+	}
 	if s := ex.s; s.vet != nil && v != nil && ex.cell != nil && ex.cell.ref.IsVirtual() {
 		if v, err = s.vet(ex.cell.ref, v); err != nil {
 			v = nil

@@ -689,7 +689,8 @@ func sendsLeft(t *testing.T, s *ariel.Scheduler, sender actor.Ref) {
 // (an ask with an id its outcome completes, a tell with its sender),
 // but for mail that arrived from another node: an ask is answered by its
 // reply function, a tell is failed. What the Resender takes is its own;
-// what it declines fails as before.
+// what it declines fails as before, and a local asker gets the error
+// without the mark that only another node's reply function may see.
 func TestRejectHandsWaitingMailToResender(t *testing.T) {
 	bell := chanBell{make(chan actor.Ref, 16)}
 	s := newSched(t, ariel.Config{Workers: 2, Activator: bell})
@@ -756,7 +757,8 @@ func TestRejectHandsWaitingMailToResender(t *testing.T) {
 		t.Fatalf("the in-turn ask, answered by its id: %v", err)
 	}
 
-	// Declined, the mail fails with the rejection.
+	// Declined, the mail fails with the rejection, and the in-turn asker
+	// gets it unmarked.
 	rr.mu.Lock()
 	rr.take = false
 	rr.mu.Unlock()
@@ -768,7 +770,72 @@ func TestRejectHandsWaitingMailToResender(t *testing.T) {
 	if err := s.Reject(a, fenced); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-inTurn; !errors.Is(err, refusal) {
+	if err := <-inTurn; err != refusal {
 		t.Fatalf("a declined in-turn ask = %v (%T), want the rejection without its mark", err, err)
+	}
+}
+
+// splitBell activates every kind but one at once (FactoryActivator); the
+// rings of that kind go to ch.
+type splitBell struct {
+	s    *ariel.Scheduler
+	kind string
+	ch   chan actor.Ref
+}
+
+func (b *splitBell) Ring(ref actor.Ref) {
+	if ref.Kind() == b.kind {
+		b.ch <- ref
+		return
+	}
+	ariel.FactoryActivator{S: b.s}.Ring(ref)
+}
+
+// An actor that replies, to an ask from another node, the error its own
+// ask got from a Reject marked for other nodes (wire.NotRun) replies an
+// error, not that mark: its caller's node must not take an ask that ran
+// for one refused unrun and send it again.
+func TestRelayedRejectionIsNotMarked(t *testing.T) {
+	bell := &splitBell{kind: "w", ch: make(chan actor.Ref, 4)}
+	s := newSched(t, ariel.Config{Workers: 2, Activator: bell})
+	bell.s = s
+	if err := s.Register("w", func(string) actor.Actor { return echo{} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	w := actor.Virtual("w", "a")
+	relay := func(string) actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) {
+			if msg != "relay" {
+				return
+			}
+			r := ctx.ReplyLater()
+			ctx.Ask(w, "x", func(ctx actor.Context, _ any, err error) { _ = r.ReplyError(ctx, err) })
+		})
+	}
+	if err := s.Register("relay", relay, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	if err := s.Deliver(actor.Virtual("relay", "r"), actor.Ref{}, "relay", time.Now().Add(20*time.Second), func(_ any, err error) { got <- err }); err != nil {
+		t.Fatal(err)
+	}
+	var rung actor.Ref
+	select {
+	case rung = <-bell.ch:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no doorbell for the relayed ask")
+	}
+	refusal := errors.New("not served here")
+	if err := s.Reject(rung, wire.NotRun(refusal)); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the relay never replied")
+	}
+	if !errors.Is(err, refusal) || wire.IsNotRun(err) {
+		t.Fatalf("the relay replied %v (%T), want the refusal as a plain error", err, err)
 	}
 }

@@ -139,8 +139,11 @@ func NotOwner(owner string) error {
 // if admission had returned err, and never as a Reply. The asker's node
 // so sends it again under its retry policy when err's reason is
 // resendable (RefusedReason.Resendable), as for any refusal. errors.Is
-// and errors.As see err through it; an actor's reply error never takes
-// this form (only the delivery makes it).
+// and errors.As see err through it. An actor's reply error never takes
+// this form: only the delivery makes it, and a scheduler hands it only to
+// the reply function of an ask from another node (ariel strips it, see
+// Unmarked, for every asker of its own node, so that an actor that
+// replies an error it was given cannot pass the mark on).
 func NotRun(err error) error { return &notRunError{err} }
 
 // IsNotRun reports whether err is NotRun's mark (not wrapped): the
@@ -154,6 +157,12 @@ type notRunError struct{ err error }
 
 func (e *notRunError) Error() string { return e.err.Error() }
 func (e *notRunError) Unwrap() error { return e.err }
+
+// Unmarked is err without the mark: what an asker on the refusing node
+// itself is given (the scheduler strips the mark for every asker but the
+// reply function of an ask from another node), so that no actor can reply
+// the mark as its own error.
+func (e *notRunError) Unmarked() error { return e.err }
 
 // refusalOf builds the refusal of an admission error.
 func refusalOf(err error, to ActorID, tag uint32) Refused {

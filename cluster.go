@@ -113,9 +113,9 @@ type cluster struct {
 	log   *slog.Logger
 	reg   *wire.Registry
 	rem   *remote
-	tr    *wire.QUIC
+	tr    transport
 	pconn net.PacketConn // the QUIC socket, when this cluster opened it (pausable nodes)
-	ml    *membership.Membership
+	ml    gossip
 	pl    *placement.Node
 	peers *peerView
 	prove *prover
@@ -220,20 +220,16 @@ func (c *cluster) start(ctx context.Context) error {
 	if wc.Clock == nil {
 		wc.Clock = n.cfg.Clock
 	}
-	if g := n.pause; g != nil && wc.PacketConn == nil {
-		pc, err := net.ListenPacket("udp", wc.ListenAddr)
-		if err != nil {
-			return err
-		}
-		c.pconn = pc
-		wc.PacketConn = &gatedPacketConn{PacketConn: pc, held: &g.quic}
+	nw := n.net
+	if nw == nil {
+		nw = &quicNet{}
 	}
-	tr, err := wire.NewQUIC(wc)
+	tr, err := nw.transport(c, wc)
 	if err != nil {
 		return err
 	}
 	c.tr = tr
-	c.fedTr.tr.Store(tr)
+	c.fedTr.tr.Store(&tr)
 	rem.attach(tr)
 
 	mc := membership.DefaultConfig()
@@ -245,31 +241,18 @@ func (c *cluster) start(ctx context.Context) error {
 	mc.Timing = c.cfg.GossipTiming
 	mc.Logger = n.cfg.Logger
 	mc.Clock = n.cfg.Clock
-	if n.pause != nil {
-		mc.Gate = &n.pause.gossip
-	}
 	mc.Meta = membership.Meta{
 		Name:           c.name,
-		QUICAddr:       c.quicAdvertise(),
 		HTTPAddr:       c.cfg.HTTPAddr,
 		ManifestDigest: n.man.Digest(),
 		Kinds:          n.reg.Names(),
 		Version:        c.cfg.Version,
 	}
-	ml, err := membership.New(mc)
+	ml, err := nw.gossip(ctx, c, mc)
 	if err != nil {
 		return err
 	}
 	c.ml = ml
-	if mc.Meta.QUICAddr == "" {
-		// Nothing specific configured: peers dial the IP gossip advertises.
-		_, port, _ := net.SplitHostPort(tr.Addr().String())
-		meta := ml.Meta()
-		meta.QUICAddr = net.JoinHostPort(ml.Local().Addr.Addr().String(), port)
-		if err := ml.UpdateMeta(ctx, meta); err != nil {
-			return err
-		}
-	}
 	c.peers = newPeerView(c, ml)
 	c.prove = newProver(c.name, tr, c.log, n.cfg.Clock.Now, c.peers.signal)
 
@@ -352,8 +335,8 @@ func (c *cluster) start(ctx context.Context) error {
 
 // quicAdvertise is the host:port peers dial for QUIC, "" when no
 // specific host was configured.
-func (c *cluster) quicAdvertise() string {
-	_, port, _ := net.SplitHostPort(c.tr.Addr().String())
+func (c *cluster) quicAdvertise(addr net.Addr) string {
+	_, port, _ := net.SplitHostPort(addr.String())
 	host := c.cfg.AdvertiseHost
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h // given as host:port; the QUIC port is the bound one
@@ -746,7 +729,7 @@ func readMsg(r *bufio.Reader) ([]byte, error) {
 }
 
 // streamDialer adapts the transport to placement's StreamDialer.
-type streamDialer struct{ t *wire.QUIC }
+type streamDialer struct{ t transport }
 
 func (d streamDialer) Dial(ctx context.Context, peer, service string) (net.Conn, error) {
 	return d.t.DialStream(ctx, peer, service)
@@ -1204,7 +1187,7 @@ func (n *Node) Locate(ref actor.Ref) (node string, epoch uint64, err error) {
 // manifest, so it is eligible only for kinds without clause requirements.
 type peerView struct {
 	cl      *cluster
-	ml      *membership.Membership
+	ml      gossip
 	self    string
 	man     manifest.Manifest
 	digest  string
@@ -1214,7 +1197,7 @@ type peerView struct {
 
 var _ placement.Membership = (*peerView)(nil)
 
-func newPeerView(c *cluster, ml *membership.Membership) *peerView {
+func newPeerView(c *cluster, ml gossip) *peerView {
 	v := &peerView{cl: c, ml: ml, self: c.name, man: c.n.man, digest: c.n.man.Digest(), changed: make(chan struct{}, 1)}
 	v.kinds = c.n.kindSpecs()
 	if v.kinds == nil {

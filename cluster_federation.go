@@ -85,14 +85,14 @@ func (h ownerHint) Is(e error) bool { return e == errNotOwner }
 // fedSender is the federation endpoint's view of the transport, which
 // is created after the endpoint (the transport needs the endpoint's
 // handler).
-type fedSender struct{ tr atomic.Pointer[wire.QUIC] }
+type fedSender struct{ tr atomic.Pointer[transport] }
 
 func (s *fedSender) SendControlWait(ctx context.Context, peer string, frame []byte) error {
 	tr := s.tr.Load()
 	if tr == nil {
 		return wire.ErrUnavailable
 	}
-	return tr.SendControlWait(ctx, peer, frame)
+	return (*tr).SendControlWait(ctx, peer, frame)
 }
 
 func (s *fedSender) SendControl(peer string, frame []byte) error {
@@ -100,7 +100,7 @@ func (s *fedSender) SendControl(peer string, frame []byte) error {
 	if tr == nil {
 		return wire.ErrUnavailable
 	}
-	return tr.SendControl(peer, frame)
+	return (*tr).SendControl(peer, frame)
 }
 
 // newFederation builds the node's federation endpoint; cluster.start

@@ -174,6 +174,7 @@ type Node struct {
 	cl *cluster // nil for a standalone node
 
 	pause *pauseGates // set before Start by the test hook; nil: not pausable
+	net   network     // set before Start by the simulation hook; nil: QUIC and memberlist
 	// remStore, set before Start by tests only, wraps the store the
 	// reminder engine writes through (to hold its commits open or fail
 	// them); nil: the node's own.

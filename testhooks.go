@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/tempest-actors/tempest/internal/testhooks"
+	"github.com/tempest-actors/tempest/membership"
+	"github.com/tempest-actors/tempest/wire"
 )
 
 func init() {
@@ -29,6 +31,21 @@ func init() {
 		} else {
 			g.release()
 		}
+		return nil
+	}
+	testhooks.Simulate = func(n any, net *wire.MemNetwork, view func(membership.Member) *membership.Fake, gone func(bool)) error {
+		nd := n.(*Node)
+		nd.mu.Lock()
+		defer nd.mu.Unlock()
+		switch {
+		case nd.state != stateNew:
+			return errors.New("tempest: a node is simulated from before Start")
+		case nd.cl == nil:
+			return errors.New("tempest: a standalone node has no network to simulate")
+		case net == nil || view == nil || gone == nil:
+			return errors.New("tempest: Simulate needs a network, a view and a gone function")
+		}
+		nd.net = &memNet{net: net, view: view, gone: gone}
 		return nil
 	}
 	testhooks.Isolate = func(n any) {

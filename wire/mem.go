@@ -488,3 +488,13 @@ type pipeConn struct {
 
 func (c *pipeConn) LocalAddr() net.Addr  { return c.local }
 func (c *pipeConn) RemoteAddr() net.Addr { return c.remote }
+
+// Connect returns once the link to peer is up (there is no handshake:
+// every node of a MemNetwork is who it says it is).
+func (m *Mem) Connect(ctx context.Context, peer string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrUnavailable, peer, err)
+	}
+	_, err := m.link(peer)
+	return err
+}

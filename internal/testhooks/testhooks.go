@@ -4,7 +4,12 @@
 // as an any because this package cannot import the root package.
 package testhooks
 
-import "context"
+import (
+	"context"
+
+	"github.com/tempest-actors/tempest/membership"
+	"github.com/tempest-actors/tempest/wire"
+)
 
 var (
 	// Halt stops a node as a crash would, as far as the cluster can tell:
@@ -18,4 +23,12 @@ var (
 	// Pause holds (paused true) or releases a pausable node's traffic,
 	// gossip and QUIC alike, without closing anything.
 	Pause func(node any, paused bool) error
+	// Simulate puts a cluster node, before Start, on an in-memory
+	// network: its transport joins net instead of opening QUIC, and its
+	// gossip is the view that view returns (given the member record the
+	// node announces) instead of memberlist. The test scripts every
+	// node's view, acting as gossip; gone tells it the node left gossip,
+	// gracefully (Close) or not (Halt, Isolate), maybe more than once.
+	// A simulated node is not pausable.
+	Simulate func(node any, net *wire.MemNetwork, view func(self membership.Member) *membership.Fake, gone func(graceful bool)) error
 )

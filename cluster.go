@@ -121,6 +121,8 @@ type cluster struct {
 	prove *prover
 	fed   *federation.Endpoint // the federation protocol on the control lanes
 	fedTr *fedSender
+	// placed is set once pl is (see starting).
+	placed atomic.Bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -306,6 +308,7 @@ func (c *cluster) start(ctx context.Context) error {
 		return err
 	}
 	c.pl = pl
+	c.placed.Store(true) // after c.pl: the federation handlers read it once this is set
 	n.repl.Attach(replView{c}, c.dialReplica)
 
 	if err := ml.Start(ctx); err != nil {

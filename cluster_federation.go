@@ -262,16 +262,33 @@ func (c *cluster) expireTransfersLocked() {
 
 type fedHandler struct{ c *cluster }
 
+// starting refuses a request that arrives while start has not yet made
+// placement: control frames are handled from the moment the transport
+// exists, and a restarted node may be asked (by a leader that saw it
+// come back) to move a shard before its raft node is up.
+func (c *cluster) starting() error {
+	if !c.placed.Load() {
+		return fmt.Errorf("%w: %s is starting", actor.ErrProcessUnavailable, c.name)
+	}
+	return nil
+}
+
 var _ federation.Handler = fedHandler{}
 
 // Forward applies a placement command a follower forwarded (this node
 // must be the leader).
 func (h fedHandler) Forward(ctx context.Context, _ string, m *federation.ForwardCommand) error {
+	if err := h.c.starting(); err != nil {
+		return err
+	}
 	return h.c.pl.ApplyForwarded(ctx, m.Command)
 }
 
 // Move is the old owner's side of a move the leader asks for.
 func (h fedHandler) Move(ctx context.Context, _ string, m *federation.MoveRequest) error {
+	if err := h.c.starting(); err != nil {
+		return err
+	}
 	c := h.c
 	if m.From != c.name || m.To == "" || m.To == c.name {
 		return fmt.Errorf("%w: move of shard %d from %q to %q sent to %s", federation.ErrBadRequest, m.Shard, m.From, m.To, c.name)
@@ -283,6 +300,9 @@ func (h fedHandler) Move(ctx context.Context, _ string, m *federation.MoveReques
 // HandoffBegin opens a transfer once this node's applied table shows the
 // move (from owning the shard at the epoch before, moving here).
 func (h fedHandler) HandoffBegin(ctx context.Context, from string, m *federation.HandoffBegin) error {
+	if err := h.c.starting(); err != nil {
+		return err
+	}
 	c := h.c
 	shard := placement.ShardRef{Group: m.Group, Index: int(m.Shard)}
 	if err := c.admitTransfer(ctx, shard, from, m.Epoch); err != nil {
@@ -310,6 +330,9 @@ func (h fedHandler) HandoffBegin(ctx context.Context, from string, m *federation
 // HandoffDone answers once every record of the transfer arrived on its
 // stream and was stored, and the table still shows the move.
 func (h fedHandler) HandoffDone(ctx context.Context, from string, m *federation.HandoffDone) error {
+	if err := h.c.starting(); err != nil {
+		return err
+	}
 	c := h.c
 	shard := placement.ShardRef{Group: m.Group, Index: int(m.Shard)}
 	k := transferKey{from: from, shard: shard, epoch: m.Epoch}
@@ -386,6 +409,9 @@ func (h fedHandler) HandoffDone(ctx context.Context, from string, m *federation.
 
 // HandoffAbort drops the transfer: its stream stops at the next record.
 func (h fedHandler) HandoffAbort(from string, m *federation.HandoffAbort) {
+	if !h.c.placed.Load() {
+		return // nothing begun here to abort
+	}
 	c := h.c
 	k := transferKey{from: from, shard: placement.ShardRef{Group: m.Group, Index: int(m.Shard)}, epoch: m.Epoch}
 	c.xmu.Lock()
@@ -618,6 +644,9 @@ func (c *cluster) dropStaleReminders(ctx context.Context, shard placement.ShardR
 
 // Status answers a peer's StatusRequest for an actor this node owns.
 func (h fedHandler) Status(ctx context.Context, _ string, m *federation.StatusRequest) (federation.StatusReply, error) {
+	if err := h.c.starting(); err != nil {
+		return federation.StatusReply{}, err
+	}
 	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
 	if err != nil {
 		return federation.StatusReply{}, err
@@ -631,6 +660,9 @@ func (h fedHandler) Status(ctx context.Context, _ string, m *federation.StatusRe
 
 // Passivate passivates an actor this node owns for a peer.
 func (h fedHandler) Passivate(ctx context.Context, _ string, m *federation.PassivateRequest) error {
+	if err := h.c.starting(); err != nil {
+		return err
+	}
 	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
 	if err != nil {
 		return err

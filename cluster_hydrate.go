@@ -67,6 +67,9 @@ func (c *cluster) requestHydration(m placement.Move, active []prospero.Identity)
 // schedules the activations; they run once the table shows this node
 // owning the shard at the epoch.
 func (h fedHandler) Hydrate(_ context.Context, from string, m *federation.HydrateRequest) error {
+	if err := h.c.starting(); err != nil {
+		return err
+	}
 	c := h.c
 	if len(m.Actors) == 0 || len(m.Actors) > maxHydrateActors {
 		return fmt.Errorf("%w: %d identities to hydrate (1 to %d)", federation.ErrBadRequest, len(m.Actors), maxHydrateActors)

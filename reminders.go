@@ -347,6 +347,9 @@ func infoFromFed(ref actor.Ref, in federation.ReminderInfo) reminders.Info {
 // ReminderList answers a peer's ReminderListRequest for an actor this
 // node owns.
 func (h fedHandler) ReminderList(ctx context.Context, _ string, m *federation.ReminderListRequest) (federation.ReminderListReply, error) {
+	if err := h.c.starting(); err != nil {
+		return federation.ReminderListReply{}, err
+	}
 	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
 	if err != nil {
 		return federation.ReminderListReply{}, err
@@ -370,6 +373,9 @@ func (h fedHandler) ReminderList(ctx context.Context, _ string, m *federation.Re
 // ReminderCancel cancels a reminder of an actor this node owns for a
 // peer, answering once the cancellation is at rest.
 func (h fedHandler) ReminderCancel(ctx context.Context, _ string, m *federation.ReminderCancelRequest) error {
+	if err := h.c.starting(); err != nil {
+		return err
+	}
 	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
 	if err != nil {
 		return err

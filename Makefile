@@ -32,9 +32,10 @@ vet:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags tempest_notrace $(PKGS)
 
-## soak: the long runs make test leaves out: failover with the default timing and the
-## 20,000-connection API test (TEMPEST_SOAK), the race suite three times over, and one million
-## reminders on three engines and on three nodes (TEMPEST_SOAK_REMINDERS, without -race)
+## soak: the long runs make test leaves out: failover with the default timing, the
+## 20,000-connection API test and 40 seeds of the simulation (TEMPEST_SOAK), the race
+## suite three times over, and one million reminders on three engines and on three
+## nodes (TEMPEST_SOAK_REMINDERS, without -race)
 soak:
 	ulimit -n 65536 2>/dev/null || true; TEMPEST_SOAK=1 $(GO) test -race -count=3 -timeout 90m $(PKGS)
 	TEMPEST_SOAK_REMINDERS=1 $(GO) test -count=1 -v -timeout 60m -run TestMillionReminders ./reminders

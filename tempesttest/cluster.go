@@ -381,8 +381,11 @@ func (c *Cluster) Settled(ctx context.Context) error {
 
 // Unsettled says why the cluster is not settled now (see WaitSettled),
 // or "" when it is.
-func (c *Cluster) Unsettled() string {
-	nodes := c.Nodes()
+func (c *Cluster) Unsettled() string { return Unsettled(c.Nodes()) }
+
+// Unsettled is Cluster.Unsettled for nodes, the running and reachable
+// nodes of a cluster made elsewhere (a simulated one).
+func Unsettled(nodes []*tempest.Node) string {
 	names := map[string]bool{}
 	for _, n := range nodes {
 		names[n.Name()] = true
@@ -587,9 +590,11 @@ func (c *Cluster) Events() []Event {
 // the one history, so the order is the order things happened. The error
 // names each overlap; with no activation recorded at all it is an error
 // too, as a check that saw nothing proves nothing.
-func (c *Cluster) SingleActivation() error { return singleActivation(c.Events()) }
+func (c *Cluster) SingleActivation() error { return SingleActivation(c.Events()) }
 
-func singleActivation(events []Event) error {
+// SingleActivation is Cluster.SingleActivation on a history recorded
+// elsewhere (a simulated cluster's): events in the order they happened.
+func SingleActivation(events []Event) error {
 	type span struct {
 		node string
 		from time.Time

@@ -32,17 +32,17 @@ func TestSingleActivationFindsOverlaps(t *testing.T) {
 		ev("n2", prospero.EventPassivated, b),
 		ev("n3", prospero.EventActivated, b),
 	}
-	if err := singleActivation(good); err != nil {
+	if err := SingleActivation(good); err != nil {
 		t.Fatalf("a history without overlap: %v", err)
 	}
 	bad := append(good[:len(good):len(good)],
 		ev("n2", prospero.EventPassivated, a), // n2 never had a: it does not end n1's activation
 		ev("n2", prospero.EventHydrated, a))
-	err := singleActivation(bad)
+	err := SingleActivation(bad)
 	if err == nil || !strings.Contains(err.Error(), "counter/a activated on n2") || !strings.Contains(err.Error(), "active on n1") {
 		t.Fatalf("an overlap of n1 and n2: %v", err)
 	}
-	if err := singleActivation(nil); err == nil {
+	if err := SingleActivation(nil); err == nil {
 		t.Fatal("an empty history passed")
 	}
 }

@@ -1,0 +1,598 @@
+package tempest_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/demo"
+	"github.com/tempest-actors/tempest/internal/lincheck"
+	"github.com/tempest-actors/tempest/internal/testhooks"
+	"github.com/tempest-actors/tempest/membership"
+	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/tempesttest"
+	"github.com/tempest-actors/tempest/wire"
+)
+
+// The simulation runs a whole cluster in this process under the fake
+// time of a testing/synctest bubble: its nodes on a wire.MemNetwork, their
+// gossip scripted by the simulation, everything else (raft placement,
+// the bbolt stores, the scheduler, the supervisors, replication,
+// handoffs) the production code. A seed fixes the fault schedule, the
+// workload and the network's randomness; see "Simulation" in
+// docs/federation.md.
+
+var (
+	simSeed  = flag.Uint64("sim.seed", 0, "run the simulation with this seed only")
+	simSeeds = flag.Int("sim.seeds", 0, "run the simulation with seeds 1..n (default 3; 1 with -short, 40 with TEMPEST_SOAK)")
+	simLog   = flag.Bool("sim.log", false, "write the simulated cluster's logs to the test log")
+	simCheck = flag.Duration("sim.checktime", time.Minute, "how long the linearizability checker may search a run's history")
+)
+
+// TestSimulation runs the simulation for each seed.
+func TestSimulation(t *testing.T) {
+	var seeds []uint64
+	switch n := *simSeeds; {
+	case *simSeed != 0:
+		seeds = []uint64{*simSeed}
+	case n > 0:
+		for s := range n {
+			seeds = append(seeds, uint64(s+1))
+		}
+	default:
+		n = 3
+		if testing.Short() {
+			n = 1
+		}
+		if os.Getenv("TEMPEST_SOAK") != "" {
+			n = 40
+		}
+		for s := range n {
+			seeds = append(seeds, uint64(s+1))
+		}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			defer func() {
+				if t.Failed() {
+					t.Logf("replay: go test -run 'TestSimulation' -sim.seed=%d -v .", seed)
+				}
+			}()
+			var out simOutcome
+			synctest.Test(t, func(t *testing.T) { out = runSimulation(t, seed) })
+			// Outside the bubble: the checker's search is CPU, and its
+			// timeout must be real time.
+			if out.h != nil {
+				out.check(t, seed)
+			}
+		})
+	}
+}
+
+// Simulation parameters.
+const (
+	simNodes   = 3
+	simKeys    = 8
+	simClients = 4
+	simFaults  = 4
+	// simAskTimeout is each client ask's deadline.
+	simAskTimeout = 2 * time.Second
+	// simDetect is how long gossip takes to declare an unreachable node
+	// failed (FastTiming's probes find it in about this time).
+	simDetect = 2 * time.Second
+	// simSettleTimeout bounds each wait for the cluster to settle.
+	simSettleTimeout = 2 * time.Minute
+)
+
+// sim is one simulated cluster.
+type sim struct {
+	t    *testing.T
+	rng  *rand.Rand // the fault schedule; only the driving goroutine draws
+	net  *wire.MemNetwork
+	ca   *wire.CA
+	pool *x509.CertPool
+	logs *simLogs
+	log  *slog.Logger
+	dirs map[string]string
+
+	mu     sync.Mutex
+	nodes  map[string]*tempest.Node     // running
+	views  map[string]*membership.Fake  // running nodes' gossip views
+	selves map[string]membership.Member // what each running node announced
+	cut    map[string]bool              // partitioned off the others
+	events []tempesttest.Event          // every node's lifecycle events, in order
+	boot   uint64                       // the last BootID given
+	late   []string                     // asks that returned after their deadline
+	issued map[string]int64             // per counter, the sum of every Add sent
+	ops    []string                     // every client operation, for a failure's report
+	steps  []string                     // what the driver did, for the failure report
+}
+
+func runSimulation(t *testing.T, seed uint64) simOutcome {
+	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, 0x73696d)),
+		logs: &simLogs{}, dirs: map[string]string{},
+		nodes: map[string]*tempest.Node{}, views: map[string]*membership.Fake{},
+		selves: map[string]membership.Member{}, cut: map[string]bool{}, issued: map[string]int64{}}
+	s.net = wire.NewMemNetwork(seed, nil)
+	s.log = slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// A run that fails half-way stops its nodes all the same: the bubble
+	// ends only once every goroutine in it has.
+	t.Cleanup(s.stopAll)
+	t.Cleanup(func() {
+		if t.Failed() || *simLog {
+			t.Logf("steps:\n%s", strings.Join(s.steps, "\n"))
+			t.Logf("logs:\n%s", s.logs.String())
+		}
+	})
+	ca, err := wire.NewCA("simulation CA", time.Now().Add(-time.Minute), 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ca = ca
+	s.pool = x509.NewCertPool()
+	s.pool.AddCert(ca.Cert)
+	for i := range simNodes {
+		s.start(fmt.Sprintf("n%d", i+1))
+	}
+	s.settle()
+
+	h := lincheck.NewHistory()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	for cl := range simClients {
+		rng := rand.New(rand.NewPCG(seed, uint64(cl)))
+		wg.Go(func() { s.client(ctx, h, cl, rng) })
+	}
+
+	for range simFaults {
+		s.idle(time.Duration(500+s.rng.IntN(1500)) * time.Millisecond)
+		s.fault()
+		s.settle()
+	}
+	s.idle(time.Second)
+	stop()
+	wg.Wait()
+
+	// A final read of every counter through every node, nothing else going
+	// on: every acknowledged Add must be in it, and nothing more than was
+	// ever sent.
+	final := map[string]int64{}
+	for k := range simKeys {
+		for _, n := range s.running() {
+			key := fmt.Sprintf("c%d", k)
+			done := h.Call(simClients, lincheck.Op{Key: key})
+			v, err := s.ask(context.Background(), n, lincheck.Op{Key: key})
+			done(v, err == nil)
+			if err != nil {
+				t.Errorf("final read of %s through %s: %v", key, n.Name(), err)
+				continue
+			}
+			if got, ok := final[key]; ok && got != v {
+				t.Errorf("final reads of %s disagree: %d, then %d through %s", key, got, v, n.Name())
+			}
+			final[key] = v
+			s.mu.Lock()
+			sent := s.issued[key]
+			s.mu.Unlock()
+			if v > sent {
+				t.Errorf("%s reads %d through %s, but Adds worth only %d were ever sent: an Add took effect twice", key, v, n.Name(), sent)
+			}
+		}
+	}
+	s.stopAll()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return simOutcome{h: h, events: slices.Clone(s.events), late: slices.Clone(s.late), ops: slices.Clone(s.ops), steps: slices.Clone(s.steps)}
+}
+
+// simOutcome is what a run recorded, for the checks.
+type simOutcome struct {
+	h      *lincheck.History
+	events []tempesttest.Event
+	late   []string
+	ops    []string // the clients' operations
+	steps  []string // the driver's
+}
+
+// check checks the invariants on what the run recorded: the counters'
+// history linearizable with no acknowledged Add lost, no identity active
+// on two nodes at once, and every ask returned by its deadline.
+func (o simOutcome) check(t *testing.T, seed uint64) {
+	res := o.h.Check(*simCheck)
+	t.Logf("seed %d: %s", seed, res)
+	for k, n := range res.LostByKey {
+		t.Errorf("lost: %s: %d acknowledged", k, n)
+	}
+	for _, r := range res.Regressions {
+		t.Errorf("went back: %s", r)
+	}
+	switch {
+	case res.Verdict == porcupine.Unknown:
+		// The search ran out of time: each Add whose outcome is unknown
+		// multiplies it. Not a finding either way; the other checks stand.
+		t.Logf("seed %d: the linearizability check was inconclusive after %v (-sim.checktime)", seed, *simCheck)
+	case !res.Linearizable:
+		t.Errorf("history not linearizable: %s (visualization: %s)", res, res.Visualization)
+		if f, err := os.CreateTemp("", fmt.Sprintf("tempest-sim-%d-*.txt", seed)); err == nil {
+			fmt.Fprintf(f, "steps:\n%s\n\noperations (call, return, client, node, amount, key, answer):\n%s\n",
+				strings.Join(o.steps, "\n"), strings.Join(o.ops, "\n"))
+			f.Close()
+			t.Logf("the run's steps and operations: %s", f.Name())
+		}
+	}
+	if res.Ops-res.Unanswered < 100 {
+		t.Errorf("only %d operations answered: too little load to check anything", res.Ops-res.Unanswered)
+	}
+	if err := tempesttest.SingleActivation(o.events); err != nil {
+		t.Error(err)
+	}
+	for _, l := range o.late {
+		t.Errorf("an ask outlived its deadline: %s", l)
+	}
+}
+
+// step records what the driver does.
+func (s *sim) step(format string, args ...any) {
+	line := time.Now().UTC().Format("15:04:05.000") + " " + fmt.Sprintf(format, args...)
+	s.mu.Lock()
+	s.steps = append(s.steps, line)
+	s.mu.Unlock()
+	s.log.Info("simulation: " + fmt.Sprintf(format, args...))
+}
+
+// idle lets the cluster run for d of fake time.
+func (s *sim) idle(d time.Duration) { time.Sleep(d) }
+
+// client sends Adds and Gets to counters through every running node
+// until ctx ends, recording each in h.
+func (s *sim) client(ctx context.Context, h *lincheck.History, id int, rng *rand.Rand) {
+	for ctx.Err() == nil {
+		op := lincheck.Op{Key: fmt.Sprintf("c%d", rng.IntN(simKeys))}
+		if rng.IntN(10) < 7 {
+			// Amounts from a wide range: almost every set of Adds has a
+			// sum of its own, so a read tells the checker which Adds it
+			// saw, and the search for a linearization stays short even
+			// with Adds whose outcome is unknown.
+			op.Add = 1 + rng.Int64N(1<<30)
+		}
+		nodes := s.running()
+		if len(nodes) == 0 {
+			return
+		}
+		via := nodes[rng.IntN(len(nodes))]
+		s.mu.Lock()
+		s.issued[op.Key] += op.Add
+		s.mu.Unlock()
+		done := h.Call(id, op)
+		called := time.Now()
+		v, err := s.ask(ctx, via, op)
+		done(v, err == nil)
+		res := fmt.Sprint(v)
+		if err != nil {
+			res = "? " + err.Error()
+		}
+		s.mu.Lock()
+		s.ops = append(s.ops, fmt.Sprintf("%s %s client=%d via=%s add=%d -> %s", called.UTC().Format("15:04:05.000000"),
+			time.Now().UTC().Format("15:04:05.000000"), id, via.Name(), op.Add, op.Key+" "+res))
+		s.mu.Unlock()
+		pause := time.Duration(20+rng.IntN(40)) * time.Millisecond
+		if err != nil {
+			// Every unanswered Add stays open in the history and widens
+			// the checker's search.
+			pause = time.Second
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+	}
+}
+
+// ask runs op through n with the simulation's deadline and records an
+// ask that returned after it.
+func (s *sim) ask(ctx context.Context, n *tempest.Node, op lincheck.Op) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, simAskTimeout)
+	defer cancel()
+	start := time.Now()
+	deadline, _ := ctx.Deadline()
+	var msg any = demo.Get{}
+	if op.Add != 0 {
+		msg = demo.Add{N: op.Add}
+	}
+	reply, err := n.Ask(ctx, n.Ref(demo.Counter, op.Key), msg)
+	if now := time.Now(); now.After(deadline) {
+		s.mu.Lock()
+		s.late = append(s.late, fmt.Sprintf("%+v through %s, asked at %s, returned %v after its %v deadline (%v)",
+			op, n.Name(), start.UTC().Format("15:04:05.000"), now.Sub(deadline), simAskTimeout, err))
+		s.mu.Unlock()
+	}
+	if err != nil {
+		return 0, err
+	}
+	v, ok := reply.(demo.CounterValue)
+	if !ok {
+		return 0, fmt.Errorf("reply %#v", reply)
+	}
+	return v.N, nil
+}
+
+// running returns the running nodes, sorted by name.
+func (s *sim) running() []*tempest.Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*tempest.Node, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b *tempest.Node) int { return strings.Compare(a.Name(), b.Name()) })
+	return out
+}
+
+// reachable returns the running nodes that are not partitioned off.
+func (s *sim) reachable() []*tempest.Node {
+	nodes := s.running()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.DeleteFunc(nodes, func(n *tempest.Node) bool { return s.cut[n.Name()] })
+}
+
+// settle waits until the reachable nodes are settled
+// (tempesttest.Unsettled): each shard owned by a reachable node, none
+// moving, every in-sync replica set whole, so the next fault is a single
+// fault.
+func (s *sim) settle() {
+	s.t.Helper()
+	deadline := time.Now().Add(simSettleTimeout)
+	for {
+		why := tempesttest.Unsettled(s.reachable())
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("not settled after %v: %s", simSettleTimeout, why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// config is the configuration of node name.
+func (s *sim) config(name string) tempest.Config {
+	s.t.Helper()
+	certPEM, keyPEM, err := s.ca.Issue(wire.NodeCertRequest{Name: name, NotBefore: time.Now().Add(-time.Minute), Validity: 24 * time.Hour})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	dir, ok := s.dirs[name]
+	if !ok {
+		dir = s.t.TempDir()
+		s.dirs[name] = dir
+	}
+	gossip, place := tempesttest.FastTiming()
+	cfg := tempest.Config{Name: name, DataDir: dir, Logger: s.log, Cluster: &tempest.ClusterConfig{
+		BootstrapExpect: simNodes, Certificate: cert, CAs: s.pool, Version: "simulation",
+		GossipTiming: gossip, Placement: place, LeaveTimeout: 20 * time.Second,
+	}}
+	cfg.Scheduler.Workers = 2
+	cfg.Events = func(e prospero.Event) {
+		s.mu.Lock()
+		s.events = append(s.events, tempesttest.Event{Node: name, Event: e})
+		s.mu.Unlock()
+	}
+	return cfg
+}
+
+// start starts node name on its data directory (a new one the first
+// time).
+func (s *sim) start(name string) {
+	s.t.Helper()
+	s.step("start %s", name)
+	n, err := tempest.New(s.config(name))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := demo.Register(n, demo.Options{}); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := testhooks.Simulate(n, s.net, s.view, func(graceful bool) { s.gone(name, graceful) }); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		s.t.Fatalf("start %s: %v", name, err)
+	}
+	s.mu.Lock()
+	s.nodes[name] = n
+	s.mu.Unlock()
+}
+
+// view is gossip's answer to a starting node: its view lists the running
+// nodes, and theirs list it.
+func (s *sim) view(self membership.Member) *membership.Fake {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.boot++
+	self.Meta.BootID = s.boot
+	v := membership.NewFake(self)
+	for name, m := range s.selves {
+		v.Join(m)
+		s.views[name].Join(self)
+	}
+	s.views[self.Name], s.selves[self.Name] = v, self
+	return v
+}
+
+// gone is told that node name left gossip. A graceful leave is announced
+// at once; a crash or a cut is noticed by the others after simDetect,
+// which the driver waits out (see kill and partition).
+func (s *sim) gone(name string, graceful bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.selves[name]; !ok {
+		return
+	}
+	delete(s.selves, name)
+	delete(s.views, name)
+	for _, v := range s.views {
+		if graceful {
+			_ = v.Leave(name)
+		}
+	}
+}
+
+// fault injects one fault chosen by the schedule's generator.
+func (s *sim) fault() {
+	nodes := s.running()
+	victim := nodes[s.rng.IntN(len(nodes))].Name()
+	switch s.rng.IntN(4) {
+	case 0:
+		s.step("kill %s, restart it after %v", victim, simDetect)
+		s.kill(victim)
+		s.start(victim)
+	case 1:
+		s.step("close %s gracefully, restart it", victim)
+		s.close(victim)
+		s.start(victim)
+	case 2:
+		d := time.Duration(1+s.rng.IntN(3)) * simDetect
+		s.step("partition %s for %v", victim, d)
+		s.partition(victim, d)
+	case 3:
+		// A lossy, slow network for everyone: mail and control frames
+		// vanish or arrive late (raft's streams are reliable, as QUIC's).
+		drop := float64(1+s.rng.IntN(10)) / 100
+		delay := time.Duration(1+s.rng.IntN(30)) * time.Millisecond
+		d := time.Duration(1+s.rng.IntN(4)) * time.Second
+		s.step("drop %.0f%% of frames and delay each by %v for %v", drop*100, delay, d)
+		s.net.SetDropRate(drop)
+		s.net.SetDelay(delay)
+		time.Sleep(d)
+		s.net.SetDropRate(0)
+		s.net.SetDelay(0)
+		s.step("network whole again")
+	}
+}
+
+// kill crashes node name; the others' gossip declares it failed after
+// simDetect.
+func (s *sim) kill(name string) {
+	s.mu.Lock()
+	n := s.nodes[name]
+	delete(s.nodes, name)
+	s.mu.Unlock()
+	if err := testhooks.Halt(context.Background(), n); err != nil {
+		s.t.Logf("kill %s: %v", name, err)
+	}
+	time.Sleep(simDetect)
+	s.mu.Lock()
+	for _, v := range s.views {
+		_ = v.Fail(name)
+	}
+	s.mu.Unlock()
+}
+
+// close stops node name gracefully.
+func (s *sim) close(name string) {
+	s.mu.Lock()
+	n := s.nodes[name]
+	delete(s.nodes, name)
+	s.mu.Unlock()
+	if err := n.Close(context.Background()); err != nil {
+		s.t.Logf("close %s: %v", name, err)
+	}
+}
+
+// partition cuts node name off the others for d: its links go down,
+// and after simDetect each side's gossip declares the other failed; then
+// the links heal and gossip sees everyone again.
+func (s *sim) partition(name string, d time.Duration) {
+	s.mu.Lock()
+	s.cut[name] = true
+	var others []string
+	for o := range s.selves {
+		if o != name {
+			others = append(others, o)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(others)
+	for _, o := range others {
+		s.net.Partition(name, o)
+	}
+	time.Sleep(simDetect)
+	s.mu.Lock()
+	for _, o := range others {
+		if v := s.views[o]; v != nil {
+			_ = v.Fail(name)
+		}
+		if v := s.views[name]; v != nil {
+			_ = v.Fail(o)
+		}
+	}
+	s.mu.Unlock()
+	time.Sleep(d - simDetect)
+	s.step("heal %s", name)
+	for _, o := range others {
+		s.net.Heal(name, o)
+	}
+	s.mu.Lock()
+	delete(s.cut, name)
+	for _, o := range others {
+		if v, m := s.views[o], s.selves[name]; v != nil && m.Name != "" {
+			v.Join(m)
+		}
+		if v, m := s.views[name], s.selves[o]; v != nil && m.Name != "" {
+			v.Join(m)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// stopAll crashes every running node, all at once.
+func (s *sim) stopAll() {
+	nodes := s.running()
+	s.mu.Lock()
+	s.nodes = map[string]*tempest.Node{}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Go(func() { _ = testhooks.Halt(context.Background(), n) })
+	}
+	wg.Wait()
+}
+
+// simLogs keeps the simulated cluster's logs.
+type simLogs struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *simLogs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *simLogs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -464,8 +464,22 @@ func (s *sim) fault() {
 	victim := nodes[s.rng.IntN(len(nodes))].Name()
 	switch s.rng.IntN(4) {
 	case 0:
-		s.step("kill %s, restart it after %v", victim, simDetect)
-		s.kill(victim)
+		if s.rng.IntN(2) == 0 {
+			// The raft leader, when one is known: its death also costs an
+			// election.
+			if l := nodes[0].Leader(); l != "" {
+				victim = l
+			}
+		}
+		if s.rng.IntN(2) == 0 {
+			s.step("kill %s, restart it once gossip declared it failed (%v)", victim, simDetect)
+			s.kill(victim, true)
+		} else {
+			d := time.Duration(s.rng.IntN(1000)) * time.Millisecond
+			s.step("kill %s, restart it %v later, before gossip noticed", victim, d)
+			s.kill(victim, false)
+			time.Sleep(d)
+		}
 		s.start(victim)
 	case 1:
 		s.step("close %s gracefully, restart it", victim)
@@ -491,15 +505,18 @@ func (s *sim) fault() {
 	}
 }
 
-// kill crashes node name; the others' gossip declares it failed after
-// simDetect.
-func (s *sim) kill(name string) {
+// kill crashes node name; with detected, the others' gossip declares it
+// failed after simDetect.
+func (s *sim) kill(name string, detected bool) {
 	s.mu.Lock()
 	n := s.nodes[name]
 	delete(s.nodes, name)
 	s.mu.Unlock()
 	if err := testhooks.Halt(context.Background(), n); err != nil {
 		s.t.Logf("kill %s: %v", name, err)
+	}
+	if !detected {
+		return // back before gossip notices: the others see it rejoin with a new BootID
 	}
 	time.Sleep(simDetect)
 	s.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -74,14 +75,60 @@ func TestSimulation(t *testing.T) {
 				}
 			}()
 			var out simOutcome
-			synctest.Test(t, func(t *testing.T) { out = runSimulation(t, seed) })
+			synctest.Test(t, func(t *testing.T) { out = runSimulation(t, seed, simOptions{}) })
 			// Outside the bubble: the checker's search is CPU, and its
 			// timeout must be real time.
 			if out.h != nil {
-				out.check(t, seed)
+				found := out.check(t, seed)
+				for _, f := range found {
+					t.Error(f)
+				}
+				if len(found) > 0 {
+					out.write(t, seed)
+				}
 			}
 		})
 	}
+}
+
+// TestSimulationFindsLostState shows that the checks see what they are
+// for: with counters that keep no state at rest (PersistNone), a crash of
+// the node that owns a busy counter loses every Add it acknowledged, and
+// the run must report them lost.
+func TestSimulationFindsLostState(t *testing.T) {
+	var out simOutcome
+	synctest.Test(t, func(t *testing.T) {
+		out = runSimulation(t, 1, simOptions{
+			persistence: &prospero.Persistence{Mode: prospero.PersistNone},
+			schedule: func(s *sim) {
+				time.Sleep(2 * time.Second)
+				nodes := s.running()
+				owner, _, err := nodes[0].Locate(nodes[0].Ref(demo.Counter, "c0"))
+				if err != nil {
+					s.t.Fatalf("locate c0: %v", err)
+				}
+				s.step("kill %s, the owner of c0", owner)
+				s.kill(owner, true)
+				s.start(owner)
+				s.settle()
+			},
+		})
+	})
+	if out.h == nil {
+		return
+	}
+	findings := out.check(t, 1)
+	if !slices.ContainsFunc(findings, func(f string) bool { return strings.HasPrefix(f, "lost: c0:") }) {
+		t.Fatalf("a crash lost c0's state at rest, but the checks found %q", findings)
+	}
+}
+
+// simOptions vary a run for the tests of the simulation itself.
+type simOptions struct {
+	// persistence replaces the counter's (every turn, reply after commit).
+	persistence *prospero.Persistence
+	// schedule replaces the seeded faults.
+	schedule func(s *sim)
 }
 
 // Simulation parameters.
@@ -102,6 +149,7 @@ const (
 // sim is one simulated cluster.
 type sim struct {
 	t    *testing.T
+	opts simOptions
 	rng  *rand.Rand // the fault schedule; only the driving goroutine draws
 	net  *wire.MemNetwork
 	ca   *wire.CA
@@ -123,8 +171,8 @@ type sim struct {
 	steps  []string                     // what the driver did, for the failure report
 }
 
-func runSimulation(t *testing.T, seed uint64) simOutcome {
-	s := &sim{t: t, rng: rand.New(rand.NewPCG(seed, 0x73696d)),
+func runSimulation(t *testing.T, seed uint64, opts simOptions) simOutcome {
+	s := &sim{t: t, opts: opts, rng: rand.New(rand.NewPCG(seed, 0x73696d)),
 		logs: &simLogs{}, dirs: map[string]string{},
 		nodes: map[string]*tempest.Node{}, views: map[string]*membership.Fake{},
 		selves: map[string]membership.Member{}, cut: map[string]bool{}, issued: map[string]int64{}}
@@ -160,10 +208,14 @@ func runSimulation(t *testing.T, seed uint64) simOutcome {
 		wg.Go(func() { s.client(ctx, h, cl, rng) })
 	}
 
-	for range simFaults {
-		s.idle(time.Duration(500+s.rng.IntN(1500)) * time.Millisecond)
-		s.fault()
-		s.settle()
+	if opts.schedule != nil {
+		opts.schedule(s)
+	} else {
+		for range simFaults {
+			s.idle(time.Duration(500+s.rng.IntN(1500)) * time.Millisecond)
+			s.fault()
+			s.settle()
+		}
 	}
 	s.idle(time.Second)
 	stop()
@@ -210,17 +262,19 @@ type simOutcome struct {
 	steps  []string // the driver's
 }
 
-// check checks the invariants on what the run recorded: the counters'
-// history linearizable with no acknowledged Add lost, no identity active
-// on two nodes at once, and every ask returned by its deadline.
-func (o simOutcome) check(t *testing.T, seed uint64) {
+// check checks the invariants on what the run recorded and returns what
+// it found broken: the counters' history linearizable with no
+// acknowledged Add lost, no identity active on two nodes at once, and
+// every ask returned by its deadline.
+func (o simOutcome) check(t *testing.T, seed uint64) []string {
+	var found []string
 	res := o.h.Check(*simCheck)
 	t.Logf("seed %d: %s", seed, res)
-	for k, n := range res.LostByKey {
-		t.Errorf("lost: %s: %d acknowledged", k, n)
+	for _, k := range slices.Sorted(maps.Keys(res.LostByKey)) {
+		found = append(found, fmt.Sprintf("lost: %s: %d acknowledged", k, res.LostByKey[k]))
 	}
 	for _, r := range res.Regressions {
-		t.Errorf("went back: %s", r)
+		found = append(found, "went back: "+r)
 	}
 	switch {
 	case res.Verdict == porcupine.Unknown:
@@ -228,23 +282,32 @@ func (o simOutcome) check(t *testing.T, seed uint64) {
 		// multiplies it. Not a finding either way; the other checks stand.
 		t.Logf("seed %d: the linearizability check was inconclusive after %v (-sim.checktime)", seed, *simCheck)
 	case !res.Linearizable:
-		t.Errorf("history not linearizable: %s (visualization: %s)", res, res.Visualization)
-		if f, err := os.CreateTemp("", fmt.Sprintf("tempest-sim-%d-*.txt", seed)); err == nil {
-			fmt.Fprintf(f, "steps:\n%s\n\noperations (call, return, client, node, amount, key, answer):\n%s\n",
-				strings.Join(o.steps, "\n"), strings.Join(o.ops, "\n"))
-			f.Close()
-			t.Logf("the run's steps and operations: %s", f.Name())
-		}
+		found = append(found, fmt.Sprintf("history not linearizable: %s (visualization: %s)", res, res.Visualization))
 	}
 	if res.Ops-res.Unanswered < 100 {
-		t.Errorf("only %d operations answered: too little load to check anything", res.Ops-res.Unanswered)
+		found = append(found, fmt.Sprintf("only %d operations answered: too little load to check anything", res.Ops-res.Unanswered))
 	}
 	if err := tempesttest.SingleActivation(o.events); err != nil {
-		t.Error(err)
+		found = append(found, err.Error())
 	}
 	for _, l := range o.late {
-		t.Errorf("an ask outlived its deadline: %s", l)
+		found = append(found, "an ask outlived its deadline: "+l)
 	}
+	return found
+}
+
+// write writes the run's steps and operations to a file in the
+// temporary directory, for a failure's reader.
+func (o simOutcome) write(t *testing.T, seed uint64) {
+	f, err := os.CreateTemp("", fmt.Sprintf("tempest-sim-%d-*.txt", seed))
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "steps:\n%s\n\noperations (call, return, client, node, amount, key, answer):\n%s\n",
+		strings.Join(o.steps, "\n"), strings.Join(o.ops, "\n"))
+	t.Logf("the run's steps and operations: %s", f.Name())
 }
 
 // step records what the driver does.
@@ -410,7 +473,7 @@ func (s *sim) start(name string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if err := demo.Register(n, demo.Options{}); err != nil {
+	if err := demo.Register(n, demo.Options{CounterPersistence: s.opts.persistence}); err != nil {
 		s.t.Fatal(err)
 	}
 	if err := testhooks.Simulate(n, s.net, s.view, func(graceful bool) { s.gone(name, graceful) }); err != nil {

@@ -398,3 +398,40 @@ func TestNotServingRefusal(t *testing.T) {
 		t.Fatalf("%v: want ErrNotServing and ErrProcessUnavailable, not ErrNotOwner", got)
 	}
 }
+
+// TestMemConnect: Connect brings a link up (both sides see it) without a
+// frame, fails across a partition, and works again once it heals.
+func TestMemConnect(t *testing.T) {
+	net := NewMemNetwork(1, nil)
+	ea, eb := newEvents(), newEvents()
+	a, err := net.Join(MemConfig{Name: "a", Handler: newSink().handle, Events: ea.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := net.Join(MemConfig{Name: "b", Handler: newSink().handle, Events: eb.record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := a.Connect(t.Context(), "b"); err != nil {
+		t.Fatal(err)
+	}
+	ea.waitEvent(t, "b", true)
+	eb.waitEvent(t, "a", true)
+
+	net.Partition("a", "b")
+	if err := a.Connect(t.Context(), "b"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("connect across a partition: got %v, want ErrUnavailable", err)
+	}
+	if err := a.Connect(t.Context(), "c"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("connect to no such node: got %v, want ErrUnavailable", err)
+	}
+	net.Heal("a", "b")
+	if err := b.Connect(t.Context(), "a"); err != nil {
+		t.Fatalf("connect after the partition healed: %v", err)
+	}
+	if err := a.Connect(t.Context(), "a"); !errors.Is(err, ErrSelf) {
+		t.Fatalf("connect to itself: got %v, want ErrSelf", err)
+	}
+}

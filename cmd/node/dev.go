@@ -324,6 +324,17 @@ func runTour(ctx context.Context, out io.Writer, clients []*apiClient) error {
 			return fmt.Errorf("ask %s: %w", actor, err)
 		}
 		st, err := status(via, actor)
+		// Right after start shards still move to their owners: a status
+		// asked while the counter's shard moves says only that it is
+		// unavailable for a moment. Ask again, for a few seconds at most.
+		for try := 0; err == nil && st.Node == "" && try < 20; try++ {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(250 * time.Millisecond):
+			}
+			st, err = status(via, actor)
+		}
 		if err != nil {
 			return err
 		}

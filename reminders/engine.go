@@ -187,10 +187,11 @@ func (st *shardState) changedLocked(k Key, rs *recState) uint64 {
 	return rs.mut
 }
 
-// recOfLocked returns the record state of k in st: its entry's, or that
-// of a removal not written yet, or a new one.
+// recOfLocked returns the record state of k in st: its entry's (or its
+// removal's being committed), or that of a removal not written yet, or a
+// new one.
 func (e *Engine) recOfLocked(st *shardState, k Key) *recState {
-	if x := e.intentLocked(k); x != nil && x.rec != nil {
+	if x := e.headLocked(k); x != nil && x.rec != nil {
 		return x.rec
 	}
 	if rs := st.pending[k]; rs != nil {
@@ -200,9 +201,13 @@ func (e *Engine) recOfLocked(st *shardState, k Key) *recState {
 }
 
 // intentLocked returns the registration k's record should hold: the
-// newest one, being committed or registered, or nil (the record goes).
+// newest one, being committed or registered, or nil (the record goes;
+// also while a removal of k is being committed).
 func (e *Engine) intentLocked(k Key) *entry {
 	if x := e.committingOfLocked(k); x != nil {
+		if x.gone {
+			return nil // a removal's tombstone
+		}
 		return x
 	}
 	return e.sched.byKey[k]
@@ -662,9 +667,9 @@ func (e *Engine) PrepareRegister(id prospero.Identity, r Reminder, staged []Chan
 	if _, err := e.heldLocked(shard); err != nil {
 		return Change{}, err
 	}
-	names := e.namesLocked(id, staged)
-	if !names[r.Name] && len(names) >= e.cfg.MaxPerIdentity {
-		return Change{}, invalid(r.Name, ErrTooMany, "%s has %d reminders (the limit)", id, len(names))
+	_, counted := e.namesLocked(id, staged)
+	if n := len(counted); !counted[r.Name] && n >= e.cfg.MaxPerIdentity {
+		return Change{}, invalid(r.Name, ErrTooMany, "%s has %d reminders (the limit)", id, n)
 	}
 	k := Key{ID: id, Name: r.Name}
 	return Change{k: k, shard: shard, x: &entry{Key: k, shard: shard, first: r.Due, per: r.Period, pol: r.Catchup,
@@ -682,7 +687,7 @@ func (e *Engine) PrepareUnregister(id prospero.Identity, name string, staged []C
 	if _, err := e.heldLocked(shard); err != nil {
 		return Change{}, err
 	}
-	if !e.namesLocked(id, staged)[name] {
+	if names, _ := e.namesLocked(id, staged); !names[name] {
 		return Change{}, fmt.Errorf("%w: %s %q", ErrNotFound, id, name)
 	}
 	return Change{k: Key{ID: id, Name: name}, shard: shard}, nil
@@ -690,14 +695,20 @@ func (e *Engine) PrepareUnregister(id prospero.Identity, name string, staged []C
 
 // namesLocked returns the names of id's reminders: those registered,
 // those whose registration is being committed, with the changes staged
-// applied in order.
-func (e *Engine) namesLocked(id prospero.Identity, staged []Change) map[string]bool {
-	names := map[string]bool{}
+// applied in order; and those that count against the limit: these and
+// the reminders whose removal is still being committed (it may fail and
+// put them back).
+func (e *Engine) namesLocked(id prospero.Identity, staged []Change) (names, counted map[string]bool) {
+	names, counted = map[string]bool{}, map[string]bool{}
 	for n := range e.sched.of(id) {
 		names[n] = true
 	}
-	for n := range e.committing[id] {
-		names[n] = true
+	for n, x := range e.committing[id] {
+		if x.gone {
+			counted[n] = true
+		} else {
+			names[n] = true
+		}
 	}
 	for _, c := range staged {
 		switch {
@@ -708,7 +719,10 @@ func (e *Engine) namesLocked(id prospero.Identity, staged []Change) map[string]b
 			names[c.k.Name] = true
 		}
 	}
-	return names
+	for n := range names {
+		counted[n] = true
+	}
+	return names, counted
 }
 
 // Commit carries out changes, those of one turn in the order the turn
@@ -726,9 +740,11 @@ func (e *Engine) namesLocked(id prospero.Identity, staged []Change) map[string]b
 // firing; List counts the new one), and a removal is in force: from the
 // moment Commit returns no tick of the reminder is accepted, also one
 // already queued or in flight. Finish(true) arms the registrations whose
-// records were committed; Finish(false) undoes the changes (a removal
-// puts the reminder back) and has the records written back by the next
-// flush, which a release of the shard waits for. A record written for a
+// records were committed; Finish(false) gives each name the turn changed
+// back what it held before the turn (see settle: a removal puts the
+// reminder back, a registration what it replaced, also a registration
+// of an earlier turn still being committed) and has the records written
+// back by the next flush, which a release of the shard waits for. A record written for a
 // failed turn may be loaded by another node if this one crashes before
 // that flush, as a failed write whose outcome is unknown may have landed
 // anyway.
@@ -743,37 +759,42 @@ func (e *Engine) Commit(changes []Change, done func(error)) *Commit {
 			return &Commit{}
 		}
 	}
-	cm := &Commit{e: e, items: make([]commitItem, 0, len(changes))}
+	// Only a name's last change in the turn counts (the turn's own earlier
+	// ones are superseded within it); what the name held before the turn
+	// is what a failure of the turn gives back.
+	last := make(map[Key]int, len(changes))
+	for i, c := range changes {
+		last[c.k] = i
+	}
+	cm := &Commit{e: e, items: make([]commitItem, 0, len(last))}
 	cm.wait.Store(2) // the writes, and Finish
-	for _, c := range changes {
+	for i, c := range changes {
+		if last[c.k] != i {
+			continue
+		}
 		st := e.shards[c.shard]
-		it := commitItem{c: c, st: st}
-		if x := c.x; x != nil {
-			e.gen++
-			x.gen = e.gen
-			x.rec = e.recOfLocked(st, c.k)
-			x.committing = true
-			e.committingPutLocked(x)
-			it.rs = x.rec
-		} else {
-			if s := e.committingOfLocked(c.k); s != nil {
-				e.committingDelLocked(s)
-				it.prev, it.rs = s, s.rec
-			}
-			if prev := e.sched.byKey[c.k]; prev != nil {
-				e.sched.remove(c.k)
-				if prev.rec == nil {
-					prev.rec = e.recOfLocked(st, c.k)
-				}
-				it.prev, it.rs = prev, prev.rec
-			}
-			if it.rs == nil {
+		pred := e.headLocked(c.k)
+		rs := e.recOfLocked(st, c.k) // the name's, shared by the changes of its chain
+		if pred != nil && pred.rec == nil {
+			pred.rec = rs // a reminder loaded before any change: the record it restores is this one
+		}
+		n := c.x
+		if n == nil {
+			if pred == nil {
 				continue // removed meanwhile (an operator's Cancel): nothing to write
 			}
+			// A removal is in force at once: its tombstone stands for it
+			// among the registrations being committed.
+			n = &entry{Key: c.k, shard: c.shard, gone: true, idx: -1}
+			e.sched.remove(c.k)
+		} else {
+			e.gen++
+			n.gen = e.gen
 		}
-		it.want = st.changedLocked(c.k, it.rs)
+		n.rec, n.pred, n.committing = rs, pred, true
+		e.committingPutLocked(n)
+		cm.items = append(cm.items, commitItem{c: c, st: st, n: n, rs: rs, want: st.changedLocked(c.k, rs)})
 		st.inflight++
-		cm.items = append(cm.items, it)
 	}
 	if len(cm.items) == 0 {
 		e.mu.Unlock()
@@ -818,10 +839,10 @@ type Commit struct {
 type commitItem struct {
 	c    Change
 	st   *shardState
+	n    *entry // the registration, or the removal's tombstone
 	rs   *recState
 	want uint64
-	prev *entry // a removal: the registration it removed
-	err  error  // the write's; set before done
+	err  error // the write's; set before done
 }
 
 // Finish decides c (see Engine.Commit): ok means the turn that made the
@@ -843,35 +864,63 @@ func (c *Commit) arrive() {
 	}
 }
 
+// A name's changes still being committed form a chain, kept by these
+// invariants (Engine.mu):
+//
+//   - committing[k], the head, is the newest change of k by a turn whose
+//     outcome is not known; each change's pred is what k held when it was
+//     made. Following pred from the head passes the changes still being
+//     committed and ends at the base: what k holds if each of them fails
+//     (a registration committed, a committed removal's tombstone, or
+//     nil). The base's pred is nil.
+//   - The base is armed (in the schedule) if it is a registration, none
+//     of the changes above it is a removal, and it has not ended since (a
+//     one-shot that fired); otherwise the schedule holds nothing of k.
+//   - A change that commits becomes the base (what was below it is
+//     history); one that fails is cut out of the chain. When the head
+//     leaves the chain, what is below it becomes the head; when that is
+//     the base, the chain is gone and the schedule alone holds k.
+//   - An operator's RegisterFor or Cancel drops the chain: its changes
+//     still being committed then settle without effect.
+//
+// So a failed turn gives each name it changed back what the name held
+// before the turn, in that change's own state: still being committed,
+// committed (armed), or, if that failed too, what it held before.
 func (c *Commit) settle(ok bool) {
 	e := c.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i := range c.items {
 		it := &c.items[i]
-		k, st := it.c.k, it.st
+		k, st, n := it.c.k, it.st, it.n
 		held := e.shards[it.c.shard] == st && !st.dropped
 		kept := ok && it.err == nil
-		if x := it.c.x; x != nil {
-			x.committing, x.failed = false, !kept
-			if e.committingOfLocked(k) != x {
-				continue // replaced, or removed, since
-			}
-			e.committingDelLocked(x)
+		n.committing, n.failed = false, !kept
+		above, in := e.chainLocked(k, n)
+		switch {
+		case !in:
+			// Dropped from the chain (an operator's change, or a turn's
+			// RegisterFor since): what the name holds now is written by
+			// that change.
+		case !held:
+			e.committingDelLocked(e.committingOfLocked(k)) // the shard left: nothing of it is armed again
+		case kept:
+			n.pred = nil // the base now
+			e.armLocked(k)
+		default:
 			switch {
-			case kept && held:
-				e.sched.put(x) // replaces the registration it succeeds
-			case it.err == nil && held:
-				st.changedLocked(k, x.rec) // its record is written back to what is held
+			case above != nil:
+				above.pred = n.pred
+			case n.pred != nil:
+				e.committing[k.ID][k.Name] = n.pred
+			default:
+				e.committingDelLocked(n)
 			}
-			continue
+			n.pred = nil // cut out
+			e.armLocked(k)
 		}
-		if kept || !held || e.sched.byKey[k] != nil || e.committingOfLocked(k) != nil {
-			continue // removed, or registered again since
-		}
-		e.restoreLocked(it.prev) // the removal failed: the reminder stays
-		if it.err == nil {
-			st.changedLocked(k, it.rs) // its deletion landed: the record is written back
+		if !kept && held {
+			st.changedLocked(k, it.rs) // the record is written back to what the name holds
 		}
 	}
 	for i := range c.items {
@@ -885,15 +934,70 @@ func (c *Commit) settle(ok bool) {
 	e.poke()
 }
 
-// restoreLocked puts back the registration x whose removal failed: in
-// the schedule, or, when its own record is still being committed, among
-// those (a registration whose commit failed is not put back).
+// chainLocked reports whether n is in k's chain (see settle) and the
+// change just above it (nil: n is the head).
+func (e *Engine) chainLocked(k Key, n *entry) (above *entry, in bool) {
+	for x := e.committingOfLocked(k); x != nil; above, x = x, x.pred {
+		if x == n {
+			return above, true
+		}
+	}
+	return nil, false
+}
+
+// armLocked restores the invariants of k's chain (see settle) after a
+// change left it or became its base: a head no longer being committed
+// ends the chain, and the base is armed if nothing above it removes it.
+func (e *Engine) armLocked(k Key) {
+	h := e.committingOfLocked(k)
+	if h != nil && !h.committing {
+		e.committingDelLocked(h)
+	}
+	x, removed := h, false
+	for ; x != nil && x.committing; x = x.pred {
+		removed = removed || x.gone
+	}
+	if x == nil || removed || x.gone || x.ended() || e.sched.byKey[k] == x {
+		return
+	}
+	x.outSeq, x.burst = 0, 0
+	e.sched.put(x) // replaces the base it succeeds, if any
+}
+
+// headLocked returns what k holds: the newest change being committed (a
+// removal's tombstone too), else the registration armed, else nil.
+func (e *Engine) headLocked(k Key) *entry {
+	if x := e.committingOfLocked(k); x != nil {
+		return x
+	}
+	return e.sched.byKey[k]
+}
+
+// restoreLocked puts back the registration x whose removal by an
+// operator failed: in the schedule, or, when its own record is still
+// being committed, at the head of its chain (a registration whose commit
+// failed is not put back).
 func (e *Engine) restoreLocked(x *entry) {
 	switch {
 	case x.committing:
+		// While the chain was dropped its changes below x settled without
+		// effect: those that failed are cut out, and the first committed
+		// one is the base.
+		for y := x; y != nil; y = y.pred {
+			p := y.pred
+			for p != nil && p.failed {
+				p = p.pred
+			}
+			y.pred = p
+			if p != nil && !p.committing {
+				p.pred = nil
+				break
+			}
+		}
 		e.committingPutLocked(x)
-	case !x.failed:
-		x.outSeq, x.burst = 0, 0
+		e.armLocked(x.Key)
+	case !x.failed && !x.gone && !x.ended():
+		x.outSeq, x.burst, x.pred = 0, 0, nil
 		e.sched.put(x)
 	}
 }
@@ -1000,8 +1104,8 @@ func (e *Engine) Cancel(ctx context.Context, id prospero.Identity, name string) 
 		return err
 	}
 	prev := e.sched.byKey[k]
-	if s := e.committingOfLocked(k); s != nil {
-		e.committingDelLocked(s)
+	if s := e.committingOfLocked(k); s != nil && !s.gone { // (a removal being committed: not found)
+		e.committingDelLocked(s) // its chain is dropped
 		if prev == nil {
 			prev = s
 		}
@@ -1050,7 +1154,11 @@ func (e *Engine) List(ctx actor.Context, staged []Change) ([]Info, error) {
 		byName[x.Name] = infoOf(x, false)
 	}
 	for _, x := range e.committing[id] {
-		byName[x.Name] = infoOf(x, true)
+		if x.gone {
+			delete(byName, x.Name) // a removal being committed
+		} else {
+			byName[x.Name] = infoOf(x, true)
+		}
 	}
 	for _, c := range staged {
 		switch {

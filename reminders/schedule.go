@@ -27,8 +27,12 @@ type entry struct {
 	gen   uint64    // registration generation: a re-registration gets a new one
 	rec   *recState // the writes of its record (the engine's; nil in a bare Schedule)
 	// committing: its record is being committed (Engine.Commit), it is
-	// not armed yet; failed: that commit failed. Guarded by Engine.mu.
-	committing, failed bool
+	// not armed yet; failed: that commit failed. gone: it is no
+	// registration but the tombstone of a removal being committed. pred:
+	// what its name held before the change (see Commit.settle). Guarded by
+	// Engine.mu.
+	committing, failed, gone bool
+	pred                     *entry
 
 	fired uint64 // seq of the last tick delivered (0: none)
 	next  uint64 // seq of the next occurrence to fire
@@ -40,6 +44,9 @@ type entry struct {
 	due time.Time // heap key: next fire, or the delivery deadline while in flight
 	idx int       // heap index, -1 when not queued
 }
+
+// ended reports whether e is a one-shot reminder that fired.
+func (e *entry) ended() bool { return e.per == 0 && e.fired > 0 }
 
 func (e *entry) scheduled(seq uint64) time.Time {
 	return e.first.Add(time.Duration(seq-1) * e.per)

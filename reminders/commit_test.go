@@ -1,0 +1,211 @@
+package reminders_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/reminders"
+)
+
+// A failed turn gives each name back what it held before the turn. Here
+// one turn unregisters r and registers it anew: the turn fails, and the
+// original r stays, in memory and at rest.
+func TestFailedTurnRestoresWhatTheNameHeldBefore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := prospero.NewMemStore()
+		e := newEngine(t, store, &deliverer{})
+		defer closeEngine(t, e)
+		if err := e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "r", Period: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		rm, err := e.PrepareUnregister(acct, "r", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg, err := e.PrepareRegister(acct, reminders.Reminder{Name: "r", Period: 5 * time.Second}, []reminders.Change{rm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := commit(e, rm, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Finish(false)
+		wantOne(t, e, store, time.Second)
+	})
+}
+
+// Turn 2 re-registers r while turn 1's registration of r is still being
+// committed; turn 1 commits, turn 2 fails: turn 1's registration, whose
+// asker was told it is committed, is armed and stays at rest.
+func TestFailedTurnKeepsAnEarlierTurnsRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := prospero.NewMemStore()
+		e := newEngine(t, store, &deliverer{})
+		defer closeEngine(t, e)
+		a1, _ := e.PrepareRegister(acct, reminders.Reminder{Name: "r", Period: time.Second}, nil)
+		c1, _ := commit(e, a1)
+		a2, _ := e.PrepareRegister(acct, reminders.Reminder{Name: "r", Period: 2 * time.Second}, nil)
+		c2, _ := commit(e, a2)
+		c1.Finish(true)
+		c2.Finish(false)
+		wantOne(t, e, store, time.Second)
+	})
+}
+
+// As above, but turn 2's outcome is known first: turn 1's registration
+// goes back to being committed, and is armed once it is.
+func TestFailedTurnPutsAnEarlierTurnsRegistrationBackInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := prospero.NewMemStore()
+		e := newEngine(t, store, &deliverer{})
+		defer closeEngine(t, e)
+		a1, _ := e.PrepareRegister(acct, reminders.Reminder{Name: "r", Period: time.Second}, nil)
+		c1, _ := commit(e, a1)
+		a2, _ := e.PrepareRegister(acct, reminders.Reminder{Name: "r", Period: 2 * time.Second}, nil)
+		c2, _ := commit(e, a2)
+		c2.Finish(false)
+		if infos, err := e.ListOf(acct); err != nil || len(infos) != 0 {
+			t.Errorf("before turn 1 committed: %+v, %v; want nothing armed", infos, err)
+		}
+		if _, err := e.PrepareUnregister(acct, "r", nil); err != nil {
+			t.Errorf("turn 1's registration is not counted: %v", err)
+		}
+		c1.Finish(true)
+		wantOne(t, e, store, time.Second)
+	})
+}
+
+// r is armed at 1 s; turn 1 re-registers it at 5 s and commits; turn 2,
+// whose removal of r was made before turn 1's outcome was known, fails:
+// the 5 s registration is armed, not the 1 s one it replaced.
+func TestFailedRemovalRestoresTheCommittedReRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := prospero.NewMemStore()
+		e := newEngine(t, store, &deliverer{})
+		defer closeEngine(t, e)
+		if err := e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "r", Period: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		a1, _ := e.PrepareRegister(acct, reminders.Reminder{Name: "r", Period: 5 * time.Second}, nil)
+		c1, _ := commit(e, a1)
+		rm, _ := e.PrepareUnregister(acct, "r", nil)
+		c2, _ := commit(e, rm)
+		c1.Finish(true)
+		if infos, err := e.ListOf(acct); err != nil || len(infos) != 0 {
+			t.Errorf("while turn 2's removal is pending: %+v, %v; want nothing armed", infos, err)
+		}
+		c2.Finish(false)
+		wantOne(t, e, store, 5*time.Second)
+	})
+}
+
+// Turn 1 unregisters r, turn 2 registers r anew; both fail, in either
+// order: r is back as it was.
+func TestFailedTurnsOverARemovalRestoreTheOriginal(t *testing.T) {
+	for _, order := range []string{"removal first", "registration first"} {
+		t.Run(order, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store := prospero.NewMemStore()
+				e := newEngine(t, store, &deliverer{})
+				defer closeEngine(t, e)
+				if err := e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "r", Period: time.Second}); err != nil {
+					t.Fatal(err)
+				}
+				rm, _ := e.PrepareUnregister(acct, "r", nil)
+				c1, _ := commit(e, rm)
+				if _, err := e.PrepareUnregister(acct, "r", nil); !errors.Is(err, reminders.ErrNotFound) {
+					t.Errorf("unregister while removed: %v, want ErrNotFound", err)
+				}
+				reg, err := e.PrepareRegister(acct, reminders.Reminder{Name: "r", Period: 5 * time.Second}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c2, _ := commit(e, reg)
+				if order == "removal first" {
+					c1.Finish(false)
+					c2.Finish(false)
+				} else {
+					c2.Finish(false)
+					c1.Finish(false)
+				}
+				wantOne(t, e, store, time.Second)
+			})
+		})
+	}
+}
+
+// wantOne checks that acct holds one reminder, of period per, armed and
+// at rest once flushed.
+func wantOne(t *testing.T, e *reminders.Engine, store *prospero.MemStore, per time.Duration) {
+	t.Helper()
+	if infos, err := e.ListOf(acct); err != nil || len(infos) != 1 || infos[0].Period != per {
+		t.Errorf("armed: %+v, %v; want one reminder of period %v", infos, err, per)
+	}
+	if err := e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := reminders.Records(context.Background(), store, "s0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Key != reminders.RecordID("s0").Key {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("records at rest: %d, want 1", n)
+	}
+	// The record at rest is the one armed: a new engine loads it.
+	e2 := newEngine(t, store, &deliverer{})
+	defer closeEngine(t, e2)
+	if infos, err := e2.ListOf(acct); err != nil || len(infos) != 1 || infos[0].Period != per {
+		t.Errorf("loaded from rest: %+v, %v; want one reminder of period %v", infos, err, per)
+	}
+}
+
+// With a limit of one reminder, a removal whose outcome is still pending
+// keeps counting: it may fail and put the reminder back.
+func TestLimitCountsRemovalsNotCommittedYet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := reminders.New(reminders.Config{Store: prospero.NewMemStore(), Codec: codec{}, Deliver: &deliverer{}, MaxPerIdentity: 1,
+			ShardOf: func(prospero.Identity) string { return "s0" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer closeEngine(t, e)
+		if err := e.Acquire(t.Context(), "s0"); err != nil {
+			t.Fatal(err)
+		}
+		a, _ := e.PrepareRegister(acct, reminders.Reminder{Name: "a", Period: time.Second}, nil)
+		c, _ := commit(e, a)
+		c.Finish(true)
+		rm, _ := e.PrepareUnregister(acct, "a", nil)
+		c1, _ := commit(e, rm)
+		if _, err := e.PrepareRegister(acct, reminders.Reminder{Name: "b", Period: time.Second}, nil); !errors.Is(err, reminders.ErrTooMany) {
+			t.Errorf("register b while a's removal is pending: %v, want ErrTooMany", err)
+		}
+		if _, err := e.PrepareRegister(acct, reminders.Reminder{Name: "a", Period: time.Second}, nil); err != nil {
+			t.Errorf("register a again while its removal is pending: %v", err)
+		}
+		c1.Finish(false)
+		if infos, _ := e.ListOf(acct); len(infos) != 1 {
+			t.Errorf("after the removal failed: %+v, want a", infos)
+		}
+		rm, _ = e.PrepareUnregister(acct, "a", nil)
+		c2, _ := commit(e, rm)
+		c2.Finish(true)
+		if _, err := e.PrepareRegister(acct, reminders.Reminder{Name: "b", Period: time.Second}, nil); err != nil {
+			t.Errorf("register b once a's removal committed: %v", err)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package reminders_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -207,5 +208,83 @@ func TestLimitCountsRemovalsNotCommittedYet(t *testing.T) {
 		if _, err := e.PrepareRegister(acct, reminders.Reminder{Name: "b", Period: time.Second}, nil); err != nil {
 			t.Errorf("register b once a's removal committed: %v", err)
 		}
+	})
+}
+
+// hangStore fails or holds the writes of reminder records, as set.
+type hangStore struct {
+	*prospero.MemStore
+	mode atomic.Int32 // 0 pass, 1 fail, 2 hold until the write's ctx ends
+	hung chan struct{}
+}
+
+func (s *hangStore) hold(ctx context.Context, id prospero.Identity) (bool, error) {
+	if id.Kind != reminders.RecordKind {
+		return false, nil
+	}
+	switch s.mode.Load() {
+	case 1:
+		return true, errInjected
+	case 2:
+		select {
+		case s.hung <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+		return true, ctx.Err()
+	}
+	return false, nil
+}
+
+func (s *hangStore) Put(ctx context.Context, id prospero.Identity, expected uint64, rec prospero.Record) (uint64, error) {
+	if held, err := s.hold(ctx, id); held {
+		return 0, err
+	}
+	return s.MemStore.Put(ctx, id, expected, rec)
+}
+
+func (s *hangStore) Delete(ctx context.Context, id prospero.Identity, expected uint64) error {
+	if held, err := s.hold(ctx, id); held {
+		return err
+	}
+	return s.MemStore.Delete(ctx, id, expected)
+}
+
+// Close returns by its ctx even while a periodic flush's write of a
+// record is held by the store and a turn's commit of the same record
+// waits behind it. (Without that, the commit's goroutine blocks on the
+// record's lock, which the bubble's fake clock does not see as durable:
+// the test then hangs until the test binary's timeout.)
+func TestCloseHonoursItsContextWithACommitBehindAFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &hangStore{MemStore: prospero.NewMemStore(), hung: make(chan struct{}, 1)}
+		e, err := reminders.New(reminders.Config{Store: store, Codec: codec{}, Deliver: &deliverer{}, FlushInterval: 50 * time.Millisecond,
+			ShardOf: func(prospero.Identity) string { return "s0" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Acquire(context.Background(), "s0"); err != nil {
+			t.Fatal(err)
+		}
+		store.mode.Store(1)
+		a, _ := e.PrepareRegister(acct, reminders.Reminder{Name: "r", Period: time.Hour}, nil)
+		c, err := commit(e, a)
+		if err == nil {
+			t.Fatal("the registration's write did not fail")
+		}
+		c.Finish(false) // its record is pending: the periodic flush writes it
+		store.mode.Store(2)
+		<-store.hung
+		a2, _ := e.PrepareRegister(acct, reminders.Reminder{Name: "r", Period: time.Hour}, nil)
+		c2 := e.Commit([]reminders.Change{a2}, func(error) {})
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if err := e.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close: %v, want its ctx's deadline (the store holds every write)", err)
+		}
+		c2.Finish(false)
 	})
 }

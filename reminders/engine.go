@@ -276,7 +276,8 @@ func (e *Engine) Start() error {
 }
 
 // Close writes the progress of every held shard and stops the engine.
-// It is idempotent.
+// It returns ctx's error if ctx ends first (the writes under way are
+// then cancelled, and end without it). It is idempotent.
 func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Lock()
 	if e.closed {
@@ -286,10 +287,24 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.closed = true
 	started := e.started
 	e.mu.Unlock()
+	// The run goroutine is stopped before the commits are waited for: a
+	// commit's write may wait behind a periodic flush of the same record
+	// (or for a flusher's slot), and that flush ends only with run's ctx.
 	e.endLife()
-	e.commits.Wait()
 	if started {
 		e.cancel()
+	}
+	commits := make(chan struct{})
+	go func() { // ends with the commits, whose writes' ctx (life) has ended
+		e.commits.Wait()
+		close(commits)
+	}()
+	select {
+	case <-commits:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if started {
 		select {
 		case <-e.done:
 		case <-ctx.Done():

@@ -43,16 +43,24 @@ func (r *Reminders) engine() (*reminders.Engine, error) {
 // error (see reminders.Engine.PrepareRegister: ErrInvalid with the
 // specific one, ErrNotOwner, ErrClosed), and otherwise returns without
 // waiting for the store: the turn's reply and the mail it sent are held
-// until the reminder's record is committed (with the turn's state, for a
-// kind persisted every turn), on the shard's replica set when the node
-// replicates. If the commit fails they fail with a *prospero.CommitError
-// (actor.ErrNotCommitted), as for a durable turn whose state was not
-// committed, and the reminder does not fire. The reminder fires once it
-// is committed, never before. ErrNotHeld: the kind was registered
-// without KindOptions.Reminders (and is not persisted by its turns), so
-// its turns cannot be held.
+// until the reminder's record is committed, and the turn's state for a
+// kind persisted every turn, on the shard's replica set when the node
+// replicates. If either is not committed they fail with a
+// *prospero.CommitError (actor.ErrNotCommitted), as for a durable turn
+// whose state was not committed, and the reminder does not fire (the
+// name keeps what it held before the turn). The two are separate writes:
+// when the reminder's record fails, the turn's state may be committed
+// all the same, so the turn's outcome is unknown, as for any
+// ErrNotCommitted, and a turn a caller may retry should be idempotent.
+// The reminder fires once it is committed, never before. ErrNotHeld
+// (checked first; the error wraps ariel.ErrNotHeld too): the kind was
+// registered without KindOptions.Reminders (and is not persisted by its
+// turns), so its turns cannot be held.
 func (r *Reminders) Register(ctx actor.Context, rem reminders.Reminder) error {
 	e, id, t, err := r.turn(ctx)
+	if err == nil && t == nil {
+		err = canStage(ctx, id)
+	}
 	if err != nil {
 		return err
 	}
@@ -69,7 +77,9 @@ func (r *Reminders) Register(ctx actor.Context, rem reminders.Reminder) error {
 
 // ErrNotHeld: Reminders.Register or Unregister was called in a turn of a
 // kind whose turns' outputs are not held (KindOptions.Reminders is not
-// set and the kind is not persisted every turn or periodically).
+// set and the kind is not persisted every turn or periodically). The
+// errors they return wrap ariel.ErrNotHeld as well; this one names the
+// option to set.
 var ErrNotHeld = errors.New("tempest: the kind's turns cannot wait for reminder commits (set KindOptions.Reminders)")
 
 // turn returns the engine, the identity ctx's turn runs for and what of
@@ -99,14 +109,27 @@ func (r *Reminders) stage(ctx actor.Context, e *reminders.Engine, id prospero.Id
 	if t == nil {
 		t = &reminderTurn{e: e, id: id}
 		if err := ariel.Stage(ctx, t); err != nil {
-			if errors.Is(err, ariel.ErrNotHeld) {
-				return fmt.Errorf("%w: kind %q", ErrNotHeld, id.Kind)
-			}
-			return err
+			return notHeld(err, id)
 		}
 	}
 	t.changes = append(t.changes, c)
 	return nil
+}
+
+// canStage returns ErrNotHeld when the turn ctx is cannot stage its
+// reminder changes: checked before they are validated (and their shard
+// loaded), for nothing could come of them.
+func canStage(ctx actor.Context, id prospero.Identity) error {
+	return notHeld(ariel.CanStage(ctx), id)
+}
+
+// notHeld returns err, wrapped with ErrNotHeld and the kind when it is
+// ariel.ErrNotHeld.
+func notHeld(err error, id prospero.Identity) error {
+	if errors.Is(err, ariel.ErrNotHeld) {
+		return fmt.Errorf("%w: kind %q (%w)", ErrNotHeld, id.Kind, err)
+	}
+	return err
 }
 
 // reminderTurn is the reminder changes one turn made, staged with the
@@ -176,6 +199,9 @@ func (r *Reminders) turnCtx() context.Context {
 // reminder stays.
 func (r *Reminders) Unregister(ctx actor.Context, name string) error {
 	e, id, t, err := r.turn(ctx)
+	if err == nil && t == nil {
+		err = canStage(ctx, id)
+	}
 	if err != nil {
 		return err
 	}

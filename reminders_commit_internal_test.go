@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/reminders"
 )
@@ -209,6 +210,11 @@ func TestReminderCommitDoesNotHoldTheWorker(t *testing.T) {
 	// A kind that did not opt in cannot hold its turns for a commit.
 	if r := <-askAsync(n, n.Ref("echo", "y"), remRegister{reminders.Reminder{Name: "r", Period: time.Hour}}); !errors.Is(r.err, ErrNotHeld) {
 		t.Fatalf("Register in a kind without KindOptions.Reminders: %v, %v; want ErrNotHeld", r.v, r.err)
+	}
+	// It says so first, before what it would otherwise refuse, and it is
+	// ariel's too.
+	if r := <-askAsync(n, n.Ref("echo", "y"), remRegister{reminders.Reminder{Name: "r", Period: time.Nanosecond}}); !errors.Is(r.err, ErrNotHeld) || !errors.Is(r.err, ariel.ErrNotHeld) {
+		t.Fatalf("Register of a bad reminder in a kind without KindOptions.Reminders: %v, %v; want ErrNotHeld", r.v, r.err)
 	}
 
 	g.close(nil)

@@ -97,8 +97,10 @@ func (h Hold) Wait() (release func(err error)) {
 // release Wait gave was called. fn gets the error the outputs fail with
 // (nil: they are delivered), before they are delivered, on the goroutine
 // of the last release. Call it after Wait, during the same hook or
-// Settle; without an earlier Wait (or for a turn abandoned past its
-// budget) fn is called at once with ErrNotHeld.
+// Settle. When no Wait of the turn held its outputs (none ran, or each
+// found the turn abandoned past its budget already), fn is called at
+// once with ErrNotHeld. Once a Wait held them, a turn abandoned later
+// keeps them held: fn is called when they are finished, as for any turn.
 func (h Hold) Released(fn func(err error)) {
 	ex := h.ex
 	if ex == nil || ex.heldB == nil {
@@ -123,8 +125,12 @@ type Effect interface {
 	// Settle runs on the actor's turn thread once the turn ended
 	// normally, after the kind's after-turn hook and before the turn's
 	// outputs leave; h.Wait holds them. It must not block: the worker
-	// waits for it. A turn that panicked or was abandoned settles
-	// nothing: its staged effects are dropped.
+	// waits for it. A turn that panicked, or was abandoned past its
+	// budget before its effects settle (in its body or its hook),
+	// settles nothing: its staged effects are dropped. One abandoned
+	// while they settle is not undone: what a Wait held before stays
+	// held until its release, which then delivers or fails the outputs,
+	// and the functions given to Released run.
 	Settle(h Hold)
 }
 
@@ -139,16 +145,28 @@ var ErrNotHeld = errors.New("ariel: the turn's outputs cannot be held")
 // turn was abandoned past its budget. Only the turn's own goroutine may
 // call it.
 func Stage(ctx actor.Context, eff Effect) error {
-	ex, ok := ctx.(*executor)
-	if !ok || ex.cell == nil || !ex.cell.holds {
-		return ErrNotHeld
+	if err := CanStage(ctx); err != nil {
+		return err
 	}
+	ex := ctx.(*executor)
 	if !ex.lockEffect() {
 		ex.discard()
 		return errAbandoned
 	}
 	defer ex.unlockEffect()
 	ex.staged = append(ex.staged, eff)
+	return nil
+}
+
+// CanStage returns ErrNotHeld when Stage would, the turn ctx is the
+// context of being unable to hold its outputs, and nil otherwise. It
+// stages nothing: a caller checks it before work it would do for
+// nothing if it could not stage. Only the turn's own goroutine may call
+// it.
+func CanStage(ctx actor.Context) error {
+	if ex, ok := ctx.(*executor); !ok || ex.cell == nil || !ex.cell.holds {
+		return ErrNotHeld
+	}
 	return nil
 }
 

@@ -18,7 +18,8 @@ func (f effectFunc) Settle(h ariel.Hold) { f(h) }
 // outputs in hand: each Wait holds them until its own release, the
 // outputs leave once every release was called, failing with the first
 // error, and Released reports that outcome. A turn that panics settles
-// nothing; a kind whose outputs are not held cannot stage.
+// nothing; a kind whose outputs are not held cannot stage (CanStage
+// says so beforehand).
 func TestStagedEffectsHoldTheTurn(t *testing.T) {
 	s := newSched(t, ariel.Config{Workers: 1})
 	rels := make(chan [2]func(error), 1)
@@ -41,6 +42,8 @@ func TestStagedEffectsHoldTheTurn(t *testing.T) {
 				panic("after staging")
 			case "ping":
 				ctx.Reply("pong")
+			case "can":
+				ctx.Reply(ariel.CanStage(ctx))
 			}
 		})
 	}
@@ -109,4 +112,17 @@ func TestStagedEffectsHoldTheTurn(t *testing.T) {
 	if err := <-staged; !errors.Is(err, ariel.ErrNotHeld) {
 		t.Fatalf("Stage in a kind whose outputs are not held: %v, want ErrNotHeld", err)
 	}
+	// CanStage tells beforehand, staging nothing.
+	if v, err := s.Ask(ctx, actor.Virtual("held", "e"), "can"); err != nil || v != nil {
+		t.Fatalf("CanStage in a kind whose outputs are held: %v, %v; want nil", v, err)
+	}
+	if v, err := s.Ask(ctx, actor.Virtual("plain", "e"), "can"); err != nil || !isErr(v, ariel.ErrNotHeld) {
+		t.Fatalf("CanStage in a kind whose outputs are not held: %v, %v; want ErrNotHeld", v, err)
+	}
+}
+
+// isErr reports whether v is an error that is target.
+func isErr(v any, target error) bool {
+	err, ok := v.(error)
+	return ok && errors.Is(err, target)
 }

@@ -70,14 +70,23 @@ type KindOptions struct {
 
 	// Reminders lets the kind's actors register and unregister durable
 	// reminders in their turns (Node.Reminders, docs/reminders.md). A
-	// turn that does is answered only once its changes are committed:
-	// its reply and the mail it sent are held until then, as a kind
-	// persisted every turn holds them for its state, while the worker
-	// goes on with other turns. So in such a kind a turn's reply and its
-	// sends to remote actors leave at the end of the turn, and a remote
-	// refusal of a tell comes back as actor.Undelivered rather than as
-	// Tell's error. A kind persisted every turn or periodically holds its
-	// outputs already and may register reminders without it.
+	// turn that does is answered only once its reminder changes are
+	// committed: its reply and the mail it sent are held until then, as
+	// a kind persisted every turn holds them for its state, while the
+	// worker goes on with other turns. If they are not committed the
+	// turn's outputs fail with actor.ErrNotCommitted, but a state the
+	// turn wrote (a kind persisted every turn) may be committed all the
+	// same: the outcome of such a turn is unknown, as of any
+	// ErrNotCommitted, so a turn a caller may retry should be idempotent.
+	//
+	// The cost is paid by every turn of the kind, also one that
+	// registers nothing: its outputs go through the held path, so a
+	// plain tell to a local actor no longer leaves during the turn, a
+	// turn's reply and its sends to remote actors leave at the end of
+	// the turn, and a remote refusal of a tell comes back as
+	// actor.Undelivered rather than as Tell's error. A kind persisted
+	// every turn or periodically holds its outputs already and may
+	// register reminders without it.
 	Reminders bool
 }
 

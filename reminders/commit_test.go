@@ -3,6 +3,10 @@ package reminders_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -287,4 +291,106 @@ func TestCloseHonoursItsContextWithACommitBehindAFlush(t *testing.T) {
 		}
 		c2.Finish(false)
 	})
+}
+
+// Turns of one actor change one name, their commits overlapping and
+// their outcomes known in any order: once every outcome is known, the
+// name holds what the last turn that committed left it with (or what it
+// held before them all), armed and at rest. Seeded, so a failure
+// replays.
+func TestOverlappingTurnsLeaveTheLastCommittedChange(t *testing.T) {
+	for seed := range int64(300) {
+		synctest.Test(t, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(seed), 1))
+			store := prospero.NewMemStore()
+			e := newEngine(t, store, &deliverer{})
+			defer closeEngine(t, e)
+			var want time.Duration // the model: the period r has, 0 none
+			if rng.IntN(2) == 0 {
+				want = time.Second
+				if err := e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "r", Period: want}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			type turn struct {
+				i   int
+				per time.Duration // what the turn leaves r with, 0 none
+				c   *reminders.Commit
+			}
+			var pending []turn
+			var log []string
+			last := -1 // the last turn that committed
+			turns := 1 + rng.IntN(5)
+			for next := 0; next < turns || len(pending) > 0; {
+				if next < turns && (len(pending) == 0 || rng.IntN(2) == 0) {
+					var staged []reminders.Change
+					per := time.Duration(next+2) * time.Second
+					switch rng.IntN(3) {
+					case 0: // remove
+						per = 0
+						fallthrough
+					case 1: // remove, then register anew
+						rm, err := e.PrepareUnregister(acct, "r", nil)
+						if err == nil {
+							staged = append(staged, rm)
+						} else if per == 0 {
+							next++
+							continue // nothing to remove: the turn changes nothing
+						}
+					}
+					if per != 0 {
+						reg, err := e.PrepareRegister(acct, reminders.Reminder{Name: "r", Period: per}, staged)
+						if err != nil {
+							t.Fatal(err)
+						}
+						staged = append(staged, reg)
+					}
+					c, err := commit(e, staged...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					pending = append(pending, turn{i: next, per: per, c: c})
+					log = append(log, fmt.Sprintf("turn %d leaves %v", next, per))
+					next++
+					continue
+				}
+				j := rng.IntN(len(pending))
+				tu := pending[j]
+				pending = slices.Delete(pending, j, j+1)
+				ok := rng.IntN(2) == 0
+				tu.c.Finish(ok)
+				log = append(log, fmt.Sprintf("turn %d ok=%v", tu.i, ok))
+				if ok && tu.i > last {
+					last, want = tu.i, tu.per
+				}
+			}
+			infos, err := e.ListOf(acct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := periodOf(infos); got != want {
+				t.Fatalf("seed %d: r armed with %v, want %v; %s", seed, got, want, strings.Join(log, ", "))
+			}
+			if err := e.Flush(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			e2 := newEngine(t, store, &deliverer{})
+			defer closeEngine(t, e2)
+			infos, err = e2.ListOf(acct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := periodOf(infos); got != want {
+				t.Fatalf("seed %d: r at rest with %v, want %v; %s", seed, got, want, strings.Join(log, ", "))
+			}
+		})
+	}
+}
+
+// periodOf returns the period of the one reminder in infos, 0 if none.
+func periodOf(infos []reminders.Info) time.Duration {
+	if len(infos) == 0 {
+		return 0
+	}
+	return infos[0].Period
 }

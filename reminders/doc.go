@@ -23,7 +23,11 @@
 // turn has ended (Commit), without a worker waiting for the store; the
 // turn's outputs wait instead, and Commit.Finish reports whether the turn
 // as a whole committed. A registration fires only once its turn
-// committed; a removal is in force from the end of its turn. Operators
+// committed; a removal is in force from the end of its turn. A turn that
+// did not commit is taken out of the history of each name it changed:
+// the name holds what it would hold without that turn (what it held
+// before, unless a later turn changed it since), whatever order the
+// outcomes of overlapping turns come in (see Commit.settle). Operators
 // use RegisterFor, Cancel and ListOf, which return once the change is at
 // rest.
 //

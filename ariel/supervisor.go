@@ -167,13 +167,18 @@ func (s *Scheduler) SetAskTimeouts(kind string, def, max time.Duration) error {
 	if def < 0 || max < 0 || (max > 0 && def > max) {
 		return fmt.Errorf("ariel: ask timeouts of kind %q: default %v, maximum %v", kind, def, max)
 	}
+	return s.setKind(kind, func(k *kindInfo) { k.askDefault, k.askMax = def, max })
+}
+
+// setKind applies set to kind's settings under kindsMu.
+func (s *Scheduler) setKind(kind string, set func(*kindInfo)) error {
 	s.kindsMu.Lock()
 	defer s.kindsMu.Unlock()
 	k, ok := s.kinds[kind]
 	if !ok {
 		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
 	}
-	k.askDefault, k.askMax = def, max
+	set(&k)
 	s.kinds[kind] = k
 	return nil
 }
@@ -207,15 +212,7 @@ type AfterTurn func(ref actor.Ref, inc uint64, a actor.Actor, activity bool, h H
 // right after Register, before mail flows. Kinds without a hook pay
 // nothing for the mechanism.
 func (s *Scheduler) SetAfterTurn(kind string, fn AfterTurn) error {
-	s.kindsMu.Lock()
-	defer s.kindsMu.Unlock()
-	k, ok := s.kinds[kind]
-	if !ok {
-		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
-	}
-	k.after = fn
-	s.kinds[kind] = k
-	return nil
+	return s.setKind(kind, func(k *kindInfo) { k.after = fn })
 }
 
 // SetHoldOutputs makes the turns of kind's virtual actors keep their
@@ -225,15 +222,7 @@ func (s *Scheduler) SetAfterTurn(kind string, fn AfterTurn) error {
 // leave (see the package documentation), and only cells made afterwards
 // carry it: call it right after Register.
 func (s *Scheduler) SetHoldOutputs(kind string) error {
-	s.kindsMu.Lock()
-	defer s.kindsMu.Unlock()
-	k, ok := s.kinds[kind]
-	if !ok {
-		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
-	}
-	k.holds = true
-	s.kinds[kind] = k
-	return nil
+	return s.setKind(kind, func(k *kindInfo) { k.holds = true })
 }
 
 // SetReentrancy sets the Reentrancy of the virtual actors of kind. Like
@@ -243,15 +232,7 @@ func (s *Scheduler) SetReentrancy(kind string, r actor.Reentrancy) error {
 	if r > actor.NonReentrant {
 		return fmt.Errorf("ariel: unknown reentrancy %v", r)
 	}
-	s.kindsMu.Lock()
-	defer s.kindsMu.Unlock()
-	k, ok := s.kinds[kind]
-	if !ok {
-		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
-	}
-	k.reent = r
-	s.kinds[kind] = k
-	return nil
+	return s.setKind(kind, func(k *kindInfo) { k.reent = r })
 }
 
 // EnsureCell creates the cell (mailbox, system lane, run-token) of the

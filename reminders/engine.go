@@ -662,19 +662,9 @@ type Change struct {
 // fires. Errors: ErrInvalid (with ErrPeriodTooShort, ErrDueInPast,
 // ErrUnknownPayload, ErrBadName or ErrTooMany), ErrNotOwner, ErrClosed.
 func (e *Engine) PrepareRegister(id prospero.Identity, r Reminder, staged []Change) (Change, error) {
-	r, err := r.validate(e.cfg.Clock.Now(), e.cfg.MinPeriod)
+	r, ptype, pdata, err := e.checked(id, r)
 	if err != nil {
 		return Change{}, err
-	}
-	var ptype string
-	var pdata []byte
-	if r.Payload != nil {
-		if ptype, pdata, err = e.cfg.Codec.Encode(id.Kind, r.Payload); err != nil {
-			if !errors.Is(err, ErrUnknownPayload) {
-				err = fmt.Errorf("%w: %w", ErrUnknownPayload, err)
-			}
-			return Change{}, invalid(r.Name, ErrUnknownPayload, "%v", err)
-		}
 	}
 	shard := e.cfg.ShardOf(id)
 	e.mu.Lock()
@@ -689,6 +679,23 @@ func (e *Engine) PrepareRegister(id prospero.Identity, r Reminder, staged []Chan
 	k := Key{ID: id, Name: r.Name}
 	return Change{k: k, shard: shard, x: &entry{Key: k, shard: shard, first: r.Due, per: r.Period, pol: r.Catchup,
 		maxN: r.MaxCatchup, ptype: ptype, pdata: pdata, pval: r.Payload, idx: -1}}, nil
+}
+
+// checked validates r for id and encodes its payload: what every
+// registration refuses at once, before it touches the schedule.
+func (e *Engine) checked(id prospero.Identity, r Reminder) (Reminder, string, []byte, error) {
+	r, err := r.validate(e.cfg.Clock.Now(), e.cfg.MinPeriod)
+	if err != nil || r.Payload == nil {
+		return r, "", nil, err
+	}
+	ptype, pdata, err := e.cfg.Codec.Encode(id.Kind, r.Payload)
+	if err != nil {
+		if !errors.Is(err, ErrUnknownPayload) {
+			err = fmt.Errorf("%w: %w", ErrUnknownPayload, err)
+		}
+		return r, "", nil, invalid(r.Name, ErrUnknownPayload, "%v", err)
+	}
+	return r, ptype, pdata, nil
 }
 
 // PrepareUnregister validates the removal of id's reminder name, as
@@ -1046,19 +1053,9 @@ func (e *Engine) committingDelLocked(x *entry) {
 // run on id's owner. Errors: those of PrepareRegister, or the store's
 // (then nothing was registered).
 func (e *Engine) RegisterFor(ctx context.Context, id prospero.Identity, r Reminder) error {
-	r, err := r.validate(e.cfg.Clock.Now(), e.cfg.MinPeriod)
+	r, ptype, pdata, err := e.checked(id, r)
 	if err != nil {
 		return err
-	}
-	var ptype string
-	var pdata []byte
-	if r.Payload != nil {
-		if ptype, pdata, err = e.cfg.Codec.Encode(id.Kind, r.Payload); err != nil {
-			if !errors.Is(err, ErrUnknownPayload) {
-				err = fmt.Errorf("%w: %w", ErrUnknownPayload, err)
-			}
-			return invalid(r.Name, ErrUnknownPayload, "%v", err)
-		}
 	}
 	shard := e.cfg.ShardOf(id)
 	e.mu.Lock()

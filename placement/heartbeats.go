@@ -33,6 +33,22 @@ type SplitTransport struct {
 	mu       sync.Mutex
 	accepted time.Time                   // last heartbeat this node accepted (receipt)
 	answered map[raft.ServerID]time.Time // last answer to a heartbeat it sent
+
+	// raft handles heartbeats on the transport's goroutines, not its
+	// own, and Shutdown does not wait for them: a heartbeat in flight
+	// can still write the term to the stores. hbMu is held (read) for
+	// each one; StopHeartbeats takes it to end them before the stores
+	// close.
+	hbMu      sync.RWMutex
+	hbStopped bool
+}
+
+// StopHeartbeats waits for the heartbeats being handled and refuses the
+// rest unanswered: call it after raft shut down, before its stores close.
+func (s *SplitTransport) StopHeartbeats() {
+	s.hbMu.Lock()
+	s.hbStopped = true
+	s.hbMu.Unlock()
 }
 
 var (
@@ -70,7 +86,13 @@ func (s *SplitTransport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
 		out := rpc.RespChan
 		ch := make(chan raft.RPCResponse, 1)
 		rpc.RespChan = ch
+		s.hbMu.RLock()
+		if s.hbStopped {
+			s.hbMu.RUnlock()
+			return // shut down: unanswered, as raft leaves it then
+		}
 		cb(rpc) // answers before it returns (or not at all, shutting down)
+		s.hbMu.RUnlock()
 		select {
 		case r := <-ch:
 			if resp, ok := r.Response.(*raft.AppendEntriesResponse); ok && r.Error == nil && resp.Success {

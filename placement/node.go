@@ -275,7 +275,11 @@ func (n *Node) Close(ctx context.Context) error {
 	if cs, ok := n.cfg.Transport.(interface{ CloseStreams() }); ok {
 		cs.CloseStreams()
 	}
-	// Raft no longer touches its stores once Shutdown returned.
+	// Raft no longer touches its stores once Shutdown returned, but for
+	// heartbeats its transport is still handling (see StopHeartbeats).
+	if st, ok := n.cfg.Transport.(interface{ StopHeartbeats() }); ok {
+		st.StopHeartbeats()
+	}
 	if cerr := n.wal.Close(); err == nil {
 		err = cerr
 	}

@@ -479,8 +479,8 @@ func shardKey(s placement.ShardRef) string { return s.Group + "#" + strconv.Itoa
 // identity is hydrated to receive one.
 type notifier struct{ s *ariel.Scheduler }
 
-func (d notifier) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool) error {
-	return d.s.Notify(ref, t, accept)
+func (d notifier) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool, failed func(error)) error {
+	return d.s.Notify(ref, t, accept, failed)
 }
 
 // messageCodec stores a payload as one of its kind's declared messages.
@@ -625,7 +625,9 @@ func (noCodec) Decode(string, string, []byte) (any, error) { return nil, reminde
 
 type noDeliverer struct{}
 
-func (noDeliverer) Deliver(actor.Ref, reminders.Tick, func() bool) error { return ErrNotStarted }
+func (noDeliverer) Deliver(actor.Ref, reminders.Tick, func() bool, func(error)) error {
+	return ErrNotStarted
+}
 
 // releaseReminders stops the reminders of shard on this node ahead of a
 // handoff and returns their records to ship: the progress record and one

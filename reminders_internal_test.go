@@ -100,7 +100,7 @@ func (s *faultyReminderStore) Delete(ctx context.Context, id prospero.Identity, 
 
 type noTicks struct{}
 
-func (noTicks) Deliver(actor.Ref, reminders.Tick, func() bool) error { return nil }
+func (noTicks) Deliver(actor.Ref, reminders.Tick, func() bool, func(error)) error { return nil }
 
 // A handoff whose release of the shard's reminders cannot write what is
 // not at rest fails, and so does every attempt until one can: none ships

@@ -285,7 +285,11 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 		ex.normal, ex.tick = false, false
 	case kNotice:
 		n := e.msg.(*notice)
-		if c.act == nil || (n.accept != nil && !n.accept()) {
+		if c.act == nil {
+			n.fail(actor.ErrActorTerminated)
+			return true
+		}
+		if n.accept != nil && !n.accept() {
 			return true // superseded since it was queued
 		}
 		// A notice is not activity either: the identity's own schedule.
@@ -592,6 +596,8 @@ func (s *Scheduler) drop(e *envelope, err error) {
 		if e.from != nil {
 			s.undeliverable(e.from, actor.Ref{}, e.msg, err, nil, 0)
 		}
+	case e.kind == kNotice:
+		e.msg.(*notice).fail(err)
 	}
 }
 

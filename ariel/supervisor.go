@@ -742,12 +742,17 @@ func (s *Scheduler) stopCell(ref actor.Ref, err error, released func()) error {
 			// Handed over before the cell takes mail again: mail sent
 			// after the batch queues behind it.
 			taken = s.resendBatch(c, mail, err)
-			if len(c.sys) == 0 {
-				if removable {
-					c.state.Store(stGone)
-				} else {
-					c.state.Store(stDetached)
-				}
+			// Notices that waited for the refused activation are failed
+			// back to their senders, which send them again when they
+			// choose. Whatever else the system lane holds waits for the
+			// next activation, which the next mail rings for: the cell
+			// must not stay pending, with nobody activating it.
+			mail = append(mail, c.takeNoticesLocked()...)
+			switch {
+			case len(c.sys) == 0 && removable:
+				c.state.Store(stGone)
+			default:
+				c.state.Store(stDetached)
 			}
 		}
 		gone := c.state.Load() == stGone || c.state.Load() == stStopped
@@ -760,7 +765,7 @@ func (s *Scheduler) stopCell(ref actor.Ref, err error, released func()) error {
 			derr = actor.ErrActorTerminated
 		}
 		for i := range mail {
-			if taken == nil || !taken[i] {
+			if i >= len(taken) || !taken[i] {
 				s.drop(&mail[i], derr)
 			}
 		}

@@ -180,6 +180,27 @@ func (c *Cell) purgeNoticesLocked() {
 	}
 }
 
+// takeNoticesLocked removes the notices queued in the system lane and
+// returns them.
+func (c *Cell) takeNoticesLocked() []envelope {
+	var out []envelope
+	kept := c.sys[:0]
+	for _, e := range c.sys {
+		if e.kind == kNotice {
+			c.pend.Add(-1)
+			out = append(out, e)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	clear(c.sys[len(kept):])
+	c.sys = kept
+	if len(c.sys) == 0 {
+		c.sys = nil
+	}
+	return out
+}
+
 func (ex *executor) After(d time.Duration, msg any, opts ...actor.TimerOption) actor.Cancel {
 	return ex.armFenced(d, 0, msg, opts)
 }
@@ -206,6 +227,15 @@ func (ex *executor) armFenced(d, period time.Duration, msg any, opts []actor.Tim
 type notice struct {
 	msg    any
 	accept func() bool
+	failed func(error)
+}
+
+// fail tells the notice's sender that it was dropped unseen: its
+// activation was refused or failed, or the identity stopped.
+func (n *notice) fail(err error) {
+	if n.failed != nil {
+		n.failed(err)
+	}
 }
 
 // Notify delivers msg to the virtual actor ref on this node as a notice
@@ -216,18 +246,22 @@ type notice struct {
 // not nil, runs on the actor's turn thread right before the handler
 // would see msg, and the notice is dropped unless it returns true: the
 // sender's last word on whether msg is still wanted (durable reminders
-// use it so that no tick runs after its reminder was cancelled). The
-// turn does not count as activity for idle passivation. The sender is
-// the zero Ref. Errors: actor.ErrUnknownKind, ErrClosed, and the
-// reference's validation errors.
-func (s *Scheduler) Notify(ref actor.Ref, msg any, accept func() bool) error {
+// use it so that no tick runs after its reminder was cancelled). failed,
+// when not nil, is called once, from any goroutine, with the cause if the
+// notice is dropped before accept was asked: the identity's activation
+// was refused (Reject) or it stopped. The sender then decides when to
+// send again; nothing else does. The turn does not count as activity for
+// idle passivation. The sender is the zero Ref. Errors:
+// actor.ErrUnknownKind, ErrClosed, and the reference's validation
+// errors.
+func (s *Scheduler) Notify(ref actor.Ref, msg any, accept func() bool, failed func(error)) error {
 	if !ref.IsVirtual() {
 		return errors.New("ariel: Notify needs a virtual reference")
 	}
 	if s.closing.Load() {
 		return ErrClosed
 	}
-	n := &notice{msg: msg, accept: accept}
+	n := &notice{msg: msg, accept: accept, failed: failed}
 	for {
 		c, err := s.resolveLocal(ref.Unpinned())
 		if err != nil {

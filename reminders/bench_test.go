@@ -36,7 +36,7 @@ type accepting struct {
 	late []time.Duration
 }
 
-func (a *accepting) Deliver(_ actor.Ref, t reminders.Tick, accept func() bool) error {
+func (a *accepting) Deliver(_ actor.Ref, t reminders.Tick, accept func() bool, _ func(error)) error {
 	if accept() {
 		now := time.Now()
 		if a.clk != nil {

@@ -40,7 +40,9 @@
 //   - At most one outstanding tick per reminder: the next one is not
 //     dispatched before the previous one reached its actor's turn, so a
 //     slow actor never has a backlog of ticks. A tick that does not reach
-//     its turn within DeliveryTimeout counts as failed and is fired again.
+//     its turn within DeliveryTimeout counts as failed and is fired again;
+//     one the Deliverer reports dropped before its turn (its activation
+//     refused) fires again after RetryAfter.
 //   - Occurrences missed while the owner or the cluster was down, or while
 //     a tick was outstanding, follow the reminder's Catchup policy: Skip
 //     (resume with the next occurrence), FireOnce (one tick for all of

@@ -32,8 +32,13 @@ type Deliverer interface {
 	// Deliver queues tick for the virtual actor ref, activating it when
 	// dormant. accept must be called on the actor's turn thread right
 	// before its handler would see the tick, and the tick dropped unless
-	// it returns true. An error means the tick was not queued.
-	Deliver(ref actor.Ref, tick Tick, accept func() bool) error
+	// it returns true. A queued tick dropped before accept was asked (its
+	// activation refused or failed, the identity stopped) must be
+	// reported to failed, once, from any goroutine: the reminder then
+	// fires again after RetryAfter instead of waiting out the
+	// DeliveryTimeout. An error means the tick was not queued (and
+	// failed is not called).
+	Deliver(ref actor.Ref, tick Tick, accept func() bool, failed func(error)) error
 }
 
 // Clock is the engine's time source, the project's one (package clock;
@@ -1554,7 +1559,16 @@ func (e *Engine) dispatch(f *Fire, now time.Time) {
 		return ok
 	}
 	tick := Tick{Name: f.Name, Seq: f.Seq, Scheduled: f.Scheduled, Payload: f.payload}
-	if err := e.cfg.Deliver.Deliver(f.ID.Ref(), tick, accept); err != nil {
+	id := f.ID
+	failed := func(err error) {
+		e.mu.Lock()
+		e.sched.Failed(k, gen, seq, e.cfg.Clock.Now(), e.cfg.RetryAfter)
+		e.mu.Unlock()
+		e.poke()
+		e.log.LogAttrs(context.Background(), slog.LevelDebug, "reminder tick dropped before its turn",
+			slog.String("actor", id.String()), slog.String("reminder", k.Name), slog.Any("error", err))
+	}
+	if err := e.cfg.Deliver.Deliver(f.ID.Ref(), tick, accept, failed); err != nil {
 		e.mu.Lock()
 		e.sched.Failed(k, gen, seq, now, e.cfg.RetryAfter)
 		e.mu.Unlock()

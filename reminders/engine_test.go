@@ -47,7 +47,7 @@ type deliverer struct {
 	hold  bool
 }
 
-func (d *deliverer) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool) error {
+func (d *deliverer) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool, failed func(error)) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.hold {
@@ -694,6 +694,52 @@ func TestCommitRemovalFailedPutsTheReminderBack(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		if len(d.got()) == 0 {
 			t.Fatal("the reminder put back does not fire")
+		}
+	})
+}
+
+// dropper fails the first drops ticks handed to it as a scheduler does
+// when their actor's activation is refused, and accepts the rest.
+type dropper struct {
+	deliverer
+	drops int
+}
+
+func (d *dropper) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool, failed func(error)) error {
+	d.mu.Lock()
+	drop := d.drops > 0
+	if drop {
+		d.drops--
+	}
+	d.mu.Unlock()
+	if drop {
+		go failed(errors.New("activation refused"))
+		return nil
+	}
+	return d.deliverer.Deliver(ref, t, accept, failed)
+}
+
+// A tick that was queued but dropped before its turn (the activation was
+// refused) is sent again after RetryAfter with the same sequence number,
+// not left in flight until the DeliveryTimeout.
+func TestTickDroppedBeforeItsTurnFiresAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &dropper{drops: 2}
+		e := newEngine(t, prospero.NewMemStore(), d)
+		defer closeEngine(t, e)
+		start := time.Now()
+		if err := e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "bill", Period: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		// Due at 1 min; dropped twice, each retried a second later.
+		time.Sleep(time.Minute + 2*time.Second + time.Millisecond)
+		synctest.Wait()
+		got := d.got()
+		if len(got) != 1 || got[0].Seq != 1 || !got[0].Scheduled.Equal(start.Add(time.Minute)) {
+			t.Fatalf("ticks %+v, want seq 1 delivered after two refusals", got)
+		}
+		if c := e.Stats().Failed; c != 2 {
+			t.Fatalf("%d ticks counted failed, want 2", c)
 		}
 	})
 }

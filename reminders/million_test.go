@@ -27,7 +27,7 @@ type seqLog struct {
 	late []time.Duration
 }
 
-func (l *seqLog) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool) error {
+func (l *seqLog) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool, failed func(error)) error {
 	if !accept() {
 		return nil
 	}

@@ -277,9 +277,9 @@ func TestProgressRecord(t *testing.T) {
 
 type nopCodec struct{}
 
-func (nopCodec) Encode(string, any) (string, []byte, error) { return "", nil, ErrUnknownPayload }
-func (nopCodec) Decode(string, string, []byte) (any, error) { return nil, nil }
-func (nopCodec) Deliver(actor.Ref, Tick, func() bool) error { return nil }
+func (nopCodec) Encode(string, any) (string, []byte, error)              { return "", nil, ErrUnknownPayload }
+func (nopCodec) Decode(string, string, []byte) (any, error)              { return nil, nil }
+func (nopCodec) Deliver(actor.Ref, Tick, func() bool, func(error)) error { return nil }
 
 // reminderRecords returns the reminders in shard s's records of store,
 // by key, failing on records of any other form.

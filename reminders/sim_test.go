@@ -39,8 +39,8 @@ type simNode struct {
 	dead atomic.Bool
 }
 
-func (n *simNode) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool) error {
-	return n.s.Notify(ref, t, func() bool { return !n.dead.Load() && accept() })
+func (n *simNode) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool, failed func(error)) error {
+	return n.s.Notify(ref, t, func() bool { return !n.dead.Load() && accept() }, failed)
 }
 
 // simEvent is one tick handled by an actor, or a cancel it made.

@@ -47,19 +47,30 @@ func (h Hold) Abandoned() bool { return h.ex != nil && h.ex.fenced() }
 // Wait may be called more than once for the same turn (by the hook and
 // by effects the turn staged, each for a write of its own): each call
 // returns a release of its own, and the outputs are held until every
-// one was called, failing with the first error given.
+// one was called, failing with the first error given. Once a Wait held
+// them, a Wait made after the turn was abandoned past its budget still
+// holds them too; before that, it holds nothing (an abandoned turn's
+// outputs that nothing held are dropped).
 func (h Hold) Wait() (release func(err error)) {
 	ex := h.ex
 	if ex == nil || ex.cell == nil {
 		return func(error) {}
 	}
+	b := ex.heldB
 	if !ex.lockEffect() {
-		// The hook ran past the budget and its turn was abandoned: its
-		// outputs are dropped when it returns.
-		return func(error) {}
+		if b == nil {
+			// The turn ran past the budget and was abandoned before
+			// anything held its outputs: they are dropped when it
+			// returns.
+			return func(error) {}
+		}
+		// Abandoned after an earlier Wait held the outputs: they stay
+		// held, and wait for this release too. Only the turn's own
+		// goroutine touches heldB, and the batch cannot finish before
+		// settle's own wait is released, when this goroutine returns.
+		return b.addWait()
 	}
 	defer ex.unlockEffect()
-	b := ex.heldB
 	if b == nil {
 		c := ex.cell
 		if c.held == nil {
@@ -82,6 +93,11 @@ func (h Hold) Wait() (release func(err error)) {
 		q.q = append(q.q, b)
 		q.mu.Unlock()
 	}
+	return b.addWait()
+}
+
+// addWait adds one release to those b waits for, and returns it.
+func (b *heldBatch) addWait() func(err error) {
 	b.q.mu.Lock()
 	b.waits++
 	b.q.mu.Unlock()
@@ -129,7 +145,8 @@ type Effect interface {
 	// budget before its effects settle (in its body or its hook),
 	// settles nothing: its staged effects are dropped. One abandoned
 	// while they settle is not undone: what a Wait held before stays
-	// held until its release, which then delivers or fails the outputs,
+	// held until its release, and until the releases of the Waits of the
+	// effects still settling, which then deliver or fail the outputs,
 	// and the functions given to Released run.
 	Settle(h Hold)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
@@ -125,4 +126,54 @@ func TestStagedEffectsHoldTheTurn(t *testing.T) {
 func isErr(v any, target error) bool {
 	err, ok := v.(error)
 	return ok && errors.Is(err, target)
+}
+
+// A turn abandoned past its budget while its effects settle keeps what an
+// earlier Wait held, and a later effect's Wait still adds to it: the
+// outputs wait for every release and fail with the first error given,
+// as for a turn that was not abandoned.
+func TestWaitAfterAbandonmentStillHolds(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2, TurnBudget: 5 * time.Second})
+	rels := make(chan [2]func(error), 1)
+	outcome := make(chan error, 1)
+	if err := s.Register("held", func(string) actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) {
+			if msg != "hold" {
+				return
+			}
+			var r1 func(error)
+			_ = ariel.Stage(ctx, effectFunc(func(h ariel.Hold) {
+				r1 = h.Wait()
+				waitFor(t, h.Abandoned) // the watchdog gives up on the turn
+			}))
+			_ = ariel.Stage(ctx, effectFunc(func(h ariel.Hold) {
+				r2 := h.Wait()
+				h.Released(func(err error) { outcome <- err })
+				rels <- [2]func(error){r1, r2}
+			}))
+		})
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetHoldOutputs("held"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetTurnBudget("held", 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Tell(actor.Virtual("held", "a"), "hold"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-rels
+	r[0](nil)
+	errWrite := errors.New("write failed")
+	r[1](errWrite)
+	select {
+	case err := <-outcome:
+		if !errors.Is(err, errWrite) {
+			t.Fatalf("outputs finished with %v, want the second effect's %v", err, errWrite)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the outputs never finished")
+	}
 }

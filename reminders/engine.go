@@ -146,9 +146,13 @@ func isScanner(s prospero.StateStore) bool {
 
 // shardState is what the engine knows of one held shard's records.
 type shardState struct {
-	hmu      sync.Mutex // serialises writes of the progress record
-	hversion uint64     // store version of the progress record (0: none); guarded by hmu
-	dirty    bool       // delivered progress not written yet; guarded by Engine.mu
+	// hlock serialises writes of the progress record: a token held
+	// across the write, taken within the writer's context (a write can
+	// wait seconds for the replicas, and a release must not wait behind
+	// a periodic flush longer than its own context allows).
+	hlock    chan struct{}
+	hversion uint64 // store version of the progress record (0: none); guarded by hlock
+	dirty    bool   // delivered progress not written yet; guarded by Engine.mu
 	// resync: the records are written once more by the next periodic
 	// flush (Resync). Not a matter of durability: a release does not wait
 	// for it. Guarded by Engine.mu.
@@ -334,7 +338,7 @@ func (e *Engine) Acquire(ctx context.Context, shard string) error {
 		return nil
 	}
 	e.mu.Unlock()
-	st := &shardState{pending: map[Key]*recState{}}
+	st := &shardState{pending: map[Key]*recState{}, hlock: make(chan struct{}, 1)}
 	es, maxGen, err := e.load(ctx, shard, st)
 	if err != nil {
 		return err
@@ -1286,8 +1290,12 @@ func (e *Engine) flushRecord(ctx context.Context, shard string, st *shardState, 
 // are behind their schedule (see progress), so its cost is that of the
 // late ones, not of the shard.
 func (e *Engine) flushProgress(ctx context.Context, shard string, st *shardState) error {
-	st.hmu.Lock()
-	defer st.hmu.Unlock()
+	select {
+	case st.hlock <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-st.hlock }()
 	e.mu.Lock()
 	if !st.dirty {
 		e.mu.Unlock()

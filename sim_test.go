@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -21,11 +22,13 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/internal/lincheck"
 	"github.com/tempest-actors/tempest/internal/testhooks"
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/reminders"
 	"github.com/tempest-actors/tempest/tempesttest"
 	"github.com/tempest-actors/tempest/wire"
 )
@@ -137,6 +140,10 @@ const (
 	simKeys    = 8
 	simClients = 4
 	simFaults  = 4
+	// simBeepers identities hold a durable reminder each, ticking every
+	// simBeepPeriod; the last one's is cancelled half-way.
+	simBeepers    = 4
+	simBeepPeriod = time.Second
 	// simAskTimeout is each client ask's deadline.
 	simAskTimeout = 2 * time.Second
 	// simDetect is how long gossip takes to declare an unreachable node
@@ -168,6 +175,14 @@ type sim struct {
 	late   []string                     // asks that returned after their deadline
 	ops    []string                     // every client operation, for a failure's report
 	steps  []string                     // what the driver did, for the failure report
+	ticks  []simTick                    // every reminder tick handled, in order
+}
+
+// simTick is one reminder tick a beeper handled.
+type simTick struct {
+	key, node string
+	seq       uint64
+	at        time.Time // when its turn ran
 }
 
 func runSimulation(t *testing.T, seed uint64, opts simOptions) simOutcome {
@@ -207,16 +222,26 @@ func runSimulation(t *testing.T, seed uint64, opts simOptions) simOutcome {
 		wg.Go(func() { s.client(ctx, h, cl, rng) })
 	}
 
+	for b := range simBeepers {
+		s.remind(fmt.Sprintf("b%d", b))
+	}
+	var cancelled time.Time // when the cancellation of the last beeper's reminder returned
 	if opts.schedule != nil {
 		opts.schedule(s)
 	} else {
-		for range simFaults {
+		for i := range simFaults {
 			s.idle(time.Duration(500+s.rng.IntN(1500)) * time.Millisecond)
 			s.fault()
 			s.settle()
+			if i == simFaults/2-1 {
+				cancelled = s.cancelReminder(fmt.Sprintf("b%d", simBeepers-1))
+			}
 		}
 	}
-	s.idle(time.Second)
+	settled := time.Now()
+	// Long enough for every reminder to tick again after the last fault:
+	// a period, a refused tick's retry and a hydration.
+	s.idle(3*simBeepPeriod + time.Second)
 	stop()
 	wg.Wait()
 
@@ -242,7 +267,8 @@ func runSimulation(t *testing.T, seed uint64, opts simOptions) simOutcome {
 	s.stopAll()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return simOutcome{h: h, events: slices.Clone(s.events), late: slices.Clone(s.late), ops: slices.Clone(s.ops), steps: slices.Clone(s.steps)}
+	return simOutcome{h: h, events: slices.Clone(s.events), late: slices.Clone(s.late), ops: slices.Clone(s.ops), steps: slices.Clone(s.steps),
+		ticks: slices.Clone(s.ticks), settled: settled, cancelled: cancelled}
 }
 
 // simOutcome is what a run recorded, for the checks.
@@ -252,6 +278,11 @@ type simOutcome struct {
 	late   []string
 	ops    []string // the clients' operations
 	steps  []string // the driver's
+	// The beepers' reminder ticks, when the last fault had settled, and
+	// when the cancellation of the last beeper's reminder returned (zero:
+	// none was made).
+	ticks              []simTick
+	settled, cancelled time.Time
 }
 
 // check checks the invariants on what the run recorded and returns what
@@ -287,6 +318,39 @@ func (o simOutcome) check(t *testing.T, seed uint64) []string {
 	}
 	for _, l := range o.late {
 		found = append(found, "an ask outlived its deadline: "+l)
+	}
+	return append(found, o.checkTicks()...)
+}
+
+// checkTicks checks the beepers' reminders: each one still registered
+// ticked again once the last fault had settled (none was lost or left
+// stuck by a crash, a move or a refused activation); no tick of the
+// cancelled one ran after its cancellation returned; and a reminder's
+// sequence numbers never went back by more than what a crash may redo
+// (delivered progress is written every second, so about one period).
+func (o simOutcome) checkTicks() []string {
+	var found []string
+	after := map[string]bool{}
+	top := map[string]uint64{}
+	for _, tk := range o.ticks {
+		if tk.at.After(o.settled) {
+			after[tk.key] = true
+		}
+		if tk.key == fmt.Sprintf("b%d", simBeepers-1) && !o.cancelled.IsZero() && tk.at.After(o.cancelled) {
+			found = append(found, fmt.Sprintf("reminder of %s ticked (seq %d on %s at %s) after its cancellation returned at %s",
+				tk.key, tk.seq, tk.node, tk.at.UTC().Format("15:04:05.000"), o.cancelled.UTC().Format("15:04:05.000")))
+		}
+		if m := top[tk.key]; tk.seq+2 < m {
+			found = append(found, fmt.Sprintf("reminder of %s went back from seq %d to %d (on %s at %s)",
+				tk.key, m, tk.seq, tk.node, tk.at.UTC().Format("15:04:05.000")))
+		}
+		top[tk.key] = max(top[tk.key], tk.seq)
+	}
+	for b := range simBeepers {
+		key := fmt.Sprintf("b%d", b)
+		if (b < simBeepers-1 || o.cancelled.IsZero()) && !after[key] {
+			found = append(found, fmt.Sprintf("reminder of %s did not tick after the last fault settled (last seq %d)", key, top[key]))
+		}
 	}
 	return found
 }
@@ -468,6 +532,17 @@ func (s *sim) start(name string) {
 	if err := demo.Register(n, demo.Options{CounterPersistence: s.opts.persistence}); err != nil {
 		s.t.Fatal(err)
 	}
+	if err := n.Register(simBeeper, func(key string) actor.Actor {
+		return actor.Func(func(_ actor.Context, msg any) {
+			if tk, ok := msg.(reminders.Tick); ok {
+				s.mu.Lock()
+				s.ticks = append(s.ticks, simTick{key: key, node: name, seq: tk.Seq, at: time.Now()})
+				s.mu.Unlock()
+			}
+		})
+	}, tempest.KindOptions{Reminders: true}); err != nil {
+		s.t.Fatal(err)
+	}
 	if err := testhooks.Simulate(n, s.net, s.view, func(graceful bool) { s.gone(name, graceful) }); err != nil {
 		s.t.Fatal(err)
 	}
@@ -477,6 +552,61 @@ func (s *sim) start(name string) {
 	s.mu.Lock()
 	s.nodes[name] = n
 	s.mu.Unlock()
+}
+
+// simBeeper is the kind whose identities hold the simulation's reminders.
+const simBeeper = "beeper"
+
+// remind registers the reminder of beeper key on its owner, asking again
+// while the owner cannot take it (a shard settling after start).
+func (s *sim) remind(key string) {
+	s.t.Helper()
+	r := reminders.Reminder{Name: "beep", Period: simBeepPeriod}
+	s.onOwner("register the reminder of "+key, key, func(n *tempest.Node, ref actor.Ref) error {
+		return tempest.RegisterReminderOn(context.Background(), n, ref, r)
+	})
+}
+
+// cancelReminder cancels the reminder of beeper key and returns when the
+// cancellation returned.
+func (s *sim) cancelReminder(key string) time.Time {
+	s.t.Helper()
+	s.onOwner("cancel the reminder of "+key, key, func(n *tempest.Node, ref actor.Ref) error {
+		err := n.Reminders().Cancel(context.Background(), ref, "beep")
+		if errors.Is(err, reminders.ErrNotFound) {
+			return nil // an earlier try was done, its answer lost
+		}
+		return err
+	})
+	return time.Now()
+}
+
+// onOwner runs op on the node that owns beeper key until it succeeds,
+// for up to simSettleTimeout.
+func (s *sim) onOwner(what, key string, op func(n *tempest.Node, ref actor.Ref) error) {
+	s.t.Helper()
+	s.step("%s", what)
+	deadline := time.Now().Add(simSettleTimeout)
+	for {
+		var err error
+		nodes := s.running()
+		ref := nodes[0].Ref(simBeeper, key)
+		var owner string
+		if owner, _, err = nodes[0].Locate(ref); err == nil {
+			s.mu.Lock()
+			n := s.nodes[owner]
+			s.mu.Unlock()
+			if n == nil {
+				err = fmt.Errorf("owner %s is not running", owner)
+			} else if err = op(n, ref); err == nil {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // view is gossip's answer to a starting node: its view lists the running

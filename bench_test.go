@@ -381,8 +381,9 @@ func BenchmarkReplicatedDurableAsk(b *testing.B) {
 }
 
 // measureForwarded runs b.N asks from n1 to clients actors of kind not
-// owned by n1, from clients goroutines, and reports p50, p99 and asks/s;
-// it returns the p50 in ns.
+// owned by n1, from clients goroutines, and reports p50, p99, asks/s and
+// the process's CPU time per ask (all three nodes and the clients:
+// cpu-us/op); it returns the p50 in ns.
 func measureForwarded(b *testing.B, n1 *tempest.Node, kind string, msg any, clients int) float64 {
 	ctx := context.Background()
 	var keys []string
@@ -403,6 +404,7 @@ func measureForwarded(b *testing.B, n1 *tempest.Node, kind string, msg any, clie
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	b.ResetTimer()
+	cpu := cpuPerOp(b)
 	start := time.Now()
 	for i, key := range keys {
 		wg.Add(1)
@@ -423,6 +425,7 @@ func measureForwarded(b *testing.B, n1 *tempest.Node, kind string, msg any, clie
 	elapsed := time.Since(start)
 	b.StopTimer()
 	all := slices.Concat(lat...)
+	cpu(len(all))
 	if len(all) == 0 {
 		return 0
 	}

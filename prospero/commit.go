@@ -2,6 +2,7 @@ package prospero
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -71,18 +72,24 @@ type AsyncDeleter interface {
 // Writes / Groups is the mean number of writes that shared one commit.
 type CommitStats struct {
 	Groups uint64 // transactions committed (one fsync each)
-	Writes uint64 // writes in them, successful or not
+	Writes uint64 // writes and deletions in them, successful or not
+	// Replicated counts the batches of another node's records a replica
+	// stored in them (BoltStore.ApplyReplicatedAsync), sharing those
+	// commits with the node's own writes.
+	Replicated uint64
 }
 
-// asyncPut is one queued write (or, with del, deletion) of a group
-// committer.
+// asyncPut is one queued write (or, with del, deletion; with repl, a
+// batch of replicated records) of a group committer.
 type asyncPut struct {
 	id       Identity
 	expected uint64
 	rec      Record
 	del      bool
+	repl     []Replicated
 	done     func(uint64, error)
-	// set by the commit function
+	// set by the commit function: the new version (for repl, how many
+	// of the records applied) and the outcome
 	version uint64
 	err     error
 }
@@ -126,9 +133,11 @@ func (g *groupCommitter) del(id Identity, expected uint64, done func(error)) {
 }
 
 func (g *groupCommitter) queued(w asyncPut) {
-	if err := w.id.Validate(); err != nil {
-		w.done(0, err)
-		return
+	if w.repl == nil {
+		if err := w.id.Validate(); err != nil {
+			w.done(0, err)
+			return
+		}
 	}
 	g.mu.Lock()
 	if g.closed {
@@ -157,7 +166,13 @@ func (g *groupCommitter) loop() {
 		g.commit(group)
 		g.mu.Lock()
 		g.stats.Groups++
-		g.stats.Writes += uint64(len(group))
+		for i := range group {
+			if group[i].repl != nil {
+				g.stats.Replicated++
+			} else {
+				g.stats.Writes++
+			}
+		}
 		g.mu.Unlock()
 		for i := range group {
 			w := &group[i]
@@ -183,7 +198,11 @@ func syncCommitter(s StateStore) *groupCommitter {
 	return newGroupCommitter(func(group []asyncPut) {
 		for i := range group {
 			w := &group[i]
-			if w.del {
+			switch {
+			case w.repl != nil:
+				w.err = errors.New("prospero: this store takes no replicated records")
+				continue
+			case w.del:
 				w.err = s.Delete(context.Background(), w.id, w.expected)
 				continue
 			}

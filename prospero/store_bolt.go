@@ -355,10 +355,15 @@ func (s *BoltStore) DeleteAsync(id Identity, expected uint64, done func(error)) 
 	s.commit.del(id, expected, done)
 }
 
-// commitGroup writes a group of queued puts and deletions in one
-// transaction (one fsync). Each is conditional on its own; one that
-// conflicts fails alone. If the transaction cannot commit, every one of
-// the group fails with its error.
+// commitGroup writes a group of queued puts, deletions and batches of
+// replicated records in one transaction (one fsync), in the order
+// queued. Each put and deletion is conditional on its own; one that
+// conflicts fails alone. A replicated batch that fails (a record that
+// does not decode, a write bbolt refuses) fails whole: the transaction
+// is rolled back and run again without it, so that none of its records
+// is stored and the others of the group still commit. If the
+// transaction cannot commit, every one of the group fails with its
+// error.
 func (s *BoltStore) commitGroup(group []asyncPut) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -368,24 +373,43 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 		}
 		return
 	}
-	err := s.guardedWrite(func() error {
-		return s.db.Update(func(tx *bolt.Tx) error {
-			for i := range group {
-				w := &group[i]
-				if w.del {
-					w.err = deleteInTx(tx, w.id, w.expected)
-				} else {
-					w.version, w.err = putTx(tx, w.id, w.expected, w.rec)
+	for {
+		failed := -1 // the replicated batch that failed this try
+		err := s.guardedWrite(func() error {
+			return s.db.Update(func(tx *bolt.Tx) error {
+				for i := range group {
+					w := &group[i]
+					switch {
+					case w.repl != nil:
+						if w.err != nil {
+							continue // failed in an earlier try
+						}
+						n, err := applyReplicatedTx(tx, w.repl)
+						if err != nil {
+							failed = i
+							w.err = err
+							return err
+						}
+						w.version = uint64(n)
+					case w.del:
+						w.err = s.corrupt(w.id, deleteInTx(tx, w.id, w.expected))
+					default:
+						w.version, w.err = putTx(tx, w.id, w.expected, w.rec)
+						w.err = s.corrupt(w.id, w.err)
+					}
 				}
-				w.err = s.corrupt(w.id, w.err)
-			}
-			return nil
+				return nil
+			})
 		})
-	})
-	if err != nil {
-		for i := range group {
-			group[i].version, group[i].err = 0, fmt.Errorf("prospero: commit state store: %w", err)
+		if failed >= 0 && s.damaged.Load() == nil {
+			continue // run again without the failed batch
 		}
+		if err != nil {
+			for i := range group {
+				group[i].version, group[i].err = 0, fmt.Errorf("prospero: commit state store: %w", err)
+			}
+		}
+		return
 	}
 }
 

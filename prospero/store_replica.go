@@ -54,64 +54,97 @@ func (s *BoltStore) ApplyReplicated(recs []Replicated) (int, error) {
 	if s.closed {
 		return 0, ErrStoreClosed
 	}
-	applied := 0
+	var applied int
 	err := s.guardedWrite(func() error {
 		return s.db.Update(func(tx *bolt.Tx) error {
-			eb, err := tx.CreateBucketIfNotExists(epochBucket)
-			if err != nil {
-				return err
-			}
-			for i := range recs {
-				r := &recs[i]
-				b, err := tx.CreateBucketIfNotExists([]byte(r.ID.Kind))
-				if err != nil {
-					return err
-				}
-				key := []byte(r.ID.Key)
-				ekey := []byte(r.ID.String())
-				cur, err := storedVersion(b.Get(key))
-				if err != nil {
-					return err
-				}
-				var curEpoch uint64
-				if v := eb.Get(ekey); len(v) == 8 {
-					curEpoch = binary.BigEndian.Uint64(v)
-				}
-				newer := r.Epoch > curEpoch || (r.Epoch == curEpoch && r.Version > cur)
-				if r.Deleted {
-					notNewer := curEpoch < r.DeletesEpoch || (curEpoch == r.DeletesEpoch && cur <= r.Version)
-					if cur != 0 && notNewer {
-						if err := b.Delete(key); err != nil {
-							return err
-						}
-						if err := eb.Delete(ekey); err != nil {
-							return err
-						}
-						applied++
-					}
-					continue
-				}
-				if cur != 0 && !newer {
-					continue
-				}
-				if b.Sequence() < r.Version {
-					if err := b.SetSequence(r.Version); err != nil {
-						return err
-					}
-				}
-				if err := b.Put(key, encodeRecord(r.Version, Record{Incarnation: r.Incarnation, State: r.State})); err != nil {
-					return err
-				}
-				if err := eb.Put(ekey, binary.BigEndian.AppendUint64(nil, r.Epoch)); err != nil {
-					return err
-				}
-				applied++
-			}
-			return nil
+			var err error
+			applied, err = applyReplicatedTx(tx, recs)
+			return err
 		})
 	})
 	if err != nil {
 		return 0, fmt.Errorf("prospero: apply replicated records: %w", err)
+	}
+	return applied, nil
+}
+
+// ApplyReplicatedAsync queues recs to be stored as ApplyReplicated
+// stores them, in the store's next group commit: the records a replica
+// receives share one transaction and one fsync with the node's own
+// writes (PutAsync, DeleteAsync) and with the other batches queued
+// meanwhile, in the order queued. done is called once, on the store's
+// goroutine, with how many applied once they are durable, or with the
+// error ApplyReplicated would return (then none of recs is stored; the
+// other writes of the group commit without them). When the store is
+// closed, done gets ErrStoreClosed before ApplyReplicatedAsync returns.
+func (s *BoltStore) ApplyReplicatedAsync(recs []Replicated, done func(applied int, err error)) {
+	for i := range recs {
+		if err := recs[i].ID.Validate(); err != nil {
+			done(0, err)
+			return
+		}
+	}
+	s.commit.queued(asyncPut{repl: recs, done: func(n uint64, err error) {
+		if err != nil {
+			err = fmt.Errorf("prospero: apply replicated records: %w", err)
+		}
+		done(int(n), err)
+	}})
+}
+
+// applyReplicatedTx is ApplyReplicated inside tx: it returns how many of
+// recs applied, or the first error (the caller rolls tx back).
+func applyReplicatedTx(tx *bolt.Tx, recs []Replicated) (int, error) {
+	eb, err := tx.CreateBucketIfNotExists(epochBucket)
+	if err != nil {
+		return 0, err
+	}
+	applied := 0
+	for i := range recs {
+		r := &recs[i]
+		b, err := tx.CreateBucketIfNotExists([]byte(r.ID.Kind))
+		if err != nil {
+			return 0, err
+		}
+		key := []byte(r.ID.Key)
+		ekey := []byte(r.ID.String())
+		cur, err := storedVersion(b.Get(key))
+		if err != nil {
+			return 0, err
+		}
+		var curEpoch uint64
+		if v := eb.Get(ekey); len(v) == 8 {
+			curEpoch = binary.BigEndian.Uint64(v)
+		}
+		newer := r.Epoch > curEpoch || (r.Epoch == curEpoch && r.Version > cur)
+		if r.Deleted {
+			notNewer := curEpoch < r.DeletesEpoch || (curEpoch == r.DeletesEpoch && cur <= r.Version)
+			if cur != 0 && notNewer {
+				if err := b.Delete(key); err != nil {
+					return 0, err
+				}
+				if err := eb.Delete(ekey); err != nil {
+					return 0, err
+				}
+				applied++
+			}
+			continue
+		}
+		if cur != 0 && !newer {
+			continue
+		}
+		if b.Sequence() < r.Version {
+			if err := b.SetSequence(r.Version); err != nil {
+				return 0, err
+			}
+		}
+		if err := b.Put(key, encodeRecord(r.Version, Record{Incarnation: r.Incarnation, State: r.State})); err != nil {
+			return 0, err
+		}
+		if err := eb.Put(ekey, binary.BigEndian.AppendUint64(nil, r.Epoch)); err != nil {
+			return 0, err
+		}
+		applied++
 	}
 	return applied, nil
 }

@@ -154,6 +154,11 @@ func TestWritesReachTheReplicaBeforeCommit(t *testing.T) {
 		if st := owner.Stats(); st.Records != 50 || st.Batches == 0 {
 			t.Fatalf("owner stats %+v", st)
 		}
+		// The replica stored the batches in its own group commits, where
+		// its own writes would have shared their transactions.
+		if st := rep.Local().CommitStats(); st.Replicated == 0 || st.Groups == 0 {
+			t.Fatalf("replica's commit stats %+v: the batches did not go through its group commit", st)
+		}
 		// A deletion is committed on the replica too.
 		if err := owner.Delete(ctx, id, prospero.AnyVersion); err != nil {
 			t.Fatal(err)

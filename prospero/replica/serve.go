@@ -60,7 +60,7 @@ func (s *Store) Serve(conn net.Conn, from string) error {
 			if flags&flagSync != 0 {
 				err = s.apply.now(recs)
 			} else {
-				s.apply.later(recs)
+				err = s.apply.later(recs)
 			}
 		}
 		if err != nil {
@@ -182,24 +182,23 @@ func (s *Store) accept(from string, recs []Record) error {
 }
 
 // applier writes replicated records to the local store, in arrival
-// order, many batches to one transaction.
+// order: each batch joins the local store's next group commit
+// (prospero.BoltStore.ApplyReplicatedAsync), so that the batches from
+// every owner and this node's own writes share one transaction and one
+// fsync, instead of a transaction of their own contending with the
+// node's commits for bbolt's single writer.
 type applier struct {
-	s      *Store
-	mu     sync.Mutex
-	cond   *sync.Cond
-	queue  []prospero.Replicated
-	busy   bool
-	closed bool
-	err    error // the last background write's failure, reported once
-	done   chan struct{}
-	// order serializes immediate writes with the background ones.
-	order sync.Mutex
+	s       *Store
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending int   // batches queued and not yet written
+	closed  bool  // no batch is taken any more
+	err     error // the last background write's failure, reported once
 }
 
 func newApplier(s *Store) *applier {
-	a := &applier{s: s, done: make(chan struct{})}
+	a := &applier{s: s}
 	a.cond = sync.NewCond(&a.mu)
-	go a.loop()
 	return a
 }
 
@@ -211,28 +210,50 @@ func flat(recs []Record) []prospero.Replicated {
 	return out
 }
 
-// later queues recs for a background write.
-func (a *applier) later(recs []Record) {
+// queue hands recs to the local store's group commit; done, if not nil,
+// gets the outcome once they are durable (or failed). Once the applier
+// is closed it takes nothing and returns ErrStoreClosed.
+func (a *applier) queue(recs []Record, done func(error)) error {
 	a.mu.Lock()
-	a.queue = append(a.queue, flat(recs)...)
-	a.cond.Broadcast()
+	if a.closed {
+		a.mu.Unlock()
+		return prospero.ErrStoreClosed
+	}
+	a.pending++
 	a.mu.Unlock()
+	a.s.local.ApplyReplicatedAsync(flat(recs), func(n int, err error) {
+		a.s.stats.applied.Add(uint64(n))
+		a.mu.Lock()
+		a.pending--
+		if err != nil && done == nil {
+			a.err = err
+			a.s.log.LogAttrs(context.Background(), slog.LevelError, "replica: background write failed", slog.Any("error", err))
+		}
+		a.cond.Broadcast()
+		a.mu.Unlock()
+		if done != nil {
+			done(err)
+		}
+	})
+	return nil
 }
+
+// later queues recs for a background write.
+func (a *applier) later(recs []Record) error { return a.queue(recs, nil) }
 
 // now writes recs (after what is queued) and returns once they are fsync'd.
 func (a *applier) now(recs []Record) error {
-	a.drain()
-	a.order.Lock()
-	defer a.order.Unlock()
-	n, err := a.s.local.ApplyReplicated(flat(recs))
-	a.s.stats.applied.Add(uint64(n))
-	return err
+	ch := make(chan error, 1)
+	if err := a.queue(recs, func(err error) { ch <- err }); err != nil {
+		return err
+	}
+	return <-ch
 }
 
-// drain waits until the queue is written.
+// drain waits until every batch queued so far is written.
 func (a *applier) drain() {
 	a.mu.Lock()
-	for (len(a.queue) > 0 || a.busy) && !a.closed {
+	for a.pending > 0 {
 		a.cond.Wait()
 	}
 	a.mu.Unlock()
@@ -265,41 +286,11 @@ func (a *applier) failed() error {
 	return nil
 }
 
-func (a *applier) loop() {
-	defer close(a.done)
-	for {
-		a.mu.Lock()
-		for len(a.queue) == 0 && !a.closed {
-			a.cond.Wait()
-		}
-		q := a.queue
-		a.queue = nil
-		if len(q) == 0 {
-			a.mu.Unlock()
-			return
-		}
-		a.busy = true
-		a.mu.Unlock()
-		a.order.Lock()
-		n, err := a.s.local.ApplyReplicated(q)
-		a.order.Unlock()
-		a.s.stats.applied.Add(uint64(n))
-		a.mu.Lock()
-		a.busy = false
-		if err != nil {
-			a.err = err
-			a.s.log.LogAttrs(context.Background(), slog.LevelError, "replica: background write failed", slog.Any("error", err))
-		}
-		a.cond.Broadcast()
-		a.mu.Unlock()
-	}
-}
-
-// close writes what is queued and stops the goroutine.
+// close waits for the batches queued to be written; later ones fail
+// with ErrStoreClosed.
 func (a *applier) close() {
 	a.mu.Lock()
 	a.closed = true
-	a.cond.Broadcast()
 	a.mu.Unlock()
-	<-a.done
+	a.drain()
 }

@@ -1,0 +1,130 @@
+package prospero
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// holdWriter takes bbolt's writer lock of s until the function it returns
+// is called: the group committer's next transaction waits for it, so that
+// everything queued meanwhile is committed in one group.
+func holdWriter(t *testing.T, s *BoltStore) (release func()) {
+	t.Helper()
+	held, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = s.db.Update(func(*bolt.Tx) error {
+			close(held)
+			<-done
+			return nil
+		})
+	}()
+	<-held
+	return func() { close(done) }
+}
+
+// A replica's batches join the node's own group commits: the records of
+// other nodes and this node's writes queued together share one
+// transaction (one fsync), instead of a transaction each.
+func TestApplyReplicatedAsyncSharesTheGroupCommit(t *testing.T) {
+	s, err := NewBoltStore(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := s.CommitStats()
+	release := holdWriter(t, s)
+	var wg sync.WaitGroup
+	const n = 20
+	for i := range n {
+		wg.Add(2)
+		s.PutAsync(Identity{Kind: "own", Key: fmt.Sprint(i)}, 0, Record{State: []byte("mine")}, func(_ uint64, err error) {
+			if err != nil {
+				t.Errorf("put: %v", err)
+			}
+			wg.Done()
+		})
+		recs := []Replicated{{ID: Identity{Kind: "theirs", Key: fmt.Sprint(i)}, Epoch: 2, Version: 7, State: []byte("copy")}}
+		s.ApplyReplicatedAsync(recs, func(applied int, err error) {
+			if err != nil || applied != 1 {
+				t.Errorf("apply: %d applied, %v", applied, err)
+			}
+			wg.Done()
+		})
+	}
+	release()
+	wg.Wait()
+	st := s.CommitStats()
+	// The committer may have taken the first write before the writer
+	// lock was free, and the rest once it was: two groups at most.
+	if groups := st.Groups - before.Groups; groups > 2 {
+		t.Errorf("%d writes and %d replicated batches took %d commits, want at most 2", n, n, groups)
+	}
+	if got := st.Replicated - before.Replicated; got != n {
+		t.Errorf("Replicated = %d, want %d", got, n)
+	}
+	if got := st.Writes - before.Writes; got != n {
+		t.Errorf("Writes = %d, want %d", got, n)
+	}
+	for i := range n {
+		rec, err := s.Get(t.Context(), Identity{Kind: "theirs", Key: fmt.Sprint(i)})
+		if err != nil || rec.Version != 7 || string(rec.State) != "copy" {
+			t.Fatalf("replicated record %d: %+v, %v", i, rec, err)
+		}
+	}
+}
+
+// A replicated batch that cannot be stored fails whole (none of its
+// records lands), and alone: the writes and batches queued in the same
+// group still commit.
+func TestApplyReplicatedAsyncFailedBatchFailsAlone(t *testing.T) {
+	s, err := NewBoltStore(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// A value too short to hold a version: applying over it fails.
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("theirs"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("bad"), []byte{1, 2})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	release := holdWriter(t, s)
+	var wg sync.WaitGroup
+	wg.Add(4)
+	var putErr, goodErr, badErr, laterErr error
+	s.PutAsync(Identity{Kind: "own", Key: "a"}, 0, Record{State: []byte("mine")}, func(_ uint64, err error) { putErr = err; wg.Done() })
+	s.ApplyReplicatedAsync([]Replicated{{ID: Identity{Kind: "theirs", Key: "good"}, Epoch: 2, Version: 3, State: []byte("g")}},
+		func(_ int, err error) { goodErr = err; wg.Done() })
+	s.ApplyReplicatedAsync([]Replicated{
+		{ID: Identity{Kind: "theirs", Key: "first"}, Epoch: 2, Version: 4, State: []byte("f")},
+		{ID: Identity{Kind: "theirs", Key: "bad"}, Epoch: 2, Version: 5, State: []byte("b")},
+	}, func(_ int, err error) { badErr = err; wg.Done() })
+	s.PutAsync(Identity{Kind: "own", Key: "b"}, 0, Record{State: []byte("mine")}, func(_ uint64, err error) { laterErr = err; wg.Done() })
+	release()
+	wg.Wait()
+	if putErr != nil || goodErr != nil || laterErr != nil {
+		t.Fatalf("the other writes of the group failed: %v, %v, %v", putErr, goodErr, laterErr)
+	}
+	var ce *CorruptError
+	if badErr == nil || !errors.As(badErr, &ce) && !errors.Is(badErr, errCorrupt) {
+		t.Fatalf("the batch over a damaged record: %v, want an error saying it is damaged", badErr)
+	}
+	ctx := t.Context()
+	for _, id := range []Identity{{Kind: "own", Key: "a"}, {Kind: "own", Key: "b"}, {Kind: "theirs", Key: "good"}} {
+		if _, err := s.Get(ctx, id); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	if _, err := s.Get(ctx, Identity{Kind: "theirs", Key: "first"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a record of the failed batch was stored: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/tempest-actors/tempest/actor"
 )
@@ -87,7 +88,10 @@ type asyncPut struct {
 	rec      Record
 	del      bool
 	repl     []Replicated
-	done     func(uint64, error)
+	// lazy: the write may wait up to lingerLazy for writes that cannot
+	// wait, to share their commit, instead of starting one of its own.
+	lazy bool
+	done func(uint64, error)
 	// set by the commit function: the new version (for repl, how many
 	// of the records applied) and the outcome
 	version uint64
@@ -98,16 +102,30 @@ type asyncPut struct {
 // goroutine it owns: while a group is being committed the next one
 // gathers, so that under load many writes share one commit. commit
 // fills version and err of each write in the group.
+//
+// Lazy writes (a replica's batches written in the background) do not
+// start a group by themselves: they wait for a write that cannot wait,
+// whose group they join, or until the oldest of them waited lingerLazy.
 type groupCommitter struct {
 	commit func([]asyncPut)
 
 	mu     sync.Mutex
 	cond   *sync.Cond
 	queue  []asyncPut
+	eager  int       // writes in queue that are not lazy
+	oldest time.Time // when queue's first write was queued
+	waking bool      // a timer will wake loop for the lazy writes
 	closed bool
 	done   chan struct{}
-	stats  CommitStats // guarded by mu
+	stats  CommitStats   // guarded by mu
+	linger time.Duration // lingerLazy; tests change it
 }
+
+// lingerLazy bounds how long a lazy write waits for a group to join:
+// long enough for a node that owns shards to fold the batches it
+// receives as a follower into its own commits, short enough that a node
+// that only follows still writes them within a few milliseconds.
+const lingerLazy = 2 * time.Millisecond
 
 func (g *groupCommitter) commitStats() CommitStats {
 	g.mu.Lock()
@@ -116,7 +134,7 @@ func (g *groupCommitter) commitStats() CommitStats {
 }
 
 func newGroupCommitter(commit func([]asyncPut)) *groupCommitter {
-	g := &groupCommitter{commit: commit, done: make(chan struct{})}
+	g := &groupCommitter{commit: commit, done: make(chan struct{}), linger: lingerLazy}
 	g.cond = sync.NewCond(&g.mu)
 	go g.loop()
 	return g
@@ -145,20 +163,52 @@ func (g *groupCommitter) queued(w asyncPut) {
 		w.done(0, ErrStoreClosed)
 		return
 	}
+	if len(g.queue) == 0 {
+		g.oldest = time.Now()
+	}
 	g.queue = append(g.queue, w)
+	if !w.lazy {
+		g.eager++
+	}
 	g.cond.Signal()
 	g.mu.Unlock()
+}
+
+// ready reports whether loop should commit what is queued now; if only
+// lazy writes wait, it arranges to be woken when the oldest has waited
+// lingerLazy. Called with mu held.
+func (g *groupCommitter) ready() bool {
+	if g.closed || g.eager > 0 {
+		return true
+	}
+	if len(g.queue) == 0 {
+		return false
+	}
+	wait := g.linger - time.Since(g.oldest)
+	if wait <= 0 {
+		return true
+	}
+	if !g.waking {
+		g.waking = true
+		time.AfterFunc(wait, func() {
+			g.mu.Lock()
+			g.waking = false
+			g.cond.Signal()
+			g.mu.Unlock()
+		})
+	}
+	return false
 }
 
 func (g *groupCommitter) loop() {
 	defer close(g.done)
 	for {
 		g.mu.Lock()
-		for len(g.queue) == 0 && !g.closed {
+		for !g.ready() {
 			g.cond.Wait()
 		}
 		group := g.queue
-		g.queue = nil
+		g.queue, g.eager = nil, 0
 		g.mu.Unlock()
 		if len(group) == 0 {
 			return // closed and drained

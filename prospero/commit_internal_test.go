@@ -1,8 +1,10 @@
 package prospero
 
 import (
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Writes queued while a group is being committed are committed together
@@ -55,5 +57,72 @@ func TestGroupCommitGathersWritesQueuedDuringACommit(t *testing.T) {
 		if versions[i] != uint64(100+i) {
 			t.Fatalf("done of write %d got version %d, want %d", i, versions[i], 100+i)
 		}
+	}
+}
+
+// Lazy writes start no group of their own: they wait for a write that
+// cannot wait and share its commit, in queue order.
+func TestGroupCommitLazyWritesJoinTheNextEagerGroup(t *testing.T) {
+	var mu sync.Mutex
+	var groups [][]string
+	called := make(chan struct{}, 16)
+	g := newGroupCommitter(func(group []asyncPut) {
+		mu.Lock()
+		var keys []string
+		for i := range group {
+			keys = append(keys, group[i].id.Key)
+		}
+		groups = append(groups, keys)
+		mu.Unlock()
+		called <- struct{}{}
+	})
+	defer g.close()
+	g.mu.Lock()
+	g.linger = time.Hour // only an eager write, or closing, commits them
+	g.mu.Unlock()
+	var wg sync.WaitGroup
+	queue := func(key string, lazy bool) {
+		wg.Add(1)
+		g.queued(asyncPut{id: Identity{Kind: "k", Key: key}, lazy: lazy, done: func(_ uint64, err error) {
+			if err != nil {
+				t.Errorf("%s: %v", key, err)
+			}
+			wg.Done()
+		}})
+	}
+	queue("lazy1", true)
+	queue("lazy2", true)
+	select {
+	case <-called:
+		t.Fatal("lazy writes alone started a commit")
+	case <-time.After(50 * time.Millisecond): // the absence of a commit
+	}
+	queue("eager", false)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(groups) != 1 || strings.Join(groups[0], ",") != "lazy1,lazy2,eager" {
+		t.Fatalf("groups = %v, want one: lazy1, lazy2, eager", groups)
+	}
+}
+
+// Lazy writes with no eager one after them are committed once the oldest
+// waited the linger.
+func TestGroupCommitLazyWritesCommitAfterTheLinger(t *testing.T) {
+	g := newGroupCommitter(func([]asyncPut) {})
+	defer g.close()
+	g.mu.Lock()
+	g.linger = time.Millisecond
+	g.mu.Unlock()
+	done := make(chan struct{})
+	start := time.Now()
+	g.queued(asyncPut{id: Identity{Kind: "k", Key: "x"}, lazy: true, done: func(uint64, error) { close(done) }})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lazy write alone was never committed")
+	}
+	if d := time.Since(start); d < time.Millisecond {
+		t.Fatalf("committed after %v, before the linger", d)
 	}
 }

@@ -78,13 +78,27 @@ func (s *BoltStore) ApplyReplicated(recs []Replicated) (int, error) {
 // other writes of the group commit without them). When the store is
 // closed, done gets ErrStoreClosed before ApplyReplicatedAsync returns.
 func (s *BoltStore) ApplyReplicatedAsync(recs []Replicated, done func(applied int, err error)) {
+	s.applyReplicatedAsync(recs, false, done)
+}
+
+// ApplyReplicatedLater is ApplyReplicatedAsync for records nobody waits
+// for (a replica that acknowledged them on receipt writes them in the
+// background): they start no commit of their own while the store has
+// other writes to commit soon, but join the next group commit of the
+// node's own writes, or, if none comes, are committed within a few
+// milliseconds (lingerLazy). Queue order is kept with every other write.
+func (s *BoltStore) ApplyReplicatedLater(recs []Replicated, done func(applied int, err error)) {
+	s.applyReplicatedAsync(recs, true, done)
+}
+
+func (s *BoltStore) applyReplicatedAsync(recs []Replicated, lazy bool, done func(applied int, err error)) {
 	for i := range recs {
 		if err := recs[i].ID.Validate(); err != nil {
 			done(0, err)
 			return
 		}
 	}
-	s.commit.queued(asyncPut{repl: recs, done: func(n uint64, err error) {
+	s.commit.queued(asyncPut{repl: recs, lazy: lazy, done: func(n uint64, err error) {
 		if err != nil {
 			err = fmt.Errorf("prospero: apply replicated records: %w", err)
 		}

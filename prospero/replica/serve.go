@@ -186,7 +186,10 @@ func (s *Store) accept(from string, recs []Record) error {
 // (prospero.BoltStore.ApplyReplicatedAsync), so that the batches from
 // every owner and this node's own writes share one transaction and one
 // fsync, instead of a transaction of their own contending with the
-// node's commits for bbolt's single writer.
+// node's commits for bbolt's single writer. Batches acknowledged on
+// receipt (the default mode) start no commit of their own while the
+// node commits writes of its own within a few milliseconds
+// (ApplyReplicatedLater).
 type applier struct {
 	s       *Store
 	mu      sync.Mutex
@@ -221,7 +224,11 @@ func (a *applier) queue(recs []Record, done func(error)) error {
 	}
 	a.pending++
 	a.mu.Unlock()
-	a.s.local.ApplyReplicatedAsync(flat(recs), func(n int, err error) {
+	apply := a.s.local.ApplyReplicatedAsync
+	if done == nil {
+		apply = a.s.local.ApplyReplicatedLater // nobody waits: share the node's next commit
+	}
+	apply(flat(recs), func(n int, err error) {
 		a.s.stats.applied.Add(uint64(n))
 		a.mu.Lock()
 		a.pending--

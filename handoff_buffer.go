@@ -204,6 +204,31 @@ func (b *handoffBuffer) addUnrun(items []bufItem, shard string, now time.Time) b
 	return true
 }
 
+// requeue puts it back at the head of its recipient's queue (making the
+// queue again if it went), after the retry loop took it and its send was
+// refused at once, so that it goes before what was queued behind it. It
+// was counted out of the bound when it was taken; it is counted in again
+// even if that exceeds the bound, as it held its place already.
+func (b *handoffBuffer) requeue(it bufItem, shard string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := bufKey(it.m.To)
+	q := b.queues[k]
+	if q == nil {
+		q = &bufQueue{to: it.m.To.WithIncarnation(0), shard: shard}
+		b.queues[k] = q
+	}
+	at := 0
+	if !it.unrun {
+		for at < len(q.items) && q.items[at].unrun {
+			at++
+		}
+	}
+	q.items = slices.Insert(q.items, at, it)
+	b.perShard[q.shard]++
+	b.n.Add(1)
+}
+
 // head returns the first waiting message for key.
 func (b *handoffBuffer) head(k string) (bufItem, bool) {
 	b.mu.Lock()
@@ -446,19 +471,30 @@ func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, err error) bool {
 	}
 	if notOwner {
 		node, epoch, local, lerr := r.locate(m.To)
-		if lerr == nil && !r.buf.queued(m.To) && (local || node != refuser || (sentEpoch != 0 && epoch != sentEpoch)) {
+		switch {
+		case lerr == nil && !r.buf.queued(m.To) && (local || node != refuser || (sentEpoch != 0 && epoch != sentEpoch)):
 			r.buf.resent.Add(1)
-			if serr := r.route(m); serr != nil {
+			serr := r.route(m)
+			switch {
+			case serr == nil:
+				if m.AskID == 0 && !local {
+					r.noteResent(it)
+				}
+				return true
+			case !resendable(serr):
 				r.fail(m, serr)
-			} else if m.AskID == 0 && !local {
-				r.noteResent(it)
+				return true
 			}
-			return true
-		}
-		if lerr == nil {
-			it.avoid, it.avoidEpoch = node, epoch
-		} else if _, moving := inHandoff(lerr); !moving {
+			// Refused at once, nothing sent (no link to the node the
+			// table names now): it waits for a change or the back-off.
+			err = serr
 			it.due = now.Add(retryBackoff(0))
+		case lerr == nil:
+			it.avoid, it.avoidEpoch = node, epoch
+		default:
+			if _, moving := inHandoff(lerr); !moving {
+				it.due = now.Add(retryBackoff(0))
+			}
 		}
 	} else if wait, busy := busyFor(err); busy {
 		it.due = now.Add(wait)
@@ -538,6 +574,17 @@ func (r *remote) flushBuffered() (next time.Time) {
 			r.buf.pop(k)
 			r.buf.resent.Add(1)
 			if serr := r.sendRouted(it.m, node, epoch, local); serr != nil {
+				if resendable(serr) {
+					// Refused at once, nothing sent (no link to the owner
+					// yet): it keeps its place and waits again.
+					it.attempt++
+					it.due = now.Add(retryBackoff(it.attempt))
+					it.avoid, it.avoidEpoch = "", 0
+					r.buf.requeue(it, r.shardOf(it.m.To, serr))
+					earlier(it.due)
+					earlier(r.buf.expiry(it))
+					break
+				}
 				r.fail(it.m, serr)
 			} else if it.m.AskID == 0 && !local {
 				r.noteResent(it)

@@ -758,8 +758,11 @@ func (n *Node) Ref(kind, key string) actor.Ref { return actor.Virtual(kind, key)
 // actor.Undelivered message. Use Ask when the caller needs to know that
 // the message was handled.
 //
-// In a cluster, a tell for a shard being handed off or not placed yet
-// waits (up to actor.DefaultAskTimeout) until placement settles.
+// In a cluster, a tell for a shard being handed off or not placed yet,
+// or whose owner's node cannot be reached (no link: the tell never left),
+// waits (up to actor.DefaultAskTimeout, or ctx's deadline with
+// TellContext) until placement settles; after that it returns the last
+// error.
 func (n *Node) Tell(ref actor.Ref, msg any) error {
 	if tracingBuilt && n.trc != nil {
 		return n.TellContext(context.Background(), ref, msg)
@@ -812,7 +815,8 @@ func (n *Node) tell(ctx context.Context, ref actor.Ref, msg any, tr any) error {
 }
 
 // waitable: the send failed before anything left this node, because
-// placement is in flux; it may be tried again.
+// placement is in flux or the owner's link is down (noLinkError); it may
+// be tried again.
 func waitable(err error) bool {
 	if errors.Is(err, actor.ErrNotCommitted) {
 		// The turn ran: its state was not committed, but its write may
@@ -821,7 +825,8 @@ func waitable(err error) bool {
 		// shard moving) says.
 		return false
 	}
-	return errors.Is(err, placement.ErrHandoff) || errors.Is(err, placement.ErrUnassigned) || errors.Is(err, placement.ErrOwnerDown) ||
+	var nl *noLinkError
+	return errors.As(err, &nl) || errors.Is(err, placement.ErrHandoff) || errors.Is(err, placement.ErrUnassigned) || errors.Is(err, placement.ErrOwnerDown) ||
 		errors.Is(err, placement.ErrUninitialized) || errors.Is(err, placement.ErrLeaseExpired) ||
 		errors.Is(err, placement.ErrBehind) || errors.Is(err, wire.ErrNotServing)
 }
@@ -835,12 +840,15 @@ func waitable(err error) bool {
 // mailbox's refusal is a *wire.RefusedError (MAILBOX_FULL, naming the
 // owner) on every node, the owner included.
 //
-// In a cluster, an ask for a shard being handed off or not placed yet
-// waits until placement settles (within ctx), and an ask the owner's node
-// refused without running it (NOT_OWNER, NOT_SERVING) is sent again once
-// this node's table routes it elsewhere, or the owner may serve again:
-// the retry policy of every sender, see docs/federation.md, "Retries". An
-// ask whose turn ran is never sent again. An ask that is not answered
+// In a cluster, an ask for a shard being handed off or not placed yet,
+// or whose owner's node cannot be reached (crashed or cut off, before
+// placement moved its shards), waits until placement settles (within
+// ctx), and an ask the owner's node refused without running it
+// (NOT_OWNER, NOT_SERVING) is sent again once this node's table routes it
+// elsewhere, or the owner may serve again: the retry policy of every
+// sender, see docs/federation.md, "Retries". An ask whose turn ran, or
+// that may have (the link to its owner went down before the answer:
+// wire.ErrLinkLost, outcome unknown), is never sent again. An ask that is not answered
 // (its deadline passed, or its owner cannot be reached) while this node
 // knows no placement leader also matches ErrNoQuorum, besides
 // ErrDeadlineExceeded or actor.ErrProcessUnavailable, whichever node owns

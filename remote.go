@@ -50,7 +50,8 @@ func (h *remoteHint) Unwrap() error { return h.err }
 //	r.close()    // fail what is still pending and stop the deadline sweep
 //
 // Membership should call tr.Disconnect(peer) when it declares a peer dead,
-// so asks pending on it fail at once with actor.ErrProcessUnavailable.
+// so asks pending on it fail at once with wire.ErrLinkLost (outcome
+// unknown; it matches actor.ErrProcessUnavailable).
 type remote struct {
 	self   string
 	sched  *ariel.Scheduler
@@ -201,7 +202,9 @@ func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
 // Forward implements ariel.Router: it encodes the message and queues it on
 // the owner's link. It never blocks on the network; a full link queue
 // refuses with an error matching actor.ErrRefused, an unreachable node
-// with one matching actor.ErrProcessUnavailable, and a message type
+// with one matching actor.ErrProcessUnavailable (for a virtual actor a
+// *noLinkError, which an ask or an actor's tell waits out in a handoff
+// buffer and Node.Tell in its caller's goroutine), and a message type
 // without a tag with wire.ErrUnregistered.
 //
 // Mail for a virtual actor is stamped with the placement epoch it was
@@ -229,12 +232,23 @@ func (r *remote) Forward(m ariel.Outbound) error {
 			return r.route(m)
 		}
 	}
-	return r.sendTo(node, epoch, m)
+	err := r.sendTo(node, epoch, m)
+	if err != nil {
+		// No link to the owner (noLinkError): the mail never left, and
+		// waits like mail whose route is in flux.
+		if ok, berr := r.buffer(m, err); ok {
+			return berr
+		}
+	}
+	return err
 }
 
 // sendTo queues m on the link to node, stamped with epoch; a traced ask
 // or tell is sent under its tempest.send span with the span's context. An
-// ask to a virtual actor is kept until its outcome (see complete).
+// ask to a virtual actor is kept until its outcome (see complete). Mail
+// for a virtual actor that the transport refused for want of a link
+// (wire.ErrUnavailable, returned at once: nothing was queued) fails with
+// a *noLinkError, which the retry policy resends.
 func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound) error {
 	kept := m.AskID != 0 && m.To.IsVirtual()
 	if kept {
@@ -243,6 +257,9 @@ func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound) error {
 	err := r.send(node, epoch, m)
 	if err != nil && kept {
 		r.drop(m.AskID)
+	}
+	if err != nil && m.To.IsVirtual() && errors.Is(err, wire.ErrUnavailable) && !errors.Is(err, wire.ErrLinkLost) {
+		return &noLinkError{node: node, err: err}
 	}
 	return err
 }

@@ -17,7 +17,11 @@ import (
 //   - What may be sent again (resendable): a send that failed before it
 //     left this node because placement is in flux (waitable: the shard is
 //     moving, not placed yet, its owner is down, this node's table is behind
-//     or its lease is not fresh), and a refusal by the owner's node, which
+//     or its lease is not fresh) or because there is no link to the owner's
+//     node (noLinkError: the transport refused the send at once and queued
+//     nothing; the owner crashed or is cut off, and this node's table names
+//     it until gossip declares it failed and placement moves its shards),
+//     and a refusal by the owner's node, which
 //     never ran it: NOT_OWNER (the sender routed by a stale table) and
 //     NOT_SERVING (the owner cannot serve for a moment), and BUSY (the
 //     message needs an activation and the owner is over its hydration
@@ -42,8 +46,11 @@ import (
 //     and a remote one end a fenced-off ask alike, and a tell alike only
 //     when its sender is on the owner's node. Never an ask whose
 //     turn ran and did not commit (actor.ErrNotCommitted: its outcome is
-//     unknown), never a link that went down under a sent message (whether
-//     the peer acted on it is unknown), never any other refusal, and never
+//     unknown), never an ask on a link that went down before its answer
+//     (wire.ErrLinkLost: it was handed to the link, so whether the peer
+//     ran it is unknown; its caller gets that error at once, an error
+//     that says so, and the ask runs at most once), never any other
+//     refusal, and never
 //     an error an actor replied, whatever it wraps (it ran: the scheduler
 //     strips wire.NotRun's mark from every error an asker on the owner's
 //     node is given and every error an actor replies).
@@ -52,8 +59,12 @@ import (
 //     than when it was refused: the wait is for the table to change, never
 //     a timer. The others are sent again when the table changes, or after a
 //     back-off (retryBackoff: 5 ms doubling to 100 ms), since a lease being
-//     renewed or a peer's table catching up is no change of this node's
-//     table.
+//     renewed, a peer's table catching up or a link coming back (a
+//     partition healed before gossip noticed) is no change of this node's
+//     table. Mail without a link is so routed again at the table change
+//     that moves its shard off the lost node (or names that node at a new
+//     epoch), and goes to the new owner then; until then each attempt is
+//     refused at once again, nothing sent, and it keeps its place.
 //   - How long: an ask until its deadline (then it fails as a deadline,
 //     naming nothing it did not do); a tell for tellRetryWait from its own
 //     first refusal (then an actor sender gets it back as
@@ -69,6 +80,25 @@ import (
 // keyed by recipient so that mail from one sender to one recipient keeps its
 // order; program code that gets a waitable error back at once (Node.Tell,
 // Node.Ask) waits in its own goroutine under the same rules (awaitRetry).
+
+// noLinkError is mail for a virtual actor that never left this node:
+// the transport had no link to the owner's node and could make none then
+// (wire.ErrUnavailable from a send, which queued nothing: the owner
+// crashed, is cut off, or its link is backing off). The table may still
+// name that node until gossip declares it failed and placement moves its
+// shards, so the mail waits (waitable) for the table to route it to a
+// live node, or for the link to come back. It keeps the transport error's
+// identity (wire.ErrUnavailable, actor.ErrProcessUnavailable) for a
+// sender that gives up on it. Mail handed to a link that then went down is
+// not one: its asks fail with wire.ErrLinkLost, outcome unknown, and are
+// never resent.
+type noLinkError struct {
+	node string
+	err  error
+}
+
+func (e *noLinkError) Error() string { return e.err.Error() }
+func (e *noLinkError) Unwrap() error { return e.err }
 
 // tellRetryWait bounds how long a tell may wait to be sent again.
 const tellRetryWait = actor.DefaultAskTimeout

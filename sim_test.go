@@ -132,6 +132,9 @@ type simOptions struct {
 	persistence *prospero.Persistence
 	// schedule replaces the seeded faults.
 	schedule func(s *sim)
+	// register, when set, registers more kinds on every node (after the
+	// demo's).
+	register func(n *tempest.Node) error
 }
 
 // Simulation parameters.
@@ -542,6 +545,11 @@ func (s *sim) start(name string) {
 		})
 	}, tempest.KindOptions{Reminders: true}); err != nil {
 		s.t.Fatal(err)
+	}
+	if s.opts.register != nil {
+		if err := s.opts.register(n); err != nil {
+			s.t.Fatal(err)
+		}
 	}
 	if err := testhooks.Simulate(n, s.net, s.view, func(graceful bool) { s.gone(name, graceful) }); err != nil {
 		s.t.Fatal(err)

@@ -111,8 +111,12 @@
 // now + remaining; the scheduler drops it unrun if it is still queued then.
 // The caller's pending-ask table completes an ask exactly once: on its
 // Reply or Refused, on a link-down event for that peer
-// (ErrUnavailable, matching actor.ErrProcessUnavailable, at once), on the
-// periodic deadline sweep, or on Close. A refusal maps to the actor
+// (ErrLinkLost, matching ErrUnavailable and actor.ErrProcessUnavailable,
+// at once: the ask was handed to the link, so whether the peer ran it is
+// unknown), on the periodic deadline sweep, or on Close. A send the
+// transport refuses at once (ErrUnavailable: no link and none can be made
+// now) leaves nothing pending: Ask returns the error, and the frame never
+// left. A refusal maps to the actor
 // sentinel of its reason (RefusedError): MAILBOX_FULL and NODE_OVERLOADED
 // to actor.ErrRefused, UNKNOWN_KIND to actor.ErrUnknownKind, EXPIRED to
 // actor.ErrDeadlineExceeded, TERMINATED_INCARNATION to

@@ -966,16 +966,19 @@ func (m *Mailer) take(peer string, id uint64) bool {
 }
 
 // LinkEvent is the transport's Config.Events hook: a link going down
-// fails every ask pending on that peer at once with ErrUnavailable
-// (matches actor.ErrProcessUnavailable). Chain it when the node has other
-// listeners.
+// fails every ask pending on that peer at once with ErrLinkLost (matches
+// ErrUnavailable and actor.ErrProcessUnavailable): the ask was handed to
+// the link, so whether the peer ran it is unknown, and its sender must not
+// send it again. (An ask the transport refused to take, Send's
+// ErrUnavailable, is returned by Ask instead and never left.) Chain it
+// when the node has other listeners.
 func (m *Mailer) LinkEvent(ev LinkEvent) {
 	if ev.Up {
 		return
 	}
-	err := fmt.Errorf("%w: link to %s down", ErrUnavailable, ev.Peer)
+	err := fmt.Errorf("%w: link to %s down", ErrLinkLost, ev.Peer)
 	if ev.Err != nil {
-		err = fmt.Errorf("%w: link to %s down: %v", ErrUnavailable, ev.Peer, ev.Err)
+		err = fmt.Errorf("%w: link to %s down: %v", ErrLinkLost, ev.Peer, ev.Err)
 	}
 	m.failWhere(func(p pendingAsk) bool { return p.peer == ev.Peer }, err, &m.c.asksDown)
 	// Its asks here: whoever waits for them failed them just now, so

@@ -25,6 +25,11 @@ var (
 	// right now (the last attempt failed and the back-off has not passed,
 	// or the peer cannot be resolved), or the link went down.
 	ErrUnavailable error = &kindError{"wire: peer unavailable", actor.ErrProcessUnavailable}
+	// ErrLinkLost: the link to the peer went down while an ask sent on it
+	// was unanswered, so whether the peer ran it is unknown. It matches
+	// ErrUnavailable (and so actor.ErrProcessUnavailable); a sender must
+	// not send the ask again, as it would run twice if it ran.
+	ErrLinkLost error = &kindError{"wire: link lost, outcome unknown", ErrUnavailable}
 	// ErrSelf: a node tried to send to or dial itself.
 	ErrSelf = errors.New("wire: peer is this node")
 )

@@ -848,11 +848,11 @@ func waitable(err error) bool {
 // elsewhere, or the owner may serve again: the retry policy of every
 // sender, see docs/federation.md, "Retries". An ask whose turn ran, or
 // that may have (the link to its owner went down before the answer:
-// wire.ErrLinkLost, outcome unknown), is never sent again. An ask that is not answered
-// (its deadline passed, or its owner cannot be reached) while this node
-// knows no placement leader also matches ErrNoQuorum, besides
-// ErrDeadlineExceeded or actor.ErrProcessUnavailable, whichever node owns
-// the key, so the caller learns why it was not answered.
+// wire.ErrLinkLost, outcome unknown), is never sent again. An ask that
+// is not answered (its deadline passed, or its owner cannot be reached)
+// while this node knows no placement leader also matches ErrNoQuorum,
+// besides ErrDeadlineExceeded or actor.ErrProcessUnavailable, whichever
+// node owns the key, so the caller learns why it was not answered.
 func (n *Node) Ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
 	if t := n.trc; tracingBuilt && t != nil {
 		return t.ask(ctx, ref, func(ctx context.Context) (any, error) { return n.ask(ctx, ref, msg) })

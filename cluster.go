@@ -209,6 +209,9 @@ func (c *cluster) start(ctx context.Context) error {
 	wc.Handler = rem.mail.Handle
 	wc.HandleBatch = rem.mail.HandleBatch
 	wc.Events = func(ev wire.LinkEvent) {
+		// Marked down before the pending asks fail, so that mail sent
+		// from then on waits (linkState) rather than go to a new dial.
+		rem.links.event(ev, rem.kick)
 		rem.mail.LinkEvent(ev)
 		if !ev.Up {
 			c.fed.LinkDown(ev.Peer)
@@ -232,6 +235,9 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	c.tr = tr
 	c.fedTr.tr.Store(&tr)
+	rem.links.mu.Lock()
+	rem.links.connect = func(peer string) error { return tr.Connect(c.ctx, peer) }
+	rem.links.mu.Unlock()
 	rem.attach(tr)
 
 	mc := membership.DefaultConfig()

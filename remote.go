@@ -74,6 +74,8 @@ type remote struct {
 	// sent holds every ask forwarded to another node until its outcome,
 	// so that a refusal that never ran it (retry.go) sends it again.
 	sent [sentShards]sentShard
+	// links follows which peers' links are down (see linkState).
+	links linkState
 }
 
 const sentShards = 32
@@ -246,10 +248,15 @@ func (r *remote) Forward(m ariel.Outbound) error {
 // sendTo queues m on the link to node, stamped with epoch; a traced ask
 // or tell is sent under its tempest.send span with the span's context. An
 // ask to a virtual actor is kept until its outcome (see complete). Mail
-// for a virtual actor that the transport refused for want of a link
-// (wire.ErrUnavailable, returned at once: nothing was queued) fails with
-// a *noLinkError, which the retry policy resends.
+// for a virtual actor fails with a *noLinkError, which the retry policy
+// resends, when node's link is down (linkState: it is not handed to the
+// transport, which would queue it behind a dial that may never succeed)
+// or the transport refused it for want of a link (wire.ErrUnavailable,
+// returned at once: nothing was queued).
 func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound) error {
+	if m.To.IsVirtual() && r.links.isDown(node, r.kick) {
+		return &noLinkError{node: node, err: fmt.Errorf("%w: %s: link down, not sent", wire.ErrUnavailable, node)}
+	}
 	kept := m.AskID != 0 && m.To.IsVirtual()
 	if kept {
 		r.keep(m, epoch)

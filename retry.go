@@ -3,6 +3,8 @@ package tempest
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
@@ -99,6 +101,101 @@ type noLinkError struct {
 
 func (e *noLinkError) Error() string { return e.err.Error() }
 func (e *noLinkError) Unwrap() error { return e.err }
+
+// linkState follows which peers' links are down, so that mail for
+// virtual actors is not handed to a link that went down until it is up
+// again: a transport queues such mail behind a new dial, and if the peer
+// is gone the dial fails after its handshake timeout and every ask queued
+// there fails as its link's (wire.ErrLinkLost, outcome unknown), though
+// none of it left; meanwhile the table may have moved the shard to a live
+// node. So the mail fails at once as a noLinkError and waits in the retry
+// policy, and a single attempt per peer to bring the link back runs in
+// the background (connect, the transport's Connect). A peer is down from
+// its link's down event until its up event, or until such an attempt
+// succeeds (which also mends a down event that arrived after a later up).
+type linkState struct {
+	n  atomic.Int64 // peers down (the fast path reads only this)
+	mu sync.Mutex
+	// down holds the peers down, each with whether an attempt to connect
+	// to it runs.
+	down map[string]*linkDown
+	// connect brings the link to peer up, or fails (nil: nothing is
+	// tried; the link comes back when something else connects).
+	connect func(peer string) error
+}
+
+type linkDown struct{ connecting bool }
+
+// event follows a transport's link event.
+func (l *linkState) event(ev wire.LinkEvent, up func()) {
+	if ev.Up {
+		l.up(ev.Peer, up)
+		return
+	}
+	l.mu.Lock()
+	if l.down == nil {
+		l.down = map[string]*linkDown{}
+	}
+	if l.down[ev.Peer] == nil {
+		l.down[ev.Peer] = &linkDown{}
+		l.n.Add(1)
+	}
+	l.mu.Unlock()
+}
+
+// up marks peer's link up; up (the retry queue's kick) is called if it
+// was down.
+func (l *linkState) up(peer string, up func()) {
+	l.mu.Lock()
+	_, was := l.down[peer]
+	if was {
+		delete(l.down, peer)
+		l.n.Add(-1)
+	}
+	l.mu.Unlock()
+	if was && up != nil {
+		up()
+	}
+}
+
+// isDown reports whether peer's link is down, and then starts an attempt
+// to connect to it unless one runs; up is called once it succeeds.
+func (l *linkState) isDown(peer string, up func()) bool {
+	if l.n.Load() == 0 {
+		return false
+	}
+	l.mu.Lock()
+	d := l.down[peer]
+	start := d != nil && !d.connecting && l.connect != nil
+	if start {
+		d.connecting = true
+	}
+	connect := l.connect
+	l.mu.Unlock()
+	if start {
+		go func() {
+			err := connect(peer)
+			l.mu.Lock()
+			d.connecting = false
+			l.mu.Unlock()
+			if err == nil {
+				l.up(peer, up)
+			}
+		}()
+	}
+	return d != nil
+}
+
+// kick wakes the retry loop (mail may go now).
+func (r *remote) kick() {
+	if r.buf == nil {
+		return
+	}
+	select {
+	case r.buf.kick <- struct{}{}:
+	default:
+	}
+}
 
 // tellRetryWait bounds how long a tell may wait to be sent again.
 const tellRetryWait = actor.DefaultAskTimeout

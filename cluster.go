@@ -235,9 +235,7 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	c.tr = tr
 	c.fedTr.tr.Store(&tr)
-	rem.links.mu.Lock()
 	rem.links.connect = func(peer string) error { return tr.Connect(c.ctx, peer) }
-	rem.links.mu.Unlock()
 	rem.attach(tr)
 
 	mc := membership.DefaultConfig()

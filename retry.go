@@ -84,9 +84,10 @@ import (
 // Node.Ask) waits in its own goroutine under the same rules (awaitRetry).
 
 // noLinkError is mail for a virtual actor that never left this node:
-// the transport had no link to the owner's node and could make none then
-// (wire.ErrUnavailable from a send, which queued nothing: the owner
-// crashed, is cut off, or its link is backing off). The table may still
+// the link to the owner's node went down and has not come up since
+// (linkState), or the transport had no link and could make none then
+// (wire.ErrUnavailable from a send, which queued nothing): the owner
+// crashed, is cut off, or its link is backing off. The table may still
 // name that node until gossip declares it failed and placement moves its
 // shards, so the mail waits (waitable) for the table to route it to a
 // live node, or for the link to come back. It keeps the transport error's
@@ -114,43 +115,60 @@ func (e *noLinkError) Unwrap() error { return e.err }
 // its link's down event until its up event, or until such an attempt
 // succeeds (which also mends a down event that arrived after a later up).
 type linkState struct {
-	n  atomic.Int64 // peers down (the fast path reads only this)
-	mu sync.Mutex
-	// down holds the peers down, each with whether an attempt to connect
-	// to it runs.
-	down map[string]*linkDown
+	// down holds the peers down, copied on every change (link events are
+	// rare; a send only reads it, without a lock). Nil: none.
+	down atomic.Pointer[map[string]*linkDown]
+	mu   sync.Mutex // serializes changes of down
 	// connect brings the link to peer up, or fails (nil: nothing is
-	// tried; the link comes back when something else connects).
+	// tried; the link comes back when something else connects). Set
+	// before the transport reports events.
 	connect func(peer string) error
 }
 
-type linkDown struct{ connecting bool }
+// linkDown is a peer whose link is down: connecting is set while an
+// attempt to connect to it runs.
+type linkDown struct{ connecting atomic.Bool }
 
-// event follows a transport's link event.
+// event follows a transport's link event; up (the retry queue's kick) is
+// called when a link that was down comes up.
 func (l *linkState) event(ev wire.LinkEvent, up func()) {
 	if ev.Up {
 		l.up(ev.Peer, up)
 		return
 	}
 	l.mu.Lock()
-	if l.down == nil {
-		l.down = map[string]*linkDown{}
+	defer l.mu.Unlock()
+	old := l.down.Load()
+	if old != nil && (*old)[ev.Peer] != nil {
+		return
 	}
-	if l.down[ev.Peer] == nil {
-		l.down[ev.Peer] = &linkDown{}
-		l.n.Add(1)
+	m := map[string]*linkDown{ev.Peer: {}}
+	if old != nil {
+		for p, d := range *old {
+			m[p] = d
+		}
 	}
-	l.mu.Unlock()
+	l.down.Store(&m)
 }
 
-// up marks peer's link up; up (the retry queue's kick) is called if it
-// was down.
+// up marks peer's link up; up is called if it was down.
 func (l *linkState) up(peer string, up func()) {
 	l.mu.Lock()
-	_, was := l.down[peer]
+	old := l.down.Load()
+	was := old != nil && (*old)[peer] != nil
 	if was {
-		delete(l.down, peer)
-		l.n.Add(-1)
+		var m map[string]*linkDown
+		if len(*old) > 1 {
+			m = make(map[string]*linkDown, len(*old)-1)
+			for p, d := range *old {
+				if p != peer {
+					m[p] = d
+				}
+			}
+			l.down.Store(&m)
+		} else {
+			l.down.Store(nil)
+		}
 	}
 	l.mu.Unlock()
 	if was && up != nil {
@@ -161,29 +179,24 @@ func (l *linkState) up(peer string, up func()) {
 // isDown reports whether peer's link is down, and then starts an attempt
 // to connect to it unless one runs; up is called once it succeeds.
 func (l *linkState) isDown(peer string, up func()) bool {
-	if l.n.Load() == 0 {
+	m := l.down.Load()
+	if m == nil {
 		return false
 	}
-	l.mu.Lock()
-	d := l.down[peer]
-	start := d != nil && !d.connecting && l.connect != nil
-	if start {
-		d.connecting = true
+	d := (*m)[peer]
+	if d == nil {
+		return false
 	}
-	connect := l.connect
-	l.mu.Unlock()
-	if start {
+	if l.connect != nil && d.connecting.CompareAndSwap(false, true) {
 		go func() {
-			err := connect(peer)
-			l.mu.Lock()
-			d.connecting = false
-			l.mu.Unlock()
+			err := l.connect(peer)
+			d.connecting.Store(false)
 			if err == nil {
 				l.up(peer, up)
 			}
 		}()
 	}
-	return d != nil
+	return true
 }
 
 // kick wakes the retry loop (mail may go now).

@@ -1,0 +1,60 @@
+package tempest
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/tempest-actors/tempest/wire"
+)
+
+// TestLinkStateFollowsEventsAndConnects: a peer is down from its link's
+// down event until its up event, or until the one connect that mail for
+// it starts succeeds; a failed connect leaves it down, and the next mail
+// tries again.
+func TestLinkStateFollowsEventsAndConnects(t *testing.T) {
+	synctest.Test(t, testLinkState)
+}
+
+func testLinkState(t *testing.T) {
+	var l linkState
+	var calls atomic.Int32
+	release := make(chan error)
+	l.connect = func(string) error { calls.Add(1); return <-release }
+	var kicks atomic.Int32
+	kick := func() { kicks.Add(1) }
+
+	if l.isDown("b", kick) {
+		t.Fatal("a peer never seen down is down")
+	}
+	l.event(wire.LinkEvent{Peer: "b"}, kick)
+	l.event(wire.LinkEvent{Peer: "c"}, kick)
+	for range 10 {
+		if !l.isDown("b", kick) {
+			t.Fatal("b is not down after its down event")
+		}
+	}
+	release <- errors.New("dial failed") // the one attempt for b
+	synctest.Wait()                      // its goroutine ended
+	if !l.isDown("b", kick) {            // and a second attempt starts
+		t.Fatal("b is not down after a failed connect")
+	}
+	release <- nil
+	synctest.Wait()
+	if l.isDown("b", kick) {
+		t.Fatal("b is down after a connect to it succeeded")
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d connects to b, want one per attempt, 2", n)
+	}
+	if kicks.Load() != 1 {
+		t.Errorf("%d kicks of the retry queue, want 1 (b came up)", kicks.Load())
+	}
+	// c comes up by its event; a second up event changes nothing.
+	l.event(wire.LinkEvent{Peer: "c", Up: true}, kick)
+	l.event(wire.LinkEvent{Peer: "c", Up: true}, kick)
+	if l.down.Load() != nil || kicks.Load() != 2 {
+		t.Errorf("after c's up event: down %v, kicks %d", l.down.Load(), kicks.Load())
+	}
+}

@@ -211,7 +211,7 @@ func (c *cluster) start(ctx context.Context) error {
 	wc.Events = func(ev wire.LinkEvent) {
 		// Marked down before the pending asks fail, so that mail sent
 		// from then on waits (linkState) rather than go to a new dial.
-		rem.links.event(ev, rem.kick)
+		rem.links.event(ev)
 		rem.mail.LinkEvent(ev)
 		if !ev.Up {
 			c.fed.LinkDown(ev.Peer)

@@ -79,7 +79,8 @@ func failoverCount(s *sim, via *tempest.Node, ref actor.Ref) int64 {
 // TestSimulationFailoverCrashAsksWait: asks sent to a key whose owner
 // crashed, before gossip declared it failed, are answered by the node
 // its shard moves to, within their deadline, not failed at once because
-// the old owner's link is down; each is applied once.
+// the old owner's link is down; each is applied once. So is a tell from
+// program code.
 func TestSimulationFailoverCrashAsksWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		runSimulation(t, 7, simOptions{schedule: func(s *sim) {
@@ -87,17 +88,29 @@ func TestSimulationFailoverCrashAsksWait(t *testing.T) {
 			ref := actor.Virtual(demo.Counter, "failover")
 			owner, via := failoverSetup(s, ref)
 			wait := failoverAsks(via, ref, 50*time.Millisecond, 500*time.Millisecond, time.Second, 1500*time.Millisecond)
-			s.step("kill %s, the owner of %v; asks through %s meanwhile", owner, ref, via.Name())
+			// And a tell from program code, which waits in Node.Tell
+			// (within its context's deadline) until it can be sent.
+			told := make(chan error, 1)
+			go func() {
+				time.Sleep(200 * time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), failoverAskTimeout)
+				defer cancel()
+				told <- via.TellContext(ctx, ref, demo.Add{N: 100})
+			}()
+			s.step("kill %s, the owner of %v; asks and a tell through %s meanwhile", owner, ref, via.Name())
 			s.kill(owner, true)
 			for i, err := range wait() {
 				if err != nil {
 					t.Errorf("ask %d during the failover: %v", i, err)
 				}
 			}
+			if err := <-told; err != nil {
+				t.Errorf("tell during the failover: %v", err)
+			}
 			s.start(owner)
 			s.settle()
-			if got := failoverCount(s, via, ref); got != 4 {
-				t.Errorf("counter after 4 acknowledged Adds: %d", got)
+			if got := failoverCount(s, via, ref); got != 104 {
+				t.Errorf("counter after 4 acknowledged Adds of 1 and a tell of 100 sent: %d", got)
 			}
 		}})
 	})

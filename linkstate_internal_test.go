@@ -23,26 +23,26 @@ func testLinkState(t *testing.T) {
 	release := make(chan error)
 	l.connect = func(string) error { calls.Add(1); return <-release }
 	var kicks atomic.Int32
-	kick := func() { kicks.Add(1) }
+	l.onUp = func() { kicks.Add(1) }
 
-	if l.isDown("b", kick) {
+	if l.isDown("b") {
 		t.Fatal("a peer never seen down is down")
 	}
-	l.event(wire.LinkEvent{Peer: "b"}, kick)
-	l.event(wire.LinkEvent{Peer: "c"}, kick)
+	l.event(wire.LinkEvent{Peer: "b"})
+	l.event(wire.LinkEvent{Peer: "c"})
 	for range 10 {
-		if !l.isDown("b", kick) {
+		if !l.isDown("b") {
 			t.Fatal("b is not down after its down event")
 		}
 	}
 	release <- errors.New("dial failed") // the one attempt for b
 	synctest.Wait()                      // its goroutine ended
-	if !l.isDown("b", kick) {            // and a second attempt starts
+	if !l.isDown("b") {                  // and a second attempt starts
 		t.Fatal("b is not down after a failed connect")
 	}
 	release <- nil
 	synctest.Wait()
-	if l.isDown("b", kick) {
+	if l.isDown("b") {
 		t.Fatal("b is down after a connect to it succeeded")
 	}
 	if n := calls.Load(); n != 2 {
@@ -52,8 +52,8 @@ func testLinkState(t *testing.T) {
 		t.Errorf("%d kicks of the retry queue, want 1 (b came up)", kicks.Load())
 	}
 	// c comes up by its event; a second up event changes nothing.
-	l.event(wire.LinkEvent{Peer: "c", Up: true}, kick)
-	l.event(wire.LinkEvent{Peer: "c", Up: true}, kick)
+	l.event(wire.LinkEvent{Peer: "c", Up: true})
+	l.event(wire.LinkEvent{Peer: "c", Up: true})
 	if l.down.Load() != nil || kicks.Load() != 2 {
 		t.Errorf("after c's up event: down %v, kicks %d", l.down.Load(), kicks.Load())
 	}

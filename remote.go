@@ -145,6 +145,7 @@ func newRemote(s *ariel.Scheduler, reg *wire.Registry, locate remoteLocator, mc 
 	for i := range r.sent {
 		r.sent[i].m = map[uint64]sentAsk{}
 	}
+	r.links.onUp = r.kick
 	mc.Registry = reg
 	mc.Local = remoteDelivery{r}
 	mc.Complete = r.complete
@@ -254,7 +255,7 @@ func (r *remote) Forward(m ariel.Outbound) error {
 // or the transport refused it for want of a link (wire.ErrUnavailable,
 // returned at once: nothing was queued).
 func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound) error {
-	if m.To.IsVirtual() && r.links.isDown(node, r.kick) {
+	if m.To.IsVirtual() && r.links.isDown(node) {
 		return &noLinkError{node: node, err: fmt.Errorf("%w: %s: link down, not sent", wire.ErrUnavailable, node)}
 	}
 	kept := m.AskID != 0 && m.To.IsVirtual()

@@ -121,19 +121,21 @@ type linkState struct {
 	mu   sync.Mutex // serializes changes of down
 	// connect brings the link to peer up, or fails (nil: nothing is
 	// tried; the link comes back when something else connects). Set
-	// before the transport reports events.
+	// before mail is sent.
 	connect func(peer string) error
+	// onUp is called when a link that was down comes up (the retry
+	// queue's kick); nil: nothing.
+	onUp func()
 }
 
 // linkDown is a peer whose link is down: connecting is set while an
 // attempt to connect to it runs.
 type linkDown struct{ connecting atomic.Bool }
 
-// event follows a transport's link event; up (the retry queue's kick) is
-// called when a link that was down comes up.
-func (l *linkState) event(ev wire.LinkEvent, up func()) {
+// event follows a transport's link event.
+func (l *linkState) event(ev wire.LinkEvent) {
 	if ev.Up {
-		l.up(ev.Peer, up)
+		l.up(ev.Peer)
 		return
 	}
 	l.mu.Lock()
@@ -151,8 +153,8 @@ func (l *linkState) event(ev wire.LinkEvent, up func()) {
 	l.down.Store(&m)
 }
 
-// up marks peer's link up; up is called if it was down.
-func (l *linkState) up(peer string, up func()) {
+// up marks peer's link up, and calls onUp if it was down.
+func (l *linkState) up(peer string) {
 	l.mu.Lock()
 	old := l.down.Load()
 	was := old != nil && (*old)[peer] != nil
@@ -171,14 +173,14 @@ func (l *linkState) up(peer string, up func()) {
 		}
 	}
 	l.mu.Unlock()
-	if was && up != nil {
-		up()
+	if was && l.onUp != nil {
+		l.onUp()
 	}
 }
 
 // isDown reports whether peer's link is down, and then starts an attempt
-// to connect to it unless one runs; up is called once it succeeds.
-func (l *linkState) isDown(peer string, up func()) bool {
+// to connect to it unless one runs; its success marks the link up.
+func (l *linkState) isDown(peer string) bool {
 	m := l.down.Load()
 	if m == nil {
 		return false
@@ -192,7 +194,7 @@ func (l *linkState) isDown(peer string, up func()) bool {
 			err := l.connect(peer)
 			d.connecting.Store(false)
 			if err == nil {
-				l.up(peer, up)
+				l.up(peer)
 			}
 		}()
 	}

@@ -19,8 +19,9 @@ import (
 // Mail that may not be sent now but may be soon waits in bounded
 // per-recipient queues in the routing layer, under the retry policy of
 // retry.go: mail for a shard being handed off (or not placed, its owner
-// down, this node's table behind, its lease not fresh) from an actor, and
-// asks from anyone; mail from anyone that the owner's node refused
+// down, this node's table behind, its lease not fresh, no link to its
+// owner's node) from an actor, and asks from anyone; mail from anyone
+// that the owner's node refused
 // NOT_OWNER, NOT_SERVING or BUSY; and mail of this node's own senders
 // that this node admitted and then fenced off (remote.ResendAll). Each
 // recipient's queue is routed again in
@@ -473,15 +474,16 @@ func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, err error) bool {
 		node, epoch, local, lerr := r.locate(m.To)
 		switch {
 		case lerr == nil && !r.buf.queued(m.To) && (local || node != refuser || (sentEpoch != 0 && epoch != sentEpoch)):
-			r.buf.resent.Add(1)
 			serr := r.route(m)
 			switch {
 			case serr == nil:
+				r.buf.resent.Add(1)
 				if m.AskID == 0 && !local {
 					r.noteResent(it)
 				}
 				return true
 			case !resendable(serr):
+				r.buf.resent.Add(1)
 				r.fail(m, serr)
 				return true
 			}
@@ -572,7 +574,6 @@ func (r *remote) flushBuffered() (next time.Time) {
 				continue
 			}
 			r.buf.pop(k)
-			r.buf.resent.Add(1)
 			if serr := r.sendRouted(it.m, node, epoch, local); serr != nil {
 				if resendable(serr) {
 					// Refused at once, nothing sent (no link to the owner
@@ -585,9 +586,13 @@ func (r *remote) flushBuffered() (next time.Time) {
 					earlier(r.buf.expiry(it))
 					break
 				}
+				r.buf.resent.Add(1)
 				r.fail(it.m, serr)
-			} else if it.m.AskID == 0 && !local {
-				r.noteResent(it)
+			} else {
+				r.buf.resent.Add(1)
+				if it.m.AskID == 0 && !local {
+					r.noteResent(it)
+				}
 			}
 		}
 	}

@@ -181,3 +181,35 @@ func TestRetryWaitPerTell(t *testing.T) {
 		t.Fatalf("%d recipients' resent tells kept after twice the wait", left)
 	}
 }
+
+// TestRetryQueueNoLinkKeepsPlace: actors' tells to a recipient whose
+// owner's link is down never leave; they wait in its queue, in order, and
+// a resend refused the same way keeps its place at the head (nothing
+// sent, nothing counted resent) until the tell's wait ends.
+func TestRetryQueueNoLinkKeepsPlace(t *testing.T) {
+	r, clk := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
+	r.links.event(wire.LinkEvent{Peer: "b"})
+	to := actor.Virtual("log", "x")
+	for i := range 3 {
+		m := ariel.Outbound{To: to, From: actor.Virtual("pump", "p"), Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: uint64(i)}}
+		if err := r.Forward(m); err != nil {
+			t.Fatalf("tell %d: %v", i, err)
+		}
+	}
+	for range 3 {
+		clk.Advance(retryBackoffMax)
+		r.flushBuffered()
+	}
+	head, ok := r.buf.head(bufKey(to))
+	if w, res := r.buf.n.Load(), r.buf.resent.Load(); !ok || w != 3 || res != 0 {
+		t.Fatalf("link down: %d waiting, %d resent; want 3 and 0", w, res)
+	}
+	if got := head.m.Msg.(rtSeq).DefaultDeadlineNs; got != 0 || head.attempt != 3 {
+		t.Fatalf("head is tell %d after %d attempts, want tell 0 after 3", got, head.attempt)
+	}
+	clk.Advance(handoffBufferWait)
+	r.flushBuffered()
+	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 0 || g != 3 {
+		t.Fatalf("after the wait: %d waiting, %d given up; want 0 and 3", w, g)
+	}
+}

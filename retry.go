@@ -20,11 +20,12 @@ import (
 //     left this node because placement is in flux (waitable: the shard is
 //     moving, not placed yet, its owner is down, this node's table is behind
 //     or its lease is not fresh) or because there is no link to the owner's
-//     node (noLinkError: the transport refused the send at once and queued
-//     nothing; the owner crashed or is cut off, and this node's table names
-//     it until gossip declares it failed and placement moves its shards),
-//     and a refusal by the owner's node, which
-//     never ran it: NOT_OWNER (the sender routed by a stale table) and
+//     node (noLinkError: the link went down and is not up again, linkState,
+//     or the transport refused the send at once and queued nothing; the
+//     owner crashed or is cut off, and this node's table names it until
+//     gossip declares it failed and placement moves its shards), and a
+//     refusal by the owner's node, which never ran it: NOT_OWNER (the
+//     sender routed by a stale table) and
 //     NOT_SERVING (the owner cannot serve for a moment), and BUSY (the
 //     message needs an activation and the owner is over its hydration
 //     backlog: it is sent again after the wait the refusal asks for). The
@@ -52,8 +53,8 @@ import (
 //     (wire.ErrLinkLost: it was handed to the link, so whether the peer
 //     ran it is unknown; its caller gets that error at once, an error
 //     that says so, and the ask runs at most once), never any other
-//     refusal, and never
-//     an error an actor replied, whatever it wraps (it ran: the scheduler
+//     refusal, and never an error an actor replied, whatever it wraps (it
+//     ran: the scheduler
 //     strips wire.NotRun's mark from every error an asker on the owner's
 //     node is given and every error an actor replies).
 //   - When: a NOT_OWNER refusal is sent again as soon as this node's table
@@ -65,8 +66,9 @@ import (
 //     partition healed before gossip noticed) is no change of this node's
 //     table. Mail without a link is so routed again at the table change
 //     that moves its shard off the lost node (or names that node at a new
-//     epoch), and goes to the new owner then; until then each attempt is
-//     refused at once again, nothing sent, and it keeps its place.
+//     epoch), and goes to the new owner then, or at once when the link's up
+//     event comes; until then each attempt is refused at once again,
+//     nothing sent, and it keeps its place.
 //   - How long: an ask until its deadline (then it fails as a deadline,
 //     naming nothing it did not do); a tell for tellRetryWait from its own
 //     first refusal (then an actor sender gets it back as

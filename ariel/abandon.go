@@ -40,8 +40,52 @@ const (
 // the gate afterwards.
 func (ex *executor) out() {
 	if ex.w != nil {
+		ex.gbase = ex.gseq
 		ex.gate.Store(ex.gseq | gateOut)
 	}
+}
+
+// hop ends a call-out and starts the next one with one compare-and-swap:
+// runTells uses it between two plain tells of a batch when the first
+// turn buffered nothing, so no scheduler code (no flush) runs between
+// the two call-outs. Why the watchdog stays sound:
+//
+//   - The gate moves to a new value (the next sequence number, still
+//     gateOut), so the watchdog restarts its budget for the new turn: a
+//     run of short turns is never mistaken for one long turn.
+//   - It is a compare-and-swap from the exact value of the ending turn,
+//     like back: if the watchdog took that turn first, hop fails, the
+//     next turn never starts and the goroutine ends (abandoned).
+//   - The watchdog finds the envelope of a hopped turn without reading
+//     anything the worker writes after the hop: ex.pos and ex.env are
+//     those of the first turn of the run (written before out), and the
+//     number of hops since is the distance from ex.gbase (written before
+//     out too) to the gate value the watchdog swapped; the hopped turn's
+//     envelope is ex.batch[ex.pos+hops], which take wrote before the run.
+//     The worker updates ex.env (for Sender and Reply) only after a hop
+//     succeeded, and the watchdog reads ex.env only for a run with no
+//     hop (see turnAt).
+//   - Between the end of one turn and the hop the worker only reads its
+//     own buffers (to see that nothing was sent): if the watchdog takes
+//     the ending turn in that window, nothing it did is undone and
+//     nothing of the next turn ran, exactly as when it wins against back.
+func (ex *executor) hop() {
+	if !ex.gate.CompareAndSwap(ex.gseq|gateOut, (ex.gseq+gateStep)|gateOut) {
+		ex.abandoned()
+	}
+	ex.gseq += gateStep
+}
+
+// turnAt returns the envelope and its index in the batch of the turn
+// whose call-out the watchdog took at gate value g (see hop). Called by
+// the watchdog after its compare-and-swap on g succeeded.
+func (ex *executor) turnAt(g uint64) (*envelope, int) {
+	hops := int((g&^(gateStep-1) - ex.gbase) / gateStep)
+	if hops == 0 {
+		return ex.env, ex.pos
+	}
+	pos := ex.pos + hops
+	return &ex.batch[pos], pos
 }
 
 // back marks the end of a call-out. A worker whose turn was abandoned
@@ -233,9 +277,9 @@ func (s *Scheduler) abandon(w *worker, g uint64) bool {
 	s.notify()
 
 	c := w.cur.Load()
-	e := ex.env
-	if ex.pos >= 0 && ex.pos+1 < ex.batchN {
-		c.unget(ex.batch[ex.pos+1 : ex.batchN])
+	e, pos := ex.turnAt(g)
+	if pos >= 0 && pos+1 < ex.batchN {
+		c.unget(ex.batch[pos+1 : ex.batchN])
 	}
 	if c.reent != actor.Reentrant {
 		c.undefer() // the abandoned activation's waits end with it

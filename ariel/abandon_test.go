@@ -1,6 +1,7 @@
 package ariel_test
 
 import (
+	"context"
 	"errors"
 	"runtime"
 	"slices"
@@ -211,6 +212,51 @@ func TestAbandonedTurnReturnsItsBatch(t *testing.T) {
 	waitFor(t, func() bool { return len(rec.messages()) == len(msgs)-1 })
 	if got := rec.messages(); !slices.Equal(got, msgs[1:]) {
 		t.Fatalf("the next incarnation got %v, want %v", got, msgs[1:])
+	}
+}
+
+// A turn that sends nothing is followed by the next plain tell of its
+// batch without leaving the call-out (one swap of the turn gate, see
+// hop): when a later turn of such a run is abandoned, the mail after it
+// goes back to the mailbox and the turns before it stand. Read from the
+// wrong turn, the batch would come back from the start of the run, and
+// the next incarnation would get 1 and 2 again (or lose 4 and 5).
+func TestAbandonedTurnAfterHopsReturnsTheRest(t *testing.T) {
+	rec := &mailLog{}
+	hook := &restarter{fresh: func() actor.Actor { return rec }}
+	s := newSched(t, ariel.Config{Workers: 1, TurnBudget: 200 * time.Millisecond, Faults: hook, Activator: silent{}})
+	hook.s.Store(s)
+	b := newBlocker()
+	defer close(b.release)
+	if err := s.Register("hops", func(string) actor.Actor { return b }, 0); err != nil {
+		t.Fatal(err)
+	}
+	ref := actor.Virtual("hops", "a")
+	if err := s.EnsureCell(ref, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []any{1, 2, "block", 4, 5}
+	for _, m := range msgs {
+		if err := s.Tell(ref, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AttachAt(ref, 1, b); err != nil { // all five wait: one batch
+		t.Fatal(err)
+	}
+	<-b.entered
+	waitFor(t, func() bool { return len(rec.messages()) >= 2 })
+	if err := s.WaitIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.messages(); !slices.Equal(got, []any{4, 5}) {
+		t.Fatalf("the next incarnation got %v, want [4 5]", got)
+	}
+	b.mu.Lock()
+	handled := slices.DeleteFunc(slices.Clone(b.handled), func(m any) bool { _, ok := m.(actor.Started); return ok })
+	b.mu.Unlock()
+	if !slices.Equal(handled, []any{1, 2}) {
+		t.Fatalf("the abandoned value handled %v, want [1 2]", handled)
 	}
 }
 

@@ -68,8 +68,10 @@
 // period (WatchdogPeriod) after the budget: Go cannot stop the goroutine,
 // so the scheduler stops waiting for it. Each worker has a turn gate, an
 // atomic word it sets around every call into code the scheduler does not
-// control; the watchdog takes the turn with a compare-and-swap on it, so
-// the turn either returned or is abandoned, never both. The ask of the
+// control (between two plain tells of one batch whose first turn sent
+// nothing, a single swap ends one call-out and starts the next); the
+// watchdog takes the turn with a compare-and-swap on it, so the turn
+// either returned or is abandoned, never both. The ask of the
 // abandoned turn fails at once with actor.ErrActorTerminated, the mail
 // the turn had taken goes back to the head of its mailbox, the actor
 // value is detached (a spawned actor is stopped), the FaultHook gets a

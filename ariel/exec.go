@@ -77,6 +77,7 @@ type executor struct {
 	// batch) and the number of envelopes the last take put there.
 	gate   atomic.Uint64
 	gseq   uint64
+	gbase  uint64 // gseq at the last out (see hop)
 	gen    uint32
 	pos    int
 	batchN int
@@ -386,20 +387,38 @@ func (ex *executor) runTells(c *Cell, batch []envelope, i int) (next int) {
 	}()
 	a := c.act
 	traced := ex.s.traces()
+	pool := ex.w != nil
 	for next < len(batch) {
 		e := &batch[next]
-		if e.kind != kUser || e.ask != nil || e.gen != 0 || (traced && e.tellTrace() != nil) {
+		if !plainTell(e, traced) {
 			return next
 		}
 		ex.cell, ex.env, ex.replied, ex.later, ex.pos = c, e, false, nil, next
 		ex.turns++
 		ex.out()
-		a.Receive(ex, e.msg)
+		for {
+			a.Receive(ex, e.msg)
+			next++
+			// A turn that buffered no send needs no leave: the next
+			// plain tell starts with one swap of the gate (see hop).
+			if !pool || len(ex.outTo) != 0 || len(ex.groups) != 0 || next == len(batch) || !plainTell(&batch[next], traced) {
+				break
+			}
+			ex.hop()
+			e = &batch[next]
+			ex.env, ex.replied, ex.later = e, false, nil
+			ex.turns++
+		}
 		ex.back()
 		ex.leave()
-		next++
 	}
 	return next
+}
+
+// plainTell reports whether e is a tell runTells may run: user mail, not
+// an ask, not stamped for an actor value, not traced.
+func plainTell(e *envelope, traced bool) bool {
+	return e.kind == kUser && e.ask == nil && e.gen == 0 && (!traced || e.tellTrace() == nil)
 }
 
 // invoke runs the actor's handler for msg as one turn.

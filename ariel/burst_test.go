@@ -322,3 +322,71 @@ func TestAbandonedTurnGivesBackHeldMail(t *testing.T) {
 		t.Fatalf("Exhausted %d, want 1", st.Exhausted)
 	}
 }
+
+// A turn resolves a spawned recipient once for a burst of sends to it;
+// the sends after the recipient restarted (a reference pinned to the old
+// incarnation) or stopped are refused synchronously all the same, as
+// when every send resolved the reference. The recipient's restart and
+// stop run on the second worker while the sending turn waits.
+func TestBurstToOneRecipientSeesItsRestartAndStop(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 2})
+	started := make(chan struct{}, 4)
+	recv := func() actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) {
+			if _, ok := msg.(actor.Started); ok {
+				started <- struct{}{}
+			}
+		})
+	}
+	ref, err := s.Spawn(recv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if ref.Incarnation() == 0 {
+		t.Fatal("Spawn returned an unpinned reference")
+	}
+	proceed := make(chan struct{})
+	errs := make(chan error, 16)
+	sender, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if msg != "go" {
+			return
+		}
+		for i := 0; i < 3; i++ { // the group holds reserved credit now
+			errs <- ctx.Tell(ref, i)
+		}
+		<-proceed // restarted meanwhile
+		errs <- ctx.Tell(ref, "pinned to the old incarnation")
+		errs <- ctx.Tell(ref.Unpinned(), "unpinned")
+		errs <- ctx.Tell(ref.Unpinned(), "unpinned again")
+		<-proceed // stopped meanwhile
+		errs <- ctx.Tell(ref.Unpinned(), "after the stop")
+	}))
+	if err := s.Tell(sender, "go"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if err := s.Restart(ref, recv()); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	proceed <- struct{}{}
+	if err := <-errs; !errors.Is(err, actor.ErrActorTerminated) {
+		t.Fatalf("send pinned to the old incarnation: %v, want ErrActorTerminated", err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("unpinned send after the restart: %v", err)
+		}
+	}
+	s.Stop(ref.Unpinned())
+	waitFor(t, func() bool { return errors.Is(s.Tell(ref.Unpinned(), "probe"), actor.ErrActorTerminated) })
+	proceed <- struct{}{}
+	if err := <-errs; !errors.Is(err, actor.ErrActorTerminated) {
+		t.Fatalf("send after the stop: %v, want ErrActorTerminated", err)
+	}
+}

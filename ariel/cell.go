@@ -147,8 +147,12 @@ type Cell struct {
 	// stamped with an older generation are dropped. Written by the
 	// run-token holder.
 	gen atomic.Uint32
-	s   *Scheduler
-	ext *cellExt // rare per-cell data, created on demand by the run-token holder
+	// stopped is set with the move to stStopped, on a line senders only
+	// read (the run-token's line is written by every push and take): a
+	// turn's repeated sends look at it (see resolvedBefore).
+	stopped atomic.Bool
+	s       *Scheduler
+	ext     *cellExt // rare per-cell data, created on demand by the run-token holder
 	// rungAt and attachedAt (unix ns) are when the Activator was last rung
 	// for this cell and when an actor was last attached: the activation a
 	// traced ask waited for (TurnTimes.Activating). Written only when the
@@ -171,6 +175,12 @@ type Cell struct {
 	reent    actor.Reentrancy
 	waiting  int32
 	deferred []envelope
+}
+
+// stop moves the cell to stStopped (final). Called with mu held.
+func (c *Cell) stop() {
+	c.state.Store(stStopped)
+	c.stopped.Store(true)
 }
 
 // closedTo reports whether pushes are refused: the cell stopped (final)

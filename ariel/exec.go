@@ -70,6 +70,12 @@ type executor struct {
 	gpos        []int32
 	sortTo      []*Cell
 	sortEnv     []envelope
+	// The spawned actor of this node the current turn resolved last
+	// (see resolvedBefore); sameC is nil when none.
+	sameC     *Cell
+	sameScope string
+	sameID    uint64
+	sameInc   uint64
 
 	// The turn gate (see abandon.go) and what the watchdog reads to
 	// recover an abandoned turn: the generation of the cycle's cell, the
@@ -638,7 +644,7 @@ func (s *Scheduler) terminate(c *Cell, ex *executor, err error, released func())
 		err = actor.ErrActorTerminated
 	}
 	c.mu.Lock()
-	c.state.Store(stStopped)
+	c.stop()
 	var kids []*Cell
 	if c.ext != nil {
 		kids = slices.Clone(c.ext.children)
@@ -776,7 +782,10 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 		msg, err = s.vet(to, msg)
 	}
 	if err == nil {
-		c, err = s.resolve(to)
+		if c = ex.resolvedBefore(&to); c == nil {
+			c, err = s.resolve(to)
+			ex.remember(&to, c)
+		}
 	}
 	if err == nil && c == nil {
 		chain := ex.turnChain()
@@ -827,6 +836,43 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 		e.enq = s.clock.Now().UnixNano()
 	}
 	return nil
+}
+
+// resolvedBefore returns the cell of to when the current turn already
+// resolved to, a spawned actor of this node, to it, and nil otherwise.
+// A burst of sends to one actor then resolves it once: a spawned actor's
+// id is never reused, so the cell is the one resolve would return as
+// long as the actor has not stopped and a pinned reference still matches
+// its incarnation (both looked at here, on words senders only read; a
+// cell that fails either is resolved again, which refuses the send as
+// before). Virtual actors are always resolved: routing may move them,
+// and routers observe their traffic.
+func (ex *executor) resolvedBefore(to *actor.Ref) *Cell {
+	c := ex.sameC
+	if c == nil {
+		return nil
+	}
+	scope, key, id, inc := to.Parts()
+	if id != ex.sameID || inc != ex.sameInc || key != "" || scope != ex.sameScope {
+		return nil
+	}
+	if c.stopped.Load() || (inc != 0 && c.inc.Load() != inc) {
+		return nil
+	}
+	return c
+}
+
+// remember keeps c, the local cell resolve returned for to, for the rest
+// of the turn when to is a spawned actor's reference.
+func (ex *executor) remember(to *actor.Ref, c *Cell) {
+	if c == nil {
+		return
+	}
+	scope, key, id, inc := to.Parts()
+	if id == 0 || key != "" {
+		return
+	}
+	ex.sameC, ex.sameScope, ex.sameID, ex.sameInc = c, scope, id, inc
 }
 
 func (ex *executor) Ask(to actor.Ref, msg any, then actor.Continuation, opts ...actor.AskOption) {

@@ -734,7 +734,7 @@ func (s *Scheduler) stopCell(ref actor.Ref, err error, released func()) error {
 		var taken []bool
 		if err == nil {
 			// Retire: the cell goes for good, its system lane too.
-			c.state.Store(stStopped)
+			c.stop()
 			mail = append(mail, c.sys...)
 			c.pend.Store(0)
 			c.sys = nil
@@ -829,7 +829,7 @@ func (s *Scheduler) retireDetached(c *Cell, released func(), always bool) bool {
 		c.mu.Unlock()
 		return false
 	}
-	c.state.Store(stStopped)
+	c.stop()
 	mail := append(c.takeUserLocked(), c.sys...)
 	c.pend.Store(0)
 	c.sys = nil

@@ -390,3 +390,51 @@ func TestBurstToOneRecipientSeesItsRestartAndStop(t *testing.T) {
 		t.Fatalf("send after the stop: %v, want ErrActorTerminated", err)
 	}
 }
+
+// TestAbandonedHeldRunStillReachesQuiescence: a turn seizes idle
+// recipients; the first ones run and go idle while the worker still
+// holds mail for the others (it counts them out of the active set only
+// when the held run ends), and the last one's turn never returns. Once
+// the watchdog abandoned it, the scheduler must still become quiescent:
+// the recipients that went idle during the held run are counted out
+// too, or WaitIdle would wait for ever.
+func TestAbandonedHeldRunStillReachesQuiescence(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 1, TurnBudget: 200 * time.Millisecond, Activator: silent{}})
+	const n = 10
+	var got atomic.Int64
+	release := make(chan struct{})
+	defer close(release)
+	refs := make([]actor.Ref, n)
+	for i := range refs {
+		refs[i], _ = s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+			switch msg {
+			case "held":
+				got.Add(1)
+			case "stuck":
+				<-release
+			}
+		}))
+	}
+	waitIdle(t, s) // the recipients are idle with empty mailboxes: one worker seizes them all
+	sender, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if msg != "send" {
+			return
+		}
+		for _, r := range refs[:n-1] {
+			_ = ctx.Tell(r, "held")
+		}
+		_ = ctx.Tell(refs[n-1], "stuck")
+	}))
+	if err := s.Tell(sender, "send"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return s.Stats().Exhausted == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.WaitIdle(ctx); err != nil {
+		t.Fatalf("not quiescent after the abandonment: %v", err)
+	}
+	if got.Load() != n-1 {
+		t.Fatalf("held mail run %d times, want %d", got.Load(), n-1)
+	}
+}

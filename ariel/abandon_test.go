@@ -166,6 +166,52 @@ func TestAbandonedTurnIsFenced(t *testing.T) {
 	}
 }
 
+// A burst to one recipient that an abandoned turn goes on with after it
+// was abandoned: the next send of the burst (the recipient resolved, its
+// mailbox slots reserved) is refused like any effect of an abandoned
+// turn, and nothing of the burst reaches the recipient.
+func TestAbandonedTurnsBurstIsFenced(t *testing.T) {
+	obs := &mailLog{}
+	s := newSched(t, ariel.Config{Workers: 2, TurnBudget: 200 * time.Millisecond, Activator: silent{}})
+	observer, _ := s.Spawn(obs)
+	entered, release := make(chan struct{}), make(chan struct{})
+	errs := make(chan error, 8)
+	burster, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if msg != "burst" {
+			return
+		}
+		for i := 0; i < 3; i++ {
+			errs <- ctx.Tell(observer, i)
+		}
+		close(entered)
+		<-release // abandoned meanwhile
+		errs <- ctx.Tell(observer, 3)
+	}))
+	if err := s.Tell(burster, "burst"); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	for i := 0; i < 3; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("send %d before the abandonment: %v", i, err)
+		}
+	}
+	waitFor(t, func() bool { return s.Stats().Exhausted == 1 })
+	fenced := s.Stats().Fenced
+	close(release)
+	if err := <-errs; !errors.Is(err, actor.ErrActorTerminated) {
+		t.Fatalf("send after the abandonment: %v, want ErrActorTerminated", err)
+	}
+	waitStuck(t, s, 0)
+	waitIdle(t, s)
+	if got := obs.messages(); len(got) != 0 {
+		t.Fatalf("the abandoned turn's burst reached its recipient: %v", got)
+	}
+	if st := s.Stats(); st.Fenced <= fenced {
+		t.Fatalf("Fenced %d after the abandonment, want more than %d", st.Fenced, fenced)
+	}
+}
+
 // waitFor polls cond until it holds (at most 20 s).
 func waitFor(t testing.TB, cond func() bool) {
 	t.Helper()

@@ -762,7 +762,40 @@ func (ex *executor) Sender() actor.Ref {
 func (ex *executor) Now() time.Time { return ex.s.clock.Now() }
 
 func (ex *executor) Tell(to actor.Ref, msg any) error {
+	// A burst's next send to the recipient of the previous one, which
+	// the turn resolved already (resolvedBefore) and whose group still
+	// holds reserved mailbox slots: what send would do, without its
+	// detours (vetting and routing concern only virtual and remote
+	// references; latency and tracing stamps take the long way).
+	if g := ex.lastG - 1; g >= 0 && ex.sameC != nil {
+		grp := &ex.groups[g]
+		if grp.cred > 0 && grp.c == ex.sameC && ex.s.latency == nil && (!tracingBuilt || ex.turnTrace == nil) &&
+			ex.resolvedBefore(&to) != nil && !ex.fenced() {
+			grp.cred--
+			grp.n++
+			ex.outTo = append(ex.outTo, grp.c)
+			ex.outG = append(ex.outG, g)
+			e := ex.nextOut()
+			e.msg, e.from, e.chain = msg, ex.cell, ex.turnChain()
+			return nil
+		}
+	}
 	return ex.send(to, msg, nil, 0)
+}
+
+// nextOut appends a slot to the turn's buffered envelopes and returns it,
+// zero. The slots past the buffer's length are kept zero (flush, regroup,
+// takeOutputs and abandoned clear what they drop), so a slot is reused
+// without clearing it again. It is filled in place: building the envelope
+// on the stack and copying it stalls on store forwarding.
+func (ex *executor) nextOut() *envelope {
+	n := len(ex.outEnv)
+	if n < cap(ex.outEnv) {
+		ex.outEnv = ex.outEnv[:n+1]
+	} else {
+		ex.outEnv = append(ex.outEnv, envelope{})
+	}
+	return &ex.outEnv[n]
 }
 
 // send buffers one message of the current turn. Admission happens now.
@@ -816,10 +849,7 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 	}
 	ex.outTo = append(ex.outTo, c)
 	ex.outG = append(ex.outG, g)
-	// Fill the slot in place: building the envelope on the stack and copying
-	// it stalls on store forwarding.
-	ex.outEnv = append(ex.outEnv, envelope{})
-	e := &ex.outEnv[len(ex.outEnv)-1]
+	e := ex.nextOut()
 	e.msg, e.from, e.ask, e.deadline = msg, self, p, deadline
 	if p != nil {
 		e.chain = &p.link

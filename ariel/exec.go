@@ -158,7 +158,7 @@ func (ex *executor) drainCycle(c *Cell, pre int) {
 			return
 		}
 		if t0 == 0 && k == len(ex.batch) && s.cfg.FairnessTime > 0 {
-			t0 = s.clock.Now().UnixNano() // a backlog: this cycle may run long
+			t0 = s.elapsed() // a backlog: this cycle may run long
 		}
 		// Plain tells run in a tight loop when nothing needs per-message
 		// bookkeeping (no latency observer, no receive timeout).
@@ -215,7 +215,7 @@ func (ex *executor) drainCycle(c *Cell, pre int) {
 		}
 		if sinceClock += k; sinceClock >= clockEvery {
 			sinceClock = 0
-			if s.clock.Now().UnixNano()-t0 >= int64(s.cfg.FairnessTime) {
+			if s.elapsed()-t0 >= int64(s.cfg.FairnessTime) {
 				ex.yield(c, processed)
 				return
 			}

@@ -22,9 +22,12 @@ var ErrActive = errors.New("tempest: actor already active")
 // Scheduler runs actors on a pool of workers (or, in simulated mode, on one
 // deterministic goroutine). All methods are safe for concurrent use.
 type Scheduler struct {
-	node      string // cfg.Node, kept apart for the per-message path
-	cfg       Config
-	clock     Clock
+	node  string // cfg.Node, kept apart for the per-message path
+	cfg   Config
+	clock Clock
+	// mono, set when clock is the real clock, is the base of elapsed
+	// (a monotonic reading costs half of a time.Now).
+	mono      time.Time
 	log       *slog.Logger
 	faults    FaultHook
 	activator Activator
@@ -127,6 +130,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	if s.clock == nil {
 		s.clock = RealClock{}
+	}
+	if _, ok := s.clock.(RealClock); ok {
+		s.mono = time.Now()
 	}
 	s.faults = cfg.Faults
 	if s.faults == nil {
@@ -555,6 +561,16 @@ func (s *Scheduler) enqueue(c *Cell, ex *executor) {
 	}
 	s.inj.push(c)
 	s.notify()
+}
+
+// elapsed is a reading of the clock in nanoseconds for measuring how
+// long something ran (the fairness budget): only differences between
+// two readings mean anything.
+func (s *Scheduler) elapsed() int64 {
+	if !s.mono.IsZero() {
+		return int64(time.Since(s.mono))
+	}
+	return s.clock.Now().UnixNano()
 }
 
 // activeInc/activeDec count cells that are ready or running; zero means

@@ -767,7 +767,8 @@ func (ex *executor) Tell(to actor.Ref, msg any) error {
 	// holds reserved mailbox slots: what send would do, without its
 	// detours (vetting and routing concern only virtual and remote
 	// references; latency and tracing stamps take the long way).
-	if g := ex.lastG - 1; g >= 0 && ex.sameC != nil {
+	if ex.sameC != nil && ex.lastG > 0 {
+		g := ex.lastG - 1
 		grp := &ex.groups[g]
 		if grp.cred > 0 && grp.c == ex.sameC && ex.s.latency == nil && (!tracingBuilt || ex.turnTrace == nil) &&
 			ex.resolvedBefore(&to) != nil && !ex.fenced() {
@@ -817,7 +818,9 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 	if err == nil {
 		if c = ex.resolvedBefore(&to); c == nil {
 			c, err = s.resolve(to)
-			ex.remember(&to, c)
+			if c != nil && ex.lastG > 0 && ex.groups[ex.lastG-1].c == c {
+				ex.remember(&to, c) // a burst: the second send in a row to c
+			}
 		}
 	}
 	if err == nil && c == nil {
@@ -893,7 +896,9 @@ func (ex *executor) resolvedBefore(to *actor.Ref) *Cell {
 }
 
 // remember keeps c, the local cell resolve returned for to, for the rest
-// of the turn when to is a spawned actor's reference.
+// of the turn when to is a spawned actor's reference. send calls it for
+// the second send in a row to c, so that a turn sending once to each of
+// many recipients (a fan-out, a request/reply hop) does not pay for it.
 func (ex *executor) remember(to *actor.Ref, c *Cell) {
 	if c == nil {
 		return

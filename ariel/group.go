@@ -180,7 +180,9 @@ func (ex *executor) resetGroups() {
 	ex.groups = ex.groups[:0]
 	ex.lastG = 0
 	ex.interleaved = false
-	ex.sameC, ex.sameScope = nil, "" // resolved again in the next turn
+	if ex.sameC != nil {
+		ex.sameC, ex.sameScope = nil, "" // resolved again in the next turn
+	}
 }
 
 // regroup sorts the buffered sends by group with a counting sort, which

@@ -13,8 +13,8 @@ import (
 // for remote actors over the network; actor code never changes.
 //
 // Implementations must be safe for concurrent use and fast: Resolve runs
-// once per message, except that a turn's further sends to a spawned actor
-// of this node that Resolve already gave it a cell for reuse that cell.
+// once per message, except that a turn's run of consecutive sends to a
+// spawned actor of this node resolves it twice, however long the run.
 type Router interface {
 	// Resolve returns the local cell for to, or (nil, nil) when to lives on
 	// another node, in which case the scheduler calls Forward. Errors are

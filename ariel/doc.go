@@ -51,12 +51,11 @@
 // grouped by recipient: every send to a recipient in the turn joins its
 // group, whether or not sends to others came between, and each group costs
 // one mailbox lock and at most one wake; a run of sends to one spawned
-// actor of this node resolves its reference twice, not once per send.
-// Admission is still synchronous: Tell reserves the recipient's capacity
-// at once and returns actor.ErrRefused when the mailbox is full (a group
-// reserves one slot for
-// its first send, then chunks of 8, 16, 32 and 64, and returns the unused
-// ones when the turn ends). Per-sender, per-recipient FIFO holds. Envelopes are stored by value in pooled mailbox
+// actor of this node resolves its reference at most twice, not once per
+// send. Admission is still synchronous: Tell reserves the recipient's
+// capacity at once and returns actor.ErrRefused when the mailbox is full
+// (a group reserves one slot for its first send, then chunks of 8, 16, 32
+// and 64, and returns the unused ones when the turn ends). Per-sender, per-recipient FIFO holds. Envelopes are stored by value in pooled mailbox
 // rings: a local tell allocates nothing beyond boxing its message.
 //
 // A drain cycle ends after FairnessMessages messages or FairnessTime; a busy

@@ -14,7 +14,8 @@ import (
 //
 // Implementations must be safe for concurrent use and fast: Resolve runs
 // once per message, except that a turn's run of consecutive sends to a
-// spawned actor of this node resolves it twice, however long the run.
+// spawned actor of this node resolves it at most twice, however long the
+// run.
 type Router interface {
 	// Resolve returns the local cell for to, or (nil, nil) when to lives on
 	// another node, in which case the scheduler calls Forward. Errors are

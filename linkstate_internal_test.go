@@ -58,3 +58,33 @@ func testLinkState(t *testing.T) {
 		t.Errorf("after c's up event: down %v, kicks %d", l.down.Load(), kicks.Load())
 	}
 }
+
+// A connect that began during one outage and succeeds after the link
+// came up and went down again does not clear the newer outage.
+func TestLinkStateStaleConnectKeepsANewerOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var l linkState
+		release := make(chan error)
+		l.connect = func(string) error { return <-release }
+		l.event(wire.LinkEvent{Peer: "b"})
+		if !l.isDown("b") { // starts the first outage's connect
+			t.Fatal("b is not down after its down event")
+		}
+		l.event(wire.LinkEvent{Peer: "b", Up: true})
+		l.event(wire.LinkEvent{Peer: "b"})
+		release <- nil // the first outage's connect succeeds late
+		synctest.Wait()
+		if m := l.down.Load(); m == nil || (*m)["b"] == nil {
+			t.Fatal("a connect begun before b's link came up and went down again cleared the newer outage")
+		}
+		// The newer outage's own connect clears it.
+		if !l.isDown("b") {
+			t.Fatal("b is not down")
+		}
+		release <- nil
+		synctest.Wait()
+		if l.isDown("b") {
+			t.Fatal("b is down after the newer outage's connect succeeded")
+		}
+	})
+}

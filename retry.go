@@ -156,10 +156,15 @@ func (l *linkState) event(ev wire.LinkEvent) {
 }
 
 // up marks peer's link up, and calls onUp if it was down.
-func (l *linkState) up(peer string) {
+func (l *linkState) up(peer string) { l.upIf(peer, nil) }
+
+// upIf is up, but when only is not nil only while peer's record of being
+// down is still only: a connect that succeeded must not clear an outage
+// recorded after it began (its link may have gone down again since).
+func (l *linkState) upIf(peer string, only *linkDown) {
 	l.mu.Lock()
 	old := l.down.Load()
-	was := old != nil && (*old)[peer] != nil
+	was := old != nil && (*old)[peer] != nil && (only == nil || (*old)[peer] == only)
 	if was {
 		var m map[string]*linkDown
 		if len(*old) > 1 {
@@ -196,7 +201,7 @@ func (l *linkState) isDown(peer string) bool {
 			err := l.connect(peer)
 			d.connecting.Store(false)
 			if err == nil {
-				l.up(peer)
+				l.upIf(peer, d)
 			}
 		}()
 	}

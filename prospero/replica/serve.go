@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -54,13 +56,13 @@ func (s *Store) Serve(conn net.Conn, from string) error {
 		}
 		err = s.accept(from, recs)
 		if err == nil {
-			err = s.apply.failed()
+			err = s.apply.failed(from)
 		}
 		if err == nil {
 			if flags&flagSync != 0 {
-				err = s.apply.now(recs)
+				err = s.apply.now(from, recs)
 			} else {
-				err = s.apply.later(recs)
+				err = s.apply.later(from, recs)
 			}
 		}
 		if err != nil {
@@ -191,16 +193,24 @@ func (s *Store) accept(from string, recs []Record) error {
 // node commits writes of its own within a few milliseconds
 // (ApplyReplicatedLater).
 type applier struct {
-	s       *Store
-	mu      sync.Mutex
-	cond    *sync.Cond
-	pending int   // batches queued and not yet written
-	closed  bool  // no batch is taken any more
-	err     error // the last background write's failure, reported once
+	s    *Store
+	mu   sync.Mutex
+	cond *sync.Cond
+	// seq numbers the batches queued; out holds those not yet written,
+	// so that drain waits only for the batches queued before it was
+	// called, not for a moment with none (steady replication from other
+	// owners need never leave one).
+	seq    uint64
+	out    map[uint64]struct{}
+	closed bool // no batch is taken any more
+	// errs is, per sending node, the failure of a background write of
+	// its batches, reported to that node's stream once (failed) and
+	// to every Flush until then.
+	errs map[string]error
 }
 
 func newApplier(s *Store) *applier {
-	a := &applier{s: s}
+	a := &applier{s: s, out: map[uint64]struct{}{}, errs: map[string]error{}}
 	a.cond = sync.NewCond(&a.mu)
 	return a
 }
@@ -216,13 +226,15 @@ func flat(recs []Record) []prospero.Replicated {
 // queue hands recs to the local store's group commit; done, if not nil,
 // gets the outcome once they are durable (or failed). Once the applier
 // is closed it takes nothing and returns ErrStoreClosed.
-func (a *applier) queue(recs []Record, done func(error)) error {
+func (a *applier) queue(from string, recs []Record, done func(error)) error {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
 		return prospero.ErrStoreClosed
 	}
-	a.pending++
+	a.seq++
+	id := a.seq
+	a.out[id] = struct{}{}
 	a.mu.Unlock()
 	apply := a.s.local.ApplyReplicatedAsync
 	if done == nil {
@@ -231,10 +243,13 @@ func (a *applier) queue(recs []Record, done func(error)) error {
 	apply(flat(recs), func(n int, err error) {
 		a.s.stats.applied.Add(uint64(n))
 		a.mu.Lock()
-		a.pending--
+		delete(a.out, id)
 		if err != nil && done == nil {
-			a.err = err
-			a.s.log.LogAttrs(context.Background(), slog.LevelError, "replica: background write failed", slog.Any("error", err))
+			if a.errs[from] == nil {
+				a.errs[from] = err
+			}
+			a.s.log.LogAttrs(context.Background(), slog.LevelError, "replica: background write failed",
+				slog.String("from", from), slog.Any("error", err))
 		}
 		a.cond.Broadcast()
 		a.mu.Unlock()
@@ -246,24 +261,37 @@ func (a *applier) queue(recs []Record, done func(error)) error {
 }
 
 // later queues recs for a background write.
-func (a *applier) later(recs []Record) error { return a.queue(recs, nil) }
+func (a *applier) later(from string, recs []Record) error { return a.queue(from, recs, nil) }
 
 // now writes recs (after what is queued) and returns once they are fsync'd.
-func (a *applier) now(recs []Record) error {
+func (a *applier) now(from string, recs []Record) error {
 	ch := make(chan error, 1)
-	if err := a.queue(recs, func(err error) { ch <- err }); err != nil {
+	if err := a.queue(from, recs, func(err error) { ch <- err }); err != nil {
 		return err
 	}
 	return <-ch
 }
 
-// drain waits until every batch queued so far is written.
+// drain waits until every batch queued so far is written (batches
+// queued meanwhile are not waited for).
 func (a *applier) drain() {
 	a.mu.Lock()
-	for a.pending > 0 {
+	upto := a.seq
+	for a.waitingLocked(upto) {
 		a.cond.Wait()
 	}
 	a.mu.Unlock()
+}
+
+// waitingLocked reports whether a batch numbered upto or lower is not
+// written yet.
+func (a *applier) waitingLocked(upto uint64) bool {
+	for id := range a.out {
+		if id <= upto {
+			return true
+		}
+	}
+	return false
 }
 
 // Flush returns once every record this replica acknowledged so far is
@@ -275,18 +303,20 @@ func (s *Store) Flush() error {
 	s.apply.drain()
 	s.apply.mu.Lock()
 	defer s.apply.mu.Unlock()
-	if err := s.apply.err; err != nil {
-		return fmt.Errorf("replica: records acknowledged earlier were not stored: %w", err)
+	for _, from := range slices.Sorted(maps.Keys(s.apply.errs)) {
+		return fmt.Errorf("replica: records acknowledged earlier to %s were not stored: %w", from, s.apply.errs[from])
 	}
 	return nil
 }
 
-// failed returns (and clears) the failure of a background write.
-func (a *applier) failed() error {
+// failed returns (and clears) the failure of a background write of
+// from's batches: that node's stream refuses its next batch with it, so
+// the node learns that what it was told was received is not stored.
+func (a *applier) failed(from string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	err := a.err
-	a.err = nil
+	err := a.errs[from]
+	delete(a.errs, from)
 	if err != nil {
 		return fmt.Errorf("records acknowledged earlier were not stored: %w", err)
 	}

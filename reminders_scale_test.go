@@ -231,6 +231,15 @@ func TestMillionRemindersThreeNodes(t *testing.T) {
 	}
 	for i := range ticked {
 		if !ticked[i].Load() {
+			// What its owner holds of it, for the failure's reader.
+			ref := n1.Ref("acct", strconv.Itoa(i))
+			owner, _, lerr := n1.Locate(ref)
+			if on := nodes[owner]; on != nil {
+				list, err := on.Reminders().ListOf(context.Background(), ref)
+				st, serr := on.Status(context.Background(), ref)
+				t.Logf("acct/%d on %s (locate %v): reminders %+v (%v); status %+v (%v); queued %d; engine %+v; now %v",
+					i, owner, lerr, list, err, st, serr, tempest.Queued(on, ref), on.Reminders().Stats(), time.Now())
+			}
 			t.Fatalf("active reminder acct/%d never ticked", i)
 		}
 	}

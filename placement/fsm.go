@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -19,6 +20,9 @@ type FSM struct {
 	table   *Table
 	applied uint64        // raft index of the last applied entry
 	changed chan struct{} // closed and replaced on every change
+	// observer, when set, is told of every read of the table (Read,
+	// Table): see ObserveReads.
+	observer atomic.Pointer[func()]
 }
 
 var (
@@ -62,6 +66,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // Read calls fn with the current table under a read lock. fn must not
 // retain or modify the table.
 func (f *FSM) Read(fn func(t *Table)) {
+	f.observed()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	fn(f.table)
@@ -69,9 +74,30 @@ func (f *FSM) Read(fn func(t *Table)) {
 
 // Table returns a deep copy of the current table.
 func (f *FSM) Table() *Table {
+	f.observed()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.table.Clone()
+}
+
+// ObserveReads makes fn (nil: none) be called at every read of the
+// table through Read or Table, and so through every Node method that
+// reads it (Locate, Owner, Check, Table, ...), before the read. It is for
+// tests that count the table reads of a code path, such as the lookups
+// one message costs each node that routes or admits it. fn must be fast
+// and safe for concurrent use; it must not read the table.
+func (f *FSM) ObserveReads(fn func()) {
+	if fn == nil {
+		f.observer.Store(nil)
+		return
+	}
+	f.observer.Store(&fn)
+}
+
+func (f *FSM) observed() {
+	if fn := f.observer.Load(); fn != nil {
+		(*fn)()
+	}
 }
 
 // Changed returns a channel closed at the next change of the table.

@@ -389,32 +389,14 @@ func (c *cluster) shardName(ref actor.Ref) (string, bool) {
 
 // locate is the routing decision for ref: its owner from the applied
 // table, and for a shard this node owns, the fence (lease, node status,
-// handoff). Errors match actor sentinels.
+// handoff); it is locateAt without the epoch, from the same one read.
+// Errors match actor sentinels.
 func (c *cluster) locate(ref actor.Ref) (string, bool, error) {
-	loc, err := c.pl.Locate(ref.Kind(), ref.Key())
-	if err != nil {
-		if errors.Is(err, placement.ErrNoEligibleNode) {
-			return "", false, fmt.Errorf("%w: %w", actor.ErrNoEligibleNode, err)
-		}
-		return "", false, c.unavailable(err)
+	owner, _, local, err := c.locateAt(ref)
+	if h, ok := err.(*remoteHint); ok {
+		err = h.err // the router's form; here the plain handoff error
 	}
-	if loc.Moving {
-		return "", false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff)
-	}
-	if loc.Owner != c.name {
-		if loc.OwnerDown {
-			return "", false, ownerDown(loc.Owner)
-		}
-		return loc.Owner, false, nil
-	}
-	if err := c.pl.Check(loc.Shard, 0, c.n.cfg.Clock.Now()); err != nil {
-		var no *placement.NotOwnerError
-		if errors.As(err, &no) && no.OwnerHint != "" && no.OwnerHint != c.name {
-			return no.OwnerHint, false, nil
-		}
-		return "", false, c.unavailable(err)
-	}
-	return c.name, true, nil
+	return owner, local, err
 }
 
 // whyUnanswered adds ErrNoQuorum to a send's deadline or unavailable

@@ -8,12 +8,37 @@ import (
 	"github.com/tempest-actors/tempest/placement"
 )
 
-// locateAt is locate with the shard's epoch from the same table read: the
-// router stamps outbound mail with it, and the receiving side compares a
-// stamp with it (remoteDelivery.Fence). A shard in a planned handoff is
-// refused with its target as the hint.
+// locateAt is the routing decision for ref from one read of the applied
+// table: the owner, the placement epoch of ref's shard (the router
+// stamps outbound mail with it, and the receiving side compares a stamp
+// with it, remoteDelivery.Fence), whether the owner is this node, and for
+// a shard this node owns, the fence (lease, node status, handoff). A
+// shard in a planned handoff is refused with its target as the hint and
+// the shard's name (a *remoteHint). One send makes one such lookup per
+// node it passes: the caller's routing (Resolve hands it to Forward) and
+// the owner's admission; the owner's activation fence, which runs later,
+// looks again. Errors match actor sentinels.
 func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
-	loc, err := c.pl.Locate(ref.Kind(), ref.Key())
+	var loc placement.Location
+	var err error
+	var movingTo string
+	selfUp := false
+	c.pl.FSM().Read(func(t *placement.Table) {
+		loc, err = t.Locate(ref.Kind(), ref.Key())
+		if err != nil {
+			return
+		}
+		if loc.Moving {
+			if s, ok := t.Shard(loc.Shard); ok {
+				movingTo = s.MovingTo
+			}
+			return
+		}
+		if loc.Owner == c.name {
+			n, ok := t.Nodes[c.name]
+			selfUp = ok && n.Status != placement.StatusDown
+		}
+	})
 	if err != nil {
 		if errors.Is(err, placement.ErrNoEligibleNode) {
 			return "", 0, false, fmt.Errorf("%w: %w", actor.ErrNoEligibleNode, err)
@@ -22,11 +47,7 @@ func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 	}
 	if loc.Moving {
 		err := fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff)
-		h := &remoteHint{err: err, shard: loc.Shard.String()}
-		if s, ok := c.pl.Owner(loc.Shard); ok {
-			h.owner = s.MovingTo
-		}
-		return "", loc.Epoch, false, h
+		return "", loc.Epoch, false, &remoteHint{err: err, owner: movingTo, shard: loc.Shard.String()}
 	}
 	if loc.Owner != c.name {
 		if loc.OwnerDown {
@@ -34,12 +55,16 @@ func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 		}
 		return loc.Owner, loc.Epoch, false, nil
 	}
-	if err := c.pl.Check(loc.Shard, 0, c.n.cfg.Clock.Now()); err != nil {
-		var no *placement.NotOwnerError
-		if errors.As(err, &no) && no.OwnerHint != "" && no.OwnerHint != c.name {
-			return no.OwnerHint, no.Epoch, false, nil
-		}
-		return "", loc.Epoch, false, c.unavailable(err)
+	// The rest of placement.CheckOwnership for this node's own shard at
+	// the table's epoch, on the same read: the shard is self's and not
+	// moving, so only this node's status and its lease remain. (The lease
+	// is looked at either way, as Check does: a look notes a lapse.)
+	fresh := c.pl.LeaseFresh(c.n.cfg.Clock.Now())
+	switch {
+	case !selfUp:
+		return "", loc.Epoch, false, c.unavailable(placement.ErrNodeDown)
+	case !fresh:
+		return "", loc.Epoch, false, c.unavailable(placement.ErrLeaseExpired)
 	}
 	return c.name, loc.Epoch, true, nil
 }

@@ -180,26 +180,37 @@ func (r *remote) stats() wire.MailStats { return r.mail.Stats() }
 // whose route is in flux (resendable), or that have mail waiting in a
 // handoff buffer (Forward decides whether the message waits too).
 func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
+	c, _, err := r.ResolveRoute(to)
+	return c, err
+}
+
+// ResolveRoute implements ariel.RouteResolver: Resolve with the lookup
+// that found a virtual actor's owner elsewhere, or its route in flux,
+// which the scheduler hands to Forward (Outbound.Route) so that Forward
+// does not look it up again.
+func (r *remote) ResolveRoute(to actor.Ref) (*ariel.Cell, ariel.Route, error) {
 	if !to.IsVirtual() {
 		if to.IsZero() || to.Node() == r.self {
-			return r.local.Resolve(to)
+			c, err := r.local.Resolve(to)
+			return c, ariel.Route{}, err
 		}
-		return nil, nil
+		return nil, ariel.Route{}, nil
 	}
 	if r.buf.queued(to) {
-		return nil, nil
+		return nil, ariel.Route{}, nil
 	}
-	_, _, local, err := r.locate(to)
+	node, epoch, local, err := r.locate(to)
 	if err != nil {
 		if resendable(err) {
-			return nil, nil
+			return nil, ariel.Route{Epoch: epoch, Err: err, Set: true}, nil
 		}
-		return nil, err
+		return nil, ariel.Route{}, err
 	}
 	if local {
-		return r.local.Resolve(to)
+		c, err := r.local.Resolve(to)
+		return c, ariel.Route{}, err
 	}
-	return nil, nil
+	return nil, ariel.Route{Node: node, Epoch: epoch, Set: true}, nil
 }
 
 // Forward implements ariel.Router: it encodes the message and queues it on
@@ -212,8 +223,9 @@ func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
 //
 // Mail for a virtual actor is stamped with the placement epoch it was
 // routed by, so an owner whose table is newer refuses it NOT_OWNER instead
-// of running it. An ask, or a tell from an actor, whose recipient's route
-// is in flux waits in a handoff buffer (see handoff_buffer.go and the
+// of running it. It is routed by the lookup Resolve made for it when the
+// scheduler hands that on (m.Route), else by a lookup here. An ask, or
+// a tell from an actor, whose recipient's route is in flux waits in a handoff buffer (see handoff_buffer.go and the
 // retry policy in retry.go); a tell from program code gets the placement
 // error and Node.Tell waits itself.
 func (r *remote) Forward(m ariel.Outbound) error {
@@ -225,7 +237,13 @@ func (r *remote) Forward(m ariel.Outbound) error {
 		}
 		var local bool
 		var err error
-		if node, epoch, local, err = r.locate(m.To); err != nil {
+		if m.Route.Set { // the lookup of Resolve, a moment ago
+			node, epoch, err = m.Route.Node, m.Route.Epoch, m.Route.Err
+			m.Route = ariel.Route{} // a copy kept to be sent again is routed anew
+		} else {
+			node, epoch, local, err = r.locate(m.To)
+		}
+		if err != nil {
 			if ok, berr := r.buffer(m, err); ok {
 				return berr
 			}
@@ -376,7 +394,8 @@ func (d remoteDelivery) DeliverTraced(to, from actor.Ref, msg any, deadline time
 
 // DeliverAsk implements wire.AskDelivery: every inbound ask comes here,
 // so that its caller can withdraw it (CancelAsk) until its turn starts.
-func (d remoteDelivery) DeliverAsk(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, tc *wire.TraceContext, reply func(any, error)) (wire.Withdrawer, error) {
+// Its stamp is fenced with its admission, from one lookup (admit).
+func (d remoteDelivery) DeliverAsk(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, tc *wire.TraceContext, epoch uint64, reply func(any, error)) (wire.Withdrawer, error) {
 	var trace any
 	var ot *ownerTrace
 	if t := d.r.trc; t != nil && tc != nil {
@@ -385,7 +404,7 @@ func (d remoteDelivery) DeliverAsk(to, from actor.Ref, msg any, deadline time.Ti
 			trace = ot
 		}
 	}
-	err := d.r.owns(to)
+	err := d.r.admit(to, epoch)
 	var q ariel.QueuedAsk
 	if err == nil {
 		q, err = d.r.sched.DeliverAsk(to, from, msg, deadline, chain, trace, reply)
@@ -416,6 +435,13 @@ func (d remoteDelivery) Fence(to actor.Ref, epoch uint64) error {
 	if err != nil {
 		return d.r.refusal(err)
 	}
+	return fenceEpoch(owner, cur, local, epoch)
+}
+
+// fenceEpoch is Fence's decision for mail stamped with epoch from one
+// lookup of its recipient: owner, the current epoch cur, and whether the
+// owner is this node.
+func fenceEpoch(owner string, cur uint64, local bool, epoch uint64) error {
 	switch {
 	case cur == 0: // placement without epochs: ownership alone decides
 	case epoch < cur:
@@ -433,13 +459,21 @@ func (d remoteDelivery) Fence(to actor.Ref, epoch uint64) error {
 // owns returns nil when this node owns to and may take its mail now, the
 // NOT_OWNER refusal when it does not own it, and BUSY when the mail would
 // need an activation while this node is over its hydration backlog.
-func (r *remote) owns(to actor.Ref) error {
+func (r *remote) owns(to actor.Ref) error { return r.admit(to, 0) }
+
+// admit is owns for mail stamped with epoch (0: unstamped), whose stamp
+// it fences as remoteDelivery.Fence does, from the same one lookup.
+func (r *remote) admit(to actor.Ref, epoch uint64) error {
 	if to.IsVirtual() {
-		owner, _, local, err := r.locate(to)
+		owner, cur, local, err := r.locate(to)
 		if err != nil {
 			return r.refusal(err)
 		}
-		if !local {
+		if epoch != 0 {
+			if err := fenceEpoch(owner, cur, local, epoch); err != nil {
+				return err
+			}
+		} else if !local {
 			return wire.NotOwner(owner)
 		}
 		if r.busy != nil {

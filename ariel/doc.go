@@ -85,7 +85,10 @@
 //
 // Every send goes through the Router: LocalRouter resolves actors on this
 // node; the cluster installs a Router that forwards other references over
-// the network and completes their asks with CompleteAsk. Asks carry an
+// the network and completes their asks with CompleteAsk. A Router that
+// implements RouteResolver gets the decision its Resolve made for a
+// message that leaves the node back in Forward (Outbound.Route), so that a
+// message is routed by one lookup. Asks carry an
 // absolute deadline; an ask that is past it when dequeued is answered
 // actor.ErrDeadlineExceeded without running the handler, and every pending
 // ask fails at its deadline even if nothing answers.

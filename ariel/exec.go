@@ -811,13 +811,14 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 	}
 	self := ex.cell
 	var c *Cell
+	var rt Route
 	var err error
 	if s.vet != nil && to.IsVirtual() {
 		msg, err = s.vet(to, msg)
 	}
 	if err == nil {
 		if c = ex.resolvedBefore(&to); c == nil {
-			c, err = s.resolve(to)
+			c, rt, err = s.resolve(to)
 			if c != nil && ex.lastG > 0 && ex.groups[ex.lastG-1].c == c {
 				ex.remember(&to, c) // a burst: the second send in a row to c
 			}
@@ -833,11 +834,12 @@ func (ex *executor) send(to actor.Ref, msg any, p *pending, deadline int64) erro
 			tr = ex.turnTrace // a tell of a traced turn joins its trace
 		}
 		if self.holds {
-			// Forwarded when the turn's outputs are released.
+			// Forwarded when the turn's outputs are released, and
+			// routed then (rt would be stale).
 			ex.outFwd = append(ex.outFwd, fwd{to: to, msg: msg, p: p, deadline: deadline, chain: chain, trace: tr})
 			return nil
 		}
-		err = s.forward(self, to, msg, p, deadline, chain, tr)
+		err = s.forward(self, to, msg, p, deadline, chain, tr, rt)
 		if err == nil {
 			return nil
 		}

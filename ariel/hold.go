@@ -450,7 +450,7 @@ func (b *heldBatch) deliver(err error) {
 // forwardNow hands a held-capable turn's remote send to the router; a
 // refusal is reported like one of send.
 func (s *Scheduler) forwardNow(from *Cell, f *fwd, ex *executor) {
-	if err := s.forward(from, f.to, f.msg, f.p, f.deadline, f.chain, f.trace); err != nil {
+	if err := s.forward(from, f.to, f.msg, f.p, f.deadline, f.chain, f.trace, Route{}); err != nil { // routed when it goes
 		s.sendFailed(from, f.to, f.msg, f.p, err, ex)
 	}
 }

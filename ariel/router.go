@@ -29,6 +29,27 @@ type Router interface {
 	Forward(m Outbound) error
 }
 
+// RouteResolver is implemented by a Router whose Resolve makes, for mail
+// that leaves this node, a routing decision that Forward would otherwise
+// make again (a placement lookup): ResolveRoute is Resolve that also
+// returns that decision, and the scheduler hands it to Forward in
+// Outbound.Route when it forwards the message at once, so that a message
+// is routed by one lookup. Mail forwarded later (the outputs of a held
+// turn, see Hold) carries no Route: Forward decides it when it goes.
+type RouteResolver interface {
+	ResolveRoute(to actor.Ref) (*Cell, Route, error)
+}
+
+// Route is a RouteResolver's decision for a message to another node,
+// opaque to the scheduler, which only carries it from ResolveRoute to
+// Forward.
+type Route struct {
+	Node  string // the node to send the message to
+	Epoch uint64 // the Router's version of the decision (placement epoch)
+	Err   error  // a routing error Forward handles (mail that waits)
+	Set   bool   // a decision was made; false: Forward makes its own
+}
+
 // Resender is implemented by a Router that sends again mail this node
 // admitted and then refused without running it. Reject hands it the
 // messages that waited for the refused activation, all in one call and
@@ -75,6 +96,9 @@ type Outbound struct {
 	// when untraced; a Router that carries it to another node hands it to
 	// Scheduler.DeliverTraced there, in whatever form it travels.
 	Trace any
+	// Route is the decision the Router's ResolveRoute made for this
+	// message (see RouteResolver); its Set is false when there is none.
+	Route Route
 }
 
 // LocalRouter returns the router that resolves references on this node only:
@@ -88,38 +112,47 @@ func (s *Scheduler) SetRouter(r Router) {
 		r = s.local
 	}
 	_, local := r.(localRouter)
-	s.router.Store(&routerBox{r: r, local: local})
+	rr, _ := r.(RouteResolver)
+	s.router.Store(&routerBox{r: r, rr: rr, local: local})
 }
 
 func (s *Scheduler) route() Router { return s.router.Load().r }
 
-// resolve is the per-message entry to the routing seam. The default local
-// router is called directly (no dynamic dispatch) — same decision, cheaper.
-func (s *Scheduler) resolve(to actor.Ref) (*Cell, error) {
+// resolve is the per-message entry to the routing seam, with the
+// Router's decision for mail it does not resolve here (RouteResolver),
+// to be handed to Forward. The default local router is called directly
+// (no dynamic dispatch) — same decision, cheaper.
+func (s *Scheduler) resolve(to actor.Ref) (*Cell, Route, error) {
 	b := s.router.Load()
 	if !b.local {
 		// A router that sends mail elsewhere must not see a name no
 		// node could accept: it is refused here alike, wherever its
 		// owner would be.
 		if err := to.Check(); err != nil {
-			return nil, err
+			return nil, Route{}, err
 		}
-		return b.r.Resolve(to)
+		if b.rr != nil {
+			return b.rr.ResolveRoute(to)
+		}
+		c, err := b.r.Resolve(to)
+		return c, Route{}, err
 	}
 	// Fast path: a live actor spawned here. Only the fields it needs are
 	// read, so the reference is not copied.
 	if node, key, id, inc := to.Parts(); id != 0 && key == "" && node == s.node {
 		if c := s.ids.get(id); c != nil {
 			if inc == 0 || inc == c.inc.Load() {
-				return c, nil
+				return c, Route{}, nil
 			}
 		}
 	}
-	return s.resolveLocal(to)
+	c, err := s.resolveLocal(to)
+	return c, Route{}, err
 }
 
 type routerBox struct {
 	r     Router
+	rr    RouteResolver // r's, when it is one
 	local bool
 }
 

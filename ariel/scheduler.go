@@ -330,13 +330,13 @@ func (s *Scheduler) sendNow(from *Cell, to actor.Ref, msg any, p *pending, deadl
 		return ErrClosed
 	}
 	for {
-		c, err := s.resolve(to)
+		c, rt, err := s.resolve(to)
 		if err != nil {
 			s.g.undelivered.Add(1)
 			return err
 		}
 		if c == nil {
-			return s.forward(from, to, msg, p, deadline, nil, tr)
+			return s.forward(from, to, msg, p, deadline, nil, tr, rt)
 		}
 		if err := c.reserve(); err != nil {
 			s.countRefusal(err)
@@ -375,9 +375,10 @@ func (s *Scheduler) countRefusal(err error) {
 }
 
 // forward hands a message for another node to the router; tr is a traced
-// tell's trace (an ask's is in p).
-func (s *Scheduler) forward(from *Cell, to actor.Ref, msg any, p *pending, deadline int64, chain *callChain, tr any) error {
-	m := Outbound{To: to, Msg: msg, Chain: chain.Refs(), Trace: tr}
+// tell's trace (an ask's is in p), rt the router's decision for it when
+// it has just resolved it (RouteResolver).
+func (s *Scheduler) forward(from *Cell, to actor.Ref, msg any, p *pending, deadline int64, chain *callChain, tr any, rt Route) error {
+	m := Outbound{To: to, Msg: msg, Chain: chain.Refs(), Trace: tr, Route: rt}
 	if from != nil {
 		m.From = from.Ref()
 	}

@@ -216,9 +216,12 @@ type LocalDelivery interface {
 // carries none) instead of Deliver, ChainDelivery or TraceDelivery, and
 // keeps the returned Withdrawer until the ask is answered, so that
 // Mailer.Withdraw (the caller's CancelAsk) and the caller's link going
-// down drop it if its turn has not started.
+// down drop it if its turn has not started. epoch is the ask's placement
+// stamp (0: unstamped): the Mailer does not call Fence for an ask it hands
+// to an AskDelivery, which fences the stamp itself, by EpochFence's rules,
+// in the same lookup as its admission.
 type AskDelivery interface {
-	DeliverAsk(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, trace *TraceContext, reply func(any, error)) (Withdrawer, error)
+	DeliverAsk(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, trace *TraceContext, epoch uint64, reply func(any, error)) (Withdrawer, error)
 }
 
 // Withdrawer withdraws one admitted ask (*ariel.QueuedAsk's form).
@@ -231,7 +234,8 @@ type Withdrawer interface {
 
 // EpochFence is an optional extension of LocalDelivery: a Mailer whose
 // LocalDelivery implements it calls Fence for every inbound tell and ask
-// stamped with a placement epoch (non-zero), before admitting it. Fence
+// stamped with a placement epoch (non-zero), before admitting it (but for
+// an ask it hands to an AskDelivery, which fences the stamp itself). Fence
 // returns nil when this node may run mail for to routed at epoch, and
 // otherwise the admission error the sender gets back: NotOwner(owner)
 // for a stale epoch, so the sender catches up and retries at the right
@@ -1312,16 +1316,13 @@ func (m *Mailer) onAsk(peer string, a *Ask, size int) error {
 		m.c.earlyMatched.Add(1)
 		return nil
 	}
-	err = m.fence(to, a.Epoch)
-	if err == nil {
-		if withdrawable {
-			var w Withdrawer
-			if w, err = m.askDelivery(ad, to, from, msg, deadline, a.Chain, a.Trace, ia.reply); err == nil {
-				ia.admitted(w)
-			}
-		} else {
-			err = m.deliverAsk(to, from, msg, deadline, a.Chain, a.Trace, ia.reply)
+	if withdrawable {
+		var w Withdrawer
+		if w, err = m.askDelivery(ad, to, from, msg, deadline, a.Chain, a.Trace, a.Epoch, ia.reply); err == nil {
+			ia.admitted(w)
 		}
+	} else if err = m.fence(to, a.Epoch); err == nil {
+		err = m.deliverAsk(to, from, msg, deadline, a.Chain, a.Trace, ia.reply)
 	}
 	if err != nil {
 		if ia.done.CompareAndSwap(false, true) {
@@ -1355,9 +1356,13 @@ func (m *Mailer) listInbound(ia *inboundAsk) bool {
 	return true
 }
 
-// askDelivery hands an ask to an AskDelivery.
-func (m *Mailer) askDelivery(ad AskDelivery, to, from actor.Ref, msg any, deadline time.Time, ids []ActorID, trace *TraceContext, reply func(any, error)) (Withdrawer, error) {
+// askDelivery hands an ask stamped with epoch to an AskDelivery, which
+// fences the stamp.
+func (m *Mailer) askDelivery(ad AskDelivery, to, from actor.Ref, msg any, deadline time.Time, ids []ActorID, trace *TraceContext, epoch uint64, reply func(any, error)) (Withdrawer, error) {
 	if len(ids) > actor.MaxCallChain {
+		if err := m.fence(to, epoch); err != nil {
+			return nil, err // a stale stamp is refused first, as for any ask
+		}
 		return nil, fmt.Errorf("%w: %d", actor.ErrCallChainTooLong, len(ids))
 	}
 	var chain []actor.Ref
@@ -1371,7 +1376,7 @@ func (m *Mailer) askDelivery(ad AskDelivery, to, from actor.Ref, msg any, deadli
 			chain[i] = r
 		}
 	}
-	return ad.DeliverAsk(to, from, msg, deadline, chain, trace, reply)
+	return ad.DeliverAsk(to, from, msg, deadline, chain, trace, epoch, reply)
 }
 
 // deliverAsk hands an ask to LocalDelivery, with its call chain when the

@@ -25,7 +25,8 @@ import (
 // (standalone-untyped: nothing vetted, no cluster routing); "standalone"
 // is the demo echo kind, whose declared types every ask is vetted and
 // normalised against. Every case reports its time over the baseline's
-// (x-untyped).
+// (x-untyped); a cluster case also reports the reads of each node's
+// placement table per ask (n1-lookups/op on the caller, n2-lookups/op).
 func BenchmarkAsk(b *testing.B) {
 	solo, err := tempest.New(tempest.Config{Name: "solo", DataDir: b.TempDir()})
 	if err != nil {
@@ -60,6 +61,13 @@ func BenchmarkAsk(b *testing.B) {
 			forwarded = key
 		}
 	}
+	// Every read of each cluster node's applied placement table, so that
+	// a cluster case reports its lookups per ask on the caller (n1) and
+	// on n2, the owner of the forwarded case (the nodes' background loops
+	// add a little, spread over b.N asks).
+	var reads [2]atomic.Int64
+	tempest.ObservePlacementReads(n1, func() { reads[0].Add(1) })
+	tempest.ObservePlacementReads(c.Node("n2"), func() { reads[1].Add(1) })
 	ctx := context.Background()
 	msg := demo.EchoIn{Text: "benchmark"}
 	var base float64 // ns per ask of the baseline
@@ -80,6 +88,7 @@ func BenchmarkAsk(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			before := [2]int64{reads[0].Load(), reads[1].Load()}
 			b.ResetTimer()
 			for range b.N {
 				if _, err := bc.n.Ask(ctx, ref, msg); err != nil {
@@ -87,6 +96,10 @@ func BenchmarkAsk(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			if bc.n == n1 {
+				b.ReportMetric(float64(reads[0].Load()-before[0])/float64(b.N), "n1-lookups/op")
+				b.ReportMetric(float64(reads[1].Load()-before[1])/float64(b.N), "n2-lookups/op")
+			}
 			ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 			if bc.kind == "raw-echo" {
 				base = ns

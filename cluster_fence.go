@@ -23,6 +23,12 @@ func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 	var err error
 	var movingTo string
 	selfUp := false
+	// The lease first, then the table, as placement.Node.Check: a lease
+	// fresh now means this node's sync barrier after any lapse has been
+	// applied, so the read below sees every change committed before it.
+	// Looked at the other way round, a lapse could end between the two
+	// and vouch for a table read before the barrier.
+	fresh := c.pl.LeaseFresh(c.n.cfg.Clock.Now())
 	c.pl.FSM().Read(func(t *placement.Table) {
 		loc, err = t.Locate(ref.Kind(), ref.Key())
 		if err != nil {
@@ -57,9 +63,8 @@ func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 	}
 	// The rest of placement.CheckOwnership for this node's own shard at
 	// the table's epoch, on the same read: the shard is self's and not
-	// moving, so only this node's status and its lease remain. (The lease
-	// is looked at either way, as Check does: a look notes a lapse.)
-	fresh := c.pl.LeaseFresh(c.n.cfg.Clock.Now())
+	// moving, so only this node's status and its lease (taken before the
+	// read) remain.
 	switch {
 	case !selfUp:
 		return "", loc.Epoch, false, c.unavailable(placement.ErrNodeDown)

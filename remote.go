@@ -231,15 +231,18 @@ func (r *remote) ResolveRoute(to actor.Ref) (*ariel.Cell, ariel.Route, error) {
 func (r *remote) Forward(m ariel.Outbound) error {
 	node := m.To.Node()
 	var epoch uint64
+	// The lookup of Resolve, a moment ago, is for this send only: every
+	// copy kept or queued to be sent again is routed anew.
+	rt := m.Route
+	m.Route = ariel.Route{}
 	if m.To.IsVirtual() {
 		if ok, err := r.buffer(m, nil); ok { // behind buffered mail
 			return err
 		}
 		var local bool
 		var err error
-		if m.Route.Set { // the lookup of Resolve, a moment ago
-			node, epoch, err = m.Route.Node, m.Route.Epoch, m.Route.Err
-			m.Route = ariel.Route{} // a copy kept to be sent again is routed anew
+		if rt.Set {
+			node, epoch, err = rt.Node, rt.Epoch, rt.Err
 		} else {
 			node, epoch, local, err = r.locate(m.To)
 		}

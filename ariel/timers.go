@@ -164,29 +164,19 @@ func (c *Cell) endTimers() {
 // purgeNoticesLocked removes the queued timer ticks and receive-timeout
 // notices of an activation that ended, so they do not ring the doorbell
 // of the identity at rest. Called with mu held.
-func (c *Cell) purgeNoticesLocked() {
-	kept := c.sys[:0]
-	for _, e := range c.sys {
-		if e.kind == kTimer || e.kind == kTimeout {
-			c.pend.Add(-1)
-			continue
-		}
-		kept = append(kept, e)
-	}
-	clear(c.sys[len(kept):])
-	c.sys = kept
-	if len(c.sys) == 0 {
-		c.sys = nil
-	}
-}
+func (c *Cell) purgeNoticesLocked() { c.takeSysLocked(kTimer, kTimeout) }
 
 // takeNoticesLocked removes the notices queued in the system lane and
-// returns them.
-func (c *Cell) takeNoticesLocked() []envelope {
+// returns them. Called with mu held.
+func (c *Cell) takeNoticesLocked() []envelope { return c.takeSysLocked(kNotice, kNotice) }
+
+// takeSysLocked removes the envelopes of kind a or b from the system lane,
+// keeping the order of the rest, and returns them. Called with mu held.
+func (c *Cell) takeSysLocked(a, b uint8) []envelope {
 	var out []envelope
 	kept := c.sys[:0]
 	for _, e := range c.sys {
-		if e.kind == kNotice {
+		if e.kind == a || e.kind == b {
 			c.pend.Add(-1)
 			out = append(out, e)
 			continue

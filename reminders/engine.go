@@ -1492,7 +1492,7 @@ func (e *Engine) runDue(now time.Time, fires []Fire) (time.Time, bool, []Fire) {
 	next, ok := e.sched.Next()
 	e.mu.Unlock()
 	for i := range fires {
-		e.dispatch(&fires[i], now)
+		e.dispatch(&fires[i])
 	}
 	clear(fires)
 	return next, ok, fires
@@ -1547,7 +1547,7 @@ func (e *Engine) run(ctx context.Context) {
 	}
 }
 
-func (e *Engine) dispatch(f *Fire, now time.Time) {
+func (e *Engine) dispatch(f *Fire) {
 	if e.cfg.Lateness != nil {
 		e.cfg.Lateness(f.Late)
 	}
@@ -1568,20 +1568,18 @@ func (e *Engine) dispatch(f *Fire, now time.Time) {
 	}
 	tick := Tick{Name: f.Name, Seq: f.Seq, Scheduled: f.Scheduled, Payload: f.payload}
 	id := f.ID
+	// A tick not queued (Deliver's error) or queued and dropped before
+	// its turn (failed) fires again after RetryAfter.
 	failed := func(err error) {
 		e.mu.Lock()
 		e.sched.Failed(k, gen, seq, e.cfg.Clock.Now(), e.cfg.RetryAfter)
 		e.mu.Unlock()
 		e.poke()
-		e.log.LogAttrs(context.Background(), slog.LevelDebug, "reminder tick dropped before its turn",
+		e.log.LogAttrs(context.Background(), slog.LevelDebug, "reminder tick not delivered",
 			slog.String("actor", id.String()), slog.String("reminder", k.Name), slog.Any("error", err))
 	}
 	if err := e.cfg.Deliver.Deliver(f.ID.Ref(), tick, accept, failed); err != nil {
-		e.mu.Lock()
-		e.sched.Failed(k, gen, seq, now, e.cfg.RetryAfter)
-		e.mu.Unlock()
-		e.log.LogAttrs(context.Background(), slog.LevelDebug, "reminder tick not delivered",
-			slog.String("actor", f.ID.String()), slog.String("reminder", f.Name), slog.Any("error", err))
+		failed(err)
 	}
 }
 

@@ -224,10 +224,11 @@ func (r *remote) ResolveRoute(to actor.Ref) (*ariel.Cell, ariel.Route, error) {
 // Mail for a virtual actor is stamped with the placement epoch it was
 // routed by, so an owner whose table is newer refuses it NOT_OWNER instead
 // of running it. It is routed by the lookup Resolve made for it when the
-// scheduler hands that on (m.Route), else by a lookup here. An ask, or
-// a tell from an actor, whose recipient's route is in flux waits in a handoff buffer (see handoff_buffer.go and the
-// retry policy in retry.go); a tell from program code gets the placement
-// error and Node.Tell waits itself.
+// scheduler hands that on (m.Route), else by a lookup here. An ask, or a
+// tell from an actor, whose recipient's route is in flux waits in a
+// handoff buffer (see handoff_buffer.go and the retry policy in
+// retry.go); a tell from program code gets the placement error and
+// Node.Tell waits itself.
 func (r *remote) Forward(m ariel.Outbound) error {
 	node := m.To.Node()
 	var epoch uint64

@@ -232,12 +232,28 @@ func (silent) Ring(actor.Ref) {}
 // The mail an abandoned turn had taken with it (one batch) goes back to
 // the mailbox, in order, for the next incarnation.
 func TestAbandonedTurnReturnsItsBatch(t *testing.T) {
+	msgs := []any{"block", 1, 2, 3, 4, 5}
+	_, b, rec := blockInOneBatch(t, msgs)
+	defer close(b.release)
+	waitFor(t, func() bool { return len(rec.messages()) == len(msgs)-1 })
+	if got := rec.messages(); !slices.Equal(got, msgs[1:]) {
+		t.Fatalf("the next incarnation got %v, want %v", got, msgs[1:])
+	}
+}
+
+// blockInOneBatch queues msgs for a virtual actor on a one-worker
+// scheduler with a 200 ms turn budget before attaching a blocker to it,
+// so that they all wait as one batch, and returns once the blocker's
+// turn ("block") has begun. The turn is abandoned past its budget, and
+// the fault hook restarts the identity with rec, which records what the
+// next incarnation gets.
+func blockInOneBatch(t *testing.T, msgs []any) (*ariel.Scheduler, *blocker, *mailLog) {
+	t.Helper()
 	rec := &mailLog{}
 	hook := &restarter{fresh: func() actor.Actor { return rec }}
 	s := newSched(t, ariel.Config{Workers: 1, TurnBudget: 200 * time.Millisecond, Faults: hook, Activator: silent{}})
 	hook.s.Store(s)
 	b := newBlocker()
-	defer close(b.release)
 	if err := s.Register("batch", func(string) actor.Actor { return b }, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -245,20 +261,16 @@ func TestAbandonedTurnReturnsItsBatch(t *testing.T) {
 	if err := s.EnsureCell(ref, 1, 0); err != nil {
 		t.Fatal(err)
 	}
-	msgs := []any{"block", 1, 2, 3, 4, 5}
 	for _, m := range msgs {
 		if err := s.Tell(ref, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.AttachAt(ref, 1, b); err != nil { // all six wait: one batch
+	if err := s.AttachAt(ref, 1, b); err != nil {
 		t.Fatal(err)
 	}
 	<-b.entered
-	waitFor(t, func() bool { return len(rec.messages()) == len(msgs)-1 })
-	if got := rec.messages(); !slices.Equal(got, msgs[1:]) {
-		t.Fatalf("the next incarnation got %v, want %v", got, msgs[1:])
-	}
+	return s, b, rec
 }
 
 // A turn that sends nothing is followed by the next plain tell of its
@@ -268,29 +280,8 @@ func TestAbandonedTurnReturnsItsBatch(t *testing.T) {
 // wrong turn, the batch would come back from the start of the run, and
 // the next incarnation would get 1 and 2 again (or lose 4 and 5).
 func TestAbandonedTurnAfterHopsReturnsTheRest(t *testing.T) {
-	rec := &mailLog{}
-	hook := &restarter{fresh: func() actor.Actor { return rec }}
-	s := newSched(t, ariel.Config{Workers: 1, TurnBudget: 200 * time.Millisecond, Faults: hook, Activator: silent{}})
-	hook.s.Store(s)
-	b := newBlocker()
+	s, b, rec := blockInOneBatch(t, []any{1, 2, "block", 4, 5})
 	defer close(b.release)
-	if err := s.Register("hops", func(string) actor.Actor { return b }, 0); err != nil {
-		t.Fatal(err)
-	}
-	ref := actor.Virtual("hops", "a")
-	if err := s.EnsureCell(ref, 1, 0); err != nil {
-		t.Fatal(err)
-	}
-	msgs := []any{1, 2, "block", 4, 5}
-	for _, m := range msgs {
-		if err := s.Tell(ref, m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.AttachAt(ref, 1, b); err != nil { // all five wait: one batch
-		t.Fatal(err)
-	}
-	<-b.entered
 	waitFor(t, func() bool { return len(rec.messages()) >= 2 })
 	if err := s.WaitIdle(context.Background()); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -512,8 +513,10 @@ func (c messageCodec) Decode(kind, name string, b []byte) (any, error) {
 }
 
 // reminderLoop keeps the engine's shards equal to the shards this node
-// serves: owned, not moving away, lease fresh. A shard moving away is
-// released by the handoff itself (shipShard), before its record ships.
+// owns and that are not moving away, firing those it may serve now
+// (lease fresh, not marked down) and pausing the others. A shard moving
+// away is released by the handoff itself (shipShard), before its record
+// ships.
 func (c *cluster) reminderLoop() {
 	defer c.wg.Done()
 	failing := newReminderFailures()
@@ -525,21 +528,28 @@ func (c *cluster) reminderLoop() {
 	}
 }
 
-// reminderFailures is what the reminder loop remembers of shards that
-// failed: per shard, the error its last Acquire gave (acquire) or its
-// last Release gave (release).
-type reminderFailures struct{ acquire, release map[string]string }
-
-func newReminderFailures() reminderFailures {
-	return reminderFailures{acquire: map[string]string{}, release: map[string]string{}}
+// reminderFailures is what the reminder loop remembers of shards: per
+// shard, the error its last Acquire gave (acquire) or its last Release
+// gave (release), and the placement epoch it was acquired at (epoch).
+type reminderFailures struct {
+	acquire, release map[string]string
+	epoch            map[string]uint64
 }
 
-// syncReminders makes one pass. A shard that keeps failing the same way
-// (failing) is logged once while this node owns it, not at every pass
-// (one line per shard per table change or quarter second). A release that fails leaves the shard
-// held (reminders.Engine.Release), so the next pass tries it again. Once
-// the state store is damaged no shard is loaded again: every read would
-// fail, and the node stops serving anyway.
+func newReminderFailures() reminderFailures {
+	return reminderFailures{acquire: map[string]string{}, release: map[string]string{}, epoch: map[string]uint64{}}
+}
+
+// syncReminders makes one pass: it reads which shards this node keeps
+// (owned, not moving away) and may serve now, has planReminders decide,
+// and carries the plan out.
+//
+// A shard that keeps failing the same way (f) is logged once while this
+// node owns it, not at every pass (one line per shard per table change
+// or quarter second). A release that fails leaves the shard held
+// (reminders.Engine.Release) and paused, so the next pass tries it
+// again. Once the state store is damaged no shard is loaded again: every
+// read would fail, and the node stops serving anyway.
 func (c *cluster) syncReminders(f reminderFailures) {
 	failing := f.acquire
 	r := c.n.run.Load()
@@ -551,32 +561,51 @@ func (c *cluster) syncReminders(f reminderFailures) {
 		return
 	}
 	now := c.n.cfg.Clock.Now()
-	want, owned := map[string]bool{}, map[string]bool{}
+	keep, owned := map[string]keptShard{}, map[string]bool{}
 	for _, ref := range tb.Owned(c.name) {
-		owned[shardKey(ref)] = true
-		s, _ := tb.Shard(ref)
-		if s.MovingTo == "" && c.pl.Check(ref, 0, now) == nil {
-			want[shardKey(ref)] = true
+		sh := shardKey(ref)
+		owned[sh] = true
+		if s, _ := tb.Shard(ref); s.MovingTo == "" {
+			keep[sh] = keptShard{epoch: s.Epoch, serve: c.pl.Check(ref, 0, now) == nil}
 		}
 	}
+	held := map[string]uint64{}
 	for _, sh := range r.rem.Shards() {
-		if want[sh] {
-			continue
+		held[sh] = f.epoch[sh]
+	}
+	for sh := range f.epoch {
+		if _, ok := held[sh]; !ok {
+			delete(f.epoch, sh) // released by a handoff
 		}
+	}
+	p := planReminders(keep, held)
+	for _, sh := range p.pause {
+		r.rem.Pause(sh)
+	}
+	for _, sh := range p.resume {
+		r.rem.Resume(sh)
+	}
+	for _, sh := range p.release {
 		err := r.rem.Release(c.ctx, sh)
 		switch {
 		case err == nil:
+			delete(f.epoch, sh)
 			if _, was := f.release[sh]; was {
 				c.log.Info("released the reminders of a shard after failing", "shard", sh)
 			}
 		case errors.Is(err, reminders.ErrClosed):
-		case f.release[sh] != err.Error():
-			f.release[sh] = err.Error()
-			c.log.Warn("releasing the reminders of a shard", "shard", sh, "error", err)
+		default:
+			// Still held, and not to fire here: not this node's, or
+			// loaded before another owner may have changed it.
+			r.rem.Pause(sh)
+			if f.release[sh] != err.Error() {
+				f.release[sh] = err.Error()
+				c.log.Warn("releasing the reminders of a shard", "shard", sh, "error", err)
+			}
 		}
 	}
 	for sh := range f.release {
-		if want[sh] || !r.rem.Held(sh) {
+		if _, ok := keep[sh]; ok || !r.rem.Held(sh) {
 			delete(f.release, sh) // released, or wanted again
 		}
 	}
@@ -591,13 +620,14 @@ func (c *cluster) syncReminders(f reminderFailures) {
 	if c.n.store.Damaged() != nil {
 		return
 	}
-	for sh := range want {
+	for _, sh := range p.acquire {
 		if r.rem.Held(sh) {
-			continue
+			continue // its release failed: what it holds is not the epoch's
 		}
 		err := r.rem.Acquire(c.ctx, sh)
 		switch {
 		case err == nil:
+			f.epoch[sh] = keep[sh].epoch
 			if _, was := failing[sh]; was {
 				delete(failing, sh)
 				c.log.Info("loaded the reminders of a shard after failing", "shard", sh)
@@ -608,6 +638,64 @@ func (c *cluster) syncReminders(f reminderFailures) {
 			c.log.Warn("loading the reminders of a shard", "shard", sh, "error", err)
 		}
 	}
+}
+
+// keptShard is a shard this node owns and is not moving away: its
+// placement epoch, and whether this node may serve it now (lease fresh,
+// not marked down).
+type keptShard struct {
+	epoch uint64
+	serve bool
+}
+
+// reminderPlan is what one pass of the reminder loop does to the
+// engine's shards.
+type reminderPlan struct{ release, pause, resume, acquire []string }
+
+// planReminders decides what the engine's shards become, from the
+// shards this node keeps (keep) and those the engine holds, each with
+// the epoch it was acquired at (held): a held shard not kept, or kept at
+// another epoch than it was acquired at, is released; a kept shard at
+// the same epoch is resumed when it may be served and paused when not;
+// a kept shard not held, or released for its epoch, is acquired once it
+// may be served (after the release: the caller acquires only a shard no
+// longer held). Each list is sorted.
+//
+// A shard kept but not servable for a moment (a lease that lapsed on a
+// busy node, the sync barrier after it) is paused, not released:
+// releasing would write all its reminders and reloading read them all
+// back, at every lapse, and ticks would be missed meanwhile (a loaded
+// node released and reloaded shards over and over). Pausing is enough
+// because a shard's reminders can only have changed elsewhere if its
+// owner changed, which changes its epoch: a shard held from another
+// epoch than the table's is released and acquired again.
+func planReminders(keep map[string]keptShard, held map[string]uint64) reminderPlan {
+	var p reminderPlan
+	for sh, ep := range held {
+		k, ok := keep[sh]
+		switch {
+		case !ok:
+			p.release = append(p.release, sh)
+		case k.epoch != ep:
+			p.release = append(p.release, sh)
+			if k.serve {
+				p.acquire = append(p.acquire, sh) // once released
+			}
+		case k.serve:
+			p.resume = append(p.resume, sh)
+		default:
+			p.pause = append(p.pause, sh)
+		}
+	}
+	for sh, k := range keep {
+		if _, ok := held[sh]; !ok && k.serve {
+			p.acquire = append(p.acquire, sh)
+		}
+	}
+	for _, l := range [][]string{p.release, p.pause, p.resume, p.acquire} {
+		slices.Sort(l)
+	}
+	return p
 }
 
 // isReserved reports whether id is one of the node's own records (shard

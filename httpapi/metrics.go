@@ -245,6 +245,9 @@ func (m *Metrics) Attach(n *tempest.Node) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tempest_reminders",
 		Help: "Durable reminders held by this node (of the shards it serves)."},
 		func() float64 { return float64(rem.Stats().Reminders) }))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tempest_reminder_shards_paused",
+		Help: "Shards whose reminders this node holds but does not fire for now: it owns them but may not serve them (lease lapsed, marked down)."},
+		func() float64 { return float64(rem.Stats().Paused) }))
 }
 
 // ObserveReminderLateness observes a reminder tick's lateness (dispatch

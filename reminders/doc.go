@@ -53,7 +53,8 @@
 //     engine is asked once more on the actor's turn thread, right before
 //     the handler would see the tick, and answers by registration
 //     generation and sequence number. A node that released the shard
-//     (handoff, lost lease) answers no for all of its ticks.
+//     (handoff, new owner) or paused it (Pause: a lease that lapsed)
+//     answers no for all of its ticks.
 //   - Delivery is at least once across a crash: the sequence number of the
 //     last delivered tick is written at rest every FlushInterval, so up to
 //     that much progress can be redone after a crash, with the same
@@ -76,7 +77,9 @@
 // Engine, the shell, runs one goroutine that sleeps until the earliest
 // due time, dispatches due ticks through a Deliverer and writes delivered
 // progress at rest. A shard's reminders are loaded when the node takes
-// the shard over (Acquire) and dropped when it leaves (Release). A
+// the shard over (Acquire), paused while the node may not serve it for a
+// moment (Pause, Resume: kept loaded, not written out and read back), and
+// dropped when it leaves (Release). A
 // dormant identity with reminders costs its entry in the heap and
 // nothing in the scheduler.
 //

@@ -137,6 +137,7 @@ type Stats struct {
 	Counts
 	Reminders int // reminders held (of the shards held)
 	Shards    int // shards held
+	Paused    int // shards held but paused (Pause): their reminders do not fire
 }
 
 func isScanner(s prospero.StateStore) bool {
@@ -619,6 +620,40 @@ func (e *Engine) Resync(shard string) {
 	e.resync[shard] = true
 }
 
+// Pause stops the reminders of a held shard from firing, keeping them
+// held, while this node may not serve the shard for a moment (its lease
+// lapsed, its table marks it down) but still owns it at the epoch it
+// acquired it in: from then on no tick of the shard is accepted here,
+// also one in flight, as after a Release, but the shard is not written
+// out and read back (its progress is still flushed periodically). Resume
+// lets them fire again. A shard whose owner or epoch
+// changed must be released instead: another node may have changed its
+// reminders. Pause reports whether the shard is held.
+func (e *Engine) Pause(shard string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.shards[shard]; !ok {
+		return false
+	}
+	e.sched.Pause(shard)
+	return true
+}
+
+// Resume lets a paused shard's reminders fire again (Schedule.Resume);
+// it is a no-op for a shard not paused. It reports whether the shard is
+// held.
+func (e *Engine) Resume(shard string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.shards[shard]; !ok {
+		return false
+	}
+	if e.sched.Resume(shard) {
+		e.poke()
+	}
+	return true
+}
+
 // Held reports whether shard is held.
 func (e *Engine) Held(shard string) bool {
 	e.mu.Lock()
@@ -631,7 +666,7 @@ func (e *Engine) Held(shard string) bool {
 func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return Stats{Counts: e.sched.Counts(), Reminders: e.sched.Len(), Shards: len(e.shards)}
+	return Stats{Counts: e.sched.Counts(), Reminders: e.sched.Len(), Shards: len(e.shards), Paused: len(e.sched.paused)}
 }
 
 func (e *Engine) poke() {

@@ -90,10 +90,18 @@ type Counts struct {
 // moves the reminder's heap slot to the delivery deadline; Delivered (at
 // the actor's turn) or Failed (delivery refused) ends the flight, and a
 // flight that reaches its deadline counts as failed and is retried.
+//
+// A shard can be paused (Pause) while its node may not serve it for a
+// moment: its reminders stay held but leave the heap, so nothing of it
+// fires, and a tick of it in flight is refused at its turn. Resume puts
+// them back, each due at its next occurrence (the catch-up policy
+// applies to what the pause missed) and a flight the pause cut off
+// counted failed and fired again.
 type Schedule struct {
 	byKey   map[Key]*entry
 	byID    map[prospero.Identity]map[string]*entry
 	byShard map[string]map[*entry]struct{}
+	paused  map[string]bool
 	h       entryHeap
 	timeout time.Duration
 	counts  Counts
@@ -103,7 +111,7 @@ type Schedule struct {
 // not delivered within deliveryTimeout.
 func NewSchedule(deliveryTimeout time.Duration) *Schedule {
 	return &Schedule{byKey: map[Key]*entry{}, byID: map[prospero.Identity]map[string]*entry{},
-		byShard: map[string]map[*entry]struct{}{}, timeout: deliveryTimeout}
+		byShard: map[string]map[*entry]struct{}{}, paused: map[string]bool{}, timeout: deliveryTimeout}
 }
 
 // Len is the number of reminders held.
@@ -132,6 +140,10 @@ func (s *Schedule) put(e *entry) {
 		s.byShard[e.shard] = sh
 	}
 	sh[e] = struct{}{}
+	if s.paused[e.shard] {
+		e.idx = -1 // queued by Resume
+		return
+	}
 	heap.Push(&s.h, e)
 }
 
@@ -160,15 +172,56 @@ func (s *Schedule) remove(k Key) bool {
 	return true
 }
 
-// dropShard forgets every reminder of shard.
+// dropShard forgets every reminder of shard (and that it was paused).
 func (s *Schedule) dropShard(shard string) int {
 	sh := s.byShard[shard]
 	n := len(sh)
 	for e := range sh {
 		s.remove(e.Key)
 	}
+	delete(s.paused, shard)
 	return n
 }
+
+// Pause stops shard's reminders from firing until Resume; it reports
+// whether the shard was running. The reminders stay held.
+func (s *Schedule) Pause(shard string) bool {
+	if s.paused[shard] {
+		return false
+	}
+	s.paused[shard] = true
+	for e := range s.byShard[shard] {
+		if e.idx >= 0 {
+			heap.Remove(&s.h, e.idx)
+		}
+	}
+	return true
+}
+
+// Resume lets a paused shard's reminders fire again from now: each is
+// due at its next occurrence (or at once, if that is past: the catch-up
+// policy decides what fires). A tick that was in flight when the pause
+// began was refused or is refused at its turn (Delivered): it counts as
+// failed and its occurrence fires again. Resume reports whether the
+// shard was paused.
+func (s *Schedule) Resume(shard string) bool {
+	if !s.paused[shard] {
+		return false
+	}
+	delete(s.paused, shard)
+	for e := range s.byShard[shard] {
+		if e.outSeq != 0 {
+			s.counts.Failed++
+			e.outSeq, e.burst = 0, 0
+		}
+		e.due = e.scheduled(e.next)
+		heap.Push(&s.h, e)
+	}
+	return true
+}
+
+// Paused reports whether shard is paused.
+func (s *Schedule) Paused(shard string) bool { return s.paused[shard] }
 
 // of returns the reminders of id (nil if none).
 func (s *Schedule) of(id prospero.Identity) map[string]*entry { return s.byID[id] }
@@ -246,7 +299,7 @@ func (s *Schedule) pick(e *entry, now time.Time) (uint64, bool) {
 // a one-shot reminder is done and was removed.
 func (s *Schedule) Delivered(k Key, gen, seq uint64, now time.Time) (ok, removed bool) {
 	e, held := s.byKey[k]
-	if !held || e.gen != gen || e.outSeq != seq {
+	if !held || e.gen != gen || e.outSeq != seq || s.paused[e.shard] {
 		return false, false
 	}
 	e.fired, e.outSeq = seq, 0
@@ -268,8 +321,8 @@ func (s *Schedule) Delivered(k Key, gen, seq uint64, now time.Time) (ok, removed
 // after retry.
 func (s *Schedule) Failed(k Key, gen, seq uint64, now time.Time, retry time.Duration) {
 	e, held := s.byKey[k]
-	if !held || e.gen != gen || e.outSeq != seq {
-		return
+	if !held || e.gen != gen || e.outSeq != seq || s.paused[e.shard] {
+		return // a paused shard's flight is counted by Resume
 	}
 	s.counts.Failed++
 	e.outSeq, e.burst = 0, 0

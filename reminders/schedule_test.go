@@ -3,6 +3,7 @@ package reminders
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -466,3 +467,81 @@ func TestStoreMustScan(t *testing.T) {
 }
 
 type plainStore struct{ prospero.StateStore }
+
+// A paused shard fires nothing, refuses its tick in flight at the turn,
+// takes new reminders without firing them, and on Resume fires each
+// reminder by its catch-up policy, the cut-off flight counted failed.
+func TestSchedulePauseAndResume(t *testing.T) {
+	s := NewSchedule(time.Minute)
+	a := newEntry("a", time.Second, FireOnce, 0)
+	other := newEntry("o", time.Second, FireOnce, 0)
+	other.shard = "t"
+	s.put(a)
+	s.put(other)
+	inFlight := s.Due(t0.Add(time.Second), nil)
+	if len(inFlight) != 2 {
+		t.Fatalf("fired %+v", inFlight)
+	}
+	for _, f := range inFlight {
+		if f.Shard == "t" {
+			s.Delivered(f.Key, f.Gen, f.Seq, t0.Add(time.Second))
+		}
+	}
+	if !s.Pause("s") || s.Pause("s") || !s.Paused("s") {
+		t.Fatal("Pause did not report the first pause only")
+	}
+	var fa Fire
+	for _, f := range inFlight {
+		if f.Shard == "s" {
+			fa = f
+		}
+	}
+	if ok, _ := s.Delivered(fa.Key, fa.Gen, fa.Seq, t0.Add(2*time.Second)); ok {
+		t.Fatal("the tick in flight of a paused shard was accepted at its turn")
+	}
+	s.Failed(fa.Key, fa.Gen, fa.Seq, t0.Add(2*time.Second), time.Second) // refused: counted by Resume
+	late := newEntry("b", time.Second, Skip, 0)
+	s.put(late)
+	var firedOther int
+	for sec := 2; sec <= 10; sec++ {
+		for _, f := range s.Due(t0.Add(time.Duration(sec)*time.Second), nil) {
+			if f.Shard == "s" {
+				t.Fatalf("paused shard fired %+v at %ds", f, sec)
+			}
+			firedOther++
+			s.Delivered(f.Key, f.Gen, f.Seq, t0.Add(time.Duration(sec)*time.Second))
+		}
+	}
+	if firedOther != 9 {
+		t.Fatalf("the other shard fired %d ticks while s was paused, want 9", firedOther)
+	}
+	if c := s.Counts(); c.Failed != 0 {
+		t.Fatalf("failed %d before Resume", c.Failed)
+	}
+	if !s.Resume("s") || s.Resume("s") {
+		t.Fatal("Resume did not report the first resume only")
+	}
+	now := t0.Add(10*time.Second + 500*time.Millisecond)
+	got := map[string][]uint64{}
+	for _, f := range s.Due(now, nil) {
+		got[f.Name] = append(got[f.Name], f.Seq)
+		if ok, _ := s.Delivered(f.Key, f.Gen, f.Seq, now); !ok {
+			t.Fatalf("tick %+v refused after Resume", f)
+		}
+	}
+	// a: occurrence 1 never ran; 1..10 are due: one tick, the newest.
+	// b (Skip) goes on with occurrence 11; o ticked at 10 s already.
+	if fmt.Sprint(got) != "map[a:[10]]" {
+		t.Fatalf("after Resume: %v", got)
+	}
+	if c := s.Counts(); c.Failed != 1 {
+		t.Fatalf("failed %d after Resume, want 1 (the flight the pause cut off)", c.Failed)
+	}
+	if fs := s.Due(t0.Add(11*time.Second), nil); len(fs) != 3 {
+		t.Fatalf("at 11s: %+v, want a, b and o", fs)
+	}
+	s.Pause("s")
+	if n := s.dropShard("s"); n != 2 || s.Paused("s") {
+		t.Fatalf("dropShard of a paused shard: %d dropped, paused %v", n, s.Paused("s"))
+	}
+}

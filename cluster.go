@@ -107,20 +107,23 @@ const maxStreamMsg = 4 << 20
 // cluster is a node's cluster side. Its fields are set in start and only
 // read afterwards.
 type cluster struct {
-	n     *Node
-	cfg   ClusterConfig
-	name  string
-	log   *slog.Logger
-	reg   *wire.Registry
-	rem   *remote
-	tr    transport
-	pconn net.PacketConn // the QUIC socket, when this cluster opened it (pausable nodes)
-	ml    gossip
-	pl    *placement.Node
-	peers *peerView
-	prove *prover
-	fed   *federation.Endpoint // the federation protocol on the control lanes
-	fedTr *fedSender
+	n *Node
+	// remEpochs holds, per shard the reminder engine holds, the
+	// placement epoch it was acquired at (syncReminders).
+	remEpochs acquiredEpochs
+	cfg       ClusterConfig
+	name      string
+	log       *slog.Logger
+	reg       *wire.Registry
+	rem       *remote
+	tr        transport
+	pconn     net.PacketConn // the QUIC socket, when this cluster opened it (pausable nodes)
+	ml        gossip
+	pl        *placement.Node
+	peers     *peerView
+	prove     *prover
+	fed       *federation.Endpoint // the federation protocol on the control lanes
+	fedTr     *fedSender
 	// placed is set once pl is (see starting).
 	placed atomic.Bool
 

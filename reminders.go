@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
@@ -172,12 +173,15 @@ func (r *Reminders) owned(ctx context.Context, ref actor.Ref, e *reminders.Engin
 	if !errors.Is(err, reminders.ErrNotOwner) || !ref.IsVirtual() || r.n.cl == nil || r.n.cl.pl == nil {
 		return err
 	}
-	if _, local, lerr := r.n.cl.locate(ref); lerr != nil || !local {
+	_, epoch, local, lerr := r.n.cl.locateAt(ref)
+	if lerr != nil || !local {
 		return err
 	}
-	if aerr := e.Acquire(ctx, r.n.reminderShard(prospero.IdentityOf(ref))); aerr != nil {
+	shard := r.n.reminderShard(prospero.IdentityOf(ref))
+	if aerr := e.Acquire(ctx, shard); aerr != nil {
 		return aerr
 	}
+	r.n.cl.remEpochs.note(shard, epoch)
 	return op()
 }
 
@@ -528,16 +532,59 @@ func (c *cluster) reminderLoop() {
 	}
 }
 
-// reminderFailures is what the reminder loop remembers of shards: per
-// shard, the error its last Acquire gave (acquire) or its last Release
-// gave (release), and the placement epoch it was acquired at (epoch).
-type reminderFailures struct {
-	acquire, release map[string]string
-	epoch            map[string]uint64
-}
+// reminderFailures is what the reminder loop remembers of shards that
+// failed: per shard, the error its last Acquire gave (acquire) or its
+// last Release gave (release).
+type reminderFailures struct{ acquire, release map[string]string }
 
 func newReminderFailures() reminderFailures {
-	return reminderFailures{acquire: map[string]string{}, release: map[string]string{}, epoch: map[string]uint64{}}
+	return reminderFailures{acquire: map[string]string{}, release: map[string]string{}}
+}
+
+// acquiredEpochs is, per shard the reminder engine holds, the placement
+// epoch at which it was acquired: by the reminder loop, or by a call
+// that found the shard not loaded yet (Reminders.owned).
+type acquiredEpochs struct {
+	mu sync.Mutex
+	m  map[string]uint64
+}
+
+// note records shard as acquired at epoch, unless an acquisition is
+// recorded already (the engine's Acquire of a held shard loads nothing).
+func (a *acquiredEpochs) note(shard string, epoch uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = map[string]uint64{}
+	}
+	if _, ok := a.m[shard]; !ok {
+		a.m[shard] = epoch
+	}
+}
+
+// forget drops what is recorded of shard (released).
+func (a *acquiredEpochs) forget(shard string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.m, shard)
+}
+
+// of returns the epochs of the held shards (0: none recorded, which
+// makes the loop release and load the shard again), forgetting shards
+// no longer held.
+func (a *acquiredEpochs) of(held []string) map[string]uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]uint64, len(held))
+	for _, sh := range held {
+		out[sh] = a.m[sh]
+	}
+	for sh := range a.m {
+		if _, ok := out[sh]; !ok {
+			delete(a.m, sh)
+		}
+	}
+	return out
 }
 
 // syncReminders makes one pass: it reads which shards this node keeps
@@ -566,18 +613,12 @@ func (c *cluster) syncReminders(f reminderFailures) {
 		sh := shardKey(ref)
 		owned[sh] = true
 		if s, _ := tb.Shard(ref); s.MovingTo == "" {
-			keep[sh] = keptShard{epoch: s.Epoch, serve: c.pl.Check(ref, 0, now) == nil}
+			// Checked at the epoch read: a table applied since that moved
+			// the shard away and back must not vouch for this one.
+			keep[sh] = keptShard{epoch: s.Epoch, serve: c.pl.Check(ref, s.Epoch, now) == nil}
 		}
 	}
-	held := map[string]uint64{}
-	for _, sh := range r.rem.Shards() {
-		held[sh] = f.epoch[sh]
-	}
-	for sh := range f.epoch {
-		if _, ok := held[sh]; !ok {
-			delete(f.epoch, sh) // released by a handoff
-		}
-	}
+	held := c.remEpochs.of(r.rem.Shards())
 	p := planReminders(keep, held)
 	for _, sh := range p.pause {
 		r.rem.Pause(sh)
@@ -589,7 +630,7 @@ func (c *cluster) syncReminders(f reminderFailures) {
 		err := r.rem.Release(c.ctx, sh)
 		switch {
 		case err == nil:
-			delete(f.epoch, sh)
+			c.remEpochs.forget(sh)
 			if _, was := f.release[sh]; was {
 				c.log.Info("released the reminders of a shard after failing", "shard", sh)
 			}
@@ -627,7 +668,7 @@ func (c *cluster) syncReminders(f reminderFailures) {
 		err := r.rem.Acquire(c.ctx, sh)
 		switch {
 		case err == nil:
-			f.epoch[sh] = keep[sh].epoch
+			c.remEpochs.note(sh, keep[sh].epoch)
 			if _, was := failing[sh]; was {
 				delete(failing, sh)
 				c.log.Info("loaded the reminders of a shard after failing", "shard", sh)
@@ -722,13 +763,16 @@ func (noDeliverer) Deliver(actor.Ref, reminders.Tick, func() bool, func(error)) 
 // per reminder. The new owner deletes the copies it holds of records not
 // shipped (dropStaleReminders). A release that cannot write what the
 // shard has not at rest fails the handoff and leaves the reminders held
-// here, firing, for the next attempt: what the store holds then may lack
-// a change a caller was told of (reminders.Engine.Release).
+// here for the next attempt (the reminder loop, which also releases a
+// shard moving away, pauses one whose release failed): what the store
+// holds then may lack a change a caller was told of
+// (reminders.Engine.Release).
 func (c *cluster) releaseReminders(ctx context.Context, shard placement.ShardRef) ([]shipped, error) {
 	if r := c.n.run.Load(); r != nil {
 		if err := r.rem.Release(ctx, shardKey(shard)); err != nil {
 			return nil, err
 		}
+		c.remEpochs.forget(shardKey(shard))
 	}
 	recs, err := reminders.Records(ctx, c.n.store, shardKey(shard))
 	if err != nil {

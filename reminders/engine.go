@@ -623,8 +623,8 @@ func (e *Engine) Resync(shard string) {
 // Pause stops the reminders of a held shard from firing, keeping them
 // held, while this node may not serve the shard for a moment (its lease
 // lapsed, its table marks it down) but still owns it at the epoch it
-// acquired it in: from then on no tick of the shard is accepted here,
-// also one in flight, as after a Release, but the shard is not written
+// acquired it in: while it is paused no tick of the shard is accepted
+// here, also one in flight, as after a Release, but the shard is not written
 // out and read back (its progress is still flushed periodically). Resume
 // lets them fire again. A shard whose owner or epoch
 // changed must be released instead: another node may have changed its

@@ -93,10 +93,12 @@ type Counts struct {
 //
 // A shard can be paused (Pause) while its node may not serve it for a
 // moment: its reminders stay held but leave the heap, so nothing of it
-// fires, and a tick of it in flight is refused at its turn. Resume puts
-// them back, each due at its next occurrence (the catch-up policy
-// applies to what the pause missed) and a flight the pause cut off
-// counted failed and fired again.
+// fires, and a tick of it in flight is refused at its turn while the
+// pause lasts. Resume puts them back, each due at its next occurrence
+// (the catch-up policy applies to what the pause missed), a flight the
+// pause cut off counted failed and fired again (if the cut-off tick
+// still reaches its turn after that, it may be the one accepted: the
+// same Seq, delivered once).
 type Schedule struct {
 	byKey   map[Key]*entry
 	byID    map[prospero.Identity]map[string]*entry

@@ -387,7 +387,7 @@ func (h fedHandler) HandoffDone(ctx context.Context, from string, m *federation.
 			// records (it was a replica that fell out of the set): those
 			// the old owner no longer has would bring cancelled reminders
 			// back.
-			if err := c.dropStaleReminders(ctx, shard, rems); err != nil {
+			if err := c.dropStaleReminders(ctx, shard, m.Epoch-1, rems); err != nil {
 				return err
 			}
 			if len(stored) == 0 {
@@ -621,23 +621,31 @@ func (c *cluster) queueReminderRecord(ctx context.Context, t *transfer, id prosp
 }
 
 // dropStaleReminders deletes the reminder records of shard in this
-// node's store that a completed handoff did not bring (keep: the keys it
-// brought).
-func (c *cluster) dropStaleReminders(ctx context.Context, shard placement.ShardRef, keep map[string]bool) error {
+// node's store that a completed handoff from its owner at epoch did not
+// bring (keep: the keys it brought). Each goes as a replica's copy goes
+// when its owner deletes it (prospero.Replicated.Deleted): the copy read
+// here, or an older one by (epoch, version), never a copy of a newer
+// epoch, nor one of epoch written since at a higher version.
+func (c *cluster) dropStaleReminders(ctx context.Context, shard placement.ShardRef, epoch uint64, keep map[string]bool) error {
 	recs, err := reminders.Records(ctx, c.n.store, shardKey(shard))
 	if err != nil {
 		return err
 	}
-	var stale []prospero.Identity
+	var stale []prospero.Replicated
 	for _, r := range recs {
 		if !keep[r.Key] {
-			stale = append(stale, prospero.Identity{Kind: reminders.RecordKind, Key: r.Key})
+			stale = append(stale, prospero.Replicated{ID: prospero.Identity{Kind: reminders.RecordKind, Key: r.Key},
+				Epoch: epoch, Version: r.Version, Deleted: true, DeletesEpoch: epoch})
 		}
 	}
 	if len(stale) == 0 {
 		return nil
 	}
-	return c.n.store.DeleteAll(ctx, stale)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err = c.n.store.ApplyReplicated(stale)
+	return err
 }
 
 // ---- remote Status and Passivate ----

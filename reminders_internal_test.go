@@ -18,7 +18,10 @@ import (
 // The new owner of a handed-off shard deletes the copies it holds of the
 // shard's reminder records that the old owner did not ship (it was a
 // replica that missed a cancellation): kept, they would bring the
-// cancelled reminder back. Other shards' records and actor state stay.
+// cancelled reminder back. Other shards' records and actor state stay,
+// and so does a copy of a newer epoch than the old owner's: the removal
+// deletes a copy as a replica does when its owner deletes it, never one
+// newer by (epoch, version).
 func TestHandoffDropsStaleReminderRecords(t *testing.T) {
 	ctx := context.Background()
 	store, err := prospero.NewBoltStore(filepath.Join(t.TempDir(), "state.db"))
@@ -28,12 +31,16 @@ func TestHandoffDropsStaleReminderRecords(t *testing.T) {
 	defer store.Close()
 	c := &cluster{n: &Node{store: store}}
 	shard := placement.ShardRef{Group: "acct", Index: 1}
+	const epoch = 4 // the old owner's
 	key := func(id, name string) reminders.Key {
 		return reminders.Key{ID: prospero.Identity{Kind: "acct", Key: id}, Name: name}
 	}
 	shipped := reminders.ReminderID("acct#1", key("a", "r"))
 	stale := reminders.ReminderID("acct#1", key("b", "r"))
-	other := reminders.ReminderID("acct#10", key("c", "r")) // a shard whose name extends this one's
+	staleCopy := reminders.ReminderID("acct#1", key("d", "r"))  // a replica's copy from an older owner
+	sameEpoch := reminders.ReminderID("acct#1", key("e", "r"))  // a copy of the old owner's, at its epoch
+	newerEpoch := reminders.ReminderID("acct#1", key("f", "r")) // a copy of a newer owner's
+	other := reminders.ReminderID("acct#10", key("c", "r"))     // a shard whose name extends this one's
 	progress := reminders.RecordID("acct#1")
 	actorState := prospero.Identity{Kind: "acct", Key: "a"}
 	for _, id := range []prospero.Identity{shipped, stale, other, progress, actorState} {
@@ -41,17 +48,25 @@ func TestHandoffDropsStaleReminderRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.dropStaleReminders(ctx, shard, map[string]bool{shipped.Key: true, progress.Key: true}); err != nil {
+	if _, err := store.ApplyReplicated([]prospero.Replicated{
+		{ID: staleCopy, Epoch: epoch - 1, Version: 1 << 20, State: []byte("x")},
+		{ID: sameEpoch, Epoch: epoch, Version: 7, State: []byte("x")},
+		{ID: newerEpoch, Epoch: epoch + 1, Version: 1, State: []byte("x")},
+	}); err != nil {
 		t.Fatal(err)
 	}
-	for id, want := range map[prospero.Identity]bool{shipped: true, stale: false, other: true, progress: true, actorState: true} {
+	if err := c.dropStaleReminders(ctx, shard, epoch, map[string]bool{shipped.Key: true, progress.Key: true}); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[prospero.Identity]bool{shipped: true, stale: false, staleCopy: false, sameEpoch: false,
+		newerEpoch: true, other: true, progress: true, actorState: true} {
 		_, err := store.Get(ctx, id)
 		if got := err == nil; got != want {
 			t.Errorf("%v kept %v, want %v (%v)", id, got, want, err)
 		}
 	}
 	// A handoff that brought no progress record drops a stale one too.
-	if err := c.dropStaleReminders(ctx, shard, map[string]bool{shipped.Key: true}); err != nil {
+	if err := c.dropStaleReminders(ctx, shard, epoch, map[string]bool{shipped.Key: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Get(ctx, progress); err == nil {

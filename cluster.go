@@ -1046,14 +1046,11 @@ func (c *cluster) admitTransfer(ctx context.Context, shard placement.ShardRef, f
 	}
 }
 
-// storeStates stores shipped records, in one transaction, as a replica of
-// the old owner would: each at (the old owner's epoch, its version there),
-// replacing what this node holds for its identity only if that is older. This node may be the old
-// owner's replica, or catching up as one: a copy that the old owner read
-// before the handoff may reach it after this write, and, older by
-// version, it does not replace the handed-off state; should the move be
-// aborted, the old owner's later writes are newer and do. admit is
-// checked just before the write.
+// storeStates stores shipped records (actors' and the shard's reminder
+// records), in one transaction, as a replica of the old owner would: each
+// at (the old owner's epoch, its version there), replacing what this
+// node holds for its identity only if that is older (see handedOff).
+// admit is checked just before the write.
 func (c *cluster) storeStates(ctx context.Context, recs []prospero.Replicated, admit func() error) error {
 	if err := admit(); err != nil {
 		return err
@@ -1066,7 +1063,9 @@ func (c *cluster) storeStates(ctx context.Context, recs []prospero.Replicated, a
 	}
 	c.mu.Lock()
 	for _, r := range recs {
-		c.known[r.ID] = true
+		if !isReserved(r.ID) { // the shard's reminders are in no index
+			c.known[r.ID] = true
+		}
 	}
 	c.mu.Unlock()
 	return nil

@@ -225,12 +225,10 @@ type transferKey struct {
 // HandoffDone or HandoffAbort. Its fields are guarded by cluster.xmu.
 type transfer struct {
 	deadline time.Time
-	got      uint64              // records stored, or queued (the shard's reminders)
+	got      uint64              // records stored
 	stored   []prospero.Identity // of them, actors (not the shard's reminders)
-	// reminders are the keys of the shard's reminder records received;
-	// queued counts those whose group-committed write is not durable yet.
+	// reminders are the keys of the shard's reminder records stored.
 	reminders map[string]bool
-	queued    int
 	closed    bool          // the records' stream ended cleanly
 	err       error         // a record was refused, or the transfer was aborted
 	changed   chan struct{} // closed and replaced on every change
@@ -350,7 +348,7 @@ func (h fedHandler) HandoffDone(ctx context.Context, from string, m *federation.
 	for {
 		c.xmu.Lock()
 		err, got, closed, ch := t.err, t.got, t.closed, t.changed
-		stored, queued, rems := t.stored, t.queued, t.reminders
+		stored, rems := t.stored, t.reminders
 		c.xmu.Unlock()
 		switch {
 		case err != nil:
@@ -359,7 +357,7 @@ func (h fedHandler) HandoffDone(ctx context.Context, from string, m *federation.
 		case got > m.Count:
 			drop()
 			return fmt.Errorf("%w: %d announced, more arrived", errCountMismatch, m.Count)
-		case got == m.Count && (closed || m.Count == 0) && queued == 0:
+		case got == m.Count && (closed || m.Count == 0):
 			drop()
 			if err := c.admitTransfer(ctx, shard, from, m.Epoch); err != nil {
 				return err
@@ -458,11 +456,11 @@ func (c *cluster) serveState(conn net.Conn) error {
 		}
 		return err
 	}
-	// Actors' records are stored in batches, one transaction (one fsync)
-	// for the records that arrived together: a batch is written when the
-	// stream has nothing more buffered, or once it holds maxStateBatch
-	// records or maxStateBatchBytes of state. A record counts as received
-	// (t.got) only once its batch is stored.
+	// Records are stored in batches, in the order they arrived, one
+	// transaction (one fsync) for the records that arrived together: a
+	// batch is written when the stream has nothing more buffered, or once
+	// it holds maxStateBatch records or maxStateBatchBytes of state. A
+	// record counts as received (t.got) only once its batch is stored.
 	var batch []prospero.Replicated
 	var batchBytes int
 	flush := func() error {
@@ -483,7 +481,13 @@ func (c *cluster) serveState(conn net.Conn) error {
 		c.xmu.Lock()
 		t.got += uint64(len(batch))
 		for _, r := range batch {
-			if !isReserved(r.ID) {
+			switch {
+			case r.ID.Kind == reminders.RecordKind:
+				if t.reminders == nil {
+					t.reminders = map[string]bool{}
+				}
+				t.reminders[r.ID.Key] = true
+			case !isReserved(r.ID):
 				t.stored = append(t.stored, r.ID)
 			}
 		}
@@ -525,7 +529,7 @@ func (c *cluster) serveState(conn net.Conn) error {
 			k = key
 		}
 		c.xmu.Lock()
-		terr, got, deadline := t.err, t.got, t.deadline
+		terr, got := t.err, t.got
 		c.xmu.Unlock()
 		switch {
 		case terr != nil:
@@ -541,83 +545,37 @@ func (c *cluster) serveState(conn net.Conn) error {
 		if (err != nil && loc.Shard == (placement.ShardRef{})) || loc.Shard != shard {
 			return fail(t, fmt.Errorf("%w: %q is not in %s", errStaleTransfer, id.String(), shard))
 		}
-		ctx, cancel := context.WithDeadline(c.ctx, deadline)
-		admit := func() error { return c.admitTransfer(ctx, shard, from, rec.Epoch) }
-		if id.Kind == reminders.RecordKind {
-			if err := flush(); err != nil { // keep the records' order
-				cancel()
-				return err
-			}
-			// A shard holds a record per reminder: their writes are
-			// group-committed (HandoffDone waits for them), not one
-			// fsync each.
-			err = c.queueReminderRecord(ctx, t, id, rec.Actor.Incarnation, rec.State, admit)
-			cancel()
-			if err != nil {
-				return fail(t, err)
-			}
-			// Stored here alone: the engine writes them once more, through
-			// the replicated store, once it holds the shard.
-			if r := c.n.run.Load(); r != nil {
-				r.rem.Resync(shardKey(shard))
-			}
-			c.xmu.Lock()
-			t.got++
-			t.signal()
-			c.xmu.Unlock()
-			continue
+		r, err := handedOff(&rec, id)
+		if err != nil {
+			return fail(t, err)
 		}
-		cancel()
-		if rec.Version == 0 || rec.Epoch == 0 {
-			return fail(t, fmt.Errorf("%w: record of %q without a version or epoch", federation.ErrBadRequest, id.String()))
-		}
-		batch = append(batch, prospero.Replicated{ID: id, Epoch: rec.Epoch - 1, Version: rec.Version,
-			Incarnation: rec.Actor.Incarnation, State: rec.State})
+		batch = append(batch, r)
 		batchBytes += len(rec.State)
 	}
 }
 
-// A handoff's actor records are stored at most maxStateBatch (or
+// A handoff's records are stored at most maxStateBatch (or
 // maxStateBatchBytes of state) to a transaction.
 const (
 	maxStateBatch      = 512
 	maxStateBatchBytes = 4 << 20
 )
 
-// queueReminderRecord stores one of a handed-off shard's reminder
-// records in this node's store as a group-committed write, conditional
-// on the version read just before (nothing else writes the records of a
-// shard this node does not own yet). Its completion is counted in t: a
-// failure fails the transfer.
-func (c *cluster) queueReminderRecord(ctx context.Context, t *transfer, id prospero.Identity, inc uint64, state []byte, admit func() error) error {
-	if err := admit(); err != nil {
-		return err
+// handedOff is rec, a record of a handoff's stream of id, as this node
+// stores it: as a replica of the old owner would, at (the old owner's
+// epoch, the record's version in the old owner's store), an actor's
+// record and one of the shard's reminder records alike. This node may
+// be the old owner's replica, or catching up as one: a copy the old
+// owner read before the handoff may reach it after the handoff's
+// records, and, older by (epoch, version), does not replace them; should
+// the move be aborted, the old owner's later writes are newer and do. A
+// record without a version or an epoch is refused (ErrBadRequest).
+func handedOff(rec *federation.StateRecord, id prospero.Identity) (prospero.Replicated, error) {
+	if rec.Version == 0 || rec.Epoch == 0 {
+		return prospero.Replicated{}, fmt.Errorf("%w: record of %q without a version or epoch", federation.ErrBadRequest, id.String())
 	}
-	var expected uint64
-	cur, err := c.n.store.Get(ctx, id)
-	switch {
-	case err == nil:
-		expected = cur.Version
-	case !errors.Is(err, prospero.ErrNotFound):
-		return err
-	}
-	c.xmu.Lock()
-	if t.reminders == nil {
-		t.reminders = map[string]bool{}
-	}
-	t.reminders[id.Key] = true
-	t.queued++
-	c.xmu.Unlock()
-	c.n.store.PutAsync(id, expected, prospero.Record{Incarnation: inc, State: state}, func(_ uint64, err error) {
-		c.xmu.Lock()
-		defer c.xmu.Unlock()
-		t.queued--
-		if err != nil && t.err == nil {
-			t.err = fmt.Errorf("tempest: handoff: %q: %w", id.String(), err)
-		}
-		t.signal()
-	})
-	return nil
+	return prospero.Replicated{ID: id, Epoch: rec.Epoch - 1, Version: rec.Version,
+		Incarnation: rec.Actor.Incarnation, State: rec.State}, nil
 }
 
 // dropStaleReminders deletes the reminder records of shard in this

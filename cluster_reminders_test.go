@@ -2,6 +2,7 @@ package tempest_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/prospero/federation"
 	"github.com/tempest-actors/tempest/reminders"
@@ -469,5 +471,234 @@ func TestClusterRemindersCatchUpAfterClusterStop(t *testing.T) {
 	}
 	if fmt.Sprint(upto[:4]) != fmt.Sprint([]uint64{m - 2, m - 1, m, m + 1}) {
 		t.Errorf("FireUpTo 3 after the restart: %v, want %d %d %d then %d", upto, m-2, m-1, m, m+1)
+	}
+}
+
+// setPeriod makes a periodBiller register its reminder "r" with the
+// period it carries (replacing the one registered before, if any).
+type setPeriod struct{ d time.Duration }
+
+var setPeriodMsg = tempest.CodecOf(0xBEEF02, "SetPeriod",
+	func(dst []byte, m setPeriod) ([]byte, error) { return binary.AppendVarint(dst, int64(m.d)), nil },
+	func(b []byte) (setPeriod, error) {
+		d, n := binary.Varint(b)
+		if n <= 0 || n != len(b) {
+			return setPeriod{}, errors.New("SetPeriod: bad body")
+		}
+		return setPeriod{time.Duration(d)}, nil
+	})
+
+type periodBiller struct{ rem *tempest.Reminders }
+
+func (b *periodBiller) Receive(ctx actor.Context, msg any) {
+	if m, ok := msg.(setPeriod); ok {
+		if err := b.rem.Register(ctx, reminders.Reminder{Name: "r", Period: m.d}); err != nil {
+			ctx.ReplyError(err)
+			return
+		}
+		ctx.Reply(m)
+	}
+}
+
+// periodBillers starts three nodes hosting periodBiller as "biller",
+// with replicas off: a planned move ships the shard's state (no
+// follower holds it to be promoted).
+func periodBillers(t *testing.T) *tempesttest.Cluster {
+	t.Helper()
+	return tempesttest.New(t, tempesttest.Options{Nodes: 3, Configure: func(_ string, cfg *tempest.Config) {
+		cfg.Cluster.Placement.Replicas = 1
+	}, Register: func(n *tempest.Node) error {
+		rem := n.Reminders()
+		return n.Register("biller", func(string) actor.Actor { return &periodBiller{rem: rem} },
+			tempest.KindOptions{Messages: []tempest.Message{setPeriodMsg}, Reminders: true})
+	}})
+}
+
+// periodBillerOffLeader returns a biller key, and its location, owned by
+// a node that is not the raft leader by via's table: that node's
+// graceful leave is a handoff of its shards, not also a change of
+// leader.
+func periodBillerOffLeader(t *testing.T, via *tempest.Node) (string, placement.Location) {
+	t.Helper()
+	leader := via.Leader()
+	for k := range 500 {
+		key := fmt.Sprintf("p%d", k)
+		if l, err := via.Table().Locate("biller", key); err == nil && !l.Moving && l.Owner != leader {
+			return key, l
+		}
+	}
+	t.Fatal("no biller key owned by a node other than the leader")
+	return "", placement.Location{}
+}
+
+// A reminder record a handoff brought is stored at the old owner's
+// (epoch, version), as a replica of the old owner would store it and
+// as the handoff's actor records are: an older copy of it that reaches
+// the new owner afterwards (a catch-up of the new owner as the old
+// owner's replica may have read it before the handoff; accepted under
+// the old epoch, it is written after the handoff's records) loses, and a
+// later version of the old owner's (its writes once a move is aborted)
+// wins. The new owner used to store the handoff's reminder records at a
+// version of its own sequence, so that which of the two copies won
+// depended on how many writes each store had seen: an older copy won
+// where no copy had reached the new owner before (by epoch), the old
+// owner's next version lost where one had. Here the older copy is the
+// reminder's first registration, replaced before the handoff. Replicas
+// are off, so the shard's state is shipped, not promoted.
+func TestClusterHandedOffReminderRecordAtTheOldOwnersVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := periodBillers(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	n1 := c.Node("n1")
+	key, loc := periodBillerOffLeader(t, n1)
+	oldOwner := loc.Owner
+	ref := n1.Ref("biller", key)
+	recID := reminders.ReminderID(tempest.ReminderShardKey(loc.Shard),
+		reminders.Key{ID: prospero.Identity{Kind: "biller", Key: key}, Name: "r"})
+	old := c.Node(oldOwner)
+
+	if _, err := n1.Ask(ctx, ref, setPeriod{time.Hour}); err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	first, err := tempest.StoredState(ctx, old, recID)
+	if err != nil {
+		t.Fatalf("the reminder's record on its owner %s: %v", oldOwner, err)
+	}
+	if _, err := n1.Ask(ctx, ref, setPeriod{2 * time.Hour}); err != nil {
+		t.Fatalf("register again: %v", err)
+	}
+	shipped, err := tempest.StoredState(ctx, old, recID)
+	if err != nil || shipped.Version <= first.Version || string(shipped.State) == string(first.State) {
+		t.Fatalf("the record after registering again: %+v, %v (first %+v)", shipped, err, first)
+	}
+	if l, err := n1.Table().Locate("biller", key); err != nil || l.Epoch != loc.Epoch || l.Owner != oldOwner {
+		t.Fatalf("the shard moved meanwhile: %+v, %v (was %+v)", l, err, loc)
+	}
+
+	if err := c.Close(oldOwner); err != nil {
+		t.Fatalf("graceful close of %s: %v", oldOwner, err)
+	}
+	c.WaitSettled()
+	owner := c.Owner(ref)
+	if owner.Name() == oldOwner {
+		t.Fatalf("%s still owns %s after leaving", oldOwner, loc.Shard)
+	}
+	got, err := tempest.StoredState(ctx, owner, recID)
+	if err != nil || string(got.State) != string(shipped.State) {
+		t.Fatalf("the new owner %s stores %+v, %v; the old owner shipped %+v", owner.Name(), got, err, shipped)
+	}
+	epoch, version, err := tempest.StoredAt(ctx, owner, recID)
+	if err != nil || epoch != loc.Epoch || version != shipped.Version {
+		t.Errorf("the new owner %s stores the handed-off record at (epoch %d, version %d), %v; want the old owner's (%d, %d)",
+			owner.Name(), epoch, version, err, loc.Epoch, shipped.Version)
+	}
+
+	// The first registration's copy, at the old owner's epoch and the
+	// version it had there: older, it is not stored.
+	if n, err := tempest.ApplyReplicaCopy(owner, []prospero.Replicated{{ID: recID, Epoch: loc.Epoch,
+		Version: first.Version, Incarnation: first.Incarnation, State: first.State}}); err != nil || n != 0 {
+		t.Errorf("an older copy (epoch %d, version %d) after the handoff: applied %d, %v; want none", loc.Epoch, first.Version, n, err)
+	}
+	if got, err := tempest.StoredState(ctx, owner, recID); err != nil || string(got.State) != string(shipped.State) {
+		t.Errorf("after an older copy the new owner %s stores %+v, %v; the old owner shipped %+v", owner.Name(), got, err, shipped)
+	}
+	// The old owner's next version of it is newer.
+	next := []byte("the old owner's next write")
+	if n, err := tempest.ApplyReplicaCopy(owner, []prospero.Replicated{{ID: recID, Epoch: loc.Epoch,
+		Version: shipped.Version + 1, State: next}}); err != nil || n != 1 {
+		t.Errorf("the old owner's next version (epoch %d, version %d): applied %d, %v; want it stored", loc.Epoch, shipped.Version+1, n, err)
+	}
+	if got, err := tempest.StoredState(ctx, owner, recID); err != nil || string(got.State) != string(next) {
+		t.Errorf("after the old owner's next version the new owner %s stores %+v, %v", owner.Name(), got, err)
+	}
+}
+
+// A handoff of a shard with more reminder records than one transaction
+// of the new owner's holds (512) brings every one of them, each at the
+// old owner's version: the records are stored in several batches, in
+// the order they arrived, each counted only once stored.
+func TestClusterHandoffOfManyReminders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := periodBillers(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	n1 := c.Node("n1")
+	first, loc := periodBillerOffLeader(t, n1)
+	keys := []string{first}
+	tab := n1.Table()
+	for k := 0; len(keys) < 700 && k < 100000; k++ {
+		key := fmt.Sprintf("many%d", k)
+		if l, err := tab.Locate("biller", key); err == nil && l.Shard == loc.Shard {
+			keys = append(keys, key)
+		}
+	}
+	if len(keys) < 700 {
+		t.Fatalf("only %d keys in %s", len(keys), loc.Shard)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(keys))
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < len(keys); i += 16 {
+				if _, err := n1.Ask(ctx, n1.Ref("biller", keys[i]), setPeriod{time.Hour}); err != nil {
+					errs <- fmt.Errorf("register %s: %w", keys[i], err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	old := c.Node(loc.Owner)
+	shard := tempest.ReminderShardKey(loc.Shard)
+	ids := make([]prospero.Identity, len(keys))
+	want := make([]prospero.Record, len(keys))
+	for i, key := range keys {
+		ids[i] = reminders.ReminderID(shard, reminders.Key{ID: prospero.Identity{Kind: "biller", Key: key}, Name: "r"})
+		rec, err := tempest.StoredState(ctx, old, ids[i])
+		if err != nil {
+			t.Fatalf("the record of %s on its owner %s: %v", key, loc.Owner, err)
+		}
+		want[i] = rec
+	}
+	if l, err := n1.Table().Locate("biller", first); err != nil || l.Epoch != loc.Epoch || l.Owner != loc.Owner {
+		t.Fatalf("the shard moved meanwhile: %+v, %v (was %+v)", l, err, loc)
+	}
+
+	if err := c.Close(loc.Owner); err != nil {
+		t.Fatalf("graceful close of %s: %v", loc.Owner, err)
+	}
+	c.WaitSettled()
+	owner := c.Owner(n1.Ref("biller", first))
+	if owner.Name() == loc.Owner {
+		t.Fatalf("%s still owns %s after leaving", loc.Owner, loc.Shard)
+	}
+	missing := 0
+	for i, id := range ids {
+		got, err := tempest.StoredState(ctx, owner, id)
+		epoch, version, aerr := tempest.StoredAt(ctx, owner, id)
+		if err != nil || aerr != nil || string(got.State) != string(want[i].State) || epoch != loc.Epoch || version != want[i].Version {
+			if missing++; missing <= 5 {
+				t.Errorf("the record of %s on the new owner %s: %+v at (epoch %d, version %d), %v, %v; the old owner held %+v at epoch %d",
+					keys[i], owner.Name(), got, epoch, version, err, aerr, want[i], loc.Epoch)
+			}
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d reminder records not brought as the old owner held them", missing, len(ids))
+	}
+	list, err := owner.Reminders().ListOf(ctx, n1.Ref("biller", keys[len(keys)-1]))
+	if err != nil || list.Node != owner.Name() || len(list.Reminders) != 1 || list.Reminders[0].Period != time.Hour {
+		t.Errorf("the last key's reminders on the new owner: %+v, %v", list, err)
 	}
 }

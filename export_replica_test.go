@@ -33,3 +33,26 @@ func StoredState(ctx context.Context, n *Node, id prospero.Identity) (prospero.R
 func ReplicaUncommitted(n *Node, shard placement.ShardRef) bool {
 	return n.repl != nil && n.repl.Uncommitted(replicaShard(shard))
 }
+
+// ApplyReplicaCopy stores recs in n's store as n's replica applier does
+// with the records of a replication stream or a catch-up's bulk copy it
+// accepted: each only if newer, by (epoch, version), than what n holds.
+// Tests deliver with it a copy accepted under an older epoch whose write
+// was still queued when a newer record arrived by another path.
+func ApplyReplicaCopy(n *Node, recs []prospero.Replicated) (int, error) {
+	return n.store.ApplyReplicated(recs)
+}
+
+// StoredAt returns the epoch and version at which n's store holds id
+// (the epoch of a record n wrote itself is 0), or ErrNotFound.
+func StoredAt(ctx context.Context, n *Node, id prospero.Identity) (epoch, version uint64, err error) {
+	err = prospero.ErrNotFound
+	serr := n.store.ScanHeld(ctx, func(x prospero.Identity) bool { return x == id }, func(_ prospero.Identity, e, v uint64) error {
+		epoch, version, err = e, v, nil
+		return nil
+	})
+	if serr != nil {
+		return 0, 0, serr
+	}
+	return epoch, version, err
+}

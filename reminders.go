@@ -760,8 +760,10 @@ func (noDeliverer) Deliver(actor.Ref, reminders.Tick, func() bool, func(error)) 
 
 // releaseReminders stops the reminders of shard on this node ahead of a
 // handoff and returns their records to ship: the progress record and one
-// per reminder. The new owner deletes the copies it holds of records not
-// shipped (dropStaleReminders). A release that cannot write what the
+// per reminder, each with its version in this node's store (the new owner
+// stores them at this node's epoch and that version, as it stores the
+// shard's actor records). The new owner deletes the copies it holds of
+// records not shipped (dropStaleReminders). A release that cannot write what the
 // shard has not at rest fails the handoff and leaves the reminders held
 // here for the next attempt (the reminder loop, which also releases a
 // shard moving away, pauses one whose release failed): what the store
@@ -780,7 +782,8 @@ func (c *cluster) releaseReminders(ctx context.Context, shard placement.ShardRef
 	}
 	out := make([]shipped, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, shipped{id: prospero.Identity{Kind: reminders.RecordKind, Key: r.Key}, inc: r.Incarnation, state: r.State})
+		out = append(out, shipped{id: prospero.Identity{Kind: reminders.RecordKind, Key: r.Key}, inc: r.Incarnation, state: r.State,
+			version: r.Version})
 	}
 	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/prospero/federation"
 	"github.com/tempest-actors/tempest/reminders"
 )
 
@@ -71,6 +72,29 @@ func TestHandoffDropsStaleReminderRecords(t *testing.T) {
 	}
 	if _, err := store.Get(ctx, progress); err == nil {
 		t.Error("a stale progress record kept")
+	}
+}
+
+// A handoff's record is stored at the old owner's epoch (the one before
+// the handoff's) and the version it shipped, a reminder record as an
+// actor's; one shipped without a version is refused as a bad request,
+// whatever its kind.
+func TestHandedOffRecordAtTheOldOwnersVersion(t *testing.T) {
+	for _, id := range []prospero.Identity{
+		reminders.ReminderID("acct#1", reminders.Key{ID: prospero.Identity{Kind: "acct", Key: "a"}, Name: "r"}),
+		reminders.RecordID("acct#1"),
+		{Kind: "acct", Key: "a"},
+	} {
+		rec := federation.StateRecord{Group: "acct", Shard: 1, Epoch: 5, Seq: 1,
+			Actor: federation.Actor{Kind: id.Kind, Key: id.Key, Incarnation: 3}, State: []byte("x")}
+		if _, err := handedOff(&rec, id); !errors.Is(err, federation.ErrBadRequest) {
+			t.Errorf("%v shipped without a version: %v, want ErrBadRequest", id, err)
+		}
+		rec.Version = 9
+		r, err := handedOff(&rec, id)
+		if err != nil || r.ID != id || r.Epoch != 4 || r.Version != 9 || r.Incarnation != 3 || string(r.State) != "x" || r.Deleted {
+			t.Errorf("%v shipped at version 9 of epoch 4: stored as %+v, %v", id, r, err)
+		}
 	}
 }
 

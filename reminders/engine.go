@@ -154,10 +154,6 @@ type shardState struct {
 	hlock    chan struct{}
 	hversion uint64 // store version of the progress record (0: none); guarded by hlock
 	dirty    bool   // delivered progress not written yet; guarded by Engine.mu
-	// resync: the records are written once more by the next periodic
-	// flush (Resync). Not a matter of durability: a release does not wait
-	// for it. Guarded by Engine.mu.
-	resync bool
 	// pending holds the reminder records with a change not written yet:
 	// a registration's write in progress or failed, a removal (unregister,
 	// a one-shot done) whose record is still to be deleted. Guarded by
@@ -248,7 +244,6 @@ type Engine struct {
 	// committed (Commit), by identity and name: not armed yet.
 	committing map[prospero.Identity]map[string]*entry
 	shards     map[string]*shardState
-	resync     map[string]bool // shards to write once more when acquired (Resync)
 	gen        uint64
 	closed     bool
 	started    bool
@@ -268,7 +263,7 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{cfg: cfg, log: cfg.Logger, sched: NewSchedule(cfg.DeliveryTimeout), life: life, endLife: end,
 		flushers:   make(chan struct{}, maxFlushers),
 		committing: map[prospero.Identity]map[string]*entry{},
-		shards:     map[string]*shardState{}, resync: map[string]bool{}, wake: make(chan struct{}, 1), done: make(chan struct{})}, nil
+		shards:     map[string]*shardState{}, wake: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
 
 // Start runs the engine's goroutine until Close.
@@ -321,7 +316,7 @@ func (e *Engine) Close(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return e.flushAll(ctx, false)
+	return e.flushAll(ctx)
 }
 
 // Acquire loads the reminders of shard from the store and starts firing
@@ -359,10 +354,6 @@ func (e *Engine) Acquire(ctx context.Context, shard string) error {
 		return nil
 	}
 	e.shards[shard] = st
-	if e.resync[shard] {
-		delete(e.resync, shard)
-		st.resync = true
-	}
 	// New registrations in this shard get generations above any its
 	// progress record covers (progress.firedOf).
 	e.gen = max(e.gen, maxGen)
@@ -576,7 +567,7 @@ func (e *Engine) Release(ctx context.Context, shard string) error {
 		}
 	}
 	if err == nil {
-		err = e.flushShard(ctx, shard, st, false)
+		err = e.flushShard(ctx, shard, st)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -602,22 +593,6 @@ func (e *Engine) endWrite(st *shardState) {
 		close(st.drained)
 		st.drained = nil
 	}
-}
-
-// Resync has shard's records written once more, through the engine's
-// store, by the first periodic flush after this engine holds the shard:
-// for records that reached this node's store without passing through
-// the store the engine writes with (a handoff stores a shard's records
-// on the new owner alone), so that the shard's replicas get them from
-// the new owner.
-func (e *Engine) Resync(shard string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if st, ok := e.shards[shard]; ok {
-		st.resync = true
-		return
-	}
-	e.resync[shard] = true
 }
 
 // Pause stops the reminders of a held shard from firing, keeping them
@@ -1350,22 +1325,13 @@ func (e *Engine) flushProgress(ctx context.Context, shard string, st *shardState
 
 // flushShard writes whatever of shard is not at rest: changed reminder
 // records first (many at once, so that they share commits), then the
-// progress record (which covers only what those records hold). With
-// resync it also writes every reminder loaded from this node's copy once
-// more, and the progress record (see shardState.resync).
-func (e *Engine) flushShard(ctx context.Context, shard string, st *shardState, resync bool) error {
+// progress record (which covers only what those records hold).
+func (e *Engine) flushShard(ctx context.Context, shard string, st *shardState) error {
 	type item struct {
 		k  Key
 		rs *recState
 	}
 	e.mu.Lock()
-	if resync && st.resync {
-		st.resync = false
-		st.dirty = true
-		for x := range e.sched.byShard[shard] {
-			st.changedLocked(x.Key, x.rec)
-		}
-	}
 	todo := make([]item, 0, len(st.pending))
 	for k, rs := range st.pending {
 		todo = append(todo, item{k, rs})
@@ -1460,10 +1426,8 @@ func (e *Engine) del(ctx context.Context, id prospero.Identity, expected uint64)
 const maxFlushers = 64
 
 // flushAll writes what every held shard has not at rest, many shards at
-// once, so that their writes share commits; with resync (the periodic
-// flush) also what shards loaded from this node's copy have to write once
-// more.
-func (e *Engine) flushAll(ctx context.Context, resync bool) error {
+// once, so that their writes share commits.
+func (e *Engine) flushAll(ctx context.Context) error {
 	e.mu.Lock()
 	type sh struct {
 		name string
@@ -1471,7 +1435,7 @@ func (e *Engine) flushAll(ctx context.Context, resync bool) error {
 	}
 	var todo []sh
 	for name, st := range e.shards {
-		if st.unwritten() || (resync && st.resync) {
+		if st.unwritten() {
 			todo = append(todo, sh{name, st})
 		}
 	}
@@ -1488,7 +1452,7 @@ func (e *Engine) flushAll(ctx context.Context, resync bool) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := e.flushShard(ctx, s.name, s.st, resync); err != nil {
+			if err := e.flushShard(ctx, s.name, s.st); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -1519,7 +1483,7 @@ func (e *Engine) RunDue(now time.Time) (time.Time, bool) {
 
 // Flush writes what is not at rest yet (delivered progress, changes whose
 // writes failed): what a started engine does every FlushInterval.
-func (e *Engine) Flush(ctx context.Context) error { return e.flushAll(ctx, true) }
+func (e *Engine) Flush(ctx context.Context) error { return e.flushAll(ctx) }
 
 func (e *Engine) runDue(now time.Time, fires []Fire) (time.Time, bool, []Fire) {
 	e.mu.Lock()
@@ -1570,7 +1534,7 @@ func (e *Engine) run(ctx context.Context) {
 				flushing.Add(1)
 				go func() {
 					defer flushing.Done()
-					if err := e.flushAll(ctx, true); err != nil && ctx.Err() == nil {
+					if err := e.flushAll(ctx); err != nil && ctx.Err() == nil {
 						e.log.LogAttrs(ctx, slog.LevelWarn, "writing reminder progress", slog.Any("error", err))
 					}
 					flushed <- struct{}{}

@@ -96,7 +96,13 @@
 // With Config.Simulated the same API runs on one goroutine that picks the
 // next ready actor with a seeded generator and a virtual clock (SimClock)
 // that jumps to the next timer when nothing is ready: the same seed replays
-// the same sequence of turns.
+// the same sequence of turns, given the same input from inside actors (or
+// from outside before the runner has anything to do). A timer pending on
+// the SimClock is something to do: the runner may move time to it at once,
+// from the moment New returns, even before any mail. Arm a simulation's
+// timers in a turn (send the first mail, and let its turn arm them), not
+// from the goroutine that set the scheduler up: there, when a timer is set
+// and how far time has moved already depend on goroutine scheduling.
 //
 // # Usage
 //

@@ -171,13 +171,31 @@ func runRemindersSim(t *testing.T, seed uint64) []simEvent {
 		fire()
 		flush()
 	}
-	drive(e1, n1)
-	clock.AfterFunc(20*time.Minute+30*time.Second, func() { n1.dead.Store(true) }) // kill -9: no Close, no flush
-	clock.AfterFunc(30*time.Minute+30*time.Second, func() { drive(boot()) })
-	// The runner sleeps until mail arrives; timers set on its clock from
-	// here do not wake it. A message to an actor does, and from then on
-	// the runner moves virtual time, running the engines' timers.
-	if err := s.Tell(actor.Virtual("acct", "start"), "start"); err != nil {
+	// Every timer of the run is armed from inside the simulation, by the
+	// first turn of the driver on the runner's goroutine. The runner
+	// moves virtual time whenever nothing is ready and a timer is
+	// pending, from the moment the scheduler was made, and the test
+	// goroutine does not know whether it has gone to sleep yet: a timer
+	// armed from here could be set while the runner is already moving
+	// time, relative to an instant that depends on goroutine scheduling.
+	// Nothing is pending until the driver's mail is in, so the run starts
+	// at that mail, at the start, whenever the runner gets to it.
+	if err := s.Register("driver", func(string) actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) {
+			if msg != "start" {
+				return
+			}
+			drive(e1, n1)
+			clock.AfterFunc(20*time.Minute+30*time.Second, func() { n1.dead.Store(true) }) // kill -9: no Close, no flush
+			clock.AfterFunc(30*time.Minute+30*time.Second, func() { drive(boot()) })
+		})
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := clock.Pending(); n != 0 {
+		t.Fatalf("%d timers pending on the virtual clock before the first mail: the runner may already be moving time", n)
+	}
+	if err := s.Tell(actor.Virtual("driver", "d"), "start"); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -42,6 +42,24 @@ func tail(s string, n int) string {
 	return s
 }
 
+func head(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// crashStart is where the Go runtime's report of a crash begins in a
+// process's output, or -1.
+func crashStart(s string) int {
+	for _, m := range []string{"\npanic: ", "\nfatal error: ", "\nSIG"} {
+		if i := strings.Index(s, m); i >= 0 {
+			return i + 1
+		}
+	}
+	return -1
+}
+
 func (c *cluster) composeCmd(ctx context.Context, args ...string) (string, error) {
 	full := append([]string{}, c.compose[1:]...)
 	for _, f := range c.files {

@@ -55,3 +55,14 @@ func TestCrashEndsOpenSpans(t *testing.T) {
 		t.Fatalf("overlaps = %v, want one", got)
 	}
 }
+
+func TestCrashStartFindsTheFailingGoroutine(t *testing.T) {
+	out := "{\"msg\":\"node started\"}\npanic: runtime error: index out of range\n\ngoroutine 7 [running]:\nmain.f()\n"
+	i := crashStart(out)
+	if i < 0 || !strings.HasPrefix(out[i:], "panic: runtime error") {
+		t.Fatalf("crashStart = %d, want the start of the panic line", i)
+	}
+	if crashStart("{\"msg\":\"panic: in a message\"}\n") >= 0 {
+		t.Fatal("a log line that mentions panic is not a crash")
+	}
+}

@@ -232,8 +232,15 @@ func (e *env) dumpLogs() {
 		if e.c.ids[n] == "" {
 			continue
 		}
+		state, _ := e.c.docker(ctx, "inspect", "-f", "{{.State.Status}} exit={{.State.ExitCode}} oom={{.State.OOMKilled}} restarts={{.RestartCount}} finished={{.State.FinishedAt}} {{.State.Error}}", e.c.ids[n])
 		l, _ := e.c.logs(ctx, n)
-		fmt.Fprintf(e.out, "\n-- last log lines of %s\n%s\n", n, tail(l, 3000))
+		fmt.Fprintf(e.out, "\n-- %s: %s\n", n, strings.TrimSpace(state))
+		// A crash prints the failing goroutine first and every other one
+		// after it: the tail alone would miss the cause.
+		if i := crashStart(l); i >= 0 {
+			fmt.Fprintf(e.out, "-- crash of %s\n%s\n", n, head(l[i:], 6000))
+		}
+		fmt.Fprintf(e.out, "-- last log lines of %s\n%s\n", n, tail(l, 3000))
 	}
 }
 
@@ -305,6 +312,10 @@ func (e *env) awaitCluster(ctx context.Context, up []string, within time.Duratio
 		last = e.clusterState(ctx, up)
 		if last == "" {
 			return nil
+		}
+		if strings.HasSuffix(last, " is exited") || strings.HasSuffix(last, " is dead") {
+			// Containers run without a restart policy: it stays down.
+			return fmt.Errorf("cluster not ready: %s", last)
 		}
 		select {
 		case <-ctx.Done():

@@ -183,18 +183,26 @@ func pagesReach(db *bolt.DB) int64 {
 	return n
 }
 
+// statFile is os.Stat; a test runs a write between a check's stat and its
+// comparison.
+var statFile = os.Stat
+
 // checkFile reports a file that is no longer the one the store opened
 // (replaced or removed: writes would go to a file nobody reads again) or
 // that no longer holds every page written (cut short).
 func (s *BoltStore) checkFile() error {
-	fi, err := os.Stat(s.path)
+	// The high-water mark first: a write that commits meanwhile grows the
+	// file before it raises the mark, so a mark read after the stat could
+	// be ahead of the size the stat saw without anything lost.
+	reach := s.reach.Load()
+	fi, err := statFile(s.path)
 	switch {
 	case err != nil:
 		return fmt.Errorf("removed while the node was running (%v); it is no longer read or written: restore it and restart the node", err)
 	case !os.SameFile(fi, s.file):
 		return errors.New("replaced by another file while the node was running; it is no longer read or written: restart the node to open and check the new file")
-	case fi.Size() < s.reach.Load():
-		return fmt.Errorf("cut short to %d bytes while the node was running (its pages reach %d); it is no longer read or written: restart the node to have it checked", fi.Size(), s.reach.Load())
+	case fi.Size() < reach:
+		return fmt.Errorf("cut short to %d bytes while the node was running (its pages reach %d); it is no longer read or written: restart the node to have it checked", fi.Size(), reach)
 	}
 	return nil
 }

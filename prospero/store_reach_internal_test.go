@@ -54,3 +54,42 @@ func TestBoltStoreDamageIsAboutWrittenPages(t *testing.T) {
 		t.Fatalf("Get after a written page was cut: %v, want a CorruptError naming %s", err, path)
 	}
 }
+
+// A write that grows the file while another operation checks it is no
+// damage: the check read the size before that write and must not compare
+// it with the high-water mark the write raised afterwards (a node once
+// stopped as "cut short" under load for this).
+func TestBoltStoreCheckRacingAGrowingWrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := NewBoltStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	big := make([]byte, 256<<10) // beyond the file's allocation ahead
+	grown := false
+	statFile = func(name string) (os.FileInfo, error) {
+		fi, err := os.Stat(name)
+		if !grown {
+			grown = true
+			// What a concurrent writer does between this stat and the
+			// comparison: grow the file, then raise the mark.
+			before := s.reach.Load()
+			if _, perr := s.Put(ctx, Identity{Kind: "counter", Key: "big"}, 0, Record{Incarnation: 1, State: big}); perr != nil {
+				t.Errorf("the concurrent write: %v", perr)
+			}
+			if s.reach.Load() <= fi.Size() || s.reach.Load() <= before {
+				t.Errorf("the concurrent write did not raise the mark past the size seen (%d, was %d, size %d)", s.reach.Load(), before, fi.Size())
+			}
+		}
+		return fi, err
+	}
+	defer func() { statFile = os.Stat }()
+	if _, err := s.Get(ctx, Identity{Kind: "counter", Key: "a"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get racing a growing write = %v, want ErrNotFound", err)
+	}
+	if d := s.Damaged(); d != nil {
+		t.Fatalf("damaged: %v", d)
+	}
+}

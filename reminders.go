@@ -443,7 +443,7 @@ func (n *Node) startReminders(ctx context.Context) (*reminders.Engine, error) {
 		cfg.Store = n.remStore(cfg.Store)
 	}
 	cfg.Codec = messageCodec{n.msgs}
-	cfg.Deliver = notifier{n.sched}
+	cfg.Deliver = notifier{s: n.sched, serves: n.reminderServes}
 	cfg.ShardOf = n.reminderShard
 	if cfg.Logger == nil {
 		cfg.Logger = n.log
@@ -481,11 +481,45 @@ func (n *Node) reminderShard(id prospero.Identity) string {
 func shardKey(s placement.ShardRef) string { return s.Group + "#" + strconv.Itoa(s.Index) }
 
 // notifier delivers ticks through the scheduler's system lane: a dormant
-// identity is hydrated to receive one.
-type notifier struct{ s *ariel.Scheduler }
+// identity is hydrated to receive one. serves, when set, says why this
+// node may not run a tick of ref now (nil: it may); it is asked at the
+// tick's turn, before the engine's own acceptance, so that a tick queued
+// on a node that has since lost the shard (its lease lapsed, the shard
+// moved or began to move, the node was marked down) does not run there
+// before the reminder loop has paused or released the shard: it fails
+// back to the engine, which fires it again after its RetryAfter.
+type notifier struct {
+	s      *ariel.Scheduler
+	serves func(ref actor.Ref) error
+}
 
 func (d notifier) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool, failed func(error)) error {
+	if d.serves != nil {
+		engine := accept
+		accept = func() bool {
+			if err := d.serves(ref); err != nil {
+				failed(err)
+				return false
+			}
+			return engine()
+		}
+	}
 	return d.s.Notify(ref, t, accept, failed)
+}
+
+// reminderServes is the cluster's notifier.serves: the shard of ref must
+// still be this node's at the epoch its reminders were acquired in, and
+// servable now (lease fresh, not moving, not marked down).
+func (n *Node) reminderServes(ref actor.Ref) error {
+	c := n.cl
+	if c == nil || c.pl == nil {
+		return nil
+	}
+	loc, err := c.pl.Locate(ref.Kind(), ref.Key())
+	if err != nil && loc.Shard == (placement.ShardRef{}) {
+		return err
+	}
+	return c.pl.Check(loc.Shard, c.remEpochs.epochOf(shardKey(loc.Shard)), n.cfg.Clock.Now())
 }
 
 // messageCodec stores a payload as one of its kind's declared messages.
@@ -560,6 +594,13 @@ func (a *acquiredEpochs) note(shard string, epoch uint64) {
 	if _, ok := a.m[shard]; !ok {
 		a.m[shard] = epoch
 	}
+}
+
+// epochOf is the epoch shard was acquired in (0: none recorded).
+func (a *acquiredEpochs) epochOf(shard string) uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.m[shard]
 }
 
 // forget drops what is recorded of shard (released).

@@ -212,8 +212,10 @@ func TestReminderSurvivesNodeRestart(t *testing.T) {
 }
 
 // Registration errors reach the actor at once, typed; an unregistered
-// reminder fires no more, also not a tick already queued behind the
-// turn that unregistered it.
+// reminder fires no more. (A tick already queued or in flight when the
+// reminder is removed: TestCancelRacingTicks and
+// TestFiresOnScheduleAndCancelStopsInFlightTicks in the reminders
+// package.)
 func TestReminderErrorsAndUnregister(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := startRemNode(t, t.TempDir(), prospero.NeverIdle, &tickLog{})

@@ -29,9 +29,7 @@ import (
 // whichever node owns the shard then (this one included). Once a
 // recipient has a queue, later mail for it joins the queue even if the
 // move has completed meanwhile, so mail from one sender to one recipient
-// keeps its order; a message sent on from a queue and refused again goes
-// back to the place it first got (bufItem.seq), ahead of what was queued
-// behind it. Fenced-off mail left the recipient's mailbox, so it
+// keeps its order. Fenced-off mail left the recipient's mailbox, so it
 // was sent before anything queued for the recipient since: it goes ahead
 // of that mail, behind mail fenced off earlier (addUnrun), and is handed
 // over before the mailbox admits mail again. A moving shard's queues hold at most
@@ -69,8 +67,6 @@ type handoffBuffer struct {
 	resentTells map[string][]resentTell
 	limit       int
 	wait        time.Duration
-	// seq numbers mail as it first waits, in the order it was sent.
-	seq uint64
 	// kick wakes the retry loop when mail is queued.
 	kick chan struct{}
 	// Counters (Stats().Retry).
@@ -97,10 +93,6 @@ type bufItem struct {
 	// unrun marks mail this node admitted and then fenced off
 	// (addUnrun): it waits ahead of the mail queued for its recipient.
 	unrun bool
-	// seq is the message's place in its recipient's queue, given when it
-	// first waits and kept while it is sent again: a resent message that
-	// is refused once more goes back ahead of what was queued behind it.
-	seq uint64
 }
 
 // resentTell is a tell sent again: its sender, its message in the form
@@ -109,7 +101,6 @@ type resentTell struct {
 	from  actor.Ref
 	msg   any
 	since time.Time
-	seq   uint64
 }
 
 func newHandoffBuffer(limit int, wait time.Duration) *handoffBuffer {
@@ -130,10 +121,8 @@ func (b *handoffBuffer) queued(to actor.Ref) bool {
 	return ok
 }
 
-// add queues it behind mail already waiting for its recipient, or, when
-// it is a message sent again from the queue and refused once more (it.seq
-// set), back at its place: ahead of the mail that was queued behind it.
-// shard names the recipient's shard for the bound; it is taken from the
+// add queues it behind mail already waiting for its recipient. shard
+// names the recipient's shard for the bound; it is taken from the
 // existing queue when there is one. With mustExist, it is queued only if
 // a queue exists (ok false otherwise). A tell waits from it.since, or from
 // now when that is zero.
@@ -158,15 +147,7 @@ func (b *handoffBuffer) add(it bufItem, shard string, now time.Time, mustExist b
 	if it.since.IsZero() {
 		it.since = now
 	}
-	if it.seq == 0 {
-		b.seq++
-		it.seq = b.seq
-	}
-	at := len(q.items)
-	for at > 0 && !q.items[at-1].unrun && q.items[at-1].seq > it.seq {
-		at--
-	}
-	q.items = slices.Insert(q.items, at, it)
+	q.items = append(q.items, it)
 	b.perShard[q.shard]++
 	b.n.Add(1)
 	b.parked.Add(1)
@@ -211,10 +192,6 @@ func (b *handoffBuffer) addUnrun(items []bufItem, shard string, now time.Time) b
 		items[i].unrun = true
 		if items[i].since.IsZero() {
 			items[i].since = now
-		}
-		if items[i].seq == 0 {
-			b.seq++
-			items[i].seq = b.seq
 		}
 	}
 	q.items = slices.Insert(q.items, at, items...)
@@ -314,15 +291,14 @@ func (b *handoffBuffer) noteResent(k string, it bufItem, msg any) {
 	if len(l) >= b.limit {
 		l = append(l[:0], l[1:]...)
 	}
-	b.resentTells[k] = append(l, resentTell{from: it.m.From, msg: msg, since: it.since, seq: it.seq})
+	b.resentTells[k] = append(l, resentTell{from: it.m.From, msg: msg, since: it.since})
 }
 
-// startOf returns when the refused tell m began to wait and its place in
-// its recipient's queue: if it is one this node sent again (the same
-// sender and a message same finds equal), that tell's start and place,
-// which it then forgets; else now, the tell's own first refusal, and no
-// place yet (0).
-func (b *handoffBuffer) startOf(m ariel.Outbound, now time.Time, same func(a, b any) bool) (time.Time, uint64) {
+// startOf returns when the refused tell m began to wait: if it is one
+// this node sent again (the same sender and a message same finds equal),
+// that tell's start, which it then forgets; else now, the tell's own
+// first refusal.
+func (b *handoffBuffer) startOf(m ariel.Outbound, now time.Time, same func(a, b any) bool) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := bufKey(m.To)
@@ -336,10 +312,10 @@ func (b *handoffBuffer) startOf(m ariel.Outbound, now time.Time, same func(a, b 
 			} else {
 				b.resentTells[k] = l
 			}
-			return rt.since, rt.seq
+			return rt.since
 		}
 	}
-	return now, 0
+	return now
 }
 
 // sweep forgets the resent tells whose wait ended a wait ago (a refusal
@@ -479,11 +455,9 @@ func (r *remote) buffer(m ariel.Outbound, locErr error) (handled bool, err error
 // retry takes mail that node refused with err (resendable) after it was
 // sent by this node's table at sentEpoch (0: not known), this node's own
 // fence included: it is sent again at once if the table routes it
-// elsewhere now, else it waits. seq is its place in its recipient's queue
-// when it was sent from there (0: sent directly; a tell's is found with
-// its start). It reports whether it took m; a false means the caller
-// reports err.
-func (r *remote) retry(m ariel.Outbound, sentEpoch, seq uint64, err error) bool {
+// elsewhere now, else it waits. It reports whether it took m; a false
+// means the caller reports err.
+func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, err error) bool {
 	if r.buf == nil || !m.To.IsVirtual() || m.Msg == nil || !resendable(err) {
 		return false
 	}
@@ -492,15 +466,15 @@ func (r *remote) retry(m ariel.Outbound, sentEpoch, seq uint64, err error) bool 
 	}
 	now := r.sched.Clock().Now()
 	refuser, notOwner := refusedBy(err)
-	it := bufItem{m: m, seq: seq}
+	it := bufItem{m: m}
 	if m.AskID == 0 {
-		it.since, it.seq = r.buf.startOf(m, now, r.sameMsg)
+		it.since = r.buf.startOf(m, now, r.sameMsg)
 	}
 	if notOwner {
 		node, epoch, local, lerr := r.locate(m.To)
 		switch {
 		case lerr == nil && !r.buf.queued(m.To) && (local || node != refuser || (sentEpoch != 0 && epoch != sentEpoch)):
-			serr := r.route(m, it.seq)
+			serr := r.route(m)
 			switch {
 			case serr == nil:
 				r.buf.resent.Add(1)
@@ -600,15 +574,7 @@ func (r *remote) flushBuffered() (next time.Time) {
 				continue
 			}
 			r.buf.pop(k)
-			if it.m.AskID == 0 && !local {
-				// Noted before it leaves: its refusal may come back
-				// before sendRouted returns.
-				r.noteResent(it)
-			}
-			if serr := r.sendRouted(it.m, node, epoch, local, it.seq); serr != nil {
-				if it.m.AskID == 0 && !local {
-					r.buf.startOf(it.m, now, r.sameMsg) // not sent: forget the note
-				}
+			if serr := r.sendRouted(it.m, node, epoch, local); serr != nil {
 				if resendable(serr) {
 					// Refused at once, nothing sent (no link to the owner
 					// yet): it keeps its place and waits again.
@@ -624,6 +590,9 @@ func (r *remote) flushBuffered() (next time.Time) {
 				r.fail(it.m, serr)
 			} else {
 				r.buf.resent.Add(1)
+				if it.m.AskID == 0 && !local {
+					r.noteResent(it)
+				}
 			}
 		}
 	}
@@ -661,25 +630,24 @@ func (r *remote) sameMsg(a, b any) bool {
 }
 
 // route sends mail where its recipient lives now: a local actor through
-// the scheduler, a remote one through the Mailer, stamped. seq is its
-// place in a retry queue (0: none).
-func (r *remote) route(m ariel.Outbound, seq uint64) error {
+// the scheduler, a remote one through the Mailer, stamped.
+func (r *remote) route(m ariel.Outbound) error {
 	node, epoch, local, err := r.locate(m.To)
 	if err != nil {
 		return err
 	}
-	return r.sendRouted(m, node, epoch, local, seq)
+	return r.sendRouted(m, node, epoch, local)
 }
 
 // sendRouted sends m as routed to node at epoch (local: this node). Mail
 // routed here is this node's own again (ariel.Scheduler.DeliverRouted):
 // an ask is answered to its caller directly, and mail fenced off here once
 // more comes back in its recipient's batch (ResendAll) and waits again.
-func (r *remote) sendRouted(m ariel.Outbound, node string, epoch uint64, local bool, seq uint64) error {
+func (r *remote) sendRouted(m ariel.Outbound, node string, epoch uint64, local bool) error {
 	if local {
 		return r.sched.DeliverRouted(m)
 	}
-	return r.sendTo(node, epoch, m, seq)
+	return r.sendTo(node, epoch, m)
 }
 
 // fail reports buffered mail that could not be delivered to its sender:

@@ -85,18 +85,16 @@ type sentShard struct {
 	m  map[uint64]sentAsk
 }
 
-// sentAsk is a forwarded ask, the epoch of the table that routed it and
-// its place in a retry queue it was sent from (0: none).
+// sentAsk is a forwarded ask and the epoch of the table that routed it.
 type sentAsk struct {
 	m     ariel.Outbound
 	epoch uint64
-	seq   uint64
 }
 
-func (r *remote) keep(m ariel.Outbound, epoch, seq uint64) {
+func (r *remote) keep(m ariel.Outbound, epoch uint64) {
 	sh := &r.sent[m.AskID%sentShards]
 	sh.mu.Lock()
-	sh.m[m.AskID] = sentAsk{m: m, epoch: epoch, seq: seq}
+	sh.m[m.AskID] = sentAsk{m: m, epoch: epoch}
 	sh.mu.Unlock()
 }
 
@@ -114,7 +112,7 @@ func (r *remote) drop(id uint64) (sentAsk, bool) {
 // its caller.
 func (r *remote) complete(id uint64, reply any, err error) {
 	a, ok := r.drop(id)
-	if ok && err != nil && r.retry(a.m, a.epoch, a.seq, err) {
+	if ok && err != nil && r.retry(a.m, a.epoch, err) {
 		return
 	}
 	r.sched.CompleteAsk(id, reply, err)
@@ -256,10 +254,10 @@ func (r *remote) Forward(m ariel.Outbound) error {
 			return err
 		}
 		if local { // placement moved here since Resolve
-			return r.route(m, 0)
+			return r.route(m)
 		}
 	}
-	err := r.sendTo(node, epoch, m, 0)
+	err := r.sendTo(node, epoch, m)
 	if err != nil {
 		// No link to the owner (noLinkError): the mail never left, and
 		// waits like mail whose route is in flux.
@@ -277,15 +275,14 @@ func (r *remote) Forward(m ariel.Outbound) error {
 // resends, when node's link is down (linkState: it is not handed to the
 // transport, which would queue it behind a dial that may never succeed)
 // or the transport refused it for want of a link (wire.ErrUnavailable,
-// returned at once: nothing was queued). seq is m's place in the retry
-// queue it was sent from (0: none), kept with an ask.
-func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound, seq uint64) error {
+// returned at once: nothing was queued).
+func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound) error {
 	if m.To.IsVirtual() && r.links.isDown(node) {
 		return &noLinkError{node: node, err: fmt.Errorf("%w: %s: link down, not sent", wire.ErrUnavailable, node)}
 	}
 	kept := m.AskID != 0 && m.To.IsVirtual()
 	if kept {
-		r.keep(m, epoch, seq)
+		r.keep(m, epoch)
 	}
 	err := r.send(node, epoch, m)
 	if err != nil && kept {
@@ -343,7 +340,7 @@ func (r *remote) CancelAsk(id uint64) {
 // through the sender's system lane, which a full mailbox cannot refuse;
 // the Mailer has counted the refusal either way.
 func (r *remote) undelivered(from, to actor.Ref, msg any, err error) {
-	if r.retry(ariel.Outbound{To: to, From: from, Msg: msg}, 0, 0, err) {
+	if r.retry(ariel.Outbound{To: to, From: from, Msg: msg}, 0, err) {
 		return
 	}
 	if !from.IsZero() {

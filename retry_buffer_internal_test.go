@@ -3,7 +3,6 @@ package tempest
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -32,7 +31,7 @@ func parkRefused(tb testing.TB, r *remote, n int) {
 	r.buf.limit = n + 1
 	for i := range n {
 		m := ariel.Outbound{To: actor.Virtual("log", fmt.Sprint(i)), From: actor.Virtual("pump", "p"), Msg: rtSeq{Kind: "seq"}}
-		if !r.retry(m, 0, 0, wire.NotServing(fmt.Errorf("lease not fresh"))) {
+		if !r.retry(m, 0, wire.NotServing(fmt.Errorf("lease not fresh"))) {
 			tb.Fatalf("tell %d not taken", i)
 		}
 	}
@@ -66,7 +65,7 @@ func TestRetryQueueFullCountsProgramTells(t *testing.T) {
 	refusal := wire.NotServing(fmt.Errorf("lease not fresh"))
 	to := actor.Virtual("log", "x")
 	for i := range 2 {
-		if !r.retry(ariel.Outbound{To: to, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: uint64(i)}}, 0, 0, refusal) {
+		if !r.retry(ariel.Outbound{To: to, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: uint64(i)}}, 0, refusal) {
 			t.Fatalf("tell %d not taken", i)
 		}
 	}
@@ -90,7 +89,7 @@ func TestRetryQueueBoundPerShard(t *testing.T) {
 	refusal := wire.Busy(10*time.Millisecond, "hydration backlog")
 	tell := func(key string) {
 		t.Helper()
-		if !r.retry(ariel.Outbound{To: actor.Virtual("log", key), Msg: rtSeq{Kind: "seq"}}, 0, 0, refusal) {
+		if !r.retry(ariel.Outbound{To: actor.Virtual("log", key), Msg: rtSeq{Kind: "seq"}}, 0, refusal) {
 			t.Fatalf("tell to %s not taken", key)
 		}
 	}
@@ -121,9 +120,9 @@ func TestRetryWaitPerTell(t *testing.T) {
 	tell := func(n uint64) ariel.Outbound {
 		return ariel.Outbound{To: to, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
 	}
-	r.retry(tell(1), 0, 0, busy)
+	r.retry(tell(1), 0, busy)
 	clk.Advance(handoffBufferWait - 100*time.Millisecond)
-	r.retry(tell(2), 0, 0, busy)
+	r.retry(tell(2), 0, busy)
 	clk.Advance(100 * time.Millisecond)
 	r.flushBuffered()
 	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 1 || g != 1 {
@@ -145,8 +144,8 @@ func TestRetryWaitPerTell(t *testing.T) {
 	start := clk.Now()
 	clk.Advance(handoffBufferWait - 100*time.Millisecond)
 	r.noteResent(bufItem{m: tell(3), since: start})
-	r.retry(tell(4), 0, 0, busy)
-	r.retry(tell(3), 0, 0, busy)
+	r.retry(tell(4), 0, busy)
+	r.retry(tell(3), 0, busy)
 	clk.Advance(100 * time.Millisecond)
 	r.flushBuffered()
 	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 1 || g != 3 {
@@ -163,7 +162,7 @@ func TestRetryWaitPerTell(t *testing.T) {
 	start = clk.Now()
 	clk.Advance(handoffBufferWait - 100*time.Millisecond)
 	r.noteResent(bufItem{m: ariel.Outbound{To: to, Msg: rtPayload{State: []byte{}}}, since: start})
-	r.retry(ariel.Outbound{To: to, Msg: rtPayload{}}, 0, 0, busy)
+	r.retry(ariel.Outbound{To: to, Msg: rtPayload{}}, 0, busy)
 	clk.Advance(100 * time.Millisecond)
 	r.flushBuffered()
 	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 0 || g != 5 {
@@ -180,60 +179,6 @@ func TestRetryWaitPerTell(t *testing.T) {
 	r.buf.mu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d recipients' resent tells kept after twice the wait", left)
-	}
-}
-
-// TestRetryResentKeepsPlace: a tell sent again from its recipient's queue
-// and refused once more goes back ahead of the mail that was queued
-// behind it, not to the end of the queue, so that one sender's mail to one
-// recipient keeps its order across any number of refusals.
-func TestRetryResentKeepsPlace(t *testing.T) {
-	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
-	busy := wire.Busy(time.Minute, "hydration backlog") // no resend in this test
-	to := actor.Virtual("log", "x")
-	from := actor.Virtual("pump", "p")
-	tell := func(n uint64) ariel.Outbound {
-		return ariel.Outbound{To: to, From: from, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
-	}
-	order := func() []uint64 {
-		r.buf.mu.Lock()
-		defer r.buf.mu.Unlock()
-		var out []uint64
-		if q := r.buf.queues[bufKey(to)]; q != nil {
-			for _, it := range q.items {
-				out = append(out, it.m.Msg.(rtSeq).DefaultDeadlineNs)
-			}
-		}
-		return out
-	}
-	r.retry(tell(1), 0, 0, busy)
-	r.retry(tell(2), 0, 0, busy)
-	// The retry loop sends the head again (as flushBuffered does), and
-	// mail sent meanwhile joins the queue.
-	head, _ := r.buf.head(bufKey(to))
-	r.buf.pop(bufKey(to))
-	r.noteResent(head)
-	if ok, err := r.buf.add(bufItem{m: tell(3)}, "", time.Now(), true); !ok || err != nil {
-		t.Fatalf("tell 3 did not join the queue: %v %v", ok, err)
-	}
-	r.retry(tell(1), 0, 0, busy) // its refusal comes back
-	if got := order(); !slices.Equal(got, []uint64{1, 2, 3}) {
-		t.Fatalf("queue after the resent head was refused again = %v, want [1 2 3]", got)
-	}
-	// The second is sent and refused too; then the first again.
-	for _, n := range []int{1, 0} {
-		r.buf.mu.Lock()
-		q := r.buf.queues[bufKey(to)]
-		it := q.items[n]
-		q.items = slices.Delete(q.items, n, n+1)
-		r.buf.perShard[q.shard]--
-		r.buf.n.Add(-1)
-		r.buf.mu.Unlock()
-		r.noteResent(it)
-		r.retry(tell(it.m.Msg.(rtSeq).DefaultDeadlineNs), 0, 0, busy)
-	}
-	if got := order(); !slices.Equal(got, []uint64{1, 2, 3}) {
-		t.Fatalf("queue after more refusals = %v, want [1 2 3]", got)
 	}
 }
 

@@ -364,7 +364,7 @@ func TestBufferUnrunMailGoesAheadInMailboxOrder(t *testing.T) {
 			break
 		}
 		got = append(got, it.m.Msg)
-		b.pop(bufKey(to))
+		b.remove(bufKey(to), it.seq)
 	}
 	if fmt.Sprint(got) != "[1 2 3]" {
 		t.Fatalf("queue = %v, want [1 2 3]", got)

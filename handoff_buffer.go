@@ -29,7 +29,9 @@ import (
 // whichever node owns the shard then (this one included). Once a
 // recipient has a queue, later mail for it joins the queue even if the
 // move has completed meanwhile, so mail from one sender to one recipient
-// keeps its order. Fenced-off mail left the recipient's mailbox, so it
+// keeps its order; a message sent on from a queue and refused again goes
+// back to the place it first got (bufItem.seq), ahead of what was queued
+// behind it. Fenced-off mail left the recipient's mailbox, so it
 // was sent before anything queued for the recipient since: it goes ahead
 // of that mail, behind mail fenced off earlier (addUnrun), and is handed
 // over before the mailbox admits mail again. A moving shard's queues hold at most
@@ -67,6 +69,11 @@ type handoffBuffer struct {
 	resentTells map[string][]resentTell
 	limit       int
 	wait        time.Duration
+	// seq numbers mail as it first waits, in the order it was sent.
+	seq uint64
+	// resentN counts the records in resentTells (the send path reads only
+	// this).
+	resentN atomic.Int64
 	// kick wakes the retry loop when mail is queued.
 	kick chan struct{}
 	// Counters (Stats().Retry).
@@ -93,7 +100,31 @@ type bufItem struct {
 	// unrun marks mail this node admitted and then fenced off
 	// (addUnrun): it waits ahead of the mail queued for its recipient.
 	unrun bool
+	// seq is the message's place in its recipient's queue, given when it
+	// first waits and kept while it is sent again: a resent message that
+	// is refused once more goes back ahead of what was queued behind it.
+	// It also names the item while it waits (remove, update).
+	seq uint64
 }
+
+// before reports whether a waits ahead of b in their recipient's queue:
+// fenced-off mail first, then each by the place it got when it first
+// waited.
+func (a bufItem) before(b bufItem) bool {
+	if a.unrun != b.unrun {
+		return a.unrun
+	}
+	return a.seq < b.seq
+}
+
+// place is where a message sent on from a queue waits if it is refused
+// again: kept with the record of its resend.
+type place struct {
+	seq   uint64
+	unrun bool
+}
+
+func (it bufItem) place() place { return place{seq: it.seq, unrun: it.unrun} }
 
 // resentTell is a tell sent again: its sender, its message in the form
 // a refusal echoes it, and the start of its wait.
@@ -101,6 +132,7 @@ type resentTell struct {
 	from  actor.Ref
 	msg   any
 	since time.Time
+	place place // zero once a direct send made it unreliable (sentDirect)
 }
 
 func newHandoffBuffer(limit int, wait time.Duration) *handoffBuffer {
@@ -121,8 +153,10 @@ func (b *handoffBuffer) queued(to actor.Ref) bool {
 	return ok
 }
 
-// add queues it behind mail already waiting for its recipient. shard
-// names the recipient's shard for the bound; it is taken from the
+// add queues it behind mail already waiting for its recipient, or, when
+// it is a message sent again from the queue and refused once more (it.seq
+// set), back at its place: ahead of the mail that was queued behind it.
+// shard names the recipient's shard for the bound; it is taken from the
 // existing queue when there is one. With mustExist, it is queued only if
 // a queue exists (ok false otherwise). A tell waits from it.since, or from
 // now when that is zero.
@@ -147,7 +181,7 @@ func (b *handoffBuffer) add(it bufItem, shard string, now time.Time, mustExist b
 	if it.since.IsZero() {
 		it.since = now
 	}
-	q.items = append(q.items, it)
+	b.insertLocked(q, it)
 	b.perShard[q.shard]++
 	b.n.Add(1)
 	b.parked.Add(1)
@@ -156,6 +190,29 @@ func (b *handoffBuffer) add(it bufItem, shard string, now time.Time, mustExist b
 	default:
 	}
 	return true, nil
+}
+
+// insertLocked puts it in q at its place (bufItem.before), giving it one
+// if it has none yet: behind everything when it first waits.
+func (b *handoffBuffer) insertLocked(q *bufQueue, it bufItem) {
+	if it.seq == 0 {
+		b.seq++
+		it.seq = b.seq
+	}
+	at := len(q.items)
+	for at > 0 && it.before(q.items[at-1]) {
+		at--
+	}
+	q.items = slices.Insert(q.items, at, it)
+}
+
+// nextSeq gives a place to a message refused after it was sent directly,
+// before it is queued (its record, if it is resent, names it by that).
+func (b *handoffBuffer) nextSeq() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	return b.seq
 }
 
 // addUnrun queues items, mail for one recipient that this node admitted
@@ -184,17 +241,14 @@ func (b *handoffBuffer) addUnrun(items []bufItem, shard string, now time.Time) b
 		q = &bufQueue{to: items[0].m.To.WithIncarnation(0), shard: shard}
 		b.queues[k] = q
 	}
-	at := 0
-	for at < len(q.items) && q.items[at].unrun {
-		at++
-	}
-	for i := range items {
-		items[i].unrun = true
-		if items[i].since.IsZero() {
-			items[i].since = now
+	for _, it := range items {
+		it.unrun = true
+		if it.since.IsZero() {
+			it.since = now
 		}
+		it.seq = 0 // behind mail fenced off before it, ahead of the rest
+		b.insertLocked(q, it)
 	}
-	q.items = slices.Insert(q.items, at, items...)
 	b.perShard[shard] += len(items)
 	b.n.Add(int64(len(items)))
 	b.parked.Add(uint64(len(items)))
@@ -205,7 +259,7 @@ func (b *handoffBuffer) addUnrun(items []bufItem, shard string, now time.Time) b
 	return true
 }
 
-// requeue puts it back at the head of its recipient's queue (making the
+// requeue puts it back at its place in its recipient's queue (making the
 // queue again if it went), after the retry loop took it and its send was
 // refused at once, so that it goes before what was queued behind it. It
 // was counted out of the bound when it was taken; it is counted in again
@@ -219,13 +273,7 @@ func (b *handoffBuffer) requeue(it bufItem, shard string) {
 		q = &bufQueue{to: it.m.To.WithIncarnation(0), shard: shard}
 		b.queues[k] = q
 	}
-	at := 0
-	if !it.unrun {
-		for at < len(q.items) && q.items[at].unrun {
-			at++
-		}
-	}
-	q.items = slices.Insert(q.items, at, it)
+	b.insertLocked(q, it)
 	b.perShard[q.shard]++
 	b.n.Add(1)
 }
@@ -241,26 +289,44 @@ func (b *handoffBuffer) head(k string) (bufItem, bool) {
 	return q.items[0], true
 }
 
-// setHead replaces the first waiting message for key (its back-off).
-func (b *handoffBuffer) setHead(k string, it bufItem) {
+// indexLocked is where the message numbered seq waits in q, or -1. A
+// refusal may have put another message ahead of it since the retry loop
+// read it as the head, so the loop names the message it took.
+func indexLocked(q *bufQueue, seq uint64) int {
+	for i := range q.items {
+		if q.items[i].seq == seq {
+			return i
+		}
+	}
+	return -1
+}
+
+// update replaces the waiting message it.seq names for key (its
+// back-off).
+func (b *handoffBuffer) update(k string, it bufItem) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if q := b.queues[k]; q != nil && len(q.items) > 0 {
-		q.items[0] = it
+	if q := b.queues[k]; q != nil {
+		if i := indexLocked(q, it.seq); i >= 0 {
+			q.items[i] = it
+		}
 	}
 }
 
-// pop removes the first waiting message for key, and the queue when it
-// is empty then.
-func (b *handoffBuffer) pop(k string) {
+// remove takes the waiting message numbered seq out of key's queue, and
+// the queue when it is empty then.
+func (b *handoffBuffer) remove(k string, seq uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	q := b.queues[k]
-	if q == nil || len(q.items) == 0 {
+	if q == nil {
 		return
 	}
-	q.items[0] = bufItem{}
-	q.items = q.items[1:]
+	i := indexLocked(q, seq)
+	if i < 0 {
+		return
+	}
+	q.items = slices.Delete(q.items, i, i+1)
 	b.n.Add(-1)
 	if b.perShard[q.shard]--; b.perShard[q.shard] <= 0 {
 		delete(b.perShard, q.shard)
@@ -280,42 +346,88 @@ func (b *handoffBuffer) keys() []string {
 	return out
 }
 
-// noteResent records that this node sent the tell it (waiting since
-// it.since) again, to another node, in the form msg a refusal of it
-// echoes. At most the bound's worth are kept per recipient, the oldest
-// forgotten first.
+// noteResent records that this node is sending the tell it (waiting
+// since it.since, at its place) again, to another node, in the form msg a
+// refusal of it echoes. It is noted before the send: the refusal can come
+// back before the send returns. At most the bound's worth are kept per
+// recipient, the oldest forgotten first.
 func (b *handoffBuffer) noteResent(k string, it bufItem, msg any) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.resentTells[k]
 	if len(l) >= b.limit {
 		l = append(l[:0], l[1:]...)
+		b.resentN.Add(-1)
 	}
-	b.resentTells[k] = append(l, resentTell{from: it.m.From, msg: msg, since: it.since})
+	b.resentTells[k] = append(l, resentTell{from: it.m.From, msg: msg, since: it.since, place: it.place()})
+	b.resentN.Add(1)
 }
 
-// startOf returns when the refused tell m began to wait: if it is one
-// this node sent again (the same sender and a message same finds equal),
-// that tell's start, which it then forgets; else now, the tell's own
-// first refusal.
-func (b *handoffBuffer) startOf(m ariel.Outbound, now time.Time, same func(a, b any) bool) time.Time {
+// forgetResent drops the record of the resend of the tell numbered seq
+// to key's recipient (its send failed: nothing left).
+func (b *handoffBuffer) forgetResent(k string, seq uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.resentTells[k]
+	for i, rt := range l {
+		if rt.place.seq == seq {
+			b.dropResentLocked(k, l, i)
+			return
+		}
+	}
+}
+
+func (b *handoffBuffer) dropResentLocked(k string, l []resentTell, i int) {
+	copy(l[i:], l[i+1:])
+	l[len(l)-1] = resentTell{}
+	if l = l[:len(l)-1]; len(l) == 0 {
+		delete(b.resentTells, k)
+	} else {
+		b.resentTells[k] = l
+	}
+	b.resentN.Add(-1)
+}
+
+// placeOf returns when the refused tell m began to wait and where it
+// waits: if it is one this node sent again (the same sender and a message
+// same finds equal; refusals come back in the order of the sends, so the
+// oldest such record is its), that tell's start and place, and the record
+// is forgotten; else now, the tell's own first refusal, and no place yet.
+func (b *handoffBuffer) placeOf(m ariel.Outbound, now time.Time, same func(a, b any) bool) (time.Time, place) {
+	if b.resentN.Load() == 0 {
+		return now, place{}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := bufKey(m.To)
 	l := b.resentTells[k]
 	for i, rt := range l {
 		if rt.from == m.From && same(rt.msg, m.Msg) {
-			copy(l[i:], l[i+1:])
-			l[len(l)-1] = resentTell{}
-			if l = l[:len(l)-1]; len(l) == 0 {
-				delete(b.resentTells, k)
-			} else {
-				b.resentTells[k] = l
-			}
-			return rt.since
+			b.dropResentLocked(k, l, i)
+			return rt.since, rt.place
 		}
 	}
-	return now
+	return now, place{}
+}
+
+// sentDirect is told of a tell from `from` to `to` sent straight to its
+// owner, not from a queue. A record of an earlier resend of an equal tell
+// that was not refused would otherwise give this one's refusal the
+// earlier one's place, ahead of mail queued after that; refusals of
+// both, if any, come back in the order they were sent, so from now on
+// arrival order places them. The records keep their start (the wait is
+// counted from it as before).
+func (b *handoffBuffer) sentDirect(to, from actor.Ref) {
+	if b.resentN.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, rt := range b.resentTells[bufKey(to)] {
+		if rt.from == from {
+			b.resentTells[bufKey(to)][i].place = place{}
+		}
+	}
 }
 
 // sweep forgets the resent tells whose wait ended a wait ago (a refusal
@@ -338,6 +450,7 @@ func (b *handoffBuffer) sweep(now time.Time) (next time.Time) {
 			}
 		}
 		clear(l[len(kept):])
+		b.resentN.Add(-int64(len(l) - len(kept)))
 		if len(kept) == 0 {
 			delete(b.resentTells, k)
 		} else {
@@ -455,9 +568,11 @@ func (r *remote) buffer(m ariel.Outbound, locErr error) (handled bool, err error
 // retry takes mail that node refused with err (resendable) after it was
 // sent by this node's table at sentEpoch (0: not known), this node's own
 // fence included: it is sent again at once if the table routes it
-// elsewhere now, else it waits. It reports whether it took m; a false
-// means the caller reports err.
-func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, err error) bool {
+// elsewhere now, else it waits. p is its place in its recipient's queue
+// when it was sent from there (zero: sent directly; a tell's is found with
+// its start). It reports whether it took m; a false means the caller
+// reports err.
+func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, p place, err error) bool {
 	if r.buf == nil || !m.To.IsVirtual() || m.Msg == nil || !resendable(err) {
 		return false
 	}
@@ -466,21 +581,29 @@ func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, err error) bool {
 	}
 	now := r.sched.Clock().Now()
 	refuser, notOwner := refusedBy(err)
-	it := bufItem{m: m}
+	var since time.Time
 	if m.AskID == 0 {
-		it.since = r.buf.startOf(m, now, r.sameMsg)
+		since, p = r.buf.placeOf(m, now, r.sameMsg)
+	}
+	it := bufItem{m: m, since: since, seq: p.seq, unrun: p.unrun}
+	if it.seq == 0 {
+		it.seq = r.buf.nextSeq() // named by it if it is resent below
 	}
 	if notOwner {
 		node, epoch, local, lerr := r.locate(m.To)
 		switch {
 		case lerr == nil && !r.buf.queued(m.To) && (local || node != refuser || (sentEpoch != 0 && epoch != sentEpoch)):
-			serr := r.route(m)
+			noted := m.AskID == 0 && !local
+			if noted {
+				r.noteResent(it)
+			}
+			serr := r.route(m, it.place())
+			if serr != nil && noted {
+				r.buf.forgetResent(bufKey(m.To), it.seq) // not sent
+			}
 			switch {
 			case serr == nil:
 				r.buf.resent.Add(1)
-				if m.AskID == 0 && !local {
-					r.noteResent(it)
-				}
 				return true
 			case !resendable(serr):
 				r.buf.resent.Add(1)
@@ -544,7 +667,7 @@ func (r *remote) flushBuffered() (next time.Time) {
 				break
 			}
 			if it.m.AskID != 0 && !r.sched.AskPending(it.m.AskID) {
-				r.buf.pop(k) // answered meanwhile (its deadline, its caller gone)
+				r.buf.remove(k, it.seq) // answered meanwhile (its deadline, its caller gone)
 				continue
 			}
 			if now.Before(it.due) {
@@ -564,17 +687,23 @@ func (r *remote) flushBuffered() (next time.Time) {
 					if _, moving := inHandoff(err); !moving {
 						it.due = now.Add(retryBackoff(it.attempt))
 					}
-					r.buf.setHead(k, it)
+					r.buf.update(k, it)
 					earlier(it.due)
 					earlier(r.buf.expiry(it))
 					break
 				}
 				r.fail(it.m, err)
-				r.buf.pop(k)
+				r.buf.remove(k, it.seq)
 				continue
 			}
-			r.buf.pop(k)
-			if serr := r.sendRouted(it.m, node, epoch, local); serr != nil {
+			r.buf.remove(k, it.seq)
+			if it.m.AskID == 0 && !local {
+				r.noteResent(it)
+			}
+			if serr := r.sendRouted(it.m, node, epoch, local, it.place()); serr != nil {
+				if it.m.AskID == 0 && !local {
+					r.buf.forgetResent(k, it.seq) // not sent
+				}
 				if resendable(serr) {
 					// Refused at once, nothing sent (no link to the owner
 					// yet): it keeps its place and waits again.
@@ -590,9 +719,6 @@ func (r *remote) flushBuffered() (next time.Time) {
 				r.fail(it.m, serr)
 			} else {
 				r.buf.resent.Add(1)
-				if it.m.AskID == 0 && !local {
-					r.noteResent(it)
-				}
 			}
 		}
 	}
@@ -630,24 +756,25 @@ func (r *remote) sameMsg(a, b any) bool {
 }
 
 // route sends mail where its recipient lives now: a local actor through
-// the scheduler, a remote one through the Mailer, stamped.
-func (r *remote) route(m ariel.Outbound) error {
+// the scheduler, a remote one through the Mailer, stamped. p is its
+// place in a retry queue (zero: none).
+func (r *remote) route(m ariel.Outbound, p place) error {
 	node, epoch, local, err := r.locate(m.To)
 	if err != nil {
 		return err
 	}
-	return r.sendRouted(m, node, epoch, local)
+	return r.sendRouted(m, node, epoch, local, p)
 }
 
 // sendRouted sends m as routed to node at epoch (local: this node). Mail
 // routed here is this node's own again (ariel.Scheduler.DeliverRouted):
 // an ask is answered to its caller directly, and mail fenced off here once
 // more comes back in its recipient's batch (ResendAll) and waits again.
-func (r *remote) sendRouted(m ariel.Outbound, node string, epoch uint64, local bool) error {
+func (r *remote) sendRouted(m ariel.Outbound, node string, epoch uint64, local bool, p place) error {
 	if local {
 		return r.sched.DeliverRouted(m)
 	}
-	return r.sendTo(node, epoch, m)
+	return r.sendTo(node, epoch, m, p)
 }
 
 // fail reports buffered mail that could not be delivered to its sender:

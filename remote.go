@@ -85,16 +85,18 @@ type sentShard struct {
 	m  map[uint64]sentAsk
 }
 
-// sentAsk is a forwarded ask and the epoch of the table that routed it.
+// sentAsk is a forwarded ask, the epoch of the table that routed it and
+// its place in a retry queue it was sent from (zero: none).
 type sentAsk struct {
 	m     ariel.Outbound
 	epoch uint64
+	place place
 }
 
-func (r *remote) keep(m ariel.Outbound, epoch uint64) {
+func (r *remote) keep(m ariel.Outbound, epoch uint64, p place) {
 	sh := &r.sent[m.AskID%sentShards]
 	sh.mu.Lock()
-	sh.m[m.AskID] = sentAsk{m: m, epoch: epoch}
+	sh.m[m.AskID] = sentAsk{m: m, epoch: epoch, place: p}
 	sh.mu.Unlock()
 }
 
@@ -112,7 +114,7 @@ func (r *remote) drop(id uint64) (sentAsk, bool) {
 // its caller.
 func (r *remote) complete(id uint64, reply any, err error) {
 	a, ok := r.drop(id)
-	if ok && err != nil && r.retry(a.m, a.epoch, err) {
+	if ok && err != nil && r.retry(a.m, a.epoch, a.place, err) {
 		return
 	}
 	r.sched.CompleteAsk(id, reply, err)
@@ -254,10 +256,13 @@ func (r *remote) Forward(m ariel.Outbound) error {
 			return err
 		}
 		if local { // placement moved here since Resolve
-			return r.route(m)
+			return r.route(m, place{})
 		}
 	}
-	err := r.sendTo(node, epoch, m)
+	if m.To.IsVirtual() && m.AskID == 0 && r.buf != nil {
+		r.buf.sentDirect(m.To, m.From)
+	}
+	err := r.sendTo(node, epoch, m, place{})
 	if err != nil {
 		// No link to the owner (noLinkError): the mail never left, and
 		// waits like mail whose route is in flux.
@@ -275,14 +280,15 @@ func (r *remote) Forward(m ariel.Outbound) error {
 // resends, when node's link is down (linkState: it is not handed to the
 // transport, which would queue it behind a dial that may never succeed)
 // or the transport refused it for want of a link (wire.ErrUnavailable,
-// returned at once: nothing was queued).
-func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound) error {
+// returned at once: nothing was queued). p is m's place in the retry
+// queue it was sent from (zero: none), kept with an ask.
+func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound, p place) error {
 	if m.To.IsVirtual() && r.links.isDown(node) {
 		return &noLinkError{node: node, err: fmt.Errorf("%w: %s: link down, not sent", wire.ErrUnavailable, node)}
 	}
 	kept := m.AskID != 0 && m.To.IsVirtual()
 	if kept {
-		r.keep(m, epoch)
+		r.keep(m, epoch, p)
 	}
 	err := r.send(node, epoch, m)
 	if err != nil && kept {
@@ -340,7 +346,7 @@ func (r *remote) CancelAsk(id uint64) {
 // through the sender's system lane, which a full mailbox cannot refuse;
 // the Mailer has counted the refusal either way.
 func (r *remote) undelivered(from, to actor.Ref, msg any, err error) {
-	if r.retry(ariel.Outbound{To: to, From: from, Msg: msg}, 0, err) {
+	if r.retry(ariel.Outbound{To: to, From: from, Msg: msg}, 0, place{}, err) {
 		return
 	}
 	if !from.IsZero() {

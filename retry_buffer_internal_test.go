@@ -3,6 +3,7 @@ package tempest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,7 +32,7 @@ func parkRefused(tb testing.TB, r *remote, n int) {
 	r.buf.limit = n + 1
 	for i := range n {
 		m := ariel.Outbound{To: actor.Virtual("log", fmt.Sprint(i)), From: actor.Virtual("pump", "p"), Msg: rtSeq{Kind: "seq"}}
-		if !r.retry(m, 0, wire.NotServing(fmt.Errorf("lease not fresh"))) {
+		if !r.retry(m, 0, place{}, wire.NotServing(fmt.Errorf("lease not fresh"))) {
 			tb.Fatalf("tell %d not taken", i)
 		}
 	}
@@ -65,7 +66,7 @@ func TestRetryQueueFullCountsProgramTells(t *testing.T) {
 	refusal := wire.NotServing(fmt.Errorf("lease not fresh"))
 	to := actor.Virtual("log", "x")
 	for i := range 2 {
-		if !r.retry(ariel.Outbound{To: to, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: uint64(i)}}, 0, refusal) {
+		if !r.retry(ariel.Outbound{To: to, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: uint64(i)}}, 0, place{}, refusal) {
 			t.Fatalf("tell %d not taken", i)
 		}
 	}
@@ -89,7 +90,7 @@ func TestRetryQueueBoundPerShard(t *testing.T) {
 	refusal := wire.Busy(10*time.Millisecond, "hydration backlog")
 	tell := func(key string) {
 		t.Helper()
-		if !r.retry(ariel.Outbound{To: actor.Virtual("log", key), Msg: rtSeq{Kind: "seq"}}, 0, refusal) {
+		if !r.retry(ariel.Outbound{To: actor.Virtual("log", key), Msg: rtSeq{Kind: "seq"}}, 0, place{}, refusal) {
 			t.Fatalf("tell to %s not taken", key)
 		}
 	}
@@ -120,9 +121,9 @@ func TestRetryWaitPerTell(t *testing.T) {
 	tell := func(n uint64) ariel.Outbound {
 		return ariel.Outbound{To: to, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
 	}
-	r.retry(tell(1), 0, busy)
+	r.retry(tell(1), 0, place{}, busy)
 	clk.Advance(handoffBufferWait - 100*time.Millisecond)
-	r.retry(tell(2), 0, busy)
+	r.retry(tell(2), 0, place{}, busy)
 	clk.Advance(100 * time.Millisecond)
 	r.flushBuffered()
 	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 1 || g != 1 {
@@ -144,8 +145,8 @@ func TestRetryWaitPerTell(t *testing.T) {
 	start := clk.Now()
 	clk.Advance(handoffBufferWait - 100*time.Millisecond)
 	r.noteResent(bufItem{m: tell(3), since: start})
-	r.retry(tell(4), 0, busy)
-	r.retry(tell(3), 0, busy)
+	r.retry(tell(4), 0, place{}, busy)
+	r.retry(tell(3), 0, place{}, busy)
 	clk.Advance(100 * time.Millisecond)
 	r.flushBuffered()
 	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 1 || g != 3 {
@@ -162,7 +163,7 @@ func TestRetryWaitPerTell(t *testing.T) {
 	start = clk.Now()
 	clk.Advance(handoffBufferWait - 100*time.Millisecond)
 	r.noteResent(bufItem{m: ariel.Outbound{To: to, Msg: rtPayload{State: []byte{}}}, since: start})
-	r.retry(ariel.Outbound{To: to, Msg: rtPayload{}}, 0, busy)
+	r.retry(ariel.Outbound{To: to, Msg: rtPayload{}}, 0, place{}, busy)
 	clk.Advance(100 * time.Millisecond)
 	r.flushBuffered()
 	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 0 || g != 5 {
@@ -179,6 +180,149 @@ func TestRetryWaitPerTell(t *testing.T) {
 	r.buf.mu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d recipients' resent tells kept after twice the wait", left)
+	}
+}
+
+// TestRetryResentKeepsPlace: a tell sent again from its recipient's queue
+// and refused once more goes back ahead of the mail that was queued
+// behind it, not to the end of the queue, so that one sender's mail to one
+// recipient keeps its order across any number of refusals.
+func TestRetryResentKeepsPlace(t *testing.T) {
+	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
+	busy := wire.Busy(time.Minute, "hydration backlog") // no resend in this test
+	to := actor.Virtual("log", "x")
+	from := actor.Virtual("pump", "p")
+	tell := func(n uint64) ariel.Outbound {
+		return ariel.Outbound{To: to, From: from, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
+	}
+	order := func() []uint64 {
+		r.buf.mu.Lock()
+		defer r.buf.mu.Unlock()
+		var out []uint64
+		if q := r.buf.queues[bufKey(to)]; q != nil {
+			for _, it := range q.items {
+				out = append(out, it.m.Msg.(rtSeq).DefaultDeadlineNs)
+			}
+		}
+		return out
+	}
+	r.retry(tell(1), 0, place{}, busy)
+	r.retry(tell(2), 0, place{}, busy)
+	// The retry loop sends the head again (as flushBuffered does), and
+	// mail sent meanwhile joins the queue.
+	head, _ := r.buf.head(bufKey(to))
+	r.buf.remove(bufKey(to), head.seq)
+	r.noteResent(head)
+	if ok, err := r.buf.add(bufItem{m: tell(3)}, "", time.Now(), true); !ok || err != nil {
+		t.Fatalf("tell 3 did not join the queue: %v %v", ok, err)
+	}
+	r.retry(tell(1), 0, place{}, busy) // its refusal comes back
+	if got := order(); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("queue after the resent head was refused again = %v, want [1 2 3]", got)
+	}
+	// The second is sent and refused too; then the first again.
+	for _, n := range []int{1, 0} {
+		r.buf.mu.Lock()
+		q := r.buf.queues[bufKey(to)]
+		it := q.items[n]
+		q.items = slices.Delete(q.items, n, n+1)
+		r.buf.perShard[q.shard]--
+		r.buf.n.Add(-1)
+		r.buf.mu.Unlock()
+		r.noteResent(it)
+		r.retry(tell(it.m.Msg.(rtSeq).DefaultDeadlineNs), 0, place{}, busy)
+	}
+	if got := order(); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("queue after more refusals = %v, want [1 2 3]", got)
+	}
+}
+
+// queueOf is the DefaultDeadlineNs of each rtSeq waiting for to, in
+// queue order.
+func queueOf(r *remote, to actor.Ref) []uint64 {
+	r.buf.mu.Lock()
+	defer r.buf.mu.Unlock()
+	var out []uint64
+	if q := r.buf.queues[bufKey(to)]; q != nil {
+		for _, it := range q.items {
+			out = append(out, it.m.Msg.(rtSeq).DefaultDeadlineNs)
+		}
+	}
+	return out
+}
+
+// TestRetryLoopRemovesTheMessageItTook: the retry loop reads a queue's
+// head, routes it and then takes it out; a refusal that put an earlier
+// message back ahead of it meanwhile must not make it take that one out
+// instead (lost) and leave its own (sent twice).
+func TestRetryLoopRemovesTheMessageItTook(t *testing.T) {
+	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
+	busy := wire.Busy(time.Minute, "hydration backlog")
+	to := actor.Virtual("log", "x")
+	tell := func(n uint64) ariel.Outbound {
+		return ariel.Outbound{To: to, From: actor.Virtual("pump", "p"), Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
+	}
+	r.retry(tell(1), 0, place{}, busy)
+	r.retry(tell(2), 0, place{}, busy)
+	first, _ := r.buf.head(bufKey(to))
+	r.buf.remove(bufKey(to), first.seq)
+	r.noteResent(first)                 // tell 1 is sent again
+	second, _ := r.buf.head(bufKey(to)) // the loop reads tell 2 next
+	r.retry(tell(1), 0, place{}, busy)  // tell 1's refusal comes back
+	r.buf.remove(bufKey(to), second.seq)
+	if got := queueOf(r, to); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("queue after the loop took tell 2 = %v, want [1]", got)
+	}
+}
+
+// TestRetryResentFencedOffMailKeepsItsPlace: mail this node fenced off
+// waits ahead of mail queued for its recipient (sent after it); sent on
+// and refused again, it goes back ahead of that mail, not behind it.
+func TestRetryResentFencedOffMailKeepsItsPlace(t *testing.T) {
+	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
+	busy := wire.Busy(time.Minute, "hydration backlog")
+	to := actor.Virtual("log", "x")
+	tell := func(n uint64) ariel.Outbound {
+		return ariel.Outbound{To: to, From: actor.Virtual("pump", "p"), Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
+	}
+	r.retry(tell(2), 0, place{}, busy) // queued while the shard moves
+	if !r.buf.addUnrun([]bufItem{{m: tell(1)}}, "s", time.Now()) {
+		t.Fatal("fenced-off mail not taken")
+	}
+	if got := queueOf(r, to); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("queue = %v, want [1 2]", got)
+	}
+	first, _ := r.buf.head(bufKey(to))
+	r.buf.remove(bufKey(to), first.seq)
+	r.noteResent(first)
+	r.retry(tell(1), 0, place{}, busy)
+	if got := queueOf(r, to); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("queue after the fenced-off tell was refused again = %v, want [1 2]", got)
+	}
+}
+
+// TestRetryDirectSendForgetsAResendsPlace: a tell resent earlier and not
+// refused leaves its record; a later, equal tell sent directly must not
+// take that record's place ahead of mail refused before it.
+func TestRetryDirectSendForgetsAResendsPlace(t *testing.T) {
+	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
+	busy := wire.Busy(time.Minute, "hydration backlog")
+	to := actor.Virtual("log", "x")
+	from := actor.Virtual("pump", "p")
+	tell := func(n uint64) ariel.Outbound {
+		return ariel.Outbound{To: to, From: from, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
+	}
+	r.retry(tell(1), 0, place{}, busy)
+	old, _ := r.buf.head(bufKey(to))
+	r.buf.remove(bufKey(to), old.seq)
+	r.noteResent(old) // sent again and, this time, run: no refusal
+	// Tells 2 and 1 are sent directly (nothing waits), both refused.
+	r.buf.sentDirect(to, from)
+	r.buf.sentDirect(to, from)
+	r.retry(tell(2), 0, place{}, busy)
+	r.retry(tell(1), 0, place{}, busy)
+	if got := queueOf(r, to); !slices.Equal(got, []uint64{2, 1}) {
+		t.Fatalf("queue = %v, want [2 1], the order they were sent", got)
 	}
 }
 

@@ -132,7 +132,8 @@ type resentTell struct {
 	from  actor.Ref
 	msg   any
 	since time.Time
-	place place // zero once a direct send made it unreliable (sentDirect)
+	id    uint64 // the number the tell had when it was resent
+	place place  // where it waits if refused; zero once a direct send made it unreliable (sentDirect)
 }
 
 func newHandoffBuffer(limit int, wait time.Duration) *handoffBuffer {
@@ -359,7 +360,7 @@ func (b *handoffBuffer) noteResent(k string, it bufItem, msg any) {
 		l = append(l[:0], l[1:]...)
 		b.resentN.Add(-1)
 	}
-	b.resentTells[k] = append(l, resentTell{from: it.m.From, msg: msg, since: it.since, place: it.place()})
+	b.resentTells[k] = append(l, resentTell{from: it.m.From, msg: msg, since: it.since, id: it.seq, place: it.place()})
 	b.resentN.Add(1)
 }
 
@@ -370,7 +371,7 @@ func (b *handoffBuffer) forgetResent(k string, seq uint64) {
 	defer b.mu.Unlock()
 	l := b.resentTells[k]
 	for i, rt := range l {
-		if rt.place.seq == seq {
+		if rt.id == seq {
 			b.dropResentLocked(k, l, i)
 			return
 		}
@@ -390,9 +391,14 @@ func (b *handoffBuffer) dropResentLocked(k string, l []resentTell, i int) {
 
 // placeOf returns when the refused tell m began to wait and where it
 // waits: if it is one this node sent again (the same sender and a message
-// same finds equal; refusals come back in the order of the sends, so the
-// oldest such record is its), that tell's start and place, and the record
-// is forgotten; else now, the tell's own first refusal, and no place yet.
+// same finds equal), that tell's start and place, and the record is
+// forgotten; else now, the tell's own first refusal, and no place yet.
+// A refusal echoes only the message, so of several equal tells resent
+// it cannot tell which one it is for; it takes the newest record. Equal
+// tells may trade places among themselves unseen, while the record of an
+// older resend that ran (no refusal comes for it) is never taken for a
+// newer one's refusal, which would put that one ahead of mail sent
+// before it.
 func (b *handoffBuffer) placeOf(m ariel.Outbound, now time.Time, same func(a, b any) bool) (time.Time, place) {
 	if b.resentN.Load() == 0 {
 		return now, place{}
@@ -401,8 +407,8 @@ func (b *handoffBuffer) placeOf(m ariel.Outbound, now time.Time, same func(a, b 
 	defer b.mu.Unlock()
 	k := bufKey(m.To)
 	l := b.resentTells[k]
-	for i, rt := range l {
-		if rt.from == m.From && same(rt.msg, m.Msg) {
+	for i := len(l) - 1; i >= 0; i-- {
+		if rt := l[i]; rt.from == m.From && same(rt.msg, m.Msg) {
 			b.dropResentLocked(k, l, i)
 			return rt.since, rt.place
 		}
@@ -423,9 +429,10 @@ func (b *handoffBuffer) sentDirect(to, from actor.Ref) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for i, rt := range b.resentTells[bufKey(to)] {
-		if rt.from == from {
-			b.resentTells[bufKey(to)][i].place = place{}
+	l := b.resentTells[bufKey(to)]
+	for i := range l {
+		if l[i].from == from {
+			l[i].place = place{}
 		}
 	}
 }

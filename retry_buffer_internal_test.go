@@ -326,6 +326,52 @@ func TestRetryDirectSendForgetsAResendsPlace(t *testing.T) {
 	}
 }
 
+// TestRetryRefusalTakesTheNewestEqualResend: of equal tells resent, the
+// refusal takes the newest record, so one resent earlier that ran leaves
+// a record no later refusal takes for itself: Inc, Set, Inc resent, the
+// first Inc run and the others refused, wait as Set, Inc.
+func TestRetryRefusalTakesTheNewestEqualResend(t *testing.T) {
+	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
+	busy := wire.Busy(time.Minute, "hydration backlog")
+	to := actor.Virtual("log", "x")
+	tell := func(n uint64) ariel.Outbound {
+		return ariel.Outbound{To: to, From: actor.Virtual("pump", "p"), Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
+	}
+	const inc, set = 1, 5
+	for _, n := range []uint64{inc, set, inc} {
+		r.retry(tell(n), 0, place{}, busy)
+	}
+	for range 3 { // the loop sends all three on
+		it, _ := r.buf.head(bufKey(to))
+		r.buf.remove(bufKey(to), it.seq)
+		r.noteResent(it)
+	}
+	r.retry(tell(set), 0, place{}, busy) // the first Inc ran; Set and
+	r.retry(tell(inc), 0, place{}, busy) // the second Inc are refused
+	if got := queueOf(r, to); !slices.Equal(got, []uint64{set, inc}) {
+		t.Fatalf("queue = %v, want [%d %d]", got, set, inc)
+	}
+}
+
+// TestRetryForgetsAResendWhoseSendFailed: the record of a resend whose
+// send failed at once is dropped by the tell's number, also after a
+// direct send cleared its place.
+func TestRetryForgetsAResendWhoseSendFailed(t *testing.T) {
+	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
+	to := actor.Virtual("log", "x")
+	from := actor.Virtual("pump", "p")
+	it := bufItem{m: ariel.Outbound{To: to, From: from, Msg: rtSeq{Kind: "seq"}}, seq: 7}
+	r.noteResent(it)
+	r.buf.sentDirect(to, from)
+	r.buf.forgetResent(bufKey(to), it.seq)
+	r.buf.mu.Lock()
+	left := len(r.buf.resentTells[bufKey(to)])
+	r.buf.mu.Unlock()
+	if left != 0 || r.buf.resentN.Load() != 0 {
+		t.Fatalf("%d records (%d counted) left after the failed resend was forgotten", left, r.buf.resentN.Load())
+	}
+}
+
 // TestRetryQueueNoLinkKeepsPlace: actors' tells to a recipient whose
 // owner's link is down never leave; they wait in its queue, in order, and
 // a resend refused the same way keeps its place at the head (nothing

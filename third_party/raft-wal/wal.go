@@ -371,6 +371,10 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 		w.writeMu.Unlock()
 		<-awaitCh
 		w.writeMu.Lock()
+		// Tempest's patch (PATCHES.md): Close may have run meanwhile.
+		if err := w.checkClosed(); err != nil {
+			return err
+		}
 	}
 
 	s, release := w.acquireState()
@@ -464,6 +468,18 @@ func (w *WAL) DeleteRange(min uint64, max uint64) error {
 
 	w.writeMu.Lock()
 	defer w.writeMu.Unlock()
+
+	// Tempest's patch (PATCHES.md): a rotation triggered by the last append
+	// must finish first, as StoreLogs waits for it; run after a truncation it
+	// would seal the truncation's new, empty tail with the old tail's index.
+	if awaitCh := w.awaitRotate; awaitCh != nil {
+		w.writeMu.Unlock()
+		<-awaitCh
+		w.writeMu.Lock()
+		if err := w.checkClosed(); err != nil {
+			return err
+		}
+	}
 
 	s, release := w.acquireState()
 	defer release()
@@ -905,7 +921,11 @@ func (w *WAL) Close() error {
 		defer w.writeMu.Unlock()
 
 		// It doesn't matter if there is a rotation scheduled because runRotate will
-		// exist when it sees we are closed anyway.
+		// exist when it sees we are closed anyway. Tempest's patch (PATCHES.md): a
+		// writer waiting for that rotation is woken, as it will not run.
+		if w.awaitRotate != nil {
+			close(w.awaitRotate)
+		}
 		w.awaitRotate = nil
 		// Awake and terminate the runRotate
 		close(w.triggerRotate)

@@ -243,10 +243,10 @@ func (m *Metrics) Attach(n *tempest.Node) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, c.v))
 	}
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tempest_reminders",
-		Help: "Durable reminders held by this node (of the shards it serves)."},
+		Help: "Durable reminders held by this node (of the shards whose reminders it loaded, paused ones included)."},
 		func() float64 { return float64(rem.Stats().Reminders) }))
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tempest_reminder_shards_paused",
-		Help: "Shards whose reminders this node holds but does not fire for now: it owns them but may not serve them (lease lapsed, marked down)."},
+		Help: "Shards whose reminders this node holds but does not fire for now: it owns them but may not serve them (lease lapsed, marked down), or their release failed and is tried again."},
 		func() float64 { return float64(rem.Stats().Paused) }))
 }
 

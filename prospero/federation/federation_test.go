@@ -403,6 +403,7 @@ func TestNoticeDelivered(t *testing.T) {
 func TestCancelAskCountedByOutcome(t *testing.T) {
 	p := newPair(t, 0)
 	p.hb.cancels = make(chan uint64, 3)
+	p.hb.aborts = make(chan federation.HandoffAbort, 1)
 	p.hb.queued = map[uint64]bool{41: true}
 	for _, id := range []uint64{41, 41, 99} {
 		if err := p.a.NotifyNow("b", &federation.CancelAsk{Id: id}); err != nil {
@@ -412,6 +413,12 @@ func TestCancelAskCountedByOutcome(t *testing.T) {
 			t.Fatalf("cancel of %d, want %d", got, id)
 		}
 	}
+	// The handler sees a notice before its outcome is counted: one more
+	// notice on the same control lane, handled after it, marks the end.
+	if err := p.a.NotifyNow("b", &federation.HandoffAbort{Group: "g", Shard: 1, Epoch: 1, Code: federation.CodeStaleMove}); err != nil {
+		t.Fatal(err)
+	}
+	<-p.hb.aborts
 	s := p.b.Stats()
 	if s.Noticed[federation.CodeOk] != 1 || s.Noticed[federation.CodeUnknownAsk] != 2 {
 		t.Fatalf("Noticed OK %d UNKNOWN_ASK %d, want 1 and 2", s.Noticed[federation.CodeOk], s.Noticed[federation.CodeUnknownAsk])

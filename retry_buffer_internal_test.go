@@ -183,67 +183,46 @@ func TestRetryWaitPerTell(t *testing.T) {
 	}
 }
 
-// TestRetryResentKeepsPlace: a tell sent again from its recipient's queue
-// and refused once more goes back ahead of the mail that was queued
-// behind it, not to the end of the queue, so that one sender's mail to one
-// recipient keeps its order across any number of refusals.
-func TestRetryResentKeepsPlace(t *testing.T) {
-	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
-	busy := wire.Busy(time.Minute, "hydration backlog") // no resend in this test
-	to := actor.Virtual("log", "x")
-	from := actor.Virtual("pump", "p")
-	tell := func(n uint64) ariel.Outbound {
-		return ariel.Outbound{To: to, From: from, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
-	}
-	order := func() []uint64 {
-		r.buf.mu.Lock()
-		defer r.buf.mu.Unlock()
-		var out []uint64
-		if q := r.buf.queues[bufKey(to)]; q != nil {
-			for _, it := range q.items {
-				out = append(out, it.m.Msg.(rtSeq).DefaultDeadlineNs)
-			}
-		}
-		return out
-	}
-	r.retry(tell(1), 0, place{}, busy)
-	r.retry(tell(2), 0, place{}, busy)
-	// The retry loop sends the head again (as flushBuffered does), and
-	// mail sent meanwhile joins the queue.
-	head, _ := r.buf.head(bufKey(to))
-	r.buf.remove(bufKey(to), head.seq)
-	r.noteResent(head)
-	if ok, err := r.buf.add(bufItem{m: tell(3)}, "", time.Now(), true); !ok || err != nil {
-		t.Fatalf("tell 3 did not join the queue: %v %v", ok, err)
-	}
-	r.retry(tell(1), 0, place{}, busy) // its refusal comes back
-	if got := order(); !slices.Equal(got, []uint64{1, 2, 3}) {
-		t.Fatalf("queue after the resent head was refused again = %v, want [1 2 3]", got)
-	}
-	// The second is sent and refused too; then the first again.
-	for _, n := range []int{1, 0} {
-		r.buf.mu.Lock()
-		q := r.buf.queues[bufKey(to)]
-		it := q.items[n]
-		q.items = slices.Delete(q.items, n, n+1)
-		r.buf.perShard[q.shard]--
-		r.buf.n.Add(-1)
-		r.buf.mu.Unlock()
-		r.noteResent(it)
-		r.retry(tell(it.m.Msg.(rtSeq).DefaultDeadlineNs), 0, place{}, busy)
-	}
-	if got := order(); !slices.Equal(got, []uint64{1, 2, 3}) {
-		t.Fatalf("queue after more refusals = %v, want [1 2 3]", got)
-	}
+// seqRetry is a routing layer whose owner "b" refuses with BUSY for a
+// minute (nothing is resent on its own), for tells from pump/p to log/x
+// numbered by their DefaultDeadlineNs.
+type seqRetry struct {
+	r    *remote
+	to   actor.Ref
+	from actor.Ref
+	busy error
 }
 
-// queueOf is the DefaultDeadlineNs of each rtSeq waiting for to, in
-// queue order.
-func queueOf(r *remote, to actor.Ref) []uint64 {
-	r.buf.mu.Lock()
-	defer r.buf.mu.Unlock()
+func newSeqRetry(t *testing.T) *seqRetry {
+	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
+	return &seqRetry{r: r, to: actor.Virtual("log", "x"), from: actor.Virtual("pump", "p"),
+		busy: wire.Busy(time.Minute, "hydration backlog")}
+}
+
+func (s *seqRetry) tell(n uint64) ariel.Outbound {
+	return ariel.Outbound{To: s.to, From: s.from, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
+}
+
+// refused is the owner's refusal of tell n coming back.
+func (s *seqRetry) refused(n uint64) { s.r.retry(s.tell(n), 0, place{}, s.busy) }
+
+// resend takes the i-th waiting message out and notes it sent again, as
+// flushBuffered does; it returns the message.
+func (s *seqRetry) resend(i int) bufItem {
+	s.r.buf.mu.Lock()
+	it := s.r.buf.queues[bufKey(s.to)].items[i]
+	s.r.buf.mu.Unlock()
+	s.r.buf.remove(bufKey(s.to), it.seq)
+	s.r.noteResent(it)
+	return it
+}
+
+// queue is the numbers of the tells waiting, in queue order.
+func (s *seqRetry) queue() []uint64 {
+	s.r.buf.mu.Lock()
+	defer s.r.buf.mu.Unlock()
 	var out []uint64
-	if q := r.buf.queues[bufKey(to)]; q != nil {
+	if q := s.r.buf.queues[bufKey(s.to)]; q != nil {
 		for _, it := range q.items {
 			out = append(out, it.m.Msg.(rtSeq).DefaultDeadlineNs)
 		}
@@ -251,26 +230,47 @@ func queueOf(r *remote, to actor.Ref) []uint64 {
 	return out
 }
 
+// TestRetryResentKeepsPlace: a tell sent again from its recipient's queue
+// and refused once more goes back ahead of the mail that was queued
+// behind it, not to the end of the queue, so that one sender's mail to one
+// recipient keeps its order across any number of refusals.
+func TestRetryResentKeepsPlace(t *testing.T) {
+	s := newSeqRetry(t)
+	s.refused(1)
+	s.refused(2)
+	// The retry loop sends the head again, and mail sent meanwhile joins
+	// the queue.
+	s.resend(0)
+	if ok, err := s.r.buf.add(bufItem{m: s.tell(3)}, "", time.Now(), true); !ok || err != nil {
+		t.Fatalf("tell 3 did not join the queue: %v %v", ok, err)
+	}
+	s.refused(1) // its refusal comes back
+	if got := s.queue(); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("queue after the resent head was refused again = %v, want [1 2 3]", got)
+	}
+	// The second is sent and refused too; then the first again.
+	for _, i := range []int{1, 0} {
+		it := s.resend(i)
+		s.refused(it.m.Msg.(rtSeq).DefaultDeadlineNs)
+	}
+	if got := s.queue(); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("queue after more refusals = %v, want [1 2 3]", got)
+	}
+}
+
 // TestRetryLoopRemovesTheMessageItTook: the retry loop reads a queue's
 // head, routes it and then takes it out; a refusal that put an earlier
 // message back ahead of it meanwhile must not make it take that one out
 // instead (lost) and leave its own (sent twice).
 func TestRetryLoopRemovesTheMessageItTook(t *testing.T) {
-	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
-	busy := wire.Busy(time.Minute, "hydration backlog")
-	to := actor.Virtual("log", "x")
-	tell := func(n uint64) ariel.Outbound {
-		return ariel.Outbound{To: to, From: actor.Virtual("pump", "p"), Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
-	}
-	r.retry(tell(1), 0, place{}, busy)
-	r.retry(tell(2), 0, place{}, busy)
-	first, _ := r.buf.head(bufKey(to))
-	r.buf.remove(bufKey(to), first.seq)
-	r.noteResent(first)                 // tell 1 is sent again
-	second, _ := r.buf.head(bufKey(to)) // the loop reads tell 2 next
-	r.retry(tell(1), 0, place{}, busy)  // tell 1's refusal comes back
-	r.buf.remove(bufKey(to), second.seq)
-	if got := queueOf(r, to); !slices.Equal(got, []uint64{1}) {
+	s := newSeqRetry(t)
+	s.refused(1)
+	s.refused(2)
+	s.resend(0)                              // tell 1 is sent again
+	second, _ := s.r.buf.head(bufKey(s.to))  // the loop reads tell 2 next
+	s.refused(1)                             // tell 1's refusal comes back
+	s.r.buf.remove(bufKey(s.to), second.seq) // the loop takes tell 2 out
+	if got := s.queue(); !slices.Equal(got, []uint64{1}) {
 		t.Fatalf("queue after the loop took tell 2 = %v, want [1]", got)
 	}
 }
@@ -279,24 +279,17 @@ func TestRetryLoopRemovesTheMessageItTook(t *testing.T) {
 // waits ahead of mail queued for its recipient (sent after it); sent on
 // and refused again, it goes back ahead of that mail, not behind it.
 func TestRetryResentFencedOffMailKeepsItsPlace(t *testing.T) {
-	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
-	busy := wire.Busy(time.Minute, "hydration backlog")
-	to := actor.Virtual("log", "x")
-	tell := func(n uint64) ariel.Outbound {
-		return ariel.Outbound{To: to, From: actor.Virtual("pump", "p"), Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
-	}
-	r.retry(tell(2), 0, place{}, busy) // queued while the shard moves
-	if !r.buf.addUnrun([]bufItem{{m: tell(1)}}, "s", time.Now()) {
+	s := newSeqRetry(t)
+	s.refused(2) // queued while the shard moves
+	if !s.r.buf.addUnrun([]bufItem{{m: s.tell(1)}}, "s", time.Now()) {
 		t.Fatal("fenced-off mail not taken")
 	}
-	if got := queueOf(r, to); !slices.Equal(got, []uint64{1, 2}) {
+	if got := s.queue(); !slices.Equal(got, []uint64{1, 2}) {
 		t.Fatalf("queue = %v, want [1 2]", got)
 	}
-	first, _ := r.buf.head(bufKey(to))
-	r.buf.remove(bufKey(to), first.seq)
-	r.noteResent(first)
-	r.retry(tell(1), 0, place{}, busy)
-	if got := queueOf(r, to); !slices.Equal(got, []uint64{1, 2}) {
+	s.resend(0)
+	s.refused(1)
+	if got := s.queue(); !slices.Equal(got, []uint64{1, 2}) {
 		t.Fatalf("queue after the fenced-off tell was refused again = %v, want [1 2]", got)
 	}
 }
@@ -305,23 +298,15 @@ func TestRetryResentFencedOffMailKeepsItsPlace(t *testing.T) {
 // refused leaves its record; a later, equal tell sent directly must not
 // take that record's place ahead of mail refused before it.
 func TestRetryDirectSendForgetsAResendsPlace(t *testing.T) {
-	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
-	busy := wire.Busy(time.Minute, "hydration backlog")
-	to := actor.Virtual("log", "x")
-	from := actor.Virtual("pump", "p")
-	tell := func(n uint64) ariel.Outbound {
-		return ariel.Outbound{To: to, From: from, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
-	}
-	r.retry(tell(1), 0, place{}, busy)
-	old, _ := r.buf.head(bufKey(to))
-	r.buf.remove(bufKey(to), old.seq)
-	r.noteResent(old) // sent again and, this time, run: no refusal
+	s := newSeqRetry(t)
+	s.refused(1)
+	s.resend(0) // sent again and, this time, run: no refusal
 	// Tells 2 and 1 are sent directly (nothing waits), both refused.
-	r.buf.sentDirect(to, from)
-	r.buf.sentDirect(to, from)
-	r.retry(tell(2), 0, place{}, busy)
-	r.retry(tell(1), 0, place{}, busy)
-	if got := queueOf(r, to); !slices.Equal(got, []uint64{2, 1}) {
+	s.r.buf.sentDirect(s.to, s.from)
+	s.r.buf.sentDirect(s.to, s.from)
+	s.refused(2)
+	s.refused(1)
+	if got := s.queue(); !slices.Equal(got, []uint64{2, 1}) {
 		t.Fatalf("queue = %v, want [2 1], the order they were sent", got)
 	}
 }
@@ -331,24 +316,17 @@ func TestRetryDirectSendForgetsAResendsPlace(t *testing.T) {
 // a record no later refusal takes for itself: Inc, Set, Inc resent, the
 // first Inc run and the others refused, wait as Set, Inc.
 func TestRetryRefusalTakesTheNewestEqualResend(t *testing.T) {
-	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
-	busy := wire.Busy(time.Minute, "hydration backlog")
-	to := actor.Virtual("log", "x")
-	tell := func(n uint64) ariel.Outbound {
-		return ariel.Outbound{To: to, From: actor.Virtual("pump", "p"), Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
-	}
+	s := newSeqRetry(t)
 	const inc, set = 1, 5
 	for _, n := range []uint64{inc, set, inc} {
-		r.retry(tell(n), 0, place{}, busy)
+		s.refused(n)
 	}
 	for range 3 { // the loop sends all three on
-		it, _ := r.buf.head(bufKey(to))
-		r.buf.remove(bufKey(to), it.seq)
-		r.noteResent(it)
+		s.resend(0)
 	}
-	r.retry(tell(set), 0, place{}, busy) // the first Inc ran; Set and
-	r.retry(tell(inc), 0, place{}, busy) // the second Inc are refused
-	if got := queueOf(r, to); !slices.Equal(got, []uint64{set, inc}) {
+	s.refused(set) // the first Inc ran; Set and
+	s.refused(inc) // the second Inc are refused
+	if got := s.queue(); !slices.Equal(got, []uint64{set, inc}) {
 		t.Fatalf("queue = %v, want [%d %d]", got, set, inc)
 	}
 }
@@ -357,18 +335,16 @@ func TestRetryRefusalTakesTheNewestEqualResend(t *testing.T) {
 // send failed at once is dropped by the tell's number, also after a
 // direct send cleared its place.
 func TestRetryForgetsAResendWhoseSendFailed(t *testing.T) {
-	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
-	to := actor.Virtual("log", "x")
-	from := actor.Virtual("pump", "p")
-	it := bufItem{m: ariel.Outbound{To: to, From: from, Msg: rtSeq{Kind: "seq"}}, seq: 7}
-	r.noteResent(it)
-	r.buf.sentDirect(to, from)
-	r.buf.forgetResent(bufKey(to), it.seq)
-	r.buf.mu.Lock()
-	left := len(r.buf.resentTells[bufKey(to)])
-	r.buf.mu.Unlock()
-	if left != 0 || r.buf.resentN.Load() != 0 {
-		t.Fatalf("%d records (%d counted) left after the failed resend was forgotten", left, r.buf.resentN.Load())
+	s := newSeqRetry(t)
+	it := bufItem{m: s.tell(0), seq: 7}
+	s.r.noteResent(it)
+	s.r.buf.sentDirect(s.to, s.from)
+	s.r.buf.forgetResent(bufKey(s.to), it.seq)
+	s.r.buf.mu.Lock()
+	left := len(s.r.buf.resentTells[bufKey(s.to)])
+	s.r.buf.mu.Unlock()
+	if left != 0 || s.r.buf.resentN.Load() != 0 {
+		t.Fatalf("%d records (%d counted) left after the failed resend was forgotten", left, s.r.buf.resentN.Load())
 	}
 }
 

@@ -207,8 +207,9 @@ func (b *handoffBuffer) insertLocked(q *bufQueue, it bufItem) {
 	q.items = slices.Insert(q.items, at, it)
 }
 
-// nextSeq gives a place to a message refused after it was sent directly,
-// before it is queued (its record, if it is resent, names it by that).
+// nextSeq gives a place to a message refused after it was sent directly
+// and sent again at once, before it waits (its resend record names it by
+// that).
 func (b *handoffBuffer) nextSeq() uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -593,15 +594,15 @@ func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, p place, err error) b
 		since, p = r.buf.placeOf(m, now, r.sameMsg)
 	}
 	it := bufItem{m: m, since: since, seq: p.seq, unrun: p.unrun}
-	if it.seq == 0 {
-		it.seq = r.buf.nextSeq() // named by it if it is resent below
-	}
 	if notOwner {
 		node, epoch, local, lerr := r.locate(m.To)
 		switch {
 		case lerr == nil && !r.buf.queued(m.To) && (local || node != refuser || (sentEpoch != 0 && epoch != sentEpoch)):
 			noted := m.AskID == 0 && !local
 			if noted {
+				if it.seq == 0 {
+					it.seq = r.buf.nextSeq() // the record names it by that
+				}
 				r.noteResent(it)
 			}
 			serr := r.route(m, it.place())

@@ -646,6 +646,10 @@ func (e *jsonEncoder) value(dst []byte, t *Type, n *jnode) ([]byte, error) {
 		for _, f := range t.Fields {
 			i, ok := idx[f.Name]
 			if !ok {
+				if optional(f.Type) {
+					dst = append(dst, 0) // left out: absent, like null
+					continue
+				}
 				return nil, e.fieldErr(f.Name, "missing field")
 			}
 			e.push(pathSeg{name: f.Name})
@@ -690,4 +694,12 @@ func (e *jsonEncoder) mapKey(dst []byte, t *Type, k string) ([]byte, error) {
 		return e.value(dst, r, &jnode{kind: jNum, s: s})
 	}
 	return e.value(dst, r, &jnode{kind: jStr, s: s})
+}
+
+// optional reports whether t is an optional (directly or by a name).
+func optional(t *Type) bool {
+	for t.Kind == KindNamed {
+		t = t.Def.Type
+	}
+	return t.Kind == KindOptional
 }

@@ -1,6 +1,7 @@
 package bare_test
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"strings"
@@ -98,10 +99,30 @@ func TestTranscodeDraftExample(t *testing.T) {
 	}
 }
 
+// TestTranscodeJSONMissingOptional: a missing optional field is absent,
+// as null is; the output names it (null).
+func TestTranscodeJSONMissingOptional(t *testing.T) {
+	tc := transcoder(t, `type S struct { a: u8 b: optional<str> c: O } type O optional<u8>`)
+	b, err := tc.JSONToBARE("S", []byte(`{"a":1}`))
+	if err != nil || hex.EncodeToString(b) != "010000" {
+		t.Fatalf("missing optionals = %x, %v; want 010000", b, err)
+	}
+	if b2, err := tc.JSONToBARE("S", []byte(`{"a":1,"b":null,"c":null}`)); err != nil || !bytes.Equal(b, b2) {
+		t.Fatalf("null optionals = %x, %v; want %x", b2, err, b)
+	}
+	out, err := tc.BAREToJSON("S", b)
+	if err != nil || string(out) != `{"a":1,"b":null,"c":null}` {
+		t.Fatalf("back to JSON: %s, %v", out, err)
+	}
+	if _, err := tc.JSONToBARE("S", []byte(`{"b":"x"}`)); err == nil || !strings.Contains(err.Error(), "$.a: missing field") {
+		t.Fatalf("a missing required field: %v", err)
+	}
+}
+
 func TestTranscodeJSONErrors(t *testing.T) {
 	tc := transcoder(t, `type S struct { a: u8 b: optional<list<E>> } type E enum { X } type U union { S } type M map<u8><u8>`)
 	cases := []struct{ typ, js, want string }{
-		{"S", `{"a":1}`, "$.b: missing field"},
+		{"S", `{"b":null}`, "$.a: missing field"},
 		{"S", `{"a":1,"b":null,"c":2}`, "$.c: unknown field"},
 		{"S", `{"a":1,"a":2,"b":null}`, "$.a: duplicate field"},
 		{"S", `{"a":256,"b":null}`, `$.a: "256" is not a u8`},

@@ -1,4 +1,4 @@
-// Package demo holds two small kinds of virtual actors for trying a Tempest
+// Package demo holds three small kinds of virtual actors for trying a Tempest
 // node or cluster from the command line, the HTTP gateway and tests:
 //
 //   - echo answers every EchoIn with the same value (an EchoIn).
@@ -6,6 +6,12 @@
 //     union CounterIn in JSON), and the reply is the CounterValue after the
 //     operation. An Add that would leave the int64 range is answered
 //     ErrOverflow and changes nothing.
+//   - ticker counts the ticks of a durable reminder: Start{periodMs}
+//     registers it (catch-up policy optional), Stop unregisters it, Get
+//     reads it (the union TickerIn in JSON); every reply is a
+//     TickerStatus. The reminder belongs to the identity: it wakes a
+//     dormant ticker, and survives passivation, restarts and the loss of
+//     the owner node (its ticks and state are replicated with the shard).
 //
 // Messages may be sent as values or pointers; replies are values.
 //
@@ -39,6 +45,7 @@ var Schema string
 const (
 	Echo    = "echo"
 	Counter = "counter"
+	Ticker  = "ticker"
 )
 
 // Message tags on the wire, as demo.bare declares them ("# @tag N").
@@ -47,6 +54,9 @@ const (
 	TagAdd          = AddMessageTag
 	TagGet          = GetMessageTag
 	TagCounterValue = CounterValueMessageTag
+	TagStart        = StartMessageTag
+	TagStop         = StopMessageTag
+	TagTickerStatus = TickerStatusMessageTag
 )
 
 // Options tune the demo kinds.
@@ -75,7 +85,7 @@ func ParsePersistence(s string) (prospero.Persistence, error) {
 	return prospero.Persistence{}, fmt.Errorf("demo: persistence %q: want every-turn, passivation or none", s)
 }
 
-// Register registers echo and counter on n (before n.Start).
+// Register registers echo, counter and ticker on n (before n.Start).
 func Register(n *tempest.Node, o Options) error {
 	echo := tempest.KindOptions{
 		KindOptions: prospero.KindOptions{IdleTimeout: o.IdleTimeout},
@@ -101,7 +111,10 @@ func Register(n *tempest.Node, o Options) error {
 		Errors:  map[string]error{"demo.overflow": ErrOverflow},
 		Gateway: &tempest.Gateway{Schema: Schema, Input: "CounterIn", Reply: "CounterValue"},
 	}
-	return n.Register(Counter, func(string) actor.Actor { return &counter{} }, copts)
+	if err := n.Register(Counter, func(string) actor.Actor { return &counter{} }, copts); err != nil {
+		return err
+	}
+	return registerTicker(n, o)
 }
 
 func echoReceive(ctx actor.Context, msg any) {

@@ -248,3 +248,297 @@ func (CounterValue) MessageTag() uint32 { return CounterValueMessageTag }
 
 // BAREName returns "CounterValue", the type's name in the schema.
 func (CounterValue) BAREName() string { return "CounterValue" }
+
+// Start is the BARE struct declared at demo.bare:40.
+type Start struct {
+	PeriodMs   uint64  `bare:"periodMs"`
+	Catchup    *string `bare:"catchup"`
+	MaxCatchup *uint32 `bare:"maxCatchup"`
+}
+
+// AppendBARE appends the BARE encoding of v to dst. It does not allocate
+// when dst has room, except to sort map keys.
+func (v *Start) AppendBARE(dst []byte) ([]byte, error) {
+	var err error
+	dst = bare.AppendU64(dst, uint64(v.PeriodMs))
+	if v.Catchup == nil {
+		dst = append(dst, 0)
+	} else {
+		dst = append(dst, 1)
+		if dst, err = bare.AppendStr(dst, string((*v.Catchup))); err != nil {
+			return dst, bare.WrapEncodeError("Catchup", err)
+		}
+	}
+	if v.MaxCatchup == nil {
+		dst = append(dst, 0)
+	} else {
+		dst = append(dst, 1)
+		dst = bare.AppendU32(dst, uint32((*v.MaxCatchup)))
+	}
+	return dst, nil
+}
+
+// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
+// are reported by d.Err.
+func (v *Start) DecodeBARE(d *bare.Decoder) {
+	if !d.Enter() {
+		return
+	}
+	v.PeriodMs = uint64(d.U64())
+	if d.Optional() {
+		if v.Catchup == nil {
+			v.Catchup = new(string)
+		}
+		(*v.Catchup) = string(d.Str())
+	} else {
+		v.Catchup = nil
+	}
+	if d.Optional() {
+		if v.MaxCatchup == nil {
+			v.MaxCatchup = new(uint32)
+		}
+		(*v.MaxCatchup) = uint32(d.U32())
+	} else {
+		v.MaxCatchup = nil
+	}
+	d.Leave()
+}
+
+// MarshalBARE returns the BARE encoding of v.
+func (v *Start) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *Start) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}
+
+// StartMessageTag is the message tag the schema declares for Start (# @tag 1005).
+const StartMessageTag uint32 = 1005
+
+// MessageTag returns StartMessageTag, the tag of Start on the wire.
+func (Start) MessageTag() uint32 { return StartMessageTag }
+
+// BAREName returns "Start", the type's name in the schema.
+func (Start) BAREName() string { return "Start" }
+
+// Stop is a BARE void type: it has no encoding and marks a union member.
+type Stop struct{}
+
+// AppendBARE appends nothing: void has no encoding.
+func (v Stop) AppendBARE(dst []byte) ([]byte, error) { return dst, nil }
+
+// DecodeBARE reads nothing.
+func (v *Stop) DecodeBARE(d *bare.Decoder) {}
+
+// MarshalBARE returns the BARE encoding of v.
+func (v Stop) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *Stop) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}
+
+// StopMessageTag is the message tag the schema declares for Stop (# @tag 1006).
+const StopMessageTag uint32 = 1006
+
+// MessageTag returns StopMessageTag, the tag of Stop on the wire.
+func (Stop) MessageTag() uint32 { return StopMessageTag }
+
+// BAREName returns "Stop", the type's name in the schema.
+func (Stop) BAREName() string { return "Stop" }
+
+// The tags of the TickerIn union's members, as on the wire.
+const (
+	TickerInTagStart uint64 = 1
+	TickerInTagStop  uint64 = 2
+	TickerInTagGet   uint64 = 3
+)
+
+// TickerIn is the BARE union declared at demo.bare:50. Its values are:
+//
+//   - *Start (tag 1)
+//   - Stop (tag 2)
+//   - Get (tag 3)
+type TickerIn interface {
+	isTickerIn()
+}
+
+func (*Start) isTickerIn() {}
+
+func (Stop) isTickerIn() {}
+
+func (Get) isTickerIn() {}
+
+// AppendTickerIn appends the BARE encoding of v (tag, then value) to dst.
+func AppendTickerIn(dst []byte, v TickerIn) ([]byte, error) {
+	var err error
+	switch x := v.(type) {
+	case *Start:
+		if x == nil {
+			return dst, &bare.EncodeError{Path: "*Start", Err: bare.ErrNilUnion}
+		}
+		dst = bare.AppendUint(dst, TickerInTagStart)
+		if dst, err = x.AppendBARE(dst); err != nil {
+			return dst, bare.WrapEncodeError("Start", err)
+		}
+	case Stop:
+		dst = bare.AppendUint(dst, TickerInTagStop)
+		_ = x
+	case Get:
+		dst = bare.AppendUint(dst, TickerInTagGet)
+		_ = x
+	case nil:
+		return dst, &bare.EncodeError{Err: bare.ErrNilUnion}
+	default:
+		return dst, &bare.EncodeError{Err: bare.ErrInvalidValue}
+	}
+	return dst, nil
+}
+
+// DecodeTickerIn reads a TickerIn from d; errors are reported by d.Err, and the
+// result is then nil.
+func DecodeTickerIn(d *bare.Decoder) TickerIn {
+	if !d.Enter() {
+		return nil
+	}
+	off := d.Offset()
+	var v TickerIn
+	switch tag := d.Uint(); tag {
+	case TickerInTagStart:
+		x := new(Start)
+		x.DecodeBARE(d)
+		v = x
+	case TickerInTagStop:
+		v = Stop{}
+	case TickerInTagGet:
+		v = Get{}
+	default:
+		d.UnknownTag(off, "TickerIn", tag)
+	}
+	d.Leave()
+	if d.Err() != nil {
+		return nil
+	}
+	return v
+}
+
+// MarshalTickerIn returns the BARE encoding of v.
+func MarshalTickerIn(v TickerIn) ([]byte, error) { return AppendTickerIn(nil, v) }
+
+// UnmarshalTickerIn decodes a TickerIn from b, which must hold exactly one value,
+// within the default limits of bare.DefaultConfig.
+func UnmarshalTickerIn(b []byte) (TickerIn, error) {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v := DecodeTickerIn(&d)
+	if err := d.Finish(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// TickerStatus is the BARE struct declared at demo.bare:62.
+type TickerStatus struct {
+	Running         bool   `bare:"running"`
+	PeriodMs        uint64 `bare:"periodMs"`
+	NextMs          int64  `bare:"nextMs"`
+	Ticks           uint64 `bare:"ticks"`
+	LastSeq         uint64 `bare:"lastSeq"`
+	LastScheduledMs int64  `bare:"lastScheduledMs"`
+}
+
+// AppendBARE appends the BARE encoding of v to dst. It does not allocate
+// when dst has room, except to sort map keys.
+func (v *TickerStatus) AppendBARE(dst []byte) ([]byte, error) {
+	dst = bare.AppendBool(dst, bool(v.Running))
+	dst = bare.AppendU64(dst, uint64(v.PeriodMs))
+	dst = bare.AppendI64(dst, int64(v.NextMs))
+	dst = bare.AppendU64(dst, uint64(v.Ticks))
+	dst = bare.AppendU64(dst, uint64(v.LastSeq))
+	dst = bare.AppendI64(dst, int64(v.LastScheduledMs))
+	return dst, nil
+}
+
+// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
+// are reported by d.Err.
+func (v *TickerStatus) DecodeBARE(d *bare.Decoder) {
+	if !d.Enter() {
+		return
+	}
+	v.Running = bool(d.Bool())
+	v.PeriodMs = uint64(d.U64())
+	v.NextMs = int64(d.I64())
+	v.Ticks = uint64(d.U64())
+	v.LastSeq = uint64(d.U64())
+	v.LastScheduledMs = int64(d.I64())
+	d.Leave()
+}
+
+// MarshalBARE returns the BARE encoding of v.
+func (v *TickerStatus) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *TickerStatus) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}
+
+// TickerStatusMessageTag is the message tag the schema declares for TickerStatus (# @tag 1007).
+const TickerStatusMessageTag uint32 = 1007
+
+// MessageTag returns TickerStatusMessageTag, the tag of TickerStatus on the wire.
+func (TickerStatus) MessageTag() uint32 { return TickerStatusMessageTag }
+
+// BAREName returns "TickerStatus", the type's name in the schema.
+func (TickerStatus) BAREName() string { return "TickerStatus" }
+
+// TickerState is the BARE struct declared at demo.bare:72.
+type TickerState struct {
+	Ticks           uint64 `bare:"ticks"`
+	LastSeq         uint64 `bare:"lastSeq"`
+	LastScheduledMs int64  `bare:"lastScheduledMs"`
+}
+
+// AppendBARE appends the BARE encoding of v to dst. It does not allocate
+// when dst has room, except to sort map keys.
+func (v *TickerState) AppendBARE(dst []byte) ([]byte, error) {
+	dst = bare.AppendU64(dst, uint64(v.Ticks))
+	dst = bare.AppendU64(dst, uint64(v.LastSeq))
+	dst = bare.AppendI64(dst, int64(v.LastScheduledMs))
+	return dst, nil
+}
+
+// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
+// are reported by d.Err.
+func (v *TickerState) DecodeBARE(d *bare.Decoder) {
+	if !d.Enter() {
+		return
+	}
+	v.Ticks = uint64(d.U64())
+	v.LastSeq = uint64(d.U64())
+	v.LastScheduledMs = int64(d.I64())
+	d.Leave()
+}
+
+// MarshalBARE returns the BARE encoding of v.
+func (v *TickerState) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *TickerState) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}

@@ -33,7 +33,8 @@ CA, node certificates and a gossip key are written to a temporary directory
 (removed on exit unless --keep). The demo kinds echo and counter are
 registered with a short idle timeout, so passivation and hydration are easy
 to watch. --tour walks through cross-node asks, a tell, a passivation and
-hydration, and members, then the cluster stays up until Ctrl-C. The nodes'
+hydration, a durable reminder that wakes a dormant actor, and members, then
+the cluster stays up until Ctrl-C. The nodes'
 logs go to a file (printed at start, in the temporary directory unless
 --log-file says otherwise; --log-file - is stderr), so the tour is not
 interleaved with them.`,
@@ -195,6 +196,8 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer) (err error
 		`tell counter/alice '{"Add":{"n":1}}'`,
 		"status counter/alice",
 		"passivate counter/alice",
+		"reminders ticker/alarm",
+		`ask ticker/alarm '{"Stop":null}'`,
 		`ask echo/hello '{"text":"hi"}' --addr ` + agents[len(agents)-1].httpURL(),
 		"bench --duration 5s counter",
 	} {
@@ -382,6 +385,10 @@ func runTour(ctx context.Context, out io.Writer, clients []*apiClient) error {
 	}
 	fmt.Fprintf(out, "  tempest ask counter/alice '{\"Get\":null}'  ->  %s   (hydrated from rest: now %s, same incarnation %d)\n", reply, st.State, st.Incarnation)
 
+	if err := tourReminder(ctx, out, step, node, ask); err != nil {
+		return err
+	}
+
 	step("placement (tempest placement)")
 	b, err = clients[0].do(ctx, http.MethodGet, "/v1/placement", nil, nil)
 	if err != nil {
@@ -394,6 +401,66 @@ func runTour(ctx context.Context, out io.Writer, clients []*apiClient) error {
 	fmt.Fprintf(out, "  leader %s, epoch %d, %d shards\n", p.Leader, p.Epoch, p.ShardCount)
 	for _, n := range p.Nodes {
 		fmt.Fprintf(out, "  %-8s %-8s %d shards\n", n.Name, n.Status, n.Shards)
+	}
+	return nil
+}
+
+// tourReminder starts ticker/alarm's reminder (every second), passivates
+// the ticker and shows that the reminder woke it and kept counting. The
+// ticker keeps ticking after the tour, for tempest reminders to list.
+func tourReminder(ctx context.Context, out io.Writer, step func(string, ...any), node func(int) *apiClient,
+	ask func(*apiClient, string, string) (string, error)) error {
+	step("a durable reminder: it belongs to the identity, wakes it when dormant, and survives a crash of its node")
+	reply, err := ask(node(1), "ticker/alarm", `{"Start":{"periodMs":1000}}`)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  tempest ask ticker/alarm '{\"Start\":{\"periodMs\":1000}}'  ->  %s\n", reply)
+	path, _ := actorPath("ticker/alarm")
+	if _, err := node(0).do(ctx, http.MethodPost, path+"/passivate", nil, nil); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "  tempest passivate ticker/alarm   (dormant: no activation and no timer, only its reminder at rest)")
+	// Status does not activate: the ticker is active again only once a
+	// tick of its reminder hydrated it.
+	t0 := time.Now()
+	for {
+		var st httpapi.StatusBody
+		b, err := node(0).do(ctx, http.MethodGet, path, nil, nil)
+		if err == nil {
+			err = json.Unmarshal(b, &st)
+		}
+		if err != nil {
+			return err
+		}
+		if st.Active {
+			fmt.Fprintf(out, "  tempest status ticker/alarm  ->  active again after %.1f s, on %s: its reminder woke it\n", time.Since(t0).Seconds(), st.Node)
+			break
+		}
+		if time.Since(t0) > 30*time.Second {
+			return fmt.Errorf("ticker/alarm: not woken by its reminder within 30 s")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	reply, err = ask(node(2), "ticker/alarm", `{"Get":null}`)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  tempest ask ticker/alarm '{\"Get\":null}'  ->  %s\n", reply)
+	b, err := node(0).do(ctx, http.MethodGet, path+"/reminders", nil, nil)
+	if err != nil {
+		return err
+	}
+	var rb httpapi.RemindersBody
+	if err := json.Unmarshal(b, &rb); err != nil {
+		return err
+	}
+	for _, r := range rb.Reminders {
+		fmt.Fprintf(out, "  tempest reminders ticker/alarm  ->  %s on %s: every %s, last seq %d\n", r.Name, rb.Node, r.Period, r.LastSeq)
 	}
 	return nil
 }

@@ -77,6 +77,9 @@ func TestDevClusterTour(t *testing.T) {
 		`{"n":11}   (1 + 10)`,
 		"Dormant (active false)",
 		"hydrated from rest: now Valid",
+		"its reminder woke it",
+		`"running":true`,
+		"tempest reminders ticker/alarm  ->  tick on dev-",
 		"Ctrl-C stops the cluster",
 	} {
 		if !strings.Contains(out, want) {

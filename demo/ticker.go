@@ -1,0 +1,134 @@
+package demo
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/reminders"
+)
+
+// TickerReminder is the name of the ticker's reminder.
+const TickerReminder = "tick"
+
+// registerTicker registers the ticker kind: durable (every turn is
+// persisted, replies after commit) and allowed to register reminders.
+func registerTicker(n *tempest.Node, o Options) error {
+	rem := n.Reminders()
+	opts := tempest.KindOptions{
+		KindOptions: prospero.KindOptions{IdleTimeout: o.IdleTimeout, Persistence: prospero.Persistence{Mode: prospero.PersistEveryTurn}},
+		Messages: []tempest.Message{
+			tempest.SchemaMessage[Start](),
+			tempest.SchemaMessage[Stop](),
+			tempest.SchemaMessage[Get](),
+			tempest.SchemaMessage[TickerStatus](),
+		},
+		Reminders: true,
+		Gateway:   &tempest.Gateway{Schema: Schema, Input: "TickerIn", Reply: "TickerStatus"},
+	}
+	return n.Register(Ticker, func(string) actor.Actor { return &ticker{rem: rem} }, opts)
+}
+
+// ticker is the ticker kind's actor. Its state at rest is a TickerState
+// in BARE; whether it runs, and when it ticks next, is its reminder's, as
+// the node holds it.
+type ticker struct {
+	rem *tempest.Reminders
+	st  TickerState
+}
+
+var _ prospero.Persistent = (*ticker)(nil)
+
+func (t *ticker) Receive(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case reminders.Tick:
+		t.tick(m)
+	case Start:
+		t.start(ctx, m)
+	case *Start:
+		t.start(ctx, *m)
+	case Stop, *Stop:
+		if err := t.rem.Unregister(ctx, TickerReminder); err != nil && !errors.Is(err, reminders.ErrNotFound) {
+			ctx.ReplyError(err)
+			return
+		}
+		t.reply(ctx)
+	case Get, *Get:
+		t.reply(ctx)
+	}
+}
+
+// tick counts a tick once: delivery is at least once across a failover,
+// and a tick delivered again carries the sequence number it had.
+func (t *ticker) tick(m reminders.Tick) {
+	if m.Name != TickerReminder || m.Seq <= t.st.LastSeq {
+		return
+	}
+	t.st.Ticks++
+	t.st.LastSeq = m.Seq
+	t.st.LastScheduledMs = m.Scheduled.UnixMilli()
+}
+
+// start registers the reminder, replacing a running one, and starts
+// counting again. A registration the node refuses (a period below its
+// minimum, an unknown policy) is answered with the node's error and
+// changes nothing.
+func (t *ticker) start(ctx actor.Context, m Start) {
+	r := reminders.Reminder{Name: TickerReminder}
+	if m.MaxCatchup != nil {
+		r.MaxCatchup = int(*m.MaxCatchup)
+	}
+	if m.PeriodMs > math.MaxInt64/uint64(time.Millisecond) {
+		ctx.ReplyError(fmt.Errorf("%w: period %d ms is too long", reminders.ErrInvalid, m.PeriodMs))
+		return
+	}
+	r.Period = time.Duration(m.PeriodMs) * time.Millisecond
+	if r.Period == 0 {
+		ctx.ReplyError(fmt.Errorf("%w: periodMs must be set", reminders.ErrPeriodTooShort))
+		return
+	}
+	if m.Catchup != nil {
+		c, err := reminders.ParseCatchup(*m.Catchup)
+		if err != nil {
+			ctx.ReplyError(err)
+			return
+		}
+		r.Catchup = c
+	}
+	if err := t.rem.Register(ctx, r); err != nil {
+		ctx.ReplyError(err)
+		return
+	}
+	t.st = TickerState{}
+	t.reply(ctx)
+}
+
+func (t *ticker) reply(ctx actor.Context) {
+	s := TickerStatus{Ticks: t.st.Ticks, LastSeq: t.st.LastSeq, LastScheduledMs: t.st.LastScheduledMs}
+	list, err := t.rem.List(ctx)
+	if err != nil {
+		ctx.ReplyError(err)
+		return
+	}
+	for _, r := range list {
+		if r.Name == TickerReminder {
+			s.Running, s.PeriodMs, s.NextMs = true, uint64(r.Period/time.Millisecond), r.Next.UnixMilli()
+		}
+	}
+	ctx.Reply(s)
+}
+
+func (t *ticker) MarshalState() ([]byte, error) { return t.st.MarshalBARE() }
+
+func (t *ticker) UnmarshalState(b []byte) error {
+	var v TickerState
+	if err := v.UnmarshalBARE(b); err != nil {
+		return err
+	}
+	t.st = v
+	return nil
+}

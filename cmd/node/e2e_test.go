@@ -606,12 +606,16 @@ func TestEndToEndThreeAgents(t *testing.T) {
 	c.waitSettled(t, 60*time.Second, "n3 back", n1, n2, n3)
 	checkAll("after n3 rejoined", n3)
 
-	// kill -9 of n2: asks recover on the survivors.
+	// kill -9 of n2: asks recover on the survivors, and the reminders of
+	// tickers it owned tick on their new owners.
+	tickers := victimTickers(t, c, n1, n2, 3)
 	if err := n2.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-n2.done
 	killed := time.Now()
+	recovered := make(chan []tickerRecovery, 1)
+	go func() { recovered <- watchTickers(tickers, []*e2eNode{n1, n3}, killed) }()
 	waitFor(t, 45*time.Second, "every key answering on the survivors", func() bool {
 		for key := range want {
 			for _, via := range []*e2eNode{n1, n3} {
@@ -623,6 +627,7 @@ func TestEndToEndThreeAgents(t *testing.T) {
 		return true
 	})
 	t.Logf("asks recovered %v after kill -9", time.Since(killed).Round(time.Millisecond))
+	checkTickerRecovery(t, c, <-recovered, n2.name, n1)
 
 	// Restart n2 with the same name.
 	c.start("n2", n2)

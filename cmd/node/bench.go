@@ -49,7 +49,8 @@ its https certificate names it; over plain HTTP no address taken from
 gossip is), unless --local; with a live progress line on stderr; then print
 throughput, p50/p99/p99.9 latency and error counts by type. The message is
 --body, by default one that fits the demo kinds (echo: {"text":"bench"},
-counter: {"Add":{"n":1}}).`,
+counter: {"Add":{"n":1}}, ticker: {"Start":{"periodMs":3600000}}, which
+registers an hourly reminder, or replaces the key's).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -70,6 +71,8 @@ counter: {"Add":{"n":1}}).`,
 					body = `{"text":"bench"}`
 				case "counter":
 					body = `{"Add":{"n":1}}`
+				case "ticker":
+					body = `{"Start":{"periodMs":3600000}}`
 				default:
 					return configError("body", "required for kind %q", kind)
 				}

@@ -30,7 +30,7 @@ func newDevCmd() *cobra.Command {
 		Long: `Run a local cluster of real nodes on 127.0.0.1 in this process: node i
 (from 0) uses base-port+10i for gossip, +1 for QUIC and +2 for HTTP. A fresh
 CA, node certificates and a gossip key are written to a temporary directory
-(removed on exit unless --keep). The demo kinds echo and counter are
+(removed on exit unless --keep). The demo kinds echo, counter and ticker are
 registered with a short idle timeout, so passivation and hydration are easy
 to watch. --tour walks through cross-node asks, a tell, a passivation and
 hydration, a durable reminder that wakes a dormant actor, and members, then

@@ -512,12 +512,18 @@ func (e *env) stepKill(ctx context.Context, rep *report, l *load) error {
 			owned = append(owned, i)
 		}
 	}
+	tickers, err := e.startTickers(ctx, "node1", victim, 3)
+	if err != nil {
+		return fmt.Errorf("%s: %w", step, err)
+	}
 	l.setGateways("node1", "node2")
 	time.Sleep(500 * time.Millisecond) // in-flight requests to the victim's gateway finish
 	t0 := time.Now()
 	if _, err := e.c.docker(ctx, "kill", e.c.ids[victim]); err != nil {
 		return err
 	}
+	recovered := make(chan []tickerRecovery, 1)
+	go func() { recovered <- e.watchTickers(ctx, tickers, []string{"node1", "node2"}, t0) }()
 	e.crashes[victim] = append(e.crashes[victim], time.Now())
 	e.logf("killed %s", victim)
 	settled := e.awaitSettled(ctx, l, t0, 3*time.Second, 2*e.o.lease+5*time.Second, 90*time.Second)
@@ -529,6 +535,7 @@ func (e *env) stepKill(ctx context.Context, rep *report, l *load) error {
 	rep.add(step, "failover time", "%s (kill -> every one of the %d keys %s owned answered again; goal 5s)", failover.Round(time.Millisecond), len(owned), victim)
 	rep.add(step, "until all keys answer", "%s", w.recovery.Round(time.Millisecond))
 	rep.check(step, settled && w.unrecovered == 0 && answered, "every key answers again on the survivors (%d still failing)", w.unrecovered)
+	checkTickers(rep, step, <-recovered)
 	// Every acknowledged Add is committed on the shard's replica set, so
 	// the survivor that took a key over has it.
 	lost, regr, checked, err := l.verify(ctx, "node1")

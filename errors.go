@@ -65,6 +65,11 @@ func (t errorTable) check(kind string, errs map[string]error) error {
 		case strings.HasPrefix(code, reservedErrorPrefix):
 			return fmt.Errorf("%w %q: error code %q: codes starting with %q are reserved", ErrInvalidKind, kind, code, reservedErrorPrefix)
 		}
+		for _, b := range builtinErrors {
+			if b.err == err {
+				return fmt.Errorf("%w %q: error code %q: %v is Tempest's own, with code %q", ErrInvalidKind, kind, code, err, b.code)
+			}
+		}
 		if old, ok := t[code]; ok && old != err {
 			return fmt.Errorf("%w %q: error code %q is %v in another kind", ErrInvalidKind, kind, code, old)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -700,5 +701,98 @@ func TestClusterHandoffOfManyReminders(t *testing.T) {
 	list, err := owner.Reminders().ListOf(ctx, n1.Ref("biller", keys[len(keys)-1]))
 	if err != nil || list.Node != owner.Name() || len(list.Reminders) != 1 || list.Reminders[0].Period != time.Hour {
 		t.Errorf("the last key's reminders on the new owner: %+v, %v", list, err)
+	}
+}
+
+// refuseReminder makes a refuser attempt the reminder operation of its
+// case, which the engine refuses, and reply the error.
+type refuseReminder struct{ Case uint8 }
+
+var refuseReminderMsg = tempest.CodecOf(0xBEEF03, "RefuseReminder",
+	func(dst []byte, m refuseReminder) ([]byte, error) { return append(dst, m.Case), nil },
+	func(b []byte) (refuseReminder, error) {
+		if len(b) != 1 {
+			return refuseReminder{}, errors.New("RefuseReminder: bad body")
+		}
+		return refuseReminder{b[0]}, nil
+	})
+
+// A reminder error an actor replies keeps its identity wherever the
+// asker is: on another node, and on the owner's node (which gives it the
+// form it has once it crossed), the registration refusals match their
+// specific sentinel and reminders.ErrInvalid, and ErrNotFound matches
+// itself alone.
+func TestClusterReminderErrorsKeepTheirIdentity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	cases := []struct {
+		name string
+		do   func(rem *tempest.Reminders, ctx actor.Context) error
+		want []error
+	}{
+		{"period too short", func(rem *tempest.Reminders, ctx actor.Context) error {
+			return rem.Register(ctx, reminders.Reminder{Name: "r", Period: time.Millisecond})
+		}, []error{reminders.ErrPeriodTooShort, reminders.ErrInvalid}},
+		{"bad catch-up", func(rem *tempest.Reminders, ctx actor.Context) error {
+			return rem.Register(ctx, reminders.Reminder{Name: "r", Period: time.Minute, Catchup: reminders.FireUpTo})
+		}, []error{reminders.ErrBadCatchup, reminders.ErrInvalid}},
+		{"undeclared payload", func(rem *tempest.Reminders, ctx actor.Context) error {
+			return rem.Register(ctx, reminders.Reminder{Name: "r", Period: time.Minute, Payload: struct{}{}})
+		}, []error{reminders.ErrUnknownPayload, reminders.ErrInvalid}},
+		{"no such reminder", func(rem *tempest.Reminders, ctx actor.Context) error {
+			return rem.Unregister(ctx, "nope")
+		}, []error{reminders.ErrNotFound}},
+	}
+	sentinels := map[string]error{
+		"ErrInvalid": reminders.ErrInvalid, "ErrPeriodTooShort": reminders.ErrPeriodTooShort,
+		"ErrDueInPast": reminders.ErrDueInPast, "ErrUnknownPayload": reminders.ErrUnknownPayload,
+		"ErrBadName": reminders.ErrBadName, "ErrBadCatchup": reminders.ErrBadCatchup,
+		"ErrTooMany": reminders.ErrTooMany, "ErrNotFound": reminders.ErrNotFound,
+	}
+	c := tempesttest.New(t, tempesttest.Options{Nodes: 2, Register: func(n *tempest.Node) error {
+		rem := n.Reminders()
+		return n.Register("refuser", func(string) actor.Actor {
+			return actor.Func(func(ctx actor.Context, msg any) {
+				if m, ok := msg.(refuseReminder); ok {
+					ctx.ReplyError(cases[m.Case].do(rem, ctx))
+				}
+			})
+		}, tempest.KindOptions{Messages: []tempest.Message{refuseReminderMsg}, Reminders: true})
+	}})
+	ref := c.Node("n1").Ref("refuser", "a")
+	owner := c.Owner(ref)
+	var other *tempest.Node
+	for _, n := range c.Nodes() {
+		if n != owner {
+			other = n
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for i, tc := range cases {
+		var seen []string
+		for _, n := range []*tempest.Node{owner, other} {
+			_, err := n.Ask(ctx, ref, refuseReminder{uint8(i)})
+			for _, want := range tc.want {
+				if !errors.Is(err, want) {
+					t.Errorf("%s, asked on %s: %v does not match %v", tc.name, n.Name(), err, want)
+				}
+			}
+			var is []string
+			for name, s := range sentinels {
+				if errors.Is(err, s) {
+					is = append(is, name)
+				}
+			}
+			slices.Sort(is)
+			if len(is) != len(tc.want) {
+				t.Errorf("%s, asked on %s: %v matches %v, want only %v", tc.name, n.Name(), err, is, tc.want)
+			}
+			seen = append(seen, fmt.Sprint(err, is))
+		}
+		if seen[0] != seen[1] {
+			t.Errorf("%s: the owner's asker sees %s, the other node's %s", tc.name, seen[0], seen[1])
+		}
 	}
 }

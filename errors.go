@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tempest-actors/tempest/reminders"
 	"github.com/tempest-actors/tempest/wire"
 )
 
@@ -17,14 +18,35 @@ const reservedErrorPrefix = "tempest."
 // builtinErrors are Tempest's own sentinels that an actor's reply or the
 // owner node may produce beyond the actor sentinels (which cross by their
 // own codes): they keep their identity across nodes like a kind's Errors.
-var builtinErrors = map[string]error{
-	"tempest.unregistered_message": ErrUnregisteredMessage,
-	"tempest.no_gateway":           ErrNoGateway,
-	"tempest.bad_json":             ErrBadJSON,
-	"tempest.closed":               ErrClosed,
-	"tempest.not_started":          ErrNotStarted,
-	"tempest.no_quorum":            ErrNoQuorum,
-	"tempest.invalid_key":          ErrInvalidKey,
+// An error crosses with the code of the first one it matches, so a
+// sentinel that matches another (a specific reminder refusal matches
+// reminders.ErrInvalid) comes before it; they are registered in this
+// order, before the kinds' errors.
+var builtinErrors = []struct {
+	code string
+	err  error
+}{
+	{"tempest.bad_json", ErrBadJSON},
+	{"tempest.closed", ErrClosed},
+	{"tempest.invalid_key", ErrInvalidKey},
+	{"tempest.no_gateway", ErrNoGateway},
+	{"tempest.no_quorum", ErrNoQuorum},
+	{"tempest.not_started", ErrNotStarted},
+	{"tempest.unregistered_message", ErrUnregisteredMessage},
+	// What Reminders.Register, Unregister and List return to an actor,
+	// which may reply it: the refusals' specific sentinels, then
+	// reminders.ErrInvalid, which each of them matches.
+	{"tempest.reminder_period_too_short", reminders.ErrPeriodTooShort},
+	{"tempest.reminder_due_in_past", reminders.ErrDueInPast},
+	{"tempest.reminder_unknown_payload", reminders.ErrUnknownPayload},
+	{"tempest.reminder_bad_name", reminders.ErrBadName},
+	{"tempest.reminder_bad_catchup", reminders.ErrBadCatchup},
+	{"tempest.reminder_too_many", reminders.ErrTooMany},
+	{"tempest.reminder_invalid", reminders.ErrInvalid},
+	{"tempest.reminder_not_found", reminders.ErrNotFound},
+	{"tempest.reminder_not_owner", reminders.ErrNotOwner},
+	{"tempest.reminder_not_in_turn", reminders.ErrNotInTurn},
+	{"tempest.reminders_closed", reminders.ErrClosed},
 }
 
 // errorTable maps application error codes to sentinels. Written only
@@ -42,6 +64,11 @@ func (t errorTable) check(kind string, errs map[string]error) error {
 			return fmt.Errorf("%w %q: error code %q: %T is not comparable, so it cannot be a sentinel", ErrInvalidKind, kind, code, err)
 		case strings.HasPrefix(code, reservedErrorPrefix):
 			return fmt.Errorf("%w %q: error code %q: codes starting with %q are reserved", ErrInvalidKind, kind, code, reservedErrorPrefix)
+		}
+		for _, b := range builtinErrors {
+			if b.err == err {
+				return fmt.Errorf("%w %q: error code %q: %v is Tempest's own, with code %q", ErrInvalidKind, kind, code, err, b.code)
+			}
 		}
 		if old, ok := t[code]; ok && old != err {
 			return fmt.Errorf("%w %q: error code %q is %v in another kind", ErrInvalidKind, kind, code, old)
@@ -64,11 +91,14 @@ func (t errorTable) add(errs map[string]error) { maps.Copy(t, errs) }
 
 // register gives the wire registry Tempest's and the kinds' error codes.
 func (t errorTable) register(r *wire.Registry) error {
-	for _, m := range []map[string]error{builtinErrors, t} {
-		for _, code := range slices.Sorted(maps.Keys(m)) {
-			if err := r.RegisterError(code, m[code]); err != nil {
-				return err
-			}
+	for _, b := range builtinErrors {
+		if err := r.RegisterError(b.code, b.err); err != nil {
+			return err
+		}
+	}
+	for _, code := range slices.Sorted(maps.Keys(t)) {
+		if err := r.RegisterError(code, t[code]); err != nil {
+			return err
 		}
 	}
 	return nil

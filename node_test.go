@@ -18,6 +18,7 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/reminders"
 	"github.com/tempest-actors/tempest/wire/bare"
 )
 
@@ -337,6 +338,7 @@ func TestRegisterErrors(t *testing.T) {
 		"empty code":    {"": errA},
 		"nil error":     {"app.a": nil},
 		"reserved code": {"tempest.a": errA},
+		"Tempest's own": {"app.too_many": reminders.ErrTooMany},
 		"two codes":     {"app.a": errA, "app.a2": errA},
 	} {
 		if err := n.Register("e-"+name, f, tempest.KindOptions{Errors: errs}); !errors.Is(err, tempest.ErrInvalidKind) {

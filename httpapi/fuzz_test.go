@@ -27,7 +27,7 @@ var (
 		"unknown_kind": true, "not_found": true, "method_not_allowed": true, "deadline_exceeded": true,
 		"refused": true, "process_unavailable": true, "no_quorum": true, "no_eligible_node": true, "actor_terminated": true,
 		"unauthorized": true, "body_too_large": true, "request_timeout": true, "not_ready": true, "overflow": true,
-		"not_committed": true, "not_supported": true}
+		"not_committed": true, "not_supported": true, "invalid_reminder": true}
 )
 
 var (

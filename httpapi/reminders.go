@@ -151,7 +151,8 @@ func (s *Server) reminderCancel(w http.ResponseWriter, r *http.Request) {
 
 // failReminder answers an error of the reminder service: no such
 // reminder is 404, a shard its owner does not hold (ownership moving,
-// or not loaded yet) 503, anything else as every other error.
+// or not loaded yet) 503, anything else as every other error. classify
+// answers these alike when an actor replied them to an ask.
 func (s *Server) failReminder(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, reminders.ErrNotFound):

@@ -24,6 +24,7 @@ import (
 	"github.com/tempest-actors/tempest/manifest"
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/reminders"
 )
 
 // HTTP API limits and defaults.
@@ -55,6 +56,7 @@ const (
 	codeBodyTimeout      = "request_timeout"
 	codeNotSupported     = "not_supported"
 	codeMethodNotAllowed = "method_not_allowed"
+	codeInvalidReminder  = "invalid_reminder"
 )
 
 // Node is what the HTTP API needs from a node; *tempest.Node has it.
@@ -548,6 +550,17 @@ func classify(err error) (int, string, string) {
 		// not acknowledged, and the actor went back to its last
 		// committed state. Retrying is safe.
 		return http.StatusServiceUnavailable, codeNotCommitted, outcomeNotCommitted
+	case errors.Is(err, reminders.ErrInvalid):
+		// A reminder registration the engine refused, which the actor
+		// replied (it keeps its identity from any node): the request's
+		// fault, not the node's.
+		return http.StatusUnprocessableEntity, codeInvalidReminder, outcomeError
+	case errors.Is(err, reminders.ErrNotFound):
+		// As the reminder endpoints answer it (failReminder).
+		return http.StatusNotFound, codeNotFound, outcomeError
+	case errors.Is(err, reminders.ErrNotOwner), errors.Is(err, reminders.ErrClosed):
+		// The identity's shard is moving, or its owner closing: retry.
+		return http.StatusServiceUnavailable, codeUnavailable, outcomeUnavailable
 	}
 	if errors.Is(err, tempest.ErrNoDormantInventory) {
 		return http.StatusNotImplemented, codeNotSupported, outcomeError

@@ -20,6 +20,8 @@ import (
 	"github.com/tempest-actors/tempest/manifest"
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/reminders"
+	"github.com/tempest-actors/tempest/wire"
 )
 
 // fakeNode answers by key: the key names the error to return.
@@ -43,6 +45,11 @@ var fakeErrs = map[string]error{
 	"badjson":     &tempest.JSONError{Kind: "k", Type: "In", Err: errors.New("$.n: not an i64")},
 	"boom":        errors.New("something else"),
 	"uncommitted": fmt.Errorf("prospero: state of k/uncommitted not committed: %w", actor.ErrNotCommitted),
+	// Reminder errors an actor replied, as an asker gets them.
+	"shortperiod": &wire.RemoteError{Message: `reminders: reminder "r": period below the minimum: 1ms (the minimum is 1s)`,
+		AppCode: "tempest.reminder_period_too_short", App: reminders.ErrPeriodTooShort},
+	"noreminder": &wire.RemoteError{Message: `reminders: no such reminder: k/noreminder "r"`,
+		AppCode: "tempest.reminder_not_found", App: reminders.ErrNotFound},
 }
 
 func (f *fakeNode) Name() string    { return "fake" }
@@ -140,6 +147,9 @@ func TestHTTPStatusCodes(t *testing.T) {
 		{"POST", "/v1/actors/k/ok/ask", `{not json`, 400, codeBadJSON},
 		{"POST", "/v1/actors/k/terminated/ask", `{}`, 410, codeTerminated},
 		{"POST", "/v1/actors/k/boom/ask", `{}`, 500, codeInternal},
+		{"POST", "/v1/actors/k/shortperiod/ask", `{}`, 422, codeInvalidReminder},
+		{"POST", "/v1/actors/k/shortperiod/tell", `{}`, 422, codeInvalidReminder},
+		{"POST", "/v1/actors/k/noreminder/ask", `{}`, 404, codeNotFound},
 		{"POST", "/v1/actors/k/ok/ask?timeout=forever", `{}`, 400, codeBadRequest},
 		{"GET", "/v1/actors/k/a", "", 200, ""},
 		{"GET", "/v1/actors/nokind/a", "", 404, codeUnknownKind},
@@ -200,6 +210,39 @@ func TestHTTPStatusCodes(t *testing.T) {
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// A reminder error is the request's fault, whatever form it reached the
+// node in: the engine's own error, or the one an actor's reply gives the
+// asker, which keeps only the specific sentinel (which matches
+// reminders.ErrInvalid). No such reminder, and a shard not held, are
+// answered as the reminder endpoints answer them.
+func TestClassifyReminderErrors(t *testing.T) {
+	_, badCatchup := reminders.ParseCatchup("sometimes")
+	remote := func(code string, app error) error {
+		return &wire.RemoteError{Message: app.Error() + ": detail", AppCode: code, App: app}
+	}
+	for _, tc := range []struct {
+		err     error
+		status  int
+		code    string
+		outcome string
+	}{
+		{badCatchup, 422, codeInvalidReminder, outcomeError},
+		{fmt.Errorf("reminders: reminder %q: %w", "r", reminders.ErrTooMany), 422, codeInvalidReminder, outcomeError},
+		{reminders.ErrBadName, 422, codeInvalidReminder, outcomeError},
+		{remote("tempest.reminder_period_too_short", reminders.ErrPeriodTooShort), 422, codeInvalidReminder, outcomeError},
+		{remote("tempest.reminder_due_in_past", reminders.ErrDueInPast), 422, codeInvalidReminder, outcomeError},
+		{remote("tempest.reminder_unknown_payload", reminders.ErrUnknownPayload), 422, codeInvalidReminder, outcomeError},
+		{remote("tempest.reminder_invalid", reminders.ErrInvalid), 422, codeInvalidReminder, outcomeError},
+		{remote("tempest.reminder_not_found", reminders.ErrNotFound), 404, codeNotFound, outcomeError},
+		{remote("tempest.reminder_not_owner", reminders.ErrNotOwner), 503, codeUnavailable, outcomeUnavailable},
+	} {
+		s := &Server{node: &fakeNode{}}
+		if status, code, outcome := s.classify(tc.err); status != tc.status || code != tc.code || outcome != tc.outcome {
+			t.Errorf("%v: %d %s %s, want %d %s %s", tc.err, status, code, outcome, tc.status, tc.code, tc.outcome)
 		}
 	}
 }

@@ -60,11 +60,13 @@
 //     that much progress can be redone after a crash, with the same
 //     sequence numbers. An actor that must not act twice de-duplicates on
 //     (Name, Seq).
-//   - Bad input is refused at registration with an error wrapping
+//   - Bad input is refused at registration with an error matching
 //     ErrInvalid and one of ErrPeriodTooShort (below MinPeriod, default
 //     1 s), ErrDueInPast, ErrUnknownPayload (not a declared message of
-//     the kind), ErrBadName (empty, over MaxNameBytes, not UTF-8) or
-//     ErrTooMany (MaxPerIdentity, default 64). A stored record that holds
+//     the kind), ErrBadName (empty, over MaxNameBytes, not UTF-8),
+//     ErrBadCatchup (an unknown policy, a MaxCatchup that does not fit
+//     it) or ErrTooMany (MaxPerIdentity, default 64); each of those
+//     matches ErrInvalid by itself. A stored record that holds
 //     what registration would refuse (damaged, or written by something
 //     else) is not loaded (ErrBadRecord, logged); its shard's other
 //     reminders are.

@@ -679,7 +679,8 @@ type Change struct {
 // them. It writes nothing and changes nothing: what it refuses is
 // refused now, at registration, never when the change is committed or
 // fires. Errors: ErrInvalid (with ErrPeriodTooShort, ErrDueInPast,
-// ErrUnknownPayload, ErrBadName or ErrTooMany), ErrNotOwner, ErrClosed.
+// ErrUnknownPayload, ErrBadName, ErrBadCatchup or ErrTooMany),
+// ErrNotOwner, ErrClosed.
 func (e *Engine) PrepareRegister(id prospero.Identity, r Reminder, staged []Change) (Change, error) {
 	r, ptype, pdata, err := e.checked(id, r)
 	if err != nil {
@@ -709,10 +710,16 @@ func (e *Engine) checked(id prospero.Identity, r Reminder) (Reminder, string, []
 	}
 	ptype, pdata, err := e.cfg.Codec.Encode(id.Kind, r.Payload)
 	if err != nil {
-		if !errors.Is(err, ErrUnknownPayload) {
-			err = fmt.Errorf("%w: %w", ErrUnknownPayload, err)
+		// The codec's text without the sentinel's, which the error
+		// says once.
+		why := err.Error()
+		if errors.Is(err, ErrUnknownPayload) {
+			why = strings.TrimPrefix(strings.TrimPrefix(why, ErrUnknownPayload.Error()), ": ")
 		}
-		return r, "", nil, invalid(r.Name, ErrUnknownPayload, "%v", err)
+		if why == "" {
+			why = fmt.Sprintf("%T", r.Payload)
+		}
+		return r, "", nil, invalid(r.Name, ErrUnknownPayload, "%s", why)
 	}
 	return r, ptype, pdata, nil
 }

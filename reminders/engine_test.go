@@ -105,6 +105,38 @@ func seqs(ts []reminders.Tick) []uint64 {
 	return out
 }
 
+// specificRefusals are the sentinels of the reasons registration
+// refuses a reminder for.
+var specificRefusals = []error{reminders.ErrPeriodTooShort, reminders.ErrDueInPast, reminders.ErrUnknownPayload,
+	reminders.ErrBadName, reminders.ErrBadCatchup, reminders.ErrTooMany}
+
+// Each specific sentinel matches ErrInvalid by itself, so an error that
+// kept only the sentinel (one that crossed to another node) still does;
+// the other errors do not, and no sentinel matches another.
+func TestSpecificSentinelsMatchErrInvalid(t *testing.T) {
+	for _, s := range specificRefusals {
+		if !errors.Is(s, reminders.ErrInvalid) {
+			t.Errorf("%v does not match ErrInvalid", s)
+		}
+		if !errors.Is(fmt.Errorf("relayed: %w", s), reminders.ErrInvalid) {
+			t.Errorf("an error wrapping %v does not match ErrInvalid", s)
+		}
+		for _, other := range specificRefusals {
+			if other != s && errors.Is(s, other) {
+				t.Errorf("%v matches %v", s, other)
+			}
+		}
+	}
+	for _, s := range []error{reminders.ErrNotFound, reminders.ErrNotOwner, reminders.ErrNotInTurn, reminders.ErrClosed} {
+		if errors.Is(s, reminders.ErrInvalid) {
+			t.Errorf("%v matches ErrInvalid", s)
+		}
+	}
+	if _, err := reminders.ParseCatchup("sometimes"); !errors.Is(err, reminders.ErrBadCatchup) || !errors.Is(err, reminders.ErrInvalid) {
+		t.Errorf("ParseCatchup: %v, want ErrBadCatchup and ErrInvalid", err)
+	}
+}
+
 // Registration refuses bad input with typed errors and stores nothing.
 func TestRegisterRefusesBadInput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -124,15 +156,20 @@ func TestRegisterRefusesBadInput(t *testing.T) {
 			{reminders.Reminder{Name: "u", Period: time.Minute, Payload: "not declared"}, reminders.ErrUnknownPayload},
 			{reminders.Reminder{Name: strings.Repeat("n", reminders.MaxNameBytes+1), Period: time.Minute}, reminders.ErrBadName},
 			{reminders.Reminder{Name: "", Period: time.Minute}, reminders.ErrBadName},
-			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo}, reminders.ErrInvalid},
-			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo, MaxCatchup: -1}, reminders.ErrInvalid},
-			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo, MaxCatchup: reminders.DefaultMaxCatchup + 1}, reminders.ErrInvalid},
-			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireOnce, MaxCatchup: 3}, reminders.ErrInvalid},
-			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo + 1}, reminders.ErrInvalid},
+			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo}, reminders.ErrBadCatchup},
+			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo, MaxCatchup: -1}, reminders.ErrBadCatchup},
+			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo, MaxCatchup: reminders.DefaultMaxCatchup + 1}, reminders.ErrBadCatchup},
+			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireOnce, MaxCatchup: 3}, reminders.ErrBadCatchup},
+			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo + 1}, reminders.ErrBadCatchup},
 		} {
 			err := e.RegisterFor(ctx, acct, tc.r)
 			if !errors.Is(err, tc.want) || !errors.Is(err, reminders.ErrInvalid) {
 				t.Errorf("Register(%+v) = %v, want %v", tc.r, err, tc.want)
+			}
+			for _, other := range specificRefusals {
+				if other != tc.want && errors.Is(err, other) {
+					t.Errorf("Register(%+v) = %v: matches %v as well as %v", tc.r, err, other, tc.want)
+				}
 			}
 		}
 		for i := range reminders.DefaultMaxPerIdentity {

@@ -48,7 +48,7 @@ func ParseCatchup(s string) (Catchup, error) {
 			return c, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: catch-up policy %q", ErrInvalid, s)
+	return 0, fmt.Errorf("%w %q", ErrBadCatchup, s)
 }
 
 // Reminder is what an actor registers: a named schedule of ticks that
@@ -114,21 +114,30 @@ type Info struct {
 	Uncommitted bool
 }
 
-// Errors. Registration errors wrap ErrInvalid and one of the specific
-// sentinels, so callers can branch on either.
+// Errors. Registration errors match ErrInvalid and exactly one of the
+// specific sentinels (ErrPeriodTooShort, ErrDueInPast, ErrUnknownPayload,
+// ErrBadName, ErrBadCatchup, ErrTooMany), so callers can branch on
+// either. Each specific sentinel matches ErrInvalid by itself, so an
+// error that keeps only its specific sentinel (one that crossed to
+// another node: tempest registers these as built-in error codes) still
+// matches ErrInvalid.
 var (
 	// ErrInvalid: a registration the engine refuses; nothing was stored.
 	ErrInvalid = errors.New("reminders: invalid reminder")
 	// ErrPeriodTooShort: Period below the engine's MinPeriod (and not 0).
-	ErrPeriodTooShort = errors.New("reminders: period below the minimum")
-	// ErrDueInPast: Due is before now.
-	ErrDueInPast = errors.New("reminders: due time in the past")
+	ErrPeriodTooShort error = &refusal{"period below the minimum"}
+	// ErrDueInPast: Due is before now (or missing for a one-shot
+	// reminder).
+	ErrDueInPast error = &refusal{"due time in the past"}
 	// ErrUnknownPayload: the payload's type cannot be stored for the kind.
-	ErrUnknownPayload = errors.New("reminders: unknown payload type")
+	ErrUnknownPayload error = &refusal{"unknown payload type"}
 	// ErrBadName: Name is empty, longer than MaxNameBytes or not UTF-8.
-	ErrBadName = errors.New("reminders: bad reminder name")
+	ErrBadName error = &refusal{"bad reminder name"}
+	// ErrBadCatchup: an unknown catch-up policy, or a MaxCatchup that
+	// does not fit the policy (ParseCatchup too).
+	ErrBadCatchup error = &refusal{"bad catch-up policy"}
 	// ErrTooMany: the identity already has MaxPerIdentity reminders.
-	ErrTooMany = errors.New("reminders: too many reminders for one identity")
+	ErrTooMany error = &refusal{"too many reminders for one identity"}
 	// ErrNotFound: no reminder of that name (Unregister).
 	ErrNotFound = errors.New("reminders: no such reminder")
 	// ErrNotOwner: the identity's shard is not held by this engine (the
@@ -141,21 +150,28 @@ var (
 	ErrClosed = errors.New("reminders: engine closed")
 )
 
-// invalid wraps a specific sentinel with ErrInvalid.
+// refusal is a specific registration sentinel: it matches ErrInvalid.
+type refusal struct{ what string }
+
+func (e *refusal) Error() string { return "reminders: " + e.what }
+func (e *refusal) Unwrap() error { return ErrInvalid }
+
+// invalidError is a registration refused for one specific reason (kind,
+// a *refusal), which it matches, and ErrInvalid through it.
 type invalidError struct {
 	name   string
-	kind   error
+	kind   *refusal
 	detail string
 }
 
 func (e *invalidError) Error() string {
-	return fmt.Sprintf("reminders: reminder %q: %v: %s", e.name, e.kind, e.detail)
+	return fmt.Sprintf("reminders: reminder %q: %s: %s", e.name, e.kind.what, e.detail)
 }
 
-func (e *invalidError) Is(target error) bool { return target == ErrInvalid || target == e.kind }
+func (e *invalidError) Unwrap() error { return e.kind }
 
 func invalid(name string, kind error, format string, args ...any) error {
-	return &invalidError{name: name, kind: kind, detail: fmt.Sprintf(format, args...)}
+	return &invalidError{name: name, kind: kind.(*refusal), detail: fmt.Sprintf(format, args...)}
 }
 
 // Limits enforced at registration.
@@ -187,13 +203,13 @@ func (r Reminder) validate(now time.Time, minPeriod time.Duration) (Reminder, er
 	case r.Period < 0:
 		return r, invalid(r.Name, ErrPeriodTooShort, "negative period %v", r.Period)
 	case r.Period != 0 && r.Period < minPeriod:
-		return r, invalid(r.Name, ErrPeriodTooShort, "period %v below the minimum %v", r.Period, minPeriod)
+		return r, invalid(r.Name, ErrPeriodTooShort, "%v (the minimum is %v)", r.Period, minPeriod)
 	case r.Catchup > FireUpTo:
-		return r, invalid(r.Name, ErrInvalid, "unknown catch-up policy %d", r.Catchup)
+		return r, invalid(r.Name, ErrBadCatchup, "unknown policy %d", r.Catchup)
 	case r.Catchup == FireUpTo && (r.MaxCatchup < 1 || r.MaxCatchup > DefaultMaxCatchup):
-		return r, invalid(r.Name, ErrInvalid, "fire-up-to needs MaxCatchup in 1..%d (got %d)", DefaultMaxCatchup, r.MaxCatchup)
+		return r, invalid(r.Name, ErrBadCatchup, "fire-up-to needs MaxCatchup in 1..%d (got %d)", DefaultMaxCatchup, r.MaxCatchup)
 	case r.Catchup != FireUpTo && r.MaxCatchup != 0:
-		return r, invalid(r.Name, ErrInvalid, "MaxCatchup is only for fire-up-to")
+		return r, invalid(r.Name, ErrBadCatchup, "MaxCatchup is only for fire-up-to")
 	}
 	if r.Due.IsZero() {
 		if r.Period == 0 {

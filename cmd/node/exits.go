@@ -11,7 +11,7 @@ const (
 	exitUnreachable  = 3  // the node's HTTP API could not be reached
 	exitDeadline     = 4  // the ask's deadline passed (HTTP 504)
 	exitRefused      = 5  // admission refused the message: mailbox full (HTTP 429)
-	exitUnknownKind  = 6  // no such kind on the cluster (HTTP 404)
+	exitUnknownKind  = 6  // no such kind, reminder or node (HTTP 404)
 	exitBadJSON      = 7  // the JSON does not fit the kind's schema (HTTP 400)
 	exitUnavailable  = 8  // the owner node is gone or shutting down (HTTP 503)
 	exitUnauthorized = 9  // missing or wrong bearer token (HTTP 401)
@@ -26,7 +26,7 @@ const exitCodesHelp = `Exit codes:
   3  node unreachable
   4  deadline exceeded
   5  refused (mailbox full)
-  6  unknown kind
+  6  not found: unknown kind, reminder or node
   7  bad JSON (does not fit the kind's schema)
   8  process unavailable (owner gone or shutting down)
   9  unauthorized (missing or wrong token)

@@ -1,0 +1,40 @@
+package tempest
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tempest-actors/tempest/reminders"
+	"github.com/tempest-actors/tempest/wire"
+)
+
+// An error crosses with the code of the first built-in sentinel it
+// matches, so one that matches another comes before it: a specific
+// reminder refusal crosses as itself, not as reminders.ErrInvalid. Codes
+// and sentinels are unique and reserved.
+func TestBuiltinErrorsMostSpecificFirst(t *testing.T) {
+	codes := map[string]bool{}
+	for i, b := range builtinErrors {
+		if !strings.HasPrefix(b.code, reservedErrorPrefix) || codes[b.code] {
+			t.Errorf("code %q: not reserved, or listed twice", b.code)
+		}
+		codes[b.code] = true
+		for _, later := range builtinErrors[i+1:] {
+			if later.err == b.err || errors.Is(later.err, b.err) {
+				t.Errorf("%s (%v) matches %s, listed before it", later.code, later.err, b.code)
+			}
+		}
+	}
+	r := wire.NewRegistry()
+	if err := (errorTable{}).register(r); err != nil {
+		t.Fatal(err)
+	}
+	refused := fmt.Errorf("reminders: reminder %q: %w", "r", reminders.ErrTooMany)
+	v, err := r.DecodeError(r.AppendError(nil, refused))
+	var re *wire.RemoteError
+	if e, _ := v.(error); err != nil || !errors.As(e, &re) || re.AppCode != "tempest.reminder_too_many" {
+		t.Fatalf("decoded %#v, %v: want the code of ErrTooMany", v, err)
+	}
+}

@@ -3,6 +3,7 @@ package reminders
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -171,7 +172,11 @@ func (e *invalidError) Error() string {
 func (e *invalidError) Unwrap() error { return e.kind }
 
 func invalid(name string, kind error, format string, args ...any) error {
-	return &invalidError{name: name, kind: kind.(*refusal), detail: fmt.Sprintf(format, args...)}
+	k, ok := kind.(*refusal)
+	if !ok { // not one of the specific sentinels: keep its text
+		k = &refusal{strings.TrimPrefix(kind.Error(), "reminders: ")}
+	}
+	return &invalidError{name: name, kind: k, detail: fmt.Sprintf(format, args...)}
 }
 
 // Limits enforced at registration.

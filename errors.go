@@ -21,32 +21,40 @@ const reservedErrorPrefix = "tempest."
 // An error crosses with the code of the first one it matches, so a
 // sentinel that matches another (a specific reminder refusal matches
 // reminders.ErrInvalid) comes before it; they are registered in this
-// order, before the kinds' errors.
-var builtinErrors = []struct {
-	code string
-	err  error
-}{
-	{"tempest.bad_json", ErrBadJSON},
-	{"tempest.closed", ErrClosed},
-	{"tempest.invalid_key", ErrInvalidKey},
-	{"tempest.no_gateway", ErrNoGateway},
-	{"tempest.no_quorum", ErrNoQuorum},
-	{"tempest.not_started", ErrNotStarted},
-	{"tempest.unregistered_message", ErrUnregisteredMessage},
+// order, the node's own first, then the kinds' errors, then the
+// reminders' (an application error that wraps a reminder refusal keeps
+// the application's code).
+var builtinErrors = []builtinError{
+	{"tempest.bad_json", ErrBadJSON, false},
+	{"tempest.closed", ErrClosed, false},
+	{"tempest.invalid_key", ErrInvalidKey, false},
+	{"tempest.no_gateway", ErrNoGateway, false},
+	{"tempest.no_quorum", ErrNoQuorum, false},
+	{"tempest.not_started", ErrNotStarted, false},
+	{"tempest.unregistered_message", ErrUnregisteredMessage, false},
 	// What Reminders.Register, Unregister and List return to an actor,
 	// which may reply it: the refusals' specific sentinels, then
 	// reminders.ErrInvalid, which each of them matches.
-	{"tempest.reminder_period_too_short", reminders.ErrPeriodTooShort},
-	{"tempest.reminder_due_in_past", reminders.ErrDueInPast},
-	{"tempest.reminder_unknown_payload", reminders.ErrUnknownPayload},
-	{"tempest.reminder_bad_name", reminders.ErrBadName},
-	{"tempest.reminder_bad_catchup", reminders.ErrBadCatchup},
-	{"tempest.reminder_too_many", reminders.ErrTooMany},
-	{"tempest.reminder_invalid", reminders.ErrInvalid},
-	{"tempest.reminder_not_found", reminders.ErrNotFound},
-	{"tempest.reminder_not_owner", reminders.ErrNotOwner},
-	{"tempest.reminder_not_in_turn", reminders.ErrNotInTurn},
-	{"tempest.reminders_closed", reminders.ErrClosed},
+	{"tempest.reminder_period_too_short", reminders.ErrPeriodTooShort, true},
+	{"tempest.reminder_due_in_past", reminders.ErrDueInPast, true},
+	{"tempest.reminder_unknown_payload", reminders.ErrUnknownPayload, true},
+	{"tempest.reminder_bad_name", reminders.ErrBadName, true},
+	{"tempest.reminder_bad_catchup", reminders.ErrBadCatchup, true},
+	{"tempest.reminder_too_many", reminders.ErrTooMany, true},
+	{"tempest.reminder_too_far", reminders.ErrTooFar, true},
+	{"tempest.reminder_invalid", reminders.ErrInvalid, true},
+	{"tempest.reminder_not_found", reminders.ErrNotFound, true},
+	{"tempest.reminder_not_owner", reminders.ErrNotOwner, true},
+	{"tempest.reminder_not_in_turn", reminders.ErrNotInTurn, true},
+	{"tempest.reminders_closed", reminders.ErrClosed, true},
+}
+
+// builtinError is one of Tempest's own error codes; late ones are
+// registered after the kinds' errors.
+type builtinError struct {
+	code string
+	err  error
+	late bool
 }
 
 // errorTable maps application error codes to sentinels. Written only
@@ -91,17 +99,26 @@ func (t errorTable) add(errs map[string]error) { maps.Copy(t, errs) }
 
 // register gives the wire registry Tempest's and the kinds' error codes.
 func (t errorTable) register(r *wire.Registry) error {
-	for _, b := range builtinErrors {
-		if err := r.RegisterError(b.code, b.err); err != nil {
-			return err
+	builtins := func(late bool) error {
+		for _, b := range builtinErrors {
+			if b.late != late {
+				continue
+			}
+			if err := r.RegisterError(b.code, b.err); err != nil {
+				return err
+			}
 		}
+		return nil
+	}
+	if err := builtins(false); err != nil {
+		return err
 	}
 	for _, code := range slices.Sorted(maps.Keys(t)) {
 		if err := r.RegisterError(code, t[code]); err != nil {
 			return err
 		}
 	}
-	return nil
+	return builtins(true)
 }
 
 // ErrorCode returns the code under which a kind registered the

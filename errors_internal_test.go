@@ -38,3 +38,18 @@ func TestBuiltinErrorsMostSpecificFirst(t *testing.T) {
 		t.Fatalf("decoded %#v, %v: want the code of ErrTooMany", v, err)
 	}
 }
+
+// A kind's error that wraps a reminder refusal crosses with the kind's
+// code: the kinds' codes are registered before the reminders'.
+func TestKindErrorWrappingAReminderRefusalKeepsItsCode(t *testing.T) {
+	rejected := errors.New("app: schedule rejected")
+	r := wire.NewRegistry()
+	if err := (errorTable{"app.rejected": rejected}).register(r); err != nil {
+		t.Fatal(err)
+	}
+	v, err := r.DecodeError(r.AppendError(nil, fmt.Errorf("%w: %w", rejected, reminders.ErrTooMany)))
+	var re *wire.RemoteError
+	if e, _ := v.(error); err != nil || !errors.As(e, &re) || re.AppCode != "app.rejected" || !errors.Is(e, rejected) {
+		t.Fatalf("decoded %#v, %v: want the kind's code", v, err)
+	}
+}

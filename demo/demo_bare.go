@@ -503,11 +503,12 @@ func (TickerStatus) MessageTag() uint32 { return TickerStatusMessageTag }
 // BAREName returns "TickerStatus", the type's name in the schema.
 func (TickerStatus) BAREName() string { return "TickerStatus" }
 
-// TickerState is the BARE struct declared at demo.bare:72.
+// TickerState is the BARE struct declared at demo.bare:74.
 type TickerState struct {
 	Ticks           uint64 `bare:"ticks"`
 	LastSeq         uint64 `bare:"lastSeq"`
 	LastScheduledMs int64  `bare:"lastScheduledMs"`
+	SinceMs         int64  `bare:"sinceMs"`
 }
 
 // AppendBARE appends the BARE encoding of v to dst. It does not allocate
@@ -516,6 +517,7 @@ func (v *TickerState) AppendBARE(dst []byte) ([]byte, error) {
 	dst = bare.AppendU64(dst, uint64(v.Ticks))
 	dst = bare.AppendU64(dst, uint64(v.LastSeq))
 	dst = bare.AppendI64(dst, int64(v.LastScheduledMs))
+	dst = bare.AppendI64(dst, int64(v.SinceMs))
 	return dst, nil
 }
 
@@ -528,6 +530,7 @@ func (v *TickerState) DecodeBARE(d *bare.Decoder) {
 	v.Ticks = uint64(d.U64())
 	v.LastSeq = uint64(d.U64())
 	v.LastScheduledMs = int64(d.I64())
+	v.SinceMs = int64(d.I64())
 	d.Leave()
 }
 

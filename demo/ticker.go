@@ -56,21 +56,25 @@ func (t *ticker) Receive(ctx actor.Context, msg any) {
 			ctx.ReplyError(err)
 			return
 		}
-		t.reply(ctx)
+		ctx.Reply(t.status(false, 0, time.Time{}))
 	case Get, *Get:
-		t.reply(ctx)
+		t.get(ctx)
 	}
 }
 
-// tick counts a tick once: delivery is at least once across a failover,
-// and a tick delivered again carries the sequence number it had.
+// tick counts a tick once. Delivery is at least once across a failover,
+// and a tick delivered again is the same occurrence, so a tick scheduled
+// no later than the last one counted is not counted again. Nor is one
+// scheduled before the last Start's first: until that Start's
+// registration is committed the reminder it replaces may still fire.
 func (t *ticker) tick(m reminders.Tick) {
-	if m.Name != TickerReminder || m.Seq <= t.st.LastSeq {
+	at := m.Scheduled.UnixMilli()
+	if m.Name != TickerReminder || at < t.st.SinceMs || at <= t.st.LastScheduledMs {
 		return
 	}
 	t.st.Ticks++
 	t.st.LastSeq = m.Seq
-	t.st.LastScheduledMs = m.Scheduled.UnixMilli()
+	t.st.LastScheduledMs = at
 }
 
 // start registers the reminder, replacing a running one, and starts
@@ -78,18 +82,18 @@ func (t *ticker) tick(m reminders.Tick) {
 // minimum, an unknown policy) is answered with the node's error and
 // changes nothing.
 func (t *ticker) start(ctx actor.Context, m Start) {
-	r := reminders.Reminder{Name: TickerReminder}
-	if m.MaxCatchup != nil {
-		r.MaxCatchup = int(*m.MaxCatchup)
+	// A period beyond time.Duration's range is refused by the engine
+	// (reminders.ErrTooFar), as any period over its horizon.
+	r := reminders.Reminder{Name: TickerReminder, Period: time.Duration(math.MaxInt64)}
+	if m.PeriodMs <= math.MaxInt64/uint64(time.Millisecond) {
+		r.Period = time.Duration(m.PeriodMs) * time.Millisecond
 	}
-	if m.PeriodMs > math.MaxInt64/uint64(time.Millisecond) {
-		ctx.ReplyError(fmt.Errorf("%w: period %d ms is too long", reminders.ErrInvalid, m.PeriodMs))
-		return
-	}
-	r.Period = time.Duration(m.PeriodMs) * time.Millisecond
 	if r.Period == 0 {
 		ctx.ReplyError(fmt.Errorf("%w: periodMs must be set", reminders.ErrPeriodTooShort))
 		return
+	}
+	if r.Period <= reminders.MaxHorizon {
+		r.Due = time.Now().Add(r.Period)
 	}
 	if m.Catchup != nil {
 		c, err := reminders.ParseCatchup(*m.Catchup)
@@ -99,16 +103,29 @@ func (t *ticker) start(ctx actor.Context, m Start) {
 		}
 		r.Catchup = c
 	}
+	if m.MaxCatchup != nil {
+		r.MaxCatchup = int(*m.MaxCatchup)
+	}
 	if err := t.rem.Register(ctx, r); err != nil {
 		ctx.ReplyError(err)
 		return
 	}
-	t.st = TickerState{}
-	t.reply(ctx)
+	t.st = TickerState{SinceMs: r.Due.UnixMilli()}
+	ctx.Reply(t.status(true, r.Period, r.Due))
 }
 
-func (t *ticker) reply(ctx actor.Context) {
-	s := TickerStatus{Ticks: t.st.Ticks, LastSeq: t.st.LastSeq, LastScheduledMs: t.st.LastScheduledMs}
+// status is the reply: the counts and the reminder as given.
+func (t *ticker) status(running bool, period time.Duration, next time.Time) TickerStatus {
+	s := TickerStatus{Running: running, Ticks: t.st.Ticks, LastSeq: t.st.LastSeq, LastScheduledMs: t.st.LastScheduledMs}
+	if running {
+		s.PeriodMs, s.NextMs = uint64(period/time.Millisecond), next.UnixMilli()
+	}
+	return s
+}
+
+// get replies the counts and the reminder as the node holds it (an
+// operator may have cancelled it).
+func (t *ticker) get(ctx actor.Context) {
 	list, err := t.rem.List(ctx)
 	if err != nil {
 		ctx.ReplyError(err)
@@ -116,10 +133,11 @@ func (t *ticker) reply(ctx actor.Context) {
 	}
 	for _, r := range list {
 		if r.Name == TickerReminder {
-			s.Running, s.PeriodMs, s.NextMs = true, uint64(r.Period/time.Millisecond), r.Next.UnixMilli()
+			ctx.Reply(t.status(true, r.Period, r.Next))
+			return
 		}
 	}
-	ctx.Reply(s)
+	ctx.Reply(t.status(false, 0, time.Time{}))
 }
 
 func (t *ticker) MarshalState() ([]byte, error) { return t.st.MarshalBARE() }

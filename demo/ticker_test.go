@@ -118,7 +118,8 @@ func TestTickerRefusesBadStarts(t *testing.T) {
 		{demo.Start{PeriodMs: 1000, Catchup: ptr("sometimes")}, reminders.ErrInvalid},
 		{demo.Start{PeriodMs: 1000, Catchup: ptr("fire-up-to")}, reminders.ErrInvalid}, // needs maxCatchup
 		{demo.Start{PeriodMs: 1000, MaxCatchup: ptr[uint32](3)}, reminders.ErrInvalid}, // only for fire-up-to
-		{demo.Start{PeriodMs: 1 << 63}, reminders.ErrInvalid},
+		{demo.Start{PeriodMs: 1 << 63}, reminders.ErrTooFar},
+		{demo.Start{PeriodMs: uint64(reminders.MaxHorizon/time.Millisecond) + 1}, reminders.ErrTooFar},
 	} {
 		if _, err := n.Ask(t.Context(), ref, tc.start); !errors.Is(err, tc.want) {
 			t.Errorf("Start %+v: %v, want %v", tc.start, err, tc.want)
@@ -144,3 +145,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestTickerStartAgainCountsTheNewReminder: a Start that replaces a
+// running reminder counts the new one's ticks from its first, although
+// their sequence numbers start at 1 again.
+func TestTickerStartAgainCountsTheNewReminder(t *testing.T) {
+	n := tickerNode(t, t.TempDir())
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	tickerStatus(t, n, "c", demo.Start{PeriodMs: 30})
+	waitTicks(t, n, "c", 5)
+	if s := tickerStatus(t, n, "c", demo.Start{PeriodMs: 30}); s.Ticks != 0 || !s.Running {
+		t.Fatalf("after the second Start: %+v", s)
+	}
+	ref := n.Ref(demo.Ticker, "c")
+	waitFor(t, "three ticks of the new reminder delivered", func() bool {
+		l, err := n.Reminders().ListOf(t.Context(), ref)
+		return err == nil && len(l.Reminders) == 1 && l.Reminders[0].LastSeq >= 3
+	})
+	if s := tickerStatus(t, n, "c", demo.Get{}); s.Ticks < 3 || s.LastSeq < 3 {
+		t.Fatalf("the new reminder delivered 3 ticks, the ticker counted %+v", s)
+	}
+}

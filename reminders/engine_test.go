@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -108,7 +109,7 @@ func seqs(ts []reminders.Tick) []uint64 {
 // specificRefusals are the sentinels of the reasons registration
 // refuses a reminder for.
 var specificRefusals = []error{reminders.ErrPeriodTooShort, reminders.ErrDueInPast, reminders.ErrUnknownPayload,
-	reminders.ErrBadName, reminders.ErrBadCatchup, reminders.ErrTooMany}
+	reminders.ErrBadName, reminders.ErrBadCatchup, reminders.ErrTooMany, reminders.ErrTooFar}
 
 // Each specific sentinel matches ErrInvalid by itself, so an error that
 // kept only the sentinel (one that crossed to another node) still does;
@@ -161,6 +162,9 @@ func TestRegisterRefusesBadInput(t *testing.T) {
 			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo, MaxCatchup: reminders.DefaultMaxCatchup + 1}, reminders.ErrBadCatchup},
 			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireOnce, MaxCatchup: 3}, reminders.ErrBadCatchup},
 			{reminders.Reminder{Name: "c", Period: time.Minute, Catchup: reminders.FireUpTo + 1}, reminders.ErrBadCatchup},
+			{reminders.Reminder{Name: "f", Period: reminders.MaxHorizon + time.Second}, reminders.ErrTooFar},
+			{reminders.Reminder{Name: "f", Period: math.MaxInt64}, reminders.ErrTooFar},
+			{reminders.Reminder{Name: "f", Due: now.Add(reminders.MaxHorizon + time.Hour)}, reminders.ErrTooFar},
 		} {
 			err := e.RegisterFor(ctx, acct, tc.r)
 			if !errors.Is(err, tc.want) || !errors.Is(err, reminders.ErrInvalid) {

@@ -117,7 +117,7 @@ type Info struct {
 
 // Errors. Registration errors match ErrInvalid and exactly one of the
 // specific sentinels (ErrPeriodTooShort, ErrDueInPast, ErrUnknownPayload,
-// ErrBadName, ErrBadCatchup, ErrTooMany), so callers can branch on
+// ErrBadName, ErrBadCatchup, ErrTooMany, ErrTooFar), so callers can branch on
 // either. Each specific sentinel matches ErrInvalid by itself, so an
 // error that keeps only its specific sentinel (one that crossed to
 // another node: tempest registers these as built-in error codes) still
@@ -139,6 +139,8 @@ var (
 	ErrBadCatchup error = &refusal{"bad catch-up policy"}
 	// ErrTooMany: the identity already has MaxPerIdentity reminders.
 	ErrTooMany error = &refusal{"too many reminders for one identity"}
+	// ErrTooFar: Due or Period lies more than MaxHorizon ahead.
+	ErrTooFar error = &refusal{"due time or period too far ahead"}
 	// ErrNotFound: no reminder of that name (Unregister).
 	ErrNotFound = errors.New("reminders: no such reminder")
 	// ErrNotOwner: the identity's shard is not held by this engine (the
@@ -194,6 +196,9 @@ const (
 	DefaultMaxPerIdentity = 64
 	// DefaultMaxCatchup bounds FireUpTo's MaxCatchup.
 	DefaultMaxCatchup = 1000
+	// MaxHorizon bounds how far ahead Due and Period may lie: a record
+	// holds times to the nanosecond, which reach to the year 2262.
+	MaxHorizon = 100 * 365 * 24 * time.Hour
 )
 
 // validate checks r at now and returns it normalised (Due filled in).
@@ -207,6 +212,8 @@ func (r Reminder) validate(now time.Time, minPeriod time.Duration) (Reminder, er
 		return r, invalid(shown, ErrBadName, "name must be 1 to %d bytes of UTF-8 (got %d)", MaxNameBytes, len(r.Name))
 	case r.Period < 0:
 		return r, invalid(r.Name, ErrPeriodTooShort, "negative period %v", r.Period)
+	case r.Period > MaxHorizon:
+		return r, invalid(r.Name, ErrTooFar, "period %v (the most is %v)", r.Period, MaxHorizon)
 	case r.Period != 0 && r.Period < minPeriod:
 		return r, invalid(r.Name, ErrPeriodTooShort, "%v (the minimum is %v)", r.Period, minPeriod)
 	case r.Catchup > FireUpTo:
@@ -221,6 +228,9 @@ func (r Reminder) validate(now time.Time, minPeriod time.Duration) (Reminder, er
 			return r, invalid(r.Name, ErrDueInPast, "a one-shot reminder needs a due time")
 		}
 		r.Due = now.Add(r.Period)
+	}
+	if r.Due.After(now.Add(MaxHorizon)) {
+		return r, invalid(r.Name, ErrTooFar, "due %v is more than %v ahead", r.Due.UTC(), MaxHorizon)
 	}
 	if r.Due.Before(now) {
 		return r, invalid(r.Name, ErrDueInPast, "due %v is %v before now", r.Due.UTC(), now.Sub(r.Due))

@@ -50,7 +50,8 @@ gossip is), unless --local; with a live progress line on stderr; then print
 throughput, p50/p99/p99.9 latency and error counts by type. The message is
 --body, by default one that fits the demo kinds (echo: {"text":"bench"},
 counter: {"Add":{"n":1}}, ticker: {"Start":{"periodMs":3600000}}, which
-registers an hourly reminder, or replaces the key's).`,
+registers an hourly reminder, or replaces the key's; they stay registered
+after the run).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {

@@ -17,9 +17,10 @@ import (
 // tickerPeriod is the tickers' reminder period (the nodes' minimum).
 const tickerPeriod = time.Second
 
-// tickerSlack covers the poll's interval and the tick's own turn and
-// commit on the new owner.
-const tickerSlack = time.Second
+// tickerSlack covers the poll's interval, the tick's own turn and
+// commit on the new owner, and one retry of a tick refused while the new
+// owner's lease settles (the engine's RetryAfter, 1 s).
+const tickerSlack = 2 * time.Second
 
 type tickerStatus struct {
 	Running         bool  `json:"running"`
@@ -78,17 +79,17 @@ func (e *env) startTickers(ctx context.Context, via, victim string, n int) (map[
 	return out, nil
 }
 
-// tickerRecovery is one ticker after the kill at t0: when it answered
-// again and when it first showed a tick scheduled after t0, which only
-// its new owner can have fired.
+// tickerRecovery is one ticker after its owner died at t0: when it
+// answered again and when it first showed a tick scheduled after t0,
+// which only its new owner can have fired.
 type tickerRecovery struct {
 	key              string
 	answered, ticked time.Duration
 	err              error
 }
 
-// watchTickers polls each ticker through the gateways from the kill at
-// t0 until it shows a tick scheduled after t0 (for at most 90 s).
+// watchTickers polls each ticker through the gateways from the victim's
+// death at t0 until it shows a tick scheduled after t0 (for at most 90 s).
 func (e *env) watchTickers(ctx context.Context, before map[string]tickerStatus, gateways []string, t0 time.Time) []tickerRecovery {
 	var mu sync.Mutex
 	var out []tickerRecovery

@@ -646,7 +646,7 @@ func (e *jsonEncoder) value(dst []byte, t *Type, n *jnode) ([]byte, error) {
 		for _, f := range t.Fields {
 			i, ok := idx[f.Name]
 			if !ok {
-				if optional(f.Type) {
+				if Resolve(f.Type).Kind == KindOptional {
 					dst = append(dst, 0) // left out: absent, like null
 					continue
 				}
@@ -696,10 +696,3 @@ func (e *jsonEncoder) mapKey(dst []byte, t *Type, k string) ([]byte, error) {
 	return e.value(dst, r, &jnode{kind: jStr, s: s})
 }
 
-// optional reports whether t is an optional (directly or by a name).
-func optional(t *Type) bool {
-	for t.Kind == KindNamed {
-		t = t.Def.Type
-	}
-	return t.Kind == KindOptional
-}

@@ -141,7 +141,7 @@ func checkTickers(rep *report, step string, recs []tickerRecovery) {
 		}
 		slowest = max(slowest, r.ticked)
 	}
-	rep.add(step, "reminders", "%d tickers of the victim ticked on the new owners, the last %s after the kill", len(recs)-bad, slowest.Round(time.Millisecond))
+	rep.add(step, "reminders", "%d tickers of the victim ticked on the new owners, the last %s after the victim died", len(recs)-bad, slowest.Round(time.Millisecond))
 	rep.check(step, bad == 0, "every reminder of the victim ticks on its new owner within its failover + one period (%s) + %s, no acknowledged tick lost (%d of %d failed)",
 		tickerPeriod, tickerSlack, bad, len(recs))
 }

@@ -695,4 +695,3 @@ func (e *jsonEncoder) mapKey(dst []byte, t *Type, k string) ([]byte, error) {
 	}
 	return e.value(dst, r, &jnode{kind: jStr, s: s})
 }
-

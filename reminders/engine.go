@@ -1557,12 +1557,13 @@ func (e *Engine) dispatch(f *Fire) {
 	if e.cfg.Lateness != nil {
 		e.cfg.Lateness(f.Late)
 	}
-	k, gen, seq, shard := f.Key, f.Gen, f.Seq, f.Shard
+	k, shard := f.Key, f.Shard
+	fl := Fire{Key: f.Key, Gen: f.Gen, Seq: f.Seq, Flight: f.Flight} // what the callbacks name
 	accept := func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		x := e.sched.byKey[k]
-		ok, removed := e.sched.Delivered(k, gen, seq, e.cfg.Clock.Now())
+		ok, removed := e.sched.Delivered(fl, e.cfg.Clock.Now())
 		if st := e.shards[shard]; ok && st != nil {
 			st.dirty = true
 			if removed && x.rec != nil { // a one-shot is done: its record is deleted
@@ -1578,7 +1579,7 @@ func (e *Engine) dispatch(f *Fire) {
 	// its turn (failed) fires again after RetryAfter.
 	failed := func(err error) {
 		e.mu.Lock()
-		e.sched.Failed(k, gen, seq, e.cfg.Clock.Now(), e.cfg.RetryAfter)
+		e.sched.Failed(fl, e.cfg.Clock.Now(), e.cfg.RetryAfter)
 		e.mu.Unlock()
 		e.poke()
 		e.log.LogAttrs(context.Background(), slog.LevelDebug, "reminder tick not delivered",

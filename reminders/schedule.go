@@ -38,6 +38,7 @@ type entry struct {
 	next  uint64 // seq of the next occurrence to fire
 
 	outSeq uint64    // seq in flight (0: none)
+	outN   uint64    // the flight's number (Schedule.flights when it left)
 	outAt  time.Time // when it was dispatched
 	burst  int       // further catch-up ticks owed by a FireUpTo run
 
@@ -69,6 +70,7 @@ type Fire struct {
 	Shard     string
 	Gen       uint64
 	Seq       uint64
+	Flight    uint64 // numbers the dispatch: a tick fired again is a new flight
 	Scheduled time.Time
 	Late      time.Duration // now − Scheduled
 	payload   any
@@ -107,6 +109,7 @@ type Schedule struct {
 	h       entryHeap
 	timeout time.Duration
 	counts  Counts
+	flights uint64 // ticks dispatched so far: each flight's number
 }
 
 // NewSchedule returns an empty schedule whose ticks count as failed when
@@ -252,12 +255,13 @@ func (s *Schedule) Due(now time.Time, dst []Fire) []Fire {
 			heap.Fix(&s.h, e.idx)
 			continue
 		}
-		e.outSeq, e.outAt = seq, now
+		s.flights++
+		e.outSeq, e.outN, e.outAt = seq, s.flights, now
 		e.due = now.Add(s.timeout)
 		heap.Fix(&s.h, e.idx)
 		s.counts.Fired++
 		at := e.scheduled(seq)
-		dst = append(dst, Fire{Key: e.Key, Shard: e.shard, Gen: e.gen, Seq: seq, Scheduled: at,
+		dst = append(dst, Fire{Key: e.Key, Shard: e.shard, Gen: e.gen, Seq: seq, Flight: s.flights, Scheduled: at,
 			Late: now.Sub(at), payload: e.pval})
 	}
 	return dst
@@ -293,20 +297,21 @@ func (s *Schedule) pick(e *entry, now time.Time) (uint64, bool) {
 	}
 }
 
-// Delivered reports that the tick (k, gen, seq) is about to run in a
-// turn of its actor. It reports whether that tick is still wanted: the
-// reminder exists under the same registration and this is its flight.
+// Delivered reports that the tick f is about to run in a turn of its
+// actor. It reports whether that tick is still wanted: the reminder
+// exists under the same registration and f is its flight (not an earlier
+// one of the same occurrence, cut off by a pause or its deadline).
 // A false answer means the tick must be dropped (unregistered,
 // re-registered, or superseded after its deadline). removed reports that
 // a one-shot reminder is done and was removed.
-func (s *Schedule) Delivered(k Key, gen, seq uint64, now time.Time) (ok, removed bool) {
-	e, held := s.byKey[k]
-	if !held || e.gen != gen || e.outSeq != seq || s.paused[e.shard] {
+func (s *Schedule) Delivered(f Fire, now time.Time) (ok, removed bool) {
+	e, seq := s.flight(f)
+	if e == nil {
 		return false, false
 	}
 	e.fired, e.outSeq = seq, 0
 	if e.per == 0 {
-		s.remove(k)
+		s.remove(f.Key)
 		return true, true
 	}
 	e.next = seq + 1
@@ -318,18 +323,31 @@ func (s *Schedule) Delivered(k Key, gen, seq uint64, now time.Time) (ok, removed
 	return true, false
 }
 
-// Failed reports that the tick (k, gen, seq) could not be handed to its
-// actor (refused, or its activation failed). The reminder fires again
-// after retry.
-func (s *Schedule) Failed(k Key, gen, seq uint64, now time.Time, retry time.Duration) {
-	e, held := s.byKey[k]
-	if !held || e.gen != gen || e.outSeq != seq || s.paused[e.shard] {
-		return // a paused shard's flight is counted by Resume
+// Failed reports that the tick f could not be handed to its actor
+// (refused, or its activation failed). The reminder fires again after
+// retry. A flight that is no longer the reminder's (a paused shard's,
+// counted by Resume, or one past its deadline, counted by Due) changes
+// nothing.
+func (s *Schedule) Failed(f Fire, now time.Time, retry time.Duration) {
+	e, _ := s.flight(f)
+	if e == nil {
+		return
 	}
 	s.counts.Failed++
 	e.outSeq, e.burst = 0, 0
 	e.due = now.Add(retry)
 	heap.Fix(&s.h, e.idx)
+}
+
+// flight returns the reminder whose current flight f is, and f's seq;
+// nil when f is not (the reminder is gone, re-registered, paused, or
+// sent a later flight).
+func (s *Schedule) flight(f Fire) (*entry, uint64) {
+	e, held := s.byKey[f.Key]
+	if !held || e.gen != f.Gen || e.outSeq == 0 || e.outN != f.Flight || s.paused[e.shard] {
+		return nil, 0
+	}
+	return e, f.Seq
 }
 
 type entryHeap []*entry

@@ -30,7 +30,7 @@ func deliverAll(s *Schedule, now time.Time) []uint64 {
 			return seqs
 		}
 		for _, f := range fs {
-			if ok, _ := s.Delivered(f.Key, f.Gen, f.Seq, now); !ok {
+			if ok, _ := s.Delivered(f, now); !ok {
 				panic("a dispatched tick was refused")
 			}
 			seqs = append(seqs, f.Seq)
@@ -51,7 +51,7 @@ func TestScheduleFiresOnScheduleWithSequenceNumbers(t *testing.T) {
 		if len(fs) != 1 || fs[0].Seq != uint64(i) || !fs[0].Scheduled.Equal(now) || fs[0].Late != 0 {
 			t.Fatalf("at %v: %+v", now, fs)
 		}
-		s.Delivered(fs[0].Key, fs[0].Gen, fs[0].Seq, now)
+		s.Delivered(fs[0], now)
 		got = append(got, fs[0].Seq)
 	}
 	if c := s.Counts(); c.Fired != 3 || c.Skipped != 0 || c.Failed != 0 {
@@ -120,7 +120,7 @@ func TestScheduleOneOutstandingTick(t *testing.T) {
 		t.Fatalf("failed %d, want 1", c.Failed)
 	}
 	// The stale flight's delivery is refused.
-	if ok, _ := s.Delivered(first[0].Key, first[0].Gen, first[0].Seq, t0.Add(6*time.Second)); ok {
+	if ok, _ := s.Delivered(first[0], t0.Add(6*time.Second)); ok {
 		t.Fatal("a superseded tick was accepted")
 	}
 }
@@ -132,7 +132,7 @@ func TestScheduleRefusesStaleTicks(t *testing.T) {
 	s.put(newEntry("r", time.Second, FireOnce, 0))
 	f := s.Due(t0.Add(time.Second), nil)[0]
 	s.remove(f.Key)
-	if ok, _ := s.Delivered(f.Key, f.Gen, f.Seq, t0.Add(time.Second)); ok {
+	if ok, _ := s.Delivered(f, t0.Add(time.Second)); ok {
 		t.Fatal("tick of a removed reminder accepted")
 	}
 	e := newEntry("r", time.Second, FireOnce, 0)
@@ -141,7 +141,7 @@ func TestScheduleRefusesStaleTicks(t *testing.T) {
 	e2 := newEntry("r", time.Second, FireOnce, 0)
 	e2.gen = 2
 	s.put(e2)
-	if ok, _ := s.Delivered(f.Key, f.Gen, f.Seq, t0.Add(time.Second)); ok {
+	if ok, _ := s.Delivered(f, t0.Add(time.Second)); ok {
 		t.Fatal("tick of a replaced registration accepted")
 	}
 }
@@ -154,7 +154,7 @@ func TestScheduleOneShotIsRemovedOnDelivery(t *testing.T) {
 	if len(fs) != 1 || fs[0].Seq != 1 {
 		t.Fatalf("fired %+v", fs)
 	}
-	if ok, removed := s.Delivered(fs[0].Key, fs[0].Gen, 1, t0.Add(time.Hour)); !ok || !removed {
+	if ok, removed := s.Delivered(fs[0], t0.Add(time.Hour)); !ok || !removed {
 		t.Fatalf("Delivered = %v, %v", ok, removed)
 	}
 	if s.Len() != 0 {
@@ -484,7 +484,7 @@ func TestSchedulePauseAndResume(t *testing.T) {
 	}
 	for _, f := range inFlight {
 		if f.Shard == "t" {
-			s.Delivered(f.Key, f.Gen, f.Seq, t0.Add(time.Second))
+			s.Delivered(f, t0.Add(time.Second))
 		}
 	}
 	if !s.Pause("s") || s.Pause("s") || !s.Paused("s") {
@@ -496,10 +496,10 @@ func TestSchedulePauseAndResume(t *testing.T) {
 			fa = f
 		}
 	}
-	if ok, _ := s.Delivered(fa.Key, fa.Gen, fa.Seq, t0.Add(2*time.Second)); ok {
+	if ok, _ := s.Delivered(fa, t0.Add(2*time.Second)); ok {
 		t.Fatal("the tick in flight of a paused shard was accepted at its turn")
 	}
-	s.Failed(fa.Key, fa.Gen, fa.Seq, t0.Add(2*time.Second), time.Second) // refused: counted by Resume
+	s.Failed(fa, t0.Add(2*time.Second), time.Second) // refused: counted by Resume
 	late := newEntry("b", time.Second, Skip, 0)
 	s.put(late)
 	var firedOther int
@@ -509,7 +509,7 @@ func TestSchedulePauseAndResume(t *testing.T) {
 				t.Fatalf("paused shard fired %+v at %ds", f, sec)
 			}
 			firedOther++
-			s.Delivered(f.Key, f.Gen, f.Seq, t0.Add(time.Duration(sec)*time.Second))
+			s.Delivered(f, t0.Add(time.Duration(sec)*time.Second))
 		}
 	}
 	if firedOther != 9 {
@@ -525,7 +525,7 @@ func TestSchedulePauseAndResume(t *testing.T) {
 	got := map[string][]uint64{}
 	for _, f := range s.Due(now, nil) {
 		got[f.Name] = append(got[f.Name], f.Seq)
-		if ok, _ := s.Delivered(f.Key, f.Gen, f.Seq, now); !ok {
+		if ok, _ := s.Delivered(f, now); !ok {
 			t.Fatalf("tick %+v refused after Resume", f)
 		}
 	}
@@ -543,5 +543,35 @@ func TestSchedulePauseAndResume(t *testing.T) {
 	s.Pause("s")
 	if n := s.dropShard("s"); n != 2 || s.Paused("s") {
 		t.Fatalf("dropShard of a paused shard: %d dropped, paused %v", n, s.Paused("s"))
+	}
+}
+
+// A flight cut off by a pause whose outcome arrives after Resume names
+// an old flight: its refusal neither counts a second failure nor delays
+// the tick Resume fired again, and only the new flight is accepted,
+// although both carry the same occurrence.
+func TestScheduleCutOffFlightAfterResume(t *testing.T) {
+	s := NewSchedule(time.Minute)
+	s.put(newEntry("a", time.Second, FireOnce, 0))
+	old := s.Due(t0.Add(time.Second), nil)
+	if len(old) != 1 {
+		t.Fatalf("fired %+v", old)
+	}
+	s.Pause("s")
+	s.Resume("s")
+	now := t0.Add(1500 * time.Millisecond)
+	again := s.Due(now, nil)
+	if len(again) != 1 || again[0].Seq != old[0].Seq || again[0].Flight == old[0].Flight {
+		t.Fatalf("after Resume fired %+v, the cut-off flight was %+v", again, old)
+	}
+	s.Failed(old[0], now, time.Hour) // the cut-off flight's refusal, late
+	if c := s.Counts(); c.Failed != 1 {
+		t.Fatalf("failed %d, want 1 (counted by Resume alone)", c.Failed)
+	}
+	if ok, _ := s.Delivered(old[0], now); ok {
+		t.Fatal("the cut-off flight was accepted at its turn")
+	}
+	if ok, _ := s.Delivered(again[0], now); !ok {
+		t.Fatal("the flight Resume fired was refused: the late refusal of the old one moved it")
 	}
 }

@@ -16,7 +16,15 @@ import (
 // and sentinels are unique and reserved.
 func TestBuiltinErrorsMostSpecificFirst(t *testing.T) {
 	codes := map[string]bool{}
+	late := false
 	for i, b := range builtinErrors {
+		// They are registered early ones, kinds, then late ones: the
+		// list's order is the registration order only if the late
+		// ones come last.
+		if late && !b.late {
+			t.Errorf("%s is registered before the kinds but listed after a late one", b.code)
+		}
+		late = late || b.late
 		if !strings.HasPrefix(b.code, reservedErrorPrefix) || codes[b.code] {
 			t.Errorf("code %q: not reserved, or listed twice", b.code)
 		}

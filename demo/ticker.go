@@ -93,7 +93,7 @@ func (t *ticker) start(ctx actor.Context, m Start) {
 		return
 	}
 	if r.Period <= reminders.MaxHorizon {
-		r.Due = time.Now().Add(r.Period)
+		r.Due = ctx.Now().Add(r.Period) // the node's clock, as the engine's
 	}
 	if m.Catchup != nil {
 		c, err := reminders.ParseCatchup(*m.Catchup)

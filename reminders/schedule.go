@@ -299,16 +299,20 @@ func (s *Schedule) pick(e *entry, now time.Time) (uint64, bool) {
 
 // Delivered reports that the tick f is about to run in a turn of its
 // actor. It reports whether that tick is still wanted: the reminder
-// exists under the same registration and f is its flight (not an earlier
-// one of the same occurrence, cut off by a pause or its deadline).
+// exists under the same registration, its shard is not paused, and f
+// carries the occurrence in flight. Any flight of that occurrence will
+// do (one re-fired after its deadline, or by Resume, may reach its turn
+// after an earlier one): the first to reach a turn wins, the others are
+// refused, so a slow mailbox still delivers it.
 // A false answer means the tick must be dropped (unregistered,
 // re-registered, or superseded after its deadline). removed reports that
 // a one-shot reminder is done and was removed.
 func (s *Schedule) Delivered(f Fire, now time.Time) (ok, removed bool) {
-	e, seq := s.flight(f)
-	if e == nil {
+	e, held := s.byKey[f.Key]
+	if !held || e.gen != f.Gen || e.outSeq == 0 || e.outSeq != f.Seq || s.paused[e.shard] {
 		return false, false
 	}
+	seq := f.Seq
 	e.fired, e.outSeq = seq, 0
 	if e.per == 0 {
 		s.remove(f.Key)
@@ -329,25 +333,14 @@ func (s *Schedule) Delivered(f Fire, now time.Time) (ok, removed bool) {
 // counted by Resume, or one past its deadline, counted by Due) changes
 // nothing.
 func (s *Schedule) Failed(f Fire, now time.Time, retry time.Duration) {
-	e, _ := s.flight(f)
-	if e == nil {
+	e, held := s.byKey[f.Key]
+	if !held || e.gen != f.Gen || e.outSeq == 0 || e.outN != f.Flight || s.paused[e.shard] {
 		return
 	}
 	s.counts.Failed++
 	e.outSeq, e.burst = 0, 0
 	e.due = now.Add(retry)
 	heap.Fix(&s.h, e.idx)
-}
-
-// flight returns the reminder whose current flight f is, and f's seq;
-// nil when f is not (the reminder is gone, re-registered, paused, or
-// sent a later flight).
-func (s *Schedule) flight(f Fire) (*entry, uint64) {
-	e, held := s.byKey[f.Key]
-	if !held || e.gen != f.Gen || e.outSeq == 0 || e.outN != f.Flight || s.paused[e.shard] {
-		return nil, 0
-	}
-	return e, f.Seq
 }
 
 type entryHeap []*entry

@@ -546,10 +546,10 @@ func TestSchedulePauseAndResume(t *testing.T) {
 	}
 }
 
-// A flight cut off by a pause whose outcome arrives after Resume names
-// an old flight: its refusal neither counts a second failure nor delays
-// the tick Resume fired again, and only the new flight is accepted,
-// although both carry the same occurrence.
+// A flight cut off by a pause whose refusal arrives after Resume names
+// an old flight: it neither counts a second failure nor delays the tick
+// Resume fired again. The occurrence is accepted once, by whichever
+// flight reaches its turn first.
 func TestScheduleCutOffFlightAfterResume(t *testing.T) {
 	s := NewSchedule(time.Minute)
 	s.put(newEntry("a", time.Second, FireOnce, 0))
@@ -568,10 +568,30 @@ func TestScheduleCutOffFlightAfterResume(t *testing.T) {
 	if c := s.Counts(); c.Failed != 1 {
 		t.Fatalf("failed %d, want 1 (counted by Resume alone)", c.Failed)
 	}
-	if ok, _ := s.Delivered(old[0], now); ok {
-		t.Fatal("the cut-off flight was accepted at its turn")
-	}
 	if ok, _ := s.Delivered(again[0], now); !ok {
 		t.Fatal("the flight Resume fired was refused: the late refusal of the old one moved it")
+	}
+	if ok, _ := s.Delivered(old[0], now); ok {
+		t.Fatal("the occurrence was accepted twice")
+	}
+}
+
+// A slow mailbox: the tick re-fired after its deadline, and an earlier
+// flight of the same occurrence reaches its turn first; it is accepted
+// (else every flight would be refused while the backlog lasts), the
+// later one is not.
+func TestScheduleEarlierFlightOfTheOccurrenceDelivers(t *testing.T) {
+	s := NewSchedule(time.Minute)
+	s.put(newEntry("once", 0, FireOnce, 0))
+	first := s.Due(t0.Add(time.Hour), nil)
+	second := s.Due(t0.Add(time.Hour+time.Minute), nil) // past the delivery timeout
+	if len(first) != 1 || len(second) != 1 || first[0].Seq != second[0].Seq || first[0].Flight == second[0].Flight {
+		t.Fatalf("fired %+v, then %+v", first, second)
+	}
+	if ok, removed := s.Delivered(first[0], t0.Add(time.Hour+time.Minute)); !ok || !removed {
+		t.Fatalf("the earlier flight: Delivered = %v, %v", ok, removed)
+	}
+	if ok, _ := s.Delivered(second[0], t0.Add(time.Hour+time.Minute)); ok {
+		t.Fatal("the one-shot was delivered twice")
 	}
 }

@@ -522,6 +522,7 @@ func (e *env) stepKill(ctx context.Context, rep *report, l *load) error {
 	if _, err := e.c.docker(ctx, "kill", e.c.ids[victim]); err != nil {
 		return err
 	}
+	e.crashes[victim] = append(e.crashes[victim], time.Now())
 	// The tickers count from the victim's death: a tick scheduled after
 	// it can only have been fired by a new owner.
 	if _, err := e.c.docker(ctx, "wait", e.c.ids[victim]); err != nil {
@@ -530,7 +531,6 @@ func (e *env) stepKill(ctx context.Context, rep *report, l *load) error {
 	dead := time.Now()
 	recovered := make(chan []tickerRecovery, 1)
 	go func() { recovered <- e.watchTickers(ctx, tickers, []string{"node1", "node2"}, dead) }()
-	e.crashes[victim] = append(e.crashes[victim], time.Now())
 	e.logf("killed %s", victim)
 	settled := e.awaitSettled(ctx, l, t0, 3*time.Second, 2*e.o.lease+5*time.Second, 90*time.Second)
 	w := l.window(t0)

@@ -385,39 +385,14 @@ func runTour(ctx context.Context, out io.Writer, clients []*apiClient) error {
 	}
 	fmt.Fprintf(out, "  tempest ask counter/alice '{\"Get\":null}'  ->  %s   (hydrated from rest: now %s, same incarnation %d)\n", reply, st.State, st.Incarnation)
 
-	if err := tourReminder(ctx, out, step, node, ask); err != nil {
-		return err
-	}
-
-	step("placement (tempest placement)")
-	b, err = clients[0].do(ctx, http.MethodGet, "/v1/placement", nil, nil)
-	if err != nil {
-		return err
-	}
-	var p httpapi.PlacementBody
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "  leader %s, epoch %d, %d shards\n", p.Leader, p.Epoch, p.ShardCount)
-	for _, n := range p.Nodes {
-		fmt.Fprintf(out, "  %-8s %-8s %d shards\n", n.Name, n.Status, n.Shards)
-	}
-	return nil
-}
-
-// tourReminder starts ticker/alarm's reminder (every second), passivates
-// the ticker and shows that the reminder woke it and kept counting. The
-// ticker keeps ticking after the tour, for tempest reminders to list.
-func tourReminder(ctx context.Context, out io.Writer, step func(string, ...any), node func(int) *apiClient,
-	ask func(*apiClient, string, string) (string, error)) error {
 	step("a durable reminder: it belongs to the identity, wakes it when dormant, and survives a crash of its node")
-	reply, err := ask(node(1), "ticker/alarm", `{"Start":{"periodMs":1000}}`)
+	reply, err = ask(node(1), "ticker/alarm", `{"Start":{"periodMs":1000}}`)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "  tempest ask ticker/alarm '{\"Start\":{\"periodMs\":1000}}'  ->  %s\n", reply)
-	path, _ := actorPath("ticker/alarm")
-	if _, err := node(0).do(ctx, http.MethodPost, path+"/passivate", nil, nil); err != nil {
+	tpath, _ := actorPath("ticker/alarm")
+	if _, err := node(0).do(ctx, http.MethodPost, tpath+"/passivate", nil, nil); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "  tempest passivate ticker/alarm   (dormant: no activation and no timer, only its reminder at rest)")
@@ -425,11 +400,7 @@ func tourReminder(ctx context.Context, out io.Writer, step func(string, ...any),
 	// tick of its reminder hydrated it.
 	t0 := time.Now()
 	for {
-		var st httpapi.StatusBody
-		b, err := node(0).do(ctx, http.MethodGet, path, nil, nil)
-		if err == nil {
-			err = json.Unmarshal(b, &st)
-		}
+		st, err := status(node(0), "ticker/alarm")
 		if err != nil {
 			return err
 		}
@@ -451,7 +422,7 @@ func tourReminder(ctx context.Context, out io.Writer, step func(string, ...any),
 		return err
 	}
 	fmt.Fprintf(out, "  tempest ask ticker/alarm '{\"Get\":null}'  ->  %s\n", reply)
-	b, err := node(0).do(ctx, http.MethodGet, path+"/reminders", nil, nil)
+	b, err = node(0).do(ctx, http.MethodGet, tpath+"/reminders", nil, nil)
 	if err != nil {
 		return err
 	}
@@ -461,6 +432,20 @@ func tourReminder(ctx context.Context, out io.Writer, step func(string, ...any),
 	}
 	for _, r := range rb.Reminders {
 		fmt.Fprintf(out, "  tempest reminders ticker/alarm  ->  %s on %s: every %s, last seq %d\n", r.Name, rb.Node, r.Period, r.LastSeq)
+	}
+
+	step("placement (tempest placement)")
+	b, err = clients[0].do(ctx, http.MethodGet, "/v1/placement", nil, nil)
+	if err != nil {
+		return err
+	}
+	var p httpapi.PlacementBody
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  leader %s, epoch %d, %d shards\n", p.Leader, p.Epoch, p.ShardCount)
+	for _, n := range p.Nodes {
+		fmt.Fprintf(out, "  %-8s %-8s %d shards\n", n.Name, n.Status, n.Shards)
 	}
 	return nil
 }

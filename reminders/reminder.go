@@ -160,25 +160,22 @@ func (e *refusal) Error() string { return "reminders: " + e.what }
 func (e *refusal) Unwrap() error { return ErrInvalid }
 
 // invalidError is a registration refused for one specific reason (kind,
-// a *refusal), which it matches, and ErrInvalid through it.
+// one of the specific sentinels), which it matches, and ErrInvalid
+// through it.
 type invalidError struct {
 	name   string
-	kind   *refusal
+	kind   error
 	detail string
 }
 
 func (e *invalidError) Error() string {
-	return fmt.Sprintf("reminders: reminder %q: %s: %s", e.name, e.kind.what, e.detail)
+	return fmt.Sprintf("reminders: reminder %q: %s: %s", e.name, strings.TrimPrefix(e.kind.Error(), "reminders: "), e.detail)
 }
 
 func (e *invalidError) Unwrap() error { return e.kind }
 
 func invalid(name string, kind error, format string, args ...any) error {
-	k, ok := kind.(*refusal)
-	if !ok { // not one of the specific sentinels: keep its text
-		k = &refusal{strings.TrimPrefix(kind.Error(), "reminders: ")}
-	}
-	return &invalidError{name: name, kind: k, detail: fmt.Sprintf(format, args...)}
+	return &invalidError{name: name, kind: kind, detail: fmt.Sprintf(format, args...)}
 }
 
 // Limits enforced at registration.

@@ -111,7 +111,14 @@ type cluster struct {
 	// remEpochs holds, per shard the reminder engine holds, the
 	// placement epoch it was acquired at (syncReminders).
 	remEpochs acquiredEpochs
-	cfg       ClusterConfig
+	// remSync serialises the passes of syncReminders (the reminder loop's
+	// and any other caller's), which share what they remember of failing
+	// shards.
+	remSync struct {
+		sync.Mutex
+		failing reminderFailures
+	}
+	cfg ClusterConfig
 	name      string
 	log       *slog.Logger
 	reg       *wire.Registry

@@ -96,9 +96,8 @@ func RequestHydrate(ctx context.Context, n *Node, peer string, refs []actor.Ref,
 // SyncReminderPasses runs k passes of n's reminder loop, sharing one
 // memory of failing shards as the loop does.
 func SyncReminderPasses(n *Node, k int) {
-	failing := newReminderFailures()
 	for range k {
-		n.cl.syncReminders(failing)
+		n.cl.syncReminders()
 	}
 }
 

@@ -557,9 +557,8 @@ func (c messageCodec) Decode(kind, name string, b []byte) (any, error) {
 // ships.
 func (c *cluster) reminderLoop() {
 	defer c.wg.Done()
-	failing := newReminderFailures()
 	for {
-		c.syncReminders(failing)
+		c.syncReminders()
 		if err := c.awaitChange(c.ctx, 250*time.Millisecond); err != nil {
 			return
 		}
@@ -570,10 +569,6 @@ func (c *cluster) reminderLoop() {
 // failed: per shard, the error its last Acquire gave (acquire) or its
 // last Release gave (release).
 type reminderFailures struct{ acquire, release map[string]string }
-
-func newReminderFailures() reminderFailures {
-	return reminderFailures{acquire: map[string]string{}, release: map[string]string{}}
-}
 
 // acquiredEpochs is, per shard the reminder engine holds, the placement
 // epoch at which it was acquired: by the reminder loop, or by a call
@@ -632,13 +627,19 @@ func (a *acquiredEpochs) of(held []string) map[string]uint64 {
 // (owned, not moving away) and may serve now, has planReminders decide,
 // and carries the plan out.
 //
-// A shard that keeps failing the same way (f) is logged once while this
+// A shard that keeps failing the same way is logged once while this
 // node owns it, not at every pass (one line per shard per table change
 // or quarter second). A release that fails leaves the shard held
 // (reminders.Engine.Release) and paused, so the next pass tries it
 // again. Once the state store is damaged no shard is loaded again: every
 // read would fail, and the node stops serving anyway.
-func (c *cluster) syncReminders(f reminderFailures) {
+func (c *cluster) syncReminders() {
+	c.remSync.Lock()
+	defer c.remSync.Unlock()
+	f := &c.remSync.failing
+	if f.acquire == nil {
+		f.acquire, f.release = map[string]string{}, map[string]string{}
+	}
 	failing := f.acquire
 	r := c.n.run.Load()
 	if r == nil || c.pl == nil {

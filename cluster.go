@@ -118,19 +118,19 @@ type cluster struct {
 		sync.Mutex
 		failing reminderFailures
 	}
-	cfg ClusterConfig
-	name      string
-	log       *slog.Logger
-	reg       *wire.Registry
-	rem       *remote
-	tr        transport
-	pconn     net.PacketConn // the QUIC socket, when this cluster opened it (pausable nodes)
-	ml        gossip
-	pl        *placement.Node
-	peers     *peerView
-	prove     *prover
-	fed       *federation.Endpoint // the federation protocol on the control lanes
-	fedTr     *fedSender
+	cfg   ClusterConfig
+	name  string
+	log   *slog.Logger
+	reg   *wire.Registry
+	rem   *remote
+	tr    transport
+	pconn net.PacketConn // the QUIC socket, when this cluster opened it (pausable nodes)
+	ml    gossip
+	pl    *placement.Node
+	peers *peerView
+	prove *prover
+	fed   *federation.Endpoint // the federation protocol on the control lanes
+	fedTr *fedSender
 	// placed is set once pl is (see starting).
 	placed atomic.Bool
 

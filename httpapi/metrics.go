@@ -423,7 +423,7 @@ var nodeDescs = struct {
 	superseded:   prometheus.NewDesc("tempest_states_superseded_total", "Unsaved states dropped at activation because the store held a newer record.", nil, nil),
 	commits:      prometheus.NewDesc("tempest_state_commits_total", "Writes of active actors' state at rest committed (reply after commit and passivation).", nil, nil),
 	commitFails:  prometheus.NewDesc("tempest_state_commit_failures_total", "Writes of active actors' state at rest that failed; each failed the outputs waiting for it.", nil, nil),
-	groups:       prometheus.NewDesc("tempest_state_commit_groups_total", "Group commits of the state store (one fsync each).", nil, nil),
+	groups:       prometheus.NewDesc("tempest_state_commit_groups_total", "Group commits of the state store (one transaction and its fsyncs each).", nil, nil),
 	groupWrites:  prometheus.NewDesc("tempest_state_commit_group_writes_total", "Writes in the state store's group commits (divide by the groups for writes per fsync).", nil, nil),
 	leader:       prometheus.NewDesc("tempest_raft_is_leader", "1 if this node is the placement raft leader.", nil, nil),
 	term:         prometheus.NewDesc("tempest_raft_term", "This node's current raft term.", nil, nil),

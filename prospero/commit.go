@@ -72,12 +72,20 @@ type AsyncDeleter interface {
 // CommitStats counts the group commits of a store (BoltStore.CommitStats):
 // Writes / Groups is the mean number of writes that shared one commit.
 type CommitStats struct {
-	Groups uint64 // transactions committed (one fsync each)
+	Groups uint64 // transactions committed (each made durable by its fsyncs)
 	Writes uint64 // writes and deletions in them, successful or not
 	// Replicated counts the batches of another node's records a replica
 	// stored in them (BoltStore.ApplyReplicatedAsync), sharing those
 	// commits with the node's own writes.
 	Replicated uint64
+}
+
+// CommitCounter is a StateStore that counts its group commits. The
+// supervisor reports them in Stats.Store (and so the node in its
+// metrics) when its store implements it: BoltStore does, and so does a
+// store that commits through one (the replicated store).
+type CommitCounter interface {
+	CommitStats() CommitStats
 }
 
 // asyncPut is one queued write (or, with del, deletion; with repl, a

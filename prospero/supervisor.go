@@ -428,7 +428,7 @@ type Stats struct {
 	Commits        uint64
 	CommitFailures uint64
 	// Store counts the group commits of a store that reports them
-	// (BoltStore): writes per fsync is Store.Writes / Store.Groups.
+	// (CommitCounter): writes per fsync is Store.Writes / Store.Groups.
 	Store CommitStats
 	// Abandoned counts turns the host abandoned past their budget
 	// (reported with TurnAbandoned).
@@ -451,7 +451,7 @@ func (s *Supervisor) Stats() Stats {
 	st := Stats{Entries: s.core.Entries(), Active: s.core.Active(), Hydrating: in, Waiting: wait, Unsaved: len(s.unsaved),
 		Commits: s.commits, CommitFailures: s.commitFailures,
 		Abandoned: s.abandoned, StaleWrites: s.stale, Superseded: s.superseded}
-	if cs, ok := s.store.(interface{ CommitStats() CommitStats }); ok {
+	if cs, ok := s.store.(CommitCounter); ok {
 		st.Store = cs.CommitStats()
 	}
 	return st

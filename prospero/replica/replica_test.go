@@ -154,6 +154,16 @@ func TestWritesReachTheReplicaBeforeCommit(t *testing.T) {
 		if st := owner.Stats(); st.Records != 50 || st.Batches == 0 {
 			t.Fatalf("owner stats %+v", st)
 		}
+		// The supervisor reports the group commits of a store that counts
+		// them (and the node exports them as metrics): the replicated store
+		// counts those of its local one, where its writes commit.
+		cc, ok := prospero.StateStore(owner).(prospero.CommitCounter)
+		if !ok {
+			t.Fatal("the replicated store does not report its group commits")
+		}
+		if st := cc.CommitStats(); st != owner.Local().CommitStats() || st.Groups == 0 || st.Writes < 50 {
+			t.Fatalf("owner's commit stats %+v, local store's %+v", st, owner.Local().CommitStats())
+		}
 		// The replica stored the batches in its own group commits, where
 		// its own writes would have shared their transactions.
 		if st := rep.Local().CommitStats(); st.Replicated == 0 || st.Groups == 0 {

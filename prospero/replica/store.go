@@ -200,6 +200,11 @@ func (s *Store) Stats() Stats {
 	}
 }
 
+// CommitStats counts the group commits of the local store, which this
+// node's own writes and the records it stores as a replica share
+// (prospero.CommitCounter).
+func (s *Store) CommitStats() prospero.CommitStats { return s.local.CommitStats() }
+
 // Uncommitted reports whether a write of shard sh landed on this node's
 // disk and then failed to commit (a replica did not acknowledge it and
 // could not be removed from the set, or this node's lease lapsed) since

@@ -80,8 +80,8 @@ type CommitStats struct {
 	Replicated uint64
 }
 
-// CommitCounter is a StateStore that counts its group commits. The
-// supervisor reports them in Stats.Store (and so the node in its
+// CommitCounter is implemented by a StateStore that counts its group
+// commits. The supervisor reports them in Stats.Store (and so the node in its
 // metrics) when its store implements it: BoltStore does, and so does a
 // store that commits through one (the replicated store).
 type CommitCounter interface {

@@ -71,6 +71,7 @@ var fedCodes = federation.Codes{
 	federation.CodeNoReminder:       {reminders.ErrNotFound},
 	federation.CodeRemindersNotHeld: {reminders.ErrNotOwner},
 	federation.CodeNotCommitted:     {actor.ErrNotCommitted},
+	federation.CodeNoWitness:        {placement.ErrNoWitness},
 }
 
 // ownerHint is an errNotOwner that names the owner, for the answer's
@@ -280,6 +281,19 @@ func (h fedHandler) Forward(ctx context.Context, _ string, m *federation.Forward
 		return err
 	}
 	return h.c.pl.ApplyForwarded(ctx, m.Command)
+}
+
+// LeaseWitness answers a new raft leader asking about the terms before
+// its own (placement.Node.Witness).
+func (h fedHandler) LeaseWitness(_ context.Context, _ string, m *federation.LeaseWitnessRequest) (federation.LeaseWitnessReply, error) {
+	if err := h.c.starting(); err != nil {
+		return federation.LeaseWitnessReply{}, err
+	}
+	age, err := h.c.pl.Witness(m.Term)
+	if err != nil {
+		return federation.LeaseWitnessReply{}, err
+	}
+	return federation.LeaseWitnessReply{AgeNs: uint64(age)}, nil
 }
 
 // Move is the old owner's side of a move the leader asks for.

@@ -71,6 +71,11 @@ type PlannerConfig struct {
 	// MaxMoving caps planned handoffs in flight, cluster-wide, so a new
 	// node receives its shards gradually.
 	MaxMoving int
+	// MinFence is the least a down node's shards wait after it was seen
+	// down even when its lease was witnessed to have ended sooner (see
+	// Witnessed): time for a node that still hears the leader to apply
+	// its own down status. Zero makes witnesses count for nothing.
+	MinFence time.Duration
 }
 
 // failedMove is what the planner remembers of a shard's aborted handoffs
@@ -137,6 +142,7 @@ const staleMoveFences = 4
 type Planner struct {
 	cfg       PlannerConfig
 	downSince map[string]time.Time
+	witnessed map[string]time.Time // see Witnessed
 	moveSince map[ShardRef]time.Time
 	confirmed map[ShardRef]Move
 	refused   map[ShardRef]Move                   // handoffs the old owner could not carry out
@@ -165,6 +171,7 @@ func NewPlanner(cfg PlannerConfig) *Planner {
 	return &Planner{
 		cfg:       cfg,
 		downSince: map[string]time.Time{},
+		witnessed: map[string]time.Time{},
 		moveSince: map[ShardRef]time.Time{},
 		confirmed: map[ShardRef]Move{},
 		refused:   map[ShardRef]Move{},
@@ -186,6 +193,40 @@ func (p *Planner) Confirm(m Move) { p.confirmed[m.Shard] = m }
 // maxRetryFences).
 func (p *Planner) Refuse(m Move) { p.refused[m.Shard] = m }
 
+// Witnessed records that node's lease was, by its peers' account, last
+// renewed no later than at (see the package documentation, "A crashed
+// leader's fence"): while the planner sees node down, its shards may go
+// to others FenceDelay after at, though never sooner than MinFence after
+// it was seen down, nor later than without the witness. A Step that sees
+// node not down forgets it, so a caller gives it again before each Step
+// for as long as it holds; a zero at forgets it at once.
+func (p *Planner) Witnessed(node string, at time.Time) {
+	if at.IsZero() || p.cfg.MinFence <= 0 {
+		delete(p.witnessed, node)
+		return
+	}
+	p.witnessed[node] = at
+}
+
+// fenceEnds is when the shards of node, seen down, may go to others.
+func (p *Planner) fenceEnds(node string) (time.Time, bool) {
+	since, ok := p.downSince[node]
+	if !ok {
+		return time.Time{}, false
+	}
+	end := since.Add(p.cfg.FenceDelay)
+	if w, ok := p.witnessed[node]; ok {
+		early := w.Add(p.cfg.FenceDelay)
+		if floor := since.Add(p.cfg.MinFence); early.Before(floor) {
+			early = floor
+		}
+		if early.Before(end) {
+			end = early
+		}
+	}
+	return end, true
+}
+
 // DownSince reports when the planner first saw node down.
 func (p *Planner) DownSince(node string) (time.Time, bool) {
 	t, ok := p.downSince[node]
@@ -205,8 +246,10 @@ func (p *Planner) NextDeadline() (time.Time, bool) {
 			next = at
 		}
 	}
-	for _, t := range p.downSince {
-		note(t)
+	for name := range p.downSince {
+		if end, ok := p.fenceEnds(name); ok && (next.IsZero() || end.Before(next)) {
+			next = end
+		}
 	}
 	for _, t := range p.moveSince {
 		if p.cfg.ConfirmMoves {
@@ -239,11 +282,17 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 			}
 		} else {
 			delete(p.downSince, name)
+			delete(p.witnessed, name)
 		}
 	}
 	for name := range p.downSince {
 		if _, ok := t.Nodes[name]; !ok {
 			delete(p.downSince, name)
+		}
+	}
+	for name := range p.witnessed {
+		if n, ok := t.Nodes[name]; !ok || n.Status != StatusDown {
+			delete(p.witnessed, name)
 		}
 	}
 	if t.ShardCount == 0 {
@@ -321,8 +370,7 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 				assigns = append(assigns, Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: target})
 				sets = append(sets, ranked)
 			case owner.Status == StatusDown:
-				since, ok := p.downSince[s.Owner]
-				if ok && !now.Before(since.Add(p.cfg.FenceDelay)) {
+				if end, ok := p.fenceEnds(s.Owner); ok && !now.Before(end) {
 					to, set := failoverTarget(t, gn, i, s, eligible, target)
 					assigns = append(assigns, Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: to})
 					sets = append(sets, set)

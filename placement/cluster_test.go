@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -84,13 +85,18 @@ type testCluster struct {
 	// defaults runs nodes with DefaultConfig timing (except shards).
 	defaults bool
 	handoff  bool
+	// tcp runs raft over loopback TCP with split heartbeats (a
+	// LeaseWitness) and gives nodes Witnesses, as production does;
+	// partitions then only mark a node cut (use it for crashes).
+	tcp   bool
+	addrs map[string]string
 }
 
 func newTestCluster(t testing.TB, expect int) *testCluster {
 	c := &testCluster{
 		t: t, mem: newFakeMembership(), expect: expect,
 		dirs: map[string]string{}, trans: map[string]*raft.InmemTransport{},
-		nodes: map[string]*placement.Node{}, cut: map[string]bool{},
+		nodes: map[string]*placement.Node{}, cut: map[string]bool{}, addrs: map[string]string{},
 	}
 	c.mem.inCluster = func(name string) bool {
 		n := c.node(name)
@@ -143,14 +149,13 @@ func (c *testCluster) start(name string) *placement.Node {
 		dir = c.t.TempDir()
 		c.dirs[name] = dir
 	}
-	_, tr := raft.NewInmemTransport(raft.ServerAddress(name))
-	for other, ot := range c.trans {
-		if other != name && !c.cut[other] {
-			tr.Connect(raft.ServerAddress(other), ot)
-			ot.Connect(raft.ServerAddress(name), tr)
-		}
+	var tr raft.Transport
+	if c.tcp {
+		tr = c.tcpTransport(name)
+	} else {
+		it := c.inmemTransport(name)
+		tr = it
 	}
-	c.trans[name] = tr
 	c.cut[name] = false
 	c.mu.Unlock()
 
@@ -174,6 +179,9 @@ func (c *testCluster) start(name string) *placement.Node {
 	}
 	if c.handoff {
 		cfg.Handoff = (*testHandoff)(c)
+	}
+	if c.tcp {
+		cfg.Witnesses = (*testWitnesses)(c)
 	}
 	n, err := placement.New(cfg)
 	if err != nil {
@@ -203,11 +211,74 @@ func (c *testCluster) stop(name string, st placement.PeerState) {
 	c.mem.set(name, st)
 }
 
+// inmemTransport connects a new in-memory transport for name to the
+// others not cut off. Called with c.mu held.
+func (c *testCluster) inmemTransport(name string) *raft.InmemTransport {
+	_, tr := raft.NewInmemTransport(raft.ServerAddress(name))
+	for other, ot := range c.trans {
+		if other != name && !c.cut[other] {
+			tr.Connect(raft.ServerAddress(other), ot)
+			ot.Connect(raft.ServerAddress(name), tr)
+		}
+	}
+	c.trans[name] = tr
+	return tr
+}
+
+// tcpTransport is a split-heartbeat transport for name on a new loopback
+// port; raft addresses are node names, resolved through c.addrs. Called
+// with c.mu held.
+func (c *testCluster) tcpTransport(name string) raft.Transport {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.addrs[name] = ln.Addr().String()
+	d := nameDialer{c}
+	cfg := testConfig()
+	return placement.SplitHeartbeats(
+		raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream: placement.NewStreamLayer(d, ln, ""), MaxPool: 2, Timeout: 10 * time.Second}),
+		raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream: placement.HeartbeatStreamLayer(d, ln.Addr(), ""), MaxPool: 2, Timeout: cfg.HeartbeatRPCTimeout()}))
+}
+
+// nameDialer dials a node by name at its current loopback address.
+type nameDialer struct{ c *testCluster }
+
+func (d nameDialer) Dial(ctx context.Context, peer, _ string) (net.Conn, error) {
+	d.c.mu.Lock()
+	addr, ok := d.c.addrs[peer]
+	d.c.mu.Unlock()
+	if !ok {
+		addr = peer
+	}
+	var nd net.Dialer
+	return nd.DialContext(ctx, "tcp", addr)
+}
+
+// testWitnesses asks a live node that is not cut off for its witness.
+type testWitnesses testCluster
+
+func (w *testWitnesses) Witness(_ context.Context, peer string, term uint64) (time.Duration, error) {
+	c := (*testCluster)(w)
+	c.mu.Lock()
+	n, cut := c.nodes[peer], c.cut[peer]
+	c.mu.Unlock()
+	if n == nil || cut {
+		return 0, errors.New("unreachable")
+	}
+	return n.Witness(term)
+}
+
 func (c *testCluster) partition(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cut[name] = true
 	tr := c.trans[name]
+	if tr == nil {
+		return // tcp: closing the node closes its transport
+	}
 	for other, ot := range c.trans {
 		if other != name {
 			tr.Disconnect(raft.ServerAddress(other))
@@ -221,6 +292,9 @@ func (c *testCluster) heal(name string) {
 	defer c.mu.Unlock()
 	c.cut[name] = false
 	tr := c.trans[name]
+	if tr == nil {
+		return
+	}
 	for other, ot := range c.trans {
 		if other != name && !c.cut[other] {
 			tr.Connect(raft.ServerAddress(other), ot)

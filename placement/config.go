@@ -36,6 +36,17 @@ type Forwarder interface {
 	Forward(ctx context.Context, leader string, cmd []byte) error
 }
 
+// Witnesses asks a peer for its lease witness of a term: how long ago,
+// on the peer's clock, it last accepted or sent a heartbeat of an older
+// term (the peer's Node.Witness). A new leader asks every other voter
+// when the leader before it stopped answering, so that the crashed
+// leader's shards fail over from when it went silent rather than from
+// the election (see the package documentation, "A crashed leader's
+// fence"). The federation implements it over the control lane.
+type Witnesses interface {
+	Witness(ctx context.Context, peer string, term uint64) (time.Duration, error)
+}
+
 // Config configures a Node. Zero fields take the defaults of
 // DefaultConfig, except Name, DataDir, Transport and Membership, which
 // are required.
@@ -124,6 +135,11 @@ type Config struct {
 	Handoff Handoff
 	// Forwarder lets followers propose (optional).
 	Forwarder Forwarder
+	// Witnesses lets a new leader fence a crashed predecessor from when
+	// it went silent (optional; needs a Transport that is a
+	// LeaseWitness, as SplitHeartbeats returns). Without it the fence
+	// counts from the election.
+	Witnesses Witnesses
 	// Clock is the time source (nil: SystemClock). Raft itself reads the
 	// wall clock; its contact times are converted into this clock's frame.
 	Clock Clock
@@ -265,6 +281,19 @@ func (c Config) Validate() error {
 func (c Config) LapseGap() time.Duration {
 	c.fillDefaults()
 	return c.LeaseMargin * 3 / 4
+}
+
+// minFence is the planner's MinFence: a node marked down that still
+// hears the leader applies its down status within about half a
+// HeartbeatTimeout of the commit (raft resends unacknowledged appends
+// that often), plus the margin for delivery (see the package
+// documentation). Zero without Witnesses: nothing would shorten the
+// fence.
+func (c Config) minFence() time.Duration {
+	if c.Witnesses == nil {
+		return 0
+	}
+	return c.HeartbeatTimeout/2 + c.LeaseMargin
 }
 
 // HeartbeatRPCTimeout is the I/O timeout of one raft heartbeat: half of

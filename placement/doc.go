@@ -94,9 +94,11 @@
 // heartbeat from a leader that raft accepted (SplitTransport records it;
 // with another transport, raft's LastContact); a leader's at the start
 // of its last successful VerifyLeader round (a quorum still followed it
-// then). Raft's own contact time never renews a leader: it dates from
-// before the election, and raft stamps it anew when the leader steps
-// down, so a node that steps down lapses (below). The lease is fresh for
+// then), or, when the transport records heartbeats, at the send of the
+// latest heartbeat a quorum accepted if that is earlier. Raft's own
+// contact time never renews a leader: it dates from before the
+// election, and raft stamps it anew when the leader steps down, so a
+// node that steps down lapses (below). The lease is fresh for
 // Lease after its anchor, on the node's own clock. A node that saw a gap
 // longer than LapseGap (three quarters of LeaseMargin) between two
 // consecutive anchors, stepped down, or just started treats its lease as
@@ -108,7 +110,8 @@
 // campaigns 1-2 s after its last contact), LeaderLeaseTimeout 0.5 s,
 // Lease 1.5 s, LeaseMargin 0.6 s (LapseGap 0.45 s), ClockDrift 5%,
 // DownAfter 1 s with heartbeats timing out after 0.5 s. FenceDelay =
-// Lease·(1+ρ) + LeaseMargin = 2.175 s.
+// Lease·(1+ρ) + LeaseMargin = 2.175 s; MinFence (see "A crashed
+// leader's fence") = HeartbeatTimeout/2 + LeaseMargin = 1.1 s.
 //
 // Why no two nodes serve one shard. Let A own shard s and let the leader
 // L mark A down at t1 (on L's clock; because heartbeats to A failed for
@@ -151,9 +154,49 @@
 // take over: it counts the previous leader as failing from its own last
 // contact with it (it campaigned because that contact had stopped),
 // until the previous leader answers a heartbeat of the new term; so a
-// crashed leader is marked down as soon as the new leader leads, and its
-// fence still runs from t2. Marking down early is never unsafe, only a
-// cost: safety rests on the fence delay counted from t2.
+// crashed leader is marked down as soon as the new leader leads. Marking
+// down early is never unsafe, only a cost: safety rests on the fence
+// delay counted from t2, or on the witness below.
+//
+// A crashed leader's fence. Counted from t2, a crashed leader's fence
+// also waits out the election. The new leader L of term T can count it
+// from when the previous leader P went silent instead, because every
+// renewal of P's lease passed through another voter:
+//
+//   - As leader, P renews at the start of a VerifyLeader round, but never
+//     later than the send of the latest heartbeat that a quorum of voters
+//     accepted (Node.leaderAnchor; the round itself may count answers to
+//     appends sent before it began). So a voter other than P accepted a
+//     heartbeat of P's term sent at or after P's anchor.
+//   - As a follower, P renews at the receipt of a heartbeat that a leader
+//     L1 ≠ P sent, at most δ = LeaseMargin − LapseGap after the send (as
+//     in case 1). L1 is a voter.
+//
+// The transport (LeaseWitness) records, by term, the latest heartbeat it
+// accepted (noted at receipt, before raft decides) and sent. L asks every
+// other voter of its configuration for its Witness of T (Config.Witnesses,
+// on the control lane): how long ago it last accepted or sent a
+// heartbeat of a term below T, or started, if later (what an earlier
+// process did precedes its start). A voter answers once its raft has
+// reached T, and from then on its transport neither accepts nor sends a
+// heartbeat of a term below T, so no later renewal escapes its answer.
+// L counts each age as age/(1+ρ) of its own clock back from the answer's
+// arrival (the voter's clock may run fast; the arrival is after the
+// answer), and takes w, the latest of these and of its own witness. Then
+// P's last renewal was before w + δ, and P stops serving by
+// w + δ + Lease·(1+ρ) ≤ w + FenceDelay. Renewals in T come from L alone,
+// and case 2 bounds them: a P that hears L applies its down status within
+// about HeartbeatTimeout/2 of the commit. So P's shards may move at
+// max(w + FenceDelay, t2 + MinFence), MinFence = HeartbeatTimeout/2 +
+// LeaseMargin, and never later than t2 + FenceDelay (Planner.Witnessed).
+// The witness counts only if every voter but P answered within
+// FenceDelay − MinFence (with three voters: both survivors), and only
+// while P has answered no heartbeat of T: once it has, L may have renewed
+// it, and a later down status of P is another failure, fenced in full.
+// This rests on raft changing its configuration one server at a time, so
+// that a quorum of P's configuration holds a voter of L's other than P,
+// and on a voter that left the configuration having stopped leading long
+// before (it is replaced after DeadVoterGrace).
 //
 // Catching up. A node that regains contact after a gap renews its lease
 // from heartbeats before its log has caught up, so its stale table could
@@ -171,8 +214,11 @@
 // What failover costs. A crashed follower is marked down about DownAfter
 // after its last answer and its shards reassigned FenceDelay later
 // (about 3.2 s with the defaults); a crashed leader first costs an
-// election (1-2 s), after which it is marked down at once and its shards
-// reassigned FenceDelay later (about 3.5-4.5 s). Mail for a shard whose
+// election (1-2 s, more when a round is lost), after which it is marked
+// down at once; with its witnesses its shards are reassigned MinFence
+// after that (1.1 s), or FenceDelay after it went silent if that is
+// later (about 2.2-3.1 s in all), without them FenceDelay after the
+// election (about 3.2-4.2 s). Mail for a shard whose
 // owner is down waits for the reassignment (Location.OwnerDown,
 // ErrOwnerDown) instead of going to the dead node. The leader's reconcile
 // loop wakes when a fence delay runs out (Planner.NextDeadline), not at

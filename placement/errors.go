@@ -48,6 +48,10 @@ var (
 	ErrClosed = errors.New("placement: closed")
 	// ErrBadCommand: a command could not be decoded or is invalid.
 	ErrBadCommand = errors.New("placement: bad command")
+	// ErrNoWitness: a node asked for its lease witness of a term cannot
+	// give one (yet): its raft has not reached that term, or its
+	// transport keeps no record of heartbeats (Node.Witness).
+	ErrNoWitness = errors.New("placement: no lease witness for that term")
 	// ErrUnknownKind: no node has published the kind (OpHosts), so it has
 	// no shards. The error names the kind. A node that registers the kind
 	// itself sees this only until its publication applies.

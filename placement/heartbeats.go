@@ -1,7 +1,9 @@
 package placement
 
 import (
+	"errors"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,7 +21,8 @@ import (
 // nodes included, arrives through main. Closing the returned transport
 // closes both.
 func SplitHeartbeats(main, hb *raft.NetworkTransport) *SplitTransport {
-	return &SplitTransport{NetworkTransport: main, hb: hb, answered: map[raft.ServerID]time.Time{}}
+	return &SplitTransport{NetworkTransport: main, hb: hb, created: time.Now(),
+		answered: map[raft.ServerID]time.Time{}, answeredSent: map[raft.ServerID]time.Time{}}
 }
 
 // SplitTransport is a transport with AppendEntries heartbeats diverted
@@ -33,6 +36,13 @@ type SplitTransport struct {
 	mu       sync.Mutex
 	accepted time.Time                   // last heartbeat this node accepted (receipt)
 	answered map[raft.ServerID]time.Time // last answer to a heartbeat it sent
+	// answeredSent is, by peer, when the last heartbeat it accepted
+	// (answered Success) was sent: see QuorumAnswered.
+	answeredSent map[raft.ServerID]time.Time
+	// created, renewals and floor: see Witness.
+	created  time.Time
+	renewals termTimes
+	floor    uint64
 
 	// raft handles heartbeats on the transport's goroutines, not its
 	// own, and Shutdown does not wait for them: a heartbeat in flight
@@ -56,7 +66,107 @@ var (
 	_ raft.WithClose   = (*SplitTransport)(nil)
 	_ raft.WithPreVote = (*SplitTransport)(nil)
 	_ HeartbeatClock   = (*SplitTransport)(nil)
+	_ LeaseWitness     = (*SplitTransport)(nil)
 )
+
+// errBelowFloor refuses to send a heartbeat of a term this node has
+// witnessed the end of (see Witness).
+var errBelowFloor = errors.New("placement: heartbeat of a term older than the one witnessed")
+
+// LeaseWitness is implemented by transports that can bound when the
+// heartbeats of a term could last have renewed a lease: those this node
+// accepted as a follower and those it sent as a leader. Node.Witness
+// answers a new leader's question with it (see the package
+// documentation, "A crashed leader's fence").
+type LeaseWitness interface {
+	// Witness returns an instant (wall clock, with its monotonic
+	// reading) no earlier than the receipt of every heartbeat of a term
+	// below term that this node accepted, and the sending of every one it
+	// sent, since its process started (or the start itself, which bounds
+	// what an earlier process did). From the call on, it accepts and
+	// sends no heartbeat of a term below term, so the bound holds for
+	// good. Safe for concurrent use.
+	Witness(term uint64) time.Time
+	// QuorumAnswered returns the need-th latest instant at which a
+	// heartbeat was sent that one of voters then accepted (each voter
+	// counted once, at its latest); zero if fewer than need of them
+	// ever accepted one. Safe for concurrent use.
+	QuorumAnswered(voters []raft.ServerID, need int) time.Time
+}
+
+// termTimes keeps, for the last few terms, the latest instant noted in
+// each; older terms fold into one instant (later is the safe side).
+type termTimes struct {
+	terms  []uint64
+	times  []time.Time
+	folded time.Time
+}
+
+const keptTerms = 8
+
+func (tt *termTimes) note(term uint64, at time.Time) {
+	i, ok := slices.BinarySearch(tt.terms, term)
+	if ok {
+		if at.After(tt.times[i]) {
+			tt.times[i] = at
+		}
+		return
+	}
+	tt.terms = slices.Insert(tt.terms, i, term)
+	tt.times = slices.Insert(tt.times, i, at)
+	if len(tt.terms) > keptTerms {
+		if tt.times[0].After(tt.folded) {
+			tt.folded = tt.times[0]
+		}
+		tt.terms, tt.times = tt.terms[1:], tt.times[1:]
+	}
+}
+
+// before is the latest instant noted in a term below term (folded
+// terms included); zero if none.
+func (tt *termTimes) before(term uint64) time.Time {
+	latest := tt.folded
+	for i, t := range tt.terms {
+		if t < term && tt.times[i].After(latest) {
+			latest = tt.times[i]
+		}
+	}
+	return latest
+}
+
+// Witness implements LeaseWitness.
+func (s *SplitTransport) Witness(term uint64) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if term > s.floor {
+		s.floor = term
+	}
+	at := s.renewals.before(term)
+	if s.created.After(at) {
+		at = s.created
+	}
+	return at
+}
+
+// QuorumAnswered implements LeaseWitness.
+func (s *SplitTransport) QuorumAnswered(voters []raft.ServerID, need int) time.Time {
+	if need <= 0 {
+		return time.Time{}
+	}
+	s.mu.Lock()
+	sent := make([]time.Time, 0, len(voters))
+	for _, v := range voters {
+		if at, ok := s.answeredSent[v]; ok {
+			sent = append(sent, at)
+		}
+	}
+	s.mu.Unlock()
+	if len(sent) < need {
+		return time.Time{}
+	}
+	slices.SortFunc(sent, func(a, b time.Time) int { return b.Compare(a) })
+	return sent[need-1]
+}
 
 // HeartbeatClock is implemented by transports that know when this node
 // last accepted a heartbeat from a leader. A Node whose transport
@@ -84,6 +194,21 @@ func (s *SplitTransport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
 	s.NetworkTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
 		at := time.Now()
 		out := rpc.RespChan
+		if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
+			// Noted before raft sees it, as if accepted, so that a Witness
+			// from now on counts it; one of a witnessed-out term is
+			// refused here, whatever raft's own term is yet.
+			s.mu.Lock()
+			floor := s.floor
+			if req.Term >= floor {
+				s.renewals.note(req.Term, at)
+			}
+			s.mu.Unlock()
+			if req.Term < floor {
+				out <- raft.RPCResponse{Response: &raft.AppendEntriesResponse{Term: floor}}
+				return
+			}
+		}
 		ch := make(chan raft.RPCResponse, 1)
 		rpc.RespChan = ch
 		s.hbMu.RLock()
@@ -133,11 +258,22 @@ func isHeartbeat(req *raft.AppendEntriesRequest) bool {
 // AppendEntries sends heartbeats through hb, other appends through main.
 func (s *SplitTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if isHeartbeat(args) {
+		sent := time.Now()
+		s.mu.Lock()
+		if args.Term < s.floor {
+			s.mu.Unlock()
+			return errBelowFloor
+		}
+		s.renewals.note(args.Term, sent)
+		s.mu.Unlock()
 		err := s.hb.AppendEntries(id, target, args, resp)
 		if err == nil {
 			now := time.Now()
 			s.mu.Lock()
 			s.answered[id] = now
+			if resp.Success && resp.Term == args.Term && sent.After(s.answeredSent[id]) {
+				s.answeredSent[id] = sent
+			}
 			s.mu.Unlock()
 		}
 		return err
@@ -145,12 +281,16 @@ func (s *SplitTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	return s.NetworkTransport.AppendEntries(id, target, args, resp)
 }
 
-// Close closes both transports.
+// Close closes both transports and the connections they pooled: raft's
+// Close leaves those open, and with them the goroutine of each peer that
+// reads one.
 func (s *SplitTransport) Close() error {
 	err := s.NetworkTransport.Close()
 	if err2 := s.hb.Close(); err == nil {
 		err = err2
 	}
+	s.NetworkTransport.CloseStreams()
+	s.hb.CloseStreams()
 	return err
 }
 

@@ -53,6 +53,7 @@ type Node struct {
 	kick      chan struct{}
 	confirmCh chan Move
 	refuseCh  chan Move
+	witnessCh chan witnessed
 
 	mu         sync.Mutex
 	started    bool
@@ -73,8 +74,11 @@ type Node struct {
 	// presumed is the previous leader while it counts as failing from
 	// prevContact without a failed heartbeat; "" once it answered one.
 	presumed string
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// witnessSeen is the last witness of a previous leader this node
+	// got while leading (see askWitnesses).
+	witnessSeen witnessed
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
 	// verifying counts the goroutines waiting for a VerifyLeader future
 	// (verifyLeader): Close lets raft answer them before it shuts raft
 	// down, since raft leaves a future it has queued but not taken
@@ -91,6 +95,20 @@ type Node struct {
 	wasLeader  bool
 	// leaderStart is when this node's current term as leader began.
 	leaderStart time.Time
+	// witnessAsked is the term whose predecessor's witnesses were asked
+	// for; witness the answer, while it holds (see applyWitness).
+	witnessAsked uint64
+	witness      witnessed
+}
+
+// witnessed is what a new leader learnt from its voters of the leader
+// before it (see askWitnesses).
+type witnessed struct {
+	term uint64
+	node string
+	// contact is this node's last contact with node as its follower;
+	// at bounds node's last lease renewal (both in the clock's frame).
+	contact, at time.Time
 }
 
 // New opens the raft stores in cfg.DataDir and creates the raft
@@ -114,6 +132,7 @@ func New(cfg Config) (*Node, error) {
 		kick:      make(chan struct{}, 1),
 		confirmCh: make(chan Move, 64),
 		refuseCh:  make(chan Move, 64),
+		witnessCh: make(chan witnessed, 1),
 		startNano: time.Now().UnixNano(),
 		failing:   map[string]time.Time{},
 		deadSince: map[string]time.Time{},
@@ -122,6 +141,7 @@ func New(cfg Config) (*Node, error) {
 			FenceDelay:   FenceDelay(cfg.Lease, cfg.ClockDrift, cfg.LeaseMargin),
 			MaxMoving:    cfg.MaxMoving,
 			ConfirmMoves: cfg.Handoff != nil,
+			MinFence:     cfg.minFence(),
 		}),
 	}
 	walDir := filepath.Join(cfg.DataDir, "raft", "wal")
@@ -778,12 +798,197 @@ func (n *Node) verifyLoop(ctx context.Context) {
 		if err := n.verifyLeader(ctx); err != nil {
 			continue
 		}
+		anchor, ok := n.leaderAnchor(start)
+		if !ok {
+			continue
+		}
 		n.mu.Lock()
-		if start.After(n.verifiedAt) {
-			n.verifiedAt = start
+		if anchor.After(n.verifiedAt) {
+			n.verifiedAt = anchor
 		}
 		n.mu.Unlock()
 	}
+}
+
+// leaderAnchor is the renewal a successful VerifyLeader round that
+// began at start gives this leader: start, or earlier, the send of the
+// latest heartbeat that a quorum of voters (this one included) accepted
+// when the transport tells (LeaseWitness). The round may count answers
+// to appends sent before it began; a heartbeat's send precedes its
+// receipt, which the voter that accepted it can vouch for when a new
+// leader asks (see "A crashed leader's fence"). False when no quorum
+// accepted a heartbeat yet.
+func (n *Node) leaderAnchor(start time.Time) (time.Time, bool) {
+	lw, ok := n.cfg.Transport.(LeaseWitness)
+	if !ok {
+		return start, true
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return time.Time{}, false
+	}
+	var others []raft.ServerID
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.Name {
+			others = append(others, s.ID)
+		}
+	}
+	// A quorum of len(others)+1 voters is this one and len(others)/2 more.
+	need := (len(others) + 1) / 2
+	if need == 0 {
+		return start, true
+	}
+	hb := lw.QuorumAnswered(others, need)
+	if hb.IsZero() {
+		return time.Time{}, false
+	}
+	if at := n.clock.Now().Add(-time.Since(hb)); at.Before(start) {
+		return at, true
+	}
+	return start, true
+}
+
+// Witness answers a new leader of term that asks when the leader before
+// it could last have renewed a lease (Config.Witnesses): how long ago,
+// on this node's clock, it last accepted or sent a heartbeat of a term
+// below term, or started, whichever was later. From then on it accepts
+// and sends no heartbeat of an older term, so the answer stays true.
+// ErrNoWitness if raft here has not reached term yet (ask again
+// shortly) or the transport keeps no record of heartbeats.
+func (n *Node) Witness(term uint64) (time.Duration, error) {
+	lw, ok := n.cfg.Transport.(LeaseWitness)
+	if !ok {
+		return 0, fmt.Errorf("%w: the raft transport keeps no record of heartbeats", ErrNoWitness)
+	}
+	if cur := n.raft.CurrentTerm(); cur < term {
+		return 0, fmt.Errorf("%w: this node is at term %d, asked about %d", ErrNoWitness, cur, term)
+	}
+	return max(time.Since(lw.Witness(term)), 0), nil
+}
+
+// askWitnesses runs on a new leader of term whose previous leader prev
+// went silent (it last heard from it at contact): it asks every other
+// voter for its Witness of term and, when all answer within budget,
+// hands the run loop the latest instant any of them (or this node) saw
+// a renewal of an older term. That bounds prev's last renewal: as
+// leader through heartbeats a quorum accepted (leaderAnchor), as a
+// follower through heartbeats a leader sent. Run by step, in a
+// goroutine of its own.
+func (n *Node) askWitnesses(ctx context.Context, term uint64, prev string, contact time.Time, others []string, budget time.Duration) {
+	defer n.wg.Done()
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	latest := n.clock.Now().Add(-time.Since(n.cfg.Transport.(LeaseWitness).Witness(term)))
+	answers := make(chan time.Time, len(others))
+	for _, peer := range others {
+		go func() {
+			answers <- n.askWitness(ctx, peer, term)
+		}()
+	}
+	ok := true
+	for range others {
+		at := <-answers
+		switch {
+		case at.IsZero():
+			ok = false
+		case at.After(latest):
+			latest = at
+		}
+	}
+	if !ok {
+		n.log.Debug("placement: not every voter witnessed the previous leader's term; its fence counts from the election", "previous", prev)
+		return
+	}
+	select {
+	case n.witnessCh <- witnessed{term: term, node: prev, contact: contact, at: latest}:
+	case <-ctx.Done():
+	}
+}
+
+// askWitness asks peer for its Witness of term until it answers or ctx
+// ends, and returns the bound it gives in this clock's frame (zero if
+// none). The peer's clock may run faster than this one by ClockDrift,
+// so its age counts for less here.
+func (n *Node) askWitness(ctx context.Context, peer string, term uint64) time.Time {
+	for {
+		age, err := n.cfg.Witnesses.Witness(ctx, peer, term)
+		if err == nil {
+			return n.clock.Now().Add(-time.Duration(float64(age) / (1 + n.cfg.ClockDrift)))
+		}
+		if !errors.Is(err, ErrNoWitness) {
+			n.log.Debug("placement: lease witness", "peer", peer, logKeyErr, err)
+			return time.Time{}
+		}
+		t := time.NewTimer(witnessRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return time.Time{}
+		case <-t.C:
+		}
+	}
+}
+
+// witnessRetry spaces the questions to a voter whose raft has not yet
+// reached the new term.
+const witnessRetry = 20 * time.Millisecond
+
+// applyWitness gives the planner the witness of this term's previous
+// leader, or asks the voters for it, before a Step. The witness holds
+// only while the previous leader has answered no heartbeat since this
+// node last heard from it: once it answered, this leader may have
+// renewed it, and a later down status of it is another failure, fenced
+// from when it is seen.
+func (n *Node) applyWitness(ctx context.Context) {
+	if n.cfg.Witnesses == nil || n.planner.cfg.MinFence <= 0 {
+		return
+	}
+	if _, ok := n.cfg.Transport.(LeaseWitness); !ok {
+		return
+	}
+	term := n.raft.CurrentTerm()
+	if w := n.witness; w.node != "" {
+		if w.term == term && !n.answeredSince(w.node, w.contact) {
+			n.planner.Witnessed(w.node, w.at)
+			return
+		}
+		n.planner.Witnessed(w.node, time.Time{})
+		n.witness = witnessed{}
+	}
+	if n.witnessAsked == term {
+		return
+	}
+	n.mu.Lock()
+	prev, contact := n.prevLeader, n.prevContact
+	_, failing := n.failing[prev]
+	n.mu.Unlock()
+	if prev == "" || !failing || n.answeredSince(prev, contact) {
+		return // no previous leader, or it answered this term's heartbeats
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	var others []string
+	isVoter := false
+	for _, s := range f.Configuration().Servers {
+		switch {
+		case s.Suffrage != raft.Voter:
+		case string(s.ID) == prev:
+			isVoter = true
+		case string(s.ID) != n.cfg.Name:
+			others = append(others, string(s.ID))
+		}
+	}
+	n.witnessAsked = term
+	if !isVoter {
+		return
+	}
+	// Past this the witness gains nothing over the fence counted from
+	// the election.
+	budget := n.planner.cfg.FenceDelay - n.planner.cfg.MinFence
+	n.wg.Add(1)
+	go n.askWitnesses(ctx, term, prev, contact, others, budget)
 }
 
 // verifyLeader runs one raft VerifyLeader round. Its future has no
@@ -846,6 +1051,15 @@ func (n *Node) run(ctx context.Context) {
 		case m := <-n.refuseCh:
 			n.planner.Refuse(m)
 			n.drainTransfers()
+		case w := <-n.witnessCh:
+			if n.wasLeader && w.term == n.raft.CurrentTerm() {
+				n.witness = w
+				n.mu.Lock()
+				n.witnessSeen = w
+				n.mu.Unlock()
+				n.log.Info("placement: every voter witnessed when the previous leader went silent",
+					"previous", w.node, "silentFor", n.clock.Now().Sub(w.at).Round(time.Millisecond))
+			}
 		}
 	}
 }
@@ -884,6 +1098,7 @@ func (n *Node) step(ctx context.Context) {
 			n.planner = NewPlanner(n.planner.cfg)
 			clear(n.deadSince)
 			clear(n.transfers)
+			n.witness = witnessed{}
 			n.wasLeader = false
 		}
 		return
@@ -902,6 +1117,7 @@ func (n *Node) step(ctx context.Context) {
 	n.wasLeader = true
 	n.reconcileNodes(ctx, peers, now)
 	n.reconcileVoters(peers, now)
+	n.applyWitness(ctx)
 	table := n.fsm.Table()
 	for _, c := range n.planner.Step(table, now) {
 		if _, err := n.Propose(ctx, c); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,9 @@ type Handler interface {
 	// old owner names; an error wrapping a RetryAfter value (see Busy)
 	// answers BUSY with its delay.
 	Hydrate(ctx context.Context, from string, m *HydrateRequest) error
+	// LeaseWitness answers a new raft leader's question about the terms
+	// before its own (placement's Node.Witness).
+	LeaseWitness(ctx context.Context, from string, m *LeaseWitnessRequest) (LeaseWitnessReply, error)
 	// HandoffAbort is a notice with no answer; it runs on the control
 	// lane's reader and must not block.
 	HandoffAbort(from string, m *HandoffAbort)
@@ -102,7 +106,7 @@ type Stats struct {
 }
 
 // numCodes is the number of declared codes.
-const numCodes = int(CodeUnknownAsk) + 1
+const numCodes = int(CodeNoWitness) + 1
 
 // Endpoint is one node's end of the federation protocol: it sends
 // requests to peers' endpoints and waits for their answers, and hands
@@ -219,8 +223,8 @@ func (e *Endpoint) unansweredErr(peer string) error {
 
 // Request is a message that is answered: *ForwardCommand, *MoveRequest,
 // *HandoffBegin, *HandoffDone, *StatusRequest, *PassivateRequest,
-// *ReminderListRequest, *ReminderCancelRequest or *HydrateRequest. Call
-// sets its id.
+// *ReminderListRequest, *ReminderCancelRequest, *HydrateRequest or
+// *LeaseWitnessRequest. Call sets its id.
 type Request interface {
 	Message
 	setID(uint64)
@@ -235,6 +239,7 @@ func (m *PassivateRequest) setID(id uint64)      { m.Id = id }
 func (m *ReminderListRequest) setID(id uint64)   { m.Id = id }
 func (m *ReminderCancelRequest) setID(id uint64) { m.Id = id }
 func (m *HydrateRequest) setID(id uint64)        { m.Id = id }
+func (m *LeaseWitnessRequest) setID(id uint64)   { m.Id = id }
 
 // resultOf returns the Result an answer carries (nil: m is no answer).
 func resultOf(m Message) *Result {
@@ -244,6 +249,8 @@ func resultOf(m Message) *Result {
 	case *StatusReply:
 		return &x.Result
 	case *ReminderListReply:
+		return &x.Result
+	case *LeaseWitnessReply:
 		return &x.Result
 	}
 	return nil
@@ -313,6 +320,21 @@ func (e *Endpoint) ReminderList(ctx context.Context, peer string, req *ReminderL
 		return nil, &Error{Code: CodeBadRequest, Detail: "a reminder list request answered without a list"}
 	}
 	return r, nil
+}
+
+// LeaseWitness sends a LeaseWitnessRequest to peer and returns how long
+// before its answer, on its clock, the peer last accepted or sent a
+// heartbeat of a term below term (see Call for the errors).
+func (e *Endpoint) LeaseWitness(ctx context.Context, peer string, term uint64) (time.Duration, error) {
+	m, err := e.call(ctx, peer, &LeaseWitnessRequest{Term: term})
+	if err != nil {
+		return 0, err
+	}
+	r, ok := m.(*LeaseWitnessReply)
+	if !ok || r.AgeNs > math.MaxInt64 {
+		return 0, &Error{Code: CodeBadRequest, Detail: "a lease witness request answered without an age"}
+	}
+	return time.Duration(r.AgeNs), nil
 }
 
 func (e *Endpoint) call(ctx context.Context, peer string, req Request) (Message, error) {
@@ -410,7 +432,7 @@ func (e *Endpoint) Handle(from string, frame []byte) error {
 	}
 	e.received.Add(1)
 	switch x := m.(type) {
-	case *Result, *StatusReply, *ReminderListReply:
+	case *Result, *StatusReply, *ReminderListReply, *LeaseWitnessReply:
 		e.complete(resultOf(x).Id, x)
 	case *HandoffAbort:
 		e.cfg.Handler.HandoffAbort(from, x)
@@ -461,6 +483,14 @@ func (e *Endpoint) Handle(from string, frame []byte) error {
 	case *HydrateRequest:
 		e.serve(from, x.Id, x.BudgetNs, func(ctx context.Context) (Message, error) {
 			return nil, e.cfg.Handler.Hydrate(ctx, from, x)
+		})
+	case *LeaseWitnessRequest:
+		e.serve(from, x.Id, 0, func(ctx context.Context) (Message, error) {
+			r, err := e.cfg.Handler.LeaseWitness(ctx, from, x)
+			if err != nil {
+				return nil, err
+			}
+			return &r, nil
 		})
 	}
 	return nil

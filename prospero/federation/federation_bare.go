@@ -36,6 +36,7 @@ const (
 	CodeRemindersNotHeld Code = 21
 	CodeNotCommitted     Code = 22
 	CodeUnknownAsk       Code = 23
+	CodeNoWitness        Code = 24
 )
 
 // String returns the schema name of v.
@@ -89,6 +90,8 @@ func (v Code) String() string {
 		return "NOT_COMMITTED"
 	case CodeUnknownAsk:
 		return "UNKNOWN_ASK"
+	case CodeNoWitness:
+		return "NO_WITNESS"
 	}
 	return "Code(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
@@ -96,7 +99,7 @@ func (v Code) String() string {
 // Valid reports whether v is a declared value.
 func (v Code) Valid() bool {
 	switch v {
-	case CodeOk, CodeOther, CodeBadRequest, CodeNotLeader, CodeNoQuorum, CodeBadCommand, CodeStaleMove, CodeNotOwner, CodeNotServing, CodeUnknownKind, CodeInvalidKey, CodeNoEligibleNode, CodeDeadlineExceeded, CodeClosed, CodeUnknownTransfer, CodeCountMismatch, CodeMoveRefused, CodeBusy, CodeKindConflict, CodeDuplicate, CodeNoReminder, CodeRemindersNotHeld, CodeNotCommitted, CodeUnknownAsk:
+	case CodeOk, CodeOther, CodeBadRequest, CodeNotLeader, CodeNoQuorum, CodeBadCommand, CodeStaleMove, CodeNotOwner, CodeNotServing, CodeUnknownKind, CodeInvalidKey, CodeNoEligibleNode, CodeDeadlineExceeded, CodeClosed, CodeUnknownTransfer, CodeCountMismatch, CodeMoveRefused, CodeBusy, CodeKindConflict, CodeDuplicate, CodeNoReminder, CodeRemindersNotHeld, CodeNotCommitted, CodeUnknownAsk, CodeNoWitness:
 		return true
 	}
 	return false
@@ -132,7 +135,7 @@ func (v *Code) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Actor is the BARE struct declared at federation.bare:42.
+// Actor is the BARE struct declared at federation.bare:43.
 type Actor struct {
 	Kind        string `bare:"kind"`
 	Key         string `bare:"key"`
@@ -177,7 +180,7 @@ func (v *Actor) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Result is the BARE struct declared at federation.bare:49.
+// Result is the BARE struct declared at federation.bare:50.
 type Result struct {
 	Id           uint64 `bare:"id"`
 	Code         Code   `bare:"code"`
@@ -230,7 +233,7 @@ func (v *Result) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ForwardCommand is the BARE struct declared at federation.bare:61.
+// ForwardCommand is the BARE struct declared at federation.bare:62.
 type ForwardCommand struct {
 	Id       uint64 `bare:"id"`
 	Command  []byte `bare:"command"`
@@ -270,7 +273,7 @@ func (v *ForwardCommand) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// MoveRequest is the BARE struct declared at federation.bare:69.
+// MoveRequest is the BARE struct declared at federation.bare:70.
 type MoveRequest struct {
 	Id       uint64 `bare:"id"`
 	Group    string `bare:"group"`
@@ -329,7 +332,7 @@ func (v *MoveRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffBegin is the BARE struct declared at federation.bare:82.
+// HandoffBegin is the BARE struct declared at federation.bare:83.
 type HandoffBegin struct {
 	Id       uint64 `bare:"id"`
 	Group    string `bare:"group"`
@@ -378,7 +381,7 @@ func (v *HandoffBegin) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffDone is the BARE struct declared at federation.bare:92.
+// HandoffDone is the BARE struct declared at federation.bare:93.
 type HandoffDone struct {
 	Id       uint64 `bare:"id"`
 	Group    string `bare:"group"`
@@ -430,7 +433,7 @@ func (v *HandoffDone) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffAbort is the BARE struct declared at federation.bare:103.
+// HandoffAbort is the BARE struct declared at federation.bare:104.
 type HandoffAbort struct {
 	Group string `bare:"group"`
 	Shard uint32 `bare:"shard"`
@@ -478,7 +481,7 @@ func (v *HandoffAbort) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HydrateRequest is the BARE struct declared at federation.bare:118.
+// HydrateRequest is the BARE struct declared at federation.bare:119.
 type HydrateRequest struct {
 	Id       uint64  `bare:"id"`
 	Group    string  `bare:"group"`
@@ -545,7 +548,7 @@ func (v *HydrateRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// CancelAsk is the BARE struct declared at federation.bare:135.
+// CancelAsk is the BARE struct declared at federation.bare:136.
 type CancelAsk struct {
 	Id uint64 `bare:"id"`
 }
@@ -579,7 +582,7 @@ func (v *CancelAsk) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// StatusRequest is the BARE struct declared at federation.bare:140.
+// StatusRequest is the BARE struct declared at federation.bare:141.
 type StatusRequest struct {
 	Id    uint64 `bare:"id"`
 	Actor Actor  `bare:"actor"`
@@ -622,7 +625,7 @@ func (v *StatusRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ReferenceState is the BARE enum declared at federation.bare:146.
+// ReferenceState is the BARE enum declared at federation.bare:147.
 type ReferenceState uint64
 
 // Values of ReferenceState.
@@ -690,7 +693,7 @@ func (v *ReferenceState) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// StatusReply is the BARE struct declared at federation.bare:154.
+// StatusReply is the BARE struct declared at federation.bare:155.
 type StatusReply struct {
 	Result      Result         `bare:"result"`
 	State       ReferenceState `bare:"state"`
@@ -738,7 +741,7 @@ func (v *StatusReply) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// PassivateRequest is the BARE struct declared at federation.bare:163.
+// PassivateRequest is the BARE struct declared at federation.bare:164.
 type PassivateRequest struct {
 	Id       uint64 `bare:"id"`
 	Actor    Actor  `bare:"actor"`
@@ -784,7 +787,7 @@ func (v *PassivateRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ReminderListRequest is the BARE struct declared at federation.bare:174.
+// ReminderListRequest is the BARE struct declared at federation.bare:175.
 type ReminderListRequest struct {
 	Id    uint64 `bare:"id"`
 	Actor Actor  `bare:"actor"`
@@ -827,7 +830,7 @@ func (v *ReminderListRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Catchup is the BARE enum declared at federation.bare:180.
+// Catchup is the BARE enum declared at federation.bare:181.
 type Catchup uint64
 
 // Values of Catchup.
@@ -889,7 +892,7 @@ func (v *Catchup) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ReminderInfo is the BARE struct declared at federation.bare:188.
+// ReminderInfo is the BARE struct declared at federation.bare:189.
 type ReminderInfo struct {
 	Name        string  `bare:"name"`
 	DueUnixNs   int64   `bare:"dueUnixNs"`
@@ -954,7 +957,7 @@ func (v *ReminderInfo) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ReminderListReply is the BARE struct declared at federation.bare:200.
+// ReminderListReply is the BARE struct declared at federation.bare:201.
 type ReminderListReply struct {
 	Result    Result         `bare:"result"`
 	Reminders []ReminderInfo `bare:"reminders"`
@@ -1009,7 +1012,7 @@ func (v *ReminderListReply) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ReminderCancelRequest is the BARE struct declared at federation.bare:208.
+// ReminderCancelRequest is the BARE struct declared at federation.bare:209.
 type ReminderCancelRequest struct {
 	Id       uint64 `bare:"id"`
 	Actor    Actor  `bare:"actor"`
@@ -1060,6 +1063,83 @@ func (v *ReminderCancelRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
+// LeaseWitnessRequest is the BARE struct declared at federation.bare:226.
+type LeaseWitnessRequest struct {
+	Id   uint64 `bare:"id"`
+	Term uint64 `bare:"term"`
+}
+
+// AppendBARE appends the BARE encoding of v to dst. It does not allocate
+// when dst has room, except to sort map keys.
+func (v *LeaseWitnessRequest) AppendBARE(dst []byte) ([]byte, error) {
+	dst = bare.AppendU64(dst, uint64(v.Id))
+	dst = bare.AppendU64(dst, uint64(v.Term))
+	return dst, nil
+}
+
+// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
+// are reported by d.Err.
+func (v *LeaseWitnessRequest) DecodeBARE(d *bare.Decoder) {
+	if !d.Enter() {
+		return
+	}
+	v.Id = uint64(d.U64())
+	v.Term = uint64(d.U64())
+	d.Leave()
+}
+
+// MarshalBARE returns the BARE encoding of v.
+func (v *LeaseWitnessRequest) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *LeaseWitnessRequest) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}
+
+// LeaseWitnessReply is the BARE struct declared at federation.bare:231.
+type LeaseWitnessReply struct {
+	Result Result `bare:"result"`
+	AgeNs  uint64 `bare:"ageNs"`
+}
+
+// AppendBARE appends the BARE encoding of v to dst. It does not allocate
+// when dst has room, except to sort map keys.
+func (v *LeaseWitnessReply) AppendBARE(dst []byte) ([]byte, error) {
+	var err error
+	if dst, err = v.Result.AppendBARE(dst); err != nil {
+		return dst, bare.WrapEncodeError("Result", err)
+	}
+	dst = bare.AppendU64(dst, uint64(v.AgeNs))
+	return dst, nil
+}
+
+// DecodeBARE reads v from d, reusing v's slices, maps and pointers; errors
+// are reported by d.Err.
+func (v *LeaseWitnessReply) DecodeBARE(d *bare.Decoder) {
+	if !d.Enter() {
+		return
+	}
+	v.Result.DecodeBARE(d)
+	v.AgeNs = uint64(d.U64())
+	d.Leave()
+}
+
+// MarshalBARE returns the BARE encoding of v.
+func (v *LeaseWitnessReply) MarshalBARE() ([]byte, error) { return v.AppendBARE(nil) }
+
+// UnmarshalBARE decodes v from b, which must hold exactly one value, within the
+// default limits of bare.DefaultConfig.
+func (v *LeaseWitnessReply) UnmarshalBARE(b []byte) error {
+	var d bare.Decoder
+	d.Reset(b, bare.Config{})
+	v.DecodeBARE(&d)
+	return d.Finish()
+}
+
 // The tags of the Message union's members, as on the wire.
 const (
 	MessageTagResult                uint64 = 1
@@ -1076,9 +1156,11 @@ const (
 	MessageTagReminderCancelRequest uint64 = 12
 	MessageTagCancelAsk             uint64 = 13
 	MessageTagHydrateRequest        uint64 = 14
+	MessageTagLeaseWitnessRequest   uint64 = 15
+	MessageTagLeaseWitnessReply     uint64 = 16
 )
 
-// Message is the BARE union declared at federation.bare:216. Its values are:
+// Message is the BARE union declared at federation.bare:236. Its values are:
 //
 //   - *Result (tag 1)
 //   - *ForwardCommand (tag 2)
@@ -1094,6 +1176,8 @@ const (
 //   - *ReminderCancelRequest (tag 12)
 //   - *CancelAsk (tag 13)
 //   - *HydrateRequest (tag 14)
+//   - *LeaseWitnessRequest (tag 15)
+//   - *LeaseWitnessReply (tag 16)
 type Message interface {
 	isMessage()
 }
@@ -1125,6 +1209,10 @@ func (*ReminderCancelRequest) isMessage() {}
 func (*CancelAsk) isMessage() {}
 
 func (*HydrateRequest) isMessage() {}
+
+func (*LeaseWitnessRequest) isMessage() {}
+
+func (*LeaseWitnessReply) isMessage() {}
 
 // AppendMessage appends the BARE encoding of v (tag, then value) to dst.
 func AppendMessage(dst []byte, v Message) ([]byte, error) {
@@ -1242,6 +1330,22 @@ func AppendMessage(dst []byte, v Message) ([]byte, error) {
 		if dst, err = x.AppendBARE(dst); err != nil {
 			return dst, bare.WrapEncodeError("HydrateRequest", err)
 		}
+	case *LeaseWitnessRequest:
+		if x == nil {
+			return dst, &bare.EncodeError{Path: "*LeaseWitnessRequest", Err: bare.ErrNilUnion}
+		}
+		dst = bare.AppendUint(dst, MessageTagLeaseWitnessRequest)
+		if dst, err = x.AppendBARE(dst); err != nil {
+			return dst, bare.WrapEncodeError("LeaseWitnessRequest", err)
+		}
+	case *LeaseWitnessReply:
+		if x == nil {
+			return dst, &bare.EncodeError{Path: "*LeaseWitnessReply", Err: bare.ErrNilUnion}
+		}
+		dst = bare.AppendUint(dst, MessageTagLeaseWitnessReply)
+		if dst, err = x.AppendBARE(dst); err != nil {
+			return dst, bare.WrapEncodeError("LeaseWitnessReply", err)
+		}
 	case nil:
 		return dst, &bare.EncodeError{Err: bare.ErrNilUnion}
 	default:
@@ -1315,6 +1419,14 @@ func DecodeMessage(d *bare.Decoder) Message {
 		x := new(HydrateRequest)
 		x.DecodeBARE(d)
 		v = x
+	case MessageTagLeaseWitnessRequest:
+		x := new(LeaseWitnessRequest)
+		x.DecodeBARE(d)
+		v = x
+	case MessageTagLeaseWitnessReply:
+		x := new(LeaseWitnessReply)
+		x.DecodeBARE(d)
+		v = x
 	default:
 		d.UnknownTag(off, "Message", tag)
 	}
@@ -1340,7 +1452,7 @@ func UnmarshalMessage(b []byte) (Message, error) {
 	return v, nil
 }
 
-// StateRecord is the BARE struct declared at federation.bare:238.
+// StateRecord is the BARE struct declared at federation.bare:260.
 type StateRecord struct {
 	Group   string `bare:"group"`
 	Shard   uint32 `bare:"shard"`

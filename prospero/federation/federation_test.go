@@ -47,6 +47,7 @@ type handler struct {
 	cancels chan uint64 // CancelAsk ids; a set answers OK the first time
 	queued  map[uint64]bool
 	hydrate func(ctx context.Context, from string, m *federation.HydrateRequest) error
+	witness func(ctx context.Context, from string, m *federation.LeaseWitnessRequest) (federation.LeaseWitnessReply, error)
 }
 
 func (h *handler) Hydrate(ctx context.Context, from string, m *federation.HydrateRequest) error {
@@ -61,6 +62,12 @@ func (h *handler) Forward(ctx context.Context, from string, m *federation.Forwar
 		return h.forward(ctx, from, m)
 	}
 	return nil
+}
+func (h *handler) LeaseWitness(ctx context.Context, from string, m *federation.LeaseWitnessRequest) (federation.LeaseWitnessReply, error) {
+	if h.witness != nil {
+		return h.witness(ctx, from, m)
+	}
+	return federation.LeaseWitnessReply{}, nil
 }
 func (h *handler) Move(context.Context, string, *federation.MoveRequest) error          { return nil }
 func (h *handler) HandoffBegin(context.Context, string, *federation.HandoffBegin) error { return nil }
@@ -112,6 +119,17 @@ type pair struct {
 }
 
 func newPair(t *testing.T, maxInFlight int) *pair {
+	t.Helper()
+	return newPairOf(t, maxInFlight, codes)
+}
+
+// newPairWithCodes is newPair with another Codes table.
+func newPairWithCodes(t *testing.T, cs federation.Codes) *pair {
+	t.Helper()
+	return newPairOf(t, 0, cs)
+}
+
+func newPairOf(t *testing.T, maxInFlight int, codes federation.Codes) *pair {
 	t.Helper()
 	p := &pair{net: wire.NewMemNetwork(1, nil), ha: &handler{}, hb: &handler{}}
 	join := func(name string, h *handler, ep **federation.Endpoint, tr **wire.Mem) {
@@ -226,6 +244,31 @@ func TestStatusReply(t *testing.T) {
 	}
 	if _, err := p.a.Status(t.Context(), "b", &federation.StatusRequest{}); !errors.Is(err, errStale) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestLeaseWitness: the term reaches the voter, its age comes back, and
+// a refusal keeps its sentinel (the caller asks again on NO_WITNESS).
+func TestLeaseWitness(t *testing.T) {
+	p := newPair(t, 0)
+	errNoWitness := errors.New("no witness")
+	p.hb.witness = func(_ context.Context, from string, m *federation.LeaseWitnessRequest) (federation.LeaseWitnessReply, error) {
+		if from != "a" {
+			t.Errorf("from %q", from)
+		}
+		if m.Term < 7 {
+			return federation.LeaseWitnessReply{}, errNoWitness
+		}
+		return federation.LeaseWitnessReply{AgeNs: uint64(m.Term) * 1e8}, nil
+	}
+	age, err := p.a.LeaseWitness(t.Context(), "b", 9)
+	if err != nil || age != 900*time.Millisecond {
+		t.Fatalf("witness of term 9: %s, %v", age, err)
+	}
+	pc := newPairWithCodes(t, federation.Codes{federation.CodeNoWitness: {errNoWitness}})
+	pc.hb.witness = p.hb.witness
+	if age, err := pc.a.LeaseWitness(t.Context(), "b", 3); !errors.Is(err, errNoWitness) || age != 0 {
+		t.Fatalf("refused witness: %s, %v; want the NO_WITNESS sentinel", age, err)
 	}
 }
 
@@ -501,6 +544,8 @@ func sampleMessages() []federation.Message {
 		&federation.CancelAsk{Id: 10},
 		&federation.HydrateRequest{Id: 11, Group: "default", Shard: 7, Epoch: 5, Actors: []federation.Actor{a, {Kind: "k", Key: "y"}}, BudgetNs: 1e9},
 		&federation.Result{Id: 12, Code: federation.CodeBusy, RetryAfterNs: 5e7},
+		&federation.LeaseWitnessRequest{Id: 13, Term: 9},
+		&federation.LeaseWitnessReply{Result: federation.Result{Id: 13}, AgeNs: 1_500_000_000},
 	}
 }
 

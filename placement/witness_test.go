@@ -1,6 +1,7 @@
 package placement_test
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -215,6 +216,28 @@ func TestCrashedLeaderFencedFromItsSilence(t *testing.T) {
 		return len(firstServed) == len(owned)
 	})
 	fs.finish(t)
+
+	// A question about a term no node has reached is refused and moves
+	// no floor: a rogue or confused peer cannot silence a live leader.
+	asked := time.Now()
+	if _, err := c.node(newLeader).Witness(1 << 60); !errors.Is(err, placement.ErrNoWitness) {
+		t.Fatalf("witness of a future term: %v, want ErrNoWitness", err)
+	}
+	for _, name := range names {
+		if n := c.node(name); n != nil {
+			if _, err := n.Witness(1 << 60); !errors.Is(err, placement.ErrNoWitness) {
+				t.Fatalf("%s: witness of a future term: %v", name, err)
+			}
+		}
+	}
+	waitFor(t, 10*time.Second, "every survivor's lease renewed after the refused questions", func() bool {
+		for _, n := range c.live() {
+			if !n.LeaseAnchor().After(asked) {
+				return false
+			}
+		}
+		return true
+	})
 
 	who, at := c.node(newLeader).WitnessForTest()
 	if who != victimName {

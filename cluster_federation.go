@@ -72,6 +72,7 @@ var fedCodes = federation.Codes{
 	federation.CodeRemindersNotHeld: {reminders.ErrNotOwner},
 	federation.CodeNotCommitted:     {actor.ErrNotCommitted},
 	federation.CodeNoWitness:        {placement.ErrNoWitness},
+	federation.CodeSyncHeld:         {placement.ErrSyncHeld},
 }
 
 // ownerHint is an errNotOwner that names the owner, for the answer's

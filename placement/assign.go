@@ -71,11 +71,6 @@ type PlannerConfig struct {
 	// MaxMoving caps planned handoffs in flight, cluster-wide, so a new
 	// node receives its shards gradually.
 	MaxMoving int
-	// MinFence is the least a down node's shards wait after it was seen
-	// down even when its lease was witnessed to have ended sooner (see
-	// Witnessed): time for a node that still hears the leader to apply
-	// its own down status. Zero makes witnesses count for nothing.
-	MinFence time.Duration
 }
 
 // failedMove is what the planner remembers of a shard's aborted handoffs
@@ -196,12 +191,12 @@ func (p *Planner) Refuse(m Move) { p.refused[m.Shard] = m }
 // Witnessed records that node's lease was, by its peers' account, last
 // renewed no later than at (see the package documentation, "A crashed
 // leader's fence"): while the planner sees node down, its shards may go
-// to others FenceDelay after at, though never sooner than MinFence after
-// it was seen down, nor later than without the witness. A Step that sees
-// node not down forgets it, so a caller gives it again before each Step
-// for as long as it holds; a zero at forgets it at once.
+// to others FenceDelay after at, though not before it was seen down, nor
+// later than without the witness. A Step that sees node not down
+// forgets it, so a caller gives it again before each Step for as long
+// as it holds; a zero at forgets it at once.
 func (p *Planner) Witnessed(node string, at time.Time) {
-	if at.IsZero() || p.cfg.MinFence <= 0 {
+	if at.IsZero() {
 		delete(p.witnessed, node)
 		return
 	}
@@ -216,12 +211,11 @@ func (p *Planner) fenceEnds(node string) (time.Time, bool) {
 	}
 	end := since.Add(p.cfg.FenceDelay)
 	if w, ok := p.witnessed[node]; ok {
-		early := w.Add(p.cfg.FenceDelay)
-		if floor := since.Add(p.cfg.MinFence); early.Before(floor) {
-			early = floor
-		}
-		if early.Before(end) {
+		if early := w.Add(p.cfg.FenceDelay); early.Before(end) {
 			end = early
+		}
+		if end.Before(since) {
+			end = since
 		}
 	}
 	return end, true

@@ -90,6 +90,8 @@ type testCluster struct {
 	// partitions then only mark a node cut (use it for crashes).
 	tcp   bool
 	addrs map[string]string
+	// tune, if set, changes each node's config before it starts.
+	tune func(*placement.Config)
 }
 
 func newTestCluster(t testing.TB, expect int) *testCluster {
@@ -182,6 +184,9 @@ func (c *testCluster) start(name string) *placement.Node {
 	}
 	if c.tcp {
 		cfg.Witnesses = (*testWitnesses)(c)
+	}
+	if c.tune != nil {
+		c.tune(&cfg)
 	}
 	n, err := placement.New(cfg)
 	if err != nil {

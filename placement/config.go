@@ -283,19 +283,6 @@ func (c Config) LapseGap() time.Duration {
 	return c.LeaseMargin * 3 / 4
 }
 
-// minFence is the planner's MinFence: a node marked down that still
-// hears the leader applies its down status within about half a
-// HeartbeatTimeout of the commit (raft resends unacknowledged appends
-// that often), plus the margin for delivery (see the package
-// documentation). Zero without Witnesses: nothing would shorten the
-// fence.
-func (c Config) minFence() time.Duration {
-	if c.Witnesses == nil {
-		return 0
-	}
-	return c.HeartbeatTimeout/2 + c.LeaseMargin
-}
-
 // HeartbeatRPCTimeout is the I/O timeout of one raft heartbeat: half of
 // DownAfter (of the default when zero), so that a dead peer produces
 // failed heartbeats well within DownAfter. Log appends and snapshots

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -119,5 +120,67 @@ func TestNoteContactAfterElection(t *testing.T) {
 	}
 	if prev != "" {
 		t.Errorf("previous leader %q kept after stepping down", prev)
+	}
+}
+
+// TestLeaseLapsesOnANewTerm: a renewal in a newer term than the last
+// one is a lapse even without a gap: the new leader's table may not be
+// applied here yet.
+func TestLeaseLapsesOnANewTerm(t *testing.T) {
+	n := &Node{lapseGap: time.Second}
+	at := time.Unix(1000, 0)
+	n.noteAnchorLocked(at, 5, true) // the first look: lapsed until a barrier
+	n.lapsed = false                // as if its barrier applied
+	n.noteAnchorLocked(at.Add(10*time.Millisecond), 5, true)
+	if n.lapsed {
+		t.Fatal("a renewal in the same term lapsed")
+	}
+	n.noteAnchorLocked(at.Add(20*time.Millisecond), 6, true)
+	if !n.lapsed {
+		t.Fatal("a renewal in a newer term did not lapse")
+	}
+	n.lapsed = false
+	n.noteAnchorLocked(at.Add(30*time.Millisecond), 5, true) // an older term seen late
+	if n.lapsed {
+		t.Fatal("a late look at an older term lapsed")
+	}
+}
+
+type noWitnesses struct{}
+
+func (noWitnesses) Witness(context.Context, string, uint64) (time.Duration, error) { return 0, nil }
+
+// TestSyncHeldForThePreviousLeader: a new leader holds the sync barrier
+// of the node that led before it until that node is down in its applied
+// table, also before it handled the observation of its own election;
+// other nodes' barriers are never held.
+func TestSyncHeldForThePreviousLeader(t *testing.T) {
+	n := &Node{cfg: Config{Name: "l", Witnesses: noWitnesses{}}, clock: SystemClock{}, fsm: NewFSM(), failing: map[string]time.Time{}}
+	apply := func(c Command) {
+		b, err := c.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.fsm.Apply(&raft.Log{Data: b})
+	}
+	for _, name := range []string{"l", "p", "o"} {
+		apply(Command{Op: OpNode, Node: &NodeInfo{Name: name, Status: StatusUp}})
+	}
+	n.leaderSeen = "p" // elected, the observation not handled yet
+	if !n.syncHeld("p") || n.syncHeld("o") || n.syncHeld("l") {
+		t.Fatal("before the observation: want p held, o and l not")
+	}
+	n.leaderSeen, n.prevLeader, n.prevContact = "l", "p", time.Now()
+	if !n.syncHeld("p") {
+		t.Fatal("the previous leader's barrier was not held")
+	}
+	apply(Command{Op: OpStatus, Name: "p", Status: StatusDown})
+	if n.syncHeld("p") {
+		t.Fatal("held after the previous leader is down in the table")
+	}
+	n.cfg.Witnesses = nil
+	apply(Command{Op: OpNode, Node: &NodeInfo{Name: "p", Status: StatusUp}})
+	if n.syncHeld("p") {
+		t.Fatal("held without Witnesses")
 	}
 }

@@ -95,7 +95,10 @@
 // with another transport, raft's LastContact); a leader's at the start
 // of its last successful VerifyLeader round (a quorum still followed it
 // then), or, when the transport records heartbeats, at the send of the
-// latest heartbeat a quorum accepted if that is earlier. Raft's own
+// latest heartbeat a quorum of voters accepted if that is earlier (a
+// round counts non-voters' answers too, and answers to appends sent
+// before it began); its gaps in contact are looked for between the
+// rounds' starts. Raft's own
 // contact time never renews a leader: it dates from before the
 // election, and raft stamps it anew when the leader steps down, so a
 // node that steps down lapses (below). The lease is fresh for
@@ -110,8 +113,7 @@
 // campaigns 1-2 s after its last contact), LeaderLeaseTimeout 0.5 s,
 // Lease 1.5 s, LeaseMargin 0.6 s (LapseGap 0.45 s), ClockDrift 5%,
 // DownAfter 1 s with heartbeats timing out after 0.5 s. FenceDelay =
-// Lease·(1+ρ) + LeaseMargin = 2.175 s; MinFence (see "A crashed
-// leader's fence") = HeartbeatTimeout/2 + LeaseMargin = 1.1 s.
+// Lease·(1+ρ) + LeaseMargin = 2.175 s.
 //
 // Why no two nodes serve one shard. Let A own shard s and let the leader
 // L mark A down at t1 (on L's clock; because heartbeats to A failed for
@@ -173,26 +175,32 @@
 //     in case 1). L1 is a voter.
 //
 // The transport (LeaseWitness) records, by term, the latest heartbeat it
-// accepted (noted at receipt, before raft decides) and sent. L asks every
+// accepted (noted at receipt, before raft decides) and sent (noted when
+// the send ended, the receipt being before that or a delivery after).
+// L asks every
 // other voter of its configuration for its Witness of T (Config.Witnesses,
 // on the control lane): how long ago it last accepted or sent a
 // heartbeat of a term below T, or started, if later (what an earlier
 // process did precedes its start). A voter answers once its raft has
-// reached T, and from then on its transport neither accepts nor sends a
-// heartbeat of a term below T, so no later renewal escapes its answer.
+// reached T, after the sends of older terms in flight ended, and from
+// then on its transport neither accepts nor sends a heartbeat of a term
+// below T, so no later renewal escapes its answer.
 // L counts each age as age/(1+ρ) of its own clock back from the answer's
 // arrival (the voter's clock may run fast; the arrival is after the
 // answer), and takes w, the latest of these and of its own witness. Then
 // P's last renewal was before w + δ, and P stops serving by
-// w + δ + Lease·(1+ρ) ≤ w + FenceDelay. Renewals in T come from L alone,
-// and case 2 bounds them: a P that hears L applies its down status within
-// about HeartbeatTimeout/2 of the commit. So P's shards may move at
-// max(w + FenceDelay, t2 + MinFence), MinFence = HeartbeatTimeout/2 +
-// LeaseMargin, and never later than t2 + FenceDelay (Planner.Witnessed).
-// The witness counts only if every voter but P answered within
-// FenceDelay − MinFence (with three voters: both survivors), and only
-// while P has answered no heartbeat of T: once it has, L may have renewed
-// it, and a later down status of P is another failure, fenced in full.
+// w + δ + Lease·(1+ρ) ≤ w + FenceDelay. Renewals in T come from L alone
+// and cannot make P serve: a renewal in a newer term than the last one
+// is a lapse (as is a step-down), so P serves in T only after applying
+// its own sync barrier, and L commits no barrier of P (ErrSyncHeld)
+// until P is down in L's applied table; P therefore applies its down
+// status first. So P's shards may move at max(w + FenceDelay, t2), and
+// never later than t2 + FenceDelay (Planner.Witnessed). The witness
+// counts only if every voter but P answered within FenceDelay (with
+// three voters: both survivors), and only while P has answered no
+// heartbeat of T: once it has, L may have renewed it, its barrier is no
+// longer held, and a later down status of P is another failure, fenced
+// in full.
 // This rests on raft changing its configuration one server at a time, so
 // that a quorum of P's configuration holds a voter of L's other than P,
 // and on a voter that left the configuration having stopped leading long
@@ -204,7 +212,9 @@
 // OpSync barrier it requested after regaining contact has been applied.
 // Followers request it through the Config.Forwarder or, without one, by
 // publishing Node.PendingSync in their gossip metadata (Peer.Sync),
-// which the leader turns into the barrier.
+// which the leader turns into the barrier. A renewal in a newer term
+// (a new leader) is a lapse too, even without a gap: every node applies
+// a barrier of the new leader's term before it serves again.
 //
 // Leases are not enough when a process pauses (a GC pause or a stopped
 // VM can outlast any lease between the check and the work), so epochs
@@ -215,10 +225,10 @@
 // after its last answer and its shards reassigned FenceDelay later
 // (about 3.2 s with the defaults); a crashed leader first costs an
 // election (1-2 s, more when a round is lost), after which it is marked
-// down at once; with its witnesses its shards are reassigned MinFence
-// after that (1.1 s), or FenceDelay after it went silent if that is
-// later (about 2.2-3.1 s in all), without them FenceDelay after the
-// election (about 3.2-4.2 s). Mail for a shard whose
+// down at once; with its witnesses its shards are reassigned FenceDelay
+// after it went silent, or at once if the election took longer (about
+// 2.2-2.5 s in all), without them FenceDelay after the election (about
+// 3.2-4.2 s). Mail for a shard whose
 // owner is down waits for the reassignment (Location.OwnerDown,
 // ErrOwnerDown) instead of going to the dead node. The leader's reconcile
 // loop wakes when a fence delay runs out (Planner.NextDeadline), not at

@@ -52,6 +52,11 @@ var (
 	// give one (yet): its raft has not reached that term, or its
 	// transport keeps no record of heartbeats (Node.Witness).
 	ErrNoWitness = errors.New("placement: no lease witness for that term")
+	// ErrSyncHeld: the leader holds back the sync barrier of the node
+	// that led before it until that node is down in the table or has
+	// answered the leader (see "A crashed leader's fence"); the node
+	// asks again.
+	ErrSyncHeld = errors.New("placement: sync barrier held")
 	// ErrUnknownKind: no node has published the kind (OpHosts), so it has
 	// no shards. The error names the kind. A node that registers the kind
 	// itself sees this only until its publication applies.

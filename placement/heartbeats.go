@@ -21,8 +21,11 @@ import (
 // nodes included, arrives through main. Closing the returned transport
 // closes both.
 func SplitHeartbeats(main, hb *raft.NetworkTransport) *SplitTransport {
-	return &SplitTransport{NetworkTransport: main, hb: hb, created: time.Now(),
-		answered: map[raft.ServerID]time.Time{}, answeredSent: map[raft.ServerID]time.Time{}}
+	s := &SplitTransport{NetworkTransport: main, hb: hb, created: time.Now(),
+		answered: map[raft.ServerID]time.Time{}, answeredSent: map[raft.ServerID]time.Time{},
+		sending: map[uint64]int{}}
+	s.sent = sync.NewCond(&s.mu)
+	return s
 }
 
 // SplitTransport is a transport with AppendEntries heartbeats diverted
@@ -34,15 +37,19 @@ type SplitTransport struct {
 	hb *raft.NetworkTransport
 
 	mu       sync.Mutex
-	accepted time.Time                   // last heartbeat this node accepted (receipt)
-	answered map[raft.ServerID]time.Time // last answer to a heartbeat it sent
+	accepted time.Time // last heartbeat this node accepted (receipt)
+	// acceptedTerm is that heartbeat's term.
+	acceptedTerm uint64
+	answered     map[raft.ServerID]time.Time // last answer to a heartbeat it sent
 	// answeredSent is, by peer, when the last heartbeat it accepted
 	// (answered Success) was sent: see QuorumAnswered.
 	answeredSent map[raft.ServerID]time.Time
-	// created, renewals and floor: see Witness.
+	// created, renewals, floor and sending: see Witness.
 	created  time.Time
 	renewals termTimes
 	floor    uint64
+	sending  map[uint64]int // heartbeats being sent, by term
+	sent     *sync.Cond     // on mu: a send ended
 
 	// raft handles heartbeats on the transport's goroutines, not its
 	// own, and Shutdown does not wait for them: a heartbeat in flight
@@ -81,11 +88,11 @@ var errBelowFloor = errors.New("placement: heartbeat of a term older than the on
 type LeaseWitness interface {
 	// Witness returns an instant (wall clock, with its monotonic
 	// reading) no earlier than the receipt of every heartbeat of a term
-	// below term that this node accepted, and the sending of every one it
-	// sent, since its process started (or the start itself, which bounds
-	// what an earlier process did). From the call on, it accepts and
-	// sends no heartbeat of a term below term, so the bound holds for
-	// good. Safe for concurrent use.
+	// below term that this node accepted, and the end of the sending of
+	// every one it sent (it waits for those in flight), since its process
+	// started (or the start itself, which bounds what an earlier process
+	// did). From the call on, it accepts and sends no heartbeat of a term
+	// below term, so the bound holds for good. Safe for concurrent use.
 	Witness(term uint64) time.Time
 	// QuorumAnswered returns the need-th latest instant at which a
 	// heartbeat was sent that one of voters then accepted (each voter
@@ -141,11 +148,27 @@ func (s *SplitTransport) Witness(term uint64) time.Time {
 	if term > s.floor {
 		s.floor = term
 	}
+	// A send of an older term that passed the floor may still be on its
+	// way out (a dial, a write): its end bounds its receipt.
+	for s.sendingBelow(term) {
+		s.sent.Wait()
+	}
 	at := s.renewals.before(term)
 	if s.created.After(at) {
 		at = s.created
 	}
 	return at
+}
+
+// sendingBelow reports whether a heartbeat of a term below term is being
+// sent. Called with s.mu held.
+func (s *SplitTransport) sendingBelow(term uint64) bool {
+	for t, n := range s.sending {
+		if t < term && n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // QuorumAnswered implements LeaseWitness.
@@ -179,6 +202,9 @@ type HeartbeatClock interface {
 	// last heartbeat that raft accepted (Success) was received; zero if
 	// none. Safe for concurrent use.
 	LastHeartbeat() time.Time
+	// LastHeartbeatTerm is LastHeartbeat and that heartbeat's term (0
+	// if none).
+	LastHeartbeatTerm() (time.Time, uint64)
 	// LastAnswer is when peer last answered a heartbeat this node sent
 	// (wall clock); zero if never. Safe for concurrent use.
 	LastAnswer(peer raft.ServerID) time.Time
@@ -194,7 +220,9 @@ func (s *SplitTransport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
 	s.NetworkTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
 		at := time.Now()
 		out := rpc.RespChan
+		var term uint64
 		if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
+			term = req.Term
 			// Noted before raft sees it, as if accepted, so that a Witness
 			// from now on counts it; one of a witnessed-out term is
 			// refused here, whatever raft's own term is yet.
@@ -223,7 +251,7 @@ func (s *SplitTransport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
 			if resp, ok := r.Response.(*raft.AppendEntriesResponse); ok && r.Error == nil && resp.Success {
 				s.mu.Lock()
 				if at.After(s.accepted) {
-					s.accepted = at
+					s.accepted, s.acceptedTerm = at, term
 				}
 				s.mu.Unlock()
 			}
@@ -247,6 +275,13 @@ func (s *SplitTransport) LastHeartbeat() time.Time {
 	return s.accepted
 }
 
+// LastHeartbeatTerm implements HeartbeatClock.
+func (s *SplitTransport) LastHeartbeatTerm() (time.Time, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accepted, s.acceptedTerm
+}
+
 // isHeartbeat reports whether req is one of raft's heartbeats: term and
 // leader only, no entries, no log position, no commit index. (An append
 // that looks like this carries nothing either, so sending it the fast way
@@ -264,18 +299,26 @@ func (s *SplitTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 			s.mu.Unlock()
 			return errBelowFloor
 		}
-		s.renewals.note(args.Term, sent)
+		s.sending[args.Term]++
 		s.mu.Unlock()
 		err := s.hb.AppendEntries(id, target, args, resp)
+		now := time.Now()
+		s.mu.Lock()
+		// Noted at the end of the send: a receipt is before it, or (the
+		// write went out, the answer did not come) at most a delivery
+		// delay after it.
+		s.renewals.note(args.Term, now)
+		if s.sending[args.Term]--; s.sending[args.Term] == 0 {
+			delete(s.sending, args.Term)
+		}
+		s.sent.Broadcast()
 		if err == nil {
-			now := time.Now()
-			s.mu.Lock()
 			s.answered[id] = now
 			if resp.Success && resp.Term == args.Term && sent.After(s.answeredSent[id]) {
 				s.answeredSent[id] = sent
 			}
-			s.mu.Unlock()
 		}
+		s.mu.Unlock()
 		return err
 	}
 	return s.NetworkTransport.AppendEntries(id, target, args, resp)

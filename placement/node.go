@@ -59,12 +59,17 @@ type Node struct {
 	started    bool
 	closed     bool
 	leaving    bool
-	verifiedAt time.Time // last quorum-confirmed leadership (start of the round)
-	prevAnchor time.Time // lease anchor at the previous look
-	lapsed     bool      // lease lapsed since the last completed sync barrier
-	syncNonce  string    // barrier requested since the lapse ("" = none yet)
-	syncCount  uint64
-	failing    map[string]time.Time // peers whose heartbeats fail → last contact
+	verifiedAt time.Time // lease anchor of the last quorum-confirmed leadership check (see leaderAnchor)
+	// verifiedStart is the start of that check: a leader's gaps in
+	// contact are looked for between these, not between anchors, which
+	// may lag a round behind (leaderAnchor) without contact lost.
+	verifiedStart time.Time
+	prevAnchor    time.Time // lease anchor (a leader's: verifiedStart) at the previous look
+	prevTerm      uint64    // the term that anchor was renewed in (0: unknown)
+	lapsed        bool      // lease lapsed since the last completed sync barrier
+	syncNonce     string    // barrier requested since the lapse ("" = none yet)
+	syncCount     uint64
+	failing       map[string]time.Time // peers whose heartbeats fail → last contact
 	// leaderSeen is the last leader raft reported (self included);
 	// prevLeader and prevContact are, while this node leads, the leader
 	// before it and this node's last contact with that one.
@@ -141,7 +146,6 @@ func New(cfg Config) (*Node, error) {
 			FenceDelay:   FenceDelay(cfg.Lease, cfg.ClockDrift, cfg.LeaseMargin),
 			MaxMoving:    cfg.MaxMoving,
 			ConfirmMoves: cfg.Handoff != nil,
-			MinFence:     cfg.minFence(),
 		}),
 	}
 	walDir := filepath.Join(cfg.DataDir, "raft", "wal")
@@ -369,18 +373,27 @@ func (n *Node) Owner(ref ShardRef) (Shard, bool) {
 // node's lease was last renewed: as a follower its last contact from a
 // leader (the receipt of the last heartbeat it accepted when the
 // transport is a HeartbeatClock); while it leads (or has not yet seen its own step-down) the
-// start of its last quorum-confirmed leadership check. Raft's contact
+// renewal its last quorum-confirmed leadership check gave (leaderAnchor).
+// Raft's contact
 // time is no renewal while leading: it dates from before the election,
 // and raft stamps it anew at a step-down, when no leader granted
 // anything. Zero if never.
 func (n *Node) LeaseAnchor() time.Time {
+	a, _, _ := n.leaseAnchors()
+	return a
+}
+
+// leaseAnchors returns LeaseAnchor, the instant whose gaps count as lost
+// contact (the same for a follower, the start of the last successful
+// check for a leader) and the term it was renewed in (0 if unknown).
+func (n *Node) leaseAnchors() (anchor, contact time.Time, term uint64) {
 	n.mu.Lock()
-	leading, verified := n.leaderSeen == n.cfg.Name, n.verifiedAt
+	leading, verified, started := n.leaderSeen == n.cfg.Name, n.verifiedAt, n.verifiedStart
 	n.mu.Unlock()
 	if leading || n.raft.State() == raft.Leader {
-		return verified
+		return verified, started, n.raft.CurrentTerm()
 	}
-	return n.leaderContact()
+	return n.followerAnchor()
 }
 
 // LeaseFresh reports whether this node's lease is fresh at now: it
@@ -395,26 +408,34 @@ func (n *Node) LeaseAnchor() time.Time {
 // an OpSync barrier with a fresh nonce; once it applies its own nonce,
 // its table contains every change committed before it.
 func (n *Node) LeaseFresh(now time.Time) bool {
-	a := n.LeaseAnchor()
+	a, contact, term := n.leaseAnchors()
 	fresh := n.lease.Fresh(a, now)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.noteAnchorLocked(a, fresh)
+	n.noteAnchorLocked(contact, term, fresh)
 	return fresh && !n.lapsed
 }
 
-// noteAnchorLocked detects lapses: an expired lease, or a jump between
+// noteAnchorLocked detects lapses: an expired lease, a jump between
 // consecutive anchors of more than LapseGap (contact was lost and
 // regained between two looks, or this process stalled while renewals
-// queued up; looks happen at least every LapseGap/4).
-func (n *Node) noteAnchorLocked(a time.Time, fresh bool) {
-	if !fresh || n.prevAnchor.IsZero() || a.Sub(n.prevAnchor) > n.lapseGap {
+// queued up; looks happen at least every LapseGap/4), or a renewal in a
+// newer term than the last one: a new leader renews this node before
+// its table shows what the new leader committed first (a crashed
+// predecessor marked down, see "A crashed leader's fence"), so the node
+// serves again only after its barrier of the new term.
+func (n *Node) noteAnchorLocked(a time.Time, term uint64, fresh bool) {
+	newTerm := term > n.prevTerm && n.prevTerm != 0
+	if !fresh || n.prevAnchor.IsZero() || a.Sub(n.prevAnchor) > n.lapseGap || newTerm {
 		if !n.lapsed {
 			n.lapsed, n.syncNonce = true, ""
 		}
 	}
 	if a.After(n.prevAnchor) {
 		n.prevAnchor = a
+	}
+	if term > n.prevTerm {
+		n.prevTerm = term
 	}
 }
 
@@ -516,13 +537,17 @@ func (n *Node) Propose(ctx context.Context, c Command) (Result, error) {
 // ApplyForwarded applies a command forwarded by a follower. It returns
 // ErrNotLeader if this node is not the leader.
 func (n *Node) ApplyForwarded(ctx context.Context, cmd []byte) error {
-	if _, err := DecodeCommand(cmd); err != nil {
+	c, err := DecodeCommand(cmd)
+	if err != nil {
 		return err
 	}
 	if !n.IsLeader() {
 		return ErrNotLeader
 	}
-	_, err := n.applyLocal(ctx, cmd)
+	if c.Op == OpSync && n.syncHeld(c.Name) {
+		return fmt.Errorf("%w: %s led before this leader; its barrier waits for its down status", ErrSyncHeld, c.Name)
+	}
+	_, err = n.applyLocal(ctx, cmd)
 	return err
 }
 
@@ -720,18 +745,56 @@ func (n *Node) noteContact(o raft.Observation, inConfig func(raft.ServerID) bool
 	}
 }
 
+// syncHeld reports whether this leader must not yet commit node's sync
+// barrier: node led before it, has answered none of this term's
+// heartbeats, and is not down in the applied table. Its barrier then
+// follows its down status in the log, so it applies that status before
+// it may serve again in this term (a node lapses when it steps down and
+// when a new term renews it): renewals in this term cannot make it
+// serve, which "A crashed leader's fence" relies on. Without Witnesses
+// no fence depends on it, and nothing is held.
+func (n *Node) syncHeld(node string) bool {
+	if n.cfg.Witnesses == nil || node == n.cfg.Name {
+		return false
+	}
+	n.mu.Lock()
+	// Before this node handled the observation of its own election,
+	// leaderSeen still names the leader it followed.
+	unseen := n.leaderSeen == node
+	prev, contact := n.prevLeader, n.prevContact
+	n.mu.Unlock()
+	if !unseen && (node != prev || n.answeredSince(node, contact)) {
+		return false
+	}
+	down := false
+	n.fsm.Read(func(t *Table) {
+		ni, ok := t.Nodes[node]
+		down = ok && ni.Status == StatusDown
+	})
+	return !down
+}
+
 // leaderContact is this node's last contact with a leader, in the
 // clock's frame: the last heartbeat it accepted when the transport
 // tells (raft's LastContact also counts votes this node granted).
 func (n *Node) leaderContact() time.Time {
+	a, _, _ := n.followerAnchor()
+	return a
+}
+
+// followerAnchor is leaderContact and, when the transport tells, the
+// term of that heartbeat (0 if not).
+func (n *Node) followerAnchor() (time.Time, time.Time, uint64) {
 	if hc, ok := n.cfg.Transport.(HeartbeatClock); ok {
-		hb := hc.LastHeartbeat()
+		hb, term := hc.LastHeartbeatTerm()
 		if hb.IsZero() {
-			return time.Time{}
+			return time.Time{}, time.Time{}, 0
 		}
-		return n.clock.Now().Add(-time.Since(hb))
+		a := n.clock.Now().Add(-time.Since(hb))
+		return a, a, term
 	}
-	return n.lastContact()
+	a := n.lastContact()
+	return a, a, 0
 }
 
 // answeredSince reports whether the transport saw peer answer a
@@ -799,11 +862,11 @@ func (n *Node) verifyLoop(ctx context.Context) {
 			continue
 		}
 		anchor, ok := n.leaderAnchor(start)
-		if !ok {
-			continue
-		}
 		n.mu.Lock()
-		if anchor.After(n.verifiedAt) {
+		if start.After(n.verifiedStart) {
+			n.verifiedStart = start
+		}
+		if ok && anchor.After(n.verifiedAt) {
 			n.verifiedAt = anchor
 		}
 		n.mu.Unlock()
@@ -940,7 +1003,7 @@ const witnessRetry = 20 * time.Millisecond
 // renewed it, and a later down status of it is another failure, fenced
 // from when it is seen.
 func (n *Node) applyWitness(ctx context.Context) {
-	if n.cfg.Witnesses == nil || n.planner.cfg.MinFence <= 0 {
+	if n.cfg.Witnesses == nil {
 		return
 	}
 	if _, ok := n.cfg.Transport.(LeaseWitness); !ok {
@@ -986,7 +1049,7 @@ func (n *Node) applyWitness(ctx context.Context) {
 	}
 	// Past this the witness gains nothing over the fence counted from
 	// the election.
-	budget := n.planner.cfg.FenceDelay - n.planner.cfg.MinFence
+	budget := n.planner.cfg.FenceDelay
 	n.wg.Add(1)
 	go n.askWitnesses(ctx, term, prev, contact, others, budget)
 }
@@ -1279,7 +1342,7 @@ func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) 
 		} else if !sameNode(cur, &info) {
 			cmds = append(cmds, Command{Op: OpNode, Node: &info})
 		}
-		if p.State == PeerAlive && p.Sync != "" && cur != nil && cur.Sync != p.Sync {
+		if p.State == PeerAlive && p.Sync != "" && cur != nil && cur.Sync != p.Sync && !n.syncHeld(p.Name) {
 			cmds = append(cmds, Command{Op: OpSync, Name: p.Name, Nonce: p.Sync})
 		}
 		if p.State == PeerAlive && p.Kinds != nil && cur != nil {

@@ -12,11 +12,11 @@ import (
 )
 
 // TestPlannerWitnessShortensTheFence: a witness lets a down node's
-// shards go FenceDelay after its last renewal, but never sooner than
-// MinFence after it was seen down nor later than without the witness,
-// and a witness does not outlive the down period it was given for.
+// shards go FenceDelay after its last renewal, but never before it was
+// seen down nor later than without the witness, and a witness does not
+// outlive the down period it was given for.
 func TestPlannerWitnessShortensTheFence(t *testing.T) {
-	const fence, minFence = 5 * time.Second, 2 * time.Second
+	const fence = 5 * time.Second
 	now := time.Unix(1000, 0)
 	for _, tc := range []struct {
 		name    string
@@ -24,7 +24,7 @@ func TestPlannerWitnessShortensTheFence(t *testing.T) {
 		wantAt  time.Duration // after it is seen down
 	}{
 		{"none", -1, fence},
-		{"silent long before", 10 * time.Second, minFence},
+		{"silent long before", 10 * time.Second, 0},
 		{"silent a while before", 2 * time.Second, fence - 2*time.Second},
 		{"silent just before", 100 * time.Millisecond, fence - 100*time.Millisecond},
 		{"a witness after the sighting counts for nothing", -2 * time.Second, fence},
@@ -35,11 +35,19 @@ func TestPlannerWitnessShortensTheFence(t *testing.T) {
 			for _, n := range []string{"a", "b", "c"} {
 				upNode(t, tb, n, mf())
 			}
-			p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MinFence: minFence, MaxMoving: 4})
-			mustApply(t, tb, p.Step(tb, now)[0])
-			mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "b", Status: placement.StatusDown})
+			p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 4})
+			mustApply(t, tb, p.Step(tb, now.Add(-time.Minute))[0])
+			// Not yet down: a witness given now is kept for the down period
+			// that follows (the caller gives it before each Step).
 			if tc.witness != -1 {
 				p.Witnessed("b", now.Add(-tc.witness))
+			}
+			mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "b", Status: placement.StatusDown})
+			if tc.wantAt == 0 {
+				if cmds := ownerChanges(p.Step(tb, now)); len(cmds) != 1 {
+					t.Fatalf("not moved when first seen down, long after the last renewal: %+v", cmds)
+				}
+				return
 			}
 			if cmds := ownerChanges(p.Step(tb, now)); len(cmds) != 0 {
 				t.Fatalf("moved when first seen down: %+v", cmds)
@@ -64,7 +72,7 @@ func TestPlannerWitnessShortensTheFence(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		upNode(t, tb, n, mf())
 	}
-	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MinFence: minFence, MaxMoving: 4})
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 4})
 	mustApply(t, tb, p.Step(tb, now)[0])
 	p.Witnessed("b", now.Add(-time.Hour))
 	p.Step(tb, now) // b is up: forgotten
@@ -73,13 +81,6 @@ func TestPlannerWitnessShortensTheFence(t *testing.T) {
 	p.Step(tb, later)
 	if at, ok := p.NextDeadline(); !ok || !at.Equal(later.Add(fence)) {
 		t.Fatalf("a witness given while b was up shortened its later fence: deadline %s, want %s", at, later.Add(fence))
-	}
-	// Without MinFence a witness counts for nothing.
-	p0 := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 4})
-	p0.Step(tb, later)
-	p0.Witnessed("b", later.Add(-time.Hour))
-	if at, ok := p0.NextDeadline(); !ok || !at.Equal(later.Add(fence)) {
-		t.Fatalf("a planner without MinFence took a witness: deadline %s", at)
 	}
 }
 
@@ -162,13 +163,17 @@ func TestSplitTransportWitness(t *testing.T) {
 // what the nodes record: the witness is no earlier than the crashed
 // leader's own last lease renewal and earlier than the election (so it
 // counts), no survivor serves one of its shards while its lease could
-// still be fresh, no shard is served twice, and all of them fail over.
+// still be fresh (the lease outlasts the election, so a fence that ended
+// at the down status would show), no shard is served twice, and all of
+// them fail over.
 func TestCrashedLeaderFencedFromItsSilence(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
 	c := newTestCluster(t, 3)
 	c.tcp = true
+	const lease = 3 * time.Second
+	c.tune = func(cfg *placement.Config) { cfg.Lease = lease }
 	names := []string{"a", "b", "c"}
 	startAll(c, names...)
 	waitFor(t, 60*time.Second, "settled", func() bool { return c.settled(names...) })
@@ -186,7 +191,6 @@ func TestCrashedLeaderFencedFromItsSilence(t *testing.T) {
 
 	c.stop(victimName, placement.PeerAlive) // a crash as raft sees it
 	anchor := victim.VerifiedAtForTest()    // its last renewal: it is closed
-	lease := testConfig().Lease
 
 	var newLeader string
 	var elected time.Time
@@ -251,4 +255,39 @@ func TestCrashedLeaderFencedFromItsSilence(t *testing.T) {
 	}
 	t.Logf("silent for %s at the election; last renewal %s before the witness",
 		elected.Sub(at).Round(time.Millisecond), at.Sub(anchor).Round(time.Millisecond))
+}
+
+// TestWitnessWaitsForASendInFlight: a heartbeat of an older term that
+// passed the floor but is still on its way out is counted at the end of
+// its send, so Witness waits for it rather than answering before it.
+func TestWitnessWaitsForASendInFlight(t *testing.T) {
+	a := splitOverTCP(t, 2*time.Second)
+	b := splitOverTCP(t, 2*time.Second)
+	entered, release := make(chan struct{}), make(chan struct{})
+	b.SetHeartbeatHandler(func(rpc raft.RPC) {
+		close(entered)
+		<-release
+		rpc.Respond(&raft.AppendEntriesResponse{Term: 3, Success: true}, nil)
+	})
+	sendDone := make(chan error, 1)
+	go func() {
+		var resp raft.AppendEntriesResponse
+		sendDone <- a.AppendEntries("b", b.LocalAddr(), heartbeat(3), &resp)
+	}()
+	<-entered
+	witnessed := make(chan time.Time, 1)
+	go func() { witnessed <- a.Witness(4) }()
+	select {
+	case w := <-witnessed:
+		t.Fatalf("witness %s answered while a heartbeat of term 3 was still being sent", w)
+	case <-time.After(100 * time.Millisecond):
+	}
+	released := time.Now()
+	close(release)
+	if err := <-sendDone; err != nil {
+		t.Fatal(err)
+	}
+	if w := <-witnessed; w.Before(released) {
+		t.Fatalf("witness %s precedes the end of the send (released %s)", w, released)
+	}
 }

@@ -106,7 +106,7 @@ type Stats struct {
 }
 
 // numCodes is the number of declared codes.
-const numCodes = int(CodeNoWitness) + 1
+const numCodes = int(CodeSyncHeld) + 1
 
 // Endpoint is one node's end of the federation protocol: it sends
 // requests to peers' endpoints and waits for their answers, and hands

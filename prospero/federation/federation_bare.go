@@ -37,6 +37,7 @@ const (
 	CodeNotCommitted     Code = 22
 	CodeUnknownAsk       Code = 23
 	CodeNoWitness        Code = 24
+	CodeSyncHeld         Code = 25
 )
 
 // String returns the schema name of v.
@@ -92,6 +93,8 @@ func (v Code) String() string {
 		return "UNKNOWN_ASK"
 	case CodeNoWitness:
 		return "NO_WITNESS"
+	case CodeSyncHeld:
+		return "SYNC_HELD"
 	}
 	return "Code(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
@@ -99,7 +102,7 @@ func (v Code) String() string {
 // Valid reports whether v is a declared value.
 func (v Code) Valid() bool {
 	switch v {
-	case CodeOk, CodeOther, CodeBadRequest, CodeNotLeader, CodeNoQuorum, CodeBadCommand, CodeStaleMove, CodeNotOwner, CodeNotServing, CodeUnknownKind, CodeInvalidKey, CodeNoEligibleNode, CodeDeadlineExceeded, CodeClosed, CodeUnknownTransfer, CodeCountMismatch, CodeMoveRefused, CodeBusy, CodeKindConflict, CodeDuplicate, CodeNoReminder, CodeRemindersNotHeld, CodeNotCommitted, CodeUnknownAsk, CodeNoWitness:
+	case CodeOk, CodeOther, CodeBadRequest, CodeNotLeader, CodeNoQuorum, CodeBadCommand, CodeStaleMove, CodeNotOwner, CodeNotServing, CodeUnknownKind, CodeInvalidKey, CodeNoEligibleNode, CodeDeadlineExceeded, CodeClosed, CodeUnknownTransfer, CodeCountMismatch, CodeMoveRefused, CodeBusy, CodeKindConflict, CodeDuplicate, CodeNoReminder, CodeRemindersNotHeld, CodeNotCommitted, CodeUnknownAsk, CodeNoWitness, CodeSyncHeld:
 		return true
 	}
 	return false
@@ -135,7 +138,7 @@ func (v *Code) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Actor is the BARE struct declared at federation.bare:43.
+// Actor is the BARE struct declared at federation.bare:44.
 type Actor struct {
 	Kind        string `bare:"kind"`
 	Key         string `bare:"key"`
@@ -180,7 +183,7 @@ func (v *Actor) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Result is the BARE struct declared at federation.bare:50.
+// Result is the BARE struct declared at federation.bare:51.
 type Result struct {
 	Id           uint64 `bare:"id"`
 	Code         Code   `bare:"code"`
@@ -233,7 +236,7 @@ func (v *Result) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ForwardCommand is the BARE struct declared at federation.bare:62.
+// ForwardCommand is the BARE struct declared at federation.bare:63.
 type ForwardCommand struct {
 	Id       uint64 `bare:"id"`
 	Command  []byte `bare:"command"`
@@ -273,7 +276,7 @@ func (v *ForwardCommand) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// MoveRequest is the BARE struct declared at federation.bare:70.
+// MoveRequest is the BARE struct declared at federation.bare:71.
 type MoveRequest struct {
 	Id       uint64 `bare:"id"`
 	Group    string `bare:"group"`
@@ -332,7 +335,7 @@ func (v *MoveRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffBegin is the BARE struct declared at federation.bare:83.
+// HandoffBegin is the BARE struct declared at federation.bare:84.
 type HandoffBegin struct {
 	Id       uint64 `bare:"id"`
 	Group    string `bare:"group"`
@@ -381,7 +384,7 @@ func (v *HandoffBegin) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffDone is the BARE struct declared at federation.bare:93.
+// HandoffDone is the BARE struct declared at federation.bare:94.
 type HandoffDone struct {
 	Id       uint64 `bare:"id"`
 	Group    string `bare:"group"`
@@ -433,7 +436,7 @@ func (v *HandoffDone) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HandoffAbort is the BARE struct declared at federation.bare:104.
+// HandoffAbort is the BARE struct declared at federation.bare:105.
 type HandoffAbort struct {
 	Group string `bare:"group"`
 	Shard uint32 `bare:"shard"`
@@ -481,7 +484,7 @@ func (v *HandoffAbort) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HydrateRequest is the BARE struct declared at federation.bare:119.
+// HydrateRequest is the BARE struct declared at federation.bare:120.
 type HydrateRequest struct {
 	Id       uint64  `bare:"id"`
 	Group    string  `bare:"group"`
@@ -548,7 +551,7 @@ func (v *HydrateRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// CancelAsk is the BARE struct declared at federation.bare:136.
+// CancelAsk is the BARE struct declared at federation.bare:137.
 type CancelAsk struct {
 	Id uint64 `bare:"id"`
 }
@@ -582,7 +585,7 @@ func (v *CancelAsk) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// StatusRequest is the BARE struct declared at federation.bare:141.
+// StatusRequest is the BARE struct declared at federation.bare:142.
 type StatusRequest struct {
 	Id    uint64 `bare:"id"`
 	Actor Actor  `bare:"actor"`
@@ -625,7 +628,7 @@ func (v *StatusRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ReferenceState is the BARE enum declared at federation.bare:147.
+// ReferenceState is the BARE enum declared at federation.bare:148.
 type ReferenceState uint64
 
 // Values of ReferenceState.
@@ -693,7 +696,7 @@ func (v *ReferenceState) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// StatusReply is the BARE struct declared at federation.bare:155.
+// StatusReply is the BARE struct declared at federation.bare:156.
 type StatusReply struct {
 	Result      Result         `bare:"result"`
 	State       ReferenceState `bare:"state"`
@@ -741,7 +744,7 @@ func (v *StatusReply) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// PassivateRequest is the BARE struct declared at federation.bare:164.
+// PassivateRequest is the BARE struct declared at federation.bare:165.
 type PassivateRequest struct {
 	Id       uint64 `bare:"id"`
 	Actor    Actor  `bare:"actor"`
@@ -787,7 +790,7 @@ func (v *PassivateRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ReminderListRequest is the BARE struct declared at federation.bare:175.
+// ReminderListRequest is the BARE struct declared at federation.bare:176.
 type ReminderListRequest struct {
 	Id    uint64 `bare:"id"`
 	Actor Actor  `bare:"actor"`
@@ -830,7 +833,7 @@ func (v *ReminderListRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Catchup is the BARE enum declared at federation.bare:181.
+// Catchup is the BARE enum declared at federation.bare:182.
 type Catchup uint64
 
 // Values of Catchup.
@@ -892,7 +895,7 @@ func (v *Catchup) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ReminderInfo is the BARE struct declared at federation.bare:189.
+// ReminderInfo is the BARE struct declared at federation.bare:190.
 type ReminderInfo struct {
 	Name        string  `bare:"name"`
 	DueUnixNs   int64   `bare:"dueUnixNs"`
@@ -957,7 +960,7 @@ func (v *ReminderInfo) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ReminderListReply is the BARE struct declared at federation.bare:201.
+// ReminderListReply is the BARE struct declared at federation.bare:202.
 type ReminderListReply struct {
 	Result    Result         `bare:"result"`
 	Reminders []ReminderInfo `bare:"reminders"`
@@ -1012,7 +1015,7 @@ func (v *ReminderListReply) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ReminderCancelRequest is the BARE struct declared at federation.bare:209.
+// ReminderCancelRequest is the BARE struct declared at federation.bare:210.
 type ReminderCancelRequest struct {
 	Id       uint64 `bare:"id"`
 	Actor    Actor  `bare:"actor"`
@@ -1063,7 +1066,7 @@ func (v *ReminderCancelRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// LeaseWitnessRequest is the BARE struct declared at federation.bare:226.
+// LeaseWitnessRequest is the BARE struct declared at federation.bare:227.
 type LeaseWitnessRequest struct {
 	Id   uint64 `bare:"id"`
 	Term uint64 `bare:"term"`
@@ -1100,7 +1103,7 @@ func (v *LeaseWitnessRequest) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// LeaseWitnessReply is the BARE struct declared at federation.bare:231.
+// LeaseWitnessReply is the BARE struct declared at federation.bare:232.
 type LeaseWitnessReply struct {
 	Result Result `bare:"result"`
 	AgeNs  uint64 `bare:"ageNs"`
@@ -1160,7 +1163,7 @@ const (
 	MessageTagLeaseWitnessReply     uint64 = 16
 )
 
-// Message is the BARE union declared at federation.bare:236. Its values are:
+// Message is the BARE union declared at federation.bare:237. Its values are:
 //
 //   - *Result (tag 1)
 //   - *ForwardCommand (tag 2)
@@ -1452,7 +1455,7 @@ func UnmarshalMessage(b []byte) (Message, error) {
 	return v, nil
 }
 
-// StateRecord is the BARE struct declared at federation.bare:260.
+// StateRecord is the BARE struct declared at federation.bare:261.
 type StateRecord struct {
 	Group   string `bare:"group"`
 	Shard   uint32 `bare:"shard"`

@@ -139,6 +139,12 @@ func TestLeaseLapsesOnANewTerm(t *testing.T) {
 	if !n.lapsed {
 		t.Fatal("a renewal in a newer term did not lapse")
 	}
+	// Already lapsed with a barrier asked for: a newer term forgets it.
+	n.syncNonce = "old"
+	n.noteAnchorLocked(at.Add(25*time.Millisecond), 7, true)
+	if !n.lapsed || n.syncNonce != "" {
+		t.Fatalf("a newer term kept the barrier asked for before (%q)", n.syncNonce)
+	}
 	n.lapsed = false
 	n.noteAnchorLocked(at.Add(30*time.Millisecond), 5, true) // an older term seen late
 	if n.lapsed {

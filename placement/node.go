@@ -425,8 +425,14 @@ func (n *Node) LeaseFresh(now time.Time) bool {
 // predecessor marked down, see "A crashed leader's fence"), so the node
 // serves again only after its barrier of the new term.
 func (n *Node) noteAnchorLocked(a time.Time, term uint64, fresh bool) {
-	newTerm := term > n.prevTerm && n.prevTerm != 0
-	if !fresh || n.prevAnchor.IsZero() || a.Sub(n.prevAnchor) > n.lapseGap || newTerm {
+	if term > n.prevTerm && n.prevTerm != 0 {
+		// A barrier asked for before (its entry may still be in a log the
+		// new leader commits early) must not end this lapse: only one
+		// asked for now, in the new term, follows what that leader
+		// committed first.
+		n.lapsed, n.syncNonce = true, ""
+	}
+	if !fresh || n.prevAnchor.IsZero() || a.Sub(n.prevAnchor) > n.lapseGap {
 		if !n.lapsed {
 			n.lapsed, n.syncNonce = true, ""
 		}

@@ -137,10 +137,13 @@
 //     the new owner starts.
 //  2. A keeps hearing from L (membership and raft disagree, or only A's
 //     answers are lost). Then A also receives the append that carries
-//     its down status: raft retries unacknowledged appends at least
-//     every HeartbeatTimeout/2, each carrying the commit index, so A
-//     applies the entry and its fence answers ErrNodeDown within about
-//     HeartbeatTimeout/2 of the commit, well inside FenceDelay.
+//     its down status, and its fence answers ErrNodeDown once it
+//     applied it. Heartbeats carry no commit index; raft resends a
+//     failed append after a back-off that grows with each failure in a
+//     row (up to about 10 s), so this holds within FenceDelay while A's
+//     append lane works, and is a known gap when A's appends stall while
+//     its heartbeats pass (two faults at once). A crashed leader's fence
+//     below does not rest on this case.
 //  3. A is renewed by an older leader L0 on its side of a partition. L0
 //     keeps leading only while a quorum answers it within
 //     LeaderLeaseTimeout, so it steps down at most about
@@ -193,8 +196,10 @@
 // and cannot make P serve: a renewal in a newer term than the last one
 // is a lapse (as is a step-down), so P serves in T only after applying
 // its own sync barrier, and L commits no barrier of P (ErrSyncHeld)
-// until P is down in L's applied table; P therefore applies its down
-// status first. So P's shards may move at max(w + FenceDelay, t2), and
+// until P is down in L's applied table, and not before that table has
+// applied everything committed before T (a raft barrier at the start of
+// the term: a status in it is then no older entry's); P therefore
+// applies its down status first. So P's shards may move at max(w + FenceDelay, t2), and
 // never later than t2 + FenceDelay (Planner.Witnessed). The witness
 // counts only if every voter but P answered within FenceDelay (with
 // three voters: both survivors), and only while P has answered no
@@ -213,7 +218,8 @@
 // Followers request it through the Config.Forwarder or, without one, by
 // publishing Node.PendingSync in their gossip metadata (Peer.Sync),
 // which the leader turns into the barrier. A renewal in a newer term
-// (a new leader) is a lapse too, even without a gap: every node applies
+// (a new leader) is a lapse too, even without a gap, where the transport
+// records heartbeats' terms (SplitHeartbeats): every such node applies
 // a barrier of the new leader's term before it serves again.
 //
 // Leases are not enough when a process pauses (a GC pause or a stopped

@@ -82,8 +82,13 @@ type Node struct {
 	// witnessSeen is the last witness of a previous leader this node
 	// got while leading (see askWitnesses).
 	witnessSeen witnessed
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
+	// caughtUpTerm is the term in which this leader's applied table
+	// caught up with its log (a barrier applied); leadingSince when its
+	// run loop first saw it lead (zero while not). See syncHeld.
+	caughtUpTerm uint64
+	leadingSince time.Time
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 	// verifying counts the goroutines waiting for a VerifyLeader future
 	// (verifyLeader): Close lets raft answer them before it shuts raft
 	// down, since raft leaves a future it has queued but not taken
@@ -550,7 +555,7 @@ func (n *Node) ApplyForwarded(ctx context.Context, cmd []byte) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
 	}
-	if c.Op == OpSync && n.syncHeld(c.Name) {
+	if c.Op == OpSync && n.syncHeld(c.Name, n.raft.CurrentTerm()) {
 		return fmt.Errorf("%w: %s led before this leader; its barrier waits for its down status", ErrSyncHeld, c.Name)
 	}
 	_, err = n.applyLocal(ctx, cmd)
@@ -751,26 +756,40 @@ func (n *Node) noteContact(o raft.Observation, inConfig func(raft.ServerID) bool
 	}
 }
 
-// syncHeld reports whether this leader must not yet commit node's sync
-// barrier: node led before it, has answered none of this term's
+// syncHeld reports whether this leader, in term, must not yet commit
+// node's sync barrier: node led before it, has answered none of this term's
 // heartbeats, and is not down in the applied table. Its barrier then
 // follows its down status in the log, so it applies that status before
 // it may serve again in this term (a node lapses when it steps down and
 // when a new term renews it): renewals in this term cannot make it
 // serve, which "A crashed leader's fence" relies on. Without Witnesses
 // no fence depends on it, and nothing is held.
-func (n *Node) syncHeld(node string) bool {
+func (n *Node) syncHeld(node string, term uint64) bool {
 	if n.cfg.Witnesses == nil || node == n.cfg.Name {
 		return false
+	}
+	if _, ok := n.cfg.Transport.(LeaseWitness); !ok {
+		return false // no witness is taken, and answers cannot be seen
 	}
 	n.mu.Lock()
 	// Before this node handled the observation of its own election,
 	// leaderSeen still names the leader it followed.
 	unseen := n.leaderSeen == node
 	prev, contact := n.prevLeader, n.prevContact
+	caughtUp, leading := n.caughtUpTerm, n.leadingSince
 	n.mu.Unlock()
-	if !unseen && (node != prev || n.answeredSince(node, contact)) {
+	switch {
+	case unseen:
+		// An observation raft dropped must not hold it for the term: an
+		// answer since this node leads releases it.
+		if !leading.IsZero() && n.answeredSince(node, leading) {
+			return false
+		}
+	case node != prev || n.answeredSince(node, contact):
 		return false
+	}
+	if caughtUp != term {
+		return true // the applied table may lag the log: its status of node too
 	}
 	down := false
 	n.fsm.Read(func(t *Table) {
@@ -778,6 +797,12 @@ func (n *Node) syncHeld(node string) bool {
 		down = ok && ni.Status == StatusDown
 	})
 	return !down
+}
+
+func (n *Node) caughtUpTermNow() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.caughtUpTerm
 }
 
 // leaderContact is this node's last contact with a leader, in the
@@ -1169,11 +1194,28 @@ func (n *Node) step(ctx context.Context) {
 			clear(n.transfers)
 			n.witness = witnessed{}
 			n.wasLeader = false
+			n.mu.Lock()
+			n.leadingSince = time.Time{}
+			n.mu.Unlock()
 		}
 		return
 	}
 	if !n.wasLeader {
 		n.leaderStart = now
+		n.mu.Lock()
+		n.leadingSince = now
+		n.mu.Unlock()
+	}
+	if term := n.raft.CurrentTerm(); n.caughtUpTermNow() != term {
+		// Plan (and judge barriers, syncHeld) only from a table that has
+		// applied everything committed before this term.
+		if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+			n.log.Debug("placement: barrier of a new term", logKeyErr, err)
+			return
+		}
+		n.mu.Lock()
+		n.caughtUpTerm = term
+		n.mu.Unlock()
 	}
 	if hold := n.leaderStart.Add(2 * n.cfg.LeaderLeaseTimeout); now.Before(hold) {
 		// Refreshed while the hold lasts: the observation naming the
@@ -1348,7 +1390,7 @@ func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) 
 		} else if !sameNode(cur, &info) {
 			cmds = append(cmds, Command{Op: OpNode, Node: &info})
 		}
-		if p.State == PeerAlive && p.Sync != "" && cur != nil && cur.Sync != p.Sync && !n.syncHeld(p.Name) {
+		if p.State == PeerAlive && p.Sync != "" && cur != nil && cur.Sync != p.Sync && !n.syncHeld(p.Name, n.raft.CurrentTerm()) {
 			cmds = append(cmds, Command{Op: OpSync, Name: p.Name, Nonce: p.Sync})
 		}
 		if p.State == PeerAlive && p.Kinds != nil && cur != nil {

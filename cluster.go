@@ -314,7 +314,7 @@ func (c *cluster) start(ctx context.Context) error {
 	pc.Kinds = n.kindSpecs()
 	pc.Handoff = handoffFunc(c.transfer)
 	pc.Forwarder = forwardFunc(c.forward)
-	pc.Witnesses = witnessFunc(c.fed.LeaseWitness)
+	pc.Witnesses = c.fed
 	pc.Logger = n.cfg.Logger
 	pc.Clock = n.cfg.Clock
 	pl, err := placement.New(pc)
@@ -739,12 +739,6 @@ type forwardFunc func(ctx context.Context, leader string, cmd []byte) error
 
 func (f forwardFunc) Forward(ctx context.Context, leader string, cmd []byte) error {
 	return f(ctx, leader, cmd)
-}
-
-type witnessFunc func(ctx context.Context, peer string, term uint64) (time.Duration, error)
-
-func (f witnessFunc) Witness(ctx context.Context, peer string, term uint64) (time.Duration, error) {
-	return f(ctx, peer, term)
 }
 
 type handoffFunc func(ctx context.Context, m placement.Move) error

@@ -265,7 +265,7 @@ func (d nameDialer) Dial(ctx context.Context, peer, _ string) (net.Conn, error) 
 // testWitnesses asks a live node that is not cut off for its witness.
 type testWitnesses testCluster
 
-func (w *testWitnesses) Witness(_ context.Context, peer string, term uint64) (time.Duration, error) {
+func (w *testWitnesses) LeaseWitness(_ context.Context, peer string, term uint64) (time.Duration, error) {
 	c := (*testCluster)(w)
 	c.mu.Lock()
 	n, cut := c.nodes[peer], c.cut[peer]

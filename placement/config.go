@@ -44,7 +44,7 @@ type Forwarder interface {
 // the election (see the package documentation, "A crashed leader's
 // fence"). The federation implements it over the control lane.
 type Witnesses interface {
-	Witness(ctx context.Context, peer string, term uint64) (time.Duration, error)
+	LeaseWitness(ctx context.Context, peer string, term uint64) (time.Duration, error)
 }
 
 // Config configures a Node. Zero fields take the defaults of

@@ -154,7 +154,9 @@ func TestLeaseLapsesOnANewTerm(t *testing.T) {
 
 type noWitnesses struct{}
 
-func (noWitnesses) Witness(context.Context, string, uint64) (time.Duration, error) { return 0, nil }
+func (noWitnesses) LeaseWitness(context.Context, string, uint64) (time.Duration, error) {
+	return 0, nil
+}
 
 // TestSyncHeldForThePreviousLeader: a new leader holds the sync barrier
 // of the node that led before it until that node is down in its applied

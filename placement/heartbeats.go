@@ -198,12 +198,9 @@ func (s *SplitTransport) QuorumAnswered(voters []raft.ServerID, need int) time.T
 // after their fsync: an append sent before a node was cut off and
 // written long after would renew its lease late.
 type HeartbeatClock interface {
-	// LastHeartbeat is when (wall clock, with its monotonic reading) the
-	// last heartbeat that raft accepted (Success) was received; zero if
-	// none. Safe for concurrent use.
-	LastHeartbeat() time.Time
-	// LastHeartbeatTerm is LastHeartbeat and that heartbeat's term (0
-	// if none).
+	// LastHeartbeatTerm is when (wall clock, with its monotonic
+	// reading) the last heartbeat that raft accepted (Success) was
+	// received, and its term; zero if none. Safe for concurrent use.
 	LastHeartbeatTerm() (time.Time, uint64)
 	// LastAnswer is when peer last answered a heartbeat this node sent
 	// (wall clock); zero if never. Safe for concurrent use.
@@ -211,7 +208,7 @@ type HeartbeatClock interface {
 }
 
 // SetHeartbeatHandler hands raft's heartbeat handler to main, noting
-// the receipt of every heartbeat raft accepts (LastHeartbeat).
+// the receipt of every heartbeat raft accepts (LastHeartbeatTerm).
 func (s *SplitTransport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
 	if cb == nil {
 		s.NetworkTransport.SetHeartbeatHandler(nil)
@@ -266,13 +263,6 @@ func (s *SplitTransport) LastAnswer(peer raft.ServerID) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.answered[peer]
-}
-
-// LastHeartbeat implements HeartbeatClock.
-func (s *SplitTransport) LastHeartbeat() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.accepted
 }
 
 // LastHeartbeatTerm implements HeartbeatClock.

@@ -83,12 +83,13 @@ type Node struct {
 	// got while leading (see askWitnesses).
 	witnessSeen witnessed
 	// caughtUpTerm is the term in which this leader's applied table
-	// caught up with its log (a barrier applied); leadingSince when its
-	// run loop first saw it lead (zero while not). See syncHeld.
+	// caught up with its log (a barrier applied). See syncHeld.
 	caughtUpTerm uint64
-	leadingSince time.Time
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup
+	// leaderStart is when this node's current term as leader began
+	// (written by the run goroutine, under mu).
+	leaderStart time.Time
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
 	// verifying counts the goroutines waiting for a VerifyLeader future
 	// (verifyLeader): Close lets raft answer them before it shuts raft
 	// down, since raft leaves a future it has queued but not taken
@@ -103,8 +104,6 @@ type Node struct {
 	viewSince  time.Time
 	bootstrapd bool
 	wasLeader  bool
-	// leaderStart is when this node's current term as leader began.
-	leaderStart time.Time
 	// witnessAsked is the term whose predecessor's witnesses were asked
 	// for; witness the answer, while it holds (see applyWitness).
 	witnessAsked uint64
@@ -398,7 +397,8 @@ func (n *Node) leaseAnchors() (anchor, contact time.Time, term uint64) {
 	if leading || n.raft.State() == raft.Leader {
 		return verified, started, n.raft.CurrentTerm()
 	}
-	return n.followerAnchor()
+	a, term := n.followerAnchor()
+	return a, a, term
 }
 
 // LeaseFresh reports whether this node's lease is fresh at now: it
@@ -776,7 +776,7 @@ func (n *Node) syncHeld(node string, term uint64) bool {
 	// leaderSeen still names the leader it followed.
 	unseen := n.leaderSeen == node
 	prev, contact := n.prevLeader, n.prevContact
-	caughtUp, leading := n.caughtUpTerm, n.leadingSince
+	caughtUp, leading := n.caughtUpTerm, n.leaderStart
 	n.mu.Unlock()
 	switch {
 	case unseen:
@@ -809,23 +809,21 @@ func (n *Node) caughtUpTermNow() uint64 {
 // clock's frame: the last heartbeat it accepted when the transport
 // tells (raft's LastContact also counts votes this node granted).
 func (n *Node) leaderContact() time.Time {
-	a, _, _ := n.followerAnchor()
+	a, _ := n.followerAnchor()
 	return a
 }
 
 // followerAnchor is leaderContact and, when the transport tells, the
 // term of that heartbeat (0 if not).
-func (n *Node) followerAnchor() (time.Time, time.Time, uint64) {
+func (n *Node) followerAnchor() (time.Time, uint64) {
 	if hc, ok := n.cfg.Transport.(HeartbeatClock); ok {
 		hb, term := hc.LastHeartbeatTerm()
 		if hb.IsZero() {
-			return time.Time{}, time.Time{}, 0
+			return time.Time{}, 0
 		}
-		a := n.clock.Now().Add(-time.Since(hb))
-		return a, a, term
+		return n.clock.Now().Add(-time.Since(hb)), term
 	}
-	a := n.lastContact()
-	return a, a, 0
+	return n.lastContact(), 0
 }
 
 // answeredSince reports whether the transport saw peer answer a
@@ -917,15 +915,9 @@ func (n *Node) leaderAnchor(start time.Time) (time.Time, bool) {
 	if !ok {
 		return start, true
 	}
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
+	others, err := n.otherVoters()
+	if err != nil {
 		return time.Time{}, false
-	}
-	var others []raft.ServerID
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.Name {
-			others = append(others, s.ID)
-		}
 	}
 	// A quorum of len(others)+1 voters is this one and len(others)/2 more.
 	need := (len(others) + 1) / 2
@@ -940,6 +932,22 @@ func (n *Node) leaderAnchor(start time.Time) (time.Time, bool) {
 		return at, true
 	}
 	return start, true
+}
+
+// otherVoters are the voters of the latest raft configuration but this
+// node.
+func (n *Node) otherVoters() ([]raft.ServerID, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	var others []raft.ServerID
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.Name {
+			others = append(others, s.ID)
+		}
+	}
+	return others, nil
 }
 
 // Witness answers a new leader of term that asks when the leader before
@@ -1005,7 +1013,7 @@ func (n *Node) askWitnesses(ctx context.Context, term uint64, prev string, conta
 // so its age counts for less here.
 func (n *Node) askWitness(ctx context.Context, peer string, term uint64) time.Time {
 	for {
-		age, err := n.cfg.Witnesses.Witness(ctx, peer, term)
+		age, err := n.cfg.Witnesses.LeaseWitness(ctx, peer, term)
 		if err == nil {
 			return n.clock.Now().Add(-time.Duration(float64(age) / (1 + n.cfg.ClockDrift)))
 		}
@@ -1059,24 +1067,19 @@ func (n *Node) applyWitness(ctx context.Context) {
 	if prev == "" || !failing || n.answeredSince(prev, contact) {
 		return // no previous leader, or it answered this term's heartbeats
 	}
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
+	voters, err := n.otherVoters()
+	if err != nil {
+		return
+	}
+	n.witnessAsked = term
+	if !slices.Contains(voters, raft.ServerID(prev)) {
 		return
 	}
 	var others []string
-	isVoter := false
-	for _, s := range f.Configuration().Servers {
-		switch {
-		case s.Suffrage != raft.Voter:
-		case string(s.ID) == prev:
-			isVoter = true
-		case string(s.ID) != n.cfg.Name:
-			others = append(others, string(s.ID))
+	for _, v := range voters {
+		if string(v) != prev {
+			others = append(others, string(v))
 		}
-	}
-	n.witnessAsked = term
-	if !isVoter {
-		return
 	}
 	// Past this the witness gains nothing over the fence counted from
 	// the election.
@@ -1194,16 +1197,12 @@ func (n *Node) step(ctx context.Context) {
 			clear(n.transfers)
 			n.witness = witnessed{}
 			n.wasLeader = false
-			n.mu.Lock()
-			n.leadingSince = time.Time{}
-			n.mu.Unlock()
 		}
 		return
 	}
 	if !n.wasLeader {
-		n.leaderStart = now
 		n.mu.Lock()
-		n.leadingSince = now
+		n.leaderStart = now
 		n.mu.Unlock()
 	}
 	if term := n.raft.CurrentTerm(); n.caughtUpTermNow() != term {

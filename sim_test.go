@@ -72,6 +72,7 @@ func TestSimulation(t *testing.T) {
 	}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel() // each seed is a cluster of its own in a bubble of its own
 			defer func() {
 				if t.Failed() {
 					t.Logf("replay: go test -run 'TestSimulation' -sim.seed=%d -v .", seed)

@@ -334,9 +334,10 @@ func BenchmarkDurableAskCluster(b *testing.B) {
 // the demo counter with one replica per shard (reply after commit on the
 // owner's disk only), with three replicas (the default: committed once
 // both followers received it), and with three replicas and
-// SyncReplicas (committed once both fsync'd it). Serially and with 32
-// clients on 32 counters. Each case reports p50, p99, asks/s and its p50
-// over the echo baseline's measured on the same cluster.
+// SyncReplicas (committed once both fsync'd it). Serially, with 32
+// clients on 32 counters and with 128 on 128. Each case reports p50, p99,
+// asks/s and its p50 over the echo baseline's measured on the same
+// cluster with as many clients.
 func BenchmarkReplicatedDurableAsk(b *testing.B) {
 	for _, cl := range []struct {
 		name     string
@@ -379,9 +380,11 @@ func BenchmarkReplicatedDurableAsk(b *testing.B) {
 				{"durable-add/serial", demo.Counter, demo.Add{N: 1}, 1},
 				{"echo/32-clients", demo.Echo, demo.EchoIn{Text: "benchmark"}, 32},
 				{"durable-add/32-clients", demo.Counter, demo.Add{N: 1}, 32},
+				{"echo/128-clients", demo.Echo, demo.EchoIn{Text: "benchmark"}, 128},
+				{"durable-add/128-clients", demo.Counter, demo.Add{N: 1}, 128},
 			} {
 				b.Run(bc.name, func(b *testing.B) {
-					p50 := measureForwarded(b, n1, bc.kind, bc.msg, bc.clients)
+					p50 := measureForwarded(b, c.Nodes(), bc.kind, bc.msg, bc.clients)
 					if bc.kind == demo.Echo {
 						baseP50 = p50
 					} else if baseP50 > 0 {
@@ -396,9 +399,18 @@ func BenchmarkReplicatedDurableAsk(b *testing.B) {
 // measureForwarded runs b.N asks from n1 to clients actors of kind not
 // owned by n1, from clients goroutines, and reports p50, p99, asks/s and
 // the process's CPU time per ask (all three nodes and the clients:
-// cpu-us/op); it returns the p50 in ns.
-func measureForwarded(b *testing.B, n1 *tempest.Node, kind string, msg any, clients int) float64 {
-	ctx := context.Background()
+// cpu-us/op), and the nodes' group commits per ask (commits/op) and
+// records per commit (records/commit); it returns the p50 in ns. nodes[0]
+// sends.
+func measureForwarded(b *testing.B, nodes []*tempest.Node, kind string, msg any, clients int) float64 {
+	ctx, n1 := context.Background(), nodes[0]
+	commits := func() (groups, records uint64) {
+		for _, n := range nodes {
+			st := n.Stats().Supervisor.Store
+			groups, records = groups+st.Groups, records+st.Writes+st.Replicated
+		}
+		return groups, records
+	}
 	var keys []string
 	for k := 0; len(keys) < clients; k++ {
 		key := fmt.Sprintf("%s%d", kind, k)
@@ -418,6 +430,7 @@ func measureForwarded(b *testing.B, n1 *tempest.Node, kind string, msg any, clie
 	var wg sync.WaitGroup
 	b.ResetTimer()
 	cpu := cpuPerOp(b)
+	groups0, records0 := commits()
 	start := time.Now()
 	for i, key := range keys {
 		wg.Add(1)
@@ -441,6 +454,10 @@ func measureForwarded(b *testing.B, n1 *tempest.Node, kind string, msg any, clie
 	cpu(len(all))
 	if len(all) == 0 {
 		return 0
+	}
+	if groups, records := commits(); groups > groups0 {
+		b.ReportMetric(float64(groups-groups0)/float64(len(all)), "commits/op")
+		b.ReportMetric(float64(records-records0)/float64(groups-groups0), "records/commit")
 	}
 	slices.Sort(all)
 	p50 := float64(all[len(all)/2].Nanoseconds())

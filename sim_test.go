@@ -43,7 +43,8 @@ import (
 
 var (
 	simSeed  = flag.Uint64("sim.seed", 0, "run the simulation with this seed only")
-	simSeeds = flag.Int("sim.seeds", 0, "run the simulation with seeds 1..n (default 3; 1 with -short, 40 with TEMPEST_SOAK)")
+	simSeeds = flag.Int("sim.seeds", 0, "run the simulation with seeds from..from+n-1 (default 3; 1 with -short, 40 with TEMPEST_SOAK)")
+	simFrom  = flag.Uint64("sim.from", 1, "the first seed -sim.seeds runs")
 	simLog   = flag.Bool("sim.log", false, "write the simulated cluster's logs to the test log")
 	simCheck = flag.Duration("sim.checktime", time.Minute, "how long the linearizability checker may search a run's history")
 )
@@ -56,7 +57,7 @@ func TestSimulation(t *testing.T) {
 		seeds = []uint64{*simSeed}
 	case n > 0:
 		for s := range n {
-			seeds = append(seeds, uint64(s+1))
+			seeds = append(seeds, *simFrom+uint64(s))
 		}
 	default:
 		n = 3

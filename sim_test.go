@@ -12,6 +12,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -489,10 +490,36 @@ func (s *sim) settle() {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("not settled after %v: %s", simSettleTimeout, why)
+			s.t.Fatalf("not settled after %v: %s%s", simSettleTimeout, why, s.stuck())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// stuck describes, for a run that did not settle, what each running
+// node replicates to whom, and writes every goroutine's stack (of this
+// run's bubble and of any other running meanwhile) to a file it names.
+func (s *sim) stuck() string {
+	var b strings.Builder
+	for _, n := range s.running() {
+		if tb := n.Table(); tb != nil {
+			fmt.Fprintf(&b, "\n%s's table (version %d, leader %q, readiness %v):", n.Name(), tb.Version, n.Leader(), n.Readiness())
+			for _, name := range tb.NodeNames() {
+				fmt.Fprintf(&b, " %s %s", name, tb.Nodes[name].Status)
+			}
+		}
+		for _, l := range n.ReplicationLag() {
+			fmt.Fprintf(&b, "\n%s → %s: %d shards, %+v", n.Name(), l.Follower, l.Shards, l.Lag)
+		}
+	}
+	buf := make([]byte, 64<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	if f, err := os.CreateTemp("", "tempest-sim-stacks-*.txt"); err == nil {
+		_, _ = f.Write(buf)
+		_ = f.Close()
+		fmt.Fprintf(&b, "\ngoroutines: %s", f.Name())
+	}
+	return b.String()
 }
 
 // config is the configuration of node name.

@@ -127,6 +127,19 @@ func budgetOf(ctx context.Context, def time.Duration) uint64 {
 	return uint64(def)
 }
 
+// bounded is ctx with a deadline def from now if it has none. A request
+// to a peer is made under it, and grants the peer the time left
+// (budgetOf): the caller waits for the answer no longer than the peer
+// works on it, so that a request or an answer lost on the way (a lane
+// reset, a peer that never answers) fails the call instead of holding
+// it, and whatever retries it, forever.
+func bounded(ctx context.Context, def time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, def)
+}
+
 // ---- placement: command forwarding and moves ----
 
 // forward sends a placement command to the leader.
@@ -134,7 +147,9 @@ func (c *cluster) forward(ctx context.Context, leader string, cmd []byte) error 
 	if leader == c.name {
 		return c.pl.ApplyForwarded(ctx, cmd)
 	}
-	return c.fed.Call(ctx, leader, &federation.ForwardCommand{Command: cmd, BudgetNs: budgetOf(ctx, 10*time.Second)})
+	ctx, cancel := bounded(ctx, 10*time.Second)
+	defer cancel()
+	return c.fed.Call(ctx, leader, &federation.ForwardCommand{Command: cmd, BudgetNs: budgetOf(ctx, 0)})
 }
 
 // moveRequest asks the old owner of m to hand the shard off, within
@@ -142,11 +157,8 @@ func (c *cluster) forward(ctx context.Context, leader string, cmd []byte) error 
 // never its own, since a transfer still running after the leader gave up
 // could reach the new owner late.
 func (c *cluster) moveRequest(ctx context.Context, m placement.Move) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-	}
+	ctx, cancel := bounded(ctx, 30*time.Second)
+	defer cancel()
 	return c.fed.Call(ctx, m.From, &federation.MoveRequest{Group: m.Shard.Group, Shard: uint32(m.Shard.Index),
 		Epoch: m.Epoch, From: m.From, To: m.To, BudgetNs: budgetOf(ctx, 0)})
 }
@@ -159,9 +171,11 @@ func (c *cluster) moveRequest(ctx context.Context, m placement.Move) error {
 // new owner stored them all. On failure after the begin it tells the new
 // owner with HandoffAbort.
 func (c *cluster) sendStates(ctx context.Context, peer string, shard placement.ShardRef, epoch uint64, recs []shipped) error {
+	ctx, cancel := bounded(ctx, 30*time.Second)
+	defer cancel()
 	idx := uint32(shard.Index)
 	if err := c.fed.Call(ctx, peer, &federation.HandoffBegin{Group: shard.Group, Shard: idx, Epoch: epoch,
-		BudgetNs: budgetOf(ctx, 30*time.Second)}); err != nil {
+		BudgetNs: budgetOf(ctx, 0)}); err != nil {
 		return err
 	}
 	abort := func(err error) error {
@@ -179,7 +193,7 @@ func (c *cluster) sendStates(ctx context.Context, peer string, shard placement.S
 		}
 	}
 	if err := c.fed.Call(ctx, peer, &federation.HandoffDone{Group: shard.Group, Shard: idx, Epoch: epoch,
-		Count: uint64(len(recs)), BudgetNs: budgetOf(ctx, 30*time.Second)}); err != nil {
+		Count: uint64(len(recs)), BudgetNs: budgetOf(ctx, 0)}); err != nil {
 		return abort(err)
 	}
 	return nil
@@ -769,7 +783,9 @@ func (c *cluster) remoteStatus(ctx context.Context, ref actor.Ref) (Status, erro
 func (c *cluster) remotePassivate(ctx context.Context, ref actor.Ref) error {
 	_, err := c.onOwner(ctx, ref, func() error { return c.n.passivateHere(ctx, ref) },
 		func(owner string, epoch uint64) error {
-			return c.fed.Call(ctx, owner, &federation.PassivateRequest{Epoch: epoch, BudgetNs: budgetOf(ctx, 30*time.Second),
+			ctx, cancel := bounded(ctx, 30*time.Second)
+			defer cancel()
+			return c.fed.Call(ctx, owner, &federation.PassivateRequest{Epoch: epoch, BudgetNs: budgetOf(ctx, 0),
 				Actor: federation.Actor{Kind: ref.Kind(), Key: ref.Key(), Incarnation: ref.Incarnation()}})
 		})
 	return err

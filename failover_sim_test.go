@@ -245,3 +245,37 @@ func TestSimulationFailoverSentAskRunsOnce(t *testing.T) {
 		}})
 	})
 }
+
+// TestSimulationLostRequestFailsTheCall: a request on the control lane
+// whose frames are all lost (here every frame of the network is dropped)
+// fails its call once the budget it granted the peer ran out, even when
+// the caller's context has no deadline, instead of waiting forever: a
+// catch-up's join, proposed through the leader this way, once hung for
+// good on one lost frame and left a node's shards a follower short.
+func TestSimulationLostRequestFailsTheCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		runSimulation(t, 9, simOptions{schedule: func(s *sim) {
+			time.Sleep(time.Second)
+			ref := actor.Virtual(demo.Counter, "lost")
+			_, via := failoverSetup(s, ref)
+			s.step("drop every frame; passivate %v through %s without a deadline", ref, via.Name())
+			s.net.SetDropRate(1)
+			start := time.Now()
+			done := make(chan error, 1)
+			go func() { done <- via.Passivate(context.Background(), ref) }()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Errorf("a passivation whose request was lost returned nil")
+				}
+				if d := time.Since(start); d > 31*time.Second {
+					t.Errorf("the call failed after %v, more than its 30 s budget", d)
+				}
+			case <-time.After(time.Minute):
+				t.Errorf("a passivation whose request was lost still waits after a minute")
+			}
+			s.net.SetDropRate(0)
+			s.settle()
+		}})
+	})
+}

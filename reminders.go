@@ -299,8 +299,10 @@ func (r *Reminders) Cancel(ctx context.Context, ref actor.Ref, name string) erro
 	c := r.n.cl
 	_, err = c.onOwner(ctx, ref, func() error { return r.cancelHere(ctx, e, ref, name) },
 		func(owner string, epoch uint64) error {
+			ctx, cancel := bounded(ctx, 30*time.Second)
+			defer cancel()
 			return c.fed.Call(ctx, owner, &federation.ReminderCancelRequest{Epoch: epoch, Actor: fedActor(ref),
-				Name: name, BudgetNs: budgetOf(ctx, 30*time.Second)})
+				Name: name, BudgetNs: budgetOf(ctx, 0)})
 		})
 	return c.whyUnanswered(err)
 }

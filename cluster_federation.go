@@ -762,6 +762,8 @@ func (c *cluster) remoteStatus(ctx context.Context, ref actor.Ref) (Status, erro
 		st, err = c.n.statusHere(ctx, ref)
 		return err
 	}, func(owner string, epoch uint64) error {
+		ctx, cancel := bounded(ctx, federation.DefaultBudget)
+		defer cancel()
 		r, err := c.fed.Status(ctx, owner, &federation.StatusRequest{Epoch: epoch,
 			Actor: federation.Actor{Kind: ref.Kind(), Key: ref.Key(), Incarnation: ref.Incarnation()}})
 		if err != nil {

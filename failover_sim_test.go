@@ -274,6 +274,19 @@ func TestSimulationLostRequestFailsTheCall(t *testing.T) {
 			case <-time.After(time.Minute):
 				t.Errorf("a passivation whose request was lost still waits after a minute")
 			}
+			// A request without a budget of its own (a status) is bounded
+			// by the default budget, 10 s.
+			start = time.Now()
+			status := make(chan struct{})
+			go func() { _, _ = via.Status(context.Background(), ref); close(status) }()
+			select {
+			case <-status:
+				if d := time.Since(start); d > 11*time.Second {
+					t.Errorf("the status call ended after %v, more than its 10 s budget", d)
+				}
+			case <-time.After(time.Minute):
+				t.Errorf("a status whose request was lost still waits after a minute")
+			}
 			s.net.SetDropRate(0)
 			s.settle()
 		}})

@@ -267,6 +267,8 @@ func (r *Reminders) ListOf(ctx context.Context, ref actor.Ref) (ReminderList, er
 		out = ReminderList{Node: c.name, Reminders: infos}
 		return err
 	}, func(owner string, epoch uint64) error {
+		ctx, cancel := bounded(ctx, federation.DefaultBudget)
+		defer cancel()
 		rep, err := c.fed.ReminderList(ctx, owner, &federation.ReminderListRequest{Epoch: epoch, Actor: fedActor(ref)})
 		if err != nil {
 			return err

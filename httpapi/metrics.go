@@ -364,20 +364,20 @@ func snakeCase(s string) string {
 type nodeCollector struct{ n *tempest.Node }
 
 var nodeDescs = struct {
-	turns, msgs, refused, undelivered, panics, exhausted, expired *prometheus.Desc
-	cancelled, withdrawn                                          *prometheus.Desc
-	retryParked, retryResent, retryGaveUp, retryWaiting           *prometheus.Desc
-	earlyCancels                                                  *prometheus.Desc
-	stuck, fenced, workers, degraded                              *prometheus.Desc
-	active, entries, hydrating, waiting, unsaved, superseded      *prometheus.Desc
-	commits, commitFails, groups, groupWrites                     *prometheus.Desc
-	leader, term, members                                         *prometheus.Desc
-	frames, bytes, links, linkErrs                                *prometheus.Desc
-	ready                                                         *prometheus.Desc
-	rejected, unproven, proofsFailed                              *prometheus.Desc
-	policyDissent                                                 *prometheus.Desc
-	replLag, replPending                                          *prometheus.Desc
-	mailRefusals                                                  *prometheus.Desc
+	turns, msgs, refused, undelivered, panics, exhausted, expired         *prometheus.Desc
+	cancelled, withdrawn                                                  *prometheus.Desc
+	retryParked, retryResent, retryGaveUp, retryWaiting                   *prometheus.Desc
+	earlyCancels                                                          *prometheus.Desc
+	stuck, fenced, workers, degraded                                      *prometheus.Desc
+	active, entries, hydrating, waiting, unsaved, superseded, recommitted *prometheus.Desc
+	commits, commitFails, groups, groupWrites                             *prometheus.Desc
+	leader, term, members                                                 *prometheus.Desc
+	frames, bytes, links, linkErrs                                        *prometheus.Desc
+	ready                                                                 *prometheus.Desc
+	rejected, unproven, proofsFailed                                      *prometheus.Desc
+	policyDissent                                                         *prometheus.Desc
+	replLag, replPending                                                  *prometheus.Desc
+	mailRefusals                                                          *prometheus.Desc
 }{
 	mailRefusals: prometheus.NewDesc("tempest_mail_refusals_total",
 		"Mail between nodes refused without being handled, by direction (sent: this node refused another node's mail; received: another node refused this node's) and reason (the wire protocol's refusal reason: mailbox_full, not_owner, ...). Every reason is exported, 0 included.",
@@ -421,6 +421,7 @@ var nodeDescs = struct {
 	waiting:      prometheus.NewDesc("tempest_hydrations_waiting", "Activations waiting for the hydration budget.", nil, nil),
 	unsaved:      prometheus.NewDesc("tempest_states_unsaved", "States whose write at rest failed and is retried.", nil, nil),
 	superseded:   prometheus.NewDesc("tempest_states_superseded_total", "Unsaved states dropped at activation because the store held a newer record.", nil, nil),
+	recommitted:  prometheus.NewDesc("tempest_states_recommitted_total", "Records written again at activation, before serving them, because a write of the identity had failed to commit.", nil, nil),
 	commits:      prometheus.NewDesc("tempest_state_commits_total", "Writes of active actors' state at rest committed (reply after commit and passivation).", nil, nil),
 	commitFails:  prometheus.NewDesc("tempest_state_commit_failures_total", "Writes of active actors' state at rest that failed; each failed the outputs waiting for it.", nil, nil),
 	groups:       prometheus.NewDesc("tempest_state_commit_groups_total", "Group commits of the state store (one transaction and its fsyncs each).", nil, nil),
@@ -460,7 +461,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := nodeDescs
 	for _, x := range []*prometheus.Desc{d.turns, d.msgs, d.refused, d.undelivered, d.panics, d.exhausted, d.expired,
 		d.cancelled, d.withdrawn, d.retryParked, d.retryResent, d.retryGaveUp, d.retryWaiting, d.earlyCancels, d.stuck, d.fenced, d.workers, d.degraded,
-		d.active, d.entries, d.hydrating, d.waiting, d.unsaved, d.superseded, d.commits, d.commitFails, d.groups, d.groupWrites, d.leader, d.term, d.members,
+		d.active, d.entries, d.hydrating, d.waiting, d.unsaved, d.superseded, d.recommitted, d.commits, d.commitFails, d.groups, d.groupWrites, d.leader, d.term, d.members,
 		d.frames, d.bytes, d.links, d.linkErrs, d.ready, d.rejected, d.unproven, d.proofsFailed, d.policyDissent,
 		d.replLag, d.replPending, d.mailRefusals} {
 		ch <- x
@@ -512,6 +513,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.waiting, float64(p.Waiting))
 	gauge(d.unsaved, float64(p.Unsaved))
 	counter(d.superseded, p.Superseded)
+	counter(d.recommitted, p.Recommitted)
 	counter(d.commits, p.Commits)
 	counter(d.commitFails, p.CommitFailures)
 	counter(d.groups, p.Store.Groups)

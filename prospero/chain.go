@@ -171,6 +171,7 @@ func (s *Supervisor) committed(id Identity, ch *chain, w *write, v uint64, err e
 	var rerr error
 	if err != nil {
 		s.commitFailures++
+		s.doubtful[id] = struct{}{}
 		rerr = &CommitError{ID: id, Err: err}
 		s.log.LogAttrs(context.Background(), slog.LevelWarn, "state not committed",
 			slog.String("actor", id.String()), slog.Any("error", err))

@@ -179,17 +179,26 @@ type Supervisor struct {
 	idle                    *sync.Cond // a chain has no write in flight any more
 	host                    Host
 	unsaved                 map[Identity]Record // state whose write at rest failed; retried on tick
-	jobs                    []job
-	jobCond                 *sync.Cond
-	started                 bool
-	closed                  bool
-	settled                 chan struct{} // closed when the core settles after Shutdown
+	// doubtful holds identities a write of which failed to commit: it
+	// may have landed in the local store all the same (a replicated
+	// store's local write succeeded, a replica did not acknowledge), so
+	// the record there may be one the other replicas lack. The next
+	// activation writes it again, and commits it, before it serves it.
+	doubtful map[Identity]struct{}
+	jobs     []job
+	jobCond  *sync.Cond
+	started  bool
+	closed   bool
+	settled  chan struct{} // closed when the core settles after Shutdown
 	// abandoned and stale count TurnAbandoned reports and state writes
 	// dropped because their turn was abandoned.
 	abandoned, stale uint64
 	// superseded counts unsaved states dropped at activation because the
 	// store held a newer record (Stats.Superseded).
 	superseded uint64
+	// recommitted counts records written again at activation after a
+	// failed commit (Stats.Recommitted).
+	recommitted uint64
 	// passing holds the passivation whose final turn is outstanding, per
 	// identity, so that an abandoned final turn's state is not written.
 	passing map[Identity]*passing
@@ -218,10 +227,11 @@ func NewSupervisor(cfg Config) (*Supervisor, error) {
 	cfg = cfg.withDefaults()
 	s := &Supervisor{
 		cfg: cfg, reg: NewRegistry(), store: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
-		unsaved: make(map[Identity]Record),
-		passing: make(map[Identity]*passing),
-		chains:  make(map[Identity]*chain),
-		settled: make(chan struct{}),
+		unsaved:  make(map[Identity]Record),
+		doubtful: make(map[Identity]struct{}),
+		passing:  make(map[Identity]*passing),
+		chains:   make(map[Identity]*chain),
+		settled:  make(chan struct{}),
 	}
 	s.jobCond = sync.NewCond(&s.mu)
 	s.idle = sync.NewCond(&s.mu)
@@ -441,6 +451,11 @@ type Stats struct {
 	// held a newer record by then: the failed write had landed after all,
 	// or a handoff or a replica had brought a newer state.
 	Superseded uint64
+	// Recommitted counts records written again, and committed, by an
+	// activation before it served them, because a write of the identity
+	// had failed to commit: the failed write may have landed in the local
+	// store only, and a failover would take it back.
+	Recommitted uint64
 }
 
 // Stats returns a snapshot.
@@ -450,7 +465,7 @@ func (s *Supervisor) Stats() Stats {
 	in, wait := s.core.Hydrating()
 	st := Stats{Entries: s.core.Entries(), Active: s.core.Active(), Hydrating: in, Waiting: wait, Unsaved: len(s.unsaved),
 		Commits: s.commits, CommitFailures: s.commitFailures,
-		Abandoned: s.abandoned, StaleWrites: s.stale, Superseded: s.superseded}
+		Abandoned: s.abandoned, StaleWrites: s.stale, Superseded: s.superseded, Recommitted: s.recommitted}
 	if cs, ok := s.store.(CommitCounter); ok {
 		st.Store = cs.CommitStats()
 	}
@@ -820,6 +835,7 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 	// writes in flight have landed.
 	s.waitIdleLocked(c.ID)
 	rec, unsaved := s.unsaved[c.ID]
+	_, doubtful := s.doubtful[c.ID]
 	s.mu.Unlock()
 	stored, err := s.store.Get(ctx, c.ID)
 	switch {
@@ -851,20 +867,27 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 	}
 	inc := c.LoadIncarnation(rec)
 	version := rec.Version
-	if inc != max(rec.Incarnation, 1) || unsaved {
+	if inc != max(rec.Incarnation, 1) || unsaved || doubtful {
 		// A re-mint (or a state that never reached the store) is written
-		// before anyone can observe the new incarnation.
+		// before anyone can observe the new incarnation. So is a record
+		// whose commit failed: the local store may hold a write the other
+		// replicas lack, and a turn must not answer from a state that a
+		// failover can still take back.
 		v, err := s.store.Put(ctx, c.ID, rec.Version, Record{Incarnation: inc, State: rec.State})
 		if err != nil {
 			fail(err)
 			return
 		}
 		version = v
+		s.mu.Lock()
 		if unsaved {
-			s.mu.Lock()
 			delete(s.unsaved, c.ID)
-			s.mu.Unlock()
 		}
+		if doubtful {
+			s.recommitted++
+			delete(s.doubtful, c.ID)
+		}
+		s.mu.Unlock()
 	}
 	f, ok := s.factories.Load(c.ID.Kind)
 	if !ok {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"github.com/tempest-actors/tempest/clock"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -677,5 +678,78 @@ func TestUnsavedStateGivesWayToANewerRecord(t *testing.T) {
 		if v, _ := binary.Uvarint(rec.State); v != want {
 			t.Fatalf("moved=%v: state at rest %d, want %d", moved, v, want)
 		}
+	}
+}
+
+// landingStore lands the next failN writes in the store and then fails
+// them, as a replicated store does when its local write succeeded and a
+// replica did not acknowledge: the record is on this node's disk, not
+// committed. It logs every write.
+type landingStore struct {
+	prospero.StateStore
+	failN atomic.Int32
+	mu    sync.Mutex
+	puts  []landed
+}
+
+type landed struct {
+	state []byte
+	err   error
+}
+
+func (s *landingStore) Put(ctx context.Context, id prospero.Identity, expected uint64, rec prospero.Record) (uint64, error) {
+	v, err := s.StateStore.Put(ctx, id, expected, rec)
+	if err == nil && s.failN.Add(-1) >= 0 {
+		v, err = 0, &prospero.CommitError{ID: id, Err: errors.New("a replica did not acknowledge")}
+	}
+	s.mu.Lock()
+	s.puts = append(s.puts, landed{state: rec.State, err: err})
+	s.mu.Unlock()
+	return v, err
+}
+
+func (s *landingStore) log() []landed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.puts)
+}
+
+// A write whose commit failed may have landed in the local store: the
+// activation that reloads from it writes that record again, and commits
+// it, before any turn can answer from it. Otherwise a read served a
+// state that a failover to a replica without it took back (a counter
+// went backwards in the simulation).
+func TestReloadAfterAFailedCommitCommitsWhatItServes(t *testing.T) {
+	kind := prospero.KindOptions{Persistence: prospero.Persistence{Mode: prospero.PersistEveryTurn}}
+	store := &landingStore{StateStore: prospero.NewMemStore()}
+	n := newNode(t, nodeOpts{kinds: map[string]prospero.KindOptions{"counter": kind}, store: store})
+	ref := actor.Virtual("counter", "doubt")
+	id := prospero.IdentityOf(ref)
+	if err := n.host.Tell(ref, "inc"); err != nil {
+		t.Fatal(err)
+	}
+	n.events.waitFor(t, prospero.EventPersisted, id, 1)
+	store.failN.Store(1)
+	if err := n.host.Tell(ref, "inc"); err != nil { // state 2 lands, uncommitted
+		t.Fatal(err)
+	}
+	n.events.waitFor(t, prospero.EventRehydrated, id, 1)
+	if got := n.ask(t, ref, "get"); got != uint64(2) {
+		t.Fatalf("count after the reload %v, want the landed 2", got)
+	}
+	log := store.log()
+	failed := slices.IndexFunc(log, func(l landed) bool { return l.err != nil })
+	if failed < 0 {
+		t.Fatalf("no write failed: %+v", log)
+	}
+	again := slices.IndexFunc(log[failed+1:], func(l landed) bool {
+		v, _ := binary.Uvarint(l.state)
+		return l.err == nil && v == 2
+	})
+	if again < 0 {
+		t.Fatalf("the reloaded state was served without being committed; writes: %+v", log)
+	}
+	if st := n.sup.Stats(); st.Recommitted != 1 || st.CommitFailures != 1 {
+		t.Fatalf("stats %+v, want one failure and one record committed again", st)
 	}
 }

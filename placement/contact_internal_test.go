@@ -203,3 +203,61 @@ func TestSyncHeldForThePreviousLeader(t *testing.T) {
 		t.Fatal("held without Witnesses")
 	}
 }
+
+// TestFailureEndsWithAnAnswer: a heartbeat of a replication that was
+// stopped fails after the peer was added again; the new replication
+// never saw a failure, so raft never reports heartbeats resumed. The
+// peer answering the new replication's heartbeats must end the failure
+// (the node stayed down in the table for as long as the leader led).
+// The previous leader, presumed failing and then failing for real, is
+// not cleared by answers from before its failure was seen.
+func TestFailureEndsWithAnAnswer(t *testing.T) {
+	tr := &SplitTransport{answered: map[raft.ServerID]time.Time{}}
+	n := &Node{cfg: Config{Name: "n1", Transport: tr}, clock: SystemClock{}, failing: map[string]time.Time{}}
+	inConfig := func(raft.ServerID) bool { return true }
+	noContact := func() time.Time { return time.Time{} }
+	answer := func(id raft.ServerID) {
+		tr.mu.Lock()
+		tr.answered[id] = time.Now()
+		tr.mu.Unlock()
+	}
+	failing := func(name string) bool {
+		_, ok := n.stillFailing()[name]
+		return ok
+	}
+
+	// n3 was removed and added again; its new replication started
+	// (forgetting the old failures), then the old one's last heartbeat
+	// failed.
+	n.noteContact(raft.Observation{Data: raft.PeerObservation{Peer: raft.Server{ID: "n3", Address: "n3"}}}, inConfig, noContact)
+	answer("n3") // an answer from before the failure was seen
+	time.Sleep(time.Millisecond)
+	n.noteContact(raft.Observation{Data: raft.FailedHeartbeatObservation{PeerID: "n3", LastContact: time.Now()}}, inConfig, noContact)
+	if !failing("n3") {
+		t.Fatal("a failed heartbeat was cleared by an answer from before it")
+	}
+	time.Sleep(time.Millisecond)
+	answer("n3") // the new replication's heartbeat
+	if failing("n3") {
+		t.Fatal("n3 answered a heartbeat after its failure was seen and still counts as failing")
+	}
+
+	// n2 led before n1: presumed failing from the last contact with it.
+	heard := time.Now().Add(-time.Second)
+	n.noteContact(raft.Observation{Data: raft.LeaderObservation{LeaderID: "n2", LeaderAddr: "n2"}}, inConfig, noContact)
+	n.noteContact(raft.Observation{Data: raft.LeaderObservation{LeaderID: "n1", LeaderAddr: "n1"}}, inConfig, func() time.Time { return heard })
+	if !failing("n2") {
+		t.Fatal("the previous leader is not presumed failing")
+	}
+	answer("n2") // it answered a heartbeat of this term ...
+	time.Sleep(time.Millisecond)
+	n.noteContact(raft.Observation{Data: raft.FailedHeartbeatObservation{PeerID: "n2", LastContact: time.Now()}}, inConfig, noContact)
+	if !failing("n2") { // ... and then stopped: failing for real
+		t.Fatal("the previous leader's failure was cleared by an answer from before it failed")
+	}
+	time.Sleep(time.Millisecond)
+	answer("n2")
+	if failing("n2") {
+		t.Fatal("the previous leader answered again and still counts as failing")
+	}
+}

@@ -70,6 +70,10 @@ type Node struct {
 	syncNonce     string    // barrier requested since the lapse ("" = none yet)
 	syncCount     uint64
 	failing       map[string]time.Time // peers whose heartbeats fail → last contact
+	// failNoted is when each failure in failing was observed (clock
+	// frame): a peer that answered a heartbeat since is not failing,
+	// whatever raft reports (see stillFailing).
+	failNoted map[string]time.Time
 	// leaderSeen is the last leader raft reported (self included);
 	// prevLeader and prevContact are, while this node leads, the leader
 	// before it and this node's last contact with that one.
@@ -711,6 +715,9 @@ func (n *Node) noteContact(o raft.Observation, inConfig func(raft.ServerID) bool
 		}
 		if string(d.PeerID) == n.presumed {
 			n.presumed = "" // failing for real now
+			if _, ok := n.failing[string(d.PeerID)]; ok {
+				n.failNoted[string(d.PeerID)] = n.clock.Now()
+			}
 		}
 		if _, ok := n.failing[string(d.PeerID)]; !ok {
 			at := n.clock.Now()
@@ -720,19 +727,20 @@ func (n *Node) noteContact(o raft.Observation, inConfig func(raft.ServerID) bool
 			if string(d.PeerID) == n.prevLeader && !n.prevContact.IsZero() && n.prevContact.Before(at) {
 				at = n.prevContact
 			}
-			n.failing[string(d.PeerID)] = at
+			n.noteFailingLocked(string(d.PeerID), at, n.clock.Now())
 		}
 	case raft.ResumedHeartbeatObservation:
-		delete(n.failing, string(d.PeerID))
+		n.forgetFailingLocked(string(d.PeerID))
 	case raft.PeerObservation:
 		if string(d.Peer.ID) == n.presumed && !d.Removed {
 			// The replication this term starts for the previous leader:
 			// its presumed failure is this term's, keep it.
 			return
 		}
-		delete(n.failing, string(d.Peer.ID))
+		n.forgetFailingLocked(string(d.Peer.ID))
 	case raft.LeaderObservation:
 		clear(n.failing)
+		clear(n.failNoted)
 		n.presumed = ""
 		id, self := string(d.LeaderID), n.cfg.Name
 		if n.leaderSeen == self && id != self {
@@ -744,7 +752,7 @@ func (n *Node) noteContact(o raft.Observation, inConfig func(raft.ServerID) bool
 			if _, ok := n.cfg.Transport.(HeartbeatClock); ok && n.prevLeader != "" && !n.prevContact.IsZero() && inConfig(raft.ServerID(n.prevLeader)) {
 				// Failing since then, unless it answers a heartbeat of
 				// this term (reconcileNodes asks the transport).
-				n.failing[n.prevLeader] = n.prevContact
+				n.noteFailingLocked(n.prevLeader, n.prevContact, n.prevContact)
 				n.presumed = n.prevLeader
 			}
 		case id != self:
@@ -754,6 +762,47 @@ func (n *Node) noteContact(o raft.Observation, inConfig func(raft.ServerID) bool
 			n.leaderSeen = id
 		}
 	}
+}
+
+// noteFailingLocked records peer as failing since (its last contact),
+// observed at noted. Guarded by mu.
+func (n *Node) noteFailingLocked(peer string, since, noted time.Time) {
+	if n.failNoted == nil {
+		n.failNoted = map[string]time.Time{}
+	}
+	n.failing[peer], n.failNoted[peer] = since, noted
+}
+
+// forgetFailingLocked: peer is not failing. Guarded by mu.
+func (n *Node) forgetFailingLocked(peer string) {
+	delete(n.failing, peer)
+	delete(n.failNoted, peer)
+}
+
+// stillFailing returns the failing peers (→ since when) after dropping
+// those that answered a heartbeat since their failure was observed. That
+// covers the previous leader presumed failing, which raft never saw fail,
+// and any failure whose end raft never reports: a heartbeat of a
+// replication stopped meanwhile (the peer left and came back, or was
+// removed and added again) that fails after the new replication started,
+// which never saw a failure and so never reports heartbeats resumed.
+// Kept, such a failure would hold a running, answering node down for as
+// long as this leader leads.
+func (n *Node) stillFailing() map[string]time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	failing := make(map[string]time.Time, len(n.failing))
+	for k, v := range n.failing {
+		if noted, ok := n.failNoted[k]; ok && n.answeredSince(k, noted) {
+			n.forgetFailingLocked(k)
+			if k == n.presumed {
+				n.presumed = ""
+			}
+			continue
+		}
+		failing[k] = v
+	}
+	return failing
 }
 
 // syncHeld reports whether this leader, in term, must not yet commit
@@ -1321,19 +1370,7 @@ func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) 
 		}
 		table = n.fsm.Table()
 	}
-	n.mu.Lock()
-	failing := make(map[string]time.Time, len(n.failing))
-	for k, v := range n.failing {
-		if k == n.presumed && n.answeredSince(k, v) {
-			// The previous leader answered a heartbeat of this term:
-			// it was presumed failing, and raft never saw it fail.
-			delete(n.failing, k)
-			n.presumed = ""
-			continue
-		}
-		failing[k] = v
-	}
-	n.mu.Unlock()
+	failing := n.stillFailing()
 	seen := map[string]bool{}
 	var cmds []Command
 	for _, p := range peers {

@@ -421,7 +421,7 @@ var nodeDescs = struct {
 	waiting:      prometheus.NewDesc("tempest_hydrations_waiting", "Activations waiting for the hydration budget.", nil, nil),
 	unsaved:      prometheus.NewDesc("tempest_states_unsaved", "States whose write at rest failed and is retried.", nil, nil),
 	superseded:   prometheus.NewDesc("tempest_states_superseded_total", "Unsaved states dropped at activation because the store held a newer record.", nil, nil),
-	recommitted:  prometheus.NewDesc("tempest_states_recommitted_total", "Records written again at activation, before serving them, because a write of the identity had failed to commit.", nil, nil),
+	recommitted:  prometheus.NewDesc("tempest_states_recommitted_total", "Records written again at activation, before serving them, because they may not have been committed (a failed commit, or a record this node did not commit itself).", nil, nil),
 	commits:      prometheus.NewDesc("tempest_state_commits_total", "Writes of active actors' state at rest committed (reply after commit and passivation).", nil, nil),
 	commitFails:  prometheus.NewDesc("tempest_state_commit_failures_total", "Writes of active actors' state at rest that failed; each failed the outputs waiting for it.", nil, nil),
 	groups:       prometheus.NewDesc("tempest_state_commit_groups_total", "Group commits of the state store (one transaction and its fsyncs each).", nil, nil),

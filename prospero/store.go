@@ -109,6 +109,24 @@ type StateStore interface {
 	Close() error
 }
 
+// DoubtingStore is a StateStore whose records at rest are not all known
+// to be committed: a replicated store writes the owner's copy before its
+// replicas acknowledge it, and a follower holds whatever its owner sent,
+// committed or not. Until RecordsInDoubt returns true (a replicated
+// store not attached to a cluster commits locally), nothing is in doubt.
+//
+// While it is, the supervisor serves a record it loads only if it
+// committed that very record itself (the last write of the identity's
+// previous activation on this node, in this process): any other one (a
+// record found after a restart, a follower's copy after a failover or a
+// promotion, state a handoff brought) is written again, through the
+// store, and committed before the actor runs a turn from it. So no reply
+// is ever computed from a state a failover could take back.
+type DoubtingStore interface {
+	StateStore
+	RecordsInDoubt() bool
+}
+
 // Keyed is one record of a PrefixScanner's scan: the identity's key
 // (within the scanned kind) and its record.
 type Keyed struct {

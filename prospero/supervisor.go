@@ -3,9 +3,11 @@ package prospero
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"github.com/tempest-actors/tempest/clock"
+	"hash/maphash"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -185,19 +187,25 @@ type Supervisor struct {
 	// the record there may be one the other replicas lack. The next
 	// activation writes it again, and commits it, before it serves it.
 	doubtful map[Identity]struct{}
-	jobs     []job
-	jobCond  *sync.Cond
-	started  bool
-	closed   bool
-	settled  chan struct{} // closed when the core settles after Shutdown
+	// trusted holds, for a dormant identity, the record its last
+	// activation here committed (see DoubtingStore): loaded again
+	// unchanged, it is served without being written again. Bounded by
+	// maxTrusted; one forgotten costs a write at its next activation.
+	trusted map[Identity]trust
+	seed    maphash.Seed
+	jobs    []job
+	jobCond *sync.Cond
+	started bool
+	closed  bool
+	settled chan struct{} // closed when the core settles after Shutdown
 	// abandoned and stale count TurnAbandoned reports and state writes
 	// dropped because their turn was abandoned.
 	abandoned, stale uint64
 	// superseded counts unsaved states dropped at activation because the
 	// store held a newer record (Stats.Superseded).
 	superseded uint64
-	// recommitted counts records written again at activation after a
-	// failed commit (Stats.Recommitted).
+	// recommitted counts records written again at activation because
+	// they were in doubt (Stats.Recommitted).
 	recommitted uint64
 	// passing holds the passivation whose final turn is outstanding, per
 	// identity, so that an abandoned final turn's state is not written.
@@ -229,6 +237,8 @@ func NewSupervisor(cfg Config) (*Supervisor, error) {
 		cfg: cfg, reg: NewRegistry(), store: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
 		unsaved:  make(map[Identity]Record),
 		doubtful: make(map[Identity]struct{}),
+		trusted:  make(map[Identity]trust),
+		seed:     maphash.MakeSeed(),
 		passing:  make(map[Identity]*passing),
 		chains:   make(map[Identity]*chain),
 		settled:  make(chan struct{}),
@@ -452,9 +462,10 @@ type Stats struct {
 	// or a handoff or a replica had brought a newer state.
 	Superseded uint64
 	// Recommitted counts records written again, and committed, by an
-	// activation before it served them, because a write of the identity
-	// had failed to commit: the failed write may have landed in the local
-	// store only, and a failover would take it back.
+	// activation before it served them, because they were in doubt: a
+	// write of the identity had failed to commit (it may have landed in
+	// the local store only), or the store doubts records this node did
+	// not commit itself (DoubtingStore).
 	Recommitted uint64
 }
 
@@ -634,6 +645,9 @@ func (s *Supervisor) passivateLocked(c Command) {
 			if ch.inflight == nil && (ch.failed != nil || unchanged) {
 				// Nothing new to write (or nothing that may be written).
 				delete(s.chains, c.ID)
+				if _, ok := s.store.(DoubtingStore); ok && ch.failed == nil && ch.version != 0 {
+					s.trustLocked(c.ID, Record{Version: ch.version, Incarnation: ch.inc, State: ch.last})
+				}
 				s.core.Passivated(c.ID, ch.version, false, s.clock.Now())
 				s.dispatchLocked()
 				s.mu.Unlock()
@@ -806,8 +820,44 @@ func (s *Supervisor) passivatedLocked(c Command, rec Record, expected, v uint64,
 		s.unsaved[c.ID] = rec
 		s.core.Passivated(c.ID, expected, false, now)
 	default:
+		if _, ok := s.store.(DoubtingStore); ok {
+			rec.Version = v
+			s.trustLocked(c.ID, rec)
+		}
 		s.core.Passivated(c.ID, v, false, now)
 	}
+}
+
+// trust identifies a record: its version and a hash of its incarnation
+// and state (versions of different owners' copies may coincide).
+type trust struct{ version, sum uint64 }
+
+func (s *Supervisor) trustOf(rec Record) trust {
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], rec.Incarnation)
+	_, _ = h.Write(b[:])
+	_, _ = h.Write(rec.State)
+	return trust{version: rec.Version, sum: h.Sum64()}
+}
+
+// maxTrusted bounds Supervisor.trusted (about 100 bytes an entry).
+const maxTrusted = 1 << 18
+
+// trustLocked records that this node committed rec (at rec.Version) as
+// id's state at rest when its activation ended.
+func (s *Supervisor) trustLocked(id Identity, rec Record) {
+	if _, ok := s.doubtful[id]; ok {
+		return
+	}
+	if len(s.trusted) >= maxTrusted {
+		for k := range s.trusted { // any one: it costs a write later
+			delete(s.trusted, k)
+			break
+		}
+	}
+	s.trusted[id] = s.trustOf(rec)
 }
 
 // retiredLocked finishes a retirement whose tombstone write (expecting
@@ -836,6 +886,8 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 	s.waitIdleLocked(c.ID)
 	rec, unsaved := s.unsaved[c.ID]
 	_, doubtful := s.doubtful[c.ID]
+	known, wasTrusted := s.trusted[c.ID]
+	delete(s.trusted, c.ID)
 	s.mu.Unlock()
 	stored, err := s.store.Get(ctx, c.ID)
 	switch {
@@ -864,6 +916,10 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 	}
 	if !unsaved {
 		rec = stored
+	}
+	if ds, ok := s.store.(DoubtingStore); ok && !doubtful && !unsaved && stored.Version != 0 &&
+		!(wasTrusted && known == s.trustOf(stored)) && ds.RecordsInDoubt() {
+		doubtful = true // a record this node did not commit itself
 	}
 	inc := c.LoadIncarnation(rec)
 	version := rec.Version

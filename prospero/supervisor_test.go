@@ -753,3 +753,81 @@ func TestReloadAfterAFailedCommitCommitsWhatItServes(t *testing.T) {
 		t.Fatalf("stats %+v, want one failure and one record committed again", st)
 	}
 }
+
+// doubtingStore is a landingStore whose records are in doubt
+// (prospero.DoubtingStore), as a replicated store's are in a cluster.
+type doubtingStore struct {
+	*landingStore
+	doubt bool
+}
+
+func (s *doubtingStore) RecordsInDoubt() bool { return s.doubt }
+
+// A store that doubts its records (a replicated one) gets every record
+// an activation loads written again, and committed, before the actor
+// serves it, unless this supervisor committed that very record when the
+// identity's last activation here ended: a record found after a restart
+// (the crashed process's write may never have committed) and a copy that
+// arrived from elsewhere (a follower's, a handoff's) are committed again;
+// a record this node passivated is not.
+func TestRecordsInDoubtAreCommittedBeforeTheyAreServed(t *testing.T) {
+	for _, doubt := range []bool{true, false} {
+		store := &doubtingStore{landingStore: &landingStore{StateStore: prospero.NewMemStore()}, doubt: doubt}
+		n := newNode(t, nodeOpts{kinds: map[string]prospero.KindOptions{"counter": persistent}, store: store})
+		ref := actor.Virtual("counter", "restarted")
+		id := prospero.IdentityOf(ref)
+		// A record a crashed process left, or a replica brought.
+		if _, err := store.StateStore.Put(context.Background(), id, 0, prospero.Record{Incarnation: 1, State: binary.AppendUvarint(nil, 5)}); err != nil {
+			t.Fatal(err)
+		}
+		writes := func() int { return len(store.log()) }
+		if got := n.ask(t, ref, "get"); got != uint64(5) {
+			t.Fatalf("doubt=%v: count %v, want 5", doubt, got)
+		}
+		want := 0
+		if doubt {
+			want = 1
+		}
+		if got := writes(); got != want {
+			t.Fatalf("doubt=%v: %d writes before the first answer, want %d: %+v", doubt, got, want, store.log())
+		}
+		if err := n.host.Tell(ref, "inc"); err != nil {
+			t.Fatal(err)
+		}
+		if got := n.ask(t, ref, "get"); got != uint64(6) {
+			t.Fatalf("doubt=%v: count %v, want 6", doubt, got)
+		}
+		passivate := func(k int) {
+			t.Helper()
+			if !n.sup.Passivate(ref) {
+				t.Fatal("passivate refused")
+			}
+			n.events.waitFor(t, prospero.EventPassivated, id, k)
+		}
+		passivate(1)
+		want++ // the passivation's write of 6
+		if got := n.ask(t, ref, "get"); got != uint64(6) || writes() != want {
+			t.Fatalf("doubt=%v: after the passivation: count %v, %d writes, want 6 and %d (the record this node committed is trusted)", doubt, got, writes(), want)
+		}
+		passivate(2)
+		want++ // on passivation, the state is written again, changed or not
+		// The record changes behind this node's back (a copy a replica
+		// or a handoff brought).
+		cur, err := store.StateStore.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.StateStore.Put(context.Background(), id, cur.Version, prospero.Record{Incarnation: 1, State: binary.AppendUvarint(nil, 9)}); err != nil {
+			t.Fatal(err)
+		}
+		if doubt {
+			want++
+		}
+		if got := n.ask(t, ref, "get"); got != uint64(9) || writes() != want {
+			t.Fatalf("doubt=%v: after a copy arrived: count %v, %d writes, want 9 and %d: %+v\n%s", doubt, got, writes(), want, store.log(), n.events.dump())
+		}
+		if st := n.sup.Stats(); (st.Recommitted == 2) != doubt || (st.Recommitted == 0) == doubt {
+			t.Fatalf("doubt=%v: stats %+v", doubt, st)
+		}
+	}
+}

@@ -161,6 +161,7 @@ var (
 	_ prospero.AsyncStore    = (*Store)(nil)
 	_ prospero.AsyncDeleter  = (*Store)(nil)
 	_ prospero.PrefixScanner = (*Store)(nil)
+	_ prospero.DoubtingStore = (*Store)(nil)
 )
 
 // New returns a Store over cfg.Local.
@@ -215,6 +216,12 @@ func (s *Store) Uncommitted(sh Shard) bool {
 	_, ok := s.uncommitted.Load(sh)
 	return ok
 }
+
+// RecordsInDoubt implements prospero.DoubtingStore: once attached, a
+// record at rest may be a write whose commit failed or never finished
+// (this process or an earlier one crashed), or a copy its owner sent and
+// did not commit.
+func (s *Store) RecordsInDoubt() bool { return s.att.Load() != nil }
 
 // Local returns the local store.
 func (s *Store) Local() *prospero.BoltStore { return s.local }

@@ -22,7 +22,7 @@ run: build
 ## test: vet plus the race-enabled test suite, a sweep of SIM_SEEDS seeds of the simulation
 ## without -race (docs/federation.md, "Simulation"), and the build without tracing code
 ## (-tags tempest_notrace, see docs/BENCHMARKS.md "Tracing"): vetted, and its own tests run
-SIM_SEEDS ?= 10
+SIM_SEEDS ?= 150
 test: vet
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 	$(GO) test -count=1 -timeout 15m -run '^TestSimulation$$' . -sim.seeds=$(SIM_SEEDS)
@@ -37,11 +37,11 @@ vet:
 
 ## soak: the long runs make test leaves out: failover with the default timing, the
 ## 20,000-connection API test and 40 seeds of the simulation (TEMPEST_SOAK), the race
-## suite three times over, 2,000 seeds of the simulation without -race, and one million
+## suite three times over, 5,000 seeds of the simulation without -race, and one million
 ## reminders on three engines and on three nodes (TEMPEST_SOAK_REMINDERS, without -race)
 soak:
 	ulimit -n 65536 2>/dev/null || true; TEMPEST_SOAK=1 $(GO) test -race -count=3 -timeout 90m $(PKGS)
-	$(GO) test -count=1 -timeout 90m -run '^TestSimulation$$' . -sim.seeds=2000
+	$(GO) test -count=1 -timeout 90m -run '^TestSimulation$$' . -sim.seeds=5000
 	TEMPEST_SOAK_REMINDERS=1 $(GO) test -count=1 -v -timeout 60m -run TestMillionReminders ./reminders
 	TEMPEST_SOAK_REMINDERS=1 $(GO) test -count=1 -v -timeout 90m -run TestMillionRemindersThreeNodes .
 

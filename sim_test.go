@@ -541,7 +541,7 @@ func (s *sim) config(name string) tempest.Config {
 	}
 	dir, ok := s.dirs[name]
 	if !ok {
-		dir = s.t.TempDir()
+		dir = simDataDir(s.t)
 		s.dirs[name] = dir
 	}
 	gossip, place := tempesttest.FastTiming()

@@ -39,7 +39,7 @@ func TestSingleActivationFindsOverlaps(t *testing.T) {
 		t.Fatalf("a history without overlap: %v", err)
 	}
 	bad := append(good[:len(good):len(good)],
-		ev("n1", prospero.EventPassivated, a), // n1 never had a since: it does not end n2's activation
+		ev("n1", prospero.EventPassivated, a),                           // n1 never had a since: it does not end n2's activation
 		ev("n2", prospero.EventFault, a).withCause(prospero.FaultPanic), // a fault of a turn does not end it either
 		ev("n1", prospero.EventHydrated, a))
 	err := SingleActivation(bad)

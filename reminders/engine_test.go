@@ -886,3 +886,84 @@ func TestPauseKeepsTheShardWithoutFiring(t *testing.T) {
 		}
 	})
 }
+
+// doubtingStore counts the writes to a store whose records are in doubt
+// (prospero.DoubtingStore), as a replicated store's are in a cluster.
+type doubtingStore struct {
+	prospero.StateStore
+	doubt  bool
+	writes atomic.Int64
+}
+
+func (s *doubtingStore) RecordsInDoubt() bool { return s.doubt }
+
+func (s *doubtingStore) Put(ctx context.Context, id prospero.Identity, expected uint64, rec prospero.Record) (uint64, error) {
+	s.writes.Add(1)
+	return s.StateStore.Put(ctx, id, expected, rec)
+}
+
+func (s *doubtingStore) ScanPrefix(ctx context.Context, kind, prefix string) ([]prospero.Keyed, error) {
+	return s.StateStore.(prospero.PrefixScanner).ScanPrefix(ctx, kind, prefix)
+}
+
+// A shard acquired from a store that doubts its records (a restarted
+// owner's, a promoted follower's) has each of its records written again,
+// and committed, before its reminders arm: a reminder must not tick from
+// a record that a failover could take back. The reminders and their
+// schedule are as they were.
+func TestAcquireCommitsRecordsInDoubt(t *testing.T) {
+	for _, doubt := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			store := &doubtingStore{StateStore: prospero.NewMemStore()}
+			e := newEngine(t, store, &deliverer{})
+			for _, name := range []string{"a", "b", "c"} {
+				if err := e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: name, Period: time.Second}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(1500 * time.Millisecond) // a tick each
+			closeEngine(t, e)                   // writes the progress record
+			before := map[string]uint64{}
+			recs, err := store.ScanPrefix(context.Background(), reminders.RecordKind, reminders.RecordPrefix("s0"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				before[r.Key] = r.Version
+			}
+			head, err := store.Get(context.Background(), reminders.RecordID("s0"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			store.doubt = doubt
+			w := store.writes.Load()
+			d := &deliverer{}
+			e2 := newEngine(t, store, d)
+			defer closeEngine(t, e2)
+			want := int64(0)
+			if doubt {
+				want = int64(len(before)) + 1 // each reminder and the progress record
+			}
+			if got := store.writes.Load() - w; got != want {
+				t.Fatalf("doubt=%v: %d writes at acquire, want %d", doubt, got, want)
+			}
+			recs, err = store.ScanPrefix(context.Background(), reminders.RecordKind, reminders.RecordPrefix("s0"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				if moved := r.Version != before[r.Key]; moved != doubt {
+					t.Fatalf("doubt=%v: record %s at version %d, was %d", doubt, r.Key, r.Version, before[r.Key])
+				}
+			}
+			if h, _ := store.Get(context.Background(), reminders.RecordID("s0")); (h.Version != head.Version) != doubt {
+				t.Fatalf("doubt=%v: progress record at version %d, was %d", doubt, h.Version, head.Version)
+			}
+			time.Sleep(time.Second)
+			synctest.Wait()
+			if got := len(d.got()); got < 3 {
+				t.Fatalf("doubt=%v: %d ticks in the second after the acquire, want one of each of 3 reminders", doubt, got)
+			}
+		})
+	}
+}

@@ -183,7 +183,6 @@ type recState struct {
 	version uint64     // store version (0: none); guarded by wmu
 	mut     uint64     // changes made; guarded by Engine.mu
 	durable uint64     // changes written; guarded by Engine.mu
-	raw     []byte     // the record as loaded, until recommit wrote it again
 }
 
 // changedLocked records a change of k's record, whose state is rs, and
@@ -432,7 +431,6 @@ func (e *Engine) load(ctx context.Context, shard string, st *shardState) ([]*ent
 		}
 		x.rec = &recState{version: r.Version}
 		x.fired = p.firedOf(x)
-		x.rec.raw = r.State
 		have[x.Key] = true
 		if x.per == 0 && x.fired > 0 {
 			// A one-shot delivered before its record was deleted: done.
@@ -454,52 +452,7 @@ func (e *Engine) load(ctx context.Context, shard string, st *shardState) ([]*ent
 			return nil, 0, err
 		}
 	}
-	if err := e.recommit(ctx, shard, st, es, head); err != nil {
-		return nil, 0, err
-	}
 	return es, maxGen, nil
-}
-
-// recommit writes once more, through the store, every record load found
-// (the progress record and each reminder's), before the shard's
-// reminders arm, when the store doubts its records
-// (prospero.DoubtingStore): a record at rest may be a write that never
-// committed (this node's earlier process crashed before its replicas
-// acknowledged it) or a copy its owner sent and did not commit, and a
-// reminder must not tick, nor a progress record hold ticks back, from
-// one that a failover could take back. Each write expects the version
-// loaded: one that conflicts fails the load, which the caller retries.
-func (e *Engine) recommit(ctx context.Context, shard string, st *shardState, es []*entry, head prospero.Record) error {
-	ds, ok := e.cfg.Store.(prospero.DoubtingStore)
-	if !ok || !ds.RecordsInDoubt() {
-		for _, x := range es {
-			x.rec.raw = nil
-		}
-		return nil
-	}
-	err := e.each(len(es), func(i int) error {
-		x := es[i]
-		if x.rec.raw == nil {
-			return nil // written by the migration
-		}
-		v, err := e.put(ctx, ReminderID(shard, x.Key), x.rec.version, x.rec.raw)
-		if err != nil {
-			return fmt.Errorf("reminders: shard %s: commit %s again: %w", shard, x.Key, err)
-		}
-		x.rec.version, x.rec.raw = v, nil
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if len(head.State) > 0 && st.hversion == head.Version {
-		v, err := e.put(ctx, RecordID(shard), st.hversion, head.State)
-		if err != nil {
-			return fmt.Errorf("reminders: shard %s: commit its progress again: %w", shard, err)
-		}
-		st.hversion = v
-	}
-	return nil
 }
 
 // migrate rewrites the reminders of an earlier version's records

@@ -497,7 +497,7 @@ func (c *cluster) track(e prospero.Event) {
 			default:
 			}
 		}
-	case prospero.EventPassivated, prospero.EventRetired:
+	case prospero.EventPassivated, prospero.EventRetired, prospero.EventRejected:
 		delete(c.active, e.ID)
 	}
 }

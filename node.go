@@ -1126,7 +1126,7 @@ func (n *Node) emit(e prospero.Event) {
 		n.log.LogAttrs(context.Background(), slog.LevelInfo, LogActivated,
 			slog.String(LogKeyActor, e.ID.String()), slog.Uint64(LogKeyIncarnation, e.Incarnation),
 			slog.Uint64(LogKeyEpoch, n.epochOf(e.ID)), slog.String(LogKeyReason, e.Type.String()))
-	case prospero.EventPassivated, prospero.EventRetired:
+	case prospero.EventPassivated, prospero.EventRetired, prospero.EventRejected:
 		n.log.LogAttrs(context.Background(), slog.LevelInfo, LogDeactivated,
 			slog.String(LogKeyActor, e.ID.String()), slog.Uint64(LogKeyIncarnation, e.Incarnation),
 			slog.Uint64(LogKeyEpoch, n.epochOf(e.ID)), slog.String(LogKeyReason, e.Type.String()))

@@ -432,7 +432,7 @@ func (c *Core) PersistFailed(id Identity, inc uint64, err error, now time.Time) 
 // failed, or that the state could not be marshalled: the activation's
 // memory is ahead of its state at rest, and what it answered since was
 // not released. It is a fault (FaultCommit) remedied by Hydrate: the
-// activation reloads its last committed state, same incarnation, after
+// activation reloads its state at rest, same incarnation, after
 // the kind's back-off. Restart intensity stretches the back-off but never
 // escalates to Retire, which would drop the state at rest for a store
 // error: past it the reload waits BackoffMax.
@@ -709,6 +709,17 @@ func (c *Core) Status(id Identity, pinned uint64) (st Status, atRest bool, err e
 // attached, or one queued for or in hydration, restarting, backing off,
 // being passivated or retired. Only false means that nothing here can
 // still change id's state at rest.
+// Rejected reports that the host carried out an OpReject of id: it
+// refused the waiting mail and holds nothing of id. It emits
+// EventRejected unless id is in memory again (mail that arrived since
+// started another activation).
+func (c *Core) Rejected(id Identity, err error, now time.Time) {
+	if _, ok := c.entries[id]; ok {
+		return
+	}
+	c.emit(Event{Type: EventRejected, At: now, ID: id, Err: err})
+}
+
 func (c *Core) InMemory(id Identity) bool {
 	_, ok := c.entries[id]
 	return ok

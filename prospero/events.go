@@ -47,11 +47,17 @@ const (
 	// away from its goroutine, which may never return; the remedy (the
 	// Fault event that follows) applies at once.
 	EventTurnAbandoned
+	// EventRejected: the identity could not be activated (its load kept
+	// failing past the kind's restart intensity, or the supervisor is
+	// closing) and the host has refused its waiting mail: nothing of it
+	// is attached on this node any more, a faulted value the remedy had
+	// left attached included. Emitted once the host did it.
+	EventRejected
 )
 
 var eventNames = [...]string{"", "Activated", "Hydrated", "HydrationQueued", "Passivating",
 	"Passivated", "Persisted", "Fault", "Restarting", "Restarted", "Rehydrated", "Escalated",
-	"Retired", "StoreError", "TurnAbandoned"}
+	"Retired", "StoreError", "TurnAbandoned", "Rejected"}
 
 func (t EventType) String() string {
 	if int(t) < len(eventNames) && t != 0 {

@@ -729,6 +729,9 @@ func (s *Supervisor) run(ctx context.Context, j job) {
 			if err := r.Reject(c.ID.Ref(), c.Err); err != nil {
 				s.log.LogAttrs(ctx, slog.LevelDebug, "reject", slog.String("actor", c.ID.String()), slog.Any("error", err))
 			}
+			s.mu.Lock()
+			s.core.Rejected(c.ID, c.Err, s.clock.Now())
+			s.mu.Unlock()
 		}
 	case OpRetire:
 		// The retirement is done when both the host released the

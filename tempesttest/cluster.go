@@ -586,9 +586,9 @@ func (c *Cluster) Events() []Event {
 // recorded events: no identity was ever active on two nodes at once. An
 // identity is active on a node from its activation (Activated, Hydrated,
 // Rehydrated or Restarted) until its deactivation there (Passivated or
-// Retired), or until an activation there fails to load (a Fault caused
-// by HydrationFailed: nothing of it is attached while it loads; a reload
-// after a fault starts only once the faulted activation stopped). Every node of the cluster shares the process's clock and
+// Retired), or until the host refused it there (Rejected: its reload
+// kept failing; nothing of it, a faulted value included, is attached
+// any more). Every node of the cluster shares the process's clock and
 // the one history, so the order is the order things happened. The error
 // names each overlap; with no activation recorded at all it is an error
 // too, as a check that saw nothing proves nothing.
@@ -613,10 +613,7 @@ func SingleActivation(events []Event) error {
 					e.ID, e.Node, e.At.Format(time.StampMicro), cur.node, cur.from.Format(time.StampMicro)))
 			}
 			active[e.ID] = span{e.Node, e.At}
-		case prospero.EventPassivated, prospero.EventRetired, prospero.EventFault:
-			if e.Type == prospero.EventFault && e.Cause != prospero.FaultHydration {
-				break // the activation may still be in memory
-			}
+		case prospero.EventPassivated, prospero.EventRetired, prospero.EventRejected:
 			if cur, ok := active[e.ID]; ok && cur.node == e.Node {
 				delete(active, e.ID)
 			}

@@ -31,16 +31,18 @@ func TestSingleActivationFindsOverlaps(t *testing.T) {
 		ev("n1", prospero.EventRehydrated, a),
 		ev("n2", prospero.EventPassivated, b),
 		ev("n3", prospero.EventActivated, b),
-		// a's reload on n1 after a fault fails: n1 holds nothing of a.
+		// a's reload on n1 after a fault kept failing, and n1's host
+		// refused it: n1 holds nothing of a.
 		ev("n1", prospero.EventFault, a).withCause(prospero.FaultHydration),
+		ev("n1", prospero.EventRejected, a),
 		ev("n2", prospero.EventHydrated, a),
 	}
 	if err := SingleActivation(good); err != nil {
 		t.Fatalf("a history without overlap: %v", err)
 	}
 	bad := append(good[:len(good):len(good)],
-		ev("n1", prospero.EventPassivated, a),                           // n1 never had a since: it does not end n2's activation
-		ev("n2", prospero.EventFault, a).withCause(prospero.FaultPanic), // a fault of a turn does not end it either
+		ev("n1", prospero.EventPassivated, a),                               // n1 never had a since: it does not end n2's activation
+		ev("n2", prospero.EventFault, a).withCause(prospero.FaultHydration), // a failed reload does not end it: the faulted value may be attached
 		ev("n1", prospero.EventHydrated, a))
 	err := SingleActivation(bad)
 	if err == nil || !strings.Contains(err.Error(), "counter/a activated on n1") || !strings.Contains(err.Error(), "active on n2") {

@@ -148,6 +148,7 @@ func New(cfg Config) (*Node, error) {
 		witnessCh: make(chan witnessed, 1),
 		startNano: time.Now().UnixNano(),
 		failing:   map[string]time.Time{},
+		failNoted: map[string]time.Time{},
 		deadSince: map[string]time.Time{},
 		transfers: map[ShardRef]Move{},
 		planner: NewPlanner(PlannerConfig{

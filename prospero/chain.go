@@ -163,7 +163,8 @@ func (s *Supervisor) submitLocked(id Identity, ch *chain, w *write) toRelease {
 // fails) the turns that waited for it, and hands the next write to the
 // store. A failed write fails every turn write queued behind it too
 // (their state contains the lost one) and reloads the activation from
-// its last committed state.
+// its state at rest, which load commits again before serving it (the
+// failed write may have landed: see doubtful).
 func (s *Supervisor) committed(id Identity, ch *chain, w *write, v uint64, err error) {
 	s.mu.Lock()
 	now := s.clock.Now()

@@ -113,9 +113,12 @@ type StateStore interface {
 // to be committed: a replicated store writes the owner's copy before its
 // replicas acknowledge it, and a follower holds whatever its owner sent,
 // committed or not. Until RecordsInDoubt returns true (a replicated
-// store not attached to a cluster commits locally), nothing is in doubt.
+// store not attached to a cluster commits locally), nothing is in doubt
+// but the record of an identity a write of which failed to commit: with
+// any store, the next activation writes that one again before serving
+// it (it may have landed all the same).
 //
-// While it is, the supervisor serves a record it loads only if it
+// While records are in doubt, the supervisor serves a record it loads only if it
 // committed that very record itself (the last write of the identity's
 // previous activation on this node, in this process): any other one (a
 // record found after a restart, a follower's copy after a failover or a

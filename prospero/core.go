@@ -705,21 +705,21 @@ func (c *Core) Status(id Identity, pinned uint64) (st Status, atRest bool, err e
 	return statusOf(pinned, max(e.inc, e.mint), true, e.phase == phaseActive || e.phase == phasePassivating), false, nil
 }
 
-// InMemory reports whether id has an entry, in any phase: an activation
-// attached, or one queued for or in hydration, restarting, backing off,
-// being passivated or retired. Only false means that nothing here can
-// still change id's state at rest.
 // Rejected reports that the host carried out an OpReject of id: it
 // refused the waiting mail and holds nothing of id. It emits
 // EventRejected unless id is in memory again (mail that arrived since
 // started another activation).
 func (c *Core) Rejected(id Identity, err error, now time.Time) {
-	if _, ok := c.entries[id]; ok {
+	if c.InMemory(id) {
 		return
 	}
 	c.emit(Event{Type: EventRejected, At: now, ID: id, Err: err})
 }
 
+// InMemory reports whether id has an entry, in any phase: an activation
+// attached, or one queued for or in hydration, restarting, backing off,
+// being passivated or retired. Only false means that nothing here can
+// still change id's state at rest.
 func (c *Core) InMemory(id Identity) bool {
 	_, ok := c.entries[id]
 	return ok

@@ -118,13 +118,14 @@ type StateStore interface {
 // any store, the next activation writes that one again before serving
 // it (it may have landed all the same).
 //
-// While records are in doubt, the supervisor serves a record it loads only if it
-// committed that very record itself (the last write of the identity's
-// previous activation on this node, in this process): any other one (a
-// record found after a restart, a follower's copy after a failover or a
-// promotion, state a handoff brought) is written again, through the
-// store, and committed before the actor runs a turn from it. So no reply
-// is ever computed from a state a failover could take back.
+// While records are in doubt, the supervisor serves a record it loads
+// only if it committed that very record itself (the last write of the
+// identity's previous activation on this node, in this process): any
+// other one (a record found after a restart, a follower's copy after a
+// failover or a promotion, state a handoff brought) is written again,
+// through the store, and committed before the actor runs a turn from
+// it. So under PersistEveryTurn (reply after commit) no reply is
+// computed from a state a failover could take back.
 type DoubtingStore interface {
 	StateStore
 	RecordsInDoubt() bool

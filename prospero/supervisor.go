@@ -193,6 +193,7 @@ type Supervisor struct {
 	// maxTrusted; one forgotten costs a write at its next activation.
 	trusted map[Identity]trust
 	seed    maphash.Seed
+	doubts  DoubtingStore // the store, if it may doubt its records; else nil
 	jobs    []job
 	jobCond *sync.Cond
 	started bool
@@ -243,6 +244,7 @@ func NewSupervisor(cfg Config) (*Supervisor, error) {
 		chains:   make(map[Identity]*chain),
 		settled:  make(chan struct{}),
 	}
+	s.doubts, _ = cfg.Store.(DoubtingStore)
 	s.jobCond = sync.NewCond(&s.mu)
 	s.idle = sync.NewCond(&s.mu)
 	s.core = NewCore(s.reg, CoreConfig{MaxActive: cfg.MaxActive, HydrationBudget: cfg.HydrationBudget,
@@ -645,7 +647,7 @@ func (s *Supervisor) passivateLocked(c Command) {
 			if ch.inflight == nil && (ch.failed != nil || unchanged) {
 				// Nothing new to write (or nothing that may be written).
 				delete(s.chains, c.ID)
-				if _, ok := s.store.(DoubtingStore); ok && ch.failed == nil && ch.version != 0 {
+				if s.doubts != nil && ch.failed == nil && ch.version != 0 {
 					s.trustLocked(c.ID, Record{Version: ch.version, Incarnation: ch.inc, State: ch.last})
 				}
 				s.core.Passivated(c.ID, ch.version, false, s.clock.Now())
@@ -823,7 +825,7 @@ func (s *Supervisor) passivatedLocked(c Command, rec Record, expected, v uint64,
 		s.unsaved[c.ID] = rec
 		s.core.Passivated(c.ID, expected, false, now)
 	default:
-		if _, ok := s.store.(DoubtingStore); ok {
+		if s.doubts != nil {
 			rec.Version = v
 			s.trustLocked(c.ID, rec)
 		}
@@ -920,8 +922,8 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 	if !unsaved {
 		rec = stored
 	}
-	if ds, ok := s.store.(DoubtingStore); ok && !doubtful && !unsaved && stored.Version != 0 &&
-		!(wasTrusted && known == s.trustOf(stored)) && ds.RecordsInDoubt() {
+	if s.doubts != nil && !doubtful && !unsaved && stored.Version != 0 &&
+		!(wasTrusted && known == s.trustOf(stored)) && s.doubts.RecordsInDoubt() {
 		doubtful = true // a record this node did not commit itself
 	}
 	inc := c.LoadIncarnation(rec)
@@ -929,9 +931,9 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 	if inc != max(rec.Incarnation, 1) || unsaved || doubtful {
 		// A re-mint (or a state that never reached the store) is written
 		// before anyone can observe the new incarnation. So is a record
-		// whose commit failed: the local store may hold a write the other
-		// replicas lack, and a turn must not answer from a state that a
-		// failover can still take back.
+		// in doubt (a write of it failed to commit, or this node did not
+		// commit it itself): the replicas may lack it, and a turn must
+		// not answer from a state that a failover can still take back.
 		v, err := s.store.Put(ctx, c.ID, rec.Version, Record{Incarnation: inc, State: rec.State})
 		if err != nil {
 			fail(err)

@@ -99,7 +99,10 @@ type asyncPut struct {
 	// lazy: the write may wait up to lingerLazy for writes that cannot
 	// wait, to share their commit, instead of starting one of its own.
 	lazy bool
-	done func(uint64, error)
+	// decided: the sequence number of a write PutAsyncSent decided ahead
+	// (version holds its version); it is stored as it is.
+	decided uint64
+	done    func(uint64, error)
 	// set by the commit function: the new version (for repl, how many
 	// of the records applied) and the outcome
 	version uint64

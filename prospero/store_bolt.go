@@ -49,6 +49,21 @@ type BoltStore struct {
 
 	invalid InvalidIdentities // found at open
 
+	// Writes decided ahead (store_pending.go), guarded by pmu.
+	pmu       sync.Mutex
+	pcond     *sync.Cond
+	plog      *os.File // the pending log
+	plogSize  int64
+	pbuf      []byte
+	pseq      uint64 // sequence number of the last decided write
+	pdone     uint64 // of the last one committed
+	pstop     bool   // no write is decided ahead any more (closing)
+	pclosed   bool
+	decided   map[Identity]decided
+	touched   map[Identity]int  // queued operations, not committed yet
+	seqs      map[string]uint64 // per kind, the last version decided
+	recovered int               // writes the pending log gave back at open
+
 	mu     sync.RWMutex // guards closed against in-flight operations
 	closed bool
 }
@@ -85,7 +100,15 @@ func NewBoltStore(path string) (*BoltStore, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("prospero: open state store %s: %w", path, err)
 	}
-	s := &BoltStore{db: db, path: path, file: fi, hurt: make(chan struct{}), invalid: invalid}
+	plog, last, recovered, err := openPending(path, db)
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s := &BoltStore{db: db, path: path, file: fi, hurt: make(chan struct{}), invalid: invalid,
+		plog: plog, pseq: last, pdone: last, recovered: recovered,
+		decided: map[Identity]decided{}, touched: map[Identity]int{}, seqs: map[string]uint64{}}
+	s.pcond = sync.NewCond(&s.pmu)
 	s.reach.Store(pagesReach(db))
 	s.commit = newGroupCommitter(s.commitGroup)
 	return s, nil
@@ -99,6 +122,11 @@ func NewBoltStore(path string) (*BoltStore, error) {
 // shard.
 func (s *BoltStore) InvalidIdentities() InvalidIdentities { return s.invalid }
 
+// Recovered returns how many writes the store gave back at open from its
+// pending log: writes sent before they committed (PutAsyncSent) whose
+// transaction had not committed when the process stopped.
+func (s *BoltStore) Recovered() int { return s.recovered }
+
 // Path returns the database file name.
 func (s *BoltStore) Path() string { return s.path }
 
@@ -109,7 +137,15 @@ func (s *BoltStore) DamagedCh() <-chan struct{} { return s.hurt }
 // damage records the first damage found and wakes DamagedCh's readers.
 func (s *BoltStore) damage(ce *CorruptError) *CorruptError {
 	s.damaged.CompareAndSwap(nil, ce)
-	s.hurtOne.Do(func() { close(s.hurt) })
+	s.hurtOne.Do(func() {
+		close(s.hurt)
+		// Wake settle's waiters; damage may be found under pmu.
+		go func() {
+			s.pmu.Lock()
+			s.pcond.Broadcast()
+			s.pmu.Unlock()
+		}()
+	})
 	return s.damaged.Load()
 }
 
@@ -142,6 +178,16 @@ func (s *BoltStore) guarded(fn func() error) (err error) {
 	}
 	if err := s.checkFile(); err != nil {
 		return s.damage(&CorruptError{Path: s.path, Err: err})
+	}
+	return s.faultGuarded(fn)
+}
+
+// faultGuarded is guarded without the check of the file before fn: a
+// fault or panic inside fn damages the store. For a read whose outcome
+// a later guarded write checks again (decideLocked).
+func (s *BoltStore) faultGuarded(fn func() error) (err error) {
+	if d := s.damaged.Load(); d != nil {
+		return d
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -233,6 +279,7 @@ func (s *BoltStore) begin(ctx context.Context, id Identity) (func(), error) {
 
 // Get implements StateStore.
 func (s *BoltStore) Get(ctx context.Context, id Identity) (Record, error) {
+	s.settle(&id)
 	done, err := s.begin(ctx, id)
 	if err != nil {
 		return Record{}, err
@@ -260,6 +307,7 @@ func (s *BoltStore) Get(ctx context.Context, id Identity) (Record, error) {
 // ScanPrefix implements PrefixScanner: a cursor over the kind's bucket
 // from prefix on, in one read transaction.
 func (s *BoltStore) ScanPrefix(ctx context.Context, kind, prefix string) ([]Keyed, error) {
+	s.settle(nil)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -298,16 +346,18 @@ func (s *BoltStore) ScanPrefix(ctx context.Context, kind, prefix string) ([]Keye
 
 // Put implements StateStore.
 func (s *BoltStore) Put(ctx context.Context, id Identity, expected uint64, rec Record) (uint64, error) {
+	s.settle(&id)
 	done, err := s.begin(ctx, id)
 	if err != nil {
 		return 0, err
 	}
 	defer done()
 	var version uint64
+	floor := s.seqFloor(id.Kind)
 	err = s.guardedWrite(func() error {
 		return s.db.Update(func(tx *bolt.Tx) error {
 			var err error
-			version, err = putTx(tx, id, expected, rec)
+			version, err = putTx(tx, id, expected, rec, floor)
 			return s.corrupt(id, err)
 		})
 	})
@@ -317,8 +367,9 @@ func (s *BoltStore) Put(ctx context.Context, id Identity, expected uint64, rec R
 	return version, nil
 }
 
-// putTx is the conditional write of Put inside tx.
-func putTx(tx *bolt.Tx, id Identity, expected uint64, rec Record) (uint64, error) {
+// putTx is the conditional write of Put inside tx. Its version is above
+// floor, the versions given to writes decided ahead.
+func putTx(tx *bolt.Tx, id Identity, expected uint64, rec Record, floor uint64) (uint64, error) {
 	b, err := tx.CreateBucketIfNotExists([]byte(id.Kind))
 	if err != nil {
 		return 0, err
@@ -331,10 +382,11 @@ func putTx(tx *bolt.Tx, id Identity, expected uint64, rec Record) (uint64, error
 	if cur != expected {
 		return 0, fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, id, cur, expected)
 	}
-	if b.Sequence() < cur {
+	if b.Sequence() < max(cur, floor) {
 		// The stored record came from a replica stream at the owner's
-		// version: keep versions increasing past it.
-		if err := b.SetSequence(cur); err != nil {
+		// version, or writes decided ahead took versions the bucket has
+		// not seen yet: keep versions increasing past them.
+		if err := b.SetSequence(max(cur, floor)); err != nil {
 			return 0, err
 		}
 	}
@@ -354,13 +406,21 @@ func (s *BoltStore) CommitStats() CommitStats { return s.commit.commitStats() }
 
 // PutAsync implements AsyncStore: the write joins the next group commit.
 func (s *BoltStore) PutAsync(id Identity, expected uint64, rec Record, done func(uint64, error)) {
-	s.commit.put(id, expected, rec, done)
+	s.touch(id)
+	s.commit.put(id, expected, rec, func(v uint64, err error) {
+		s.untouch(id)
+		done(v, err)
+	})
 }
 
 // DeleteAsync implements AsyncDeleter: the deletion joins the next group
 // commit.
 func (s *BoltStore) DeleteAsync(id Identity, expected uint64, done func(error)) {
-	s.commit.del(id, expected, done)
+	s.touch(id)
+	s.commit.del(id, expected, func(err error) {
+		s.untouch(id)
+		done(err)
+	})
 }
 
 // commitGroup writes a group of queued puts, deletions and batches of
@@ -381,6 +441,10 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 		}
 		return
 	}
+	var last uint64 // the last decided write in group
+	for i := range group {
+		last = max(last, group[i].decided)
+	}
 	for {
 		failed := -1 // the replicated batch that failed this try
 		err := s.guardedWrite(func() error {
@@ -388,6 +452,17 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 				for i := range group {
 					w := &group[i]
 					switch {
+					case w.decided != 0:
+						applied, err := putDecidedTx(tx, w.id, w.version, w.rec)
+						if err == nil && !applied {
+							// Something wrote the identity past the version
+							// decided for it: never drop a sent write quietly.
+							err = fmt.Errorf("a write of %s decided at version %d found a newer record stored", w.id, w.version)
+						}
+						if err != nil {
+							w.err = s.corrupt(w.id, err)
+							return w.err // sent already: the store must not go on without it
+						}
 					case w.repl != nil:
 						if w.err != nil {
 							continue // failed in an earlier try
@@ -402,9 +477,17 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 					case w.del:
 						w.err = s.corrupt(w.id, deleteInTx(tx, w.id, w.expected))
 					default:
-						w.version, w.err = putTx(tx, w.id, w.expected, w.rec)
+						w.version, w.err = putTx(tx, w.id, w.expected, w.rec, s.seqFloor(w.id.Kind))
 						w.err = s.corrupt(w.id, w.err)
 					}
+				}
+				if last != 0 {
+					if err := markPending(tx, last); err != nil {
+						return err
+					}
+				}
+				if beforeCommit != nil {
+					return beforeCommit()
 				}
 				return nil
 			})
@@ -413,16 +496,30 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 			continue // run again without the failed batch
 		}
 		if err != nil {
+			if last != 0 {
+				// Writes sent before they committed, maybe acknowledged:
+				// nothing more is served from a store without them; the
+				// pending log gives them back at the next open.
+				s.damage(&CorruptError{Path: s.path, Err: fmt.Errorf("%w (%v); the store is no longer read or written: restart the node, which writes them back from %s.pending", ErrSentNotCommitted, err, s.path)})
+			}
 			for i := range group {
 				group[i].version, group[i].err = 0, fmt.Errorf("prospero: commit state store: %w", err)
 			}
+		} else if last != 0 {
+			s.decidedCommitted(group, last)
 		}
 		return
 	}
 }
 
+// beforeCommit, if set, runs at the end of every group commit's
+// transaction, before it commits; an error fails the transaction. Tests
+// hold or fail commits with it.
+var beforeCommit func() error
+
 // Delete implements StateStore.
 func (s *BoltStore) Delete(ctx context.Context, id Identity, expected uint64) error {
+	s.settle(&id)
 	done, err := s.begin(ctx, id)
 	if err != nil {
 		return err
@@ -471,6 +568,7 @@ func (s *BoltStore) Import(ctx context.Context, ids []Identity, rec Record) erro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	s.settle(nil)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -492,6 +590,11 @@ func (s *BoltStore) importTx(ids []Identity, rec Record) error {
 					return err
 				}
 				kind = id.Kind
+			}
+			if floor := s.seqFloor(id.Kind); b.Sequence() < floor {
+				if err := b.SetSequence(floor); err != nil {
+					return err
+				}
 			}
 			v, err := b.NextSequence()
 			if err != nil {
@@ -518,6 +621,7 @@ func (s *BoltStore) DeleteAll(ctx context.Context, ids []Identity) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	s.settle(nil)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -540,7 +644,14 @@ func (s *BoltStore) DeleteAll(ctx context.Context, ids []Identity) error {
 // Close implements StateStore. It waits for operations in flight and
 // commits the writes PutAsync queued.
 func (s *BoltStore) Close() error {
+	s.pmu.Lock()
+	s.pstop = true // decided writes are queued under pmu: all are before the close
+	s.pmu.Unlock()
 	s.commit.close()
+	s.pmu.Lock()
+	s.pclosed = true
+	s.pcond.Broadcast()
+	s.pmu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -553,6 +664,7 @@ func (s *BoltStore) Close() error {
 		// damaged store calls for anyway.
 		return nil
 	}
+	_ = s.plog.Close()
 	if err := s.db.Close(); err != nil && !errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
 		return fmt.Errorf("prospero: close state store: %w", err)
 	}

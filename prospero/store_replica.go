@@ -49,6 +49,7 @@ func (s *BoltStore) ApplyReplicated(recs []Replicated) (int, error) {
 			return 0, err
 		}
 	}
+	s.settle(nil)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -98,7 +99,13 @@ func (s *BoltStore) applyReplicatedAsync(recs []Replicated, lazy bool, done func
 			return
 		}
 	}
+	ids := make([]Identity, len(recs))
+	for i := range recs {
+		ids[i] = recs[i].ID
+	}
+	s.touch(ids...)
 	s.commit.queued(asyncPut{repl: recs, lazy: lazy, done: func(n uint64, err error) {
+		s.untouch(ids...)
 		if err != nil {
 			err = fmt.Errorf("prospero: apply replicated records: %w", err)
 		}
@@ -170,6 +177,7 @@ func applyReplicatedTx(tx *bolt.Tx, recs []Replicated) (int, error) {
 // valid (see InvalidIdentities) are listed too; Get of one fails with
 // ErrInvalidIdentity.
 func (s *BoltStore) ScanIDs(ctx context.Context, keep func(Identity) bool, fn func(Identity) error) error {
+	s.settle(nil)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -203,6 +211,7 @@ func (s *BoltStore) ScanIDs(ctx context.Context, keep func(Identity) bool, fn fu
 // Records whose identity is not valid (see InvalidIdentities) are left
 // out: the listing goes to a peer, which could not decode them.
 func (s *BoltStore) ScanHeld(ctx context.Context, keep func(Identity) bool, fn func(id Identity, epoch, version uint64) error) error {
+	s.settle(nil)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {

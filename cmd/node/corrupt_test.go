@@ -355,3 +355,18 @@ func TestAgentStopsWhenStateDamagedWhileRunning(t *testing.T) {
 		t.Errorf("stderr shows a crash:\n%s", stderr)
 	}
 }
+
+// A commit that failed after its writes were sent leaves a sound file:
+// the remedy is to fix the disk and start again, not to restore or move
+// the store aside (which would lose the writes the pending log holds).
+func TestCorruptExitOfWritesSentNotCommitted(t *testing.T) {
+	err := corruptExit(&prospero.CorruptError{Path: "/data/state.db",
+		Err: fmt.Errorf("%w (no space left on device)", prospero.ErrSentNotCommitted)}, "/data")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitCorrupt {
+		t.Fatalf("exit: %v, want code %d", err, exitCorrupt)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "/data/state.db.pending") || strings.Contains(msg, "move it aside") {
+		t.Fatalf("remedy: %s", msg)
+	}
+}

@@ -929,8 +929,8 @@ func TestCatchUpDeletionSparesARecreatedRecord(t *testing.T) {
 		t.Fatalf("catch-up ended before it sent a deletion: %v", err)
 	}
 	// The first chunk of deletions is on its way. Re-create x on the owner;
-	// its write queues for the catching-up follower behind that chunk and
-	// before x's deletion.
+	// its write queues for the catching-up follower among or behind that
+	// chunk (it is sent before its local commit) and before x's deletion.
 	recreated := make(chan error, 1)
 	owner.PutAsync(x, 0, prospero.Record{State: []byte("new")}, func(ver uint64, err error) {
 		if err == nil && ver >= 10 {
@@ -944,7 +944,7 @@ func TestCatchUpDeletionSparesARecreatedRecord(t *testing.T) {
 		owner.mu.Unlock()
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return len(p.queue) > 0 && p.queue[len(p.queue)-1].r.ID == x
+		return slices.ContainsFunc(p.queue, func(w pending) bool { return w.r.ID == x && !w.r.Deleted })
 	}
 	for deadline := time.Now().Add(10 * time.Second); !queuedLast(); {
 		if time.Now().After(deadline) {

@@ -120,10 +120,13 @@ type Stats struct {
 }
 
 // Store is a prospero.AsyncStore that replicates the writes of each
-// shard this node owns to the shard's in-sync replicas: a write is
-// committed (its done called with nil) once it is durable in the local
-// store and every in-sync replica acknowledged it (received, or with
-// SyncReplicas fsync'd). A replica that fails to acknowledge is removed
+// shard this node owns to the shard's in-sync replicas. A write is sent
+// as soon as the local store decided it (prospero.BoltStore.PutAsyncSent),
+// before its local fsync, and committed (its done called with nil) once
+// every in-sync replica acknowledged it: by default on receipt, the
+// local fsync going on in the background (see PutAsync); with
+// SyncReplicas once every replica and the local store fsync'd it. A
+// replica that fails to acknowledge is removed
 // from the set through raft (View.Shrink) before the write commits
 // without it. Records of many actors share one network write and one
 // remote fsync per replica (group commit).
@@ -256,21 +259,83 @@ func (s *Store) Put(ctx context.Context, id prospero.Identity, expected uint64, 
 // once the write is committed, or an error wrapping ErrNotCommitted
 // when the local write succeeded but a replica could not be removed
 // from the set after it failed to acknowledge.
+//
+// The write goes to the followers as soon as the local transaction has
+// given it its version (BoltStore.PutAsyncSent), while that transaction
+// commits. In the default mode it is committed once every in-sync
+// follower (at least one) has received it, whether or not the local
+// fsync has finished: every member of the set holds it, each making it
+// durable in the background, and a local commit that fails after that
+// damages the local store rather than let this node serve without it.
+// With SyncReplicas, or when the set is this node alone, it is
+// committed once the local commit and every follower's fsync are done.
 func (s *Store) PutAsync(id prospero.Identity, expected uint64, rec prospero.Record, done func(uint64, error)) {
-	s.local.PutAsync(id, expected, rec, func(v uint64, err error) {
-		if err != nil {
-			done(0, err)
-			return
-		}
+	if s.att.Load() == nil {
+		s.local.PutAsync(id, expected, rec, done)
+		return
+	}
+	c := &commitWait{syncAll: s.cfg.SyncReplicas, done: done}
+	s.local.PutAsyncSent(id, expected, rec, func(v uint64) {
+		c.mu.Lock()
+		c.v = v
+		c.mu.Unlock()
 		r := &Record{Replicated: prospero.Replicated{ID: id, Version: v, Incarnation: rec.Incarnation, State: rec.State}}
-		s.replicate(r, func(err error) {
-			if err != nil {
-				done(0, err)
-				return
-			}
-			done(v, nil)
-		})
-	})
+		s.replicateAcked(r, c.replicated)
+	}, c.local)
+}
+
+// commitWait joins a write's two halves, the local commit and the
+// followers' acknowledgements, and calls done once.
+type commitWait struct {
+	syncAll bool
+	done    func(uint64, error)
+
+	mu                  sync.Mutex
+	v                   uint64
+	localDone, replDone bool
+	localErr, replErr   error
+	acked               int // in-sync followers that acknowledged
+	released            bool
+}
+
+func (c *commitWait) local(v uint64, err error) {
+	c.mu.Lock()
+	c.localDone, c.localErr = true, err
+	if err == nil {
+		c.v = v
+	}
+	c.decide()
+}
+
+func (c *commitWait) replicated(acked int, err error) {
+	c.mu.Lock()
+	c.replDone, c.replErr, c.acked = true, err, acked
+	c.decide()
+}
+
+// decide calls done if the outcome is known; called with mu held, which
+// it releases. Failures wait for the local commit's outcome, so that done
+// is never called on the store's goroutine inside its transaction.
+func (c *commitWait) decide() {
+	var (
+		fire bool
+		v    uint64
+		err  error
+	)
+	switch {
+	case c.released:
+	case c.localDone && c.localErr != nil:
+		fire, err = true, c.localErr
+	case c.replDone && c.replErr != nil:
+		fire, err = c.localDone, c.replErr
+	case c.replDone && (c.localDone || (c.acked > 0 && !c.syncAll)):
+		fire, v = true, c.v
+	}
+	c.released = c.released || fire
+	c.mu.Unlock()
+	if fire {
+		c.done(v, err)
+	}
 }
 
 // Delete implements prospero.StateStore: the deletion is committed like
@@ -332,26 +397,32 @@ func (s *Store) DeleteAsync(id prospero.Identity, expected uint64, done func(err
 // replicate sends r to the in-sync followers of its shard and calls done
 // once each acknowledged it or left the set.
 func (s *Store) replicate(r *Record, done func(error)) {
+	s.replicateAcked(r, func(_ int, err error) { done(err) })
+}
+
+// replicateAcked is replicate, telling done how many in-sync followers
+// acknowledged r.
+func (s *Store) replicateAcked(r *Record, done func(acked int, err error)) {
 	a := s.att.Load()
 	if a == nil {
-		done(nil)
+		done(0, nil)
 		return
 	}
 	rt, err := a.view.Route(r.ID)
 	if err != nil {
-		done(&prospero.CommitError{ID: r.ID, Err: err})
+		done(0, &prospero.CommitError{ID: r.ID, Err: err})
 		return
 	}
 	next := done
-	done = func(err error) {
+	done = func(acked int, err error) {
 		if err != nil {
 			// The local write landed; a follower may lack it.
 			s.uncommitted.Store(rt.Shard, true)
 		}
-		next(err)
+		next(acked, err)
 	}
 	if !rt.Replicated {
-		done(nil)
+		done(0, nil)
 		return
 	}
 	inSync := rt.Followers
@@ -364,10 +435,10 @@ func (s *Store) replicate(r *Record, done func(error)) {
 	need := s.cfg.MinInSync - 1 // in-sync followers that must acknowledge
 	if len(followers) == 0 {
 		if need > 0 {
-			done(&prospero.CommitError{ID: r.ID, Err: underReplicated(rt.Shard, 1, s.cfg.MinInSync)})
+			done(0, &prospero.CommitError{ID: r.ID, Err: underReplicated(rt.Shard, 1, s.cfg.MinInSync)})
 			return
 		}
-		done(nil)
+		done(0, nil)
 		return
 	}
 	r.Shard, r.Epoch = rt.Shard, rt.Epoch
@@ -399,11 +470,11 @@ func (s *Store) replicate(r *Record, done func(error)) {
 		if last {
 			switch {
 			case first != nil:
-				done(&prospero.CommitError{ID: r.ID, Err: first})
+				done(acked, &prospero.CommitError{ID: r.ID, Err: first})
 			case acked < need:
-				done(&prospero.CommitError{ID: r.ID, Err: underReplicated(rt.Shard, acked+1, s.cfg.MinInSync)})
+				done(acked, &prospero.CommitError{ID: r.ID, Err: underReplicated(rt.Shard, acked+1, s.cfg.MinInSync)})
 			default:
-				done(nil)
+				done(acked, nil)
 			}
 		}
 	}

@@ -1,0 +1,411 @@
+package prospero
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Writes sent before they commit (PutAsyncSent).
+//
+// A replicated store sends a write to the shard's followers while the
+// local transaction that makes it durable has not even begun, and may
+// acknowledge it once every follower has it. So that the local store
+// never goes on without such a write:
+//
+//   - PutAsyncSent decides the write at once: it checks the expected
+//     version against the newest write of the identity (one still on its
+//     way to bbolt, or what bbolt holds), gives it the kind's next
+//     version, and appends it to the pending log ("state.db.pending"),
+//     one write(2) and no fsync: the page cache outlives the process.
+//     Then the caller may send it. The write joins the group commit like
+//     any other, already decided.
+//   - A transaction that commits decided writes also stores the sequence
+//     number of the last one (in the epoch bucket, under "/pending"), so
+//     a restart gives back exactly the logged writes that had not
+//     committed, in order; the log is emptied whenever every write in it
+//     has committed.
+//   - If such a transaction fails to commit, the store is damaged (every
+//     later operation fails) rather than serve state that lacks writes
+//     other nodes may have acknowledged; the next open writes them back
+//     from the log.
+//   - Get of an identity with a decided write not yet committed, and
+//     every scan, wait for that commit: the node never reads older state
+//     than it sent.
+//
+// A write that cannot be decided at once (another operation on the
+// identity — a deletion, a replicated record, a write of another kind —
+// is queued and not committed yet; the store is damaged; the log is
+// full) is queued as PutAsync's are, and sent once it committed.
+//
+// Entry layout: length of the rest (4 bytes big endian), CRC-32C of the
+// payload (4), payload: sequence (8), kind and key (uvarint length and
+// bytes each), version (8), incarnation (uvarint), state (uvarint length
+// and bytes). An entry cut short or failing its checksum was being
+// written when the process died, before it was sent; reading stops there.
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrSentNotCommitted is the cause of the damage (a *CorruptError) of a
+// store whose group commit failed after its writes were sent: the file
+// is sound, the pending log holds the writes, and a restart, once the
+// disk is fixed, writes them back.
+var ErrSentNotCommitted = errors.New("writes already sent to replicas failed to commit")
+
+// pendingMark is the epoch bucket's key for the sequence number of the
+// last decided write committed. No identity's "kind/key" begins with '/'.
+var pendingMark = []byte("/pending")
+
+// maxPendingLog bounds the pending log: past it, writes are no longer
+// decided ahead (they wait for their commit before being sent) until
+// every logged write has committed and the log is emptied.
+const maxPendingLog = 64 << 20
+
+// pendingWrite is one decided write.
+type pendingWrite struct {
+	seq     uint64
+	id      Identity
+	version uint64
+	rec     Record
+}
+
+func appendPending(buf []byte, w pendingWrite) []byte {
+	start := len(buf)
+	buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0)
+	buf = binary.BigEndian.AppendUint64(buf, w.seq)
+	buf = binary.AppendUvarint(buf, uint64(len(w.id.Kind)))
+	buf = append(buf, w.id.Kind...)
+	buf = binary.AppendUvarint(buf, uint64(len(w.id.Key)))
+	buf = append(buf, w.id.Key...)
+	buf = binary.BigEndian.AppendUint64(buf, w.version)
+	buf = binary.AppendUvarint(buf, w.rec.Incarnation)
+	buf = binary.AppendUvarint(buf, uint64(len(w.rec.State)))
+	buf = append(buf, w.rec.State...)
+	payload := buf[start+8:]
+	binary.BigEndian.PutUint32(buf[start:], uint32(len(payload)+4))
+	binary.BigEndian.PutUint32(buf[start+4:], crc32.Checksum(payload, castagnoli))
+	return buf
+}
+
+// decodePending returns the whole entries at the head of b, in order.
+func decodePending(b []byte) []pendingWrite {
+	var out []pendingWrite
+	for len(b) >= 8 {
+		n := binary.BigEndian.Uint32(b)
+		if n < 4 || uint64(n) > uint64(len(b)-4) {
+			return out
+		}
+		payload := b[8 : 4+n]
+		if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(b[4:]) {
+			return out
+		}
+		w, ok := decodePendingEntry(payload)
+		if !ok {
+			return out
+		}
+		out = append(out, w)
+		b = b[4+n:]
+	}
+	return out
+}
+
+func decodePendingEntry(p []byte) (pendingWrite, bool) {
+	var w pendingWrite
+	field := func() ([]byte, bool) {
+		n, k := binary.Uvarint(p)
+		if k <= 0 || n > uint64(len(p)-k) {
+			return nil, false
+		}
+		v := p[k : k+int(n)]
+		p = p[k+int(n):]
+		return v, true
+	}
+	if len(p) < 8 {
+		return w, false
+	}
+	w.seq = binary.BigEndian.Uint64(p)
+	p = p[8:]
+	kind, ok1 := field()
+	key, ok2 := field()
+	if !ok1 || !ok2 || len(p) < 8 {
+		return w, false
+	}
+	w.id = Identity{Kind: string(kind), Key: string(key)}
+	w.version = binary.BigEndian.Uint64(p)
+	p = p[8:]
+	inc, k := binary.Uvarint(p)
+	if k <= 0 {
+		return w, false
+	}
+	w.rec.Incarnation = inc
+	p = p[k:]
+	state, ok := field()
+	if !ok || len(p) != 0 {
+		return w, false
+	}
+	if len(state) > 0 {
+		w.rec.State = append([]byte(nil), state...)
+	}
+	return w, true
+}
+
+// openPending opens the pending log of the store at path, writes back
+// into db the logged writes that had not committed, and empties the log.
+// It returns the log, the sequence number of the last decided write, and
+// how many writes it gave back.
+func openPending(path string, db *bolt.DB) (f *os.File, last uint64, n int, err error) {
+	name := path + ".pending"
+	f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("prospero: open %s: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+		}
+	}()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("prospero: read %s: %w", name, err)
+	}
+	if err := db.View(func(tx *bolt.Tx) error {
+		last = committedPending(tx)
+		return nil
+	}); err != nil {
+		return nil, 0, 0, fmt.Errorf("prospero: read %s: %w", path, err)
+	}
+	var redo []pendingWrite
+	for _, w := range decodePending(b) {
+		if w.seq > last {
+			redo = append(redo, w)
+		}
+	}
+	if len(redo) > 0 {
+		err = db.Update(func(tx *bolt.Tx) error {
+			for _, w := range redo {
+				if w.id.Validate() != nil {
+					return &CorruptError{Path: name, Err: fmt.Errorf("a pending write of %q names no valid identity", w.id.String())}
+				}
+				applied, err := putDecidedTx(tx, w.id, w.version, w.rec)
+				if err != nil {
+					return &CorruptError{Path: path, Err: fmt.Errorf("record %q: %w", w.id.String(), err)}
+				}
+				if applied {
+					n++
+				}
+			}
+			last = redo[len(redo)-1].seq
+			return markPending(tx, last)
+		})
+		if err != nil {
+			var ce *CorruptError
+			if errors.As(err, &ce) {
+				return nil, 0, 0, err
+			}
+			return nil, 0, 0, fmt.Errorf("prospero: write back %s: %w", name, err)
+		}
+	}
+	if len(b) > 0 {
+		if err := f.Truncate(0); err != nil {
+			return nil, 0, 0, fmt.Errorf("prospero: empty %s: %w", name, err)
+		}
+	}
+	return f, last, n, nil
+}
+
+// committedPending is the sequence number of the last decided write tx's
+// database holds.
+func committedPending(tx *bolt.Tx) uint64 {
+	if eb := tx.Bucket(epochBucket); eb != nil {
+		if v := eb.Get(pendingMark); len(v) == 8 {
+			return binary.BigEndian.Uint64(v)
+		}
+	}
+	return 0
+}
+
+func markPending(tx *bolt.Tx, seq uint64) error {
+	eb, err := tx.CreateBucketIfNotExists(epochBucket)
+	if err != nil {
+		return err
+	}
+	return eb.Put(pendingMark, binary.BigEndian.AppendUint64(nil, seq))
+}
+
+// putDecidedTx stores a decided write at its version, unless the store
+// already holds that version or a newer one (a write given back twice).
+func putDecidedTx(tx *bolt.Tx, id Identity, version uint64, rec Record) (bool, error) {
+	b, err := tx.CreateBucketIfNotExists([]byte(id.Kind))
+	if err != nil {
+		return false, err
+	}
+	key := []byte(id.Key)
+	cur, err := storedVersion(b.Get(key))
+	if err != nil {
+		return false, err
+	}
+	if cur >= version {
+		return false, nil
+	}
+	if b.Sequence() < version {
+		if err := b.SetSequence(version); err != nil {
+			return false, err
+		}
+	}
+	return true, b.Put(key, encodeRecord(version, rec))
+}
+
+// decided is the newest decided write of an identity not yet committed.
+type decided struct {
+	seq     uint64
+	version uint64
+}
+
+// PutAsyncSent is PutAsync for a write its caller sends elsewhere (to
+// replicas) before it is durable here: sent is called with the write's
+// version before done, on the caller's goroutine before PutAsyncSent
+// returns when the write could be decided at once (see the top of
+// store_pending.go), otherwise on the store's goroutine once it
+// committed. A write that fails gets no sent call, only done's error.
+// sent must not block nor call the store; done is called as PutAsync's.
+func (s *BoltStore) PutAsyncSent(id Identity, expected uint64, rec Record, sent func(version uint64), done func(uint64, error)) {
+	if err := id.Validate(); err != nil {
+		done(0, err)
+		return
+	}
+	rec.State = append([]byte(nil), rec.State...)
+	s.pmu.Lock()
+	seq, version, ok := s.decideLocked(id, expected, rec)
+	if !ok {
+		s.touched[id]++
+		s.pmu.Unlock()
+		s.commit.queued(asyncPut{id: id, expected: expected, rec: rec, done: func(v uint64, err error) {
+			s.untouch(id)
+			if err == nil {
+				sent(v)
+			}
+			done(v, err)
+		}})
+		return
+	}
+	// Queued under pmu: the group committer takes decided writes in the
+	// order of their sequence numbers.
+	s.commit.queued(asyncPut{id: id, rec: rec, decided: seq, version: version, done: done})
+	s.pmu.Unlock()
+	sent(version)
+}
+
+// decideLocked decides a write (see the top of the file): it returns
+// its sequence number and version, or false if it cannot be decided now.
+func (s *BoltStore) decideLocked(id Identity, expected uint64, rec Record) (seq, version uint64, ok bool) {
+	if s.touched[id] > 0 || s.plogSize > maxPendingLog || s.damaged.Load() != nil || s.pstop {
+		return 0, 0, false
+	}
+	cur, floor := uint64(0), s.seqs[id.Kind]
+	if d, ok := s.decided[id]; ok {
+		cur = d.version
+	} else {
+		var stored, bseq uint64
+		err := s.faultGuarded(func() error {
+			return s.db.View(func(tx *bolt.Tx) error {
+				b := tx.Bucket([]byte(id.Kind))
+				if b == nil {
+					return nil
+				}
+				var err error
+				stored, err = storedVersion(b.Get([]byte(id.Key)))
+				bseq = b.Sequence()
+				return err
+			})
+		})
+		if err != nil {
+			return 0, 0, false // the queued write reports it
+		}
+		cur, floor = stored, max(floor, bseq)
+	}
+	if cur != expected {
+		return 0, 0, false // the queued write reports the conflict
+	}
+	version = max(floor, cur) + 1
+	seq = s.pseq + 1
+	if s.pdone == s.pseq {
+		// Every logged write committed: write the log from its start
+		// again. What follows the new entries is older ones, all
+		// committed (their sequence numbers are at most the mark), or
+		// the middle of one (its checksum fails): a restart skips both.
+		s.plogSize = 0
+	}
+	s.pbuf = appendPending(s.pbuf[:0], pendingWrite{seq: seq, id: id, version: version, rec: rec})
+	if _, err := s.plog.WriteAt(s.pbuf, s.plogSize); err != nil {
+		return 0, 0, false
+	}
+	s.plogSize += int64(len(s.pbuf))
+	s.pseq = seq
+	s.seqs[id.Kind] = version
+	s.decided[id] = decided{seq: seq, version: version}
+	return seq, version, true
+}
+
+// untouch ends an operation on id queued while decided writes could not
+// see it.
+func (s *BoltStore) untouch(ids ...Identity) {
+	s.pmu.Lock()
+	for _, id := range ids {
+		if s.touched[id]--; s.touched[id] <= 0 {
+			delete(s.touched, id)
+		}
+	}
+	s.pmu.Unlock()
+}
+
+// touch counts queued operations on ids: no write of them is decided
+// ahead until they committed.
+func (s *BoltStore) touch(ids ...Identity) {
+	s.pmu.Lock()
+	for _, id := range ids {
+		s.touched[id]++
+	}
+	s.pmu.Unlock()
+}
+
+// seqFloor is the lowest sequence a write of kind must take its version
+// above: versions given to decided writes not committed yet.
+func (s *BoltStore) seqFloor(kind string) uint64 {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return s.seqs[kind]
+}
+
+// decidedCommitted records that the decided writes of group up to
+// sequence last committed.
+func (s *BoltStore) decidedCommitted(group []asyncPut, last uint64) {
+	s.pmu.Lock()
+	s.pdone = max(s.pdone, last)
+	for i := range group {
+		w := &group[i]
+		if w.decided != 0 && s.decided[w.id].seq == w.decided {
+			delete(s.decided, w.id)
+		}
+	}
+	s.pcond.Broadcast()
+	s.pmu.Unlock()
+}
+
+// settle waits until the decided write of id (nil: every decided write)
+// committed, or the store is damaged or closed.
+func (s *BoltStore) settle(id *Identity) {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	want := s.pseq
+	if id != nil {
+		want = s.decided[*id].seq
+	}
+	for s.pdone < want && s.damaged.Load() == nil && !s.pclosed {
+		s.pcond.Wait()
+	}
+}

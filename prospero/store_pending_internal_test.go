@@ -1,0 +1,289 @@
+package prospero
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+)
+
+func openBoltAt(t *testing.T, path string) *BoltStore {
+	t.Helper()
+	s, err := NewBoltStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// holdCommits makes every group commit wait, before its transaction
+// commits, until the returned release is called (or fail with err).
+func holdCommits(t *testing.T, err error) (release func()) {
+	hold := make(chan struct{})
+	beforeCommit = func() error {
+		<-hold
+		return err
+	}
+	t.Cleanup(func() { beforeCommit = nil })
+	closed := false
+	return func() {
+		if !closed {
+			closed = true
+			close(hold)
+		}
+	}
+}
+
+type putOutcome struct {
+	v   uint64
+	err error
+}
+
+// putSent is PutAsyncSent, returning the version sent (0: none before it
+// returned) and a channel with done's outcome.
+func putSent(s *BoltStore, id Identity, expected uint64, state string) (sent uint64, done chan putOutcome) {
+	done = make(chan putOutcome, 1)
+	s.PutAsyncSent(id, expected, Record{State: []byte(state)}, func(v uint64) { sent = v },
+		func(v uint64, err error) { done <- putOutcome{v, err} })
+	return sent, done
+}
+
+func TestDecidedWritesAreSentBeforeTheyCommitAndReadAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := openBoltAt(t, filepath.Join(t.TempDir(), "state.db"))
+		release := holdCommits(t, nil)
+		id := Identity{Kind: "counter", Key: "a"}
+
+		v1, done1 := putSent(s, id, 0, "1")
+		if v1 != 1 {
+			t.Fatalf("sent version %d before PutAsyncSent returned, want 1", v1)
+		}
+		// The next write of the identity is decided from the first, not
+		// from the store, while the first has not committed.
+		v2, done2 := putSent(s, id, 1, "2")
+		if v2 != 2 {
+			t.Fatalf("second write sent at version %d, want 2", v2)
+		}
+		got := make(chan Record, 1)
+		go func() {
+			rec, err := s.Get(context.Background(), id)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- rec
+		}()
+		synctest.Wait()
+		select {
+		case <-done1:
+			t.Fatal("done before the commit")
+		case <-got:
+			t.Fatal("Get returned before the write it must see committed")
+		default:
+		}
+		release()
+		for _, d := range []chan putOutcome{done1, done2} {
+			if o := <-d; o.err != nil {
+				t.Fatal(o.err)
+			}
+		}
+		if rec := <-got; rec.Version != 2 || string(rec.State) != "2" {
+			t.Fatalf("Get after the commit: version %d %q, want 2 \"2\"", rec.Version, rec.State)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestDecidedWriteConflictIsReported(t *testing.T) {
+	s := openBoltAt(t, filepath.Join(t.TempDir(), "state.db"))
+	defer s.Close()
+	id := Identity{Kind: "counter", Key: "a"}
+	if _, done := putSent(s, id, 0, "1"); (<-done).err != nil {
+		t.Fatal("first write failed")
+	}
+	sent, done := putSent(s, id, 0, "stale")
+	if sent != 0 {
+		t.Fatalf("a write expecting the wrong version was sent (version %d)", sent)
+	}
+	if o := <-done; !errors.Is(o.err, ErrVersionConflict) {
+		t.Fatalf("done: %v, want ErrVersionConflict", o.err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A process killed after it sent writes and before their transaction
+// committed leaves them in the pending log only: the next open writes
+// them back, at the versions sent.
+func TestDecidedWritesComeBackAfterAStopBeforeTheirCommit(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	s := openBoltAt(t, path)
+	a, b := Identity{Kind: "counter", Key: "a"}, Identity{Kind: "counter", Key: "b"}
+	if _, done := putSent(s, a, 0, "a1"); (<-done).err != nil {
+		t.Fatal("first write failed")
+	}
+	release := holdCommits(t, nil)
+	va, _ := putSent(s, a, 1, "a2")
+	vb, _ := putSent(s, b, 0, "b1")
+	if va != 2 || vb != 3 {
+		t.Fatalf("sent versions %d and %d, want 2 and 3", va, vb)
+	}
+	// What a kill -9 now leaves on disk: the database without the
+	// transaction in progress, and the log.
+	crashed := filepath.Join(t.TempDir(), "state.db")
+	copyFile(t, path, crashed)
+	copyFile(t, path+".pending", crashed+".pending")
+	release()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	r := openBoltAt(t, crashed)
+	if r.Recovered() != 2 {
+		t.Fatalf("Recovered = %d, want 2", r.Recovered())
+	}
+	for id, want := range map[Identity]Record{a: {Version: 2, State: []byte("a2")}, b: {Version: 3, State: []byte("b1")}} {
+		rec, err := r.Get(context.Background(), id)
+		if err != nil || rec.Version != want.Version || !bytes.Equal(rec.State, want.State) {
+			t.Fatalf("%s after the restart: %+v, %v; want version %d %q", id, rec, err, want.Version, want.State)
+		}
+	}
+	// Later writes take versions above those given back.
+	if v, done := putSent(r, a, 2, "a3"); v != 4 || (<-done).err != nil {
+		t.Fatalf("write after the restart sent at %d, want 4", v)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again := openBoltAt(t, crashed)
+	defer again.Close()
+	if again.Recovered() != 0 {
+		t.Fatalf("second open gave back %d writes, want 0", again.Recovered())
+	}
+}
+
+func TestFailedCommitOfSentWritesDamagesTheStoreUntilRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openBoltAt(t, path)
+	release := holdCommits(t, errors.New("disk failed"))
+	release()
+	id := Identity{Kind: "counter", Key: "a"}
+	sent, done := putSent(s, id, 0, "1")
+	if sent != 1 {
+		t.Fatalf("sent %d, want 1", sent)
+	}
+	if o := <-done; o.err == nil {
+		t.Fatal("done reported a failed commit as committed")
+	}
+	beforeCommit = nil
+	var ce *CorruptError
+	if !errors.As(s.Damaged(), &ce) {
+		t.Fatalf("Damaged() = %v, want a *CorruptError", s.Damaged())
+	}
+	if _, err := s.Get(context.Background(), id); !errors.As(err, &ce) {
+		t.Fatalf("Get on the damaged store: %v, want the damage", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := openBoltAt(t, path)
+	defer r.Close()
+	if rec, err := r.Get(context.Background(), id); err != nil || rec.Version != 1 || string(rec.State) != "1" || r.Recovered() != 1 {
+		t.Fatalf("after the restart: %+v, %v, recovered %d; want version 1 \"1\", 1", rec, err, r.Recovered())
+	}
+}
+
+// The log is written from its start again once everything in it
+// committed, over older entries: none of those may come back, not even
+// one whose identity was deleted since.
+func TestPendingLogNeverBringsBackCommittedWrites(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openBoltAt(t, path)
+	a, b := Identity{Kind: "counter", Key: "a"}, Identity{Kind: "counter", Key: "b"}
+	// Two entries in the log (the second decided while the first had not
+	// committed), then both commit.
+	release := holdCommits(t, nil)
+	_, done1 := putSent(s, a, 0, "x1")
+	_, done2 := putSent(s, a, 1, "x2")
+	release()
+	if (<-done1).err != nil || (<-done2).err != nil {
+		t.Fatal("write failed")
+	}
+	beforeCommit = nil
+	del := make(chan error, 1)
+	s.DeleteAsync(a, 2, func(err error) { del <- err })
+	if err := <-del; err != nil {
+		t.Fatal(err)
+	}
+	// Everything committed: b's entry is written over x1's, x2's stays.
+	if _, done := putSent(s, b, 0, "y1"); (<-done).err != nil {
+		t.Fatal("write failed")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A torn entry at the end (the process died while writing it).
+	f, err := os.OpenFile(path+".pending", os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.Write(appendPending(nil, pendingWrite{seq: 99, id: a, version: 99, rec: Record{State: []byte("torn")}})[:20])
+	_ = f.Close()
+
+	r := openBoltAt(t, path)
+	defer r.Close()
+	if r.Recovered() != 0 {
+		t.Fatalf("Recovered = %d, want 0", r.Recovered())
+	}
+	if rec, err := r.Get(context.Background(), a); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted record back after a restart: %+v, %v", rec, err)
+	}
+}
+
+func TestPendingEntriesRoundTrip(t *testing.T) {
+	in := []pendingWrite{
+		{seq: 1, id: Identity{Kind: "k", Key: "a"}, version: 7, rec: Record{Incarnation: 3, State: []byte("state")}},
+		{seq: 2, id: Identity{Kind: "k", Key: "b"}, version: 8},
+	}
+	var buf []byte
+	for _, w := range in {
+		buf = appendPending(buf, w)
+	}
+	out := decodePending(buf)
+	if len(out) != 2 || out[0].version != 7 || string(out[0].rec.State) != "state" || out[0].rec.Incarnation != 3 ||
+		out[1].id.Key != "b" || out[1].seq != 2 {
+		t.Fatalf("round trip: %+v", out)
+	}
+	buf[len(buf)-1] ^= 1 // the second entry's last byte
+	if out := decodePending(buf); len(out) != 1 {
+		t.Fatalf("a damaged entry was read: %d entries", len(out))
+	}
+}
+
+func FuzzDecodePending(f *testing.F) {
+	f.Add(appendPending(nil, pendingWrite{seq: 1, id: Identity{Kind: "k", Key: "a"}, version: 1, rec: Record{State: []byte("s")}}))
+	f.Add([]byte{0, 0, 0, 4, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, w := range decodePending(b) {
+			again := decodePending(appendPending(nil, w))
+			if len(again) != 1 || again[0].seq != w.seq || again[0].id != w.id || again[0].version != w.version ||
+				!bytes.Equal(again[0].rec.State, w.rec.State) {
+				t.Fatalf("entry does not round trip: %+v", w)
+			}
+		}
+	})
+}

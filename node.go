@@ -424,6 +424,10 @@ func (n *Node) startLocked(ctx context.Context) error {
 		return fmt.Errorf("tempest: state store: %w", err)
 	}
 	n.store = store
+	if back := store.Recovered(); back > 0 {
+		n.log.LogAttrs(ctx, slog.LevelInfo, "state store: wrote back writes sent to replicas before the last stop and not yet committed",
+			slog.Int("records", back), slog.String("from", store.Path()+".pending"))
+	}
 	if bad := store.InvalidIdentities(); bad.Count > 0 {
 		first := make([]string, len(bad.First))
 		for i, id := range bad.First {

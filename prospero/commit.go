@@ -126,6 +126,7 @@ type groupCommitter struct {
 	eager  int       // writes in queue that are not lazy
 	oldest time.Time // when queue's first write was queued
 	waking bool      // a timer will wake loop for the lazy writes
+	urgent bool      // commit what is queued now, lazy or not (hurry)
 	closed bool
 	done   chan struct{}
 	stats  CommitStats   // guarded by mu
@@ -189,7 +190,7 @@ func (g *groupCommitter) queued(w asyncPut) {
 // lazy writes wait, it arranges to be woken when the oldest has waited
 // lingerLazy. Called with mu held.
 func (g *groupCommitter) ready() bool {
-	if g.closed || g.eager > 0 {
+	if g.closed || g.eager > 0 || g.urgent {
 		return true
 	}
 	if len(g.queue) == 0 {
@@ -219,7 +220,7 @@ func (g *groupCommitter) loop() {
 			g.cond.Wait()
 		}
 		group := g.queue
-		g.queue, g.eager = nil, 0
+		g.queue, g.eager, g.urgent = nil, 0, false
 		g.mu.Unlock()
 		if len(group) == 0 {
 			return // closed and drained
@@ -240,6 +241,17 @@ func (g *groupCommitter) loop() {
 			w.done(w.version, w.err)
 		}
 	}
+}
+
+// hurry has what is queued committed without waiting for lazy writes'
+// linger: somebody waits for one of them.
+func (g *groupCommitter) hurry() {
+	g.mu.Lock()
+	if len(g.queue) > 0 {
+		g.urgent = true
+		g.cond.Signal()
+	}
+	g.mu.Unlock()
 }
 
 // close commits what is queued, then stops the goroutine. Later puts

@@ -50,7 +50,10 @@
 // every turn or every N turns / D. NewBoltStore reads every record once
 // when it opens a file: a damaged or truncated file is refused as a
 // *CorruptError (errors.Is ErrCorrupt) naming it, never a panic in a
-// later read.
+// later read. A replicated store sends each write to the followers before
+// it is fsync'd here (BoltStore.PutAsyncSent): such a write is decided
+// and logged in the pending file first, so the store gives it back after
+// a kill and never goes on without it.
 //
 // # Reply after commit
 //

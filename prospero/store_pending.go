@@ -268,12 +268,33 @@ type decided struct {
 
 // PutAsyncSent is PutAsync for a write its caller sends elsewhere (to
 // replicas) before it is durable here: sent is called with the write's
-// version before done, on the caller's goroutine before PutAsyncSent
-// returns when the write could be decided at once (see the top of
-// store_pending.go), otherwise on the store's goroutine once it
-// committed. A write that fails gets no sent call, only done's error.
-// sent must not block nor call the store; done is called as PutAsync's.
-func (s *BoltStore) PutAsyncSent(id Identity, expected uint64, rec Record, sent func(version uint64), done func(uint64, error)) {
+// version before done. Usually the write is decided at once — its
+// expected version checked against the newest write of the identity,
+// its version taken, the write appended to the pending log
+// ("state.db.pending", no fsync) — and sent is called on the caller's
+// goroutine before PutAsyncSent returns; the write then joins the group
+// commit as decided. A write that cannot be decided at once (another
+// operation on the identity is queued, the store is damaged or closing,
+// the log is full) waits for its commit, and sent is called on the
+// store's goroutine then. A write that fails gets no sent call, only
+// done's error. sent must not block nor call the store; done is called
+// as PutAsync's.
+//
+// A decided write that has not reached the database when the process
+// stops is written back at the next open (Recovered counts them). If
+// the group commit holding decided writes fails, the store is damaged
+// (a *CorruptError wrapping ErrSentNotCommitted): it must not serve
+// without writes that may have been acknowledged elsewhere. Get of an
+// identity with a decided write not committed yet, and every scan, wait
+// for that commit.
+//
+// lazy says that the caller does not wait for the local commit (it counts
+// the write as committed once its replicas have it): a decided write then
+// starts no commit of its own while other writes will soon start one,
+// and commits within a few milliseconds otherwise (as the replicated
+// batches ApplyReplicatedLater queues), so that more writes share each
+// fsync. A read that waits for it has it committed at once.
+func (s *BoltStore) PutAsyncSent(id Identity, expected uint64, rec Record, lazy bool, sent func(version uint64), done func(uint64, error)) {
 	if err := id.Validate(); err != nil {
 		done(0, err)
 		return
@@ -295,7 +316,7 @@ func (s *BoltStore) PutAsyncSent(id Identity, expected uint64, rec Record, sent 
 	}
 	// Queued under pmu: the group committer takes decided writes in the
 	// order of their sequence numbers.
-	s.commit.queued(asyncPut{id: id, rec: rec, decided: seq, version: version, done: done})
+	s.commit.queued(asyncPut{id: id, rec: rec, decided: seq, version: version, lazy: lazy, done: done})
 	s.pmu.Unlock()
 	sent(version)
 }
@@ -404,6 +425,9 @@ func (s *BoltStore) settle(id *Identity) {
 	want := s.pseq
 	if id != nil {
 		want = s.decided[*id].seq
+	}
+	if s.pdone < want {
+		s.commit.hurry()
 	}
 	for s.pdone < want && s.damaged.Load() == nil && !s.pclosed {
 		s.pcond.Wait()

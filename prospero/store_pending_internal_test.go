@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 func openBoltAt(t *testing.T, path string) *BoltStore {
@@ -46,7 +47,7 @@ type putOutcome struct {
 // returned) and a channel with done's outcome.
 func putSent(s *BoltStore, id Identity, expected uint64, state string) (sent uint64, done chan putOutcome) {
 	done = make(chan putOutcome, 1)
-	s.PutAsyncSent(id, expected, Record{State: []byte(state)}, func(v uint64) { sent = v },
+	s.PutAsyncSent(id, expected, Record{State: []byte(state)}, false, func(v uint64) { sent = v },
 		func(v uint64, err error) { done <- putOutcome{v, err} })
 	return sent, done
 }
@@ -284,6 +285,48 @@ func FuzzDecodePending(f *testing.F) {
 				!bytes.Equal(again[0].rec.State, w.rec.State) {
 				t.Fatalf("entry does not round trip: %+v", w)
 			}
+		}
+	})
+}
+
+// A lazy decided write (its caller does not wait for the local commit)
+// starts no commit of its own: it commits within the linger, or at once
+// when a read needs it.
+func TestLazyDecidedWriteCommitsWhenReadOrAfterTheLinger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := openBoltAt(t, filepath.Join(t.TempDir(), "state.db"))
+		a, b := Identity{Kind: "counter", Key: "a"}, Identity{Kind: "counter", Key: "b"}
+		lazyPut := func(id Identity) (uint64, chan putOutcome) {
+			var sent uint64
+			done := make(chan putOutcome, 1)
+			s.PutAsyncSent(id, 0, Record{State: []byte("1")}, true, func(v uint64) { sent = v },
+				func(v uint64, err error) { done <- putOutcome{v, err} })
+			return sent, done
+		}
+		if v, _ := lazyPut(a); v != 1 {
+			t.Fatalf("sent %d, want 1", v)
+		}
+		synctest.Wait()
+		if g := s.CommitStats().Groups; g != 0 {
+			t.Fatalf("a lazy write started a commit at once (%d groups)", g)
+		}
+		start := time.Now()
+		if rec, err := s.Get(context.Background(), a); err != nil || rec.Version != 1 {
+			t.Fatalf("Get: %+v, %v", rec, err)
+		}
+		if waited := time.Since(start); waited >= lingerLazy {
+			t.Fatalf("the read waited out the linger (%v) instead of having the write committed", waited)
+		}
+		if g := s.CommitStats().Groups; g != 1 {
+			t.Fatalf("groups after the read: %d, want 1", g)
+		}
+		_, done := lazyPut(b)
+		time.Sleep(lingerLazy)
+		if o := <-done; o.err != nil || o.v != 2 {
+			t.Fatalf("lazy write after the linger: %+v", o)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -275,7 +275,11 @@ func (s *Store) PutAsync(id prospero.Identity, expected uint64, rec prospero.Rec
 		return
 	}
 	c := &commitWait{syncAll: s.cfg.SyncReplicas, done: done}
-	s.local.PutAsyncSent(id, expected, rec, func(v uint64) {
+	// Whether the release will wait for the local commit: if not, the
+	// write need not hurry it.
+	rt, rerr := s.att.Load().view.Route(id)
+	lazy := rerr == nil && rt.Replicated && !s.cfg.SyncReplicas && len(rt.Followers) > 0 && len(rt.Followers)+1 >= s.cfg.MinInSync
+	s.local.PutAsyncSent(id, expected, rec, lazy, func(v uint64) {
 		c.mu.Lock()
 		c.v = v
 		c.mu.Unlock()

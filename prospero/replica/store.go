@@ -270,15 +270,36 @@ func (s *Store) Put(ctx context.Context, id prospero.Identity, expected uint64, 
 // With SyncReplicas, or when the set is this node alone, it is
 // committed once the local commit and every follower's fsync are done.
 func (s *Store) PutAsync(id prospero.Identity, expected uint64, rec prospero.Record, done func(uint64, error)) {
-	if s.att.Load() == nil {
+	a := s.att.Load()
+	if a == nil {
 		s.local.PutAsync(id, expected, rec, done)
 		return
 	}
+	rt, rerr := a.view.Route(id)
+	if rerr != nil || !rt.Replicated || len(rt.Followers) == 0 {
+		// No follower to send it to while the local commit runs: commit,
+		// then replicate (to a follower catching up, if any; a route
+		// that fails fails the write there).
+		s.local.PutAsync(id, expected, rec, func(v uint64, err error) {
+			if err != nil {
+				done(0, err)
+				return
+			}
+			r := &Record{Replicated: prospero.Replicated{ID: id, Version: v, Incarnation: rec.Incarnation, State: rec.State}}
+			s.replicate(r, func(err error) {
+				if err != nil {
+					done(0, err)
+					return
+				}
+				done(v, nil)
+			})
+		})
+		return
+	}
 	c := &commitWait{syncAll: s.cfg.SyncReplicas, done: done}
-	// Whether the release will wait for the local commit: if not, the
-	// write need not hurry it.
-	rt, rerr := s.att.Load().view.Route(id)
-	lazy := rerr == nil && rt.Replicated && !s.cfg.SyncReplicas && len(rt.Followers) > 0 && len(rt.Followers)+1 >= s.cfg.MinInSync
+	// Whether the release waits for the local commit: if not, the write
+	// need not hurry it.
+	lazy := !s.cfg.SyncReplicas && len(rt.Followers)+1 >= s.cfg.MinInSync
 	s.local.PutAsyncSent(id, expected, rec, lazy, func(v uint64) {
 		c.mu.Lock()
 		c.v = v

@@ -52,7 +52,8 @@ type BoltStore struct {
 	// Writes decided ahead (store_pending.go), guarded by pmu.
 	pmu       sync.Mutex
 	pcond     *sync.Cond
-	plog      *os.File // the pending log
+	plog      *os.File    // the pending log
+	plogFile  os.FileInfo // the file opened
 	plogSize  int64
 	pbuf      []byte
 	pseq      uint64 // sequence number of the last decided write
@@ -105,8 +106,14 @@ func NewBoltStore(path string) (*BoltStore, error) {
 		_ = db.Close()
 		return nil, err
 	}
+	pfi, err := plog.Stat()
+	if err != nil {
+		_ = plog.Close()
+		_ = db.Close()
+		return nil, fmt.Errorf("prospero: open %s.pending: %w", path, err)
+	}
 	s := &BoltStore{db: db, path: path, file: fi, hurt: make(chan struct{}), invalid: invalid,
-		plog: plog, pseq: last, pdone: last, recovered: recovered,
+		plog: plog, plogFile: pfi, pseq: last, pdone: last, recovered: recovered,
 		decided: map[Identity]decided{}, touched: map[Identity]int{}, seqs: map[string]uint64{}}
 	s.pcond = sync.NewCond(&s.pmu)
 	s.reach.Store(pagesReach(db))
@@ -507,6 +514,9 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 			}
 		} else if last != 0 {
 			s.decidedCommitted(group, last)
+			if err := s.checkPending(); err != nil {
+				s.damage(&CorruptError{Path: s.path + ".pending", Err: err})
+			}
 		}
 		return
 	}

@@ -372,6 +372,22 @@ func (s *BoltStore) decideLocked(id Identity, expected uint64, rec Record) (seq,
 	return seq, version, true
 }
 
+// checkPending reports a pending log that is no longer the file the
+// store opened (removed or replaced while the node ran): the writes it
+// logs since would not come back after a kill. The group commit checks
+// it once its decided writes committed; the store is then damaged, so
+// the node stops before it relies on a log nobody would read.
+func (s *BoltStore) checkPending() error {
+	fi, err := statFile(s.path + ".pending")
+	switch {
+	case err != nil:
+		return fmt.Errorf("removed while the node was running (%v); writes sent to replicas would not come back after a crash: restart the node, which creates it again", err)
+	case !os.SameFile(fi, s.plogFile):
+		return errors.New("replaced by another file while the node was running; writes sent to replicas would not come back after a crash: restart the node")
+	}
+	return nil
+}
+
 // untouch ends an operation on id queued while decided writes could not
 // see it.
 func (s *BoltStore) untouch(ids ...Identity) {

@@ -330,3 +330,33 @@ func TestLazyDecidedWriteCommitsWhenReadOrAfterTheLinger(t *testing.T) {
 		}
 	})
 }
+
+// The pending log removed under a running store: the writes logged from
+// then on would be lost to a kill, so the store stops (damaged) once the
+// group in progress committed; a restart creates the log again.
+func TestPendingLogRemovedWhileRunningDamagesTheStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openBoltAt(t, path)
+	a := Identity{Kind: "counter", Key: "a"}
+	if err := os.Remove(path + ".pending"); err != nil {
+		t.Fatal(err)
+	}
+	if _, done := putSent(s, a, 0, "1"); (<-done).err != nil {
+		t.Fatal("the write in progress must still commit")
+	}
+	var ce *CorruptError
+	if !errors.As(s.Damaged(), &ce) || ce.Path != path+".pending" {
+		t.Fatalf("Damaged() = %v, want the pending log named", s.Damaged())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := openBoltAt(t, path)
+	defer r.Close()
+	if rec, err := r.Get(context.Background(), a); err != nil || rec.Version != 1 {
+		t.Fatalf("after the restart: %+v, %v", rec, err)
+	}
+	if _, err := os.Stat(path + ".pending"); err != nil {
+		t.Fatalf("the restart did not create the log again: %v", err)
+	}
+}

@@ -4,13 +4,25 @@ import (
 	"context"
 	"errors"
 
+	"github.com/tempest-actors/tempest/internal/crashhook"
 	"github.com/tempest-actors/tempest/internal/testhooks"
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/wire"
 )
 
 func init() {
-	testhooks.Halt = func(ctx context.Context, n any) error { return n.(*Node).close(ctx, false) }
+	testhooks.Halt = func(ctx context.Context, n any) error {
+		nd := n.(*Node)
+		// The state store first, as a kill leaves it: nothing queued
+		// is committed any more.
+		nd.mu.Lock()
+		store := nd.store
+		nd.mu.Unlock()
+		if store != nil {
+			crashhook.Abandon(store)
+		}
+		return nd.close(ctx, false)
+	}
 	testhooks.Pausable = func(n any) error {
 		nd := n.(*Node)
 		nd.mu.Lock()

@@ -72,7 +72,7 @@ type AsyncDeleter interface {
 // CommitStats counts the group commits of a store (BoltStore.CommitStats):
 // Writes / Groups is the mean number of writes that shared one commit.
 type CommitStats struct {
-	Groups uint64 // transactions committed (each made durable by its fsyncs)
+	Groups uint64 // transactions run (each made durable by its fsyncs), counted as each starts
 	Writes uint64 // writes and deletions in them, successful or not
 	// Replicated counts the batches of another node's records a replica
 	// stored in them (BoltStore.ApplyReplicatedAsync), sharing those
@@ -127,10 +127,13 @@ type groupCommitter struct {
 	oldest time.Time // when queue's first write was queued
 	waking bool      // a timer will wake loop for the lazy writes
 	urgent bool      // commit what is queued now, lazy or not (hurry)
-	closed bool
-	done   chan struct{}
-	stats  CommitStats   // guarded by mu
-	linger time.Duration // lingerLazy; tests change it
+	// abandoned: a test crash; what is queued, or queued from now on,
+	// fails with ErrStoreClosed and is never committed.
+	abandoned bool
+	closed    bool
+	done      chan struct{}
+	stats     CommitStats   // guarded by mu
+	linger    time.Duration // lingerLazy; tests change it
 }
 
 // lingerLazy bounds how long a lazy write waits for a group to join:
@@ -190,7 +193,7 @@ func (g *groupCommitter) queued(w asyncPut) {
 // lazy writes wait, it arranges to be woken when the oldest has waited
 // lingerLazy. Called with mu held.
 func (g *groupCommitter) ready() bool {
-	if g.closed || g.eager > 0 || g.urgent {
+	if g.closed || g.eager > 0 || g.urgent || (g.abandoned && len(g.queue) > 0) {
 		return true
 	}
 	if len(g.queue) == 0 {
@@ -221,11 +224,19 @@ func (g *groupCommitter) loop() {
 		}
 		group := g.queue
 		g.queue, g.eager, g.urgent = nil, 0, false
+		abandoned := g.abandoned
 		g.mu.Unlock()
 		if len(group) == 0 {
 			return // closed and drained
 		}
-		g.commit(group)
+		if abandoned {
+			for i := range group {
+				group[i].done(0, ErrStoreClosed)
+			}
+			continue
+		}
+		// Counted as the transaction starts: a reader woken by its commit
+		// (BoltStore.settle) sees it counted.
 		g.mu.Lock()
 		g.stats.Groups++
 		for i := range group {
@@ -236,11 +247,21 @@ func (g *groupCommitter) loop() {
 			}
 		}
 		g.mu.Unlock()
+		g.commit(group)
 		for i := range group {
 			w := &group[i]
 			w.done(w.version, w.err)
 		}
 	}
+}
+
+// abandon has everything queued from now on fail instead of commit (a
+// test crash: crashhook.Abandon).
+func (g *groupCommitter) abandon() {
+	g.mu.Lock()
+	g.abandoned = true
+	g.cond.Signal()
+	g.mu.Unlock()
 }
 
 // hurry has what is queued committed without waiting for lazy writes'

@@ -15,6 +15,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/tempest-actors/tempest/internal/crashhook"
 )
 
 // BoltStore is the default StateStore: an embedded go.etcd.io/bbolt
@@ -56,9 +58,10 @@ type BoltStore struct {
 	plogFile  os.FileInfo // the file opened
 	plogSize  int64
 	pbuf      []byte
-	pseq      uint64 // sequence number of the last decided write
-	pdone     uint64 // of the last one committed
-	pstop     bool   // no write is decided ahead any more (closing)
+	pseq      uint64      // sequence number of the last decided write
+	pdone     uint64      // of the last one committed
+	pstop     bool        // no write is decided ahead any more (closing)
+	abandoned atomic.Bool // a test crash: nothing is written any more
 	pclosed   bool
 	decided   map[Identity]decided
 	touched   map[Identity]int  // queued operations, not committed yet
@@ -212,6 +215,9 @@ func (s *BoltStore) faultGuarded(fn func() error) (err error) {
 // guardedWrite is guarded for a write transaction: once it committed, the
 // pages it wrote count for the next check (reads never move them).
 func (s *BoltStore) guardedWrite(fn func() error) error {
+	if s.abandoned.Load() {
+		return ErrStoreClosed
+	}
 	return s.guarded(func() error {
 		if err := fn(); err != nil {
 			return err
@@ -520,6 +526,21 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 		}
 		return
 	}
+}
+
+func init() {
+	crashhook.Abandon = func(store any) { store.(*BoltStore).abandon() }
+}
+
+// abandon leaves the store as a killed process would (crashhook.Abandon):
+// no write is committed or decided any more, and nothing else is written
+// to the file.
+func (s *BoltStore) abandon() {
+	s.pmu.Lock()
+	s.pstop = true
+	s.pmu.Unlock()
+	s.abandoned.Store(true)
+	s.commit.abandon()
 }
 
 // beforeCommit, if set, runs at the end of every group commit's

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tempest-actors/tempest/internal/crashhook"
 )
 
 func openBoltAt(t *testing.T, path string) *BoltStore {
@@ -358,5 +360,36 @@ func TestPendingLogRemovedWhileRunningDamagesTheStore(t *testing.T) {
 	}
 	if _, err := os.Stat(path + ".pending"); err != nil {
 		t.Fatalf("the restart did not create the log again: %v", err)
+	}
+}
+
+// A test crash (crashhook.Abandon) leaves the store as a kill would: a
+// lazy decided write that had not started committing never commits in
+// this process, and the next open gives it back from the pending log.
+func TestAbandonedStoreGivesDecidedWritesBackAtOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := openBoltAt(t, path)
+	a := Identity{Kind: "counter", Key: "a"}
+	done := make(chan putOutcome, 1)
+	var sent uint64
+	s.PutAsyncSent(a, 0, Record{State: []byte("1")}, true, func(v uint64) { sent = v },
+		func(v uint64, err error) { done <- putOutcome{v, err} })
+	if sent != 1 {
+		t.Fatalf("sent %d, want 1", sent)
+	}
+	crashhook.Abandon(s)
+	if o := <-done; !errors.Is(o.err, ErrStoreClosed) {
+		t.Fatalf("the abandoned write: %+v, want ErrStoreClosed", o)
+	}
+	if _, err := s.Put(context.Background(), Identity{Kind: "counter", Key: "b"}, 0, Record{}); !errors.Is(err, ErrStoreClosed) {
+		t.Fatalf("a write after the crash: %v, want ErrStoreClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := openBoltAt(t, path)
+	defer r.Close()
+	if rec, err := r.Get(context.Background(), a); err != nil || rec.Version != 1 || r.Recovered() != 1 {
+		t.Fatalf("after the restart: %+v, %v, recovered %d", rec, err, r.Recovered())
 	}
 }

@@ -13,7 +13,9 @@ import (
 
 var (
 	// Halt stops a node as a crash would, as far as the cluster can tell:
-	// it vanishes from gossip and raft without handing anything off.
+	// it vanishes from gossip and raft without handing anything off, and
+	// its state store is left as a kill leaves it (crashhook.Abandon):
+	// writes not yet committing are never committed.
 	Halt func(ctx context.Context, node any) error
 	// Isolate cuts a node off the cluster's network while it keeps
 	// running (its gossip and its QUIC transport stop).

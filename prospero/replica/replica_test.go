@@ -157,6 +157,11 @@ func TestWritesReachTheReplicaBeforeCommit(t *testing.T) {
 		// The supervisor reports the group commits of a store that counts
 		// them (and the node exports them as metrics): the replicated store
 		// counts those of its local one, where its writes commit.
+		// The last write was released on the replica's receipt and may
+		// not have committed here yet: a read of it waits for its commit.
+		if _, err := owner.Get(ctx, id); err != nil {
+			t.Fatal(err)
+		}
 		cc, ok := prospero.StateStore(owner).(prospero.CommitCounter)
 		if !ok {
 			t.Fatal("the replicated store does not report its group commits")

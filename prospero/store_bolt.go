@@ -536,10 +536,11 @@ func init() {
 // no write is committed or decided any more, and nothing else is written
 // to the file.
 func (s *BoltStore) abandon() {
+	s.abandoned.Store(true)
 	s.pmu.Lock()
 	s.pstop = true
+	s.pcond.Broadcast() // decided writes will not commit: nobody waits for them
 	s.pmu.Unlock()
-	s.abandoned.Store(true)
 	s.commit.abandon()
 }
 

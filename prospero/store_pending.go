@@ -434,7 +434,7 @@ func (s *BoltStore) decidedCommitted(group []asyncPut, last uint64) {
 }
 
 // settle waits until the decided write of id (nil: every decided write)
-// committed, or the store is damaged or closed.
+// committed, or the store is damaged, closed or abandoned.
 func (s *BoltStore) settle(id *Identity) {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
@@ -445,7 +445,7 @@ func (s *BoltStore) settle(id *Identity) {
 	if s.pdone < want {
 		s.commit.hurry()
 	}
-	for s.pdone < want && s.damaged.Load() == nil && !s.pclosed {
+	for s.pdone < want && s.damaged.Load() == nil && !s.pclosed && !s.abandoned.Load() {
 		s.pcond.Wait()
 	}
 }

@@ -381,6 +381,10 @@ func TestAbandonedStoreGivesDecidedWritesBackAtOpen(t *testing.T) {
 	if o := <-done; !errors.Is(o.err, ErrStoreClosed) {
 		t.Fatalf("the abandoned write: %+v, want ErrStoreClosed", o)
 	}
+	// A read of it does not wait for a commit that will not come.
+	if _, err := s.Get(context.Background(), a); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("read after the crash: %v, want ErrNotFound (the write never reached the file)", err)
+	}
 	if _, err := s.Put(context.Background(), Identity{Kind: "counter", Key: "b"}, 0, Record{}); !errors.Is(err, ErrStoreClosed) {
 		t.Fatalf("a write after the crash: %v, want ErrStoreClosed", err)
 	}

@@ -28,8 +28,11 @@ import (
 //   - A transaction that commits decided writes also stores the sequence
 //     number of the last one (in the epoch bucket, under "/pending"), so
 //     a restart gives back exactly the logged writes that had not
-//     committed, in order; the log is emptied whenever every write in it
-//     has committed.
+//     committed, in order. Once every write in the log has committed, the
+//     next one is written from its start again: what follows it is older,
+//     committed entries, which a restart skips.
+//   - The log is checked after each such commit: removed or replaced
+//     under the running node, it damages the store.
 //   - If such a transaction fails to commit, the store is damaged (every
 //     later operation fails) rather than serve state that lacks writes
 //     other nodes may have acknowledged; the next open writes them back
@@ -39,9 +42,9 @@ import (
 //     than it sent.
 //
 // A write that cannot be decided at once (another operation on the
-// identity — a deletion, a replicated record, a write of another kind —
-// is queued and not committed yet; the store is damaged; the log is
-// full) is queued as PutAsync's are, and sent once it committed.
+// identity — a deletion, a replicated record, a write not decided ahead —
+// is queued and not committed yet; the store is damaged or closing; the
+// log is full) is queued as PutAsync's are, and sent once it committed.
 //
 // Entry layout: length of the rest (4 bytes big endian), CRC-32C of the
 // payload (4), payload: sequence (8), kind and key (uvarint length and

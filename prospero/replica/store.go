@@ -260,9 +260,9 @@ func (s *Store) Put(ctx context.Context, id prospero.Identity, expected uint64, 
 // when the local write succeeded but a replica could not be removed
 // from the set after it failed to acknowledge.
 //
-// The write goes to the followers as soon as the local transaction has
-// given it its version (BoltStore.PutAsyncSent), while that transaction
-// commits. In the default mode it is committed once every in-sync
+// When the shard has followers, the write goes to them as soon as the
+// local store decided it (BoltStore.PutAsyncSent: version taken, logged
+// in the pending file), before the local commit. In the default mode it is committed once every in-sync
 // follower (at least one) has received it, whether or not the local
 // fsync has finished: every member of the set holds it, each making it
 // durable in the background, and a local commit that fails after that
@@ -339,8 +339,10 @@ func (c *commitWait) replicated(acked int, err error) {
 }
 
 // decide calls done if the outcome is known; called with mu held, which
-// it releases. Failures wait for the local commit's outcome, so that done
-// is never called on the store's goroutine inside its transaction.
+// it releases. Failures wait for the local commit's outcome: a failure
+// found while sending (no route, no peer) is found on the goroutine that
+// called PutAsync, which may hold a lock done needs (the supervisor's),
+// while the local outcome comes from the store's goroutine.
 func (c *commitWait) decide() {
 	var (
 		fire bool

@@ -40,7 +40,9 @@ type AsyncStore interface {
 	StateStore
 	// PutAsync queues the conditional write Put(id, expected, rec) and
 	// returns at once. done is called exactly once, on a goroutine of the
-	// store, when the write is durable (its new version, nil) or failed
+	// store, when the write is committed (its new version, nil): durable
+	// on the store's disk, or, for a replicated store, as it defines
+	// committed (prospero/replica: held by every in-sync replica) — or failed
 	// (0 and the error Put would return). Writes queued while the store
 	// commits earlier ones are committed together: one transaction and
 	// one fsync for all, each still conditional on its own expected

@@ -182,7 +182,7 @@ func (s *BoltStore) Damaged() error {
 // operation: the file is no longer what the open check verified, so
 // nothing more is read from it or written to it until the node restarts
 // and checks it again.
-func (s *BoltStore) guarded(fn func() error) (err error) {
+func (s *BoltStore) guarded(fn func() error) error {
 	if d := s.damaged.Load(); d != nil {
 		return d
 	}

@@ -52,7 +52,7 @@
 // *CorruptError (errors.Is ErrCorrupt) naming it, never a panic in a
 // later read. A replicated store sends each write to the followers before
 // it is fsync'd here (BoltStore.PutAsyncSent): such a write is decided
-// and logged in the pending file first, so the store gives it back after
+// and logged in the pending log first, so the store gives it back after
 // a kill and never goes on without it.
 //
 // # Reply after commit

@@ -54,9 +54,9 @@ type BoltStore struct {
 	// Writes decided ahead (store_pending.go), guarded by pmu.
 	pmu       sync.Mutex
 	pcond     *sync.Cond
-	plog      *os.File    // the pending log
-	plogFile  os.FileInfo // the file opened
-	plogSize  int64
+	plogs     [2]pendingLog // the pending log's two files, written in turn
+	pcur      int           // the one written now
+	pswitch   int64         // past this size, the next write goes to the other file if it can
 	pbuf      []byte
 	pseq      uint64      // sequence number of the last decided write
 	pdone     uint64      // of the last one committed
@@ -104,19 +104,13 @@ func NewBoltStore(path string) (*BoltStore, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("prospero: open state store %s: %w", path, err)
 	}
-	plog, last, recovered, err := openPending(path, db)
+	plogs, last, recovered, err := openPending(path, db)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
-	pfi, err := plog.Stat()
-	if err != nil {
-		_ = plog.Close()
-		_ = db.Close()
-		return nil, fmt.Errorf("prospero: open %s.pending: %w", path, err)
-	}
 	s := &BoltStore{db: db, path: path, file: fi, hurt: make(chan struct{}), invalid: invalid,
-		plog: plog, plogFile: pfi, pseq: last, pdone: last, recovered: recovered,
+		plogs: plogs, pswitch: pendingSwitch, pseq: last, pdone: last, recovered: recovered,
 		decided: map[Identity]decided{}, touched: map[Identity]int{}, seqs: map[string]uint64{}}
 	s.pcond = sync.NewCond(&s.pmu)
 	s.reach.Store(pagesReach(db))
@@ -513,15 +507,15 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 				// Writes sent before they committed, maybe acknowledged:
 				// nothing more is served from a store without them; the
 				// pending log gives them back at the next open.
-				s.damage(&CorruptError{Path: s.path, Err: fmt.Errorf("%w (%v); the store is no longer read or written: restart the node, which writes them back from %s.pending", ErrSentNotCommitted, err, s.path)})
+				s.damage(&CorruptError{Path: s.path, Err: fmt.Errorf("%w (%v); the store is no longer read or written: restart the node, which writes them back from %s.pending and %[3]s.pending.1", ErrSentNotCommitted, err, s.path)})
 			}
 			for i := range group {
 				group[i].version, group[i].err = 0, fmt.Errorf("prospero: commit state store: %w", err)
 			}
 		} else if last != 0 {
 			s.decidedCommitted(group, last)
-			if err := s.checkPending(); err != nil {
-				s.damage(&CorruptError{Path: s.path + ".pending", Err: err})
+			if name, err := s.checkPending(); err != nil {
+				s.damage(&CorruptError{Path: name, Err: err})
 			}
 		}
 		return
@@ -696,7 +690,9 @@ func (s *BoltStore) Close() error {
 		// damaged store calls for anyway.
 		return nil
 	}
-	_ = s.plog.Close()
+	for i := range s.plogs {
+		_ = s.plogs[i].f.Close()
+	}
 	if err := s.db.Close(); err != nil && !errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
 		return fmt.Errorf("prospero: close state store: %w", err)
 	}

@@ -1,12 +1,14 @@
 package prospero
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -28,11 +30,20 @@ import (
 //   - A transaction that commits decided writes also stores the sequence
 //     number of the last one (in the epoch bucket, under "/pending"), so
 //     a restart gives back exactly the logged writes that had not
-//     committed, in order. Once every write in the log has committed, the
-//     next one is written from its start again: what follows it is older,
-//     committed entries, which a restart skips.
-//   - The log is checked after each such commit: removed or replaced
-//     under the running node, it damages the store.
+//     committed, in order.
+//   - The log is two files ("state.db.pending", "state.db.pending.1"),
+//     each written from its start. Once every logged write has committed,
+//     the next one is written at the start of the current file again; a
+//     file past pendingSwitch hands over to the other one once every
+//     write in that one has committed, which under steady load is long
+//     since the case, so the log stays about two pendingSwitch in size
+//     however long no moment finds every write committed. What follows
+//     the entries written since a file's start is older entries, all
+//     committed, or the middle of one (its checksum fails): a restart
+//     skips both. A restart reads both files and gives back their writes
+//     in the order of their sequence numbers.
+//   - The files are checked after each such commit: removed or replaced
+//     under the running node, they damage the store.
 //   - If such a transaction fails to commit, the store is damaged (every
 //     later operation fails) rather than serve state that lacks writes
 //     other nodes may have acknowledged; the next open writes them back
@@ -64,10 +75,29 @@ var ErrSentNotCommitted = errors.New("writes already sent to replicas failed to 
 // last decided write committed. No identity's "kind/key" begins with '/'.
 var pendingMark = []byte("/pending")
 
-// maxPendingLog bounds the pending log: past it, writes are no longer
-// decided ahead (they wait for their commit before being sent) until
-// every logged write has committed and the log is emptied.
+// pendingSwitch is the size past which the pending log's next write
+// goes to the start of its other file, once every write logged there
+// has committed.
+const pendingSwitch = 4 << 20
+
+// maxPendingLog bounds a pending log file that could not hand over (the
+// other file holds writes not committed yet: commits far slower than
+// writes): past it, writes are no longer decided ahead (they wait for
+// their commit before being sent) until the log can be written from a
+// start again.
 const maxPendingLog = 64 << 20
+
+// pendingLog is one of the pending log's two files.
+type pendingLog struct {
+	f    *os.File
+	fi   os.FileInfo // the file opened
+	name string
+	size int64  // bytes written since its start
+	last uint64 // sequence number of the last write logged in it
+}
+
+// pendingNames are the pending log's files of the store at path.
+func pendingNames(path string) [2]string { return [2]string{path + ".pending", path + ".pending.1"} }
 
 // pendingWrite is one decided write.
 type pendingWrite struct {
@@ -158,41 +188,58 @@ func decodePendingEntry(p []byte) (pendingWrite, bool) {
 }
 
 // openPending opens the pending log of the store at path, writes back
-// into db the logged writes that had not committed, and empties the log.
-// It returns the log, the sequence number of the last decided write, and
-// how many writes it gave back.
-func openPending(path string, db *bolt.DB) (f *os.File, last uint64, n int, err error) {
-	name := path + ".pending"
-	f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("prospero: open %s: %w", name, err)
-	}
+// into db the logged writes that had not committed, in order, and
+// empties the log. It returns its files, the sequence number of the last
+// decided write, and how many writes it gave back.
+func openPending(path string, db *bolt.DB) (logs [2]pendingLog, last uint64, n int, err error) {
 	defer func() {
 		if err != nil {
-			_ = f.Close()
+			for _, l := range logs {
+				if l.f != nil {
+					_ = l.f.Close()
+				}
+			}
 		}
 	}()
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("prospero: read %s: %w", name, err)
+	type logged struct {
+		w    pendingWrite
+		name string // of its file
+	}
+	var all []logged
+	for i, name := range pendingNames(path) {
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return logs, 0, 0, fmt.Errorf("prospero: open %s: %w", name, err)
+		}
+		logs[i] = pendingLog{f: f, name: name}
+		b, err := io.ReadAll(f)
+		if err != nil {
+			return logs, 0, 0, fmt.Errorf("prospero: read %s: %w", name, err)
+		}
+		for _, w := range decodePending(b) {
+			all = append(all, logged{w, name})
+		}
+		logs[i].size = int64(len(b))
 	}
 	if err := db.View(func(tx *bolt.Tx) error {
 		last = committedPending(tx)
 		return nil
 	}); err != nil {
-		return nil, 0, 0, fmt.Errorf("prospero: read %s: %w", path, err)
+		return logs, 0, 0, fmt.Errorf("prospero: read %s: %w", path, err)
 	}
-	var redo []pendingWrite
-	for _, w := range decodePending(b) {
-		if w.seq > last {
-			redo = append(redo, w)
+	var redo []logged
+	for _, l := range all {
+		if l.w.seq > last {
+			redo = append(redo, l)
 		}
 	}
+	slices.SortFunc(redo, func(a, b logged) int { return cmp.Compare(a.w.seq, b.w.seq) })
 	if len(redo) > 0 {
 		err = db.Update(func(tx *bolt.Tx) error {
-			for _, w := range redo {
+			for _, l := range redo {
+				w := l.w
 				if w.id.Validate() != nil {
-					return &CorruptError{Path: name, Err: fmt.Errorf("a pending write of %q names no valid identity", w.id.String())}
+					return &CorruptError{Path: l.name, Err: fmt.Errorf("a pending write of %q names no valid identity", w.id.String())}
 				}
 				applied, err := putDecidedTx(tx, w.id, w.version, w.rec)
 				if err != nil {
@@ -202,23 +249,30 @@ func openPending(path string, db *bolt.DB) (f *os.File, last uint64, n int, err 
 					n++
 				}
 			}
-			last = redo[len(redo)-1].seq
+			last = redo[len(redo)-1].w.seq
 			return markPending(tx, last)
 		})
 		if err != nil {
 			var ce *CorruptError
 			if errors.As(err, &ce) {
-				return nil, 0, 0, err
+				return logs, 0, 0, err
 			}
-			return nil, 0, 0, fmt.Errorf("prospero: write back %s: %w", name, err)
+			return logs, 0, 0, fmt.Errorf("prospero: write back %s: %w", path+".pending", err)
 		}
 	}
-	if len(b) > 0 {
-		if err := f.Truncate(0); err != nil {
-			return nil, 0, 0, fmt.Errorf("prospero: empty %s: %w", name, err)
+	for i := range logs {
+		l := &logs[i]
+		if l.size > 0 {
+			if err := l.f.Truncate(0); err != nil {
+				return logs, 0, 0, fmt.Errorf("prospero: empty %s: %w", l.name, err)
+			}
+		}
+		l.size = 0
+		if l.fi, err = l.f.Stat(); err != nil {
+			return logs, 0, 0, fmt.Errorf("prospero: open %s: %w", l.name, err)
 		}
 	}
-	return f, last, n, nil
+	return logs, last, n, nil
 }
 
 // committedPending is the sequence number of the last decided write tx's
@@ -327,7 +381,7 @@ func (s *BoltStore) PutAsyncSent(id Identity, expected uint64, rec Record, lazy 
 // decideLocked decides a write (see the top of the file): it returns
 // its sequence number and version, or false if it cannot be decided now.
 func (s *BoltStore) decideLocked(id Identity, expected uint64, rec Record) (seq, version uint64, ok bool) {
-	if s.touched[id] > 0 || s.plogSize > maxPendingLog || s.damaged.Load() != nil || s.pstop {
+	if s.touched[id] > 0 || s.damaged.Load() != nil || s.pstop {
 		return 0, 0, false
 	}
 	cur, floor := uint64(0), s.seqs[id.Kind]
@@ -355,40 +409,57 @@ func (s *BoltStore) decideLocked(id Identity, expected uint64, rec Record) (seq,
 	if cur != expected {
 		return 0, 0, false // the queued write reports the conflict
 	}
-	version = max(floor, cur) + 1
-	seq = s.pseq + 1
-	if s.pdone == s.pseq {
-		// Every logged write committed: write the log from its start
-		// again. What follows the new entries is older ones, all
+	l := &s.plogs[s.pcur]
+	switch {
+	case s.pdone == s.pseq:
+		// Every logged write committed: write the current file from its
+		// start again. What follows the new entries is older ones, all
 		// committed (their sequence numbers are at most the mark), or
 		// the middle of one (its checksum fails): a restart skips both.
-		s.plogSize = 0
-	}
-	s.pbuf = appendPending(s.pbuf[:0], pendingWrite{seq: seq, id: id, version: version, rec: rec})
-	if _, err := s.plog.WriteAt(s.pbuf, s.plogSize); err != nil {
+		l.size = 0
+	case l.size >= s.pswitch && s.plogs[1-s.pcur].last <= s.pdone:
+		// Every write logged in the other file committed: go on there,
+		// from its start.
+		s.pcur = 1 - s.pcur
+		l = &s.plogs[s.pcur]
+		l.size = 0
+	case l.size > maxPendingLog:
 		return 0, 0, false
 	}
-	s.plogSize += int64(len(s.pbuf))
+	version = max(floor, cur) + 1
+	seq = s.pseq + 1
+	s.pbuf = appendPending(s.pbuf[:0], pendingWrite{seq: seq, id: id, version: version, rec: rec})
+	if _, err := l.f.WriteAt(s.pbuf, l.size); err != nil {
+		return 0, 0, false
+	}
+	l.size += int64(len(s.pbuf))
+	l.last = seq
 	s.pseq = seq
 	s.seqs[id.Kind] = version
 	s.decided[id] = decided{seq: seq, version: version}
 	return seq, version, true
 }
 
-// checkPending reports a pending log that is no longer the file the
-// store opened (removed or replaced while the node ran): the writes it
-// logs since would not come back after a kill. The group commit checks
-// it once its decided writes committed; the store is then damaged, so
-// the node stops before it relies on a log nobody would read.
-func (s *BoltStore) checkPending() error {
-	fi, err := statFile(s.path + ".pending")
-	switch {
-	case err != nil:
-		return fmt.Errorf("removed while the node was running (%v); writes sent to replicas would not come back after a crash: restart the node, which creates it again", err)
-	case !os.SameFile(fi, s.plogFile):
-		return errors.New("replaced by another file while the node was running; writes sent to replicas would not come back after a crash: restart the node")
+// checkPending reports a pending log file that is no longer the file
+// the store opened (removed or replaced while the node ran), and its
+// name: the writes it logs since would not come back after a kill. The
+// group commit checks the files once its decided writes committed; the
+// store is then damaged, so the node stops before it relies on a log
+// nobody would read.
+func (s *BoltStore) checkPending() (string, error) {
+	for i := range s.plogs {
+		// name and fi are set at open and only read since; the rest of
+		// the entry is pmu's.
+		l := &s.plogs[i]
+		fi, err := statFile(l.name)
+		switch {
+		case err != nil:
+			return l.name, fmt.Errorf("removed while the node was running (%v); writes sent to replicas would not come back after a crash: restart the node, which creates it again", err)
+		case !os.SameFile(fi, l.fi):
+			return l.name, errors.New("replaced by another file while the node was running; writes sent to replicas would not come back after a crash: restart the node")
+		}
 	}
-	return nil
+	return "", nil
 }
 
 // untouch ends an operation on id queued while decided writes could not

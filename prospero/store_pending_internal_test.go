@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -395,5 +396,106 @@ func TestAbandonedStoreGivesDecidedWritesBackAtOpen(t *testing.T) {
 	defer r.Close()
 	if rec, err := r.Get(context.Background(), a); err != nil || rec.Version != 1 || r.Recovered() != 1 {
 		t.Fatalf("after the restart: %+v, %v, recovered %d", rec, err, r.Recovered())
+	}
+}
+
+// Under steady load no moment may find every logged write committed;
+// the log must still not grow with the writes: it goes on in its other
+// file once everything there committed. A kill then leaves writes not
+// committed in both files, and the next open gives them all back, in
+// order.
+func TestPendingLogAlternatesFilesUnderSteadyLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	s := openBoltAt(t, path)
+	s.pswitch = 300 // about eight entries
+	// A commit, once it took its group, says so and waits for step.
+	step, entered := make(chan struct{}), make(chan struct{}, 1000)
+	beforeCommit = func() error {
+		entered <- struct{}{}
+		<-step
+		return nil
+	}
+	t.Cleanup(func() { beforeCommit = nil })
+	id := Identity{Kind: "counter", Key: "a"}
+	sizes := func() (total int64) {
+		for _, name := range pendingNames(path) {
+			fi, err := os.Stat(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total += fi.Size()
+		}
+		return total
+	}
+	// Each write is decided while the one before it has not committed:
+	// the commit of that one alone waits for step.
+	const writes = 200
+	var prev chan putOutcome
+	for v := uint64(1); v <= writes; v++ {
+		sent, done := putSent(s, id, v-1, fmt.Sprintf("state %03d", v))
+		if sent != v {
+			t.Fatalf("write %d sent at %d", v, sent)
+		}
+		if prev != nil {
+			step <- struct{}{}
+			if o := <-prev; o.err != nil {
+				t.Fatal(o.err)
+			}
+		}
+		<-entered // the commit of write v took it, alone
+		prev = done
+	}
+	if total := sizes(); total > 2*(s.pswitch+64) {
+		t.Fatalf("the pending log holds %d bytes after %d writes, never all committed at once; want at most about %d", total, writes, 2*s.pswitch)
+	}
+	// Five more writes, none committed: the commit of the write before
+	// them (the last of the loop) waits for step, and they queue behind
+	// it. With its file taken as past the switch, they go to the other.
+	s.pmu.Lock()
+	s.plogs[s.pcur].size = s.pswitch
+	s.pmu.Unlock()
+	var held []chan putOutcome
+	for v := uint64(writes + 1); v <= writes+5; v++ {
+		if sent, done := putSent(s, id, v-1, fmt.Sprintf("state %03d", v)); sent != v {
+			t.Fatalf("write %d sent at %d", v, sent)
+		} else {
+			held = append(held, done)
+		}
+	}
+	var spans [2]bool
+	for i, name := range pendingNames(path) {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range decodePending(b) {
+			spans[i] = spans[i] || w.version >= writes
+		}
+	}
+	if !spans[0] || !spans[1] {
+		t.Fatalf("the uncommitted writes are in the files %v; want both", spans)
+	}
+	crashed := filepath.Join(t.TempDir(), "state.db")
+	copyFile(t, path, crashed)
+	for _, name := range pendingNames(path) {
+		copyFile(t, name, crashed+name[len(path):])
+	}
+	close(step)
+	<-prev
+	for _, d := range held {
+		<-d
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := openBoltAt(t, crashed)
+	defer r.Close()
+	rec, err := r.Get(context.Background(), id)
+	if err != nil || rec.Version != writes+5 || string(rec.State) != fmt.Sprintf("state %03d", writes+5) {
+		t.Fatalf("after the restart: %+v, %v; want version %d", rec, err, writes+5)
+	}
+	if r.Recovered() != 6 { // the five and the one whose commit was held
+		t.Fatalf("Recovered = %d, want 6", r.Recovered())
 	}
 }

@@ -23,7 +23,7 @@ func corruptExit(err error, dataDir string) error {
 	case errors.As(err, &store) && errors.Is(err, prospero.ErrSentNotCommitted):
 		what = fmt.Sprintf("the file is sound, the disk failed a write (see the cause: free space or fix the disk), "+
 			"and the node stopped so that its shards fail over; start it again once the disk works: "+
-			"it first writes back from %s.pending what it had sent to its replicas", store.Path)
+			"it first writes back from %s.pending and %[1]s.pending.1 what it had sent to its replicas", store.Path)
 	case errors.As(err, &store):
 		what = fmt.Sprintf("restore %s from a backup; or move it aside to start with an empty state store: "+
 			"actors this node held at rest start from their initial state unless peers hold their state", store.Path)

@@ -271,6 +271,18 @@ func TestClusterRemindersSurviveOwnerCrash(t *testing.T) {
 		}
 		return true
 	}, &why)
+	// The new owners loaded the reminders from their own stores, as
+	// followers: records that may hold writes that never committed, so
+	// each was written again before it fired.
+	var recommitted uint64
+	for _, n := range c.Nodes() {
+		if n.Name() != victim {
+			recommitted += n.Reminders().Stats().Recommitted
+		}
+	}
+	if recommitted < uint64(len(keys)) {
+		t.Errorf("the new owners wrote again %d reminder records before firing them, want at least %d", recommitted, len(keys))
+	}
 	const period, grace = time.Second, 2 * time.Second
 	for _, key := range keys {
 		first, ok := ticks.firstOn(key, victim, killed)

@@ -449,6 +449,20 @@ func (n *Node) startReminders(ctx context.Context) (*reminders.Engine, error) {
 	cfg.Codec = messageCodec{n.msgs}
 	cfg.Deliver = notifier{s: n.sched, serves: n.reminderServes}
 	cfg.ShardOf = n.reminderShard
+	if n.cl != nil && n.repl != nil {
+		// A replicated shard's records at rest here may hold writes that
+		// never committed (docs/cluster.md, "Nothing is served from a
+		// record that may not be committed"): they are written again
+		// before its reminders fire, as an activation's record is before
+		// its first turn. With one replica every record here committed.
+		cfg.InDoubt = func(string) bool {
+			if n.cl.pl == nil {
+				return true
+			}
+			tb := n.cl.pl.Table()
+			return tb == nil || tb.Replication() > 1
+		}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = n.log
 	}

@@ -239,6 +239,8 @@ func (m *Metrics) Attach(n *tempest.Node) {
 			func() float64 { return float64(rem.Stats().Skipped) }},
 		{"tempest_reminder_ticks_failed_total", "Reminder ticks refused or not handled within the delivery timeout (fired again).",
 			func() float64 { return float64(rem.Stats().Failed) }},
+		{"tempest_reminder_records_recommitted_total", "Reminder records this node wrote again, and committed, when it loaded a replicated shard's reminders, before any of them fired: records at rest here that may not have been committed.",
+			func() float64 { return float64(rem.Stats().Recommitted) }},
 	} {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help}, c.v))
 	}

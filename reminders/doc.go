@@ -91,7 +91,11 @@
 // registrations share commits, and so do deletions of records
 // (cancellations, one-shot reminders done) on a store that queues them
 // (prospero.AsyncDeleter). Acquire reads a shard's reminders with one
-// prefix scan of the store (prospero.PrefixScanner). Delivered progress
+// prefix scan of the store (prospero.PrefixScanner); when the records at
+// rest may hold writes that never committed (Config.InDoubt: a replicated
+// store), it writes each of them again, as a new version, before any of
+// the shard's reminders fires, and loads nothing if one of those writes
+// fails. Delivered progress
 // is written every FlushInterval as one small record per shard that
 // lists only the reminders behind their schedule: a punctual reminder is
 // recorded by the time of the write alone. Records of the earlier

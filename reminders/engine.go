@@ -83,6 +83,17 @@ type Config struct {
 	// at rest (default 1 s). A crash can lose at most this much of that
 	// progress: those ticks are delivered again, with the same Seq.
 	FlushInterval time.Duration
+	// InDoubt, when set, reports whether the records of shard at rest
+	// here may hold writes that never committed: with a replicated store,
+	// a follower holds whatever its owner sent, committed or not, and an
+	// owner killed between its write and its replicas' acknowledgements
+	// comes back with that write. Acquire then writes each record it
+	// loads once more, as a new version, through Store (so that it
+	// commits as the store defines it) before any reminder of the shard
+	// fires, and fails if one of those writes does: no tick is ever
+	// delivered from a registration that a later failover could take
+	// back. Default: never (a store that commits every write it holds).
+	InDoubt func(shard string) bool
 	// Lateness, when set, observes every dispatched tick's lateness.
 	Lateness Observer
 	// Logger receives diagnostics. Default: discard.
@@ -138,6 +149,9 @@ type Stats struct {
 	Reminders int // reminders held (of the shards held)
 	Shards    int // shards held
 	Paused    int // shards held but paused (Pause): their reminders do not fire
+	// Recommitted counts records written again, and committed, by
+	// Acquire because they were in doubt (Config.InDoubt).
+	Recommitted uint64
 }
 
 func isScanner(s prospero.StateStore) bool {
@@ -236,7 +250,8 @@ type Engine struct {
 	flushers chan struct{}
 
 	// commits tracks the goroutines of Commit until their writes ended.
-	commits sync.WaitGroup
+	commits     sync.WaitGroup
+	recommitted atomic.Uint64 // Stats.Recommitted
 
 	mu    sync.Mutex
 	sched *Schedule
@@ -244,9 +259,12 @@ type Engine struct {
 	// committed (Commit), by identity and name: not armed yet.
 	committing map[prospero.Identity]map[string]*entry
 	shards     map[string]*shardState
-	gen        uint64
-	closed     bool
-	started    bool
+	// loading holds, per shard an Acquire is loading (and writing again
+	// its records in doubt), a channel closed when that call ends.
+	loading map[string]chan struct{}
+	gen     uint64
+	closed  bool
+	started bool
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -263,7 +281,7 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{cfg: cfg, log: cfg.Logger, sched: NewSchedule(cfg.DeliveryTimeout), life: life, endLife: end,
 		flushers:   make(chan struct{}, maxFlushers),
 		committing: map[prospero.Identity]map[string]*entry{},
-		shards:     map[string]*shardState{}, wake: make(chan struct{}, 1), done: make(chan struct{})}, nil
+		shards:     map[string]*shardState{}, loading: map[string]chan struct{}{}, wake: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
 
 // Start runs the engine's goroutine until Close.
@@ -322,22 +340,49 @@ func (e *Engine) Close(ctx context.Context) error {
 // Acquire loads the reminders of shard from the store and starts firing
 // them; called when this node takes the shard over. Missed occurrences
 // are handled by each reminder's catch-up policy. Acquiring a held
-// shard is a no-op.
+// shard is a no-op; a call made while another loads the same shard waits
+// for that one (within ctx) and does not load it again.
 func (e *Engine) Acquire(ctx context.Context, shard string) error {
 	e.mu.Lock()
-	if e.closed {
+	for {
+		if e.closed {
+			e.mu.Unlock()
+			return ErrClosed
+		}
+		if _, ok := e.shards[shard]; ok {
+			e.mu.Unlock()
+			return nil
+		}
+		busy, ok := e.loading[shard]
+		if !ok {
+			break
+		}
 		e.mu.Unlock()
-		return ErrClosed
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		e.mu.Lock()
 	}
-	if _, ok := e.shards[shard]; ok {
-		e.mu.Unlock()
-		return nil
-	}
+	busy := make(chan struct{})
+	e.loading[shard] = busy
 	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.loading, shard)
+		e.mu.Unlock()
+		close(busy)
+	}()
 	st := &shardState{pending: map[Key]*recState{}, hlock: make(chan struct{}, 1)}
-	es, maxGen, err := e.load(ctx, shard, st)
+	es, maxGen, loaded, err := e.load(ctx, shard, st)
 	if err != nil {
 		return err
+	}
+	if e.cfg.InDoubt != nil && e.cfg.InDoubt(shard) {
+		if err := e.recommit(ctx, shard, loaded); err != nil {
+			return fmt.Errorf("reminders: shard %s: writing again its records in doubt: %w", shard, err)
+		}
 	}
 	for _, x := range es {
 		if x.ptype == "" {
@@ -365,14 +410,40 @@ func (e *Engine) Acquire(ctx context.Context, shard string) error {
 	return nil
 }
 
+// loadedRecord is a record load read as it was at rest (and did not
+// write itself): its identity, where its version is kept, its bytes.
+type loadedRecord struct {
+	id      prospero.Identity
+	version *uint64
+	state   []byte
+}
+
+// recommit writes each of recs again, at a new version, in parallel so
+// that the writes share commits; each version is updated. A record
+// changed since it was read is a conflict, not overwritten.
+func (e *Engine) recommit(ctx context.Context, shard string, recs []loadedRecord) error {
+	err := e.each(len(recs), func(i int) error {
+		r := recs[i]
+		v, err := e.put(ctx, r.id, *r.version, r.state)
+		if err != nil {
+			return err
+		}
+		*r.version = v
+		e.recommitted.Add(1)
+		return nil
+	})
+	return err
+}
+
 // load reads shard's records (its progress record and one prefix scan
 // for its reminders): the reminders with their delivered progress, the
-// highest generation the progress covers, and each record's version
-// into st. One-shot reminders whose tick was delivered are not loaded;
-// their records are left in st.pending, to be deleted. A shard stored
-// in an earlier version's format (one record, or 64 buckets) is
-// rewritten in this one first.
-func (e *Engine) load(ctx context.Context, shard string, st *shardState) ([]*entry, uint64, error) {
+// highest generation the progress covers, each record's version into
+// st, and the records read as they were at rest (the progress record
+// and those of the reminders loaded). One-shot reminders whose tick was
+// delivered are not loaded; their records are left in st.pending, to be
+// deleted. A shard stored in an earlier version's format (one record, or
+// 64 buckets) is rewritten in this one first.
+func (e *Engine) load(ctx context.Context, shard string, st *shardState) ([]*entry, uint64, []loadedRecord, error) {
 	head, err := e.cfg.Store.Get(ctx, RecordID(shard))
 	var (
 		p      *progress
@@ -383,21 +454,27 @@ func (e *Engine) load(ctx context.Context, shard string, st *shardState) ([]*ent
 	switch {
 	case errors.Is(err, prospero.ErrNotFound):
 	case err != nil:
-		return nil, 0, err
+		return nil, 0, nil, err
 	case len(head.State) == 0: // emptied by a handoff of an earlier version
 		st.hversion = head.Version
 	default:
 		st.hversion = head.Version
 		if p, legacy, err = decodeShardRecord(shard, head.State); err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 		v1 = p == nil
 	}
 	recs, err := e.cfg.Store.(prospero.PrefixScanner).ScanPrefix(ctx, RecordKind, RecordPrefix(shard))
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
-	var es []*entry
+	var (
+		es     []*entry
+		loaded []loadedRecord
+	)
+	if p != nil && !v1 {
+		loaded = append(loaded, loadedRecord{id: RecordID(shard), version: &st.hversion, state: head.State})
+	}
 	have := map[Key]bool{}
 	for _, r := range recs {
 		suffix := r.Key[len(RecordPrefix(shard)):]
@@ -407,7 +484,7 @@ func (e *Engine) load(ctx context.Context, shard string, st *shardState) ([]*ent
 		case isLegacyBucket(suffix):
 			bes, err := decodeBucket(shard, r.State)
 			if err != nil {
-				return nil, 0, err
+				return nil, 0, nil, err
 			}
 			for _, x := range bes {
 				x.fired = p.firedOf(x)
@@ -438,6 +515,7 @@ func (e *Engine) load(ctx context.Context, shard string, st *shardState) ([]*ent
 			continue
 		}
 		es = append(es, x)
+		loaded = append(loaded, loadedRecord{id: prospero.Identity{Kind: RecordKind, Key: r.Key}, version: &x.rec.version, state: r.State})
 	}
 	var maxGen uint64
 	if p != nil {
@@ -449,10 +527,10 @@ func (e *Engine) load(ctx context.Context, shard string, st *shardState) ([]*ent
 	if len(legacy) > 0 || len(old) > 0 {
 		var err error
 		if es, err = e.migrate(ctx, shard, st, es, have, legacy, old, v1, maxGen); err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
 	}
-	return es, maxGen, nil
+	return es, maxGen, loaded, nil
 }
 
 // migrate rewrites the reminders of an earlier version's records
@@ -641,7 +719,8 @@ func (e *Engine) Held(shard string) bool {
 func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return Stats{Counts: e.sched.Counts(), Reminders: e.sched.Len(), Shards: len(e.shards), Paused: len(e.sched.paused)}
+	return Stats{Counts: e.sched.Counts(), Reminders: e.sched.Len(), Shards: len(e.shards), Paused: len(e.sched.paused),
+		Recommitted: e.recommitted.Load()}
 }
 
 func (e *Engine) poke() {

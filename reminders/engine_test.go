@@ -886,3 +886,72 @@ func TestPauseKeepsTheShardWithoutFiring(t *testing.T) {
 		}
 	})
 }
+
+// A shard whose records at rest may hold writes that never committed
+// (Config.InDoubt: a replicated store's follower, an owner back from a
+// kill) has each record written again, as a new version, before any of
+// its reminders fires; if those writes fail, the shard is not loaded and
+// nothing fires, and a later Acquire tries again.
+func TestAcquireWritesRecordsInDoubtBeforeTheyFire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &faultyStore{MemStore: prospero.NewMemStore()}
+		e := newEngine(t, store, &deliverer{})
+		for _, name := range []string{"a", "b"} {
+			if err := e.RegisterFor(ctx, acct, reminders.Reminder{Name: name, Period: time.Second}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(1500 * time.Millisecond) // a tick each, and their progress at rest
+		closeEngine(t, e)
+		before, err := store.ScanPrefix(ctx, reminders.RecordKind, "")
+		if err != nil || len(before) != 3 { // two reminders and the shard's progress
+			t.Fatalf("records at rest: %d, %v; want 3", len(before), err)
+		}
+
+		d := &deliverer{}
+		e2, err := reminders.New(reminders.Config{Store: store, Codec: codec{}, Deliver: d,
+			ShardOf: func(prospero.Identity) string { return "s0" }, InDoubt: func(string) bool { return true }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e2.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer closeEngine(t, e2)
+		store.fail.Store(true)
+		if err := e2.Acquire(ctx, "s0"); !errors.Is(err, errInjected) {
+			t.Fatalf("Acquire with the writes failing: %v, want the store's error", err)
+		}
+		time.Sleep(3 * time.Second)
+		if got := d.got(); len(got) != 0 || e2.Held("s0") {
+			t.Fatalf("a shard whose records could not be written again: held %v, fired %v", e2.Held("s0"), seqs(got))
+		}
+		store.fail.Store(false)
+		if err := e2.Acquire(ctx, "s0"); err != nil {
+			t.Fatal(err)
+		}
+		after, err := store.ScanPrefix(ctx, reminders.RecordKind, "")
+		if err != nil || len(after) != len(before) {
+			t.Fatalf("records after Acquire: %d, %v", len(after), err)
+		}
+		for i := range after {
+			if after[i].Key != before[i].Key || after[i].Version <= before[i].Version || string(after[i].State) != string(before[i].State) {
+				t.Fatalf("record %q after Acquire: version %d (was %d), same state %v; want it written again as it was",
+					after[i].Key, after[i].Version, before[i].Version, string(after[i].State) == string(before[i].State))
+			}
+		}
+		if st := e2.Stats(); st.Recommitted != 3 {
+			t.Fatalf("Recommitted = %d, want 3", st.Recommitted)
+		}
+		time.Sleep(time.Second)
+		if got := d.got(); len(got) == 0 {
+			t.Fatal("the shard's reminders do not fire after it was loaded")
+		}
+		// Held from then on: writes by the engine go on from the new
+		// versions (no conflict).
+		if err := e2.RegisterFor(ctx, acct, reminders.Reminder{Name: "a", Period: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

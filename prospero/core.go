@@ -23,9 +23,10 @@ const (
 	phaseBackoff                  // faulted; waiting to restart or re-hydrate
 	phaseRetiring                 // OpRetire issued
 	phaseStopping                 // OpStop issued after a fault
+	phaseRejecting                // OpReject issued, not yet reported (Rejected)
 )
 
-var phaseNames = [...]string{"queued", "loading", "active", "passivating", "backoff", "retiring", "stopping"}
+var phaseNames = [...]string{"queued", "loading", "active", "passivating", "backoff", "retiring", "stopping", "rejecting"}
 
 func (p phase) String() string { return phaseNames[p] }
 
@@ -156,7 +157,8 @@ type CoreConfig struct {
 //
 // A dormant identity has no entry: a million dormant identities cost
 // nothing here. An entry exists from the doorbell that activates an
-// identity until it is passivated or retired.
+// identity until it is passivated or retired, or, when it cannot be
+// activated, until the host reports that it refused its mail.
 //
 // Core is not safe for concurrent use; the shell serializes calls.
 type Core struct {
@@ -216,12 +218,19 @@ func (c *Core) emit(e Event) { c.sink.Emit(e) }
 
 // Doorbell reports that mail was admitted for id while no activation is
 // attached to it. It starts an activation (OpLoad) under the hydration
-// budget, queues it, or, when the identity is busy being passivated or
-// retired, remembers to bring it back afterwards.
+// budget, queues it, or, when the identity is busy being passivated,
+// retired or rejected, remembers to bring it back afterwards.
 // Errors: ErrUnknownKind (the sender should get it), ErrClosed.
 func (c *Core) Doorbell(id Identity, now time.Time) error {
 	if e, ok := c.entries[id]; ok {
 		switch e.phase {
+		case phaseRejecting:
+			if c.closing {
+				// Nothing will activate it: the host refuses this mail
+				// now, as for an identity with no entry.
+				return ErrClosed
+			}
+			e.mail = true
 		case phasePassivating, phaseRetiring:
 			e.mail = true
 		}
@@ -305,7 +314,8 @@ func (c *Core) Loaded(id Identity, inc, version uint64, hydrated bool, now time.
 // LoadFailed reports that the OpLoad of id failed (store error or the
 // state could not be restored). It is a fault of kind FaultHydration:
 // retried under the kind's restart intensity, and when that is used up
-// the waiting mail is rejected (OpReject) and the entry dropped; state
+// the waiting mail is rejected (OpReject: the entry is dropped once the
+// host reports that it did, Rejected); state
 // at rest is never retired because of a failed read.
 func (c *Core) LoadFailed(id Identity, err error, now time.Time) {
 	e, ok := c.entries[id]
@@ -320,8 +330,7 @@ func (c *Core) LoadFailed(id Identity, err error, now time.Time) {
 	c.emit(Event{Type: EventFault, At: now, ID: id, Incarnation: e.inc, Cause: FaultHydration, Remedy: d.Remedy, Err: err})
 	if d.Escalated {
 		c.emit(Event{Type: EventEscalated, At: now, ID: id, Incarnation: e.inc, Remedy: Retire})
-		delete(c.entries, id)
-		c.out = append(c.out, Command{Op: OpReject, ID: id, Kind: e.kind, Err: err})
+		c.reject(id, e, err)
 		return
 	}
 	c.planResume(id, e, d, now)
@@ -339,8 +348,7 @@ func (c *Core) planResume(id Identity, e *entry, d Decision, now time.Time) {
 // or parks it until Tick.
 func (c *Core) resume(id Identity, e *entry, now time.Time) {
 	if c.closing {
-		delete(c.entries, id)
-		c.out = append(c.out, Command{Op: OpReject, ID: id, Kind: e.kind, Err: ErrClosed})
+		c.reject(id, e, ErrClosed)
 		return
 	}
 	if !now.Before(e.resumeAt) {
@@ -657,7 +665,8 @@ func (c *Core) PassivateFailed(id Identity, err error, now time.Time) {
 
 // Shutdown starts a graceful shutdown: every active identity is
 // passivated (its state written at rest), queued activations are
-// rejected, and later doorbells return ErrClosed. Identities being
+// rejected, and later doorbells return ErrClosed (also those of an
+// identity whose rejection the host has not reported yet). Identities being
 // loaded or backing off are passivated when they report back.
 func (c *Core) Shutdown(now time.Time) {
 	if c.closing {
@@ -669,12 +678,10 @@ func (c *Core) Shutdown(now time.Time) {
 		case phaseActive:
 			c.passivate(id, ReasonShutdown, now)
 		case phaseQueued:
-			delete(c.entries, id)
-			c.out = append(c.out, Command{Op: OpReject, ID: id, Kind: e.kind, Err: ErrClosed})
+			c.reject(id, e, ErrClosed)
 		case phaseBackoff:
-			delete(c.entries, id)
 			delete(c.backoff, id)
-			c.out = append(c.out, Command{Op: OpReject, ID: id, Kind: e.kind, Err: ErrClosed})
+			c.reject(id, e, ErrClosed)
 		}
 	}
 }
@@ -705,20 +712,45 @@ func (c *Core) Status(id Identity, pinned uint64) (st Status, atRest bool, err e
 	return statusOf(pinned, max(e.inc, e.mint), true, e.phase == phaseActive || e.phase == phasePassivating), false, nil
 }
 
+// reject gives up on activating id: the host is to refuse the mail
+// waiting for it (OpReject). The entry stays, rejecting, until the host
+// reports that it did (Rejected): mail arriving meanwhile must not start
+// an activation the host's refusal, still to come, would then stop.
+func (c *Core) reject(id Identity, e *entry, err error) {
+	e.phase, e.mail = phaseRejecting, false
+	c.out = append(c.out, Command{Op: OpReject, ID: id, Kind: e.kind, Err: err})
+}
+
 // Rejected reports that the host carried out an OpReject of id: it
 // refused the waiting mail and holds nothing of id. It emits
-// EventRejected unless id is in memory again (mail that arrived since
-// started another activation).
+// EventRejected and drops the entry, or, if mail rang the doorbell while
+// the rejection ran (it may have come after the host refused what was
+// waiting), admits a fresh activation, with a fresh restart history: the
+// mail that gave up was answered, and new mail gets a new try (once the
+// core is closing, that mail is rejected in turn).
 func (c *Core) Rejected(id Identity, err error, now time.Time) {
-	if c.InMemory(id) {
+	e, ok := c.entries[id]
+	if !ok || e.phase != phaseRejecting {
 		return
 	}
 	c.emit(Event{Type: EventRejected, At: now, ID: id, Err: err})
+	switch {
+	case e.mail && c.closing:
+		// Mail that rang before the shutdown began and may have come
+		// after the host's refusal: refuse it too.
+		c.reject(id, e, ErrClosed)
+	case e.mail:
+		fresh := &entry{kind: e.kind}
+		c.entries[id] = fresh
+		c.admit(id, fresh, now)
+	default:
+		delete(c.entries, id)
+	}
 }
 
 // InMemory reports whether id has an entry, in any phase: an activation
 // attached, or one queued for or in hydration, restarting, backing off,
-// being passivated or retired. Only false means that nothing here can
+// being passivated, retired or rejected. Only false means that nothing here can
 // still change id's state at rest.
 func (c *Core) InMemory(id Identity) bool {
 	_, ok := c.entries[id]

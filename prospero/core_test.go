@@ -634,3 +634,78 @@ func TestCoreTurnEndingWhilePassivating(t *testing.T) {
 	h.core.Tick(h.now)
 	h.expect("", "Persisted,Passivated,Passivated")
 }
+
+// An identity given up on (its load failed past the restart intensity)
+// stays in memory until the host reports that it refused the waiting
+// mail: a doorbell before that starts no activation, which the host's
+// refusal, still to come, would then stop; it is remembered, and once
+// the refusal is reported a fresh activation (a fresh restart budget)
+// starts for it.
+func TestCoreRejectionWaitsForTheHostBeforeANewActivation(t *testing.T) {
+	h := newHarness(t, prospero.CoreConfig{}, map[string]prospero.KindOptions{"counter": {MaxRestarts: 1, RestartPeriod: time.Minute}})
+	h.doorbell(counterA)
+	h.expect("Load:counter/a", "")
+	h.core.LoadFailed(counterA, errors.New("disk"), h.now)
+	h.expect("Load:counter/a", "StoreError,Fault,Restarting")
+	h.core.LoadFailed(counterA, errors.New("disk"), h.now)
+	cmds := h.expect("Reject:counter/a", "StoreError,Fault,Escalated")
+	if !h.core.InMemory(counterA) || h.core.Settled() {
+		t.Fatal("a rejection not yet carried out left memory")
+	}
+	h.doorbell(counterA) // mail arrives while the host refuses
+	h.expect("", "")
+	h.core.Rejected(counterA, cmds[0].Err, h.now)
+	cmds = h.expect("Load:counter/a", "Rejected")
+	h.load(cmds[0], prospero.Record{})
+	h.expect("", "Activated")
+	h.core.Passivate(counterA, h.now)
+	cmds = h.expect("Passivate:counter/a", "Passivating")
+	h.core.Passivated(counterA, cmds[0].Version, false, h.now)
+	h.expect("", "Passivated")
+
+	// Without mail meanwhile the entry goes; at shutdown a rejected
+	// activation keeps the core unsettled until the host reports it.
+	h.doorbell(counterA)
+	h.expect("Load:counter/a", "")
+	h.core.Shutdown(h.now)
+	h.core.LoadFailed(counterA, errors.New("disk"), h.now)
+	cmds = h.expect("Reject:counter/a", "StoreError,Fault,Restarting")
+	if h.core.Settled() {
+		t.Fatal("settled before the host refused the waiting mail")
+	}
+	// Closing: mail now is refused at once, not remembered.
+	if err := h.core.Doorbell(counterA, h.now); !errors.Is(err, prospero.ErrClosed) {
+		t.Fatalf("doorbell while rejecting during shutdown: %v, want ErrClosed", err)
+	}
+	h.core.Rejected(counterA, cmds[0].Err, h.now)
+	h.expect("", "Rejected")
+	if !h.core.Settled() || h.core.InMemory(counterA) {
+		t.Fatal("not settled once the rejection was carried out")
+	}
+}
+
+// Mail that rang while an identity was being rejected, before a
+// shutdown began, is refused in turn once the rejection is reported:
+// nothing would activate it any more.
+func TestCoreMailDuringARejectionIsRefusedAtShutdown(t *testing.T) {
+	h := newHarness(t, prospero.CoreConfig{}, map[string]prospero.KindOptions{"counter": {MaxRestarts: 1, RestartPeriod: time.Minute}})
+	h.doorbell(counterA)
+	h.expect("Load:counter/a", "")
+	h.core.LoadFailed(counterA, errors.New("disk"), h.now)
+	h.expect("Load:counter/a", "StoreError,Fault,Restarting")
+	h.core.LoadFailed(counterA, errors.New("disk"), h.now)
+	cmds := h.expect("Reject:counter/a", "StoreError,Fault,Escalated")
+	h.doorbell(counterA)
+	h.core.Shutdown(h.now)
+	h.expect("", "")
+	h.core.Rejected(counterA, cmds[0].Err, h.now)
+	cmds = h.expect("Reject:counter/a", "Rejected")
+	if !errors.Is(cmds[0].Err, prospero.ErrClosed) || h.core.Settled() {
+		t.Fatalf("second rejection %+v, settled %v", cmds[0], h.core.Settled())
+	}
+	h.core.Rejected(counterA, cmds[0].Err, h.now)
+	h.expect("", "Rejected")
+	if !h.core.Settled() {
+		t.Fatal("not settled")
+	}
+}

@@ -584,6 +584,8 @@ func (s *Supervisor) dispatchAllLocked(cmds []Command) {
 				// Answered by an I/O worker, outside the lock: failing
 				// the mail may wake its senders.
 				s.pushJobLocked(job{cmd: c})
+			} else {
+				s.core.Rejected(c.ID, c.Err, s.clock.Now())
 			}
 		}
 	}
@@ -731,10 +733,12 @@ func (s *Supervisor) run(ctx context.Context, j job) {
 			if err := r.Reject(c.ID.Ref(), c.Err); err != nil {
 				s.log.LogAttrs(ctx, slog.LevelDebug, "reject", slog.String("actor", c.ID.String()), slog.Any("error", err))
 			}
-			s.mu.Lock()
-			s.core.Rejected(c.ID, c.Err, s.clock.Now())
-			s.mu.Unlock()
 		}
+		// Reported in every case: the core keeps the identity until it is.
+		s.mu.Lock()
+		s.core.Rejected(c.ID, c.Err, s.clock.Now())
+		s.dispatchLocked()
+		s.mu.Unlock()
 	case OpRetire:
 		// The retirement is done when both the host released the
 		// actor's mailbox and the tombstone is written, in either order:

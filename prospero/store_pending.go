@@ -61,7 +61,9 @@ import (
 // payload (4), payload: sequence (8), kind and key (uvarint length and
 // bytes each), version (8), incarnation (uvarint), state (uvarint length
 // and bytes). An entry cut short or failing its checksum was being
-// written when the process died, before it was sent; reading stops there.
+// written when the process died, before it was sent; reading stops there,
+// and at an entry whose sequence number does not follow the one before
+// it (an older entry, or the middle of one that looks like an entry).
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -125,7 +127,8 @@ func appendPending(buf []byte, w pendingWrite) []byte {
 	return buf
 }
 
-// decodePending returns the whole entries at the head of b, in order.
+// decodePending returns the whole entries at the head of b, in order,
+// as long as their sequence numbers follow one another.
 func decodePending(b []byte) []pendingWrite {
 	var out []pendingWrite
 	for len(b) >= 8 {
@@ -138,7 +141,12 @@ func decodePending(b []byte) []pendingWrite {
 			return out
 		}
 		w, ok := decodePendingEntry(payload)
-		if !ok {
+		if !ok || (len(out) > 0 && w.seq != out[len(out)-1].seq+1) {
+			// The entries written since a file's start are one run of
+			// consecutive sequence numbers: one that does not follow is
+			// an older entry behind them (committed), or bytes that only
+			// look like one (a record's state in the middle of an older
+			// entry).
 			return out
 		}
 		out = append(out, w)
@@ -257,7 +265,7 @@ func openPending(path string, db *bolt.DB) (logs [2]pendingLog, last uint64, n i
 			if errors.As(err, &ce) {
 				return logs, 0, 0, err
 			}
-			return logs, 0, 0, fmt.Errorf("prospero: write back %s: %w", path+".pending", err)
+			return logs, 0, 0, fmt.Errorf("prospero: write back the pending log of %s: %w", path, err)
 		}
 	}
 	for i := range logs {

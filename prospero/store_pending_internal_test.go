@@ -272,6 +272,12 @@ func TestPendingEntriesRoundTrip(t *testing.T) {
 		out[1].id.Key != "b" || out[1].seq != 2 {
 		t.Fatalf("round trip: %+v", out)
 	}
+	// An entry whose sequence number does not follow (an older one left
+	// behind the entries written since the file's start) ends them.
+	stale := appendPending(append([]byte(nil), buf...), pendingWrite{seq: 1, id: Identity{Kind: "k", Key: "c"}, version: 9})
+	if out := decodePending(stale); len(out) != 2 {
+		t.Fatalf("an entry out of sequence was read: %d entries, want 2", len(out))
+	}
 	buf[len(buf)-1] ^= 1 // the second entry's last byte
 	if out := decodePending(buf); len(out) != 1 {
 		t.Fatalf("a damaged entry was read: %d entries", len(out))
@@ -449,19 +455,31 @@ func TestPendingLogAlternatesFilesUnderSteadyLoad(t *testing.T) {
 	if total := sizes(); total > 2*(s.pswitch+64) {
 		t.Fatalf("the pending log holds %d bytes after %d writes, never all committed at once; want at most about %d", total, writes, 2*s.pswitch)
 	}
-	// Five more writes, none committed: the commit of the write before
-	// them (the last of the loop) waits for step, and they queue behind
-	// it. With its file taken as past the switch, they go to the other.
+	// From here nothing commits: the commit of the loop's last write
+	// waits for step, and every later write queues behind it. A write of
+	// another identity, then, with the current file taken as past the
+	// switch, many more: the file that holds the uncommitted writes of
+	// before must never be written from its start again while they have
+	// not committed, however far the other file grows.
+	other := Identity{Kind: "counter", Key: "b"}
+	var held []chan putOutcome
+	if sent, done := putSent(s, other, 0, "b1"); sent == 0 {
+		t.Fatal("the write of b was not sent")
+	} else {
+		held = append(held, done)
+	}
 	s.pmu.Lock()
 	s.plogs[s.pcur].size = s.pswitch
 	s.pmu.Unlock()
-	var held []chan putOutcome
-	for v := uint64(writes + 1); v <= writes+5; v++ {
-		if sent, done := putSent(s, id, v-1, fmt.Sprintf("state %03d", v)); sent != v {
-			t.Fatalf("write %d sent at %d", v, sent)
-		} else {
-			held = append(held, done)
+	const more = 30       // about four times the switch size
+	cur := uint64(writes) // a's version (b's write took the next one of the kind)
+	for v := writes + 1; v <= writes+more; v++ {
+		sent, done := putSent(s, id, cur, fmt.Sprintf("state %03d", v))
+		if sent <= cur {
+			t.Fatalf("write %d not sent (version %d after %d)", v, sent, cur)
 		}
+		cur = sent
+		held = append(held, done)
 	}
 	var spans [2]bool
 	for i, name := range pendingNames(path) {
@@ -492,10 +510,13 @@ func TestPendingLogAlternatesFilesUnderSteadyLoad(t *testing.T) {
 	r := openBoltAt(t, crashed)
 	defer r.Close()
 	rec, err := r.Get(context.Background(), id)
-	if err != nil || rec.Version != writes+5 || string(rec.State) != fmt.Sprintf("state %03d", writes+5) {
-		t.Fatalf("after the restart: %+v, %v; want version %d", rec, err, writes+5)
+	if err != nil || rec.Version <= writes || string(rec.State) != fmt.Sprintf("state %03d", writes+more) {
+		t.Fatalf("after the restart: %+v, %v; want the state of write %d", rec, err, writes+more)
 	}
-	if r.Recovered() != 6 { // the five and the one whose commit was held
-		t.Fatalf("Recovered = %d, want 6", r.Recovered())
+	if rec, err := r.Get(context.Background(), other); err != nil || string(rec.State) != "b1" {
+		t.Fatalf("b after the restart: %+v, %v; want its write given back", rec, err)
+	}
+	if r.Recovered() != more+2 { // those, b's and the one whose commit was held
+		t.Fatalf("Recovered = %d, want %d", r.Recovered(), more+2)
 	}
 }

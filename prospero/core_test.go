@@ -438,9 +438,12 @@ func TestCoreInvariantsProperty(t *testing.T) {
 		budget := rapid.IntRange(1, 3).Draw(t, "budget")
 		h := newHarness(t, prospero.CoreConfig{MaxActive: maxActive, HydrationBudget: budget},
 			map[string]prospero.KindOptions{"k": {IdleTimeout: 50 * time.Millisecond,
-				Remedy: rapid.SampledFrom([]prospero.Remedy{prospero.Restart, prospero.Retire, prospero.Hydrate}).Draw(t, "remedy")}})
+				Remedy: rapid.SampledFrom([]prospero.Remedy{prospero.Restart, prospero.Retire, prospero.Hydrate}).Draw(t, "remedy"),
+				// Failed loads escalate to a rejection after two in a row.
+				MaxRestarts: 1, RestartPeriod: time.Minute, BackoffInitial: time.Millisecond}})
 		loading := map[prospero.Identity]prospero.Command{}
-		stopping := map[prospero.Identity]prospero.Command{} // passivate, retire or stop in flight
+		stopping := map[prospero.Identity]prospero.Command{}  // passivate, retire or stop in flight
+		rejecting := map[prospero.Identity]prospero.Command{} // reject issued, not reported yet
 		active := map[prospero.Identity]uint64{}
 		store := map[prospero.Identity]uint64{} // incarnation at rest
 		highest := map[prospero.Identity]uint64{}
@@ -451,6 +454,9 @@ func TestCoreInvariantsProperty(t *testing.T) {
 					if _, dup := loading[c.ID]; dup {
 						t.Fatalf("two loads of %s in flight", c.ID)
 					}
+					if _, on := rejecting[c.ID]; on {
+						t.Fatalf("load of %s while the host has not refused its mail yet", c.ID)
+					}
 					if _, on := active[c.ID]; on {
 						t.Fatalf("load of %s while active", c.ID)
 					}
@@ -458,6 +464,14 @@ func TestCoreInvariantsProperty(t *testing.T) {
 				case prospero.OpPassivate, prospero.OpRetire, prospero.OpStop:
 					delete(active, c.ID)
 					stopping[c.ID] = c
+				case prospero.OpReject:
+					if _, dup := rejecting[c.ID]; dup {
+						t.Fatalf("two rejections of %s in flight", c.ID)
+					}
+					if _, on := active[c.ID]; on {
+						t.Fatalf("rejection of %s while active", c.ID)
+					}
+					rejecting[c.ID] = c
 				}
 			}
 			if h.core.Active() > maxActive {
@@ -481,7 +495,10 @@ func TestCoreInvariantsProperty(t *testing.T) {
 		for range rapid.IntRange(1, 150).Draw(t, "steps") {
 			h.advance(time.Duration(rapid.IntRange(0, 20).Draw(t, "dt")) * time.Millisecond)
 			id := ident("k", rapid.IntRange(0, 5).Draw(t, "key"))
-			switch rapid.IntRange(0, 5).Draw(t, "op") {
+			if rapid.IntRange(0, 60).Draw(t, "shutdown") == 0 {
+				h.core.Shutdown(h.now)
+			}
+			switch rapid.IntRange(0, 7).Draw(t, "op") {
 			case 0:
 				_ = h.core.Doorbell(id, h.now)
 			case 1:
@@ -521,6 +538,16 @@ func TestCoreInvariantsProperty(t *testing.T) {
 						store[c.ID] = max(store[c.ID], c.Incarnation)
 						h.core.Passivated(c.ID, 0, mail, h.now)
 					}
+				}
+			case 6:
+				if c, ok := pick(loading); ok {
+					delete(loading, c.ID)
+					h.core.LoadFailed(c.ID, errors.New("disk"), h.now)
+				}
+			case 7:
+				if c, ok := pick(rejecting); ok {
+					delete(rejecting, c.ID)
+					h.core.Rejected(c.ID, c.Err, h.now)
 				}
 			}
 			collect()

@@ -459,8 +459,9 @@ func (n *Node) startReminders(ctx context.Context) (*reminders.Engine, error) {
 			if n.cl.pl == nil {
 				return true
 			}
-			tb := n.cl.pl.Table()
-			return tb == nil || tb.Replication() > 1
+			replicas := 0
+			n.cl.pl.FSM().Read(func(t *placement.Table) { replicas = t.Replication() })
+			return replicas != 1
 		}
 	}
 	if cfg.Logger == nil {

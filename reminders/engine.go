@@ -410,8 +410,8 @@ func (e *Engine) Acquire(ctx context.Context, shard string) error {
 	return nil
 }
 
-// loadedRecord is a record load read as it was at rest (and did not
-// write itself): its identity, where its version is kept, its bytes.
+// loadedRecord is a record load read, as it was at rest: its identity,
+// where the engine keeps its version, its bytes.
 type loadedRecord struct {
 	id      prospero.Identity
 	version *uint64

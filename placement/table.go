@@ -192,8 +192,24 @@ func (t *Table) Clone() *Table {
 	}
 	for k, g := range t.Groups {
 		shards := slices.Clone(g.Shards)
+		// The replica sets of a group share one backing array (one
+		// allocation instead of one per shard; the table is copied at
+		// every step of the leader's planner). Each keeps its own
+		// capacity, so appending to one never writes into the next.
+		n := 0
 		for i := range shards {
-			shards[i].Replicas = slices.Clone(shards[i].Replicas)
+			n += len(shards[i].Replicas)
+		}
+		backing := make([]string, 0, n)
+		for i := range shards {
+			if len(shards[i].Replicas) == 0 {
+				// nil stays nil; no capacity is shared with t
+				shards[i].Replicas = shards[i].Replicas[:0:0]
+				continue
+			}
+			start := len(backing)
+			backing = append(backing, shards[i].Replicas...)
+			shards[i].Replicas = backing[start:len(backing):len(backing)]
 		}
 		c.Groups[k] = &Group{Name: g.Name, Requires: slices.Clone(g.Requires), Shards: shards}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
@@ -24,6 +25,13 @@ func corruptExit(err error, dataDir string) error {
 		what = fmt.Sprintf("the file is sound, the disk failed a write (see the cause: free space or fix the disk), "+
 			"and the node stopped so that its shards fail over; start it again once the disk works: "+
 			"it first writes back from %s.pending and %[1]s.pending.1 what it had sent to its replicas", store.Path)
+	case errors.As(err, &store) && isPendingLog(store.Path):
+		db := strings.TrimSuffix(strings.TrimSuffix(store.Path, ".1"), ".pending")
+		what = fmt.Sprintf("%s is part of the pending log (writes sent to replicas before they reached %s): "+
+			"never move it aside alone, that would lose them; if it was removed or replaced while the node ran, "+
+			"start the node again (it creates the file anew); if the start stops on it again, move %s, %[2]s.pending "+
+			"and %[2]s.pending.1 aside together: the node starts with an empty state store and, in a cluster, "+
+			"catches up from the replicas of its peers", store.Path, db, db)
 	case errors.As(err, &store):
 		what = fmt.Sprintf("restore %s from a backup; or move it aside to start with an empty state store: "+
 			"actors this node held at rest start from their initial state unless peers hold their state", store.Path)
@@ -35,4 +43,10 @@ func corruptExit(err error, dataDir string) error {
 		return err
 	}
 	return withCode(exitCorrupt, fmt.Errorf("%w\nwhat to do: %s", err, what))
+}
+
+// isPendingLog reports whether path names one of a state store's pending
+// log files.
+func isPendingLog(path string) bool {
+	return strings.HasSuffix(path, ".pending") || strings.HasSuffix(path, ".pending.1")
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -369,4 +371,77 @@ func TestCorruptExitOfWritesSentNotCommitted(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, "/data/state.db.pending") || strings.Contains(msg, "move it aside") {
 		t.Fatalf("remedy: %s", msg)
 	}
+}
+
+// A damaged pending log file (an entry that names no valid identity, or
+// the file removed under the running node) is not to be moved aside
+// alone: the remedy says so, and names the files that go together.
+func TestCorruptExitOfThePendingLog(t *testing.T) {
+	for _, path := range []string{"/data/state.db.pending", "/data/state.db.pending.1"} {
+		err := corruptExit(&prospero.CorruptError{Path: path, Err: errors.New("a pending write names no valid identity")}, "/data")
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != exitCorrupt {
+			t.Fatalf("%s: exit %v, want code %d", path, err, exitCorrupt)
+		}
+		msg := err.Error()
+		for _, want := range []string{"never move it aside alone", "/data/state.db, /data/state.db.pending and /data/state.db.pending.1 aside together"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s: remedy lacks %q: %s", path, want, msg)
+			}
+		}
+		if strings.Contains(msg, "move it aside to start") {
+			t.Errorf("%s: remedy tells to move the file aside alone: %s", path, msg)
+		}
+	}
+}
+
+// pendingEntry encodes one entry of a state store's pending log, as
+// prospero writes it (prospero/store_pending.go, "Entry layout").
+func pendingEntry(seq uint64, kind, key string, version uint64, state []byte) []byte {
+	p := binary.BigEndian.AppendUint64(nil, seq)
+	p = binary.AppendUvarint(p, uint64(len(kind)))
+	p = append(p, kind...)
+	p = binary.AppendUvarint(p, uint64(len(key)))
+	p = append(p, key...)
+	p = binary.BigEndian.AppendUint64(p, version)
+	p = binary.AppendUvarint(p, 1) // incarnation
+	p = binary.AppendUvarint(p, uint64(len(state)))
+	p = append(p, state...)
+	b := binary.BigEndian.AppendUint32(nil, uint32(len(p)+4))
+	b = binary.BigEndian.AppendUint32(b, crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli)))
+	return append(b, p...)
+}
+
+// A pending log file holding a write the node cannot give back (its
+// identity is not valid) stops the start with the corrupt-data code and
+// a remedy that keeps the log's files together; garbage in it (a torn
+// write) is skipped and the node starts.
+func TestAgentRefusesAPendingLogItCannotWriteBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs agents")
+	}
+	a := newSoloAgent(t)
+	a.runHealthy()
+	good := filepath.Join(a.dir, "good")
+	copyTree(t, a.dataDir, good)
+
+	p := filepath.Join(a.dataDir, "state.db.pending.1")
+	if err := os.WriteFile(p, pendingEntry(1, "counter", "\xff\xfe", 5, []byte("x")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := a.runDamaged()
+	if code != exitCorrupt {
+		t.Errorf("exit code %d, want %d (corrupt data)", code, exitCorrupt)
+	}
+	for _, want := range []string{p, "what to do", "never move it aside alone", "aside together"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+
+	copyTree(t, good, a.dataDir)
+	if err := os.WriteFile(p, []byte("\x00\x00\x00\x30torn write, not an entry"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.runHealthy()
 }

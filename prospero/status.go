@@ -16,7 +16,7 @@ type Status struct {
 	// Active reports whether the identity is in memory, in any phase: an
 	// activation attached, or one queued for or in hydration (also a
 	// re-admission after a passivation that found mail waiting),
-	// restarting, backing off after a fault, being passivated or retired.
+	// restarting, backing off after a fault, being passivated, retired or rejected.
 	// Only Active false means that nothing in memory can still change the
 	// state at rest (a handoff waits for it before reading the store).
 	Active bool

@@ -426,7 +426,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 	n.store = store
 	if back := store.Recovered(); back > 0 {
 		n.log.LogAttrs(ctx, slog.LevelInfo, "state store: wrote back writes sent to replicas before the last stop and not yet committed",
-			slog.Int("records", back), slog.String("from", store.Path()+".pending, "+store.Path()+".pending.1"))
+			slog.Int("records", back), slog.Any("from", prospero.PendingLogFiles(store.Path())))
 	}
 	if bad := store.InvalidIdentities(); bad.Count > 0 {
 		first := make([]string, len(bad.First))

@@ -98,8 +98,9 @@ type pendingLog struct {
 	last uint64 // sequence number of the last write logged in it
 }
 
-// pendingNames are the pending log's files of the store at path.
-func pendingNames(path string) [2]string { return [2]string{path + ".pending", path + ".pending.1"} }
+// PendingLogFiles returns the names of the pending log's two files of
+// the store at path, which belong with it.
+func PendingLogFiles(path string) [2]string { return [2]string{path + ".pending", path + ".pending.1"} }
 
 // pendingWrite is one decided write.
 type pendingWrite struct {
@@ -214,7 +215,7 @@ func openPending(path string, db *bolt.DB) (logs [2]pendingLog, last uint64, n i
 		name string // of its file
 	}
 	var all []logged
-	for i, name := range pendingNames(path) {
+	for i, name := range PendingLogFiles(path) {
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			return logs, 0, 0, fmt.Errorf("prospero: open %s: %w", name, err)

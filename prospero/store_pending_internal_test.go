@@ -425,7 +425,7 @@ func TestPendingLogAlternatesFilesUnderSteadyLoad(t *testing.T) {
 	t.Cleanup(func() { beforeCommit = nil })
 	id := Identity{Kind: "counter", Key: "a"}
 	sizes := func() (total int64) {
-		for _, name := range pendingNames(path) {
+		for _, name := range PendingLogFiles(path) {
 			fi, err := os.Stat(name)
 			if err != nil {
 				t.Fatal(err)
@@ -482,7 +482,7 @@ func TestPendingLogAlternatesFilesUnderSteadyLoad(t *testing.T) {
 		held = append(held, done)
 	}
 	var spans [2]bool
-	for i, name := range pendingNames(path) {
+	for i, name := range PendingLogFiles(path) {
 		b, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
@@ -496,7 +496,7 @@ func TestPendingLogAlternatesFilesUnderSteadyLoad(t *testing.T) {
 	}
 	crashed := filepath.Join(t.TempDir(), "state.db")
 	copyFile(t, path, crashed)
-	for _, name := range pendingNames(path) {
+	for _, name := range PendingLogFiles(path) {
 		copyFile(t, name, crashed+name[len(path):])
 	}
 	close(step)

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
+	"slices"
 
+	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
 )
@@ -19,19 +20,22 @@ func corruptExit(err error, dataDir string) error {
 		store *prospero.CorruptError
 		log   *placement.CorruptError
 		what  string
+		// the node's state store and its pending log
+		db          = filepath.Join(dataDir, tempest.StateFile)
+		pendingLogs = prospero.PendingLogFiles(db)
 	)
 	switch {
 	case errors.As(err, &store) && errors.Is(err, prospero.ErrSentNotCommitted):
+		logs := prospero.PendingLogFiles(store.Path)
 		what = fmt.Sprintf("the file is sound, the disk failed a write (see the cause: free space or fix the disk), "+
 			"and the node stopped so that its shards fail over; start it again once the disk works: "+
-			"it first writes back from %s.pending and %[1]s.pending.1 what it had sent to its replicas", store.Path)
-	case errors.As(err, &store) && isPendingLog(store.Path):
-		db := strings.TrimSuffix(strings.TrimSuffix(store.Path, ".1"), ".pending")
+			"it first writes back from %s and %s what it had sent to its replicas", logs[0], logs[1])
+	case errors.As(err, &store) && slices.Contains(pendingLogs[:], store.Path):
 		what = fmt.Sprintf("%s is part of the pending log (writes sent to replicas before they reached %s): "+
 			"never move it aside alone, that would lose them; if it was removed or replaced while the node ran, "+
-			"start the node again (it creates the file anew); if the start stops on it again, move %s, %[2]s.pending "+
-			"and %[2]s.pending.1 aside together: the node starts with an empty state store and, in a cluster, "+
-			"catches up from the replicas of its peers", store.Path, db, db)
+			"start the node again (it creates the file anew); if the start stops on it again, move %[2]s, %s "+
+			"and %s aside together: the node starts with an empty state store and, in a cluster, "+
+			"catches up from the replicas of its peers", store.Path, db, pendingLogs[0], pendingLogs[1])
 	case errors.As(err, &store):
 		what = fmt.Sprintf("restore %s from a backup; or move it aside to start with an empty state store: "+
 			"actors this node held at rest start from their initial state unless peers hold their state", store.Path)
@@ -43,10 +47,4 @@ func corruptExit(err error, dataDir string) error {
 		return err
 	}
 	return withCode(exitCorrupt, fmt.Errorf("%w\nwhat to do: %s", err, what))
-}
-
-// isPendingLog reports whether path names one of a state store's pending
-// log files.
-func isPendingLog(path string) bool {
-	return strings.HasSuffix(path, ".pending") || strings.HasSuffix(path, ".pending.1")
 }

@@ -662,6 +662,20 @@ func TestCoreTurnEndingWhilePassivating(t *testing.T) {
 	h.expect("", "Persisted,Passivated,Passivated")
 }
 
+// rejectedAfterFailedLoads returns a core whose counterA, of a kind that
+// escalates after two failed loads, failed both: the core has just
+// issued its OpReject (the commands returned), not reported yet.
+func rejectedAfterFailedLoads(t *testing.T) (*coreHarness, []prospero.Command) {
+	t.Helper()
+	h := newHarness(t, prospero.CoreConfig{}, map[string]prospero.KindOptions{"counter": {MaxRestarts: 1, RestartPeriod: time.Minute}})
+	h.doorbell(counterA)
+	h.expect("Load:counter/a", "")
+	h.core.LoadFailed(counterA, errors.New("disk"), h.now)
+	h.expect("Load:counter/a", "StoreError,Fault,Restarting")
+	h.core.LoadFailed(counterA, errors.New("disk"), h.now)
+	return h, h.expect("Reject:counter/a", "StoreError,Fault,Escalated")
+}
+
 // An identity given up on (its load failed past the restart intensity)
 // stays in memory until the host reports that it refused the waiting
 // mail: a doorbell before that starts no activation, which the host's
@@ -669,13 +683,7 @@ func TestCoreTurnEndingWhilePassivating(t *testing.T) {
 // the refusal is reported a fresh activation (a fresh restart budget)
 // starts for it.
 func TestCoreRejectionWaitsForTheHostBeforeANewActivation(t *testing.T) {
-	h := newHarness(t, prospero.CoreConfig{}, map[string]prospero.KindOptions{"counter": {MaxRestarts: 1, RestartPeriod: time.Minute}})
-	h.doorbell(counterA)
-	h.expect("Load:counter/a", "")
-	h.core.LoadFailed(counterA, errors.New("disk"), h.now)
-	h.expect("Load:counter/a", "StoreError,Fault,Restarting")
-	h.core.LoadFailed(counterA, errors.New("disk"), h.now)
-	cmds := h.expect("Reject:counter/a", "StoreError,Fault,Escalated")
+	h, cmds := rejectedAfterFailedLoads(t)
 	if !h.core.InMemory(counterA) || h.core.Settled() {
 		t.Fatal("a rejection not yet carried out left memory")
 	}
@@ -715,13 +723,7 @@ func TestCoreRejectionWaitsForTheHostBeforeANewActivation(t *testing.T) {
 // shutdown began, is refused in turn once the rejection is reported:
 // nothing would activate it any more.
 func TestCoreMailDuringARejectionIsRefusedAtShutdown(t *testing.T) {
-	h := newHarness(t, prospero.CoreConfig{}, map[string]prospero.KindOptions{"counter": {MaxRestarts: 1, RestartPeriod: time.Minute}})
-	h.doorbell(counterA)
-	h.expect("Load:counter/a", "")
-	h.core.LoadFailed(counterA, errors.New("disk"), h.now)
-	h.expect("Load:counter/a", "StoreError,Fault,Restarting")
-	h.core.LoadFailed(counterA, errors.New("disk"), h.now)
-	cmds := h.expect("Reject:counter/a", "StoreError,Fault,Escalated")
+	h, cmds := rejectedAfterFailedLoads(t)
 	h.doorbell(counterA)
 	h.core.Shutdown(h.now)
 	h.expect("", "")

@@ -243,17 +243,6 @@ func TestCountersLinearizableUnderRollingRestart(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	lc.check(t, 100*rounds)
-	// Whether a kill hit an owner between sending writes and committing
-	// them: the restarted node then wrote them back from its pending log.
-	for _, n := range nodes {
-		n.logMu.Lock()
-		for _, line := range strings.Split(n.log.String(), "\n") {
-			if strings.Contains(line, "wrote back writes sent to replicas") {
-				t.Logf("%s: %s", n.name, line)
-			}
-		}
-		n.logMu.Unlock()
-	}
 }
 
 // counterAsk runs op through the node at base; ok false if the outcome

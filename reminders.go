@@ -664,21 +664,20 @@ func (c *cluster) syncReminders() {
 	if r == nil || c.pl == nil {
 		return
 	}
-	tb := c.pl.Table()
-	if tb == nil {
-		return
-	}
-	now := c.n.cfg.Clock.Now()
+	// One read of the table, as placement.Node.Check makes for each
+	// shard: checked at the epoch read, so a table applied since that
+	// moved the shard away and back cannot vouch for this one.
+	fresh := c.pl.LeaseFresh(c.n.cfg.Clock.Now())
 	keep, owned := map[string]keptShard{}, map[string]bool{}
-	for _, ref := range tb.Owned(c.name) {
-		sh := shardKey(ref)
-		owned[sh] = true
-		if s, _ := tb.Shard(ref); s.MovingTo == "" {
-			// Checked at the epoch read: a table applied since that moved
-			// the shard away and back must not vouch for this one.
-			keep[sh] = keptShard{epoch: s.Epoch, serve: c.pl.Check(ref, s.Epoch, now) == nil}
+	c.pl.FSM().Read(func(tb *placement.Table) {
+		for _, ref := range tb.Owned(c.name) {
+			sh := shardKey(ref)
+			owned[sh] = true
+			if s, _ := tb.Shard(ref); s.MovingTo == "" {
+				keep[sh] = keptShard{epoch: s.Epoch, serve: placement.CheckOwnership(tb, c.name, ref, s.Epoch, fresh) == nil}
+			}
 		}
-	}
+	})
 	held := c.remEpochs.of(r.rem.Shards())
 	p := planReminders(keep, held)
 	for _, sh := range p.pause {

@@ -145,6 +145,50 @@ type Planner struct {
 	// holdUntil, holdExcept: see Hold.
 	holdUntil  time.Time
 	holdExcept string
+	// ranks caches, by group, the rendezvous ranking of each shard over
+	// the group's eligible nodes: they change far less often than the
+	// planner steps, and ranking every shard at every step was most of a
+	// step's cost.
+	ranks map[string]*groupRanks
+	// quiet is the last Step that returned nothing: the table it read
+	// (by pointer and version) and until when (NextDeadline) the same
+	// table gives the same answer. Confirm, Refuse and Witnessed, which
+	// change what Step decides from that table, forget it.
+	quiet quietStep
+}
+
+type quietStep struct {
+	t       *Table
+	version uint64
+	until   time.Time // zero: no deadline
+}
+
+// groupRanks is one group's cached rankings over eligible.
+type groupRanks struct {
+	eligible []string
+	ranked   [][]string // by shard index; nil until first asked
+}
+
+// ranked returns Ranked(group, i, eligible) from the cache, computing it
+// when eligible changed since it was cached. The result is shared: its
+// capacity is its length, so an append copies, and it must not be
+// modified in place.
+func (p *Planner) ranked(group string, i int, eligible []string) []string {
+	g := p.ranks[group]
+	if g == nil || !slices.Equal(g.eligible, eligible) {
+		g = &groupRanks{eligible: slices.Clone(eligible)}
+		p.ranks[group] = g
+	}
+	if i >= len(g.ranked) {
+		g.ranked = slices.Grow(g.ranked, i+1-len(g.ranked))[:i+1]
+	}
+	r := g.ranked[i]
+	if r == nil {
+		r = Ranked(group, i, eligible)
+		r = r[:len(r):len(r)]
+		g.ranked[i] = r
+	}
+	return r
 }
 
 // Hold makes the fence delay of every node except except that is seen
@@ -154,6 +198,9 @@ type Planner struct {
 // the nodes on its side (see the package documentation). The previous
 // leader itself is excepted: its own lease was anchored before the
 // election.
+//
+// It changes nothing a Step that reads the same table decides: the hold
+// counts only when a node is first seen down, a change of the table.
 func (p *Planner) Hold(until time.Time, except string) {
 	p.holdUntil, p.holdExcept = until, except
 }
@@ -171,13 +218,14 @@ func NewPlanner(cfg PlannerConfig) *Planner {
 		confirmed: map[ShardRef]Move{},
 		refused:   map[ShardRef]Move{},
 		failed:    map[ShardRef]map[string]*failedMove{},
+		ranks:     map[string]*groupRanks{},
 	}
 }
 
 // Confirm records that the handoff m (as begun) finished: the old owner
 // stopped admitting and shipped its state. The next Step completes it
 // without waiting for the fence delay.
-func (p *Planner) Confirm(m Move) { p.confirmed[m.Shard] = m }
+func (p *Planner) Confirm(m Move) { p.confirmed[m.Shard], p.quiet = m, quietStep{} }
 
 // Refuse records that the handoff m (as begun) cannot finish now: its old
 // owner is alive and answered that it could not ship the shard's state,
@@ -186,7 +234,7 @@ func (p *Planner) Confirm(m Move) { p.confirmed[m.Shard] = m }
 // completing it with state missing, and the shard is not moved to that
 // target again for a fence delay, doubling with each abort in a row (see
 // maxRetryFences).
-func (p *Planner) Refuse(m Move) { p.refused[m.Shard] = m }
+func (p *Planner) Refuse(m Move) { p.refused[m.Shard], p.quiet = m, quietStep{} }
 
 // Witnessed records that node's lease was, by its peers' account, last
 // renewed no later than at (see the package documentation, "A crashed
@@ -196,11 +244,16 @@ func (p *Planner) Refuse(m Move) { p.refused[m.Shard] = m }
 // forgets it, so a caller gives it again before each Step for as long
 // as it holds; a zero at forgets it at once.
 func (p *Planner) Witnessed(node string, at time.Time) {
-	if at.IsZero() {
+	prev, ok := p.witnessed[node]
+	switch {
+	case at.IsZero() && !ok, ok && at.Equal(prev):
+		return // given again, as callers do before each Step
+	case at.IsZero():
 		delete(p.witnessed, node)
-		return
+	default:
+		p.witnessed[node] = at
 	}
-	p.witnessed[node] = at
+	p.quiet = quietStep{}
 }
 
 // fenceEnds is when the shards of node, seen down, may go to others.
@@ -234,37 +287,63 @@ func (p *Planner) DownSince(node string) (time.Time, bool) {
 // its caller can Step then instead of at its next periodic pass; false
 // if no delay is running.
 func (p *Planner) NextDeadline() (time.Time, bool) {
+	next := p.deadlineAfter(time.Time{})
+	return next, !next.IsZero()
+}
+
+// deadlineAfter is the earliest deadline of the planner's timers that is
+// after after (zero: any); zero if there is none.
+func (p *Planner) deadlineAfter(after time.Time) time.Time {
 	var next time.Time
-	note := func(since time.Time) {
-		if at := since.Add(p.cfg.FenceDelay); next.IsZero() || at.Before(next) {
+	note := func(at time.Time) {
+		if at.After(after) && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 	}
 	for name := range p.downSince {
-		if end, ok := p.fenceEnds(name); ok && (next.IsZero() || end.Before(next)) {
-			next = end
+		if end, ok := p.fenceEnds(name); ok {
+			note(end)
 		}
 	}
 	for _, t := range p.moveSince {
 		if p.cfg.ConfirmMoves {
 			t = t.Add((staleMoveFences - 1) * p.cfg.FenceDelay)
 		}
-		note(t)
+		note(t.Add(p.cfg.FenceDelay))
 	}
 	for _, byTarget := range p.failed {
 		for _, f := range byTarget {
-			if at := f.until; !at.IsZero() && (next.IsZero() || at.Before(next)) {
-				next = at
+			if !f.until.IsZero() {
+				note(f.until)
 			}
 		}
 	}
-	return next, !next.IsZero()
+	return next
 }
 
 // Step observes t at now and returns the commands to propose, in order:
 // aborts, completions, direct assignments, then new handoffs. Each
 // command carries preconditions, so proposing a stale plan is harmless.
+//
+// A caller that changes a table between two Steps must change its
+// Version (Table.Apply does): Step skips the scan of every shard when it
+// is given the table of its last Step, which returned nothing, at the
+// same Version, before the next deadline of its timers and with nothing
+// confirmed, refused or witnessed since.
 func (p *Planner) Step(t *Table, now time.Time) []Command {
+	if q := p.quiet; q.t == t && q.version == t.Version && (q.until.IsZero() || now.Before(q.until)) {
+		return nil
+	}
+	out := p.step(t, now)
+	p.quiet = quietStep{}
+	if len(out) == 0 {
+		// A deadline at or before now was acted on by this step.
+		p.quiet = quietStep{t: t, version: t.Version, until: p.deadlineAfter(now)}
+	}
+	return out
+}
+
+func (p *Planner) step(t *Table, now time.Time) []Command {
 	for name, n := range t.Nodes {
 		if n.Status == StatusDown {
 			if _, ok := p.downSince[name]; !ok {
@@ -345,13 +424,13 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 				}
 				continue
 			}
-			ranked := Ranked(gn, i, eligible)
+			ranked := p.ranked(gn, i, eligible)
 			target := ""
 			if len(ranked) > 0 {
 				target = ranked[0]
 			}
 			if r := t.Replication(); len(ranked) > r {
-				ranked = ranked[:r]
+				ranked = ranked[:r:r]
 			}
 			if target == s.Owner || s.Owner == "" || owner == nil || owner.Status == StatusDown {
 				delete(p.failed, ref) // settled where it should be, or placed afresh
@@ -362,7 +441,7 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 				// Nothing was ever committed here (or its owner left the
 				// table): every wanted replica is trivially in sync.
 				assigns = append(assigns, Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: target})
-				sets = append(sets, ranked)
+				sets = append(sets, slices.Clone(ranked)) // ranked is the cache's
 			case owner.Status == StatusDown:
 				if end, ok := p.fenceEnds(s.Owner); ok && !now.Before(end) {
 					to, set := failoverTarget(t, gn, i, s, eligible, target)
@@ -380,7 +459,7 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 					// owner tries the next-ranked node after two failures.
 					alt := ""
 					if draining && f.fails >= 2 {
-						alt = p.nextRanked(ref, Ranked(gn, i, eligible), s.Owner, now)
+						alt = p.nextRanked(ref, p.ranked(gn, i, eligible), s.Owner, now)
 					}
 					if alt == "" {
 						continue
@@ -392,6 +471,11 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 					draining: draining,
 				})
 			}
+		}
+	}
+	for gn := range p.ranks {
+		if _, ok := t.Groups[gn]; !ok {
+			delete(p.ranks, gn)
 		}
 	}
 	for ref := range p.moveSince {
@@ -508,7 +592,10 @@ func failoverTarget(t *Table, gn string, i int, s Shard, eligible []string, targ
 func staleReplicas(t *Table, ref ShardRef, s Shard, want []string) []Move {
 	var out []Move
 	size := len(s.Replicas)
-	for _, r := range s.Followers() {
+	for _, r := range s.Replicas {
+		if r == s.Owner {
+			continue // Followers, without allocating
+		}
 		n := t.Nodes[r]
 		switch {
 		case n == nil || n.Status == StatusDown:

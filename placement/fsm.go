@@ -80,6 +80,21 @@ func (f *FSM) Table() *Table {
 	return f.table.Clone()
 }
 
+// tableSince returns a deep copy of the current table and the channel
+// closed at its next change, or prev and changed themselves when changed
+// is still that channel (the table has not changed since prev was
+// copied). The leader's step reads the table every pass and it changes
+// far less often; the copy is shared, so no caller may modify it.
+func (f *FSM) tableSince(prev *Table, changed <-chan struct{}) (*Table, <-chan struct{}) {
+	f.observed()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if prev != nil && changed == f.changed {
+		return prev, changed
+	}
+	return f.table.Clone(), f.changed
+}
+
 // ObserveReads makes fn (nil: none) be called at every read of the
 // table through Read or Table, and so through every Node method that
 // reads it (Locate, Owner, Check, Table, ...), before the read. It is for

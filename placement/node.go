@@ -112,6 +112,18 @@ type Node struct {
 	// for; witness the answer, while it holds (see applyWitness).
 	witnessAsked uint64
 	witness      witnessed
+	// stepTable is the table the leader's passes last read, unchanged
+	// while stepChanged is open (see stepRead).
+	stepTable   *Table
+	stepChanged <-chan struct{}
+}
+
+// stepRead returns the current table for the leader's pass, copying it
+// only when it changed since the last pass read it. The result is shared
+// between passes: it must not be modified.
+func (n *Node) stepRead() *Table {
+	n.stepTable, n.stepChanged = n.fsm.tableSince(n.stepTable, n.stepChanged)
+	return n.stepTable
 }
 
 // witnessed is what a new leader learnt from its voters of the leader
@@ -1278,7 +1290,7 @@ func (n *Node) step(ctx context.Context) {
 	n.reconcileNodes(ctx, peers, now)
 	n.reconcileVoters(peers, now)
 	n.applyWitness(ctx)
-	table := n.fsm.Table()
+	table := n.stepRead()
 	for _, c := range n.planner.Step(table, now) {
 		if _, err := n.Propose(ctx, c); err != nil {
 			n.log.Debug("placement: propose plan", "op", c.Op, logKeyErr, err)
@@ -1363,13 +1375,13 @@ func (n *Node) selfReport(ctx context.Context) {
 
 // reconcileNodes turns membership and raft contact into node commands.
 func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) {
-	table := n.fsm.Table()
+	table := n.stepRead()
 	if table.ShardCount == 0 {
 		if _, err := n.Propose(ctx, Command{Op: OpInit, Shards: n.cfg.Shards, Replicas: n.cfg.Replicas}); err != nil {
 			n.log.Debug("placement: init", logKeyErr, err)
 			return
 		}
-		table = n.fsm.Table()
+		table = n.stepRead()
 	}
 	failing := n.stillFailing()
 	seen := map[string]bool{}

@@ -82,6 +82,19 @@ func TestPlannerWitnessShortensTheFence(t *testing.T) {
 	if at, ok := p.NextDeadline(); !ok || !at.Equal(later.Add(fence)) {
 		t.Fatalf("a witness given while b was up shortened its later fence: deadline %s, want %s", at, later.Add(fence))
 	}
+	// A witness that arrives after steps that found nothing to do (the
+	// new leader's voters answer late) shortens the fence from then on,
+	// with the table unchanged.
+	for _, c := range p.Step(tb, later.Add(time.Second)) {
+		mustApply(t, tb, c) // b leaves the replica sets
+	}
+	if cmds := p.Step(tb, later.Add(time.Second)); len(cmds) != 0 {
+		t.Fatalf("nothing to do before the fence ends, got %+v", cmds)
+	}
+	p.Witnessed("b", later.Add(-3*time.Second))
+	if cmds := ownerChanges(p.Step(tb, later.Add(2*time.Second))); len(cmds) != 1 {
+		t.Fatalf("a late witness did not shorten the fence: %+v", cmds)
+	}
 }
 
 // TestSplitTransportWitness: a witness of term T bounds every heartbeat

@@ -118,6 +118,10 @@ type Node struct {
 	stepChanged <-chan struct{}
 }
 
+// logCacheEntries is how many of the newest raft entries are kept in
+// memory (raft.LogCache), as Consul and Nomad keep theirs.
+const logCacheEntries = 512
+
 // stepRead returns the current table for the leader's pass, copying it
 // only when it changed since the last pass read it. The result is shared
 // between passes: it must not be modified.
@@ -209,7 +213,13 @@ func New(cfg Config) (*Node, error) {
 		closeWAL()
 		return nil, err
 	}
-	logs := &markedLog{LogStore: wal, mark: mark}
+	// Recent entries are kept in memory too: a leader reads every entry
+	// back to replicate it, and raft-wal's read checks each frame.
+	logs, err := raft.NewLogCache(logCacheEntries, &markedLog{LogStore: wal, mark: mark})
+	if err != nil {
+		closeWAL()
+		return nil, fmt.Errorf("placement: %w", err)
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "raft"), 2, hl.Named("snapshots"))
 	if err != nil {
 		closeWAL()

@@ -128,7 +128,7 @@ type cluster struct {
 	ml    gossip
 	pl    *placement.Node
 	peers *peerView
-	prove *prover
+	prove *membership.Prover   // the QUIC identities of gossip members (peerView admits only proven ones)
 	fed   *federation.Endpoint // the federation protocol on the control lanes
 	fedTr *fedSender
 	// placed is set once pl is (see starting).
@@ -270,7 +270,8 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	c.ml = ml
 	c.peers = newPeerView(c, ml)
-	c.prove = newProver(c.name, tr, c.log, n.cfg.Clock.Now, c.peers.signal)
+	c.prove = membership.NewProver(membership.ProverConfig{Self: c.name, Connector: tr, Clock: n.cfg.Clock,
+		Logger: c.log, Changed: c.peers.signal})
 
 	raftLn, err := tr.ListenStream(placement.RaftService)
 	if err != nil {
@@ -331,8 +332,7 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	c.wg.Add(1)
 	go c.watchMembers()
-	c.wg.Add(1)
-	go c.proveLoop()
+	c.wg.Go(func() { c.prove.Run(c.ctx, c.ml) })
 	if err := pl.Start(ctx); err != nil {
 		return err
 	}

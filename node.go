@@ -1221,7 +1221,7 @@ func (n *Node) Stats() Stats {
 				}
 			}
 		}
-		st.ProofsFailed = c.prove.failed.Load()
+		st.ProofsFailed = c.prove.Failed()
 		st.Gossip = c.ml.Dropped()
 		st.Leader = c.pl.IsLeader()
 		st.HandoffIsolated = c.isolated.Load()

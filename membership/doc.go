@@ -29,6 +29,18 @@
 // is ignored. Keys rotate without downtime in three steps run on every node
 // in turn: InstallKey, UseKey, RemoveKey.
 //
+// # Proving identities
+//
+// Gossip proves nothing: anyone with the gossip key can join under any
+// name and advertise any address. A Prover keeps, per member, whether a
+// mutually authenticated link (its Connector: the QUIC transport) was
+// made under the member's name, and for which QUIC address and process;
+// a new address or a restart proves itself again, and failures back off
+// from ProveRetryMin to ProveRetryMax. Its decisions (Due, Done, Proven)
+// are plain methods under one lock, tested without a network; Run is the
+// loop that carries them out. The node admits a member to placement only
+// while it is Proven.
+//
 // # Events
 //
 // Consumers such as placement depend on the Cluster interface. Subscribe

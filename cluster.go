@@ -220,8 +220,8 @@ func (c *cluster) start(ctx context.Context) error {
 	wc.HandleBatch = rem.mail.HandleBatch
 	wc.Events = func(ev wire.LinkEvent) {
 		// Marked down before the pending asks fail, so that mail sent
-		// from then on waits (linkState) rather than go to a new dial.
-		rem.links.event(ev)
+		// from then on waits (wire.LinkWatch) rather than go to a new dial.
+		rem.links.Event(ev)
 		rem.mail.LinkEvent(ev)
 		if !ev.Up {
 			c.fed.LinkDown(ev.Peer)
@@ -245,7 +245,7 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	c.tr = tr
 	c.fedTr.tr.Store(&tr)
-	rem.links.connect = func(peer string) error { return tr.Connect(c.ctx, peer) }
+	rem.links.Connect = func(peer string) error { return tr.Connect(c.ctx, peer) }
 	rem.attach(tr)
 
 	mc := membership.DefaultConfig()

@@ -21,7 +21,7 @@ import (
 // link went down would start a dial and queue behind it; the dial to a
 // dead node fails only after its handshake timeout, and the asks queued
 // behind it with it, so the routing layer keeps such mail itself
-// (linkState) until the link is up or the table moves the shard.
+// (wire.LinkWatch) until the link is up or the table moves the shard.
 func TestFailoverAsksWaitOnLoopback(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")

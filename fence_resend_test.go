@@ -180,7 +180,7 @@ func (c *rtCluster) settle(node string) {
 func TestFenceRefusedLocalMailResent(t *testing.T) {
 	c, a, b, bells, pump := fencePair(t, "a")
 	asked := fenceRefusedMail(t, c, a, a, bells["a"], "b")
-	waitFor(t, "the refused mail waiting", func() bool { return a.r.buf.n.Load() == 4 })
+	waitFor(t, "the refused mail waiting", func() bool { return a.r.buf.Waiting() == 4 })
 	c.settle("b")
 	if o := <-asked; o.err != nil || o.got != "[1 2]" {
 		t.Fatalf("program code's ask = %q, %v; want the new owner's [1 2]", o.got, o.err)
@@ -213,9 +213,9 @@ func TestFenceRefusedRemoteMailResent(t *testing.T) {
 	notOwner := b.r.stats().RefusedOut.NotOwner()
 	asked := fenceRefusedMail(t, c, a, b, bells["b"], "a")
 	waitFor(t, "both asks refused NOT_OWNER", func() bool { return b.r.stats().RefusedOut.NotOwner()-notOwner == 2 })
-	waitFor(t, "the refused asks waiting at their node", func() bool { return a.r.buf.n.Load() == 2 })
+	waitFor(t, "the refused asks waiting at their node", func() bool { return a.r.buf.Waiting() == 2 })
 	waitFor(t, "the owner's mailbox empty", func() bool { return b.s.Queued(actor.Virtual("log", "x")) == 0 })
-	if n := b.r.buf.n.Load(); n != 0 {
+	if n := b.r.buf.Waiting(); n != 0 {
 		t.Fatalf("the owner holds %d fenced-off messages to send on, want none", n)
 	}
 	c.settle("a")
@@ -260,7 +260,7 @@ func TestFenceRefusedAskFailsAtItsDeadline(t *testing.T) {
 			if !errors.Is(err, actor.ErrDeadlineExceeded) || errors.Is(err, actor.ErrProcessUnavailable) {
 				t.Fatalf("ask = %v after %v, want its deadline", err, time.Since(start))
 			}
-			waitFor(t, "the retry queues empty", func() bool { return a.r.buf.n.Load() == 0 && b.r.buf.n.Load() == 0 })
+			waitFor(t, "the retry queues empty", func() bool { return a.r.buf.Waiting() == 0 && b.r.buf.Waiting() == 0 })
 		})
 	}
 }
@@ -290,7 +290,7 @@ func TestFenceRefusedAgainAfterResend(t *testing.T) {
 		waitFor(t, "the ask queued at a", func() bool { return a.s.Queued(log) == 1 })
 		c.handingTo("a", "b")
 		bell.release()
-		waitFor(t, "the ask waiting", func() bool { return a.r.buf.n.Load() == 1 })
+		waitFor(t, "the ask waiting", func() bool { return a.r.buf.Waiting() == 1 })
 	}
 	bell.holding()
 	go func() {
@@ -328,49 +328,13 @@ func TestFenceRefusedMailKeepsSenderOrder(t *testing.T) {
 	if err := a.s.Tell(actor.Virtual("pump", "p"), rtSeq{Kind: "go", DefaultDeadlineNs: 2, TurnBudgetNs: 1}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "seq 2 buffered", func() bool { return a.r.buf.n.Load() == 1 })
+	waitFor(t, "seq 2 buffered", func() bool { return a.r.buf.Waiting() == 1 })
 	bells["a"].release()
-	waitFor(t, "seq 1 fenced off and waiting", func() bool { return a.r.buf.n.Load() == 2 })
+	waitFor(t, "seq 1 fenced off and waiting", func() bool { return a.r.buf.Waiting() == 2 })
 	c.settle("b")
 	waitFor(t, "both tells at b", func() bool { return strings.Count(logOf(t, b), " ") == 1 })
 	if got := logOf(t, b); got != "[1 2]" {
 		t.Fatalf("log/x at its new owner = %s, want [1 2]", got)
-	}
-}
-
-// TestBufferUnrunMailGoesAheadInMailboxOrder: fenced-off mail goes ahead
-// of the mail queued for its recipient (sent after it), and mail fenced
-// off later (it reached the mailbox after the first batch left it) goes
-// behind the earlier batch, not ahead of it; a batch the shard's queues
-// cannot hold is refused whole.
-func TestBufferUnrunMailGoesAheadInMailboxOrder(t *testing.T) {
-	b := newHandoffBuffer(4, time.Minute)
-	to := actor.Virtual("log", "x")
-	item := func(n int) bufItem { return bufItem{m: ariel.Outbound{To: to, Msg: n}} }
-	now := time.Now()
-	if ok, err := b.add(item(3), "s", now, false); !ok || err != nil {
-		t.Fatalf("add = %v, %v", ok, err)
-	}
-	if !b.addUnrun([]bufItem{item(1)}, "s", now) || !b.addUnrun([]bufItem{item(2)}, "s", now) {
-		t.Fatal("a batch the queue has room for was refused")
-	}
-	if b.addUnrun([]bufItem{item(4), item(5)}, "s", now) {
-		t.Fatal("a batch beyond the shard's bound was taken")
-	}
-	var got []any
-	for {
-		it, ok := b.head(bufKey(to))
-		if !ok {
-			break
-		}
-		got = append(got, it.m.Msg)
-		b.remove(bufKey(to), it.seq)
-	}
-	if fmt.Sprint(got) != "[1 2 3]" {
-		t.Fatalf("queue = %v, want [1 2 3]", got)
-	}
-	if b.n.Load() != 0 {
-		t.Fatalf("%d counted after the queue emptied", b.n.Load())
 	}
 }
 

@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/prospero/federation/mailq"
 )
 
 // Mail that may not be sent now but may be soon waits in bounded
@@ -30,10 +28,10 @@ import (
 // recipient has a queue, later mail for it joins the queue even if the
 // move has completed meanwhile, so mail from one sender to one recipient
 // keeps its order; a message sent on from a queue and refused again goes
-// back to the place it first got (bufItem.seq), ahead of what was queued
+// back to the place it first got (mailq.Item.Seq), ahead of what was queued
 // behind it. Fenced-off mail left the recipient's mailbox, so it
 // was sent before anything queued for the recipient since: it goes ahead
-// of that mail, behind mail fenced off earlier (addUnrun), and is handed
+// of that mail, behind mail fenced off earlier (mailq.Queues.AddUnrun), and is handed
 // over before the mailbox admits mail again. A moving shard's queues hold at most
 // handoffBufferPerShard messages, and so do one shard's for every other
 // cause (one kind's while its shard is not known); beyond that the sender
@@ -54,461 +52,6 @@ const (
 	handoffBufferPerShard = 1024
 	handoffBufferWait     = tellRetryWait
 )
-
-// handoffBuffer is the routing layer's retry queues, keyed by recipient
-// identity and bounded per shard.
-type handoffBuffer struct {
-	n        atomic.Int64 // messages buffered (the fast path reads only this)
-	mu       sync.Mutex
-	queues   map[string]*bufQueue // by recipient kind/key
-	perShard map[string]int
-	// resentTells is, by recipient, the tells this node sent again (to another
-	// node) lately and when each began to wait: a refusal that echoes one
-	// of them keeps its start, so that no tell is resent longer than the
-	// wait, and any other refused tell's wait starts at its own refusal.
-	resentTells map[string][]resentTell
-	limit       int
-	wait        time.Duration
-	// seq numbers mail as it first waits, in the order it was sent.
-	seq uint64
-	// resentN counts the records in resentTells (the send path reads only
-	// this).
-	resentN atomic.Int64
-	// kick wakes the retry loop when mail is queued.
-	kick chan struct{}
-	// Counters (Stats().Retry).
-	parked, resent, gaveUp atomic.Uint64
-}
-
-type bufQueue struct {
-	to    actor.Ref
-	shard string
-	items []bufItem
-}
-
-// bufItem is one waiting message. A NOT_OWNER refusal by avoid while
-// this node's table showed avoid at avoidEpoch waits until the table
-// shows something else; any other cause waits until due (zero: the next
-// table change).
-type bufItem struct {
-	m          ariel.Outbound
-	since      time.Time // a tell's start of the wait
-	due        time.Time
-	attempt    int
-	avoid      string
-	avoidEpoch uint64
-	// unrun marks mail this node admitted and then fenced off
-	// (addUnrun): it waits ahead of the mail queued for its recipient.
-	unrun bool
-	// seq is the message's place in its recipient's queue, given when it
-	// first waits and kept while it is sent again: a resent message that
-	// is refused once more goes back ahead of what was queued behind it.
-	// It also names the item while it waits (remove, update).
-	seq uint64
-}
-
-// before reports whether a waits ahead of b in their recipient's queue:
-// fenced-off mail first, then each by the place it got when it first
-// waited.
-func (a bufItem) before(b bufItem) bool {
-	if a.unrun != b.unrun {
-		return a.unrun
-	}
-	return a.seq < b.seq
-}
-
-// place is where a message sent on from a queue waits if it is refused
-// again: kept with the record of its resend.
-type place struct {
-	seq   uint64
-	unrun bool
-}
-
-func (it bufItem) place() place { return place{seq: it.seq, unrun: it.unrun} }
-
-// resentTell is a tell sent again: its sender, its message in the form
-// a refusal echoes it, and the start of its wait.
-type resentTell struct {
-	from  actor.Ref
-	msg   any
-	since time.Time
-	id    uint64 // the number the tell had when it was resent
-	place place  // where it waits if refused; zero once a direct send made it unreliable (sentDirect)
-}
-
-func newHandoffBuffer(limit int, wait time.Duration) *handoffBuffer {
-	return &handoffBuffer{queues: map[string]*bufQueue{}, perShard: map[string]int{}, resentTells: map[string][]resentTell{},
-		limit: limit, wait: wait, kick: make(chan struct{}, 1)}
-}
-
-func bufKey(to actor.Ref) string { return to.Kind() + "/" + to.Key() }
-
-// queued reports whether mail for to waits in a buffer.
-func (b *handoffBuffer) queued(to actor.Ref) bool {
-	if b.n.Load() == 0 {
-		return false
-	}
-	b.mu.Lock()
-	_, ok := b.queues[bufKey(to)]
-	b.mu.Unlock()
-	return ok
-}
-
-// add queues it behind mail already waiting for its recipient, or, when
-// it is a message sent again from the queue and refused once more (it.seq
-// set), back at its place: ahead of the mail that was queued behind it.
-// shard names the recipient's shard for the bound; it is taken from the
-// existing queue when there is one. With mustExist, it is queued only if
-// a queue exists (ok false otherwise). A tell waits from it.since, or from
-// now when that is zero.
-func (b *handoffBuffer) add(it bufItem, shard string, now time.Time, mustExist bool) (ok bool, err error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	k := bufKey(it.m.To)
-	q := b.queues[k]
-	if q == nil {
-		if mustExist {
-			return false, nil
-		}
-		q = &bufQueue{to: it.m.To.WithIncarnation(0), shard: shard}
-		b.queues[k] = q
-	}
-	if b.perShard[q.shard] >= b.limit {
-		if len(q.items) == 0 {
-			delete(b.queues, k)
-		}
-		return true, fmt.Errorf("%w: handoff buffer of %s full", actor.ErrRefused, q.shard)
-	}
-	if it.since.IsZero() {
-		it.since = now
-	}
-	b.insertLocked(q, it)
-	b.perShard[q.shard]++
-	b.n.Add(1)
-	b.parked.Add(1)
-	select { // the retry loop sets its timer for this one's wait
-	case b.kick <- struct{}{}:
-	default:
-	}
-	return true, nil
-}
-
-// insertLocked puts it in q at its place (bufItem.before), giving it one
-// if it has none yet: behind everything when it first waits.
-func (b *handoffBuffer) insertLocked(q *bufQueue, it bufItem) {
-	if it.seq == 0 {
-		b.seq++
-		it.seq = b.seq
-	}
-	at := len(q.items)
-	for at > 0 && it.before(q.items[at-1]) {
-		at--
-	}
-	q.items = slices.Insert(q.items, at, it)
-}
-
-// nextSeq gives a place to a message refused after it was sent directly
-// and sent again at once, before it waits (its resend record names it by
-// that).
-func (b *handoffBuffer) nextSeq() uint64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.seq++
-	return b.seq
-}
-
-// addUnrun queues items, mail for one recipient that this node admitted
-// and then fenced off, in their mailbox order, ahead of every message
-// waiting for that recipient but behind mail fenced off before them (the
-// leading run of unrun items, which left the mailbox earlier): mail sent
-// after a fenced-off message, whether it waits here already or comes
-// later, stays behind it. Nothing of it is sent from here; the retry loop
-// routes it. All of items is queued, or none when the shard's queues are
-// full (false).
-func (b *handoffBuffer) addUnrun(items []bufItem, shard string, now time.Time) bool {
-	if len(items) == 0 {
-		return true
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	k := bufKey(items[0].m.To)
-	q := b.queues[k]
-	if q != nil {
-		shard = q.shard
-	}
-	if b.perShard[shard]+len(items) > b.limit {
-		return false
-	}
-	if q == nil {
-		q = &bufQueue{to: items[0].m.To.WithIncarnation(0), shard: shard}
-		b.queues[k] = q
-	}
-	for _, it := range items {
-		it.unrun = true
-		if it.since.IsZero() {
-			it.since = now
-		}
-		it.seq = 0 // behind mail fenced off before it, ahead of the rest
-		b.insertLocked(q, it)
-	}
-	b.perShard[shard] += len(items)
-	b.n.Add(int64(len(items)))
-	b.parked.Add(uint64(len(items)))
-	select { // the retry loop routes them
-	case b.kick <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-// requeue puts it back at its place in its recipient's queue (making the
-// queue again if it went), after the retry loop took it and its send was
-// refused at once, so that it goes before what was queued behind it. It
-// was counted out of the bound when it was taken; it is counted in again
-// even if that exceeds the bound, as it held its place already.
-func (b *handoffBuffer) requeue(it bufItem, shard string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	k := bufKey(it.m.To)
-	q := b.queues[k]
-	if q == nil {
-		q = &bufQueue{to: it.m.To.WithIncarnation(0), shard: shard}
-		b.queues[k] = q
-	}
-	b.insertLocked(q, it)
-	b.perShard[q.shard]++
-	b.n.Add(1)
-}
-
-// head returns the first waiting message for key.
-func (b *handoffBuffer) head(k string) (bufItem, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q := b.queues[k]
-	if q == nil || len(q.items) == 0 {
-		return bufItem{}, false
-	}
-	return q.items[0], true
-}
-
-// indexLocked is where the message numbered seq waits in q, or -1. A
-// refusal may have put another message ahead of it since the retry loop
-// read it as the head, so the loop names the message it took.
-func indexLocked(q *bufQueue, seq uint64) int {
-	for i := range q.items {
-		if q.items[i].seq == seq {
-			return i
-		}
-	}
-	return -1
-}
-
-// update replaces the waiting message it.seq names for key (its
-// back-off).
-func (b *handoffBuffer) update(k string, it bufItem) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if q := b.queues[k]; q != nil {
-		if i := indexLocked(q, it.seq); i >= 0 {
-			q.items[i] = it
-		}
-	}
-}
-
-// remove takes the waiting message numbered seq out of key's queue, and
-// the queue when it is empty then.
-func (b *handoffBuffer) remove(k string, seq uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q := b.queues[k]
-	if q == nil {
-		return
-	}
-	i := indexLocked(q, seq)
-	if i < 0 {
-		return
-	}
-	q.items = slices.Delete(q.items, i, i+1)
-	b.n.Add(-1)
-	if b.perShard[q.shard]--; b.perShard[q.shard] <= 0 {
-		delete(b.perShard, q.shard)
-	}
-	if len(q.items) == 0 {
-		delete(b.queues, k)
-	}
-}
-
-func (b *handoffBuffer) keys() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]string, 0, len(b.queues))
-	for k := range b.queues {
-		out = append(out, k)
-	}
-	return out
-}
-
-// noteResent records that this node is sending the tell it (waiting
-// since it.since, at its place) again, to another node, in the form msg a
-// refusal of it echoes. It is noted before the send: the refusal can come
-// back before the send returns. At most the bound's worth are kept per
-// recipient, the oldest forgotten first.
-func (b *handoffBuffer) noteResent(k string, it bufItem, msg any) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l := b.resentTells[k]
-	if len(l) >= b.limit {
-		l = append(l[:0], l[1:]...)
-		b.resentN.Add(-1)
-	}
-	b.resentTells[k] = append(l, resentTell{from: it.m.From, msg: msg, since: it.since, id: it.seq, place: it.place()})
-	b.resentN.Add(1)
-}
-
-// forgetResent drops the record of the resend of the tell numbered seq
-// to key's recipient (its send failed: nothing left).
-func (b *handoffBuffer) forgetResent(k string, seq uint64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l := b.resentTells[k]
-	for i, rt := range l {
-		if rt.id == seq {
-			b.dropResentLocked(k, l, i)
-			return
-		}
-	}
-}
-
-func (b *handoffBuffer) dropResentLocked(k string, l []resentTell, i int) {
-	copy(l[i:], l[i+1:])
-	l[len(l)-1] = resentTell{}
-	if l = l[:len(l)-1]; len(l) == 0 {
-		delete(b.resentTells, k)
-	} else {
-		b.resentTells[k] = l
-	}
-	b.resentN.Add(-1)
-}
-
-// placeOf returns when the refused tell m began to wait and where it
-// waits: if it is one this node sent again (the same sender and a message
-// same finds equal), that tell's start and place, and the record is
-// forgotten; else now, the tell's own first refusal, and no place yet.
-// A refusal echoes only the message, so of several equal tells resent
-// it cannot tell which one it is for; it takes the newest record. Equal
-// tells may trade places among themselves unseen, while the record of an
-// older resend that ran (no refusal comes for it) is never taken for a
-// newer one's refusal, which would put that one ahead of mail sent
-// before it.
-func (b *handoffBuffer) placeOf(m ariel.Outbound, now time.Time, same func(a, b any) bool) (time.Time, place) {
-	if b.resentN.Load() == 0 {
-		return now, place{}
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	k := bufKey(m.To)
-	l := b.resentTells[k]
-	for i := len(l) - 1; i >= 0; i-- {
-		if rt := l[i]; rt.from == m.From && same(rt.msg, m.Msg) {
-			b.dropResentLocked(k, l, i)
-			return rt.since, rt.place
-		}
-	}
-	return now, place{}
-}
-
-// sentDirect is told of a tell from `from` to `to` sent straight to its
-// owner, not from a queue. A record of an earlier resend of an equal tell
-// that was not refused would otherwise give this one's refusal the
-// earlier one's place, ahead of mail queued after that; refusals of
-// both, if any, come back in the order they were sent, so from now on
-// arrival order places them. The records keep their start (the wait is
-// counted from it as before).
-func (b *handoffBuffer) sentDirect(to, from actor.Ref) {
-	if b.resentN.Load() == 0 {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l := b.resentTells[bufKey(to)]
-	for i := range l {
-		if l[i].from == from {
-			l[i].place = place{}
-		}
-	}
-}
-
-// sweep forgets the resent tells whose wait ended a wait ago (a refusal
-// of one comes a round trip after it was sent, and it is sent no later
-// than the end of its wait). A pass of the retry loop calls it once, not
-// once per recipient: it walks every recipient resent to lately, under
-// the lock every send takes. It returns when the next of those kept is to
-// be forgotten (zero: none is kept).
-func (b *handoffBuffer) sweep(now time.Time) (next time.Time) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for k, l := range b.resentTells {
-		kept := l[:0]
-		for _, rt := range l {
-			if end := rt.since.Add(2 * b.wait); now.Before(end) {
-				kept = append(kept, rt)
-				if next.IsZero() || end.Before(next) {
-					next = end
-				}
-			}
-		}
-		clear(l[len(kept):])
-		b.resentN.Add(-int64(len(l) - len(kept)))
-		if len(kept) == 0 {
-			delete(b.resentTells, k)
-		} else {
-			b.resentTells[k] = kept
-		}
-	}
-	return next
-}
-
-// expire removes the messages of key that waited too long: tells older
-// than the wait, asks past their deadline. It returns them.
-func (b *handoffBuffer) expire(k string, now time.Time) []bufItem {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q := b.queues[k]
-	if q == nil {
-		return nil
-	}
-	var gone []bufItem
-	kept := q.items[:0]
-	for _, it := range q.items {
-		if (it.m.AskID != 0 && !now.Before(it.m.Deadline)) || (it.m.AskID == 0 && now.Sub(it.since) >= b.wait) {
-			gone = append(gone, it)
-			continue
-		}
-		kept = append(kept, it)
-	}
-	for i := len(kept); i < len(q.items); i++ {
-		q.items[i] = bufItem{}
-	}
-	q.items = kept
-	b.n.Add(-int64(len(gone)))
-	if b.perShard[q.shard] -= len(gone); b.perShard[q.shard] <= 0 {
-		delete(b.perShard, q.shard)
-	}
-	if len(q.items) == 0 {
-		delete(b.queues, k)
-	}
-	return gone
-}
-
-// expiry is when it leaves its queue unsent.
-func (b *handoffBuffer) expiry(it bufItem) time.Time {
-	if it.m.AskID != 0 {
-		return it.m.Deadline
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return it.since.Add(b.wait)
-}
 
 // inHandoff reports whether a locator error says the recipient's shard is
 // being handed off, and the shard's name for the buffer bound.
@@ -557,20 +100,20 @@ func (r *remote) buffer(m ariel.Outbound, locErr error) (handled bool, err error
 		return false, nil
 	}
 	if locErr == nil {
-		if r.buf.n.Load() == 0 { // the common case: nothing waits anywhere
+		if r.buf.Waiting() == 0 { // the common case: nothing waits anywhere
 			return false, nil
 		}
-		return r.buf.add(bufItem{m: m}, "", r.sched.Clock().Now(), true)
+		return r.buf.Add(mailq.Item{M: m}, "", r.sched.Clock().Now(), true)
 	}
 	if !resendable(locErr) {
 		return false, nil
 	}
 	now := r.sched.Clock().Now()
-	it := bufItem{m: m}
+	it := mailq.Item{M: m}
 	if _, moving := inHandoff(locErr); !moving {
-		it.due = now.Add(retryBackoff(0)) // a lease or a table catching up is no table change
+		it.Due = now.Add(retryBackoff(0)) // a lease or a table catching up is no table change
 	}
-	return r.buf.add(it, r.shardOf(m.To, locErr), now, false)
+	return r.buf.Add(it, r.shardOf(m.To, locErr), now, false)
 }
 
 // retry takes mail that node refused with err (resendable) after it was
@@ -580,7 +123,7 @@ func (r *remote) buffer(m ariel.Outbound, locErr error) (handled bool, err error
 // when it was sent from there (zero: sent directly; a tell's is found with
 // its start). It reports whether it took m; a false means the caller
 // reports err.
-func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, p place, err error) bool {
+func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, p mailq.Place, err error) bool {
 	if r.buf == nil || !m.To.IsVirtual() || m.Msg == nil || !resendable(err) {
 		return false
 	}
@@ -591,50 +134,50 @@ func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, p place, err error) b
 	refuser, notOwner := refusedBy(err)
 	var since time.Time
 	if m.AskID == 0 {
-		since, p = r.buf.placeOf(m, now, r.sameMsg)
+		since, p = r.buf.PlaceOf(m, now, r.sameMsg)
 	}
-	it := bufItem{m: m, since: since, seq: p.seq, unrun: p.unrun}
+	it := mailq.Item{M: m, Since: since, Seq: p.Seq, Unrun: p.Unrun}
 	if notOwner {
 		node, epoch, local, lerr := r.locate(m.To)
 		switch {
-		case lerr == nil && !r.buf.queued(m.To) && (local || node != refuser || (sentEpoch != 0 && epoch != sentEpoch)):
+		case lerr == nil && !r.buf.Queued(m.To) && (local || node != refuser || (sentEpoch != 0 && epoch != sentEpoch)):
 			noted := m.AskID == 0 && !local
 			if noted {
-				if it.seq == 0 {
-					it.seq = r.buf.nextSeq() // the record names it by that
+				if it.Seq == 0 {
+					it.Seq = r.buf.NextSeq() // the record names it by that
 				}
 				r.noteResent(it)
 			}
-			serr := r.route(m, it.place())
+			serr := r.route(m, it.Place())
 			if serr != nil && noted {
-				r.buf.forgetResent(bufKey(m.To), it.seq) // not sent
+				r.buf.ForgetResent(mailq.Key(m.To), it.Seq) // not sent
 			}
 			switch {
 			case serr == nil:
-				r.buf.resent.Add(1)
+				r.buf.CountResent()
 				return true
 			case !resendable(serr):
-				r.buf.resent.Add(1)
+				r.buf.CountResent()
 				r.fail(m, serr)
 				return true
 			}
 			// Refused at once, nothing sent (no link to the node the
 			// table names now): it waits for a change or the back-off.
 			err = serr
-			it.due = now.Add(retryBackoff(0))
+			it.Due = now.Add(retryBackoff(0))
 		case lerr == nil:
-			it.avoid, it.avoidEpoch = node, epoch
+			it.Avoid, it.AvoidEpoch = node, epoch
 		default:
 			if _, moving := inHandoff(lerr); !moving {
-				it.due = now.Add(retryBackoff(0))
+				it.Due = now.Add(retryBackoff(0))
 			}
 		}
 	} else if wait, busy := busyFor(err); busy {
-		it.due = now.Add(wait)
+		it.Due = now.Add(wait)
 	} else {
-		it.due = now.Add(retryBackoff(0))
+		it.Due = now.Add(retryBackoff(0))
 	}
-	if _, berr := r.buf.add(it, r.shardOf(m.To, err), now, false); berr != nil {
+	if _, berr := r.buf.Add(it, r.shardOf(m.To, err), now, false); berr != nil {
 		r.fail(m, berr)
 	}
 	return true
@@ -654,79 +197,79 @@ func (r *remote) flushBuffered() (next time.Time) {
 			next = t
 		}
 	}
-	earlier(r.buf.sweep(now)) // also once nothing waits: the record ends
-	if r.buf.n.Load() == 0 {
+	earlier(r.buf.Sweep(now)) // also once nothing waits: the record ends
+	if r.buf.Waiting() == 0 {
 		return next
 	}
-	for _, k := range r.buf.keys() {
-		for _, it := range r.buf.expire(k, now) {
-			if it.m.AskID != 0 {
-				r.fail(it.m, actor.ErrDeadlineExceeded)
+	for _, k := range r.buf.Keys() {
+		for _, it := range r.buf.Expire(k, now) {
+			if it.M.AskID != 0 {
+				r.fail(it.M, actor.ErrDeadlineExceeded)
 				continue
 			}
-			if !it.m.From.IsZero() {
-				r.buf.gaveUp.Add(1) // program code's: fail counts it
+			if !it.M.From.IsZero() {
+				r.buf.CountGaveUp() // program code's: fail counts it
 			}
-			r.fail(it.m, fmt.Errorf("%w: placement did not settle in time", actor.ErrProcessUnavailable))
+			r.fail(it.M, fmt.Errorf("%w: placement did not settle in time", actor.ErrProcessUnavailable))
 		}
 		for {
-			it, ok := r.buf.head(k)
+			it, ok := r.buf.Head(k)
 			if !ok {
 				break
 			}
-			if it.m.AskID != 0 && !r.sched.AskPending(it.m.AskID) {
-				r.buf.remove(k, it.seq) // answered meanwhile (its deadline, its caller gone)
+			if it.M.AskID != 0 && !r.sched.AskPending(it.M.AskID) {
+				r.buf.Remove(k, it.Seq) // answered meanwhile (its deadline, its caller gone)
 				continue
 			}
-			if now.Before(it.due) {
-				earlier(it.due)
-				earlier(r.buf.expiry(it))
+			if now.Before(it.Due) {
+				earlier(it.Due)
+				earlier(r.buf.Expiry(it))
 				break
 			}
-			node, epoch, local, err := r.locate(it.m.To)
-			if err == nil && it.avoid != "" && !local && node == it.avoid && epoch == it.avoidEpoch {
-				earlier(r.buf.expiry(it)) // the table still names the refuser: wait for a change
+			node, epoch, local, err := r.locate(it.M.To)
+			if err == nil && it.Avoid != "" && !local && node == it.Avoid && epoch == it.AvoidEpoch {
+				earlier(r.buf.Expiry(it)) // the table still names the refuser: wait for a change
 				break
 			}
 			if err != nil {
 				if resendable(err) {
-					it.attempt++
-					it.due = time.Time{} // a move ends with a table change
+					it.Attempt++
+					it.Due = time.Time{} // a move ends with a table change
 					if _, moving := inHandoff(err); !moving {
-						it.due = now.Add(retryBackoff(it.attempt))
+						it.Due = now.Add(retryBackoff(it.Attempt))
 					}
-					r.buf.update(k, it)
-					earlier(it.due)
-					earlier(r.buf.expiry(it))
+					r.buf.Update(k, it)
+					earlier(it.Due)
+					earlier(r.buf.Expiry(it))
 					break
 				}
-				r.fail(it.m, err)
-				r.buf.remove(k, it.seq)
+				r.fail(it.M, err)
+				r.buf.Remove(k, it.Seq)
 				continue
 			}
-			r.buf.remove(k, it.seq)
-			if it.m.AskID == 0 && !local {
+			r.buf.Remove(k, it.Seq)
+			if it.M.AskID == 0 && !local {
 				r.noteResent(it)
 			}
-			if serr := r.sendRouted(it.m, node, epoch, local, it.place()); serr != nil {
-				if it.m.AskID == 0 && !local {
-					r.buf.forgetResent(k, it.seq) // not sent
+			if serr := r.sendRouted(it.M, node, epoch, local, it.Place()); serr != nil {
+				if it.M.AskID == 0 && !local {
+					r.buf.ForgetResent(k, it.Seq) // not sent
 				}
 				if resendable(serr) {
 					// Refused at once, nothing sent (no link to the owner
 					// yet): it keeps its place and waits again.
-					it.attempt++
-					it.due = now.Add(retryBackoff(it.attempt))
-					it.avoid, it.avoidEpoch = "", 0
-					r.buf.requeue(it, r.shardOf(it.m.To, serr))
-					earlier(it.due)
-					earlier(r.buf.expiry(it))
+					it.Attempt++
+					it.Due = now.Add(retryBackoff(it.Attempt))
+					it.Avoid, it.AvoidEpoch = "", 0
+					r.buf.Requeue(it, r.shardOf(it.M.To, serr))
+					earlier(it.Due)
+					earlier(r.buf.Expiry(it))
 					break
 				}
-				r.buf.resent.Add(1)
-				r.fail(it.m, serr)
+				r.buf.CountResent()
+				r.fail(it.M, serr)
 			} else {
-				r.buf.resent.Add(1)
+				r.buf.CountResent()
 			}
 		}
 	}
@@ -735,14 +278,14 @@ func (r *remote) flushBuffered() (next time.Time) {
 
 // noteResent records the tell it as sent again to another node, with its
 // message in the form a refusal echoes it (a registered *T as its T).
-func (r *remote) noteResent(it bufItem) {
-	msg := it.m.Msg
+func (r *remote) noteResent(it mailq.Item) {
+	msg := it.M.Msg
 	if r.reg != nil {
 		if v, err := r.reg.Value(msg); err == nil {
 			msg = v
 		}
 	}
-	r.buf.noteResent(bufKey(it.m.To), it, msg)
+	r.buf.NoteResent(mailq.Key(it.M.To), it, msg)
 }
 
 // sameMsg reports whether a refusal's echo b is the message a this node
@@ -766,7 +309,7 @@ func (r *remote) sameMsg(a, b any) bool {
 // route sends mail where its recipient lives now: a local actor through
 // the scheduler, a remote one through the Mailer, stamped. p is its
 // place in a retry queue (zero: none).
-func (r *remote) route(m ariel.Outbound, p place) error {
+func (r *remote) route(m ariel.Outbound, p mailq.Place) error {
 	node, epoch, local, err := r.locate(m.To)
 	if err != nil {
 		return err
@@ -778,7 +321,7 @@ func (r *remote) route(m ariel.Outbound, p place) error {
 // routed here is this node's own again (ariel.Scheduler.DeliverRouted):
 // an ask is answered to its caller directly, and mail fenced off here once
 // more comes back in its recipient's batch (ResendAll) and waits again.
-func (r *remote) sendRouted(m ariel.Outbound, node string, epoch uint64, local bool, p place) error {
+func (r *remote) sendRouted(m ariel.Outbound, node string, epoch uint64, local bool, p mailq.Place) error {
 	if local {
 		return r.sched.DeliverRouted(m)
 	}
@@ -797,7 +340,7 @@ func (r *remote) fail(m ariel.Outbound, err error) {
 	}
 	if m.From.IsZero() {
 		if r.buf != nil {
-			r.buf.gaveUp.Add(1)
+			r.buf.CountGaveUp()
 		}
 		return
 	}
@@ -836,7 +379,7 @@ func (r *remote) retryLoop(ctx context.Context, changed func() <-chan struct{}) 
 			return
 		case <-ch:
 		case <-wake:
-		case <-r.buf.kick:
+		case <-r.buf.Kicked():
 		}
 	}
 }

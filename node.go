@@ -1225,8 +1225,8 @@ func (n *Node) Stats() Stats {
 		st.Gossip = c.ml.Dropped()
 		st.Leader = c.pl.IsLeader()
 		st.HandoffIsolated = c.isolated.Load()
-		b := c.rem.buf
-		st.Retry = RetryStats{Parked: b.parked.Load(), Resent: b.resent.Load(), GaveUp: b.gaveUp.Load(), Waiting: b.n.Load()}
+		b := c.rem.buf.Stats()
+		st.Retry = RetryStats{Parked: b.Parked, Resent: b.Resent, GaveUp: b.GaveUp, Waiting: c.rem.buf.Waiting()}
 	}
 	return st
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/prospero/federation/mailq"
 	"github.com/tempest-actors/tempest/wire"
 )
 
@@ -59,7 +60,7 @@ type remote struct {
 	locate remoteLocator
 	mail   *wire.Mailer
 	reg    *wire.Registry
-	buf    *handoffBuffer
+	buf    *mailq.Queues
 	trc    *tracing // nil when not tracing
 	// cancel tells peer that the ask id it got from this node was given
 	// up (the federation's CancelAsk); nil: nothing is sent.
@@ -74,8 +75,8 @@ type remote struct {
 	// sent holds every ask forwarded to another node until its outcome,
 	// so that a refusal that never ran it (retry.go) sends it again.
 	sent [sentShards]sentShard
-	// links follows which peers' links are down (see linkState).
-	links linkState
+	// links follows which peers' links are down (see wire.LinkWatch).
+	links wire.LinkWatch
 }
 
 const sentShards = 32
@@ -90,10 +91,10 @@ type sentShard struct {
 type sentAsk struct {
 	m     ariel.Outbound
 	epoch uint64
-	place place
+	place mailq.Place
 }
 
-func (r *remote) keep(m ariel.Outbound, epoch uint64, p place) {
+func (r *remote) keep(m ariel.Outbound, epoch uint64, p mailq.Place) {
 	sh := &r.sent[m.AskID%sentShards]
 	sh.mu.Lock()
 	sh.m[m.AskID] = sentAsk{m: m, epoch: epoch, place: p}
@@ -143,11 +144,11 @@ func newRemote(s *ariel.Scheduler, reg *wire.Registry, locate remoteLocator, mc 
 		return nil, errors.New("tempest: remote mail needs a scheduler, a registry and a locator")
 	}
 	r := &remote{self: s.Config().Node, sched: s, local: s.LocalRouter(), locate: locate, reg: reg,
-		buf: newHandoffBuffer(handoffBufferPerShard, handoffBufferWait)}
+		buf: mailq.New(handoffBufferPerShard, handoffBufferWait)}
 	for i := range r.sent {
 		r.sent[i].m = map[uint64]sentAsk{}
 	}
-	r.links.onUp = r.kick
+	r.links.OnUp = r.kick
 	mc.Registry = reg
 	mc.Local = remoteDelivery{r}
 	mc.Complete = r.complete
@@ -198,7 +199,7 @@ func (r *remote) ResolveRoute(to actor.Ref) (*ariel.Cell, ariel.Route, error) {
 		}
 		return nil, ariel.Route{}, nil
 	}
-	if r.buf.queued(to) {
+	if r.buf.Queued(to) {
 		return nil, ariel.Route{}, nil
 	}
 	node, epoch, local, err := r.locate(to)
@@ -256,13 +257,13 @@ func (r *remote) Forward(m ariel.Outbound) error {
 			return err
 		}
 		if local { // placement moved here since Resolve
-			return r.route(m, place{})
+			return r.route(m, mailq.Place{})
 		}
 	}
 	if m.To.IsVirtual() && m.AskID == 0 && r.buf != nil {
-		r.buf.sentDirect(m.To, m.From)
+		r.buf.SentDirect(m.To, m.From)
 	}
-	err := r.sendTo(node, epoch, m, place{})
+	err := r.sendTo(node, epoch, m, mailq.Place{})
 	if err != nil {
 		// No link to the owner (noLinkError): the mail never left, and
 		// waits like mail whose route is in flux.
@@ -277,13 +278,13 @@ func (r *remote) Forward(m ariel.Outbound) error {
 // or tell is sent under its tempest.send span with the span's context. An
 // ask to a virtual actor is kept until its outcome (see complete). Mail
 // for a virtual actor fails with a *noLinkError, which the retry policy
-// resends, when node's link is down (linkState: it is not handed to the
+// resends, when node's link is down (wire.LinkWatch: it is not handed to the
 // transport, which would queue it behind a dial that may never succeed)
 // or the transport refused it for want of a link (wire.ErrUnavailable,
 // returned at once: nothing was queued). p is m's place in the retry
 // queue it was sent from (zero: none), kept with an ask.
-func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound, p place) error {
-	if m.To.IsVirtual() && r.links.isDown(node) {
+func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound, p mailq.Place) error {
+	if m.To.IsVirtual() && r.links.Down(node) {
 		return &noLinkError{node: node, err: fmt.Errorf("%w: %s: link down, not sent", wire.ErrUnavailable, node)}
 	}
 	kept := m.AskID != 0 && m.To.IsVirtual()
@@ -346,7 +347,7 @@ func (r *remote) CancelAsk(id uint64) {
 // through the sender's system lane, which a full mailbox cannot refuse;
 // the Mailer has counted the refusal either way.
 func (r *remote) undelivered(from, to actor.Ref, msg any, err error) {
-	if r.retry(ariel.Outbound{To: to, From: from, Msg: msg}, 0, place{}, err) {
+	if r.retry(ariel.Outbound{To: to, From: from, Msg: msg}, 0, mailq.Place{}, err) {
 		return
 	}
 	if !from.IsZero() {
@@ -526,7 +527,7 @@ func (r *remote) fence(ref actor.Ref) error {
 
 // ResendAll implements ariel.Resender: mail that waited here for an
 // activation the fence refused never ran, so it waits in the retry queue
-// (handoff_buffer.go addUnrun) as a peer's refusal would make it wait,
+// (mailq.Queues.AddUnrun) as a peer's refusal would make it wait,
 // but ahead of the mail queued for its recipient meanwhile, which was
 // sent after it; the retry loop routes it where the table puts the
 // recipient once it may go. The scheduler's batch holds this node's own
@@ -539,18 +540,18 @@ func (r *remote) ResendAll(batch []ariel.Outbound, err error) bool {
 	}
 	now := r.sched.Clock().Now()
 	wait, busy := busyFor(err)
-	items := make([]bufItem, 0, len(batch))
+	items := make([]mailq.Item, 0, len(batch))
 	for _, m := range batch {
 		if m.AskID != 0 && !r.sched.AskPending(m.AskID) {
 			continue // answered meanwhile (its deadline): nothing to send
 		}
-		it := bufItem{m: m}
+		it := mailq.Item{M: m}
 		if busy {
-			it.due = now.Add(wait)
+			it.Due = now.Add(wait)
 		}
 		items = append(items, it)
 	}
-	return r.buf.addUnrun(items, r.shardOf(batch[0].To, err), now)
+	return r.buf.AddUnrun(items, r.shardOf(batch[0].To, err), now)
 }
 
 // refusal is the admission error for a locator error: one that names the

@@ -100,7 +100,7 @@ func TestRemoteHandoffBuffersActorMail(t *testing.T) {
 			delete(c.fail, "a/log")
 		}
 	}
-	buffered := func() int64 { return a.r.buf.n.Load() }
+	buffered := func() int64 { return a.r.buf.Waiting() }
 
 	// log/x moves from b to a; mail from the pump waits meanwhile.
 	moving(true)
@@ -133,9 +133,7 @@ func TestRemoteHandoffBuffersActorMail(t *testing.T) {
 	}
 
 	// A full buffer refuses with ErrRefused.
-	a.r.buf.mu.Lock()
-	a.r.buf.limit = 4
-	a.r.buf.mu.Unlock()
+	a.r.buf.SetLimit(4)
 	moving(true)
 	if err := a.s.Tell(pumpRef, rtSeq{Kind: "go", DefaultDeadlineNs: 100, TurnBudgetNs: 10}); err != nil {
 		t.Fatal(err)
@@ -143,9 +141,7 @@ func TestRemoteHandoffBuffersActorMail(t *testing.T) {
 	waitFor(t, "4 buffered, 6 refused", func() bool { return buffered() == 4 && pump.refused.Load() == 6 })
 
 	// Mail that waits longer than the buffer's wait comes back Undelivered.
-	a.r.buf.mu.Lock()
-	a.r.buf.wait = 0
-	a.r.buf.mu.Unlock()
+	a.r.buf.SetWait(0)
 	c.changed()
 	waitFor(t, "4 undelivered", func() bool { return pump.unavail.Load() == 4 })
 	if buffered() != 0 {
@@ -190,9 +186,7 @@ func TestRemoteNotOwnerTellRetried(t *testing.T) {
 		return string(askRetry(t, a.s, logRef, rtSeq{Kind: "get"}).(rtPayload).State) == "[1]"
 	})
 	// Still the old view when the refusal arrives: no retry, Undelivered.
-	a.r.buf.mu.Lock()
-	a.r.buf.wait = 200 * time.Millisecond
-	a.r.buf.mu.Unlock()
+	a.r.buf.SetWait(200 * time.Millisecond)
 	c.mu.Lock()
 	c.seq["a/log"] = make([]string, 1000)
 	for i := range c.seq["a/log"] {

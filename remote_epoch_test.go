@@ -50,9 +50,7 @@ func TestRemoteStaleEpochNeverRuns(t *testing.T) {
 
 	// A program tell refused by a table that never catches up gives up
 	// after the wait; an ask at its deadline.
-	a.r.buf.mu.Lock()
-	a.r.buf.wait = 100 * time.Millisecond
-	a.r.buf.mu.Unlock()
+	a.r.buf.SetWait(100 * time.Millisecond)
 	refused := func() uint64 { return b.r.stats().RefusedOut[wire.RefusedReasonNotOwner] }
 	const stale = 3
 	setEpoch("a", stale)
@@ -60,19 +58,19 @@ func TestRemoteStaleEpochNeverRuns(t *testing.T) {
 	if err := a.s.Tell(ref, rtSeq{Kind: "add", DefaultDeadlineNs: 10}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the stale tell refused and given up", func() bool { return refused() == before+1 && a.r.buf.n.Load() == 0 })
+	waitFor(t, "the stale tell refused and given up", func() bool { return refused() == before+1 && a.r.buf.Waiting() == 0 })
 	_, err := a.s.Ask(rtCtx(t, 300*time.Millisecond), ref, rtSeq{Kind: "add", DefaultDeadlineNs: 100})
 	if !errors.Is(err, actor.ErrDeadlineExceeded) {
 		t.Fatalf("epoch %d: ask = %v, want its deadline (refused NOT_OWNER, the table never caught up)", stale, err)
 	}
-	waitFor(t, "the stale ask refused and dropped", func() bool { return refused() == before+2 && a.r.buf.n.Load() == 0 })
+	waitFor(t, "the stale ask refused and dropped", func() bool { return refused() == before+2 && a.r.buf.Waiting() == 0 })
 	// The refusal of an older stamp names the owner the refuser knows.
 	ferr := remoteDelivery{b.r}.Fence(ref, stale)
 	var re *wire.RefusedError
 	if !errors.As(ferr, &re) || re.Reason != wire.RefusedReasonNotOwner || !errors.Is(ferr, wire.ErrNotOwner) || re.OwnerHint != "b" {
 		t.Fatalf("epoch %d: fence = %v, want a NOT_OWNER refusal naming b", stale, ferr)
 	}
-	if n := a.r.buf.gaveUp.Load(); n != 1 {
+	if n := a.r.buf.Stats().GaveUp; n != 1 {
 		t.Fatalf("a gave up %d tells, want 1", n)
 	}
 
@@ -83,9 +81,7 @@ func TestRemoteStaleEpochNeverRuns(t *testing.T) {
 	if !errors.As(ferr, &re) || re.Reason != wire.RefusedReasonNotServing || !errors.Is(ferr, wire.ErrNotServing) {
 		t.Fatalf("epoch 9: fence = %v, want a NOT_SERVING refusal", ferr)
 	}
-	a.r.buf.mu.Lock()
-	a.r.buf.wait = 5 * time.Second
-	a.r.buf.mu.Unlock()
+	a.r.buf.SetWait(5 * time.Second)
 	setEpoch("a", 9)
 	notServing := func() uint64 { return b.r.stats().RefusedOut[wire.RefusedReasonNotServing] }
 	if err := a.s.Tell(ref, rtSeq{Kind: "add", DefaultDeadlineNs: 1}); err != nil {

@@ -3,8 +3,6 @@ package tempest
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
@@ -20,7 +18,7 @@ import (
 //     left this node because placement is in flux (waitable: the shard is
 //     moving, not placed yet, its owner is down, this node's table is behind
 //     or its lease is not fresh) or because there is no link to the owner's
-//     node (noLinkError: the link went down and is not up again, linkState,
+//     node (noLinkError: the link went down and is not up again, wire.LinkWatch,
 //     or the transport refused the send at once and queued nothing; the
 //     owner crashed or is cut off, and this node's table names it until
 //     gossip declares it failed and placement moves its shards), and a
@@ -75,19 +73,20 @@ import (
 //     actor.Undelivered with actor.ErrProcessUnavailable, and program code,
 //     which nobody can tell, has it counted in Stats().Retry.GaveUp). A
 //     tell refused by another node keeps the start of its first wait when
-//     this node had sent it again (handoffBuffer.resentTells); one fenced
+//     this node had sent it again (mailq.Queues.NoteResent); one fenced
 //     off by this node's own fence after it was routed here again starts
 //     its wait anew, which takes two table changes (the move undone, then
 //     begun again), so it cannot loop on an unchanged table.
 //
-// The queue that holds such mail is the routing layer's (handoff_buffer.go),
+// The queue that holds such mail is the routing layer's (package mailq,
+// driven from handoff_buffer.go),
 // keyed by recipient so that mail from one sender to one recipient keeps its
 // order; program code that gets a waitable error back at once (Node.Tell,
 // Node.Ask) waits in its own goroutine under the same rules (awaitRetry).
 
 // noLinkError is mail for a virtual actor that never left this node:
 // the link to the owner's node went down and has not come up since
-// (linkState), or the transport had no link and could make none then
+// (wire.LinkWatch), or the transport had no link and could make none then
 // (wire.ErrUnavailable from a send, which queued nothing): the owner
 // crashed, is cut off, or its link is backing off. The table may still
 // name that node until gossip declares it failed and placement moves its
@@ -105,118 +104,12 @@ type noLinkError struct {
 func (e *noLinkError) Error() string { return e.err.Error() }
 func (e *noLinkError) Unwrap() error { return e.err }
 
-// linkState follows which peers' links are down, so that mail for
-// virtual actors is not handed to a link that went down until it is up
-// again: a transport queues such mail behind a new dial, and if the peer
-// is gone the dial fails after its handshake timeout and every ask queued
-// there fails as its link's (wire.ErrLinkLost, outcome unknown), though
-// none of it left; meanwhile the table may have moved the shard to a live
-// node. So the mail fails at once as a noLinkError and waits in the retry
-// policy, and a single attempt per peer to bring the link back runs in
-// the background (connect, the transport's Connect). A peer is down from
-// its link's down event until its up event, or until such an attempt
-// succeeds (which also mends a down event that arrived after a later up).
-type linkState struct {
-	// down holds the peers down, copied on every change (link events are
-	// rare; a send only reads it, without a lock). Nil: none.
-	down atomic.Pointer[map[string]*linkDown]
-	mu   sync.Mutex // serializes changes of down
-	// connect brings the link to peer up, or fails (nil: nothing is
-	// tried; the link comes back when something else connects). Set
-	// before mail is sent.
-	connect func(peer string) error
-	// onUp is called when a link that was down comes up (the retry
-	// queue's kick); nil: nothing.
-	onUp func()
-}
-
-// linkDown is a peer whose link is down: connecting is set while an
-// attempt to connect to it runs.
-type linkDown struct{ connecting atomic.Bool }
-
-// event follows a transport's link event.
-func (l *linkState) event(ev wire.LinkEvent) {
-	if ev.Up {
-		l.up(ev.Peer)
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	old := l.down.Load()
-	if old != nil && (*old)[ev.Peer] != nil {
-		return
-	}
-	m := map[string]*linkDown{ev.Peer: {}}
-	if old != nil {
-		for p, d := range *old {
-			m[p] = d
-		}
-	}
-	l.down.Store(&m)
-}
-
-// up marks peer's link up, and calls onUp if it was down.
-func (l *linkState) up(peer string) { l.upIf(peer, nil) }
-
-// upIf is up, but when only is not nil only while peer's record of being
-// down is still only: a connect that succeeded must not clear an outage
-// recorded after it began (its link may have gone down again since).
-func (l *linkState) upIf(peer string, only *linkDown) {
-	l.mu.Lock()
-	old := l.down.Load()
-	was := old != nil && (*old)[peer] != nil && (only == nil || (*old)[peer] == only)
-	if was {
-		var m map[string]*linkDown
-		if len(*old) > 1 {
-			m = make(map[string]*linkDown, len(*old)-1)
-			for p, d := range *old {
-				if p != peer {
-					m[p] = d
-				}
-			}
-			l.down.Store(&m)
-		} else {
-			l.down.Store(nil)
-		}
-	}
-	l.mu.Unlock()
-	if was && l.onUp != nil {
-		l.onUp()
-	}
-}
-
-// isDown reports whether peer's link is down, and then starts an attempt
-// to connect to it unless one runs; its success marks the link up.
-func (l *linkState) isDown(peer string) bool {
-	m := l.down.Load()
-	if m == nil {
-		return false
-	}
-	d := (*m)[peer]
-	if d == nil {
-		return false
-	}
-	if l.connect != nil && d.connecting.CompareAndSwap(false, true) {
-		go func() {
-			err := l.connect(peer)
-			d.connecting.Store(false)
-			if err == nil {
-				l.upIf(peer, d)
-			}
-		}()
-	}
-	return true
-}
-
 // kick wakes the retry loop (mail may go now).
 func (r *remote) kick() {
 	if r.buf == nil {
 		return
 	}
-	select {
-	case r.buf.kick <- struct{}{}:
-	default:
-	}
+	r.buf.Kick()
 }
 
 // tellRetryWait bounds how long a tell may wait to be sent again.

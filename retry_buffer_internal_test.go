@@ -10,6 +10,8 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/wire"
+
+	"github.com/tempest-actors/tempest/prospero/federation/mailq"
 )
 
 // newBufRemote is a routing layer with retry queues on a virtual clock
@@ -22,17 +24,17 @@ func newBufRemote(tb testing.TB, loc remoteLocator) (*remote, *ariel.SimClock) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = s.Close(context.Background()) })
-	return &remote{self: "a", sched: s, locate: loc, buf: newHandoffBuffer(handoffBufferPerShard, handoffBufferWait)}, clk
+	return &remote{self: "a", sched: s, locate: loc, buf: mailq.New(handoffBufferPerShard, handoffBufferWait)}, clk
 }
 
 // parkRefused queues n tells, each to its own recipient, as refused
 // NOT_SERVING by their owner: each waits for its back-off.
 func parkRefused(tb testing.TB, r *remote, n int) {
 	tb.Helper()
-	r.buf.limit = n + 1
+	r.buf.SetLimit(n + 1)
 	for i := range n {
 		m := ariel.Outbound{To: actor.Virtual("log", fmt.Sprint(i)), From: actor.Virtual("pump", "p"), Msg: rtSeq{Kind: "seq"}}
-		if !r.retry(m, 0, place{}, wire.NotServing(fmt.Errorf("lease not fresh"))) {
+		if !r.retry(m, 0, mailq.Place{}, wire.NotServing(fmt.Errorf("lease not fresh"))) {
 			tb.Fatalf("tell %d not taken", i)
 		}
 	}
@@ -62,20 +64,20 @@ func BenchmarkFlushBufferedRecipients(b *testing.B) {
 // (nobody else is left to tell).
 func TestRetryQueueFullCountsProgramTells(t *testing.T) {
 	r, clk := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
-	r.buf.limit = 1
+	r.buf.SetLimit(1)
 	refusal := wire.NotServing(fmt.Errorf("lease not fresh"))
 	to := actor.Virtual("log", "x")
 	for i := range 2 {
-		if !r.retry(ariel.Outbound{To: to, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: uint64(i)}}, 0, place{}, refusal) {
+		if !r.retry(ariel.Outbound{To: to, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: uint64(i)}}, 0, mailq.Place{}, refusal) {
 			t.Fatalf("tell %d not taken", i)
 		}
 	}
-	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 1 || g != 1 {
+	if w, g := r.buf.Waiting(), r.buf.Stats().GaveUp; w != 1 || g != 1 {
 		t.Fatalf("queue full: %d waiting, %d given up; want 1 and 1", w, g)
 	}
 	clk.Advance(handoffBufferWait)
 	r.flushBuffered()
-	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 0 || g != 2 {
+	if w, g := r.buf.Waiting(), r.buf.Stats().GaveUp; w != 0 || g != 2 {
 		t.Fatalf("after the wait: %d waiting, %d given up; want 0 and 2", w, g)
 	}
 }
@@ -86,25 +88,25 @@ func TestRetryQueueFullCountsProgramTells(t *testing.T) {
 func TestRetryQueueBoundPerShard(t *testing.T) {
 	r, _ := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
 	r.shardName = func(to actor.Ref) (string, bool) { return "log/" + to.Key(), to.Key() != "unplaced" }
-	r.buf.limit = 2
+	r.buf.SetLimit(2)
 	refusal := wire.Busy(10*time.Millisecond, "hydration backlog")
 	tell := func(key string) {
 		t.Helper()
-		if !r.retry(ariel.Outbound{To: actor.Virtual("log", key), Msg: rtSeq{Kind: "seq"}}, 0, place{}, refusal) {
+		if !r.retry(ariel.Outbound{To: actor.Virtual("log", key), Msg: rtSeq{Kind: "seq"}}, 0, mailq.Place{}, refusal) {
 			t.Fatalf("tell to %s not taken", key)
 		}
 	}
 	for _, k := range []string{"a", "b", "c", "a", "b", "c"} {
 		tell(k)
 	}
-	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 6 || g != 0 {
+	if w, g := r.buf.Waiting(), r.buf.Stats().GaveUp; w != 6 || g != 0 {
 		t.Fatalf("%d waiting, %d given up; want 6 and 0", w, g)
 	}
 	tell("a") // a's shard is full
 	for range 3 {
 		tell("unplaced")
 	}
-	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 8 || g != 2 {
+	if w, g := r.buf.Waiting(), r.buf.Stats().GaveUp; w != 8 || g != 2 {
 		t.Fatalf("%d waiting, %d given up; want 8 and 2", w, g)
 	}
 }
@@ -121,22 +123,22 @@ func TestRetryWaitPerTell(t *testing.T) {
 	tell := func(n uint64) ariel.Outbound {
 		return ariel.Outbound{To: to, Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: n}}
 	}
-	r.retry(tell(1), 0, place{}, busy)
+	r.retry(tell(1), 0, mailq.Place{}, busy)
 	clk.Advance(handoffBufferWait - 100*time.Millisecond)
-	r.retry(tell(2), 0, place{}, busy)
+	r.retry(tell(2), 0, mailq.Place{}, busy)
 	clk.Advance(100 * time.Millisecond)
 	r.flushBuffered()
-	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 1 || g != 1 {
+	if w, g := r.buf.Waiting(), r.buf.Stats().GaveUp; w != 1 || g != 1 {
 		t.Fatalf("at the first tell's end: %d waiting, %d given up; want 1 and 1", w, g)
 	}
 	clk.Advance(handoffBufferWait - 100*time.Millisecond - time.Millisecond)
 	r.flushBuffered()
-	if w := r.buf.n.Load(); w != 1 {
+	if w := r.buf.Waiting(); w != 1 {
 		t.Fatalf("the second tell left %d before its wait ended", 1-w)
 	}
 	clk.Advance(time.Millisecond)
 	r.flushBuffered()
-	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 0 || g != 2 {
+	if w, g := r.buf.Waiting(), r.buf.Stats().GaveUp; w != 0 || g != 2 {
 		t.Fatalf("at the second tell's end: %d waiting, %d given up; want 0 and 2", w, g)
 	}
 
@@ -144,16 +146,16 @@ func TestRetryWaitPerTell(t *testing.T) {
 	// while tell 4, new, refused at the same time, starts its own wait.
 	start := clk.Now()
 	clk.Advance(handoffBufferWait - 100*time.Millisecond)
-	r.noteResent(bufItem{m: tell(3), since: start})
-	r.retry(tell(4), 0, place{}, busy)
-	r.retry(tell(3), 0, place{}, busy)
+	r.noteResent(mailq.Item{M: tell(3), Since: start})
+	r.retry(tell(4), 0, mailq.Place{}, busy)
+	r.retry(tell(3), 0, mailq.Place{}, busy)
 	clk.Advance(100 * time.Millisecond)
 	r.flushBuffered()
-	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 1 || g != 3 {
+	if w, g := r.buf.Waiting(), r.buf.Stats().GaveUp; w != 1 || g != 3 {
 		t.Fatalf("at the resent tell's end: %d waiting, %d given up; want 1 and 3", w, g)
 	}
-	if it, ok := r.buf.head(bufKey(to)); !ok || it.m.Msg.(rtSeq).DefaultDeadlineNs != 4 {
-		t.Fatalf("waiting: %+v, want tell 4", it.m.Msg)
+	if it, ok := r.buf.Head(mailq.Key(to)); !ok || it.M.Msg.(rtSeq).DefaultDeadlineNs != 4 {
+		t.Fatalf("waiting: %+v, want tell 4", it.M.Msg)
 	}
 	// The echo of a resent tell whose codec decodes an empty slice as nil
 	// is still that tell: the same encoding.
@@ -162,24 +164,21 @@ func TestRetryWaitPerTell(t *testing.T) {
 	r.flushBuffered()
 	start = clk.Now()
 	clk.Advance(handoffBufferWait - 100*time.Millisecond)
-	r.noteResent(bufItem{m: ariel.Outbound{To: to, Msg: rtPayload{State: []byte{}}}, since: start})
-	r.retry(ariel.Outbound{To: to, Msg: rtPayload{}}, 0, place{}, busy)
+	r.noteResent(mailq.Item{M: ariel.Outbound{To: to, Msg: rtPayload{State: []byte{}}}, Since: start})
+	r.retry(ariel.Outbound{To: to, Msg: rtPayload{}}, 0, mailq.Place{}, busy)
 	clk.Advance(100 * time.Millisecond)
 	r.flushBuffered()
-	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 0 || g != 5 {
+	if w, g := r.buf.Waiting(), r.buf.Stats().GaveUp; w != 0 || g != 5 {
 		t.Fatalf("at the resent payload's end: %d waiting, %d given up; want 0 and 5", w, g)
 	}
 
 	// The record of the resend was used up by its refusal; one of a
 	// resend never refused is swept once no refusal can echo it.
-	r.noteResent(bufItem{m: tell(5), since: clk.Now()})
+	r.noteResent(mailq.Item{M: tell(5), Since: clk.Now()})
 	clk.Advance(2 * handoffBufferWait)
 	r.flushBuffered()
-	r.buf.mu.Lock()
-	left := len(r.buf.resentTells)
-	r.buf.mu.Unlock()
-	if left != 0 {
-		t.Fatalf("%d recipients' resent tells kept after twice the wait", left)
+	if left := r.buf.ResentNotes(); left != 0 {
+		t.Fatalf("%d resent tells' records kept after twice the wait", left)
 	}
 }
 
@@ -204,28 +203,22 @@ func (s *seqRetry) tell(n uint64) ariel.Outbound {
 }
 
 // refused is the owner's refusal of tell n coming back.
-func (s *seqRetry) refused(n uint64) { s.r.retry(s.tell(n), 0, place{}, s.busy) }
+func (s *seqRetry) refused(n uint64) { s.r.retry(s.tell(n), 0, mailq.Place{}, s.busy) }
 
 // resend takes the i-th waiting message out and notes it sent again, as
 // flushBuffered does; it returns the message.
-func (s *seqRetry) resend(i int) bufItem {
-	s.r.buf.mu.Lock()
-	it := s.r.buf.queues[bufKey(s.to)].items[i]
-	s.r.buf.mu.Unlock()
-	s.r.buf.remove(bufKey(s.to), it.seq)
+func (s *seqRetry) resend(i int) mailq.Item {
+	it := s.r.buf.Items(mailq.Key(s.to))[i]
+	s.r.buf.Remove(mailq.Key(s.to), it.Seq)
 	s.r.noteResent(it)
 	return it
 }
 
 // queue is the numbers of the tells waiting, in queue order.
 func (s *seqRetry) queue() []uint64 {
-	s.r.buf.mu.Lock()
-	defer s.r.buf.mu.Unlock()
 	var out []uint64
-	if q := s.r.buf.queues[bufKey(s.to)]; q != nil {
-		for _, it := range q.items {
-			out = append(out, it.m.Msg.(rtSeq).DefaultDeadlineNs)
-		}
+	for _, it := range s.r.buf.Items(mailq.Key(s.to)) {
+		out = append(out, it.M.Msg.(rtSeq).DefaultDeadlineNs)
 	}
 	return out
 }
@@ -241,7 +234,7 @@ func TestRetryResentKeepsPlace(t *testing.T) {
 	// The retry loop sends the head again, and mail sent meanwhile joins
 	// the queue.
 	s.resend(0)
-	if ok, err := s.r.buf.add(bufItem{m: s.tell(3)}, "", time.Now(), true); !ok || err != nil {
+	if ok, err := s.r.buf.Add(mailq.Item{M: s.tell(3)}, "", time.Now(), true); !ok || err != nil {
 		t.Fatalf("tell 3 did not join the queue: %v %v", ok, err)
 	}
 	s.refused(1) // its refusal comes back
@@ -251,7 +244,7 @@ func TestRetryResentKeepsPlace(t *testing.T) {
 	// The second is sent and refused too; then the first again.
 	for _, i := range []int{1, 0} {
 		it := s.resend(i)
-		s.refused(it.m.Msg.(rtSeq).DefaultDeadlineNs)
+		s.refused(it.M.Msg.(rtSeq).DefaultDeadlineNs)
 	}
 	if got := s.queue(); !slices.Equal(got, []uint64{1, 2, 3}) {
 		t.Fatalf("queue after more refusals = %v, want [1 2 3]", got)
@@ -266,10 +259,10 @@ func TestRetryLoopRemovesTheMessageItTook(t *testing.T) {
 	s := newSeqRetry(t)
 	s.refused(1)
 	s.refused(2)
-	s.resend(0)                              // tell 1 is sent again
-	second, _ := s.r.buf.head(bufKey(s.to))  // the loop reads tell 2 next
-	s.refused(1)                             // tell 1's refusal comes back
-	s.r.buf.remove(bufKey(s.to), second.seq) // the loop takes tell 2 out
+	s.resend(0)                                 // tell 1 is sent again
+	second, _ := s.r.buf.Head(mailq.Key(s.to))  // the loop reads tell 2 next
+	s.refused(1)                                // tell 1's refusal comes back
+	s.r.buf.Remove(mailq.Key(s.to), second.Seq) // the loop takes tell 2 out
 	if got := s.queue(); !slices.Equal(got, []uint64{1}) {
 		t.Fatalf("queue after the loop took tell 2 = %v, want [1]", got)
 	}
@@ -281,7 +274,7 @@ func TestRetryLoopRemovesTheMessageItTook(t *testing.T) {
 func TestRetryResentFencedOffMailKeepsItsPlace(t *testing.T) {
 	s := newSeqRetry(t)
 	s.refused(2) // queued while the shard moves
-	if !s.r.buf.addUnrun([]bufItem{{m: s.tell(1)}}, "s", time.Now()) {
+	if !s.r.buf.AddUnrun([]mailq.Item{{M: s.tell(1)}}, "s", time.Now()) {
 		t.Fatal("fenced-off mail not taken")
 	}
 	if got := s.queue(); !slices.Equal(got, []uint64{1, 2}) {
@@ -302,8 +295,8 @@ func TestRetryDirectSendForgetsAResendsPlace(t *testing.T) {
 	s.refused(1)
 	s.resend(0) // sent again and, this time, run: no refusal
 	// Tells 2 and 1 are sent directly (nothing waits), both refused.
-	s.r.buf.sentDirect(s.to, s.from)
-	s.r.buf.sentDirect(s.to, s.from)
+	s.r.buf.SentDirect(s.to, s.from)
+	s.r.buf.SentDirect(s.to, s.from)
 	s.refused(2)
 	s.refused(1)
 	if got := s.queue(); !slices.Equal(got, []uint64{2, 1}) {
@@ -336,15 +329,12 @@ func TestRetryRefusalTakesTheNewestEqualResend(t *testing.T) {
 // direct send cleared its place.
 func TestRetryForgetsAResendWhoseSendFailed(t *testing.T) {
 	s := newSeqRetry(t)
-	it := bufItem{m: s.tell(0), seq: 7}
+	it := mailq.Item{M: s.tell(0), Seq: 7}
 	s.r.noteResent(it)
-	s.r.buf.sentDirect(s.to, s.from)
-	s.r.buf.forgetResent(bufKey(s.to), it.seq)
-	s.r.buf.mu.Lock()
-	left := len(s.r.buf.resentTells[bufKey(s.to)])
-	s.r.buf.mu.Unlock()
-	if left != 0 || s.r.buf.resentN.Load() != 0 {
-		t.Fatalf("%d records (%d counted) left after the failed resend was forgotten", left, s.r.buf.resentN.Load())
+	s.r.buf.SentDirect(s.to, s.from)
+	s.r.buf.ForgetResent(mailq.Key(s.to), it.Seq)
+	if left := s.r.buf.ResentNotes(); left != 0 {
+		t.Fatalf("%d records left after the failed resend was forgotten", left)
 	}
 }
 
@@ -354,7 +344,7 @@ func TestRetryForgetsAResendWhoseSendFailed(t *testing.T) {
 // sent, nothing counted resent) until the tell's wait ends.
 func TestRetryQueueNoLinkKeepsPlace(t *testing.T) {
 	r, clk := newBufRemote(t, func(actor.Ref) (string, uint64, bool, error) { return "b", 1, false, nil })
-	r.links.event(wire.LinkEvent{Peer: "b"})
+	r.links.Event(wire.LinkEvent{Peer: "b"})
 	to := actor.Virtual("log", "x")
 	for i := range 3 {
 		m := ariel.Outbound{To: to, From: actor.Virtual("pump", "p"), Msg: rtSeq{Kind: "seq", DefaultDeadlineNs: uint64(i)}}
@@ -366,16 +356,16 @@ func TestRetryQueueNoLinkKeepsPlace(t *testing.T) {
 		clk.Advance(retryBackoffMax)
 		r.flushBuffered()
 	}
-	head, ok := r.buf.head(bufKey(to))
-	if w, res := r.buf.n.Load(), r.buf.resent.Load(); !ok || w != 3 || res != 0 {
+	head, ok := r.buf.Head(mailq.Key(to))
+	if w, res := r.buf.Waiting(), r.buf.Stats().Resent; !ok || w != 3 || res != 0 {
 		t.Fatalf("link down: %d waiting, %d resent; want 3 and 0", w, res)
 	}
-	if got := head.m.Msg.(rtSeq).DefaultDeadlineNs; got != 0 || head.attempt != 3 {
-		t.Fatalf("head is tell %d after %d attempts, want tell 0 after 3", got, head.attempt)
+	if got := head.M.Msg.(rtSeq).DefaultDeadlineNs; got != 0 || head.Attempt != 3 {
+		t.Fatalf("head is tell %d after %d attempts, want tell 0 after 3", got, head.Attempt)
 	}
 	clk.Advance(handoffBufferWait)
 	r.flushBuffered()
-	if w, g := r.buf.n.Load(), r.buf.gaveUp.Load(); w != 0 || g != 3 {
+	if w, g := r.buf.Waiting(), r.buf.Stats().GaveUp; w != 0 || g != 3 {
 		t.Fatalf("after the wait: %d waiting, %d given up; want 0 and 3", w, g)
 	}
 }

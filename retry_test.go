@@ -88,8 +88,8 @@ func TestRemoteNotServingTellArrivesAfterMove(t *testing.T) {
 	if got := logOf(t, b); got != "[1 2]" && got != "[2 1]" {
 		t.Fatalf("b's log is %s after the move", got)
 	}
-	if st := a.r.buf; st.resent.Load() == 0 || st.gaveUp.Load() != 0 {
-		t.Fatalf("a resent %d, gave up %d", st.resent.Load(), st.gaveUp.Load())
+	if st := a.r.buf.Stats(); st.Resent == 0 || st.GaveUp != 0 {
+		t.Fatalf("a resent %d, gave up %d", st.Resent, st.GaveUp)
 	}
 }
 
@@ -180,7 +180,7 @@ func TestRemoteRefusedAskFailsAtItsDeadline(t *testing.T) {
 	if n := b.r.stats().RefusedOut[wire.RefusedReasonNotOwner]; n != 1 {
 		t.Fatalf("b refused %d NOT_OWNER, want 1", n)
 	}
-	waitFor(t, "the buffer empty after the deadline", func() bool { return a.r.buf.n.Load() == 0 })
+	waitFor(t, "the buffer empty after the deadline", func() bool { return a.r.buf.Waiting() == 0 })
 }
 
 // TestRemoteBusyOwnerRetriedAfterItsWait: an owner over its hydration

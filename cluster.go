@@ -107,17 +107,7 @@ const maxStreamMsg = 4 << 20
 // cluster is a node's cluster side. Its fields are set in start and only
 // read afterwards.
 type cluster struct {
-	n *Node
-	// remEpochs holds, per shard the reminder engine holds, the
-	// placement epoch it was acquired at (syncReminders).
-	remEpochs acquiredEpochs
-	// remSync serialises the passes of syncReminders (the reminder loop's
-	// and any other caller's), which share what they remember of failing
-	// shards.
-	remSync struct {
-		sync.Mutex
-		failing reminderFailures
-	}
+	n     *Node
 	cfg   ClusterConfig
 	name  string
 	log   *slog.Logger

@@ -193,6 +193,7 @@ type running struct {
 	sched *ariel.Scheduler
 	sup   *prospero.Supervisor
 	rem   *reminders.Engine
+	hold  *reminders.Holder // keeps rem's shards equal to those the node keeps (cluster)
 }
 
 var _ actor.Client = (*Node)(nil)
@@ -405,7 +406,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.state = stateStarted
 	n.phase.Store(uint32(stateStarted))
-	n.run.Store(&running{sched: n.sched, sup: n.sup, rem: n.rem})
+	n.run.Store(&running{sched: n.sched, sup: n.sup, rem: n.rem, hold: reminders.NewHolder(n.rem, n.log)})
 	n.ready.Store(true)
 	n.log.LogAttrs(ctx, slog.LevelInfo, "node started", slog.String("dir", n.cfg.DataDir),
 		slog.Int("kinds", len(n.kinds)), slog.String("manifest", n.man.Digest()))

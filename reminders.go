@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
@@ -181,7 +179,9 @@ func (r *Reminders) owned(ctx context.Context, ref actor.Ref, e *reminders.Engin
 	if aerr := e.Acquire(ctx, shard); aerr != nil {
 		return aerr
 	}
-	r.n.cl.remEpochs.note(shard, epoch)
+	if rn := r.n.run.Load(); rn != nil {
+		rn.hold.Acquired(shard, epoch)
+	}
 	return op()
 }
 
@@ -538,7 +538,11 @@ func (n *Node) reminderServes(ref actor.Ref) error {
 	if err != nil && loc.Shard == (placement.ShardRef{}) {
 		return err
 	}
-	return c.pl.Check(loc.Shard, c.remEpochs.epochOf(shardKey(loc.Shard)), n.cfg.Clock.Now())
+	var epoch uint64 // 0 (unstamped) until an acquisition is recorded
+	if r := n.run.Load(); r != nil {
+		epoch = r.hold.EpochOf(shardKey(loc.Shard))
+	}
+	return c.pl.Check(loc.Shard, epoch, n.cfg.Clock.Now())
 }
 
 // messageCodec stores a payload as one of its kind's declared messages.
@@ -584,82 +588,11 @@ func (c *cluster) reminderLoop() {
 	}
 }
 
-// reminderFailures is what the reminder loop remembers of shards that
-// failed: per shard, the error its last Acquire gave (acquire) or its
-// last Release gave (release).
-type reminderFailures struct{ acquire, release map[string]string }
-
-// acquiredEpochs is, per shard the reminder engine holds, the placement
-// epoch at which it was acquired: by the reminder loop, or by a call
-// that found the shard not loaded yet (Reminders.owned).
-type acquiredEpochs struct {
-	mu sync.Mutex
-	m  map[string]uint64
-}
-
-// note records shard as acquired at epoch, unless an acquisition is
-// recorded already (the engine's Acquire of a held shard loads nothing).
-func (a *acquiredEpochs) note(shard string, epoch uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.m == nil {
-		a.m = map[string]uint64{}
-	}
-	if _, ok := a.m[shard]; !ok {
-		a.m[shard] = epoch
-	}
-}
-
-// epochOf is the epoch shard was acquired in (0: none recorded).
-func (a *acquiredEpochs) epochOf(shard string) uint64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.m[shard]
-}
-
-// forget drops what is recorded of shard (released).
-func (a *acquiredEpochs) forget(shard string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.m, shard)
-}
-
-// of returns the epochs of the held shards (0: none recorded, which
-// makes the loop release and load the shard again), forgetting shards
-// no longer held.
-func (a *acquiredEpochs) of(held []string) map[string]uint64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make(map[string]uint64, len(held))
-	for _, sh := range held {
-		out[sh] = a.m[sh]
-	}
-	for sh := range a.m {
-		if _, ok := out[sh]; !ok {
-			delete(a.m, sh)
-		}
-	}
-	return out
-}
-
-// syncReminders makes one pass: it reads which shards this node keeps
-// (owned, not moving away) and may serve now, has planReminders decide,
-// and carries the plan out.
-//
-// A shard that keeps failing the same way is logged once while this
-// node owns it, not at every pass (one line per shard per table change
-// or quarter second). A release that fails leaves the shard held
-// (reminders.Engine.Release) and paused, so the next pass tries it
-// again. Once the state store is damaged no shard is loaded again: every
-// read would fail, and the node stops serving anyway.
+// syncReminders makes one pass of the reminder loop: it reads which
+// shards this node keeps (owned, not moving away) and may serve now, and
+// has the reminder holder make the engine's shards match
+// (reminders.Holder.Sync).
 func (c *cluster) syncReminders() {
-	c.remSync.Lock()
-	defer c.remSync.Unlock()
-	f := &c.remSync.failing
-	if f.acquire == nil {
-		f.acquire, f.release = map[string]string{}, map[string]string{}
-	}
-	failing := f.acquire
 	r := c.n.run.Load()
 	if r == nil || c.pl == nil {
 		return
@@ -668,135 +601,17 @@ func (c *cluster) syncReminders() {
 	// shard: checked at the epoch read, so a table applied since that
 	// moved the shard away and back cannot vouch for this one.
 	fresh := c.pl.LeaseFresh(c.n.cfg.Clock.Now())
-	keep, owned := map[string]keptShard{}, map[string]bool{}
+	keep, owned := map[string]reminders.Kept{}, map[string]bool{}
 	c.pl.FSM().Read(func(tb *placement.Table) {
 		for _, ref := range tb.Owned(c.name) {
 			sh := shardKey(ref)
 			owned[sh] = true
 			if s, _ := tb.Shard(ref); s.MovingTo == "" {
-				keep[sh] = keptShard{epoch: s.Epoch, serve: placement.CheckOwnership(tb, c.name, ref, s.Epoch, fresh) == nil}
+				keep[sh] = reminders.Kept{Epoch: s.Epoch, Serve: placement.CheckOwnership(tb, c.name, ref, s.Epoch, fresh) == nil}
 			}
 		}
 	})
-	held := c.remEpochs.of(r.rem.Shards())
-	p := planReminders(keep, held)
-	for _, sh := range p.pause {
-		r.rem.Pause(sh)
-	}
-	for _, sh := range p.resume {
-		r.rem.Resume(sh)
-	}
-	for _, sh := range p.release {
-		err := r.rem.Release(c.ctx, sh)
-		switch {
-		case err == nil:
-			c.remEpochs.forget(sh)
-			if _, was := f.release[sh]; was {
-				c.log.Info("released the reminders of a shard after failing", "shard", sh)
-			}
-		case errors.Is(err, reminders.ErrClosed):
-		default:
-			// Still held, and not to fire here: not this node's, or
-			// loaded before another owner may have changed it.
-			r.rem.Pause(sh)
-			if f.release[sh] != err.Error() {
-				f.release[sh] = err.Error()
-				c.log.Warn("releasing the reminders of a shard", "shard", sh, "error", err)
-			}
-		}
-	}
-	for sh := range f.release {
-		if _, ok := keep[sh]; ok || !r.rem.Held(sh) {
-			delete(f.release, sh) // released, or wanted again
-		}
-	}
-	for sh := range failing {
-		// Kept while the shard is owned here, also while it may not be
-		// served for a moment (a lease renewing): a shard that fails the
-		// same way after that is not logged again.
-		if !owned[sh] {
-			delete(failing, sh)
-		}
-	}
-	if c.n.store.Damaged() != nil {
-		return
-	}
-	for _, sh := range p.acquire {
-		if r.rem.Held(sh) {
-			continue // its release failed: what it holds is not the epoch's
-		}
-		err := r.rem.Acquire(c.ctx, sh)
-		switch {
-		case err == nil:
-			c.remEpochs.note(sh, keep[sh].epoch)
-			if _, was := failing[sh]; was {
-				delete(failing, sh)
-				c.log.Info("loaded the reminders of a shard after failing", "shard", sh)
-			}
-		case errors.Is(err, reminders.ErrClosed):
-		case failing[sh] != err.Error():
-			failing[sh] = err.Error()
-			c.log.Warn("loading the reminders of a shard", "shard", sh, "error", err)
-		}
-	}
-}
-
-// keptShard is a shard this node owns and is not moving away: its
-// placement epoch, and whether this node may serve it now (lease fresh,
-// not marked down).
-type keptShard struct {
-	epoch uint64
-	serve bool
-}
-
-// reminderPlan is what one pass of the reminder loop does to the
-// engine's shards.
-type reminderPlan struct{ release, pause, resume, acquire []string }
-
-// planReminders decides what the engine's shards become, from the
-// shards this node keeps (keep) and those the engine holds, each with
-// the epoch it was acquired at (held): a held shard not kept, or kept at
-// another epoch than it was acquired at, is released; a kept shard at
-// the same epoch is resumed when it may be served and paused when not;
-// a kept shard not held, or released for its epoch, is acquired once it
-// may be served (after the release: the caller acquires only a shard no
-// longer held). Each list is sorted.
-//
-// A shard kept but not servable for a moment (a lease that lapsed on a
-// busy node, the sync barrier after it) is paused, not released:
-// releasing would write all its reminders and reloading read them all
-// back, at every lapse, and ticks would be missed meanwhile (a loaded
-// node released and reloaded shards over and over). Pausing is enough
-// because a shard's reminders can only have changed elsewhere if its
-// owner changed, which changes its epoch: a shard held from another
-// epoch than the table's is released and acquired again.
-func planReminders(keep map[string]keptShard, held map[string]uint64) reminderPlan {
-	var p reminderPlan
-	for sh, ep := range held {
-		k, ok := keep[sh]
-		switch {
-		case !ok:
-			p.release = append(p.release, sh)
-		case k.epoch != ep:
-			p.release = append(p.release, sh)
-			if k.serve {
-				p.acquire = append(p.acquire, sh) // once released
-			}
-		case k.serve:
-			p.resume = append(p.resume, sh)
-		default:
-			p.pause = append(p.pause, sh)
-		}
-	}
-	for sh, k := range keep {
-		if _, ok := held[sh]; !ok && k.serve {
-			p.acquire = append(p.acquire, sh)
-		}
-	}
-	for _, l := range [][]string{p.release, p.pause, p.resume, p.acquire} {
-		slices.Sort(l)
-	}
-	return p
+	r.hold.Sync(c.ctx, keep, owned, c.n.store.Damaged() == nil)
 }
 
 // isReserved reports whether id is one of the node's own records (shard
@@ -831,10 +646,9 @@ func (noDeliverer) Deliver(actor.Ref, reminders.Tick, func() bool, func(error)) 
 // (reminders.Engine.Release).
 func (c *cluster) releaseReminders(ctx context.Context, shard placement.ShardRef) ([]shipped, error) {
 	if r := c.n.run.Load(); r != nil {
-		if err := r.rem.Release(ctx, shardKey(shard)); err != nil {
+		if err := r.hold.Release(ctx, shardKey(shard)); err != nil {
 			return nil, err
 		}
-		c.remEpochs.forget(shardKey(shard))
 	}
 	recs, err := reminders.Records(ctx, c.n.store, shardKey(shard))
 	if err != nil {

@@ -166,7 +166,7 @@ func TestFailedReminderReleaseFailsTheHandoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := &Node{store: bolt}
-	n.run.Store(&running{rem: e})
+	n.run.Store(&running{rem: e, hold: reminders.NewHolder(e, nil)})
 	c := &cluster{n: n}
 	id := prospero.Identity{Kind: "acct", Key: "a"}
 	if err := e.RegisterFor(ctx, id, reminders.Reminder{Name: "r", Period: time.Minute}); err != nil {

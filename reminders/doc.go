@@ -35,6 +35,15 @@
 // reminder's name, its scheduled time, its sequence number (occurrence
 // 1 is due at Due, occurrence n at Due + (n-1)·Period) and the payload.
 //
+// An Engine fires the reminders of the shards it holds (Acquire,
+// Release; Pause and Resume while a lease lapses). In a cluster a Holder
+// keeps those equal to the shards the node keeps: the node's reminder
+// loop gives it, at each pass, each shard it owns and does not move away
+// with its placement epoch and whether it may serve it now (Kept), and
+// Holder.Sync releases, pauses, resumes and acquires to match. A shard
+// kept at another epoch than it was loaded at is released and loaded
+// again; a lapse only pauses.
+//
 // # Semantics
 //
 //   - At most one outstanding tick per reminder: the next one is not

@@ -3,13 +3,14 @@ package tempest
 import (
 	"errors"
 	"fmt"
-	"github.com/tempest-actors/tempest/clock"
 	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/clock"
+	"github.com/tempest-actors/tempest/internal/tracing"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/reminders"
 )
@@ -117,7 +118,7 @@ func (c Config) Validate() error {
 	if c.Scheduler.Activator != nil || c.Scheduler.Faults != nil || c.Scheduler.Vet != nil || c.Scheduler.VetError != nil || c.Scheduler.Tracer != nil {
 		bad("Scheduler.Activator, Scheduler.Faults, Scheduler.Vet, Scheduler.VetError and Scheduler.Tracer are set by the node (use TracerProvider)")
 	}
-	if c.TracerProvider != nil && !tracingBuilt {
+	if c.TracerProvider != nil && !tracing.Built {
 		bad("TracerProvider is set, but this build has no tracing (tag tempest_notrace)")
 	}
 	if c.Scheduler.Simulated {

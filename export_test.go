@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/internal/tracing"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/reminders"
 )
@@ -11,7 +12,7 @@ import (
 // Halt stops n as a crash would, as far as the cluster can tell.
 func Halt(ctx context.Context, n *Node) error { return n.close(ctx, false) }
 
-const TracingBuilt = tracingBuilt
+const TracingBuilt = tracing.Built
 
 // RegisterReminderOn registers r for ref on n, which must own ref, as a
 // turn of ref would (the scale test registers a million reminders this

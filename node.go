@@ -15,6 +15,7 @@ import (
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/internal/tracing"
 	"github.com/tempest-actors/tempest/manifest"
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/placement"
@@ -153,9 +154,9 @@ type Node struct {
 	man  manifest.Manifest
 	reg  *prospero.Registry // validates kind names and options before Start
 	msgs *messageTable
-	wreg *wire.Registry // the kinds' message types; set in Start
-	errs errorTable     // application error codes of every kind
-	trc  *tracing       // nil when not tracing
+	wreg *wire.Registry  // the kinds' message types; set in Start
+	errs errorTable      // application error codes of every kind
+	trc  *tracing.Tracer // nil when not tracing
 
 	mu    sync.Mutex // guards state, kinds (before Start), the components
 	state lifecycle
@@ -482,7 +483,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 		sc.Activator = arielhost.FencedActivator(sup, n.cl.fenceActivation)
 	}
 	sc.Faults = arielhost.Faults(sup)
-	if n.trc = newTracing(n.cfg.Name, n.cfg.TracerProvider); n.trc != nil {
+	if n.trc = tracing.New(n.cfg.Name, n.cfg.TracerProvider); n.trc != nil {
 		sc.Tracer = n.trc
 	}
 	sched, err := ariel.New(sc)
@@ -769,7 +770,7 @@ func (n *Node) Ref(kind, key string) actor.Ref { return actor.Virtual(kind, key)
 // TellContext) until placement settles; after that it returns the last
 // error.
 func (n *Node) Tell(ref actor.Ref, msg any) error {
-	if tracingBuilt && n.trc != nil {
+	if tracing.Built && n.trc != nil {
 		return n.TellContext(context.Background(), ref, msg)
 	}
 	return n.tell(context.Background(), ref, msg, nil)
@@ -780,20 +781,20 @@ func (n *Node) Tell(ref actor.Ref, msg any) error {
 // its span, on a node that traces (Config.TracerProvider), is the parent
 // of the tell's tempest.tell span (see docs/operations.md, "Tracing").
 func (n *Node) TellContext(ctx context.Context, ref actor.Ref, msg any) error {
-	if t := n.trc; tracingBuilt && t != nil {
-		return t.tell(ctx, ref, func(tr any) error { return n.tell(ctx, ref, msg, tr) })
+	if t := n.trc; tracing.Built && t != nil {
+		return t.Tell(ctx, ref, func(tr any) error { return n.tell(ctx, ref, msg, tr) })
 	}
 	return n.tell(ctx, ref, msg, nil)
 }
 
-// tell is Tell; tr, when not nil, is the tell's trace (see trace.go).
+// tell is Tell; tr, when not nil, is the tell's trace (see internal/tracing).
 func (n *Node) tell(ctx context.Context, ref actor.Ref, msg any, tr any) error {
 	r, err := n.running()
 	if err != nil {
 		return err
 	}
 	send := func() error {
-		if tracingBuilt && tr != nil {
+		if tracing.Built && tr != nil {
 			return r.sched.TellTraced(ref, msg, tr)
 		}
 		return r.sched.Tell(ref, msg)
@@ -859,8 +860,8 @@ func waitable(err error) bool {
 // besides ErrDeadlineExceeded or actor.ErrProcessUnavailable, whichever
 // node owns the key, so the caller learns why it was not answered.
 func (n *Node) Ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
-	if t := n.trc; tracingBuilt && t != nil {
-		return t.ask(ctx, ref, func(ctx context.Context) (any, error) { return n.ask(ctx, ref, msg) })
+	if t := n.trc; tracing.Built && t != nil {
+		return t.Ask(ctx, ref, func(ctx context.Context) (any, error) { return n.ask(ctx, ref, msg) })
 	}
 	return n.ask(ctx, ref, msg)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/internal/tracing"
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero/federation/mailq"
 	"github.com/tempest-actors/tempest/wire"
@@ -61,7 +62,7 @@ type remote struct {
 	mail   *wire.Mailer
 	reg    *wire.Registry
 	buf    *mailq.Queues
-	trc    *tracing // nil when not tracing
+	trc    *tracing.Tracer // nil when not tracing
 	// cancel tells peer that the ask id it got from this node was given
 	// up (the federation's CancelAsk); nil: nothing is sent.
 	cancel func(peer string, id uint64)
@@ -302,9 +303,9 @@ func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound, p mailq.Pla
 }
 
 func (r *remote) send(node string, epoch uint64, m ariel.Outbound) error {
-	if tracingBuilt && m.Trace != nil && r.trc != nil {
-		if sc, ok := parentOf(m.Trace); ok {
-			return r.trc.send(sc, m.AskID == 0, m.To, node, func(tc *wire.TraceContext) error {
+	if tracing.Built && m.Trace != nil && r.trc != nil {
+		if sc, ok := tracing.ParentOf(m.Trace); ok {
+			return r.trc.Send(sc, m.AskID == 0, m.To, node, func(tc *wire.TraceContext) error {
 				if m.AskID == 0 {
 					return r.mail.TellTraced(node, epoch, m.To, m.From, m.Msg, tc)
 				}
@@ -381,24 +382,24 @@ func (d remoteDelivery) DeliverChain(to, from actor.Ref, msg any, deadline time.
 
 // DeliverTraced implements wire.TraceDelivery: an ask (reply nil: a tell)
 // that carries its caller's trace context. Its spans on this node (see
-// trace.go) are children of the caller's send span; mail not admitted
+// internal/tracing) are children of the caller's send span; mail not admitted
 // ends them with the refusal.
 func (d remoteDelivery) DeliverTraced(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, tc *wire.TraceContext, reply func(any, error)) error {
 	t := d.r.trc
-	if !tracingBuilt || t == nil {
+	if !tracing.Built || t == nil {
 		return d.DeliverChain(to, from, msg, deadline, chain, reply)
 	}
-	parent := t.remoteParent(tc)
+	parent := t.RemoteParent(tc)
 	if !parent.IsValid() || !parent.IsSampled() {
 		return d.DeliverChain(to, from, msg, deadline, chain, reply)
 	}
-	ot := &ownerTrace{parent: parent, arrived: time.Now(), tell: reply == nil}
+	ot := tracing.NewOwner(parent, reply == nil)
 	err := d.r.owns(to)
 	if err == nil {
 		err = d.r.sched.DeliverTraced(to, from, msg, deadline, chain, ot, reply)
 	}
 	if err != nil {
-		t.refused(ot, to, err)
+		t.Refused(ot, to, err)
 	}
 	return err
 }
@@ -408,10 +409,10 @@ func (d remoteDelivery) DeliverTraced(to, from actor.Ref, msg any, deadline time
 // Its stamp is fenced with its admission, from one lookup (admit).
 func (d remoteDelivery) DeliverAsk(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, tc *wire.TraceContext, epoch uint64, reply func(any, error)) (wire.Withdrawer, error) {
 	var trace any
-	var ot *ownerTrace
+	var ot *tracing.Owner
 	if t := d.r.trc; t != nil && tc != nil {
-		if parent := t.remoteParent(tc); parent.IsValid() && parent.IsSampled() {
-			ot = &ownerTrace{parent: parent, arrived: time.Now()}
+		if parent := t.RemoteParent(tc); parent.IsValid() && parent.IsSampled() {
+			ot = tracing.NewOwner(parent, false)
 			trace = ot
 		}
 	}
@@ -422,7 +423,7 @@ func (d remoteDelivery) DeliverAsk(to, from actor.Ref, msg any, deadline time.Ti
 	}
 	if err != nil {
 		if ot != nil {
-			d.r.trc.refused(ot, to, err)
+			d.r.trc.Refused(ot, to, err)
 		}
 		return nil, err
 	}

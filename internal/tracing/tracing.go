@@ -1,4 +1,4 @@
-package tempest
+package tracing
 
 import (
 	"context"
@@ -62,9 +62,9 @@ const (
 	attrPeer = attribute.Key("tempest.peer")
 )
 
-// tracing is a node's tracer; a node without Config.TracerProvider has
-// none (nil), and no path below is taken.
-type tracing struct {
+// Tracer is a node's tracer; a node without a TracerProvider has none
+// (nil), and no path below is taken.
+type Tracer struct {
 	node string
 	tr   trace.Tracer
 	prop propagation.TraceContext
@@ -73,11 +73,13 @@ type tracing struct {
 	producer []trace.SpanStartOption
 }
 
-func newTracing(node string, tp trace.TracerProvider) *tracing {
-	if tp == nil || !tracingBuilt {
+// New returns node's tracer, or nil without tp or in a build without
+// tracing (Built).
+func New(node string, tp trace.TracerProvider) *Tracer {
+	if tp == nil || !Built {
 		return nil
 	}
-	return &tracing{node: node, tr: tp.Tracer("github.com/tempest-actors/tempest"),
+	return &Tracer{node: node, tr: tp.Tracer("github.com/tempest-actors/tempest"),
 		producer: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}}
 }
 
@@ -93,12 +95,12 @@ func endSpan(s trace.Span, err error, opts ...trace.SpanEndOption) {
 	s.End(opts...)
 }
 
-// ask runs do as the span tempest.ask, a child of the span in ctx (the
+// Ask runs do as the span tempest.ask, a child of the span in ctx (the
 // HTTP gateway's incoming traceparent, or the program's own span). A
 // sampled ask carries its span context to the scheduler (ariel.WithTrace),
 // which hands it to the router for a remote owner or reports the turn's
 // timestamps for a local one.
-func (t *tracing) ask(ctx context.Context, ref actor.Ref, do func(context.Context) (any, error)) (any, error) {
+func (t *Tracer) Ask(ctx context.Context, ref actor.Ref, do func(context.Context) (any, error)) (any, error) {
 	// The attributes are set once the span is known to record: an
 	// unsampled ask does not build them (samplers see name and kind).
 	ctx, span := t.tr.Start(ctx, spanAsk, trace.WithSpanKind(trace.SpanKindInternal))
@@ -113,12 +115,12 @@ func (t *tracing) ask(ctx context.Context, ref actor.Ref, do func(context.Contex
 	return v, err
 }
 
-// tell runs do, a tell, as the span tempest.tell, a child of the span in
+// Tell runs do, a tell, as the span tempest.tell, a child of the span in
 // ctx (the HTTP gateway's incoming traceparent, or the program's own
 // span). A sampled tell hands its span context to do (for
 // ariel.Scheduler.TellTraced); an unsampled one hands nil and carries
 // nothing further, and its span builds no attributes.
-func (t *tracing) tell(ctx context.Context, ref actor.Ref, do func(trace any) error) error {
+func (t *Tracer) Tell(ctx context.Context, ref actor.Ref, do func(trace any) error) error {
 	_, span := t.tr.Start(ctx, spanTell, t.producer...)
 	var tr any
 	if span.IsRecording() {
@@ -132,11 +134,11 @@ func (t *tracing) tell(ctx context.Context, ref actor.Ref, do func(trace any) er
 	return err
 }
 
-// send runs the transport send of a traced ask (tell: of a traced tell)
+// Send runs the transport send of a traced ask (tell: of a traced tell)
 // as tempest.send, a child of the caller's tempest.ask (tempest.tell) or
 // of the turn that sent it, and carries the send span's context to the
 // owner in the envelope.
-func (t *tracing) send(parent trace.SpanContext, tell bool, to actor.Ref, peer string, do func(*wire.TraceContext) error) error {
+func (t *Tracer) Send(parent trace.SpanContext, tell bool, to actor.Ref, peer string, do func(*wire.TraceContext) error) error {
 	ctx := trace.ContextWithSpanContext(context.Background(), parent)
 	kind := trace.SpanKindClient
 	if tell {
@@ -151,31 +153,37 @@ func (t *tracing) send(parent trace.SpanContext, tell bool, to actor.Ref, peer s
 	return err
 }
 
-// ownerTrace is the trace an ask or a tell from another node carries
+// Owner is the trace an ask or a tell from another node carries
 // through the scheduler: the sender's span and when the message arrived.
-type ownerTrace struct {
+type Owner struct {
 	parent  trace.SpanContext
 	arrived time.Time
 	tell    bool
 }
 
+// NewOwner returns the trace of mail from another node whose sender's
+// span is parent (RemoteParent), arrived now (tell: a tell).
+func NewOwner(parent trace.SpanContext, tell bool) *Owner {
+	return &Owner{parent: parent, arrived: time.Now(), tell: tell}
+}
+
 // serveKind is the kind of the owner's tempest.serve: server for an ask,
 // consumer for a tell.
-func (ot *ownerTrace) serveKind() trace.SpanKind {
+func (ot *Owner) serveKind() trace.SpanKind {
 	if ot.tell {
 		return trace.SpanKindConsumer
 	}
 	return trace.SpanKindServer
 }
 
-// remoteParent is the span context tc names, or an invalid one.
-func (t *tracing) remoteParent(tc *wire.TraceContext) trace.SpanContext {
+// RemoteParent is the span context tc names, or an invalid one.
+func (t *Tracer) RemoteParent(tc *wire.TraceContext) trace.SpanContext {
 	return trace.SpanContextFromContext(t.prop.Extract(context.Background(), traceCarrier{tc}))
 }
 
-// refused records an ask or tell the owner did not admit: tempest.serve and
+// Refused records an ask or tell the owner did not admit: tempest.serve and
 // tempest.admission, both ending now with the refusal.
-func (t *tracing) refused(ot *ownerTrace, to actor.Ref, err error) {
+func (t *Tracer) Refused(ot *Owner, to actor.Ref, err error) {
 	now := time.Now()
 	serve := t.start(trace.ContextWithRemoteSpanContext(context.Background(), ot.parent), spanServe, ot.serveKind(), ot.arrived, to)
 	ctx := trace.ContextWithSpan(context.Background(), serve)
@@ -184,12 +192,12 @@ func (t *tracing) refused(ot *ownerTrace, to actor.Ref, err error) {
 	endSpan(serve, err, trace.WithTimestamp(now))
 }
 
-func (t *tracing) start(ctx context.Context, name string, kind trace.SpanKind, at time.Time, to actor.Ref) trace.Span {
+func (t *Tracer) start(ctx context.Context, name string, kind trace.SpanKind, at time.Time, to actor.Ref) trace.Span {
 	_, s := t.tr.Start(ctx, name, trace.WithSpanKind(kind), trace.WithTimestamp(at), refAttrs(t.node, to))
 	return s
 }
 
-func (t *tracing) span(ctx context.Context, name string, from, to time.Time, ref actor.Ref) {
+func (t *Tracer) span(ctx context.Context, name string, from, to time.Time, ref actor.Ref) {
 	t.start(ctx, name, trace.SpanKindInternal, from, ref).End(trace.WithTimestamp(to))
 }
 
@@ -204,9 +212,9 @@ type liveTurn struct {
 	to          actor.Ref
 }
 
-// parentOf is the span context a traced message's trace names: the
+// ParentOf is the span context a traced message's trace names: the
 // caller's tempest.ask or tempest.tell, or the turn that sent it.
-func parentOf(tr any) (trace.SpanContext, bool) {
+func ParentOf(tr any) (trace.SpanContext, bool) {
 	switch v := tr.(type) {
 	case trace.SpanContext:
 		return v, true
@@ -218,14 +226,14 @@ func parentOf(tr any) (trace.SpanContext, bool) {
 
 // BeginTurn implements ariel.TurnTracer: the scheduler's timestamps of a
 // traced ask or tell become spans after the fact, and the turn's span starts now.
-func (t *tracing) BeginTurn(tr any, tt ariel.TurnTimes) any {
+func (t *Tracer) BeginTurn(tr any, tt ariel.TurnTimes) any {
 	var ctx context.Context
 	var serve trace.Span
-	if v, ok := tr.(*ownerTrace); ok {
+	if v, ok := tr.(*Owner); ok {
 		serve = t.start(trace.ContextWithRemoteSpanContext(context.Background(), v.parent), spanServe, v.serveKind(), v.arrived, tt.To)
 		ctx = trace.ContextWithSpan(context.Background(), serve)
 		t.span(ctx, spanAdmission, v.arrived, tt.Queued, tt.To)
-	} else if sc, ok := parentOf(tr); ok { // an ask or tell made on this node
+	} else if sc, ok := ParentOf(tr); ok { // an ask or tell made on this node
 		ctx = trace.ContextWithSpanContext(context.Background(), sc)
 	} else {
 		return nil
@@ -241,7 +249,7 @@ func (t *tracing) BeginTurn(tr any, tt ariel.TurnTimes) any {
 }
 
 // EndTurn implements ariel.TurnTracer.
-func (t *tracing) EndTurn(turn any, finished time.Time) {
+func (t *Tracer) EndTurn(turn any, finished time.Time) {
 	lt, ok := turn.(*liveTurn)
 	if !ok {
 		return
@@ -254,7 +262,7 @@ func (t *tracing) EndTurn(turn any, finished time.Time) {
 
 // BeginCommit implements ariel.CommitTracer: tempest.commit, a sibling
 // of the turn's span, from the hook's hold of its outputs.
-func (t *tracing) BeginCommit(turn any, at time.Time) any {
+func (t *Tracer) BeginCommit(turn any, at time.Time) any {
 	lt, ok := turn.(*liveTurn)
 	if !ok {
 		return nil
@@ -264,15 +272,15 @@ func (t *tracing) BeginCommit(turn any, at time.Time) any {
 
 // EndCommit implements ariel.CommitTracer: the outputs were released
 // (err: failed, the state not committed).
-func (t *tracing) EndCommit(commit any, at time.Time, err error) {
+func (t *Tracer) EndCommit(commit any, at time.Time, err error) {
 	if s, ok := commit.(trace.Span); ok {
 		endSpan(s, err, trace.WithTimestamp(at))
 	}
 }
 
 var (
-	_ ariel.TurnTracer   = (*tracing)(nil)
-	_ ariel.CommitTracer = (*tracing)(nil)
+	_ ariel.TurnTracer   = (*Tracer)(nil)
+	_ ariel.CommitTracer = (*Tracer)(nil)
 )
 
 // traceCarrier adapts a wire.TraceContext to the W3C propagator.

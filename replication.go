@@ -245,7 +245,7 @@ func (c *cluster) replicaLoop(restarted bool) {
 	defer c.wg.Done()
 	running := map[string]bool{}
 	finished := make(chan catchUpDone)
-	streaks := catchUpStreaks{}
+	streaks := replica.CatchUpStreaks{}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	retryAt := map[string]time.Time{}
@@ -285,7 +285,7 @@ func (c *cluster) replicaLoop(restarted bool) {
 			delete(running, d.follower)
 			retryAt[d.follower] = c.n.cfg.Clock.Now().Add(time.Second)
 			if c.ctx.Err() == nil { // at shutdown a catch-up fails for no reason worth telling
-				c.logCatchUp(d, streaks.observe(d.follower, d.err))
+				c.logCatchUp(d, streaks.Observe(d.follower, d.err))
 			}
 		case <-changed:
 		case <-time.After(time.Second):
@@ -302,86 +302,18 @@ type catchUpDone struct {
 }
 
 // logCatchUp logs what r says about the catch-up d.
-func (c *cluster) logCatchUp(d catchUpDone, r catchUpReport) {
-	switch r.event {
-	case catchUpFailed:
+func (c *cluster) logCatchUp(d catchUpDone, r replica.CatchUpReport) {
+	switch r.Event {
+	case replica.CatchUpFailedFirst:
 		c.log.LogAttrs(c.ctx, slog.LevelWarn, "replica catch-up failed",
-			slog.String("replica", d.follower), slog.Int("failures", r.failures), slog.Any("error", d.err))
-	case catchUpFailedAgain:
+			slog.String("replica", d.follower), slog.Int("failures", r.Failures), slog.Any("error", d.err))
+	case replica.CatchUpFailedAgain:
 		c.log.LogAttrs(c.ctx, slog.LevelDebug, "replica catch-up failed again",
-			slog.String("replica", d.follower), slog.Int("failures", r.failures), slog.Any("error", d.err))
-	case catchUpRecovered:
+			slog.String("replica", d.follower), slog.Int("failures", r.Failures), slog.Any("error", d.err))
+	case replica.CatchUpRecovered:
 		c.log.LogAttrs(c.ctx, slog.LevelInfo, "replica caught up after failed catch-ups",
-			slog.String("replica", d.follower), slog.Int("failures", r.failures))
+			slog.String("replica", d.follower), slog.Int("failures", r.Failures))
 	}
-}
-
-// catchUpStreaks decides what to tell an operator about the catch-ups
-// of each follower, from their outcomes alone (no clock, no I/O): the
-// replica loop retries a failed catch-up every second, so a follower
-// that cannot catch up would otherwise log a line a second, or nothing
-// if that line is at debug. The first failure of a streak is reported
-// (catchUpFailed), and again when the error changes; the other retries
-// are catchUpFailedAgain; the success that ends a streak is
-// catchUpRecovered. An outcome that is no failure (a catch-up of that
-// follower running already, a node shutting down: see
-// replica.CatchUpFailed) changes nothing. A follower's streak is kept
-// until a catch-up of it succeeds: at most one entry per node name.
-//
-// Not safe for concurrent use: the replica loop owns it.
-type catchUpStreaks map[string]*catchUpStreak
-
-type catchUpStreak struct {
-	failures int    // failed catch-ups since the last success
-	err      string // the text of the last error reported
-}
-
-// catchUpEvent says what one catch-up's outcome is worth logging.
-type catchUpEvent int
-
-const (
-	catchUpQuiet       catchUpEvent = iota // nothing to tell (success with no failure before, or no failure)
-	catchUpFailed                          // a streak of failures begins, or its error changed: warn
-	catchUpFailedAgain                     // the same failure again: debug
-	catchUpRecovered                       // success after failures: info
-)
-
-// catchUpReport is observe's verdict on one outcome.
-type catchUpReport struct {
-	event    catchUpEvent
-	failures int // the streak's failures so far (for catchUpRecovered: the ones it ended)
-}
-
-// observe records the outcome err of one catch-up of follower and says
-// what to log.
-func (s catchUpStreaks) observe(follower string, err error) catchUpReport {
-	st := s[follower]
-	switch {
-	case err == nil:
-		if st == nil {
-			return catchUpReport{}
-		}
-		delete(s, follower)
-		return catchUpReport{event: catchUpRecovered, failures: st.failures}
-	case !replica.CatchUpFailed(err):
-		n := 0
-		if st != nil {
-			n = st.failures
-		}
-		return catchUpReport{failures: n}
-	}
-	if st == nil {
-		st = &catchUpStreak{}
-		s[follower] = st
-	}
-	st.failures++
-	// The text is what the operator reads: a failure that reads the same
-	// is the same news, whatever its chain of wrapped errors.
-	if text := err.Error(); st.failures == 1 || text != st.err {
-		st.err = text
-		return catchUpReport{event: catchUpFailed, failures: st.failures}
-	}
-	return catchUpReport{event: catchUpFailedAgain, failures: st.failures}
 }
 
 // newlyDown returns the peers the applied table marks down that were not

@@ -169,7 +169,20 @@ type markedLog struct {
 	mark *logMark
 }
 
-var _ raft.LogStore = (*markedLog)(nil)
+var (
+	_ raft.LogStore          = (*markedLog)(nil)
+	_ raft.MonotonicLogStore = (*markedLog)(nil)
+)
+
+// IsMonotonic passes on raft-wal's: it only appends the next index, so
+// raft must empty it when it installs a snapshot past its end rather
+// than keep its old entries (after which every append would fail and
+// the follower never catch up). Embedding the LogStore interface hides
+// the method, hence this one.
+func (l *markedLog) IsMonotonic() bool {
+	m, ok := l.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
 
 func (l *markedLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
 

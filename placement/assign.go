@@ -283,9 +283,11 @@ func (p *Planner) DownSince(node string) (time.Time, bool) {
 // NextDeadline is the earliest instant at which one of the planner's
 // fence delays runs out (a down node's shards may be reassigned, an
 // unconfirmed handoff completed or, with ConfirmMoves, aborted, a refused
-// shard moved again), so that
-// its caller can Step then instead of at its next periodic pass; false
-// if no delay is running.
+// shard moved again), so that its caller can Step then instead of at its
+// next periodic pass; false if there is none. It includes a delay that
+// ran out already and stays (a node still down whose fence ended): a
+// caller that stepped since should wait for the first one after that
+// Step (the node's loop does).
 func (p *Planner) NextDeadline() (time.Time, bool) {
 	next := p.deadlineAfter(time.Time{})
 	return next, !next.IsZero()

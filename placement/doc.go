@@ -237,8 +237,8 @@
 // 3.2-4.2 s). Mail for a shard whose
 // owner is down waits for the reassignment (Location.OwnerDown,
 // ErrOwnerDown) instead of going to the dead node. The leader's reconcile
-// loop wakes when a fence delay runs out (Planner.NextDeadline), not at
-// its next periodic pass.
+// loop wakes when a fence delay runs out (the first deadline of the
+// planner's timers after its last Step), not at its next periodic pass.
 //
 // # Bootstrap and membership
 //

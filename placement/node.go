@@ -116,6 +116,11 @@ type Node struct {
 	// while stepChanged is open (see stepRead).
 	stepTable   *Table
 	stepChanged <-chan struct{}
+	// plannedAt is the instant of the planner's last Step: the deadlines
+	// at or before it were acted on, so the loop wakes for the next one
+	// after it, not at once for one that passed (a down node stays in
+	// the table, its fence long over).
+	plannedAt time.Time
 }
 
 // logCacheEntries is how many of the newest raft entries are kept in
@@ -1201,7 +1206,7 @@ func (n *Node) run(ctx context.Context) {
 	for {
 		n.step(ctx)
 		wake := time.Hour
-		if at, ok := n.planner.NextDeadline(); ok && n.wasLeader {
+		if at := n.planner.deadlineAfter(n.plannedAt); !at.IsZero() && n.wasLeader {
 			wake = max(at.Sub(n.clock.Now()), time.Millisecond)
 		}
 		deadline.Reset(wake)
@@ -1301,6 +1306,7 @@ func (n *Node) step(ctx context.Context) {
 	n.reconcileVoters(peers, now)
 	n.applyWitness(ctx)
 	table := n.stepRead()
+	n.plannedAt = now
 	for _, c := range n.planner.Step(table, now) {
 		if _, err := n.Propose(ctx, c); err != nil {
 			n.log.Debug("placement: propose plan", "op", c.Op, logKeyErr, err)

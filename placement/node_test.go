@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,6 +292,19 @@ func TestNodeDownReassignedOnlyAfterFence(t *testing.T) {
 		t.Fatalf("reassigned %s after the down mark, fence delay is %s", gap, fence(cfg))
 	}
 	fs.finish(t)
+
+	// The victim stays in the table, down, its fence long over: the
+	// leader's loop waits for its next reason to step (the reconcile
+	// period, 100 ms, or an event), not for that past deadline, which
+	// once woke it every millisecond.
+	var reads atomic.Int64
+	ln.FSM().ObserveReads(func() { reads.Add(1) })
+	defer ln.FSM().ObserveReads(nil)
+	time.Sleep(time.Second) // measuring a rate over an interval
+	t.Logf("%d table reads in a second", reads.Load())
+	if n := reads.Load(); n > 200 {
+		t.Fatalf("%d table reads in a second with a node down and nothing to do: the leader's loop spins", n)
+	}
 }
 
 func TestGracefulLeaveAndRejoin(t *testing.T) {

@@ -538,11 +538,11 @@ func (n *Node) reminderServes(ref actor.Ref) error {
 	if err != nil && loc.Shard == (placement.ShardRef{}) {
 		return err
 	}
-	var epoch uint64 // 0 (unstamped) until an acquisition is recorded
-	if r := n.run.Load(); r != nil {
-		epoch = r.hold.EpochOf(shardKey(loc.Shard))
+	r := n.run.Load()
+	if r == nil {
+		return closedError{} // closing: nothing the holder noted can vouch for the tick
 	}
-	return c.pl.Check(loc.Shard, epoch, n.cfg.Clock.Now())
+	return c.pl.Check(loc.Shard, r.hold.EpochOf(shardKey(loc.Shard)), n.cfg.Clock.Now())
 }
 
 // messageCodec stores a payload as one of its kind's declared messages.

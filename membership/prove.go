@@ -2,11 +2,12 @@ package membership
 
 import (
 	"context"
-	"github.com/tempest-actors/tempest/clock"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tempest-actors/tempest/clock"
 )
 
 // Identity is the certificate, not the gossip. Anyone holding the gossip

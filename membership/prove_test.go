@@ -4,32 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/tempest-actors/tempest/clock"
+	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/membership"
 )
-
-// manualNow is a clock whose Now the test sets.
-type manualNow struct {
-	clock.Real
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualNow) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualNow) add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 func member(name, addr string, boot uint64) membership.Member {
 	return membership.Member{Name: name, Status: membership.StatusAlive,
@@ -49,7 +29,7 @@ func names(ms []membership.Member) []string {
 // tries, when it tries again, and what a new address, a new process or
 // a departure takes back.
 func TestProverDecisions(t *testing.T) {
-	clk := &manualNow{now: time.Unix(1000, 0)}
+	clk := ariel.NewSimClock(time.Unix(1000, 0))
 	changed := 0
 	p := membership.NewProver(membership.ProverConfig{Self: "a", Connector: nil, Clock: clk,
 		Changed: func() { changed++ }})
@@ -73,16 +53,16 @@ func TestProverDecisions(t *testing.T) {
 	if d := p.Due([]membership.Member{a, b, c}); len(d) != 0 {
 		t.Fatalf("tried again at once: %v", names(d))
 	}
-	clk.add(membership.ProveRetryMin)
+	clk.Advance(membership.ProveRetryMin)
 	if d := names(p.Due([]membership.Member{a, b, c})); !slices.Equal(d, []string{"c"}) {
 		t.Fatalf("due %v after the back-off, want c", d)
 	}
 	p.Done(c, errors.New("bad certificate"))
-	clk.add(membership.ProveRetryMin)
+	clk.Advance(membership.ProveRetryMin)
 	if d := p.Due([]membership.Member{a, b, c}); len(d) != 0 {
 		t.Fatalf("second back-off did not double: %v due", names(d))
 	}
-	clk.add(membership.ProveRetryMin)
+	clk.Advance(membership.ProveRetryMin)
 	if d := names(p.Due([]membership.Member{a, b, c})); !slices.Equal(d, []string{"c"}) {
 		t.Fatalf("due %v after the doubled back-off, want c", d)
 	}

@@ -165,26 +165,32 @@ type quietStep struct {
 
 // groupRanks is one group's cached rankings over eligible.
 type groupRanks struct {
+	group    string
 	eligible []string
 	ranked   [][]string // by shard index; nil until first asked
 }
 
-// ranked returns Ranked(group, i, eligible) from the cache, computing it
-// when eligible changed since it was cached. The result is shared: its
-// capacity is its length, so an append copies, and it must not be
-// modified in place.
-func (p *Planner) ranked(group string, i int, eligible []string) []string {
+// groupRanks returns group's cached rankings, dropping them when the
+// group's eligible nodes changed since they were cached.
+func (p *Planner) groupRanks(group string, eligible []string) *groupRanks {
 	g := p.ranks[group]
 	if g == nil || !slices.Equal(g.eligible, eligible) {
-		g = &groupRanks{eligible: slices.Clone(eligible)}
+		g = &groupRanks{group: group, eligible: slices.Clone(eligible)}
 		p.ranks[group] = g
 	}
+	return g
+}
+
+// at returns Ranked(group, i, eligible), computed once. The result is
+// shared: its capacity is its length, so an append copies, and it must
+// not be modified in place.
+func (g *groupRanks) at(i int) []string {
 	if i >= len(g.ranked) {
 		g.ranked = slices.Grow(g.ranked, i+1-len(g.ranked))[:i+1]
 	}
 	r := g.ranked[i]
 	if r == nil {
-		r = Ranked(group, i, eligible)
+		r = Ranked(g.group, i, g.eligible)
 		r = r[:len(r):len(r)]
 		g.ranked[i] = r
 	}
@@ -387,6 +393,7 @@ func (p *Planner) step(t *Table, now time.Time) []Command {
 	for _, gn := range t.GroupNames() {
 		g := t.Groups[gn]
 		eligible := t.Eligible(gn)
+		ranks := p.groupRanks(gn, eligible)
 		for i, s := range g.Shards {
 			ref := ShardRef{Group: gn, Index: i}
 			owner := t.Nodes[s.Owner]
@@ -426,7 +433,8 @@ func (p *Planner) step(t *Table, now time.Time) []Command {
 				}
 				continue
 			}
-			ranked := p.ranked(gn, i, eligible)
+			all := ranks.at(i)
+			ranked := all
 			target := ""
 			if len(ranked) > 0 {
 				target = ranked[0]
@@ -461,7 +469,7 @@ func (p *Planner) step(t *Table, now time.Time) []Command {
 					// owner tries the next-ranked node after two failures.
 					alt := ""
 					if draining && f.fails >= 2 {
-						alt = p.nextRanked(ref, p.ranked(gn, i, eligible), s.Owner, now)
+						alt = p.nextRanked(ref, all, s.Owner, now)
 					}
 					if alt == "" {
 						continue

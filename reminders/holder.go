@@ -33,7 +33,7 @@ type Holder struct {
 	e   *Engine
 	log *slog.Logger
 
-	sync sync.Mutex // serialises Sync passes, which share failAcquire, failRelease
+	passMu sync.Mutex // serialises Sync passes, which share failAcquire, failRelease
 	// failAcquire and failRelease are, per shard, the error its last
 	// Acquire or Release by Sync gave.
 	failAcquire, failRelease map[string]string
@@ -108,8 +108,8 @@ func (h *Holder) held() map[string]uint64 {
 // shards). With load false nothing is loaded (the node's store is
 // damaged: every read would fail, and the node stops serving anyway).
 func (h *Holder) Sync(ctx context.Context, keep map[string]Kept, owned map[string]bool, load bool) {
-	h.sync.Lock()
-	defer h.sync.Unlock()
+	h.passMu.Lock()
+	defer h.passMu.Unlock()
 	p := plan(keep, h.held())
 	for _, sh := range p.pause {
 		h.e.Pause(sh)

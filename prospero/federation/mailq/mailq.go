@@ -2,6 +2,7 @@ package mailq
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -328,12 +329,7 @@ func (b *Queues) Head(k string) (Item, bool) {
 // refusal may have put another message ahead of it since the retry loop
 // read it as the head, so the loop names the message it took.
 func indexLocked(q *queue, seq uint64) int {
-	for i := range q.items {
-		if q.items[i].Seq == seq {
-			return i
-		}
-	}
-	return -1
+	return slices.IndexFunc(q.items, func(it Item) bool { return it.Seq == seq })
 }
 
 // Update replaces the waiting message it.Seq names for key (its
@@ -375,11 +371,7 @@ func (b *Queues) Remove(k string, seq uint64) {
 func (b *Queues) Keys() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]string, 0, len(b.queues))
-	for k := range b.queues {
-		out = append(out, k)
-	}
-	return out
+	return slices.Collect(maps.Keys(b.queues))
 }
 
 // NoteResent records that this node is sending the tell it (waiting

@@ -286,22 +286,14 @@ func (p *Planner) DownSince(node string) (time.Time, bool) {
 	return t, ok
 }
 
-// NextDeadline is the earliest instant at which one of the planner's
-// fence delays runs out (a down node's shards may be reassigned, an
-// unconfirmed handoff completed or, with ConfirmMoves, aborted, a refused
-// shard moved again), so that its caller can Step then instead of at its
-// next periodic pass; false if there is none. It includes a delay that
-// ran out already and stays (a node still down whose fence ended): a
-// caller that stepped since should wait for the first one after that
-// Step (the node's loop does).
-func (p *Planner) NextDeadline() (time.Time, bool) {
-	next := p.deadlineAfter(time.Time{})
-	return next, !next.IsZero()
-}
-
-// deadlineAfter is the earliest deadline of the planner's timers that is
-// after after (zero: any); zero if there is none.
-func (p *Planner) deadlineAfter(after time.Time) time.Time {
+// NextDeadline is the earliest instant after after (zero: any) at which
+// one of the planner's fence delays runs out (a down node's shards may be
+// reassigned, an unconfirmed handoff completed or, with ConfirmMoves,
+// aborted, a refused shard moved again), so that its caller can Step then
+// instead of at its next periodic pass; false if there is none. A caller
+// gives the instant of its last Step: a delay that ran out by then was
+// acted on, though it stays while its node stays down.
+func (p *Planner) NextDeadline(after time.Time) (time.Time, bool) {
 	var next time.Time
 	note := func(at time.Time) {
 		if at.After(after) && (next.IsZero() || at.Before(next)) {
@@ -326,7 +318,7 @@ func (p *Planner) deadlineAfter(after time.Time) time.Time {
 			}
 		}
 	}
-	return next
+	return next, !next.IsZero()
 }
 
 // Step observes t at now and returns the commands to propose, in order:
@@ -346,7 +338,8 @@ func (p *Planner) Step(t *Table, now time.Time) []Command {
 	p.quiet = quietStep{}
 	if len(out) == 0 {
 		// A deadline at or before now was acted on by this step.
-		p.quiet = quietStep{t: t, version: t.Version, until: p.deadlineAfter(now)}
+		until, _ := p.NextDeadline(now)
+		p.quiet = quietStep{t: t, version: t.Version, until: until}
 	}
 	return out
 }

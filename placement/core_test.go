@@ -429,7 +429,7 @@ func TestPlannerFailoverWaitsForFence(t *testing.T) {
 	if len(cmds) != 1 || cmds[0].Op != placement.OpAssign || len(cmds[0].Moves) != 32 {
 		t.Fatalf("initial plan: %+v", cmds)
 	}
-	if at, ok := p.NextDeadline(); ok {
+	if at, ok := p.NextDeadline(time.Time{}); ok {
 		t.Fatalf("a deadline (%s) with no delay running", at)
 	}
 	mustApply(t, tb, cmds[0])
@@ -445,7 +445,7 @@ func TestPlannerFailoverWaitsForFence(t *testing.T) {
 		}
 	}
 	// The planner names the instant its caller must step again.
-	if at, ok := p.NextDeadline(); !ok || !at.Equal(now.Add(fence)) {
+	if at, ok := p.NextDeadline(time.Time{}); !ok || !at.Equal(now.Add(fence)) {
 		t.Fatalf("next deadline %s %v, want the fence's end %s", at, ok, now.Add(fence))
 	}
 	cmds = ownerChanges(p.Step(tb, now.Add(fence)))
@@ -967,7 +967,7 @@ func TestPlannerConfirmedMovesNeverCompleteUnshipped(t *testing.T) {
 		t.Fatalf("a failed transfer: aborted %v, shard %+v", aborted, s)
 	}
 	// Nobody reports on the second: aborted after four fence delays.
-	if at, ok := p.NextDeadline(); !ok || at.After(seen.Add(4*fence)) {
+	if at, ok := p.NextDeadline(time.Time{}); !ok || at.After(seen.Add(4*fence)) {
 		t.Fatalf("next deadline %s %v, want by +%s", at.Sub(seen), ok, 4*fence)
 	}
 	step(seen.Add(4*fence - time.Millisecond))
@@ -1084,7 +1084,7 @@ func TestPlannerBacksOffRepeatedlyAbortedMoves(t *testing.T) {
 		if s, _ := tb.Shard(shard); s.MovingTo != "" || s.Owner != "a" {
 			t.Fatalf("abort %d: the shard is %+v, want a's", i+1, s)
 		}
-		if at, ok := p.NextDeadline(); !ok || at.After(now.Add(wait)) {
+		if at, ok := p.NextDeadline(time.Time{}); !ok || at.After(now.Add(wait)) {
 			t.Fatalf("abort %d: next deadline +%s %v, want by +%s", i+1, at.Sub(now), ok, wait)
 		}
 		if _, ok := driveOthers(t, tb, p, now.Add(wait-time.Millisecond), &shard, &watch); ok {
@@ -1095,7 +1095,7 @@ func TestPlannerBacksOffRepeatedlyAbortedMoves(t *testing.T) {
 			t.Fatalf("abort %d: after +%s began %+v %v, want the move to b again", i+1, wait, m, ok)
 		}
 		// A back-off that ran out is no deadline to wake the leader for.
-		if at, ok := p.NextDeadline(); ok && !at.After(now) {
+		if at, ok := p.NextDeadline(time.Time{}); ok && !at.After(now) {
 			t.Fatalf("abort %d: next deadline +%s, at or before now", i+1, at.Sub(now))
 		}
 	}
@@ -1106,7 +1106,7 @@ func TestPlannerBacksOffRepeatedlyAbortedMoves(t *testing.T) {
 		t.Fatalf("confirmed move left the shard %+v, want b's", s)
 	}
 	driveOthers(t, tb, p, now, &shard, &watch) // a step that sees it settled
-	if at, ok := p.NextDeadline(); ok {
+	if at, ok := p.NextDeadline(time.Time{}); ok {
 		t.Fatalf("a settled shard keeps a deadline at +%s", at.Sub(now))
 	}
 }

@@ -1206,7 +1206,7 @@ func (n *Node) run(ctx context.Context) {
 	for {
 		n.step(ctx)
 		wake := time.Hour
-		if at := n.planner.deadlineAfter(n.plannedAt); !at.IsZero() && n.wasLeader {
+		if at, ok := n.planner.NextDeadline(n.plannedAt); ok && n.wasLeader {
 			wake = max(at.Sub(n.clock.Now()), time.Millisecond)
 		}
 		deadline.Reset(wake)

@@ -77,7 +77,7 @@ func TestPlannerSkipDecidesAsAFullStep(t *testing.T) {
 				}
 				// The next instant: a deadline of the timers, just before
 				// one, or a random step forward.
-				switch d := skip.deadlineAfter(last); {
+				switch d, _ := skip.NextDeadline(last); {
 				case !d.IsZero() && rng.IntN(3) == 0:
 					now = d
 				case !d.IsZero() && rng.IntN(3) == 0:

@@ -52,7 +52,7 @@ func TestPlannerWitnessShortensTheFence(t *testing.T) {
 			if cmds := ownerChanges(p.Step(tb, now)); len(cmds) != 0 {
 				t.Fatalf("moved when first seen down: %+v", cmds)
 			}
-			if at, ok := p.NextDeadline(); !ok || !at.Equal(now.Add(tc.wantAt)) {
+			if at, ok := p.NextDeadline(time.Time{}); !ok || !at.Equal(now.Add(tc.wantAt)) {
 				t.Fatalf("next deadline %s %v, want %s", at, ok, now.Add(tc.wantAt))
 			}
 			if cmds := ownerChanges(p.Step(tb, now.Add(tc.wantAt-time.Millisecond))); len(cmds) != 0 {
@@ -79,7 +79,7 @@ func TestPlannerWitnessShortensTheFence(t *testing.T) {
 	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "b", Status: placement.StatusDown})
 	later := now.Add(time.Minute)
 	p.Step(tb, later)
-	if at, ok := p.NextDeadline(); !ok || !at.Equal(later.Add(fence)) {
+	if at, ok := p.NextDeadline(time.Time{}); !ok || !at.Equal(later.Add(fence)) {
 		t.Fatalf("a witness given while b was up shortened its later fence: deadline %s, want %s", at, later.Add(fence))
 	}
 	// A witness that arrives after steps that found nothing to do (the

@@ -26,6 +26,7 @@ import (
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/prospero/federation"
+	"github.com/tempest-actors/tempest/prospero/federation/route"
 	"github.com/tempest-actors/tempest/wire"
 )
 
@@ -112,7 +113,7 @@ type cluster struct {
 	name  string
 	log   *slog.Logger
 	reg   *wire.Registry
-	rem   *remote
+	rem   *route.Router
 	tr    transport
 	pconn net.PacketConn // the QUIC socket, when this cluster opened it (pausable nodes)
 	ml    gossip
@@ -183,18 +184,16 @@ func (c *cluster) start(ctx context.Context) error {
 	if err := c.newFederation(); err != nil {
 		return err
 	}
-	rem, err := newRemote(n.sched, c.reg, c.locateAt, wire.MailConfig{Logger: c.log, Clock: n.cfg.Clock,
-		Control: c.fed.Handle})
+	rem, err := route.New(route.Config{Scheduler: n.sched, Registry: c.reg, Locate: c.locateAt,
+		Mail:   wire.MailConfig{Logger: c.log, Clock: n.cfg.Clock, Control: c.fed.Handle},
+		Tracer: n.trc, Busy: c.hydrationBusy, ShardName: c.shardName,
+		CancelAsk: func(peer string, id uint64) {
+			// Not waiting: a CancelAsk lost to a full control lane costs the
+			// turn it would have saved, nothing else (counted: NoticesDropped).
+			_ = c.fed.NotifyNow(peer, &federation.CancelAsk{Id: id})
+		}})
 	if err != nil {
 		return err
-	}
-	rem.trc = n.trc
-	rem.busy = c.hydrationBusy
-	rem.shardName = c.shardName
-	rem.cancel = func(peer string, id uint64) {
-		// Not waiting: a CancelAsk lost to a full control lane costs the
-		// turn it would have saved, nothing else (counted: NoticesDropped).
-		_ = c.fed.NotifyNow(peer, &federation.CancelAsk{Id: id})
 	}
 	c.rem = rem
 
@@ -206,13 +205,10 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	wc.Certificate, wc.CAs = c.cfg.Certificate, c.cfg.CAs
 	wc.Resolve = c.resolve
-	wc.Handler = rem.mail.Handle
-	wc.HandleBatch = rem.mail.HandleBatch
+	wc.Handler = rem.Mailer().Handle
+	wc.HandleBatch = rem.Mailer().HandleBatch
 	wc.Events = func(ev wire.LinkEvent) {
-		// Marked down before the pending asks fail, so that mail sent
-		// from then on waits (wire.LinkWatch) rather than go to a new dial.
-		rem.links.Event(ev)
-		rem.mail.LinkEvent(ev)
+		rem.LinkEvent(ev)
 		if !ev.Up {
 			c.fed.LinkDown(ev.Peer)
 		}
@@ -235,8 +231,7 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	c.tr = tr
 	c.fedTr.tr.Store(&tr)
-	rem.links.Connect = func(peer string) error { return tr.Connect(c.ctx, peer) }
-	rem.attach(tr)
+	rem.Attach(tr, func(peer string) error { return tr.Connect(c.ctx, peer) })
 
 	mc := membership.DefaultConfig()
 	mc.Name = c.name
@@ -333,7 +328,10 @@ func (c *cluster) start(ctx context.Context) error {
 	c.wg.Add(1)
 	go c.manifestLoop()
 	c.wg.Add(1)
-	go c.bufferLoop()
+	go func() {
+		defer c.wg.Done()
+		c.rem.RetryLoop(c.ctx, c.pl.Changed)
+	}()
 	c.wg.Add(1)
 	go c.reminderLoop()
 	c.wg.Add(1)
@@ -394,8 +392,8 @@ func (c *cluster) shardName(ref actor.Ref) (string, bool) {
 // Errors match actor sentinels.
 func (c *cluster) locate(ref actor.Ref) (string, bool, error) {
 	owner, _, local, err := c.locateAt(ref)
-	if h, ok := err.(*remoteHint); ok {
-		err = h.err // the router's form; here the plain handoff error
+	if h, ok := err.(*route.Hint); ok {
+		err = h.Err // the router's form; here the plain handoff error
 	}
 	return owner, local, err
 }
@@ -660,7 +658,7 @@ func (c *cluster) stopNetwork(ctx context.Context, graceful bool) error {
 	}
 	c.wg.Wait()
 	if c.rem != nil {
-		errs = append(errs, c.rem.close())
+		errs = append(errs, c.rem.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -454,7 +454,7 @@ func (h fedHandler) HandoffAbort(from string, m *federation.HandoffAbort) {
 // CancelAsk withdraws the ask id that from's caller gave up on, if its
 // turn has not started here.
 func (h fedHandler) CancelAsk(from string, m *federation.CancelAsk) federation.Code {
-	if h.c.rem != nil && h.c.rem.mail.Withdraw(from, m.Id) {
+	if h.c.rem != nil && h.c.rem.Mailer().Withdraw(from, m.Id) {
 		return federation.CodeOk
 	}
 	return federation.CodeUnknownAsk

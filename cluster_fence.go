@@ -6,6 +6,7 @@ import (
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/prospero/federation/route"
 )
 
 // locateAt is the routing decision for ref from one read of the applied
@@ -14,7 +15,7 @@ import (
 // with it, remoteDelivery.Fence), whether the owner is this node, and for
 // a shard this node owns, the fence (lease, node status, handoff). A
 // shard in a planned handoff is refused with its target as the hint and
-// the shard's name (a *remoteHint). One send makes one such lookup per
+// the shard's name (a *route.Hint). One send makes one such lookup per
 // node it passes: the caller's routing (Resolve hands it to Forward) and
 // the owner's admission; the owner's activation fence, which runs later,
 // looks again. Errors match actor sentinels.
@@ -53,7 +54,7 @@ func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 	}
 	if loc.Moving {
 		err := fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff)
-		return "", loc.Epoch, false, &remoteHint{err: err, owner: movingTo, shard: loc.Shard.String()}
+		return "", loc.Epoch, false, &route.Hint{Err: err, Owner: movingTo, Shard: loc.Shard.String()}
 	}
 	if loc.Owner != c.name {
 		if loc.OwnerDown {
@@ -76,18 +77,18 @@ func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 
 // fenceActivation is the doorbell's fence: an identity of a kind of this
 // node may be activated only while this node owns its shard and may
-// serve it (remote.fence).
+// serve it (route.Router.FenceActivation).
 func (c *cluster) fenceActivation(ref actor.Ref) error {
 	if c.pl == nil || c.n.kind(ref.Kind()) == nil {
 		return nil // not started yet, or a kind of the node's own (reminders)
 	}
-	return c.rem.fence(ref)
+	return c.rem.FenceActivation(ref)
 }
 
 // ownerDown is the routing error for a shard whose owner the table marks
 // down: mail sent there would only wait for its deadline, and the shard
 // fails over within a fence delay (program code waits for that, see
-// waitable).
+// route.Waitable).
 func ownerDown(owner string) error {
 	return fmt.Errorf("%w: %w: %s", actor.ErrProcessUnavailable, placement.ErrOwnerDown, owner)
 }

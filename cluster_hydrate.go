@@ -10,6 +10,7 @@ import (
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/prospero/federation"
+	"github.com/tempest-actors/tempest/prospero/federation/route"
 )
 
 // Warm handoff: on a planned move the old owner names the identities
@@ -196,7 +197,7 @@ func (c *cluster) warm(key warmKey, refs []actor.Ref) {
 		for _, ref := range pending {
 			_, local, err := c.locate(ref)
 			switch {
-			case err != nil && waitable(err):
+			case err != nil && route.Waitable(err):
 				later = append(later, ref)
 				continue
 			case err != nil || !local:

@@ -18,9 +18,9 @@ import (
 	"github.com/tempest-actors/tempest/internal/tracing"
 	"github.com/tempest-actors/tempest/manifest"
 	"github.com/tempest-actors/tempest/membership"
-	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/prospero/arielhost"
+	"github.com/tempest-actors/tempest/prospero/federation/route"
 	"github.com/tempest-actors/tempest/prospero/replica"
 	"github.com/tempest-actors/tempest/reminders"
 	"github.com/tempest-actors/tempest/wire"
@@ -803,7 +803,7 @@ func (n *Node) tell(ctx context.Context, ref actor.Ref, msg any, tr any) error {
 	if n.cl == nil || err == nil {
 		return n.localRefusal(err)
 	}
-	if !waitable(err) {
+	if !route.Waitable(err) {
 		return n.localRefusal(n.cl.whyUnanswered(err))
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -811,30 +811,13 @@ func (n *Node) tell(ctx context.Context, ref actor.Ref, msg any, tr any) error {
 		ctx, cancel = context.WithTimeout(ctx, actor.DefaultAskTimeout)
 		defer cancel()
 	}
-	for attempt := 0; waitable(err); attempt++ {
-		if werr := n.cl.awaitRetry(ctx, attempt); werr != nil {
+	for attempt := 0; route.Waitable(err); attempt++ {
+		if werr := n.cl.awaitChange(ctx, route.Backoff(attempt)); werr != nil {
 			return n.cl.whyUnanswered(err)
 		}
 		err = send()
 	}
 	return n.localRefusal(n.cl.whyUnanswered(err))
-}
-
-// waitable: the send failed before anything left this node, because
-// placement is in flux or the owner's link is down (noLinkError); it may
-// be tried again.
-func waitable(err error) bool {
-	if errors.Is(err, actor.ErrNotCommitted) {
-		// The turn ran: its state was not committed, but its write may
-		// have landed (and reached replicas). Sending the ask again would
-		// run it twice, whatever the commit's cause (a lapsed lease, a
-		// shard moving) says.
-		return false
-	}
-	var nl *noLinkError
-	return errors.As(err, &nl) || errors.Is(err, placement.ErrHandoff) || errors.Is(err, placement.ErrUnassigned) || errors.Is(err, placement.ErrOwnerDown) ||
-		errors.Is(err, placement.ErrUninitialized) || errors.Is(err, placement.ErrLeaseExpired) ||
-		errors.Is(err, placement.ErrBehind) || errors.Is(err, wire.ErrNotServing)
 }
 
 // Ask sends msg to ref and waits for the reply, until ctx's deadline
@@ -918,14 +901,14 @@ func (n *Node) askRouted(ctx context.Context, ref actor.Ref, msg any) (any, erro
 		switch {
 		case err == nil:
 			return reply, nil
-		case !resendable(err):
+		case !route.Resendable(err):
 			return nil, n.cl.whyUnanswered(err)
 		}
 		// Refused at once on this node (the routing layer waits for
 		// everything it can itself, this node's activation fence's
-		// refusals included, see retry.go): by placement for a spawned
+		// refusals included, see package route): by placement for a spawned
 		// actor's node.
-		if werr := n.cl.awaitRetry(ctx, attempt); werr != nil {
+		if werr := n.cl.awaitChange(ctx, route.Backoff(attempt)); werr != nil {
 			return nil, n.cl.whyUnanswered(gaveUp(ctx, err))
 		}
 	}
@@ -1214,7 +1197,7 @@ func (n *Node) Stats() Stats {
 	}
 	st := Stats{Scheduler: r.sched.Stats(), Supervisor: r.sup.Stats(), InvalidAtRest: n.store.InvalidIdentities().Count}
 	if c := n.cl; c != nil {
-		st.Mail, st.Transport = c.rem.stats(), c.tr.Stats()
+		st.Mail, st.Transport = c.rem.MailStats(), c.tr.Stats()
 		for _, m := range c.ml.Members() {
 			if !m.Status.Gone() {
 				st.Members++
@@ -1227,8 +1210,8 @@ func (n *Node) Stats() Stats {
 		st.Gossip = c.ml.Dropped()
 		st.Leader = c.pl.IsLeader()
 		st.HandoffIsolated = c.isolated.Load()
-		b := c.rem.buf.Stats()
-		st.Retry = RetryStats{Parked: b.Parked, Resent: b.Resent, GaveUp: b.GaveUp, Waiting: c.rem.buf.Waiting()}
+		b, waiting := c.rem.RetryStats()
+		st.Retry = RetryStats{Parked: b.Parked, Resent: b.Resent, GaveUp: b.GaveUp, Waiting: waiting}
 	}
 	return st
 }

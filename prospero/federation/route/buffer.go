@@ -1,4 +1,4 @@
-package tempest
+package route
 
 import (
 	"bytes"
@@ -14,39 +14,6 @@ import (
 	"github.com/tempest-actors/tempest/prospero/federation/mailq"
 )
 
-// Mail that may not be sent now but may be soon waits in bounded
-// per-recipient queues in the routing layer, under the retry policy of
-// retry.go: mail for a shard being handed off (or not placed, its owner
-// down, this node's table behind, its lease not fresh, no link to its
-// owner's node) from an actor, and asks from anyone; mail from anyone
-// that the owner's node refused
-// NOT_OWNER, NOT_SERVING or BUSY; and mail of this node's own senders
-// that this node admitted and then fenced off (remote.ResendAll). Each
-// recipient's queue is routed again in
-// order when the table changes, or when its head's back-off ends, to
-// whichever node owns the shard then (this one included). Once a
-// recipient has a queue, later mail for it joins the queue even if the
-// move has completed meanwhile, so mail from one sender to one recipient
-// keeps its order; a message sent on from a queue and refused again goes
-// back to the place it first got (mailq.Item.Seq), ahead of what was queued
-// behind it. Fenced-off mail left the recipient's mailbox, so it
-// was sent before anything queued for the recipient since: it goes ahead
-// of that mail, behind mail fenced off earlier (mailq.Queues.AddUnrun), and is handed
-// over before the mailbox admits mail again. A moving shard's queues hold at most
-// handoffBufferPerShard messages, and so do one shard's for every other
-// cause (one kind's while its shard is not known); beyond that the sender
-// gets actor.ErrRefused, as for a full mailbox, and program code's tell
-// is counted given up. A tell still waiting tellRetryWait after its own
-// first refusal (a resent tell keeps it when it is refused again) is
-// reported Undelivered to its sender with actor.ErrProcessUnavailable
-// (program code: counted, Stats().Retry.GaveUp),
-// and an ask is dropped at its deadline (the scheduler fails it then). A
-// move that is aborted leaves the shard with its old owner, where the
-// waiting mail then goes. A tell from program code whose route is in flux
-// when it is sent does not wait here: Node.Tell returns what it knows at
-// once, so it waits itself (awaitRetry). One refused by another node, or
-// fenced off here after admission, waits here as any other mail.
-
 // Limits of the handoff buffers.
 const (
 	handoffBufferPerShard = 1024
@@ -59,9 +26,9 @@ func inHandoff(err error) (shard string, ok bool) {
 	if !errors.Is(err, placement.ErrHandoff) {
 		return "", false
 	}
-	var h *remoteHint
-	if errors.As(err, &h) && h.shard != "" {
-		return h.shard, true
+	var h *Hint
+	if errors.As(err, &h) && h.Shard != "" {
+		return h.Shard, true
 	}
 	return "?", true
 }
@@ -71,10 +38,10 @@ func inHandoff(err error) (shard string, ok bool) {
 // the recipient's shard by this node's table, else (not placed, no
 // table) the recipient's kind. A busy owner of one shard so fills only
 // that shard's bucket, not every recipient's of its kind.
-func (r *remote) shardOf(to actor.Ref, err error) string {
-	var h *remoteHint
-	if errors.As(err, &h) && h.shard != "" {
-		return h.shard
+func (r *Router) shardOf(to actor.Ref, err error) string {
+	var h *Hint
+	if errors.As(err, &h) && h.Shard != "" {
+		return h.Shard
 	}
 	if r.shardName != nil {
 		if s, ok := r.shardName(to); ok {
@@ -95,7 +62,7 @@ func mayPark(m ariel.Outbound) bool {
 // resendable), or that must wait behind mail already buffered for its
 // recipient. handled reports that m was taken (err is then its admission
 // outcome).
-func (r *remote) buffer(m ariel.Outbound, locErr error) (handled bool, err error) {
+func (r *Router) buffer(m ariel.Outbound, locErr error) (handled bool, err error) {
 	if r.buf == nil || !mayPark(m) {
 		return false, nil
 	}
@@ -105,13 +72,13 @@ func (r *remote) buffer(m ariel.Outbound, locErr error) (handled bool, err error
 		}
 		return r.buf.Add(mailq.Item{M: m}, "", r.sched.Clock().Now(), true)
 	}
-	if !resendable(locErr) {
+	if !Resendable(locErr) {
 		return false, nil
 	}
 	now := r.sched.Clock().Now()
 	it := mailq.Item{M: m}
 	if _, moving := inHandoff(locErr); !moving {
-		it.Due = now.Add(retryBackoff(0)) // a lease or a table catching up is no table change
+		it.Due = now.Add(Backoff(0)) // a lease or a table catching up is no table change
 	}
 	return r.buf.Add(it, r.shardOf(m.To, locErr), now, false)
 }
@@ -123,8 +90,8 @@ func (r *remote) buffer(m ariel.Outbound, locErr error) (handled bool, err error
 // when it was sent from there (zero: sent directly; a tell's is found with
 // its start). It reports whether it took m; a false means the caller
 // reports err.
-func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, p mailq.Place, err error) bool {
-	if r.buf == nil || !m.To.IsVirtual() || m.Msg == nil || !resendable(err) {
+func (r *Router) retry(m ariel.Outbound, sentEpoch uint64, p mailq.Place, err error) bool {
+	if r.buf == nil || !m.To.IsVirtual() || m.Msg == nil || !Resendable(err) {
 		return false
 	}
 	if m.AskID != 0 && !r.sched.AskPending(m.AskID) {
@@ -156,7 +123,7 @@ func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, p mailq.Place, err er
 			case serr == nil:
 				r.buf.CountResent()
 				return true
-			case !resendable(serr):
+			case !Resendable(serr):
 				r.buf.CountResent()
 				r.fail(m, serr)
 				return true
@@ -164,18 +131,18 @@ func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, p mailq.Place, err er
 			// Refused at once, nothing sent (no link to the node the
 			// table names now): it waits for a change or the back-off.
 			err = serr
-			it.Due = now.Add(retryBackoff(0))
+			it.Due = now.Add(Backoff(0))
 		case lerr == nil:
 			it.Avoid, it.AvoidEpoch = node, epoch
 		default:
 			if _, moving := inHandoff(lerr); !moving {
-				it.Due = now.Add(retryBackoff(0))
+				it.Due = now.Add(Backoff(0))
 			}
 		}
 	} else if wait, busy := busyFor(err); busy {
 		it.Due = now.Add(wait)
 	} else {
-		it.Due = now.Add(retryBackoff(0))
+		it.Due = now.Add(Backoff(0))
 	}
 	if _, berr := r.buf.Add(it, r.shardOf(m.To, err), now, false); berr != nil {
 		r.fail(m, berr)
@@ -187,7 +154,7 @@ func (r *remote) retry(m ariel.Outbound, sentEpoch uint64, p mailq.Place, err er
 // order, as far as its head may go now; the others keep theirs, minus
 // what expired. It returns the earliest time a head waits for, or the
 // record of tells sent again is to be swept (zero: only a table change). The retry loop calls it; one goroutine at a time.
-func (r *remote) flushBuffered() (next time.Time) {
+func (r *Router) flushBuffered() (next time.Time) {
 	if r.buf == nil {
 		return time.Time{}
 	}
@@ -232,11 +199,11 @@ func (r *remote) flushBuffered() (next time.Time) {
 				break
 			}
 			if err != nil {
-				if resendable(err) {
+				if Resendable(err) {
 					it.Attempt++
 					it.Due = time.Time{} // a move ends with a table change
 					if _, moving := inHandoff(err); !moving {
-						it.Due = now.Add(retryBackoff(it.Attempt))
+						it.Due = now.Add(Backoff(it.Attempt))
 					}
 					r.buf.Update(k, it)
 					earlier(it.Due)
@@ -255,11 +222,11 @@ func (r *remote) flushBuffered() (next time.Time) {
 				if it.M.AskID == 0 && !local {
 					r.buf.ForgetResent(k, it.Seq) // not sent
 				}
-				if resendable(serr) {
+				if Resendable(serr) {
 					// Refused at once, nothing sent (no link to the owner
 					// yet): it keeps its place and waits again.
 					it.Attempt++
-					it.Due = now.Add(retryBackoff(it.Attempt))
+					it.Due = now.Add(Backoff(it.Attempt))
 					it.Avoid, it.AvoidEpoch = "", 0
 					r.buf.Requeue(it, r.shardOf(it.M.To, serr))
 					earlier(it.Due)
@@ -278,7 +245,7 @@ func (r *remote) flushBuffered() (next time.Time) {
 
 // noteResent records the tell it as sent again to another node, with its
 // message in the form a refusal echoes it (a registered *T as its T).
-func (r *remote) noteResent(it mailq.Item) {
+func (r *Router) noteResent(it mailq.Item) {
 	msg := it.M.Msg
 	if r.reg != nil {
 		if v, err := r.reg.Value(msg); err == nil {
@@ -291,7 +258,7 @@ func (r *remote) noteResent(it mailq.Item) {
 // sameMsg reports whether a refusal's echo b is the message a this node
 // sent: equal values, or (a codec whose decoding is not the very value
 // encoded, a nil slice decoded empty) the same encoding.
-func (r *remote) sameMsg(a, b any) bool {
+func (r *Router) sameMsg(a, b any) bool {
 	if reflect.DeepEqual(a, b) {
 		return true
 	}
@@ -309,7 +276,7 @@ func (r *remote) sameMsg(a, b any) bool {
 // route sends mail where its recipient lives now: a local actor through
 // the scheduler, a remote one through the Mailer, stamped. p is its
 // place in a retry queue (zero: none).
-func (r *remote) route(m ariel.Outbound, p mailq.Place) error {
+func (r *Router) route(m ariel.Outbound, p mailq.Place) error {
 	node, epoch, local, err := r.locate(m.To)
 	if err != nil {
 		return err
@@ -321,7 +288,7 @@ func (r *remote) route(m ariel.Outbound, p mailq.Place) error {
 // routed here is this node's own again (ariel.Scheduler.DeliverRouted):
 // an ask is answered to its caller directly, and mail fenced off here once
 // more comes back in its recipient's batch (ResendAll) and waits again.
-func (r *remote) sendRouted(m ariel.Outbound, node string, epoch uint64, local bool, p mailq.Place) error {
+func (r *Router) sendRouted(m ariel.Outbound, node string, epoch uint64, local bool, p mailq.Place) error {
 	if local {
 		return r.sched.DeliverRouted(m)
 	}
@@ -333,7 +300,7 @@ func (r *remote) sendRouted(m ariel.Outbound, node string, epoch uint64, local b
 // program code nobody is left to tell: it is counted as given up,
 // Stats().Retry.GaveUp, whether its wait ended, its queue was full or its
 // route failed otherwise).
-func (r *remote) fail(m ariel.Outbound, err error) {
+func (r *Router) fail(m ariel.Outbound, err error) {
 	if m.AskID != 0 {
 		r.sched.CompleteAsk(m.AskID, nil, err)
 		return
@@ -347,10 +314,10 @@ func (r *remote) fail(m ariel.Outbound, err error) {
 	r.notify(m.From, m.To, m.Msg, err)
 }
 
-// retryLoop routes waiting mail again when the table changes (changed
+// RetryLoop routes waiting mail again when the table changes (changed
 // returns the channel closed at the next change), when a head's back-off
 // or wait ends, and when mail is queued, until ctx ends.
-func (r *remote) retryLoop(ctx context.Context, changed func() <-chan struct{}) {
+func (r *Router) RetryLoop(ctx context.Context, changed func() <-chan struct{}) {
 	clk := r.sched.Clock()
 	wake := make(chan struct{}, 1)
 	var timer ariel.Timer
@@ -382,10 +349,4 @@ func (r *remote) retryLoop(ctx context.Context, changed func() <-chan struct{}) 
 		case <-r.buf.Kicked():
 		}
 	}
-}
-
-// bufferLoop is the cluster's retry loop, woken by its applied table.
-func (c *cluster) bufferLoop() {
-	defer c.wg.Done()
-	c.rem.retryLoop(c.ctx, c.pl.Changed)
 }

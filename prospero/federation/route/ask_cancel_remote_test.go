@@ -1,4 +1,4 @@
-package tempest
+package route
 
 import (
 	"errors"
@@ -72,7 +72,7 @@ func TestRemoteCancelAskAtDeadline(t *testing.T) {
 		t.Fatalf("ask to a blocked actor: %v, want ErrDeadlineExceeded", err)
 	}
 	waitFor(t, "the CancelAsk sent", func() bool { return link.count() == 1 })
-	waitFor(t, "b withdrew the ask", func() bool { return b.r.stats().AsksWithdrawn == 1 })
+	waitFor(t, "b withdrew the ask", func() bool { return b.r.MailStats().AsksWithdrawn == 1 })
 	close(bl.release)
 	askRetry(t, a.s, ref, rtSeq{Kind: "after"})
 	if got := bl.ranKinds(); len(got) != 2 || got[0] != "warm" || got[1] != "after" {
@@ -105,10 +105,10 @@ func TestRemoteCancelAskOvertakingItsAsk(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "b dropped the overtaken ask", func() bool {
-		st := b.r.stats()
+		st := b.r.MailStats()
 		return st.CancelsMatched == 1 && st.AsksWithdrawn == 1
 	})
-	if st := b.r.stats(); st.CancelsKept != 1 || st.CancelsEvicted != 0 {
+	if st := b.r.MailStats(); st.CancelsKept != 1 || st.CancelsEvicted != 0 {
 		t.Fatalf("b kept %d cancels, evicted %d; want 1, 0", st.CancelsKept, st.CancelsEvicted)
 	}
 	if got := askRetry(t, a.s, ref, rtSeq{Kind: "get"}); got != any(rtCount{Count: 0}) {

@@ -1,24 +1,33 @@
-package tempest
-
-import (
-	"context"
-	"errors"
-	"time"
-
-	"github.com/tempest-actors/tempest/actor"
-	"github.com/tempest-actors/tempest/wire"
-)
-
+// Package route is a node's mail to and from actors of other nodes: the
+// routing layer between the local scheduler (package ariel) and the mail
+// lanes of the links between nodes (wire.Mailer).
+//
+// A Router is the scheduler's ariel.Router. Mail for an actor of this
+// node goes to its cell; mail for any other actor is routed by the
+// Locator the node gives it (placement's answer: owner, placement epoch,
+// or why there is none now), stamped with that epoch and queued on the
+// link to the owner. On the receiving side the Router is the Mailer's
+// local delivery: mail is admitted only while this node owns the
+// recipient at the epoch it was stamped with (fenceEpoch), an activation
+// runs only while it still does (FenceActivation), and a refusal goes
+// back to the sender as a typed wire.RefusedError (NOT_OWNER naming the
+// owner to try, NOT_SERVING, BUSY with the wait to ask for), never as
+// text. Mail that may not be sent now but may be soon waits in the
+// Router's retry queues (package mailq) and is routed again when the
+// table changes (RetryLoop).
+//
+// # Retry policy
+//
 // The retry policy of every sender (program code, actor tells, actor asks,
 // asks made inside a turn) is one: a message is sent again only when it
 // certainly did not run, only within its bound, and only after something
 // changed that may let it through.
 //
-//   - What may be sent again (resendable): a send that failed before it
+//   - What may be sent again (Resendable): a send that failed before it
 //     left this node because placement is in flux (waitable: the shard is
 //     moving, not placed yet, its owner is down, this node's table is behind
 //     or its lease is not fresh) or because there is no link to the owner's
-//     node (noLinkError: the link went down and is not up again, wire.LinkWatch,
+//     node (NoLinkError: the link went down and is not up again, wire.LinkWatch,
 //     or the transport refused the send at once and queued nothing; the
 //     owner crashed or is cut off, and this node's table names it until
 //     gossip declares it failed and placement moves its shards), and a
@@ -28,12 +37,12 @@ import (
 //     message needs an activation and the owner is over its hydration
 //     backlog: it is sent again after the wait the refusal asks for). The
 //     owner refuses so at admission, or once the mail has waited in the
-//     mailbox for an activation its fence then refuses (remote.fence: the
+//     mailbox for an activation its fence then refuses (FenceActivation: the
 //     shard moved or began to move meanwhile); that mail never ran either,
 //     and is refused as admission would refuse it then, marked wire.NotRun.
 //     What becomes of it depends on where it came from. This node's own
 //     senders' mail (program code's and turns', asks and tells) is handed
-//     back by the scheduler in one batch (ariel.Resender, remote.ResendAll)
+//     back by the scheduler in one batch (ariel.Resender, Router.ResendAll)
 //     and waits here ahead of the mail queued for its recipient since,
 //     which its senders sent after it. An ask from another node goes back
 //     to its caller's node as that refusal (a Refused, not a Reply), which
@@ -59,7 +68,7 @@ import (
 //     routes the recipient elsewhere, or to the same node at another epoch,
 //     than when it was refused: the wait is for the table to change, never
 //     a timer. The others are sent again when the table changes, or after a
-//     back-off (retryBackoff: 5 ms doubling to 100 ms), since a lease being
+//     back-off (Backoff: 5 ms doubling to 100 ms), since a lease being
 //     renewed, a peer's table catching up or a link coming back (a
 //     partition healed before gossip noticed) is no change of this node's
 //     table. Mail without a link is so routed again at the table change
@@ -68,7 +77,7 @@ import (
 //     event comes; until then each attempt is refused at once again,
 //     nothing sent, and it keeps its place.
 //   - How long: an ask until its deadline (then it fails as a deadline,
-//     naming nothing it did not do); a tell for tellRetryWait from its own
+//     naming nothing it did not do); a tell for actor.DefaultAskTimeout from its own
 //     first refusal (then an actor sender gets it back as
 //     actor.Undelivered with actor.ErrProcessUnavailable, and program code,
 //     which nobody can tell, has it counted in Stats().Retry.GaveUp). A
@@ -79,90 +88,43 @@ import (
 //     begun again), so it cannot loop on an unchanged table.
 //
 // The queue that holds such mail is the routing layer's (package mailq,
-// driven from handoff_buffer.go),
+// driven from buffer.go),
 // keyed by recipient so that mail from one sender to one recipient keeps its
 // order; program code that gets a waitable error back at once (Node.Tell,
 // Node.Ask) waits in its own goroutine under the same rules (awaitRetry).
-
-// noLinkError is mail for a virtual actor that never left this node:
-// the link to the owner's node went down and has not come up since
-// (wire.LinkWatch), or the transport had no link and could make none then
-// (wire.ErrUnavailable from a send, which queued nothing): the owner
-// crashed, is cut off, or its link is backing off. The table may still
-// name that node until gossip declares it failed and placement moves its
-// shards, so the mail waits (waitable) for the table to route it to a
-// live node, or for the link to come back. It keeps the transport error's
-// identity (wire.ErrUnavailable, actor.ErrProcessUnavailable) for a
-// sender that gives up on it. Mail handed to a link that then went down is
-// not one: its asks fail with wire.ErrLinkLost, outcome unknown, and are
-// never resent.
-type noLinkError struct {
-	node string
-	err  error
-}
-
-func (e *noLinkError) Error() string { return e.err.Error() }
-func (e *noLinkError) Unwrap() error { return e.err }
-
-// kick wakes the retry loop (mail may go now).
-func (r *remote) kick() {
-	if r.buf == nil {
-		return
-	}
-	r.buf.Kick()
-}
-
-// tellRetryWait bounds how long a tell may wait to be sent again.
-const tellRetryWait = actor.DefaultAskTimeout
-
-// Back-off between attempts that no table change prompts.
-const (
-	retryBackoffMin = 5 * time.Millisecond
-	retryBackoffMax = 100 * time.Millisecond
-)
-
-// retryBackoff is the wait before attempt n+1 (n ≥ 0) when no table
-// change prompts it.
-func retryBackoff(n int) time.Duration {
-	d := retryBackoffMin
-	for ; n > 0 && d < retryBackoffMax; n-- {
-		d *= 2
-	}
-	return min(d, retryBackoffMax)
-}
-
-// resendable reports whether a send that failed with err may be sent
-// again under the policy above.
-func resendable(err error) bool {
-	if err == nil || errors.Is(err, actor.ErrNotCommitted) {
-		return false
-	}
-	return waitable(err) || errors.Is(err, wire.ErrNotOwner) || errors.Is(err, wire.ErrBusy)
-}
-
-// busyFor returns the wait a BUSY refusal asks for (at least the first
-// back-off), and whether err is one.
-func busyFor(err error) (time.Duration, bool) {
-	var re *wire.RefusedError
-	if !errors.As(err, &re) || re.Reason != wire.RefusedReasonBusy {
-		return 0, false
-	}
-	return max(re.RetryAfter, retryBackoffMin), true
-}
-
-// refusedBy returns the node that refused err and whether the refusal was
-// NOT_OWNER, for a *wire.RefusedError.
-func refusedBy(err error) (node string, notOwner bool) {
-	var re *wire.RefusedError
-	if !errors.As(err, &re) {
-		return "", false
-	}
-	return re.Node, re.Reason == wire.RefusedReasonNotOwner
-}
-
-// awaitRetry waits before attempt n+1 of a send from program code that
-// failed with a resendable error: until the applied table changes, the
-// back-off passes, or ctx ends (its error) or the node closes (ErrClosed).
-func (c *cluster) awaitRetry(ctx context.Context, n int) error {
-	return c.awaitChange(ctx, retryBackoff(n))
-}
+//
+// # Retry queues
+//
+// Mail that may not be sent now but may be soon waits in bounded
+// per-recipient queues in the routing layer, under the retry policy of
+// retry.go: mail for a shard being handed off (or not placed, its owner
+// down, this node's table behind, its lease not fresh, no link to its
+// owner's node) from an actor, and asks from anyone; mail from anyone
+// that the owner's node refused
+// NOT_OWNER, NOT_SERVING or BUSY; and mail of this node's own senders
+// that this node admitted and then fenced off (Router.ResendAll). Each
+// recipient's queue is routed again in
+// order when the table changes, or when its head's back-off ends, to
+// whichever node owns the shard then (this one included). Once a
+// recipient has a queue, later mail for it joins the queue even if the
+// move has completed meanwhile, so mail from one sender to one recipient
+// keeps its order; a message sent on from a queue and refused again goes
+// back to the place it first got (mailq.Item.Seq), ahead of what was queued
+// behind it. Fenced-off mail left the recipient's mailbox, so it
+// was sent before anything queued for the recipient since: it goes ahead
+// of that mail, behind mail fenced off earlier (mailq.Queues.AddUnrun), and is handed
+// over before the mailbox admits mail again. A moving shard's queues hold at most
+// handoffBufferPerShard messages, and so do one shard's for every other
+// cause (one kind's while its shard is not known); beyond that the sender
+// gets actor.ErrRefused, as for a full mailbox, and program code's tell
+// is counted given up. A tell still waiting actor.DefaultAskTimeout after its own
+// first refusal (a resent tell keeps it when it is refused again) is
+// reported Undelivered to its sender with actor.ErrProcessUnavailable
+// (program code: counted, Stats().Retry.GaveUp),
+// and an ask is dropped at its deadline (the scheduler fails it then). A
+// move that is aborted leaves the shard with its old owner, where the
+// waiting mail then goes. A tell from program code whose route is in flux
+// when it is sent does not wait here: Node.Tell returns what it knows at
+// once, so it waits itself (Backoff). One refused by another node, or
+// fenced off here after admission, waits here as any other mail.
+package route

@@ -1,4 +1,4 @@
-package tempest
+package route
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // newBufRemote is a routing layer with retry queues on a virtual clock
 // and no peers: locate answers with loc.
-func newBufRemote(tb testing.TB, loc remoteLocator) (*remote, *ariel.SimClock) {
+func newBufRemote(tb testing.TB, loc Locator) (*Router, *ariel.SimClock) {
 	tb.Helper()
 	clk := ariel.NewSimClock(time.Unix(1_000_000, 0))
 	s, err := ariel.New(ariel.Config{Node: "a", Workers: 1, Clock: clk})
@@ -24,12 +24,12 @@ func newBufRemote(tb testing.TB, loc remoteLocator) (*remote, *ariel.SimClock) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = s.Close(context.Background()) })
-	return &remote{self: "a", sched: s, locate: loc, buf: mailq.New(handoffBufferPerShard, handoffBufferWait)}, clk
+	return &Router{self: "a", sched: s, locate: loc, buf: mailq.New(handoffBufferPerShard, handoffBufferWait)}, clk
 }
 
 // parkRefused queues n tells, each to its own recipient, as refused
 // NOT_SERVING by their owner: each waits for its back-off.
-func parkRefused(tb testing.TB, r *remote, n int) {
+func parkRefused(tb testing.TB, r *Router, n int) {
 	tb.Helper()
 	r.buf.SetLimit(n + 1)
 	for i := range n {
@@ -186,7 +186,7 @@ func TestRetryWaitPerTell(t *testing.T) {
 // minute (nothing is resent on its own), for tells from pump/p to log/x
 // numbered by their DefaultDeadlineNs.
 type seqRetry struct {
-	r    *remote
+	r    *Router
 	to   actor.Ref
 	from actor.Ref
 	busy error

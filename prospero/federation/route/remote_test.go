@@ -1,4 +1,4 @@
-package tempest
+package route
 
 import (
 	"context"
@@ -70,7 +70,7 @@ type rtCluster struct {
 type rtNode struct {
 	name string
 	s    *ariel.Scheduler
-	r    *remote
+	r    *Router
 	tr   *wire.QUIC
 	down sync.Once
 }
@@ -122,7 +122,7 @@ func (c *rtCluster) resolve(_ context.Context, name string) (string, error) {
 	return "", fmt.Errorf("no node %q", name)
 }
 
-func (c *rtCluster) locator(self string) remoteLocator {
+func (c *rtCluster) locator(self string) Locator {
 	return func(ref actor.Ref) (string, uint64, bool, error) {
 		c.mu.Lock()
 		node, ok := c.owner[ref.Kind()]
@@ -184,7 +184,17 @@ func (c *rtCluster) startWith(name string, reg *wire.Registry, ca *wire.CA, edit
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := newRemote(s, reg, c.locator(name), wire.MailConfig{SweepInterval: 20 * time.Millisecond})
+	r, err := New(Config{Scheduler: s, Registry: reg, Locate: c.locator(name),
+		Mail: wire.MailConfig{SweepInterval: 20 * time.Millisecond},
+		Busy: func(to actor.Ref) (time.Duration, string, bool) {
+			c.mu.Lock()
+			f := c.busy
+			c.mu.Unlock()
+			if f == nil {
+				return 0, "", false
+			}
+			return f(name, to)
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,16 +207,7 @@ func (c *rtCluster) startWith(name string, reg *wire.Registry, ca *wire.CA, edit
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.busy = func(to actor.Ref) (time.Duration, string, bool) {
-		c.mu.Lock()
-		f := c.busy
-		c.mu.Unlock()
-		if f == nil {
-			return 0, "", false
-		}
-		return f(name, to)
-	}
-	r.attach(tr)
+	r.Attach(tr, nil)
 	c.mu.Lock()
 	c.addrs[name] = tr.Addr().String()
 	c.mu.Unlock()
@@ -214,7 +215,7 @@ func (c *rtCluster) startWith(name string, reg *wire.Registry, ca *wire.CA, edit
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
-		r.retryLoop(loopCtx, c.changes)
+		r.RetryLoop(loopCtx, c.changes)
 	}()
 	n := &rtNode{name: name, s: s, r: r, tr: tr}
 	t.Cleanup(func() {
@@ -234,7 +235,7 @@ func (c *rtCluster) startWith(name string, reg *wire.Registry, ca *wire.CA, edit
 func (n *rtNode) kill() {
 	n.down.Do(func() {
 		n.tr.Close()
-		n.r.close()
+		n.r.Close()
 	})
 }
 
@@ -341,7 +342,7 @@ func TestRemoteTellAndAsk(t *testing.T) {
 	case <-time.After(rtWait):
 		t.Fatal("no reply to the in-turn ask")
 	}
-	if st := a.r.stats(); st.AsksSent < 4 || st.TellsSent != 10 {
+	if st := a.r.MailStats(); st.AsksSent < 4 || st.TellsSent != 10 {
 		t.Fatalf("a's mail stats: %+v", st)
 	}
 }
@@ -541,7 +542,7 @@ func TestRemoteNodeKilledFailsAsksAtOnce(t *testing.T) {
 	case <-time.After(rtWait): // far below the hour of the deadline
 		t.Fatal("ask to a killed node still pending")
 	}
-	if st := a.r.stats(); st.AsksLinkDown != 1 {
+	if st := a.r.MailStats(); st.AsksLinkDown != 1 {
 		t.Fatalf("AsksLinkDown = %d", st.AsksLinkDown)
 	}
 }
@@ -614,7 +615,7 @@ func TestRemoteMailboxFullRefuses(t *testing.T) {
 	if got := bl.ranKinds(); len(got) != 3 || got[1] != "fills" || got[2] != "after" {
 		t.Fatalf("turns run: %v, want [warm fills after]", got)
 	}
-	if st := b.r.stats(); st.RefusedOut[wire.RefusedReasonMailboxFull] != 2 {
+	if st := b.r.MailStats(); st.RefusedOut[wire.RefusedReasonMailboxFull] != 2 {
 		t.Fatalf("b refused %v, want 2 MAILBOX_FULL", st.RefusedOut)
 	}
 }
@@ -640,7 +641,7 @@ func TestRemoteUnknownTagAndKind(t *testing.T) {
 	if err := a.s.Tell(ref, "not registered"); !errors.Is(err, wire.ErrUnregistered) {
 		t.Fatalf("tell of an unregistered type: %v", err)
 	}
-	if st := b.r.stats(); st.UnknownTags != 1 {
+	if st := b.r.MailStats(); st.UnknownTags != 1 {
 		t.Fatalf("b counted %d unknown tags", st.UnknownTags)
 	}
 }
@@ -667,7 +668,7 @@ func TestRemoteNotOwner(t *testing.T) {
 	if _, err := a.s.Ask(rtCtx(t, 300*time.Millisecond), ref, rtSeq{Kind: "get"}); !errors.Is(err, actor.ErrDeadlineExceeded) {
 		t.Fatalf("ask to a node that no longer owns the actor, by a table that never catches up: %v", err)
 	}
-	if n := b.r.stats().RefusedOut[wire.RefusedReasonNotOwner]; n != 1 {
+	if n := b.r.MailStats().RefusedOut[wire.RefusedReasonNotOwner]; n != 1 {
 		t.Fatalf("b refused %d NOT_OWNER, want 1", n)
 	}
 	err := b.r.owns(ref)
@@ -719,7 +720,7 @@ func TestRemoteThreeNodes(t *testing.T) {
 		}
 	}
 	for _, n := range nodes {
-		if st := n.r.stats(); st.TellsReceived != 10 || st.AsksReceived != 4 {
+		if st := n.r.MailStats(); st.TellsReceived != 10 || st.AsksReceived != 4 {
 			t.Fatalf("%s received %d tells and %d asks, want 10 and 4", n.name, st.TellsReceived, st.AsksReceived)
 		}
 	}
@@ -760,7 +761,7 @@ func TestRemoteForeignCertificateDeliversNothing(t *testing.T) {
 	if _, ran := runs.Load("evil"); ran {
 		t.Fatal("mail from a node with a foreign certificate was delivered")
 	}
-	if st := b.r.stats(); st.TellsReceived != 0 || st.AsksReceived != 1 {
+	if st := b.r.MailStats(); st.TellsReceived != 0 || st.AsksReceived != 1 {
 		t.Fatalf("b received %d tells and %d asks, want only a's ask", st.TellsReceived, st.AsksReceived)
 	}
 }

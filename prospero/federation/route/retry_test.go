@@ -1,4 +1,4 @@
-package tempest
+package route
 
 import (
 	"errors"
@@ -67,7 +67,7 @@ func TestRemoteNotServingTellArrivesAfterMove(t *testing.T) {
 	if err := a.s.Tell(actor.Virtual("pump", "p"), rtSeq{Kind: "go", DefaultDeadlineNs: 2, TurnBudgetNs: 1}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b refused both NOT_SERVING", func() bool { return b.r.stats().RefusedOut[wire.RefusedReasonNotServing] >= 2 })
+	waitFor(t, "b refused both NOT_SERVING", func() bool { return b.r.MailStats().RefusedOut[wire.RefusedReasonNotServing] >= 2 })
 	c.setFail("b", "log", nil) // b's table caught up: the move completed
 	waitFor(t, "both tells at b", func() bool { return logOf(t, b) == "[1 2]" || logOf(t, b) == "[2 1]" })
 	if n := pump.unavail.Load() + pump.refused.Load(); n != 0 {
@@ -79,8 +79,8 @@ func TestRemoteNotServingTellArrivesAfterMove(t *testing.T) {
 	if err := a.s.Tell(actor.Virtual("log", "x"), rtSeq{Kind: "seq", DefaultDeadlineNs: 3}); err != nil {
 		t.Fatal(err)
 	}
-	refused := b.r.stats().RefusedOut[wire.RefusedReasonNotServing]
-	waitFor(t, "b refused the third", func() bool { return b.r.stats().RefusedOut[wire.RefusedReasonNotServing] > refused })
+	refused := b.r.MailStats().RefusedOut[wire.RefusedReasonNotServing]
+	waitFor(t, "b refused the third", func() bool { return b.r.MailStats().RefusedOut[wire.RefusedReasonNotServing] > refused })
 	c.place("log", "a")
 	waitFor(t, "the third tell at a", func() bool { return logOf(t, a) == "[3]" })
 	c.setFail("b", "log", nil)
@@ -143,11 +143,11 @@ func TestRemoteInTurnAskDuringMove(t *testing.T) {
 	waitFor(t, "log/x on b told", func() bool { return logOf(t, b) == "[7]" })
 
 	// b handed log/x to a; a's table still shows b.
-	c.setFail("b", "log", &remoteHint{err: fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff), owner: "a"})
+	c.setFail("b", "log", &Hint{Err: fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff), Owner: "a"})
 	if err := a.s.Tell(asker, rtSeq{Kind: "go"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b refused NOT_OWNER", func() bool { return b.r.stats().RefusedOut[wire.RefusedReasonNotOwner] == 1 })
+	waitFor(t, "b refused NOT_OWNER", func() bool { return b.r.MailStats().RefusedOut[wire.RefusedReasonNotOwner] == 1 })
 	if got := result(); got != "" {
 		t.Fatalf("the in-turn ask was answered %q before the move completed", got)
 	}
@@ -160,7 +160,7 @@ func TestRemoteInTurnAskDuringMove(t *testing.T) {
 	if err := a.s.Tell(asker, rtSeq{Kind: "go"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b refused NOT_SERVING", func() bool { return b.r.stats().RefusedOut[wire.RefusedReasonNotServing] >= 1 })
+	waitFor(t, "b refused NOT_SERVING", func() bool { return b.r.MailStats().RefusedOut[wire.RefusedReasonNotServing] >= 1 })
 	c.setFail("b", "log", nil)
 	waitFor(t, "the in-turn ask answered by b", func() bool { return result() == "[7]" })
 }
@@ -171,13 +171,13 @@ func TestRemoteInTurnAskDuringMove(t *testing.T) {
 // it could have done.
 func TestRemoteRefusedAskFailsAtItsDeadline(t *testing.T) {
 	c, a, b, _ := retryPair(t)
-	c.setFail("b", "log", &remoteHint{err: fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff), owner: "a"})
+	c.setFail("b", "log", &Hint{Err: fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff), Owner: "a"})
 	_, err := a.s.Ask(rtCtx(t, 300*time.Millisecond), actor.Virtual("log", "x"), rtSeq{Kind: "get"})
 	if !errors.Is(err, actor.ErrDeadlineExceeded) {
 		t.Fatalf("ask = %v, want a deadline", err)
 	}
 	// Sent once: the table never changed, so it was never sent again.
-	if n := b.r.stats().RefusedOut[wire.RefusedReasonNotOwner]; n != 1 {
+	if n := b.r.MailStats().RefusedOut[wire.RefusedReasonNotOwner]; n != 1 {
 		t.Fatalf("b refused %d NOT_OWNER, want 1", n)
 	}
 	waitFor(t, "the buffer empty after the deadline", func() bool { return a.r.buf.Waiting() == 0 })
@@ -209,7 +209,7 @@ func TestRemoteBusyOwnerRetriedAfterItsWait(t *testing.T) {
 	if _, err := a.s.Ask(rtCtx(t, time.Second), log, rtSeq{Kind: "get"}); !errors.Is(err, actor.ErrDeadlineExceeded) {
 		t.Fatalf("ask to a busy owner past its deadline = %v, want the deadline", err)
 	}
-	refusals := b.r.stats().RefusedOut.Busy()
+	refusals := b.r.MailStats().RefusedOut.Busy()
 	if refusals < 2 {
 		t.Fatalf("b refused %d BUSY within 1s at 20ms a wait, want the ask sent again", refusals)
 	}
@@ -228,7 +228,7 @@ func TestRemoteBusyOwnerRetriedAfterItsWait(t *testing.T) {
 		v, err := a.s.Ask(rtCtx(t, rtWait), log, rtSeq{Kind: "get"})
 		got <- answer{v, err}
 	}()
-	waitFor(t, "b refused the tell and both asks BUSY", func() bool { return b.r.stats().RefusedOut.Busy() >= refusals+3 })
+	waitFor(t, "b refused the tell and both asks BUSY", func() bool { return b.r.MailStats().RefusedOut.Busy() >= refusals+3 })
 	setBusy(false)
 	ans := <-got
 	if ans.err != nil {

@@ -1,4 +1,4 @@
-package tempest
+package route
 
 import (
 	"errors"
@@ -94,8 +94,8 @@ func TestRemoteHandoffBuffersActorMail(t *testing.T) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if on {
-			c.fail["a/log"] = &remoteHint{err: fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff),
-				owner: "a", shard: "log-shard"}
+			c.fail["a/log"] = &Hint{Err: fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff),
+				Owner: "a", Shard: "log-shard"}
 		} else {
 			delete(c.fail, "a/log")
 		}
@@ -128,7 +128,7 @@ func TestRemoteHandoffBuffersActorMail(t *testing.T) {
 		got := askRetry(t, a.s, logRef, rtSeq{Kind: "get"}).(rtPayload)
 		return string(got.State) == want
 	})
-	if n := b.r.stats().TellsReceived; n != 0 {
+	if n := b.r.MailStats().TellsReceived; n != 0 {
 		t.Fatalf("the old owner received %d tells", n)
 	}
 
@@ -181,7 +181,7 @@ func TestRemoteNotOwnerTellRetried(t *testing.T) {
 	if err := a.s.Tell(pumpRef, rtSeq{Kind: "go", DefaultDeadlineNs: 1, TurnBudgetNs: 1}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "b's refusal", func() bool { return b.r.stats().RefusedOut[wire.RefusedReasonNotOwner] == 1 })
+	waitFor(t, "b's refusal", func() bool { return b.r.MailStats().RefusedOut[wire.RefusedReasonNotOwner] == 1 })
 	waitFor(t, "the retried tell at a", func() bool {
 		return string(askRetry(t, a.s, logRef, rtSeq{Kind: "get"}).(rtPayload).State) == "[1]"
 	})
@@ -203,7 +203,7 @@ func TestRemoteNotOwnerTellRetried(t *testing.T) {
 	if got := string(askRetry(t, a.s, logRef, rtSeq{Kind: "get"}).(rtPayload).State); got != "[1]" {
 		t.Fatalf("log/x at a has %s, want [1]", got)
 	}
-	if st := b.r.stats(); st.RefusedOut[wire.RefusedReasonNotOwner] != 2 || st.TellsReceived != 2 {
+	if st := b.r.MailStats(); st.RefusedOut[wire.RefusedReasonNotOwner] != 2 || st.TellsReceived != 2 {
 		t.Fatalf("b received %d tells and refused %d NOT_OWNER, want 2 and 2", st.TellsReceived, st.RefusedOut[wire.RefusedReasonNotOwner])
 	}
 }

@@ -1,4 +1,4 @@
-package tempest
+package route
 
 import (
 	"errors"
@@ -51,7 +51,7 @@ func TestRemoteStaleEpochNeverRuns(t *testing.T) {
 	// A program tell refused by a table that never catches up gives up
 	// after the wait; an ask at its deadline.
 	a.r.buf.SetWait(100 * time.Millisecond)
-	refused := func() uint64 { return b.r.stats().RefusedOut[wire.RefusedReasonNotOwner] }
+	refused := func() uint64 { return b.r.MailStats().RefusedOut[wire.RefusedReasonNotOwner] }
 	const stale = 3
 	setEpoch("a", stale)
 	before := refused()
@@ -65,7 +65,7 @@ func TestRemoteStaleEpochNeverRuns(t *testing.T) {
 	}
 	waitFor(t, "the stale ask refused and dropped", func() bool { return refused() == before+2 && a.r.buf.Waiting() == 0 })
 	// The refusal of an older stamp names the owner the refuser knows.
-	ferr := remoteDelivery{b.r}.Fence(ref, stale)
+	ferr := delivery{b.r}.Fence(ref, stale)
 	var re *wire.RefusedError
 	if !errors.As(ferr, &re) || re.Reason != wire.RefusedReasonNotOwner || !errors.Is(ferr, wire.ErrNotOwner) || re.OwnerHint != "b" {
 		t.Fatalf("epoch %d: fence = %v, want a NOT_OWNER refusal naming b", stale, ferr)
@@ -77,13 +77,13 @@ func TestRemoteStaleEpochNeverRuns(t *testing.T) {
 	// A newer stamp: b is behind. It refuses NOT_SERVING; a sends again
 	// after a back-off (its table, ahead already, may never change again),
 	// and the ask runs once b's table caught up.
-	ferr = remoteDelivery{b.r}.Fence(ref, 9)
+	ferr = delivery{b.r}.Fence(ref, 9)
 	if !errors.As(ferr, &re) || re.Reason != wire.RefusedReasonNotServing || !errors.Is(ferr, wire.ErrNotServing) {
 		t.Fatalf("epoch 9: fence = %v, want a NOT_SERVING refusal", ferr)
 	}
 	a.r.buf.SetWait(5 * time.Second)
 	setEpoch("a", 9)
-	notServing := func() uint64 { return b.r.stats().RefusedOut[wire.RefusedReasonNotServing] }
+	notServing := func() uint64 { return b.r.MailStats().RefusedOut[wire.RefusedReasonNotServing] }
 	if err := a.s.Tell(ref, rtSeq{Kind: "add", DefaultDeadlineNs: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,15 +130,15 @@ func TestRemoteHandoffRefusalNamesTarget(t *testing.T) {
 	ref := actor.Virtual("counter", "x")
 	askRetry(t, a.s, ref, rtSeq{Kind: "get"})
 	c.mu.Lock()
-	c.fail["b"] = &remoteHint{err: placement.ErrHandoff, owner: "c"}
+	c.fail["b"] = &Hint{Err: placement.ErrHandoff, Owner: "c"}
 	c.mu.Unlock()
 	if _, err := a.s.Ask(rtCtx(t, 300*time.Millisecond), ref, rtSeq{Kind: "get"}); !errors.Is(err, actor.ErrDeadlineExceeded) {
 		t.Fatalf("ask during a handoff that never completes = %v, want its deadline", err)
 	}
-	if n := b.r.stats().RefusedOut[wire.RefusedReasonNotOwner]; n != 1 {
+	if n := b.r.MailStats().RefusedOut[wire.RefusedReasonNotOwner]; n != 1 {
 		t.Fatalf("b refused %d NOT_OWNER, want 1 (a's table never changed: never sent again)", n)
 	}
-	err := remoteDelivery{b.r}.Fence(ref, 0)
+	err := delivery{b.r}.Fence(ref, 0)
 	var re *wire.RefusedError
 	if !errors.As(err, &re) || re.Reason != wire.RefusedReasonNotOwner || re.OwnerHint != "c" {
 		t.Fatalf("b's refusal during a handoff = %v, want NOT_OWNER naming c", err)

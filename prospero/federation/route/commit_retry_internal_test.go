@@ -1,6 +1,7 @@
-package tempest
+package route
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -17,15 +18,15 @@ import (
 // linearizability check of three real agents caught.
 func TestUncommittedTurnIsNotSentAgain(t *testing.T) {
 	for _, cause := range []error{
-		fmt.Errorf("%w: %w", errNotReplicating, placement.ErrLeaseExpired),
+		fmt.Errorf("%w: %w", errors.New("not replicating"), placement.ErrLeaseExpired),
 		placement.ErrHandoff,
 		wire.NotServing(placement.ErrBehind),
 	} {
 		err := &prospero.CommitError{ID: prospero.Identity{Kind: "counter", Key: "k"}, Err: cause}
-		if waitable(err) || resendable(err) {
+		if Waitable(err) || Resendable(err) {
 			t.Errorf("%v: waitable or resendable, so the ask would run again", err)
 		}
-		if !waitable(cause) || !resendable(cause) {
+		if !Waitable(cause) || !Resendable(cause) {
 			t.Errorf("%v alone: not waitable (the test's premise)", cause)
 		}
 	}

@@ -1,4 +1,4 @@
-package tempest
+package route
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 
 // heldDoorbell is a node's doorbell for these tests: the rings of one
 // kind wait until release, and then, as a cluster node's doorbell does
-// (arielhost.FencedActivator over remote.fence), the activation fence
+// (arielhost.FencedActivator over Router.FenceActivation), the activation fence
 // decides: refused, the waiting mail is rejected with its error;
 // passed, the kind's factory attaches at once. Holding the ring lets a
 // test admit mail for an identity on the node that owns it and then
@@ -89,7 +89,7 @@ func fencePair(t *testing.T, logAt string) (c *rtCluster, a, b *rtNode, bells ma
 		bell := &heldDoorbell{kind: "log"}
 		n := c.start(name, rtRegistry(t, false), func(cfg *ariel.Config) { cfg.Activator = bell })
 		bell.mu.Lock()
-		bell.s, bell.fence = n.s, n.r.fence
+		bell.s, bell.fence = n.s, n.r.FenceActivation
 		bell.mu.Unlock()
 		for kind, f := range map[string]func(string) actor.Actor{"log": bufLog, "pump": pump.factory, "asker": inTurnAsker} {
 			if err := n.s.Register(kind, f, 0); err != nil {
@@ -109,8 +109,8 @@ func fencePair(t *testing.T, logAt string) (c *rtCluster, a, b *rtNode, bells ma
 
 // handingTo makes node's table show log's shard handed off to target.
 func (c *rtCluster) handingTo(node, target string) {
-	c.setFail(node, "log", &remoteHint{err: fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff),
-		owner: target, shard: "log-shard"})
+	c.setFail(node, "log", &Hint{Err: fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff),
+		Owner: target, Shard: "log-shard"})
 }
 
 // fenceRefusedMail admits four messages for log/x on its owner, owner,
@@ -210,9 +210,9 @@ func TestFenceRefusedLocalMailResent(t *testing.T) {
 // tell the owner refused unrun after admitting it (federation.md, Retries).
 func TestFenceRefusedRemoteMailResent(t *testing.T) {
 	c, a, b, bells, _ := fencePair(t, "b")
-	notOwner := b.r.stats().RefusedOut.NotOwner()
+	notOwner := b.r.MailStats().RefusedOut.NotOwner()
 	asked := fenceRefusedMail(t, c, a, b, bells["b"], "a")
-	waitFor(t, "both asks refused NOT_OWNER", func() bool { return b.r.stats().RefusedOut.NotOwner()-notOwner == 2 })
+	waitFor(t, "both asks refused NOT_OWNER", func() bool { return b.r.MailStats().RefusedOut.NotOwner()-notOwner == 2 })
 	waitFor(t, "the refused asks waiting at their node", func() bool { return a.r.buf.Waiting() == 2 })
 	waitFor(t, "the owner's mailbox empty", func() bool { return b.s.Queued(actor.Virtual("log", "x")) == 0 })
 	if n := b.r.buf.Waiting(); n != 0 {

@@ -1,4 +1,4 @@
-package tempest
+package route
 
 import (
 	"errors"
@@ -14,70 +14,91 @@ import (
 	"github.com/tempest-actors/tempest/wire"
 )
 
-// remoteLocator says where an actor lives: the node that owns ref, the
+// Locator says where an actor lives: the node that owns ref, the
 // placement epoch of its shard in the same table read (0 when placement
 // has no epochs, e.g. in tests), and whether that node is this one.
 // Errors are actor sentinels (for example actor.ErrNoEligibleNode when no
-// node can host the kind); an error may wrap a *remoteHint naming the node
+// node can host the kind); an error may wrap a *Hint naming the node
 // that will own ref (a handoff's target). The cluster plugs placement in
 // here; it runs once or twice per message sent to a virtual actor, so it
 // must be fast and safe for concurrent use. Spawned references never
 // reach it: they name their node.
-type remoteLocator func(ref actor.Ref) (node string, epoch uint64, local bool, err error)
+type Locator func(ref actor.Ref) (node string, epoch uint64, local bool, err error)
 
-// remoteHint is an error of the locator that knows which node to try
+// Hint is an error of the locator that knows which node to try
 // instead (the target of a handoff in progress): the refusal a peer gets
 // names it.
-type remoteHint struct {
-	err   error
-	owner string
-	shard string // the shard's name, when known (bounds handoff buffers)
+type Hint struct {
+	Err   error
+	Owner string
+	Shard string // the shard's name, when known (bounds handoff buffers)
 }
 
-func (h *remoteHint) Error() string { return h.err.Error() }
-func (h *remoteHint) Unwrap() error { return h.err }
+func (h *Hint) Error() string { return h.Err.Error() }
+func (h *Hint) Unwrap() error { return h.Err }
 
-// remote is a node's cross-node mail: the ariel.Router that sends mail for
-// actors of other nodes through a wire.Mailer, and the local side of that
-// Mailer, which hands mail from peers to the scheduler.
+// Router is a node's cross-node mail: the ariel.Router that sends mail
+// for actors of other nodes through a wire.Mailer, and the local side of
+// that Mailer, which hands mail from peers to the scheduler.
 //
 // A node wires it in this order (the transport needs the Mailer's handler,
 // the Mailer needs the transport):
 //
-//	r, err := newRemote(sched, reg, locate, wire.MailConfig{Logger: log, Clock: clk})
-//	tr, err := wire.NewQUIC(wire.Config{..., Handler: r.mail.Handle, Events: r.mail.LinkEvent})
-//	r.attach(tr) // installs the router: remote references now leave the node
+//	r, err := route.New(route.Config{Scheduler: sched, Registry: reg, Locate: locate,
+//		Mail: wire.MailConfig{Logger: log, Clock: clk}})
+//	tr, err := wire.NewQUIC(wire.Config{..., Handler: r.Mailer().Handle, Events: r.LinkEvent})
+//	r.Attach(tr, connect) // installs the router: remote references now leave the node
+//	go r.RetryLoop(ctx, table.Changed)
 //	...
 //	tr.Close()   // on shutdown: the transport first, then
-//	r.close()    // fail what is still pending and stop the deadline sweep
+//	r.Close()    // fail what is still pending and stop the deadline sweep
 //
 // Membership should call tr.Disconnect(peer) when it declares a peer dead,
 // so asks pending on it fail at once with wire.ErrLinkLost (outcome
 // unknown; it matches actor.ErrProcessUnavailable).
-type remote struct {
+type Router struct {
 	self   string
 	sched  *ariel.Scheduler
 	local  ariel.Router
-	locate remoteLocator
+	locate Locator
 	mail   *wire.Mailer
 	reg    *wire.Registry
 	buf    *mailq.Queues
 	trc    *tracing.Tracer // nil when not tracing
-	// cancel tells peer that the ask id it got from this node was given
-	// up (the federation's CancelAsk); nil: nothing is sent.
 	cancel func(peer string, id uint64)
-	// busy, when set, refuses mail from peers that would need an
-	// activation while this node is over its hydration backlog: it
-	// returns the wait to ask for and why (see cluster.hydrationBusy).
-	busy func(to actor.Ref) (wait time.Duration, why string, ok bool)
-	// shardName, when set, names the recipient's shard by this node's
-	// table, the bucket of the retry queues' bound (shardOf).
+	busy   func(to actor.Ref) (wait time.Duration, why string, ok bool)
+	// shardName: see Config.ShardName.
 	shardName func(to actor.Ref) (string, bool)
 	// sent holds every ask forwarded to another node until its outcome,
 	// so that a refusal that never ran it (retry.go) sends it again.
 	sent [sentShards]sentShard
 	// links follows which peers' links are down (see wire.LinkWatch).
 	links wire.LinkWatch
+}
+
+// Config is what a Router is built from. Scheduler, Registry and Locate
+// are required; the hooks are optional.
+type Config struct {
+	Scheduler *ariel.Scheduler
+	Registry  *wire.Registry
+	Locate    Locator
+	// Mail configures the Mailer: its Registry, Local, Complete, Expired
+	// and Undelivered are filled in by New; its other fields (limits,
+	// Clock, Logger, Control) are the caller's. Give it the scheduler's
+	// clock: ask deadlines are absolute times on that clock.
+	Mail wire.MailConfig
+	// Tracer, when set, traces asks across nodes.
+	Tracer *tracing.Tracer
+	// CancelAsk tells peer that the ask id it got from this node was
+	// given up (the federation's CancelAsk); nil: nothing is sent.
+	CancelAsk func(peer string, id uint64)
+	// Busy, when set, refuses mail from peers that would need an
+	// activation while this node is over its hydration backlog: it
+	// returns the wait to ask for and why.
+	Busy func(to actor.Ref) (wait time.Duration, why string, ok bool)
+	// ShardName, when set, names the recipient's shard by this node's
+	// table, the bucket of the retry queues' bound (shardOf).
+	ShardName func(to actor.Ref) (string, bool)
 }
 
 const sentShards = 32
@@ -95,14 +116,14 @@ type sentAsk struct {
 	place mailq.Place
 }
 
-func (r *remote) keep(m ariel.Outbound, epoch uint64, p mailq.Place) {
+func (r *Router) keep(m ariel.Outbound, epoch uint64, p mailq.Place) {
 	sh := &r.sent[m.AskID%sentShards]
 	sh.mu.Lock()
 	sh.m[m.AskID] = sentAsk{m: m, epoch: epoch, place: p}
 	sh.mu.Unlock()
 }
 
-func (r *remote) drop(id uint64) (sentAsk, bool) {
+func (r *Router) drop(id uint64) (sentAsk, bool) {
 	sh := &r.sent[id%sentShards]
 	sh.mu.Lock()
 	a, ok := sh.m[id]
@@ -114,7 +135,7 @@ func (r *remote) drop(id uint64) (sentAsk, bool) {
 // complete is the Mailer's outcome of a forwarded ask: a refusal that
 // never ran it waits to be sent again (retry.go); anything else answers
 // its caller.
-func (r *remote) complete(id uint64, reply any, err error) {
+func (r *Router) complete(id uint64, reply any, err error) {
 	a, ok := r.drop(id)
 	if ok && err != nil && r.retry(a.m, a.epoch, a.place, err) {
 		return
@@ -123,35 +144,35 @@ func (r *remote) complete(id uint64, reply any, err error) {
 }
 
 var (
-	_ ariel.Router       = (*remote)(nil)
-	_ wire.LocalDelivery = remoteDelivery{}
-	_ wire.InboxResolver = remoteDelivery{}
-	_ wire.BatchInbox    = remoteInbox{}
-	_ wire.EpochFence    = remoteDelivery{}
-	_ wire.ChainDelivery = remoteDelivery{}
-	_ wire.TraceDelivery = remoteDelivery{}
-	_ wire.AskDelivery   = remoteDelivery{}
-	_ ariel.AskCanceller = (*remote)(nil)
-	_ ariel.Resender     = (*remote)(nil)
+	_ ariel.Router       = (*Router)(nil)
+	_ wire.LocalDelivery = delivery{}
+	_ wire.InboxResolver = delivery{}
+	_ wire.BatchInbox    = inbox{}
+	_ wire.EpochFence    = delivery{}
+	_ wire.ChainDelivery = delivery{}
+	_ wire.TraceDelivery = delivery{}
+	_ wire.AskDelivery   = delivery{}
+	_ ariel.AskCanceller = (*Router)(nil)
+	_ ariel.Resender     = (*Router)(nil)
 )
 
-// newRemote builds the Mailer over reg for the scheduler s and the router
-// that uses it. mc's Registry, Local, Complete and Undelivered are filled
-// in here; its other fields (limits, Clock, Logger) are the caller's. Give
-// it the scheduler's clock: ask deadlines are absolute times on that
-// clock. The router is installed by attach, not here.
-func newRemote(s *ariel.Scheduler, reg *wire.Registry, locate remoteLocator, mc wire.MailConfig) (*remote, error) {
-	if s == nil || reg == nil || locate == nil {
+// New builds the Mailer and the router that uses it. The router is
+// installed in the scheduler by Attach, not here.
+func New(cfg Config) (*Router, error) {
+	s := cfg.Scheduler
+	if s == nil || cfg.Registry == nil || cfg.Locate == nil {
 		return nil, errors.New("tempest: remote mail needs a scheduler, a registry and a locator")
 	}
-	r := &remote{self: s.Config().Node, sched: s, local: s.LocalRouter(), locate: locate, reg: reg,
-		buf: mailq.New(handoffBufferPerShard, handoffBufferWait)}
+	r := &Router{self: s.Config().Node, sched: s, local: s.LocalRouter(), locate: cfg.Locate, reg: cfg.Registry,
+		buf: mailq.New(handoffBufferPerShard, handoffBufferWait), trc: cfg.Tracer,
+		cancel: cfg.CancelAsk, busy: cfg.Busy, shardName: cfg.ShardName}
 	for i := range r.sent {
 		r.sent[i].m = map[uint64]sentAsk{}
 	}
 	r.links.OnUp = r.kick
-	mc.Registry = reg
-	mc.Local = remoteDelivery{r}
+	mc := cfg.Mail
+	mc.Registry = cfg.Registry
+	mc.Local = delivery{r}
 	mc.Complete = r.complete
 	mc.Expired = r.expired
 	mc.Undelivered = r.undelivered
@@ -163,27 +184,46 @@ func newRemote(s *ariel.Scheduler, reg *wire.Registry, locate remoteLocator, mc 
 	return r, nil
 }
 
-// attach sets the transport and installs r as the scheduler's router.
-func (r *remote) attach(t wire.Transport) {
+// Mailer is the mail layer under the router: its Handle and HandleBatch
+// are the transport's handlers.
+func (r *Router) Mailer() *wire.Mailer { return r.mail }
+
+// LinkEvent is the transport's link event: a link marked down before the
+// asks pending on it fail, so that mail sent from then on waits
+// (wire.LinkWatch) rather than go to a new dial.
+func (r *Router) LinkEvent(ev wire.LinkEvent) {
+	r.links.Event(ev)
+	r.mail.LinkEvent(ev)
+}
+
+// Attach sets the transport and installs r as the scheduler's router.
+// connect dials a peer whose link is down, for mail that waits for it
+// (wire.LinkWatch.Connect); nil: none is dialled.
+func (r *Router) Attach(t wire.Transport, connect func(peer string) error) {
+	r.links.Connect = connect
 	r.mail.Attach(t)
 	r.sched.SetRouter(r)
 }
 
-// close puts the local router back and closes the Mailer (pending asks
+// Close puts the local router back and closes the Mailer (pending asks
 // fail with wire.ErrClosed).
-func (r *remote) close() error {
+func (r *Router) Close() error {
 	r.sched.SetRouter(nil)
 	return r.mail.Close()
 }
 
-// stats returns the mail counters.
-func (r *remote) stats() wire.MailStats { return r.mail.Stats() }
+// MailStats returns the mail layer's counters.
+func (r *Router) MailStats() wire.MailStats { return r.mail.Stats() }
+
+// RetryStats returns the retry queues' counters and the messages waiting
+// in them now.
+func (r *Router) RetryStats() (mailq.Stats, int64) { return r.buf.Stats(), r.buf.Waiting() }
 
 // Resolve implements ariel.Router: local references resolve to their cell,
 // others to (nil, nil) so the scheduler calls Forward; so do recipients
 // whose route is in flux (resendable), or that have mail waiting in a
 // handoff buffer (Forward decides whether the message waits too).
-func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
+func (r *Router) Resolve(to actor.Ref) (*ariel.Cell, error) {
 	c, _, err := r.ResolveRoute(to)
 	return c, err
 }
@@ -192,7 +232,7 @@ func (r *remote) Resolve(to actor.Ref) (*ariel.Cell, error) {
 // that found a virtual actor's owner elsewhere, or its route in flux,
 // which the scheduler hands to Forward (Outbound.Route) so that Forward
 // does not look it up again.
-func (r *remote) ResolveRoute(to actor.Ref) (*ariel.Cell, ariel.Route, error) {
+func (r *Router) ResolveRoute(to actor.Ref) (*ariel.Cell, ariel.Route, error) {
 	if !to.IsVirtual() {
 		if to.IsZero() || to.Node() == r.self {
 			c, err := r.local.Resolve(to)
@@ -205,7 +245,7 @@ func (r *remote) ResolveRoute(to actor.Ref) (*ariel.Cell, ariel.Route, error) {
 	}
 	node, epoch, local, err := r.locate(to)
 	if err != nil {
-		if resendable(err) {
+		if Resendable(err) {
 			return nil, ariel.Route{Epoch: epoch, Err: err, Set: true}, nil
 		}
 		return nil, ariel.Route{}, err
@@ -221,7 +261,7 @@ func (r *remote) ResolveRoute(to actor.Ref) (*ariel.Cell, ariel.Route, error) {
 // the owner's link. It never blocks on the network; a full link queue
 // refuses with an error matching actor.ErrRefused, an unreachable node
 // with one matching actor.ErrProcessUnavailable (for a virtual actor a
-// *noLinkError, which an ask or an actor's tell waits out in a handoff
+// *NoLinkError, which an ask or an actor's tell waits out in a handoff
 // buffer and Node.Tell in its caller's goroutine), and a message type
 // without a tag with wire.ErrUnregistered.
 //
@@ -230,10 +270,10 @@ func (r *remote) ResolveRoute(to actor.Ref) (*ariel.Cell, ariel.Route, error) {
 // of running it. It is routed by the lookup Resolve made for it when the
 // scheduler hands that on (m.Route), else by a lookup here. An ask, or a
 // tell from an actor, whose recipient's route is in flux waits in a
-// handoff buffer (see handoff_buffer.go and the retry policy in
+// handoff buffer (see buffer.go and the retry policy in
 // retry.go); a tell from program code gets the placement error and
 // Node.Tell waits itself.
-func (r *remote) Forward(m ariel.Outbound) error {
+func (r *Router) Forward(m ariel.Outbound) error {
 	node := m.To.Node()
 	var epoch uint64
 	// The lookup of Resolve, a moment ago, is for this send only: every
@@ -266,7 +306,7 @@ func (r *remote) Forward(m ariel.Outbound) error {
 	}
 	err := r.sendTo(node, epoch, m, mailq.Place{})
 	if err != nil {
-		// No link to the owner (noLinkError): the mail never left, and
+		// No link to the owner (NoLinkError): the mail never left, and
 		// waits like mail whose route is in flux.
 		if ok, berr := r.buffer(m, err); ok {
 			return berr
@@ -278,15 +318,15 @@ func (r *remote) Forward(m ariel.Outbound) error {
 // sendTo queues m on the link to node, stamped with epoch; a traced ask
 // or tell is sent under its tempest.send span with the span's context. An
 // ask to a virtual actor is kept until its outcome (see complete). Mail
-// for a virtual actor fails with a *noLinkError, which the retry policy
+// for a virtual actor fails with a *NoLinkError, which the retry policy
 // resends, when node's link is down (wire.LinkWatch: it is not handed to the
 // transport, which would queue it behind a dial that may never succeed)
 // or the transport refused it for want of a link (wire.ErrUnavailable,
 // returned at once: nothing was queued). p is m's place in the retry
 // queue it was sent from (zero: none), kept with an ask.
-func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound, p mailq.Place) error {
+func (r *Router) sendTo(node string, epoch uint64, m ariel.Outbound, p mailq.Place) error {
 	if m.To.IsVirtual() && r.links.Down(node) {
-		return &noLinkError{node: node, err: fmt.Errorf("%w: %s: link down, not sent", wire.ErrUnavailable, node)}
+		return &NoLinkError{node: node, err: fmt.Errorf("%w: %s: link down, not sent", wire.ErrUnavailable, node)}
 	}
 	kept := m.AskID != 0 && m.To.IsVirtual()
 	if kept {
@@ -297,12 +337,12 @@ func (r *remote) sendTo(node string, epoch uint64, m ariel.Outbound, p mailq.Pla
 		r.drop(m.AskID)
 	}
 	if err != nil && m.To.IsVirtual() && errors.Is(err, wire.ErrUnavailable) && !errors.Is(err, wire.ErrLinkLost) {
-		return &noLinkError{node: node, err: err}
+		return &NoLinkError{node: node, err: err}
 	}
 	return err
 }
 
-func (r *remote) send(node string, epoch uint64, m ariel.Outbound) error {
+func (r *Router) send(node string, epoch uint64, m ariel.Outbound) error {
 	if tracing.Built && m.Trace != nil && r.trc != nil {
 		if sc, ok := tracing.ParentOf(m.Trace); ok {
 			return r.trc.Send(sc, m.AskID == 0, m.To, node, func(tc *wire.TraceContext) error {
@@ -322,7 +362,7 @@ func (r *remote) send(node string, epoch uint64, m ariel.Outbound) error {
 // expired is the Mailer's report of an ask to peer that reached its
 // deadline before the scheduler's own timer failed it: the owner is told
 // as for CancelAsk.
-func (r *remote) expired(peer string, id uint64) {
+func (r *Router) expired(peer string, id uint64) {
 	r.drop(id)
 	if r.cancel != nil {
 		r.cancel(peer, id)
@@ -333,7 +373,7 @@ func (r *remote) expired(peer string, id uint64) {
 // forwarded to another node, gave up on it, before its deadline or at it.
 // The Mailer forgets it, and the owner is told, so that it drops the ask
 // if its turn has not started.
-func (r *remote) CancelAsk(id uint64) {
+func (r *Router) CancelAsk(id uint64) {
 	r.drop(id)
 	peer, ok := r.mail.Forget(id)
 	if ok && r.cancel != nil {
@@ -347,7 +387,7 @@ func (r *remote) CancelAsk(id uint64) {
 // goes to an actor sender as an actor.Undelivered notice. The notice goes
 // through the sender's system lane, which a full mailbox cannot refuse;
 // the Mailer has counted the refusal either way.
-func (r *remote) undelivered(from, to actor.Ref, msg any, err error) {
+func (r *Router) undelivered(from, to actor.Ref, msg any, err error) {
 	if r.retry(ariel.Outbound{To: to, From: from, Msg: msg}, 0, mailq.Place{}, err) {
 		return
 	}
@@ -359,21 +399,21 @@ func (r *remote) undelivered(from, to actor.Ref, msg any, err error) {
 // notify posts the Undelivered notice on the sender's system lane, which
 // a full mailbox cannot refuse; an error only means the sender is no
 // longer active on this node, and then nobody is left to tell.
-func (r *remote) notify(from, to actor.Ref, msg any, err error) {
+func (r *Router) notify(from, to actor.Ref, msg any, err error) {
 	_ = r.sched.NotifyUndelivered(from, actor.Undelivered{To: to, Message: msg, Err: err})
 }
 
-// remoteDelivery is the Mailer's local side: mail from a peer is admitted
+// delivery is the Mailer's local side: mail from a peer is admitted
 // by the scheduler only for actors this node owns.
-type remoteDelivery struct{ r *remote }
+type delivery struct{ r *Router }
 
 // Deliver implements wire.LocalDelivery over Scheduler.Deliver.
-func (d remoteDelivery) Deliver(to, from actor.Ref, msg any, deadline time.Time, reply func(any, error)) error {
+func (d delivery) Deliver(to, from actor.Ref, msg any, deadline time.Time, reply func(any, error)) error {
 	return d.DeliverChain(to, from, msg, deadline, nil, reply)
 }
 
 // DeliverChain implements wire.ChainDelivery: an ask with its call chain.
-func (d remoteDelivery) DeliverChain(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, reply func(any, error)) error {
+func (d delivery) DeliverChain(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, reply func(any, error)) error {
 	if err := d.r.owns(to); err != nil {
 		return err
 	}
@@ -384,7 +424,7 @@ func (d remoteDelivery) DeliverChain(to, from actor.Ref, msg any, deadline time.
 // that carries its caller's trace context. Its spans on this node (see
 // internal/tracing) are children of the caller's send span; mail not admitted
 // ends them with the refusal.
-func (d remoteDelivery) DeliverTraced(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, tc *wire.TraceContext, reply func(any, error)) error {
+func (d delivery) DeliverTraced(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, tc *wire.TraceContext, reply func(any, error)) error {
 	t := d.r.trc
 	if !tracing.Built || t == nil {
 		return d.DeliverChain(to, from, msg, deadline, chain, reply)
@@ -407,7 +447,7 @@ func (d remoteDelivery) DeliverTraced(to, from actor.Ref, msg any, deadline time
 // DeliverAsk implements wire.AskDelivery: every inbound ask comes here,
 // so that its caller can withdraw it (CancelAsk) until its turn starts.
 // Its stamp is fenced with its admission, from one lookup (admit).
-func (d remoteDelivery) DeliverAsk(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, tc *wire.TraceContext, epoch uint64, reply func(any, error)) (wire.Withdrawer, error) {
+func (d delivery) DeliverAsk(to, from actor.Ref, msg any, deadline time.Time, chain []actor.Ref, tc *wire.TraceContext, epoch uint64, reply func(any, error)) (wire.Withdrawer, error) {
 	var trace any
 	var ot *tracing.Owner
 	if t := d.r.trc; t != nil && tc != nil {
@@ -439,7 +479,7 @@ func (d remoteDelivery) DeliverAsk(to, from actor.Ref, msg any, deadline time.Ti
 // later): refused NOT_SERVING (placement.ErrBehind), so the sender backs
 // off and sends again rather than wait for its own table, which is ahead
 // already and may not change again.
-func (d remoteDelivery) Fence(to actor.Ref, epoch uint64) error {
+func (d delivery) Fence(to actor.Ref, epoch uint64) error {
 	if !to.IsVirtual() {
 		return d.r.owns(to)
 	}
@@ -471,11 +511,11 @@ func fenceEpoch(owner string, cur uint64, local bool, epoch uint64) error {
 // owns returns nil when this node owns to and may take its mail now, the
 // NOT_OWNER refusal when it does not own it, and BUSY when the mail would
 // need an activation while this node is over its hydration backlog.
-func (r *remote) owns(to actor.Ref) error { return r.admit(to, 0) }
+func (r *Router) owns(to actor.Ref) error { return r.admit(to, 0) }
 
 // admit is owns for mail stamped with epoch (0: unstamped), whose stamp
-// it fences as remoteDelivery.Fence does, from the same one lookup.
-func (r *remote) admit(to actor.Ref, epoch uint64) error {
+// it fences as delivery.Fence does, from the same one lookup.
+func (r *Router) admit(to actor.Ref, epoch uint64) error {
 	if to.IsVirtual() {
 		owner, cur, local, err := r.locate(to)
 		if err != nil {
@@ -510,7 +550,7 @@ func (r *remote) admit(to actor.Ref, epoch uint64) error {
 // sent is sent again under the one retry policy (retry.go) through
 // ResendAll; an ask from another node goes back to its caller's node as
 // that refusal; a tell from another node is lost (retry.go says why).
-func (r *remote) fence(ref actor.Ref) error {
+func (r *Router) FenceActivation(ref actor.Ref) error {
 	owner, _, local, err := r.locate(ref)
 	switch {
 	case err != nil:
@@ -535,8 +575,8 @@ func (r *remote) fence(ref actor.Ref) error {
 // senders' mail only: an ask from another node goes back to its caller's
 // node as the refusal, and a tell from another node is not resent here
 // (retry.go says why).
-func (r *remote) ResendAll(batch []ariel.Outbound, err error) bool {
-	if r.buf == nil || len(batch) == 0 || !batch[0].To.IsVirtual() || !resendable(err) {
+func (r *Router) ResendAll(batch []ariel.Outbound, err error) bool {
+	if r.buf == nil || len(batch) == 0 || !batch[0].To.IsVirtual() || !Resendable(err) {
 		return false
 	}
 	now := r.sched.Clock().Now()
@@ -560,12 +600,12 @@ func (r *remote) ResendAll(batch []ariel.Outbound, err error) bool {
 // hint; the others keep their sentinel (a lease that lapsed here is
 // refused NOT_OWNER through actor.ErrProcessUnavailable, without a hint:
 // this node does not know who will serve next).
-func (r *remote) refusal(err error) error {
-	var h *remoteHint
-	if errors.As(err, &h) && h.owner != "" && h.owner != r.self {
-		return &wire.RefusedError{Reason: wire.RefusedReasonNotOwner, OwnerHint: h.owner, Detail: err.Error()}
+func (r *Router) refusal(err error) error {
+	var h *Hint
+	if errors.As(err, &h) && h.Owner != "" && h.Owner != r.self {
+		return &wire.RefusedError{Reason: wire.RefusedReasonNotOwner, OwnerHint: h.Owner, Detail: err.Error()}
 	}
-	if waitable(err) {
+	if Waitable(err) {
 		// Transient on this side (a lease being renewed, a table catching
 		// up, a move): the sender waits and retries, as it would locally.
 		return wire.NotServing(err)
@@ -575,7 +615,7 @@ func (r *remote) refusal(err error) error {
 
 // Inbox implements wire.InboxResolver: the Mailer resolves a recipient of
 // tells once and keeps the inbox; ownership is still checked per message.
-func (d remoteDelivery) Inbox(to actor.Ref) (wire.Inbox, error) {
+func (d delivery) Inbox(to actor.Ref) (wire.Inbox, error) {
 	if err := d.r.owns(to); err != nil {
 		return nil, err // not resolved here: that would create a local cell
 	}
@@ -583,27 +623,27 @@ func (d remoteDelivery) Inbox(to actor.Ref) (wire.Inbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	return remoteInbox{d.r, in}, nil
+	return inbox{d.r, in}, nil
 }
 
-// remoteInbox admits tells for a resolved recipient while this node owns it.
-type remoteInbox struct {
-	r  *remote
+// inbox admits tells for a resolved recipient while this node owns it.
+type inbox struct {
+	r  *Router
 	in *ariel.Inbox
 }
 
-func (i remoteInbox) Tell(from actor.Ref, msg any) error {
+func (i inbox) Tell(from actor.Ref, msg any) error {
 	if err := i.r.owns(i.in.Ref()); err != nil {
 		return err
 	}
 	return i.in.Tell(from, msg)
 }
 
-func (i remoteInbox) Live() bool { return i.in.Live() }
+func (i inbox) Live() bool { return i.in.Live() }
 
 // TellBatch implements wire.BatchInbox: the tells of one inbound run to
 // the recipient are admitted together, ownership checked once for them.
-func (i remoteInbox) TellBatch(from actor.Ref, msgs []any) (int, error) {
+func (i inbox) TellBatch(from actor.Ref, msgs []any) (int, error) {
 	if err := i.r.owns(i.in.Ref()); err != nil {
 		return 0, err
 	}

@@ -394,3 +394,47 @@ func periodOf(infos []reminders.Info) time.Duration {
 	}
 	return infos[0].Period
 }
+
+// slowStore completes every write 10 ms (of the bubble's clock) after it
+// was made, as a replicated store does once its followers answered.
+type slowStore struct{ *prospero.MemStore }
+
+func (s slowStore) Put(ctx context.Context, id prospero.Identity, expected uint64, rec prospero.Record) (uint64, error) {
+	time.Sleep(10 * time.Millisecond)
+	return s.MemStore.Put(ctx, id, expected, rec)
+}
+
+// Two writers of one reminder's record: the second waits for the first,
+// whose write needs time to pass. In a bubble (the simulation of a
+// cluster) time passes only while every goroutine is durably blocked, so
+// the second writer's wait must be one (it was a sync.Mutex, and a run
+// of the simulation hung there once: the registration's write waited
+// for its followers, the periodic flush of the same record for the
+// lock, and the bubble's clock for both).
+func TestWritersOfOneRecordWaitDurably(t *testing.T) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		synctest.Test(t, func(t *testing.T) {
+			store := slowStore{prospero.NewMemStore()}
+			e := newEngine(t, store, &deliverer{})
+			defer closeEngine(t, e)
+			errs := make(chan error, 2)
+			for _, p := range []time.Duration{time.Second, 2 * time.Second} {
+				go func() {
+					errs <- e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "r", Period: p})
+				}()
+			}
+			for range 2 {
+				if err := <-errs; err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("two writers of one record did not finish: the second's wait for the first stopped the bubble's clock")
+	}
+}

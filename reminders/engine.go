@@ -193,10 +193,20 @@ func (st *shardState) unwritten() bool { return len(st.pending) > 0 || st.dirty 
 // deleted, so that the record's writes are serialised and the last one
 // carries the last change.
 type recState struct {
-	wmu     sync.Mutex // serialises writes of the record
-	version uint64     // store version (0: none); guarded by wmu
-	mut     uint64     // changes made; guarded by Engine.mu
-	durable uint64     // changes written; guarded by Engine.mu
+	// wmu serialises writes of the record: held (a value in it) by the
+	// one writing, which may wait for the store (a replicated write waits
+	// for its followers). A channel, not a mutex: a writer waiting for
+	// another's write is then durably blocked in a bubble of
+	// testing/synctest, where waiting for a mutex would stop the clock
+	// that the write in progress needs (the simulation hung so once).
+	wmu     chan struct{}
+	version uint64 // store version (0: none); guarded by wmu
+	mut     uint64 // changes made; guarded by Engine.mu
+	durable uint64 // changes written; guarded by Engine.mu
+}
+
+func newRecState(version uint64) *recState {
+	return &recState{wmu: make(chan struct{}, 1), version: version}
 }
 
 // changedLocked records a change of k's record, whose state is rs, and
@@ -217,7 +227,7 @@ func (e *Engine) recOfLocked(st *shardState, k Key) *recState {
 	if rs := st.pending[k]; rs != nil {
 		return rs
 	}
-	return &recState{}
+	return newRecState(0)
 }
 
 // intentLocked returns the registration k's record should hold: the
@@ -506,7 +516,7 @@ func (e *Engine) load(ctx context.Context, shard string, st *shardState) ([]*ent
 				slog.String("record", r.Key), slog.Any("error", err))
 			continue
 		}
-		x.rec = &recState{version: r.Version}
+		x.rec = newRecState(r.Version)
 		x.fired = p.firedOf(x)
 		have[x.Key] = true
 		if x.per == 0 && x.fired > 0 {
@@ -546,7 +556,7 @@ func (e *Engine) migrate(ctx context.Context, shard string, st *shardState, es [
 		if have[x.Key] {
 			continue
 		}
-		x.rec = &recState{}
+		x.rec = newRecState(0)
 		if x.per == 0 && x.fired > 0 {
 			continue // a one-shot delivered: done
 		}
@@ -1341,8 +1351,10 @@ func (e *Engine) heldLocked(shard string) (*shardState, error) {
 // flush's (progress: a periodic flush that raced the release) is
 // skipped, the release having written what was left.
 func (e *Engine) flushRecord(ctx context.Context, shard string, st *shardState, k Key, rs *recState, want uint64, progress bool) error {
-	rs.wmu.Lock()
-	defer rs.wmu.Unlock()
+	// Not given up when ctx ends: the write in progress may carry this
+	// caller's change, which is then durable (checked below).
+	rs.wmu <- struct{}{}
+	defer func() { <-rs.wmu }()
 	e.mu.Lock()
 	if (want != 0 && rs.durable >= want) || rs.durable >= rs.mut {
 		e.mu.Unlock()

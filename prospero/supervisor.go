@@ -9,6 +9,7 @@ import (
 	"github.com/tempest-actors/tempest/clock"
 	"hash/maphash"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -535,8 +536,8 @@ func (s *Supervisor) Close(ctx context.Context) error {
 			s.own.close()
 		}
 	}
+	s.retryUnsaved(ctx)
 	s.mu.Lock()
-	s.retryUnsavedLocked(ctx)
 	if n := len(s.unsaved); n > 0 && err == nil {
 		err = fmt.Errorf("prospero: close: %d states could not be written at rest", n)
 	}
@@ -1024,12 +1025,22 @@ func (s *Supervisor) Tick() {
 	s.dispatchLocked()
 }
 
-// retryUnsavedLocked writes states whose write failed earlier. It holds
-// the lock across store I/O and is only used on Close.
-func (s *Supervisor) retryUnsavedLocked(ctx context.Context) {
-	for id, rec := range s.unsaved {
-		if _, err := s.store.Put(ctx, id, rec.Version, rec); err == nil {
+// retryUnsaved writes states whose write failed earlier; Close uses it.
+// The lock is not held across the writes (a replicated write waits for
+// the followers, and hooks called from peers' mail need the lock
+// meanwhile); a state replaced meanwhile stays unsaved.
+func (s *Supervisor) retryUnsaved(ctx context.Context) {
+	s.mu.Lock()
+	todo := maps.Clone(s.unsaved)
+	s.mu.Unlock()
+	for id, rec := range todo {
+		if _, err := s.store.Put(ctx, id, rec.Version, rec); err != nil {
+			continue
+		}
+		s.mu.Lock()
+		if cur, ok := s.unsaved[id]; ok && cur.Version == rec.Version && cur.Incarnation == rec.Incarnation && bytes.Equal(cur.State, rec.State) {
 			delete(s.unsaved, id)
 		}
+		s.mu.Unlock()
 	}
 }

@@ -680,6 +680,45 @@ func TestUnsavedStateGivesWayToANewerRecord(t *testing.T) {
 	}
 }
 
+// Close writes the states whose write failed earlier, once the store
+// takes writes again, and counts what it could not write.
+func TestCloseWritesUnsavedState(t *testing.T) {
+	store := &failingStore{StateStore: prospero.NewMemStore()}
+	n := newNode(t, nodeOpts{kinds: map[string]prospero.KindOptions{"counter": persistent}, store: store})
+	ref := actor.Virtual("counter", "u")
+	id := prospero.IdentityOf(ref)
+	for range 3 {
+		if err := n.host.Tell(ref, "inc"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := n.ask(t, ref, "get"); got != uint64(3) {
+		t.Fatalf("count %v, want 3", got)
+	}
+	store.fail.Store(true)
+	if !n.sup.Passivate(ref) {
+		t.Fatal("passivate refused")
+	}
+	n.events.waitFor(t, prospero.EventPassivated, id, 1)
+	if st := n.sup.Stats(); st.Unsaved != 1 {
+		t.Fatalf("stats after the failed write %+v, want one unsaved state", st)
+	}
+	store.fail.Store(false)
+	if err := n.sup.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if st := n.sup.Stats(); st.Unsaved != 0 {
+		t.Fatalf("stats after Close %+v, want nothing unsaved", st)
+	}
+	rec, err := store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := binary.Uvarint(rec.State); v != 3 {
+		t.Fatalf("state at rest %d, want 3", v)
+	}
+}
+
 // landingStore lands the next failN writes in the store and then fails
 // them, as a replicated store does when its local write succeeded and a
 // replica did not acknowledge: the record is on this node's disk, not

@@ -22,7 +22,7 @@ run: build
 ## test: vet plus the race-enabled test suite, a sweep of SIM_SEEDS seeds of the simulation
 ## without -race (docs/federation.md, "Simulation"), and the build without tracing code
 ## (-tags tempest_notrace, see docs/BENCHMARKS.md "Tracing"): vetted, and its own tests run
-SIM_SEEDS ?= 200
+SIM_SEEDS ?= 300
 test: vet
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 	$(GO) test -count=1 -timeout 15m -run '^TestSimulation$$' . -sim.seeds=$(SIM_SEEDS)

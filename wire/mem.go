@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -238,6 +240,10 @@ func (m *Mem) SendControl(peer string, frame []byte) error {
 	return m.send(peer, ControlLane, frame)
 }
 
+// memLinkConnected, when set (by tests), runs in link between the
+// network's connect and the link being stored.
+var memLinkConnected atomic.Pointer[func(from, to string)]
+
 func (m *Mem) link(peer string) (*memLink, error) {
 	if peer == m.cfg.Name {
 		return nil, ErrSelf
@@ -252,13 +258,29 @@ func (m *Mem) link(peer string) (*memLink, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f := memLinkConnected.Load(); f != nil {
+		(*f)(m.cfg.Name, peer)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, ErrClosed
 	}
 	if l := m.links[peer]; l != nil {
-		return l, nil
+		if l.peer == dst {
+			return l, nil
+		}
+		// A link to an earlier incarnation of peer, which closed after
+		// connect had found it and before this node stored the link (its
+		// down event found no link to drop then).
+		delete(m.links, peer)
+		l.cancel()
+		conns := slices.Clone(l.conns)
+		go func() { // as dropLink, not under m.mu
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
 	}
 	l := &memLink{peer: dst, lanes: make([]*memLane, 1+m.cfg.MailLanes)}
 	l.ctx, l.cancel = context.WithCancel(m.ctx)

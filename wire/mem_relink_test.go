@@ -1,0 +1,56 @@
+package wire
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// A peer that closes while a node is connecting to it (after the network
+// said the pair is up, before the node stored its new link) leaves the
+// node a link to that closed incarnation; its down event found no link
+// to drop. Once the peer is back, the node must reach the new one, not
+// keep sending into the closed one.
+func TestMemLinkToAPeerThatClosedWhileConnecting(t *testing.T) {
+	n := NewMemNetwork(1, nil)
+	ignore := func(string, Lane, []byte) error { return nil }
+	a, err := n.Join(MemConfig{Name: "a", Handler: ignore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b1, err := n.Join(MemConfig{Name: "b", Handler: ignore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	hook := func(from, to string) {
+		if from == "a" && to == "b" {
+			once.Do(func() { _ = b1.Close() })
+		}
+	}
+	memLinkConnected.Store(&hook)
+	defer memLinkConnected.Store(nil)
+	_ = a.Send("b", 1, []byte("to the first b"))
+
+	got := make(chan string, 4)
+	b2, err := n.Join(MemConfig{Name: "b", Handler: func(_ string, _ Lane, f []byte) error {
+		got <- string(f)
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	if err := a.Send("b", 1, []byte("to the second b")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case f := <-got:
+		if f != "to the second b" {
+			t.Fatalf("the second b got %q", f)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a's frame never reached the second b: a kept its link to the first")
+	}
+}

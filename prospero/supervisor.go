@@ -1025,22 +1025,20 @@ func (s *Supervisor) Tick() {
 	s.dispatchLocked()
 }
 
-// retryUnsaved writes states whose write failed earlier; Close uses it.
-// The lock is not held across the writes (a replicated write waits for
-// the followers, and hooks called from peers' mail need the lock
-// meanwhile); a state replaced meanwhile stays unsaved.
+// retryUnsaved writes states whose write failed earlier; Close uses it
+// once the supervisor's loops have stopped, so nothing else writes
+// s.unsaved meanwhile. The lock is not held across the writes: a
+// replicated write waits for the followers, and the hooks peers' mail
+// calls (the doorbell, the hydration backlog) need the lock meanwhile.
 func (s *Supervisor) retryUnsaved(ctx context.Context) {
 	s.mu.Lock()
 	todo := maps.Clone(s.unsaved)
 	s.mu.Unlock()
 	for id, rec := range todo {
-		if _, err := s.store.Put(ctx, id, rec.Version, rec); err != nil {
-			continue
-		}
-		s.mu.Lock()
-		if cur, ok := s.unsaved[id]; ok && cur.Version == rec.Version && cur.Incarnation == rec.Incarnation && bytes.Equal(cur.State, rec.State) {
+		if _, err := s.store.Put(ctx, id, rec.Version, rec); err == nil {
+			s.mu.Lock()
 			delete(s.unsaved, id)
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
 	}
 }

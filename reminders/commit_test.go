@@ -412,29 +412,31 @@ func (s slowStore) Put(ctx context.Context, id prospero.Identity, expected uint6
 // for its followers, the periodic flush of the same record for the
 // lock, and the bubble's clock for both).
 func TestWritersOfOneRecordWaitDurably(t *testing.T) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		synctest.Test(t, func(t *testing.T) {
-			store := slowStore{prospero.NewMemStore()}
-			e := newEngine(t, store, &deliverer{})
-			defer closeEngine(t, e)
-			errs := make(chan error, 2)
-			for _, p := range []time.Duration{time.Second, 2 * time.Second} {
-				go func() {
-					errs <- e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "r", Period: p})
-				}()
+	// On the code before, the bubble hung for good; fail with a clear
+	// message rather than at the package's timeout.
+	watchdog := time.AfterFunc(30*time.Second, func() {
+		panic("two writers of one reminder record did not finish: the second's wait for the first stopped the bubble's clock")
+	})
+	defer watchdog.Stop()
+	synctest.Test(t, func(t *testing.T) {
+		store := slowStore{prospero.NewMemStore()}
+		e := newEngine(t, store, &deliverer{})
+		defer closeEngine(t, e)
+		errs := make(chan error, 2)
+		for _, p := range []time.Duration{time.Second, 2 * time.Second} {
+			go func() {
+				errs <- e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "r", Period: p})
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Error(err)
 			}
-			for range 2 {
-				if err := <-errs; err != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("two writers of one record did not finish: the second's wait for the first stopped the bubble's clock")
-	}
+		}
+		infos, err := e.ListOf(acct)
+		if err != nil || len(infos) != 1 {
+			t.Fatalf("after both registrations: %+v, %v; want one reminder", infos, err)
+		}
+		wantOne(t, e, store.MemStore, infos[0].Period)
+	})
 }

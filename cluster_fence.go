@@ -12,7 +12,7 @@ import (
 // locateAt is the routing decision for ref from one read of the applied
 // table: the owner, the placement epoch of ref's shard (the router
 // stamps outbound mail with it, and the receiving side compares a stamp
-// with it, remoteDelivery.Fence), whether the owner is this node, and for
+// with it, wire.EpochFence in package route), whether the owner is this node, and for
 // a shard this node owns, the fence (lease, node status, handoff). A
 // shard in a planned handoff is refused with its target as the hint and
 // the shard's name (a *route.Hint). One send makes one such lookup per

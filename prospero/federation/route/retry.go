@@ -15,7 +15,7 @@ import (
 // (wire.ErrUnavailable from a send, which queued nothing): the owner
 // crashed, is cut off, or its link is backing off. The table may still
 // name that node until gossip declares it failed and placement moves its
-// shards, so the mail waits (waitable) for the table to route it to a
+// shards, so the mail waits (Waitable) for the table to route it to a
 // live node, or for the link to come back. It keeps the transport error's
 // identity (wire.ErrUnavailable, actor.ErrProcessUnavailable) for a
 // sender that gives up on it. Mail handed to a link that then went down is
@@ -57,7 +57,7 @@ func Backoff(n int) time.Duration {
 }
 
 // Resendable reports whether a send that failed with err may be sent
-// again under the policy above.
+// again under the retry policy (see the package doc).
 func Resendable(err error) bool {
 	if err == nil || errors.Is(err, actor.ErrNotCommitted) {
 		return false

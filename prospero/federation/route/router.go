@@ -70,7 +70,8 @@ type Router struct {
 	// shardName: see Config.ShardName.
 	shardName func(to actor.Ref) (string, bool)
 	// sent holds every ask forwarded to another node until its outcome,
-	// so that a refusal that never ran it (retry.go) sends it again.
+	// so that a refusal that never ran it sends it again (see the
+	// package doc, Retry policy).
 	sent [sentShards]sentShard
 	// links follows which peers' links are down (see wire.LinkWatch).
 	links wire.LinkWatch
@@ -133,7 +134,7 @@ func (r *Router) drop(id uint64) (sentAsk, bool) {
 }
 
 // complete is the Mailer's outcome of a forwarded ask: a refusal that
-// never ran it waits to be sent again (retry.go); anything else answers
+// never ran it waits to be sent again (see the package doc); anything else answers
 // its caller.
 func (r *Router) complete(id uint64, reply any, err error) {
 	a, ok := r.drop(id)
@@ -270,9 +271,8 @@ func (r *Router) ResolveRoute(to actor.Ref) (*ariel.Cell, ariel.Route, error) {
 // of running it. It is routed by the lookup Resolve made for it when the
 // scheduler hands that on (m.Route), else by a lookup here. An ask, or a
 // tell from an actor, whose recipient's route is in flux waits in a
-// handoff buffer (see buffer.go and the retry policy in
-// retry.go); a tell from program code gets the placement error and
-// Node.Tell waits itself.
+// retry queue (see the package doc); a tell from program code gets the
+// placement error and the node's Tell waits itself.
 func (r *Router) Forward(m ariel.Outbound) error {
 	node := m.To.Node()
 	var epoch uint64
@@ -383,7 +383,7 @@ func (r *Router) CancelAsk(id uint64) {
 
 // undelivered is told about a tell a peer refused (from is zero for
 // program code). A refusal that never ran it (NOT_OWNER, NOT_SERVING)
-// sends it again under the retry policy of retry.go; any other refusal
+// sends it again under the retry policy (package doc); any other refusal
 // goes to an actor sender as an actor.Undelivered notice. The notice goes
 // through the sender's system lane, which a full mailbox cannot refuse;
 // the Mailer has counted the refusal either way.
@@ -547,9 +547,9 @@ func (r *Router) admit(to actor.Ref, epoch uint64) error {
 // acknowledge updates the new owner never receives. Refused here, none
 // of that mail ran: the error is the refusal admission would give it
 // now (see refusal), marked wire.NotRun. What this node's own senders
-// sent is sent again under the one retry policy (retry.go) through
-// ResendAll; an ask from another node goes back to its caller's node as
-// that refusal; a tell from another node is lost (retry.go says why).
+// sent is sent again under the one retry policy through ResendAll; an
+// ask from another node goes back to its caller's node as that refusal;
+// a tell from another node is lost (the package doc says why).
 func (r *Router) FenceActivation(ref actor.Ref) error {
 	owner, _, local, err := r.locate(ref)
 	switch {
@@ -574,7 +574,7 @@ func (r *Router) FenceActivation(ref actor.Ref) error {
 // recipient once it may go. The scheduler's batch holds this node's own
 // senders' mail only: an ask from another node goes back to its caller's
 // node as the refusal, and a tell from another node is not resent here
-// (retry.go says why).
+// (the package doc says why).
 func (r *Router) ResendAll(batch []ariel.Outbound, err error) bool {
 	if r.buf == nil || len(batch) == 0 || !batch[0].To.IsVirtual() || !Resendable(err) {
 		return false

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,7 @@ var (
 	simFrom  = flag.Uint64("sim.from", 1, "the first seed -sim.seeds runs")
 	simLog   = flag.Bool("sim.log", false, "write the simulated cluster's logs to the test log")
 	simCheck = flag.Duration("sim.checktime", time.Minute, "how long the linearizability checker may search a run's history")
+	simHang  = flag.Duration("sim.hang", 3*time.Minute, "real time after which a seed still running is taken to hang: its stacks go to a file and the run panics naming it (0: never)")
 )
 
 // TestSimulation runs the simulation for each seed.
@@ -81,7 +83,16 @@ func TestSimulation(t *testing.T) {
 				}
 			}()
 			var out simOutcome
+			// A bubble whose clock stopped for good (a goroutine waiting for
+			// a mutex held across a wait for time) hangs idle, and synctest
+			// cannot tell: name the seed rather than wait for the test
+			// binary's timeout.
+			stop := func() bool { return false }
+			if *simHang > 0 {
+				stop = time.AfterFunc(*simHang, func() { simHung(seed, *simHang) }).Stop
+			}
 			synctest.Test(t, func(t *testing.T) { out = runSimulation(t, seed, simOptions{}) })
+			stop()
 			// Outside the bubble: the checker's search is CPU, and its
 			// timeout must be real time.
 			if out.h != nil {
@@ -95,6 +106,21 @@ func TestSimulation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// simHung ends a run whose seed did not finish within d of real time,
+// with every goroutine's stack in a file and in the panic's output.
+func simHung(seed uint64, d time.Duration) {
+	debug.SetTraceback("all")
+	where := "(stacks not written)"
+	buf := make([]byte, 64<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	if f, err := os.CreateTemp("", "tempest-sim-hang-*.txt"); err == nil {
+		_, _ = f.Write(buf)
+		_ = f.Close()
+		where = f.Name()
+	}
+	panic(fmt.Sprintf("simulation seed %d still running after %v of real time: it hangs (docs/federation.md, Simulation); goroutines: %s; replay: go test -run 'TestSimulation' -sim.seed=%d -v .", seed, d, where, seed))
 }
 
 // TestSimulationFindsLostState shows that the checks see what they are

@@ -413,7 +413,7 @@ func (s *Scheduler) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 	if !c.pushPassivate(final) {
 		return actor.ErrActorTerminated
 	}
-	s.wake(c, nil)
+	s.wakeRing(c, nil, true)
 	if s.closing.Load() {
 		// Close raced the push: if no worker took it, Close's sweep or
 		// the next line runs it.

@@ -521,14 +521,7 @@ func (s *Scheduler) Stop(ref actor.Ref) {
 // wake makes c runnable after mail was added: a cell that is idle is made
 // ready and queued (only the CAS winner queues it); a cell without an actor
 // rings the Activator once per transition to "has mail".
-func (s *Scheduler) wake(c *Cell, ex *executor) { s.wakeRing(c, ex, false) }
-
-// wakeRing is wake; with async, a detached cell's doorbell rings on a
-// goroutine of its own, for a caller that may hold a lock the Activator
-// takes (the supervisor passivates under its own lock, and a cell the
-// watchdog detached may be the one it passivates). That goroutine only
-// rings: it ends as soon as the Activator returns.
-func (s *Scheduler) wakeRing(c *Cell, ex *executor, async bool) {
+func (s *Scheduler) wake(c *Cell, ex *executor) {
 	for {
 		switch c.state.Load() {
 		case stIdle:
@@ -542,11 +535,7 @@ func (s *Scheduler) wakeRing(c *Cell, ex *executor, async bool) {
 				if s.traces() {
 					c.rungAt.Store(s.clock.Now().UnixNano())
 				}
-				if async {
-					go s.activator.Ring(c.Ref())
-				} else {
-					s.activator.Ring(c.Ref())
-				}
+				s.activator.Ring(c.Ref())
 				return
 			}
 		default:

@@ -413,7 +413,7 @@ func (s *Scheduler) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 	if !c.pushPassivate(final) {
 		return actor.ErrActorTerminated
 	}
-	s.wakeRing(c, nil, true)
+	s.wake(c, nil)
 	if s.closing.Load() {
 		// Close raced the push: if no worker took it, Close's sweep or
 		// the next line runs it.

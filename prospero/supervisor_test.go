@@ -634,27 +634,7 @@ func (s *failingStore) Put(ctx context.Context, id prospero.Identity, expected u
 // write's version check (it did, at every activation).
 func TestUnsavedStateGivesWayToANewerRecord(t *testing.T) {
 	for _, moved := range []bool{false, true} {
-		store := &failingStore{StateStore: prospero.NewMemStore()}
-		n := newNode(t, nodeOpts{kinds: map[string]prospero.KindOptions{"counter": persistent}, store: store})
-		ref := actor.Virtual("counter", "u")
-		id := prospero.IdentityOf(ref)
-		for range 3 {
-			if err := n.host.Tell(ref, "inc"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if got := n.ask(t, ref, "get"); got != uint64(3) {
-			t.Fatalf("count %v, want 3", got)
-		}
-		store.fail.Store(true)
-		if !n.sup.Passivate(ref) {
-			t.Fatal("passivate refused")
-		}
-		n.events.waitFor(t, prospero.EventPassivated, id, 1)
-		if st := n.sup.Stats(); st.Unsaved != 1 {
-			t.Fatalf("stats after the failed write %+v, want one unsaved state", st)
-		}
-		store.fail.Store(false)
+		n, store, ref, id := unsavedCounter(t)
 		want := uint64(3)
 		if moved {
 			// A newer record arrives (a handoff back to this node).
@@ -680,9 +660,11 @@ func TestUnsavedStateGivesWayToANewerRecord(t *testing.T) {
 	}
 }
 
-// Close writes the states whose write failed earlier, once the store
-// takes writes again, and counts what it could not write.
-func TestCloseWritesUnsavedState(t *testing.T) {
+// unsavedCounter is a node whose counter u counted to 3 and was
+// passivated while its store failed writes: the state is kept unsaved
+// in memory. The store takes writes again when it returns.
+func unsavedCounter(t *testing.T) (*node, *failingStore, actor.Ref, prospero.Identity) {
+	t.Helper()
 	store := &failingStore{StateStore: prospero.NewMemStore()}
 	n := newNode(t, nodeOpts{kinds: map[string]prospero.KindOptions{"counter": persistent}, store: store})
 	ref := actor.Virtual("counter", "u")
@@ -704,6 +686,13 @@ func TestCloseWritesUnsavedState(t *testing.T) {
 		t.Fatalf("stats after the failed write %+v, want one unsaved state", st)
 	}
 	store.fail.Store(false)
+	return n, store, ref, id
+}
+
+// Close writes the states whose write failed earlier, once the store
+// takes writes again.
+func TestCloseWritesUnsavedState(t *testing.T) {
+	n, store, _, id := unsavedCounter(t)
 	if err := n.sup.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}

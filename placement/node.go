@@ -94,11 +94,13 @@ type Node struct {
 	leaderStart time.Time
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
-	// verifying counts the goroutines waiting for a VerifyLeader future
-	// (verifyLeader): Close lets raft answer them before it shuts raft
-	// down, since raft leaves a future it has queued but not taken
-	// unanswered forever once it is shut down.
-	verifying sync.WaitGroup
+	// raftWaits counts the goroutines waiting for a raft future (a
+	// VerifyLeader round, verifyLeader; an Apply, applyLocal, whose
+	// caller may be another node's loop through forwarding): Close lets
+	// raft answer them before it shuts raft down, since raft leaves a
+	// future it has queued but not taken unanswered forever once it is
+	// shut down. Added to under mu, and not once closed is set.
+	raftWaits sync.WaitGroup
 
 	// Owned by the run goroutine.
 	planner    *Planner
@@ -307,14 +309,15 @@ func (n *Node) Close(ctx context.Context) error {
 	if cancel != nil {
 		cancel()
 	}
-	// A VerifyLeader round or a proposal raft took is answered within a
-	// round of heartbeats or a commit (or when it steps down) while raft
+	// A VerifyLeader round or a proposal raft took (this node's own, or
+	// one another node forwarded here) is answered within a round of
+	// heartbeats or a commit (or when it steps down) while raft
 	// runs; one it took just as it shuts down may never be (an Apply
 	// future has no shutdown channel), and its waiter would be left
 	// behind: the run loop, stopped by cancel, blocked in Close's wait
 	// below forever. So our goroutines get up to 2 s to finish first.
 	verified := make(chan struct{})
-	go func() { n.verifying.Wait(); close(verified) }()
+	go func() { n.raftWaits.Wait(); close(verified) }()
 	done := make(chan struct{})
 	go func() { n.wg.Wait(); close(done) }()
 	settle, stop := context.WithTimeout(ctx, 2*time.Second)
@@ -604,6 +607,16 @@ func (n *Node) applyLocal(ctx context.Context, b []byte) (Result, error) {
 	if timeout <= 0 {
 		return Result{}, context.DeadlineExceeded
 	}
+	// The timeout bounds only the enqueueing: the wait for the future is
+	// counted so that Close lets raft answer it first (see raftWaits).
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return Result{}, ErrClosed
+	}
+	n.raftWaits.Add(1)
+	n.mu.Unlock()
+	defer n.raftWaits.Done()
 	f := n.raft.Apply(b, timeout)
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
@@ -1167,7 +1180,7 @@ func (n *Node) applyWitness(ctx context.Context) {
 
 // verifyLeader runs one raft VerifyLeader round. Its future has no
 // deadline, so the wait ends with ctx too; the goroutine left waiting
-// for raft's answer is counted (verifying), and Close lets raft answer
+// for raft's answer is counted (raftWaits), and Close lets raft answer
 // it before shutting raft down (a future queued then would never be).
 func (n *Node) verifyLeader(ctx context.Context) error {
 	// Counted under mu, and not once Close began: Close waits for the
@@ -1177,12 +1190,12 @@ func (n *Node) verifyLeader(ctx context.Context) error {
 		n.mu.Unlock()
 		return ErrClosed
 	}
-	n.verifying.Add(1)
+	n.raftWaits.Add(1)
 	n.mu.Unlock()
 	f := n.raft.VerifyLeader()
 	done := make(chan error, 1)
 	go func() {
-		defer n.verifying.Done()
+		defer n.raftWaits.Done()
 		done <- f.Error()
 	}()
 	select {

@@ -398,11 +398,9 @@ func (o simOutcome) write(t *testing.T, seed uint64) {
 	defer f.Close()
 	fmt.Fprintf(f, "steps:\n%s\n\noperations (call, return, client, node, amount, key, answer):\n%s\n",
 		strings.Join(o.steps, "\n"), strings.Join(o.ops, "\n"))
-	fmt.Fprintf(f, "\nlifecycle events of the counters (node, event):\n")
+	fmt.Fprintf(f, "\nlifecycle events of the counters and beepers (node, event):\n")
 	for _, e := range o.events {
-		if e.ID.Kind == "counter" {
-			fmt.Fprintf(f, "%s %s %s\n", e.At.UTC().Format("15:04:05.000000"), e.Node, e.Event)
-		}
+		fmt.Fprintf(f, "%s %s %s\n", e.At.UTC().Format("15:04:05.000000"), e.Node, e.Event)
 	}
 	t.Logf("the run's steps and operations: %s", f.Name())
 }

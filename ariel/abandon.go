@@ -312,7 +312,8 @@ func (s *Scheduler) abandon(w *worker, g uint64) bool {
 	}
 	s.faults.Fault(Fault{Ref: c.ref.WithIncarnation(inc), Incarnation: inc, Outcome: BudgetExhausted,
 		Err: ErrBudgetExhausted, Abandoned: true})
-	if c.state.Load() == stDetached {
+	switch c.state.Load() {
+	case stDetached:
 		// Nobody attached a new value while the fault was handled:
 		// waiting mail rings the Activator.
 		c.mu.Lock()
@@ -321,6 +322,15 @@ func (s *Scheduler) abandon(w *worker, g uint64) bool {
 		if mail {
 			s.wake(c, nil)
 		}
+	case stPending:
+		// Mail rang while the report was on its way, and the
+		// Activator, still counting the value attached, may have let
+		// the ring pass: ring again now that the fault is known (a
+		// ring for an activation under way is a no-op).
+		if s.traces() {
+			c.rungAt.Store(s.clock.Now().UnixNano())
+		}
+		s.activator.Ring(c.Ref())
 	}
 	return true
 }
@@ -328,12 +338,62 @@ func (s *Scheduler) abandon(w *worker, g uint64) bool {
 // detach takes the actor value of c, whose run-token the caller holds,
 // out of the cell without a final turn: the cell keeps its mail and its
 // incarnation and waits for the supervisor to attach a value again.
+//
+// What the supervisor queued for that value ends with it: a passivation
+// (its final callbacks do not run; the fault report tells the supervisor)
+// is dropped, for it would otherwise put to rest the next activation the
+// supervisor makes. A restart or a replacement (Restart, Replace) queued
+// behind the turn carries the value the supervisor has already made
+// current: that value takes the cell now, and the cell is not detached;
+// a passivation queued after it is for that value and stays. (The
+// supervisor queues one restart at a time; of several, the last wins.)
 func (s *Scheduler) detach(c *Cell) {
 	c.endTimers() // the abandoned activation's timers end with it
 	c.mu.Lock()
 	c.act = nil
 	c.owed = 0
 	c.purgeNoticesLocked()
+	last := -1 // the last restart queued
+	for i, e := range c.sys {
+		if e.kind == kRestart {
+			last = i
+		}
+	}
+	var r *restartMsg
+	if last >= 0 {
+		r = c.sys[last].msg.(*restartMsg)
+	}
+	kept, passq := c.sys[:0], false
+	for i, e := range c.sys {
+		if e.kind == kRestart || e.kind == kPassivate && (last < 0 || i < last) {
+			c.pend.Add(-1)
+			continue
+		}
+		passq = passq || e.kind == kPassivate
+		kept = append(kept, e)
+	}
+	clear(c.sys[len(kept):])
+	c.sys = kept
+	if !passq {
+		c.passq = nil
+	}
+	if r != nil {
+		c.act = r.a
+		switch {
+		case r.keep:
+		case r.inc != 0:
+			c.inc.Store(r.inc)
+		default:
+			c.inc.Add(1)
+		}
+		c.owed = c.n
+		c.sys = append([]envelope{{kind: kStart}}, c.sys...)
+		c.pend.Add(1)
+		c.state.Store(stReady)
+		c.mu.Unlock()
+		s.enqueue(c, nil)
+		return
+	}
 	c.state.Store(stDetached)
 	c.mu.Unlock()
 	s.activeDec()

@@ -516,19 +516,26 @@ type passReq struct {
 // pushPassivate queues a passivation in the system lane, or joins the one
 // already queued (one passivation puts the actor to rest; a burst of
 // requests must not queue a rest-and-reactivate cycle each, ahead of the
-// user mail). It returns false when the cell has stopped.
-func (c *Cell) pushPassivate(final func(actor.Actor)) bool {
+// user mail). It fails with actor.ErrActorTerminated when the cell has
+// stopped and with ErrNotAttached when it has no actor (a passivation is
+// for the actor value attached now; queued, it would wait for the next
+// one).
+func (c *Cell) pushPassivate(final func(actor.Actor)) error {
 	c.mu.Lock()
-	if c.closedTo() {
+	switch c.state.Load() {
+	case stStopped, stGone:
 		c.mu.Unlock()
-		return false
+		return actor.ErrActorTerminated
+	case stDetached, stPending:
+		c.mu.Unlock()
+		return ErrNotAttached
 	}
 	if r := c.passq; r != nil {
 		if final != nil {
 			r.finals = append(r.finals, final)
 		}
 		c.mu.Unlock()
-		return true
+		return nil
 	}
 	r := &passReq{}
 	if final != nil {
@@ -538,7 +545,7 @@ func (c *Cell) pushPassivate(final func(actor.Actor)) bool {
 	c.sys = append(c.sys, envelope{kind: kPassivate, msg: r})
 	c.pend.Add(1)
 	c.mu.Unlock()
-	return true
+	return nil
 }
 
 // pushOne appends one reserved envelope; see pushUser.

@@ -125,7 +125,13 @@
 // EnsureCell, Attach, AttachAt, Passivate, Restart, RestartAt, Replace,
 // Retire, RetireThen, Reject, Exec, State, SetAfterTurn, SetHoldOutputs and NotifyUndelivered, together
 // with the Activator and FaultHook interfaces, are the supervisor's (and
-// the transport's) handles on cells; actor code never uses them.
+// the transport's) handles on cells; actor code never uses them. The
+// supervisor may call Attach, Passivate, Restart, Replace and Retire
+// under a lock its Activator takes: they never ring the Activator. What
+// they queue for an actor value the watchdog then abandons settles with
+// it (a passivation is dropped, its final not run; a restart's value
+// takes the cell), and Passivate of a cell with no actor fails with
+// ErrNotAttached.
 //
 // Incarnations: a virtual cell made by mail has no known incarnation
 // (pinned references are admitted) until an actor is attached; AttachAt

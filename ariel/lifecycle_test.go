@@ -130,6 +130,14 @@ func TestMailboxPrecedesActorDoorbellAndPassivation(t *testing.T) {
 	if st := s.State(ref); st != actor.Dormant {
 		t.Fatalf("State after passivation = %v, want Dormant", st)
 	}
+	// Nothing is attached: nothing to put to rest, and no doorbell (the
+	// supervisor calls Passivate under the lock its doorbell takes).
+	if err := s.Passivate(ref, func(actor.Actor) { t.Error("final of a passivation of no actor ran") }); !errors.Is(err, ariel.ErrNotAttached) {
+		t.Fatalf("Passivate of a cell at rest = %v, want ErrNotAttached", err)
+	}
+	if n := bell.count(); n != 1 {
+		t.Fatalf("doorbell rang %d times after a Passivate of a cell at rest, want 1", n)
+	}
 	if err := s.Tell(ref, 9); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,10 @@ var ErrClosed = fmt.Errorf("%w: scheduler closed", actor.ErrProcessUnavailable)
 // ErrActive is returned by Attach for a cell that already has an actor.
 var ErrActive = errors.New("tempest: actor already active")
 
+// ErrNotAttached is returned by Passivate for a cell with no actor value
+// attached: nothing to put to rest.
+var ErrNotAttached = errors.New("ariel: no actor attached")
+
 // Scheduler runs actors on a pool of workers (or, in simulated mode, on one
 // deterministic goroutine). All methods are safe for concurrent use.
 type Scheduler struct {
@@ -541,6 +545,19 @@ func (s *Scheduler) wake(c *Cell, ex *executor) {
 		default:
 			return
 		}
+	}
+}
+
+// wakeAttached is wake for a push the caller made while c had an actor
+// attached (Passivate, Restart, Retire: the supervisor's calls, made under
+// its own lock). It never rings the Activator, which takes that lock: a
+// cell found without an actor was detached after the push by the
+// watchdog (abandon), which settles the pushed envelope and rings for the
+// mail it leaves once the fault is reported.
+func (s *Scheduler) wakeAttached(c *Cell) {
+	if c.state.Load() == stIdle && c.state.CompareAndSwap(stIdle, stReady) {
+		s.activeInc()
+		s.enqueue(c, nil)
 	}
 }
 

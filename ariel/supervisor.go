@@ -398,6 +398,11 @@ func (s *Scheduler) attach(ref actor.Ref, inc uint64, a actor.Actor) error {
 // Mail that waited for the actor's activation is handled before the next
 // passivation, so repeated passivations cannot starve it.
 //
+// Passivate fails with ErrNotAttached when the cell has no actor (the
+// watchdog may have just taken it out of service, see Config.Faults); a
+// passivation queued when the watchdog does that ends with the actor
+// value it was for, without running final.
+//
 // After Close, the final turn runs at once on a goroutine of its own (no
 // worker is left to run it; the caller may hold a lock final needs), or
 // Passivate fails with ErrClosed when a turn of the actor is still
@@ -410,10 +415,10 @@ func (s *Scheduler) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 	if s.closing.Load() {
 		return s.passivateClosed(c, final)
 	}
-	if !c.pushPassivate(final) {
-		return actor.ErrActorTerminated
+	if err := c.pushPassivate(final); err != nil {
+		return err
 	}
-	s.wake(c, nil)
+	s.wakeAttached(c)
 	if s.closing.Load() {
 		// Close raced the push: if no worker took it, Close's sweep or
 		// the next line runs it.
@@ -572,7 +577,7 @@ func (s *Scheduler) replace(ref actor.Ref, a actor.Actor, m *restartMsg) error {
 	c.sys = append(c.sys, envelope{kind: kRestart, msg: m})
 	c.pend.Add(1)
 	c.mu.Unlock()
-	s.wake(c, nil)
+	s.wakeAttached(c)
 	return nil
 }
 
@@ -779,7 +784,7 @@ func (s *Scheduler) stopCell(ref actor.Ref, err error, released func()) error {
 	}
 	c.pend.Add(1)
 	c.mu.Unlock()
-	s.wake(c, nil)
+	s.wakeAttached(c)
 	if released != nil && s.closing.Load() {
 		// Close raced the push: if no worker took it, Close's sweep or
 		// the next line runs it.

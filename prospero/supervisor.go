@@ -47,6 +47,10 @@ type Host interface {
 	// Passivate delivers actor.Passivating as the actor's last turn,
 	// calls final (if not nil) with the actor value inside that turn,
 	// then detaches the actor. Mail that arrives afterwards rings again.
+	// It fails with ErrOutOfService when the host has taken the value
+	// out of service (abandoned a turn) and not reported it yet; a
+	// passivation queued when the host does that ends without calling
+	// final. Either way the report follows (Supervisor.TurnAbandoned).
 	Passivate(ref actor.Ref, final func(actor.Actor)) error
 	// Retire stops the actor of ref for good; mail queued for it is
 	// answered ErrActorTerminated. released is called once the actor is
@@ -116,6 +120,11 @@ func DefaultConfig() Config {
 
 // ErrInvalidConfig: Config.Validate found a bad field.
 var ErrInvalidConfig = errors.New("prospero: invalid config")
+
+// ErrOutOfService is returned by a Host's Passivate for an actor value the
+// host has taken out of service (a turn abandoned past its budget) and is
+// about to report with Supervisor.TurnAbandoned.
+var ErrOutOfService = errors.New("prospero: actor value taken out of service")
 
 // Validate reports a configuration the supervisor cannot run with.
 func (c Config) Validate() error {
@@ -689,7 +698,15 @@ func (s *Supervisor) passivateLocked(c Command) {
 		s.core.Passivated(c.ID, c.Version, false, s.clock.Now())
 		return
 	}
-	if err := s.host.Passivate(c.ID.Ref().WithIncarnation(c.Incarnation), final); err != nil {
+	err := s.host.Passivate(c.ID.Ref().WithIncarnation(c.Incarnation), final)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrOutOfService):
+		// An abandoned turn whose report is on its way: the
+		// passivation ends with it (TurnAbandoned finds it), and until
+		// then no new activation starts (mail waits, as for any
+		// passivation).
+	default:
 		// The cell is gone (stopped): nothing to save.
 		delete(s.passing, c.ID)
 		s.core.Passivated(c.ID, c.Version, false, s.clock.Now())

@@ -37,6 +37,8 @@ func (w *wedge) Receive(ctx actor.Context, msg any) {
 		ctx.After(0, "inc")
 	case "inc":
 		w.n++
+	case "boom":
+		panic("boom")
 	case "get":
 		ctx.Reply(w.n)
 	case "self":
@@ -119,7 +121,10 @@ func startWedgeNode(t *testing.T, kind prospero.KindOptions) *wedgeNode {
 func (w *wedgeNode) close(t *testing.T) {
 	w.closeRelease()
 	w.closeHold()
-	ctx := context.Background()
+	// Bounded, so that a test that found an identity nobody serves
+	// fails rather than waiting for its passivation at Close.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	if err := w.sup.Close(ctx); err != nil {
 		t.Errorf("supervisor Close: %v", err)
 	}

@@ -87,9 +87,15 @@ func rejectError(cause error) error {
 	return fmt.Errorf("%w: activation failed: %w", actor.ErrActorTerminated, cause)
 }
 
-// Passivate implements Host.
+// Passivate implements Host. A cell with no value attached is one whose
+// turn ariel's watchdog has just abandoned (the supervisor passivates only
+// values it attached): its report follows.
 func (h arielHost) Passivate(ref actor.Ref, final func(actor.Actor)) error {
-	return h.s.Passivate(ref.Unpinned(), final)
+	err := h.s.Passivate(ref.Unpinned(), final)
+	if errors.Is(err, ariel.ErrNotAttached) {
+		return fmt.Errorf("%w: %w", prospero.ErrOutOfService, err)
+	}
+	return err
 }
 
 // Retire implements Host: released is called once ariel's cell is

@@ -362,10 +362,22 @@ func (n *Node) vetError(_ actor.Ref, err error) error {
 	return err
 }
 
+// lockIfNew takes n.mu while the node is new, and returns its release:
+// until Start is done, Register and Start write the kinds and the
+// components; afterwards they are fixed, and reading them must not wait
+// for a Close in progress, which holds n.mu (a metrics scrape or a probe
+// during a graceful leave would hang for its length).
+func (n *Node) lockIfNew() func() {
+	if lifecycle(n.phase.Load()) != stateNew {
+		return func() {}
+	}
+	n.mu.Lock()
+	return n.mu.Unlock
+}
+
 // Kinds returns the names of the registered kinds, sorted.
 func (n *Node) Kinds() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.lockIfNew()()
 	names := make([]string, 0, len(n.kinds))
 	for k := range n.kinds {
 		names = append(names, k)
@@ -377,10 +389,7 @@ func (n *Node) Kinds() []string {
 // kind returns a registered kind. The map is only written before Start,
 // so after Start it is read without the lock.
 func (n *Node) kind(name string) *kindInfo {
-	if lifecycle(n.phase.Load()) == stateNew {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-	}
+	defer n.lockIfNew()()
 	return n.kinds[name]
 }
 
@@ -665,8 +674,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 // them; the agent does, and exits with its code for damaged files. Nil
 // before Start: a nil channel never delivers.
 func (n *Node) StoreDamaged() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	defer n.lockIfNew()()
 	if n.store == nil {
 		return nil
 	}
@@ -676,9 +684,9 @@ func (n *Node) StoreDamaged() <-chan struct{} {
 // StoreDamage returns the error the damaged state store returns to every
 // operation, or nil while it is sound.
 func (n *Node) StoreDamage() error {
-	n.mu.Lock()
+	unlock := n.lockIfNew()
 	store := n.store
-	n.mu.Unlock()
+	unlock()
 	if store == nil {
 		return nil
 	}
@@ -699,9 +707,9 @@ func (n *Node) Degraded() string {
 	if r == nil {
 		return ""
 	}
-	n.mu.Lock()
+	unlock := n.lockIfNew()
 	store := n.store
-	n.mu.Unlock()
+	unlock()
 	if store != nil {
 		if err := store.Damaged(); err != nil {
 			return err.Error()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -477,4 +478,74 @@ func TestAskPastItsDeadlineHadNoTime(t *testing.T) {
 	if !errors.Is(err, actor.ErrDeadlineExceeded) || err.Error() != "tempest: ask of echo/late: deadline exceeded after 0s" {
 		t.Fatalf("ask past its deadline: %v", err)
 	}
+}
+
+// A graceful Close takes as long as its handoffs and the last
+// passivations; meanwhile the node's read-only accessors (a metrics
+// scrape reads Kinds, /readyz reads Degraded, the agent StoreDamage)
+// answer at once instead of waiting for it.
+func TestAccessorsDoNotWaitForClose(t *testing.T) {
+	cfg := tempest.Config{Name: "n1", DataDir: t.TempDir()}
+	cfg.Scheduler.Workers = 2
+	n, err := tempest.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resting, release := make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock()
+	slow := func(string) actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) {
+			switch msg.(type) {
+			case actor.Passivating:
+				resting <- struct{}{}
+				<-release
+			case demo.EchoIn:
+				ctx.Reply(msg)
+			}
+		})
+	}
+	opts := tempest.KindOptions{Messages: []tempest.Message{tempest.SchemaMessage[demo.EchoIn]()}}
+	opts.TurnBudget = time.Minute // the passivation waits for the test, not for the watchdog
+	if err := n.Register("slowrest", slow, opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if _, err := n.Ask(ctx, n.Ref("slowrest", "a"), demo.EchoIn{}); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close(context.Background()) }()
+	<-resting // Close is passivating the actor, and waits for it
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if got := n.Kinds(); !slices.Equal(got, []string{"slowrest"}) {
+			t.Errorf("Kinds during Close: %v", got)
+		}
+		if len(n.Policies()) != 1 {
+			t.Error("Policies during Close: want the one kind")
+		}
+		if why := n.Degraded(); why != "" {
+			t.Errorf("Degraded during Close: %q", why)
+		}
+		if err := n.StoreDamage(); err != nil {
+			t.Errorf("StoreDamage during Close: %v", err)
+		}
+		_ = n.StoreDamaged()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Error("the node's accessors waited for Close")
+	}
+	unblock()
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	<-done
 }

@@ -121,10 +121,7 @@ func kindPolicy(name string, k *kindInfo, nodeBudget time.Duration) KindPolicy {
 // Policies returns the policy of every kind registered on this node,
 // sorted by kind. Safe for concurrent use.
 func (n *Node) Policies() []KindPolicy {
-	if lifecycle(n.phase.Load()) == stateNew {
-		n.mu.Lock() // kinds may still be registered; afterwards they are fixed
-		defer n.mu.Unlock()
-	}
+	defer n.lockIfNew()()
 	return n.policies()
 }
 

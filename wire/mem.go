@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -240,9 +239,11 @@ func (m *Mem) SendControl(peer string, frame []byte) error {
 	return m.send(peer, ControlLane, frame)
 }
 
-// memLinkConnected, when set (by tests), runs in link between the
-// network's connect and the link being stored.
-var memLinkConnected atomic.Pointer[func(from, to string)]
+// memLinkConnected and memStreamOffered, when set (by tests), run in
+// link between the network's connect and the link being stored, and in
+// DialStream between the listener taking the stream and the link
+// recording it.
+var memLinkConnected, memStreamOffered atomic.Pointer[func(from, to string)]
 
 func (m *Mem) link(peer string) (*memLink, error) {
 	if peer == m.cfg.Name {
@@ -273,14 +274,7 @@ func (m *Mem) link(peer string) (*memLink, error) {
 		// A link to an earlier incarnation of peer, which closed after
 		// connect had found it and before this node stored the link (its
 		// down event found no link to drop then).
-		delete(m.links, peer)
-		l.cancel()
-		conns := slices.Clone(l.conns)
-		go func() { // as dropLink, not under m.mu
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
+		go m.unlinkLocked(peer)()
 	}
 	l := &memLink{peer: dst, lanes: make([]*memLane, 1+m.cfg.MailLanes)}
 	l.ctx, l.cancel = context.WithCancel(m.ctx)
@@ -394,15 +388,29 @@ func (m *Mem) deliver(l *memLink, q *memLane) {
 // closing its streams.
 func (m *Mem) dropLink(peer string) {
 	m.mu.Lock()
-	l := m.links[peer]
-	delete(m.links, peer)
+	stop := m.unlinkLocked(peer)
 	m.mu.Unlock()
+	stop()
+}
+
+// unlinkLocked removes the link towards peer, whose lanes stop at once,
+// and returns what closes its streams (to run without m.mu). A stream
+// dialed on the link after this is refused (DialStream), so none
+// outlives it: a link that goes down takes its streams with it, as a
+// QUIC connection does.
+func (m *Mem) unlinkLocked(peer string) (closeStreams func()) {
+	l := m.links[peer]
 	if l == nil {
-		return
+		return func() {}
 	}
+	delete(m.links, peer)
 	l.cancel()
-	for _, c := range l.conns {
-		c.Close()
+	conns := l.conns
+	l.conns = nil
+	return func() {
+		for _, c := range conns {
+			c.Close()
+		}
 	}
 }
 
@@ -473,7 +481,17 @@ func (m *Mem) DialStream(ctx context.Context, peer, service string) (net.Conn, e
 		b.Close()
 		return nil, fmt.Errorf("%w: %s: service %q not accepting", ErrUnavailable, peer, service)
 	}
+	if f := memStreamOffered.Load(); f != nil {
+		(*f)(m.cfg.Name, peer)
+	}
 	m.mu.Lock()
+	if m.links[peer] != l {
+		// The link went down since: the stream goes with it.
+		m.mu.Unlock()
+		a.Close()
+		b.Close()
+		return nil, fmt.Errorf("%w: %s: link down", ErrUnavailable, peer)
+	}
 	l.conns = append(l.conns, ca, cb)
 	m.mu.Unlock()
 	return ca, nil

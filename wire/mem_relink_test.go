@@ -1,6 +1,9 @@
 package wire
 
 import (
+	"context"
+	"errors"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -52,5 +55,58 @@ func TestMemLinkToAPeerThatClosedWhileConnecting(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a's frame never reached the second b: a kept its link to the first")
+	}
+}
+
+// A stream dialed while its link goes down (between the listener taking
+// it and the link recording it) used to outlive the link: the drop had
+// closed the streams it knew, and this one was recorded after, on a link
+// nobody would drop again. Frames then crossed a link that was down, as
+// a QUIC stream never does once its connection is gone.
+func TestMemStreamDialedWhileItsLinkDropsGoesWithIt(t *testing.T) {
+	n := NewMemNetwork(1, nil)
+	ignore := func(string, Lane, []byte) error { return nil }
+	a, err := n.Join(MemConfig{Name: "a", Handler: ignore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := n.Join(MemConfig{Name: "b", Handler: ignore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ln, err := b.ListenStream("svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	hook := func(from, to string) {
+		if from == "a" && to == "b" {
+			a.Disconnect("b")
+		}
+	}
+	memStreamOffered.Store(&hook)
+	defer memStreamOffered.Store(nil)
+	c, err := a.DialStream(context.Background(), "b", "svc")
+	if err == nil {
+		c.Close()
+		t.Fatal("DialStream returned a stream on a link that went down while it was dialed")
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("DialStream: %v, want ErrUnavailable", err)
+	}
+	select {
+	case bc := <-accepted:
+		if _, err := bc.Read(make([]byte, 1)); err == nil {
+			t.Fatal("the listener's end of the refused stream still reads")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the listener never took the stream")
 	}
 }

@@ -77,8 +77,9 @@ const (
 	// (Host.Retire) and the record written, call Retired.
 	OpRetire
 	// OpReject: the identity cannot be activated (the supervisor is
-	// closing, or its state cannot be loaded): fail the mail waiting for
-	// it, so that no sender waits in vain.
+	// closing, its state cannot be loaded, or the host's fence refused
+	// it, Fencer): fail the mail waiting for it, so that no sender waits
+	// in vain.
 	OpReject
 )
 
@@ -309,6 +310,20 @@ func (c *Core) Loaded(id Identity, inc, version uint64, hydrated bool, now time.
 		return
 	}
 	c.shed(now)
+}
+
+// Fenced reports that the host's fence refused the OpLoad of id just
+// before it attached (Fencer): nothing is attached, and the waiting mail
+// is rejected with err (OpReject; the entry is dropped once the host
+// reports that it did, Rejected). It is not a fault: the identity is
+// served elsewhere.
+func (c *Core) Fenced(id Identity, err error, now time.Time) {
+	e, ok := c.entries[id]
+	if !ok || e.phase != phaseLoading {
+		return
+	}
+	c.releaseSlot()
+	c.reject(id, e, &FencedError{Err: err})
 }
 
 // LoadFailed reports that the OpLoad of id failed (store error or the

@@ -70,6 +70,28 @@ type Replacer interface {
 	Replace(ref actor.Ref, a actor.Actor) error
 }
 
+// Fencer is implemented by a Host that fences activations (a cluster
+// node may activate an identity only while it may serve its shard). The
+// supervisor asks Fence under its lock just before it attaches a new
+// activation, once its state is loaded: the doorbell's own check ran
+// before the load, and the shard may have begun to move away since (a
+// handoff's quiesce cannot wait for an identity whose activation is
+// still loading and that nothing here ever recorded). An error refuses
+// the activation: nothing is attached, and the waiting mail is rejected
+// (Rejecter) with a *FencedError holding the fence's error. Fence must
+// not block.
+type Fencer interface {
+	Fence(ref actor.Ref) error
+}
+
+// FencedError is the rejection of an activation its host's fence refused
+// (Fencer); Err is the fence's error, which a Rejecter should hand to the
+// waiting mail unchanged, as a refusal at the doorbell would be.
+type FencedError struct{ Err error }
+
+func (e *FencedError) Error() string { return e.Err.Error() }
+func (e *FencedError) Unwrap() error { return e.Err }
+
 // Rejecter is implemented by a Host that can answer the mail waiting for
 // an identity the supervisor will not activate (OpReject: shutdown, or
 // its state cannot be loaded): asks fail with err (ErrClosed: the node is
@@ -1006,6 +1028,13 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 	case c.Replace && replaces:
 		err = r.Replace(ref, a)
 	default:
+		if f, ok := s.host.(Fencer); ok {
+			if ferr := f.Fence(ref); ferr != nil {
+				s.core.Fenced(c.ID, ferr, now)
+				s.dispatchLocked()
+				return
+			}
+		}
 		err = s.host.Attach(ref, a)
 	}
 	if err != nil {

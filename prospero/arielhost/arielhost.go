@@ -36,16 +36,29 @@ import (
 )
 
 // arielHost adapts an *ariel.Scheduler to Host.
-type arielHost struct{ s *ariel.Scheduler }
+type arielHost struct {
+	s     *ariel.Scheduler
+	fence func(actor.Ref) error // FencedActivator's; nil: none
+}
 
 var (
 	_ prospero.Host     = arielHost{}
 	_ prospero.Replacer = arielHost{}
 	_ prospero.Rejecter = arielHost{}
+	_ prospero.Fencer   = arielHost{}
 )
 
 // New returns the prospero.Host view of sched.
-func New(sched *ariel.Scheduler) prospero.Host { return arielHost{sched} }
+func New(sched *ariel.Scheduler) prospero.Host { return arielHost{s: sched} }
+
+// Fence implements prospero.Fencer with FencedActivator's fence, asked
+// again just before an activation attaches.
+func (h arielHost) Fence(ref actor.Ref) error {
+	if h.fence == nil {
+		return nil
+	}
+	return h.fence(ref)
+}
 
 // Attach implements Host: the cell runs a under ref's pinned incarnation
 // (the one Prospero restored from the state at rest), whatever ariel had.
@@ -76,7 +89,10 @@ func (h arielHost) Reject(ref actor.Ref, cause error) error {
 }
 
 func rejectError(cause error) error {
+	var fenced *prospero.FencedError
 	switch {
+	case errors.As(cause, &fenced):
+		return fenced.Err // as the doorbell's fence would have refused it
 	case cause == nil:
 		return actor.ErrActorTerminated
 	case errors.Is(cause, prospero.ErrClosed):
@@ -115,8 +131,11 @@ func Activator(s *prospero.Supervisor) ariel.Activator { return &arielRing{s: s}
 // A cluster node fences activations of identities whose shard it may
 // not serve (moved away, being handed off), so that mail admitted just
 // before a move cannot bring an activation back after the handoff read
-// the state it ships. fence is called on the doorbell's goroutine and
-// must not block.
+// the state it ships. fence is called on the doorbell's goroutine, and
+// again just before the loaded value attaches (Start makes the host a
+// prospero.Fencer with it, called under the supervisor's lock: the
+// shard may have begun to move while the state loaded); it must not
+// block.
 func FencedActivator(s *prospero.Supervisor, fence func(actor.Ref) error) ariel.Activator {
 	return &arielRing{s: s, fence: fence}
 }
@@ -227,9 +246,11 @@ func Start(s *prospero.Supervisor, sched *ariel.Scheduler) error {
 			}
 		}
 	}
+	h := arielHost{s: sched}
 	if r, ok := sched.Config().Activator.(*arielRing); ok && r.s == s {
 		r.sched.Store(sched)
+		h.fence = r.fence // asked at the doorbell, and again at the attach
 	}
 	sched.SetRouter(touchRouter{next: sched.LocalRouter(), s: s})
-	return s.Start(New(sched))
+	return s.Start(h)
 }

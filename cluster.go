@@ -826,27 +826,45 @@ func (c *cluster) shipShard(ctx context.Context, m placement.Move) error {
 	if err != nil {
 		return err
 	}
-	for _, id := range held {
-		if !slices.Contains(ids, id) {
-			ids = append(ids, id)
-		}
+	// Every identity the supervisor holds in memory, in any phase: one
+	// whose activation is still loading is in no index and was never
+	// announced (c.active). Read under the supervisor's lock now that
+	// the move is applied here, it also orders this handoff after every
+	// activation that passed the fence before the move: each is in
+	// memory by now, and any later one is refused at its attach.
+	r, err := c.n.running()
+	if err != nil {
+		return err
 	}
+	inMemory := r.sup.InMemory()
 	// The shard's active identities, and those passivated because it
 	// moves: the new owner hydrates them (HydrateRequest).
 	c.wmu.Lock()
 	active := c.movingOut[m.Shard]
 	delete(c.movingOut, m.Shard)
 	c.wmu.Unlock()
+	isActive := make(map[prospero.Identity]bool, len(active))
+	for _, id := range active {
+		isActive[id] = true
+	}
 	c.mu.Lock()
 	for id := range c.active {
-		if !slices.Contains(active, id) {
+		if !isActive[id] {
+			isActive[id] = true
 			active = append(active, id)
-		}
-		if !slices.Contains(ids, id) {
-			ids = append(ids, id)
 		}
 	}
 	c.mu.Unlock()
+	all := make(map[prospero.Identity]bool, len(ids)+len(held)+len(inMemory)+len(active))
+	for _, l := range [][]prospero.Identity{ids, held, inMemory, active} {
+		for _, id := range l {
+			all[id] = true
+		}
+	}
+	ids = ids[:0]
+	for id := range all {
+		ids = append(ids, id)
+	}
 	notInShard := func(id prospero.Identity) bool {
 		if isReserved(id) {
 			return true

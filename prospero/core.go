@@ -772,6 +772,15 @@ func (c *Core) InMemory(id Identity) bool {
 	return ok
 }
 
+// Identities appends to dst every identity in memory, in any phase (see
+// InMemory), and returns it.
+func (c *Core) Identities(dst []Identity) []Identity {
+	for id := range c.entries {
+		dst = append(dst, id)
+	}
+	return dst
+}
+
 // StatusAtRest completes Status for an identity whose answer depends on
 // its state at rest, from its record (found false: the store has none);
 // active is whether it is in memory all the same (Core.InMemory).

@@ -531,6 +531,17 @@ func (s *Supervisor) HydrationWaiting() int {
 // ActiveKeys returns the keys of kind's identities with an attached
 // activation on this node, least recently used first: a snapshot, owned
 // by the caller. Safe for concurrent use.
+// InMemory returns every identity the supervisor holds in memory, in any
+// phase: loading (an activation not attached or announced yet), active,
+// passivating, retiring, rejecting, backing off after a fault. It is read
+// under the supervisor's lock, so an activation that attaches afterwards
+// has not passed its host's fence yet (Fencer).
+func (s *Supervisor) InMemory() []Identity {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.core.Identities(nil)
+}
+
 func (s *Supervisor) ActiveKeys(kind string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

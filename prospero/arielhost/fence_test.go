@@ -3,6 +3,7 @@ package arielhost_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,8 @@ import (
 
 // heldLoad holds the reads of the state store until the test lets them
 // go (all at once, for good): an activation whose load is in flight.
+// Each read is announced on reading, whose slots outnumber the test's
+// reads (its Status reads the store too), so that none waits there.
 type heldLoad struct {
 	prospero.StateStore
 	reading chan struct{}
@@ -83,6 +86,11 @@ func TestFenceIsAskedAgainBeforeTheAttach(t *testing.T) {
 		asked <- err
 	}()
 	<-store.reading // admitted by the doorbell's fence, loading
+	// Not attached, not announced, but in memory: a handoff's quiesce
+	// reads this list (Supervisor.InMemory).
+	if got := sup.InMemory(); !slices.Equal(got, []prospero.Identity{id}) {
+		t.Errorf("in memory while loading: %v, want %v", got, id)
+	}
 	moved.Store(true)
 	close(store.release)
 	if err := <-asked; !errors.Is(err, errMovedAway) {
@@ -94,8 +102,8 @@ func TestFenceIsAskedAgainBeforeTheAttach(t *testing.T) {
 			t.Errorf("%d %v events for an activation the fence refused", n, typ)
 		}
 	}
-	if st, err := sup.Status(ctx, ref); err != nil || st.Active {
-		t.Fatalf("supervisor %+v, %v: want nothing of the identity in memory", st, err)
+	if st, err := sup.Status(ctx, ref); err != nil || st.Active || len(sup.InMemory()) != 0 {
+		t.Fatalf("supervisor %+v, %v, %v: want nothing of the identity in memory", st, err, sup.InMemory())
 	}
 	// Served again once the fence admits it.
 	moved.Store(false)

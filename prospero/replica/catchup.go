@@ -33,10 +33,11 @@ type Joiner interface {
 // a write to an in-sync follower, so that nothing committed since the
 // bulk copy began can be missing when the follower joins.
 type catchUp struct {
-	shards  map[Shard]uint64
-	aborted bool          // a write to the follower failed
-	joining bool          // the join was proposed
-	settled chan struct{} // closed when the catch-up ended
+	follower string
+	shards   map[Shard]uint64 // fixed once registered
+	aborted  bool             // a write to the follower failed
+	joining  bool             // the join was proposed
+	settled  chan struct{}    // closed when the catch-up ended
 }
 
 // ErrCatchUpAborted: a write to a catching-up follower failed, so it
@@ -79,7 +80,7 @@ func (s *Store) runCatchUp(ctx context.Context, follower string, shards map[Shar
 	if err := s.probe(ctx, a, follower); err != nil {
 		return fmt.Errorf("replica: catch-up of %s: %w", follower, err)
 	}
-	cu := &catchUp{shards: maps.Clone(shards), settled: make(chan struct{})}
+	cu := &catchUp{follower: follower, shards: maps.Clone(shards), settled: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -255,15 +256,38 @@ func (s *Store) sendAll(ctx context.Context, p *peer, recs []*Record) error {
 	}
 }
 
-// catchingFor returns the followers catching up on shard at epoch.
-func (s *Store) catchingFor(shard Shard, epoch uint64) []string {
+// catchingFor returns the followers of cus catching up on shard at epoch
+// (an aborted catch-up names none).
+func (s *Store) catchingFor(cus []*catchUp, shard Shard, epoch uint64) []string {
+	if len(cus) == 0 {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
-	for f, cu := range s.catching {
+	for _, cu := range cus {
 		if e, ok := cu.shards[shard]; ok && e == epoch && !cu.aborted {
-			out = append(out, f)
+			out = append(out, cu.follower)
 		}
+	}
+	return out
+}
+
+// catchUps returns the catch-ups running now. A write reads them before
+// its route: a catch-up stops naming its follower only once the
+// follower's join is applied here, so a write whose list lacks a joining
+// follower reads a route that has it in the set. Read the other way
+// round, a join applied and its catch-up ended between the two reads
+// left the write to neither list, and the follower in the set without it.
+func (s *Store) catchUps() []*catchUp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.catching) == 0 {
+		return nil
+	}
+	out := make([]*catchUp, 0, len(s.catching))
+	for _, cu := range s.catching {
+		out = append(out, cu)
 	}
 	return out
 }

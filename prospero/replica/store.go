@@ -435,6 +435,7 @@ func (s *Store) replicateAcked(r *Record, done func(acked int, err error)) {
 		done(0, nil)
 		return
 	}
+	catching := s.catchUps() // before the route (see catchUps)
 	rt, err := a.view.Route(r.ID)
 	if err != nil {
 		done(0, &prospero.CommitError{ID: r.ID, Err: err})
@@ -454,7 +455,7 @@ func (s *Store) replicateAcked(r *Record, done func(acked int, err error)) {
 	}
 	inSync := rt.Followers
 	followers := inSync
-	for _, f := range s.catchingFor(rt.Shard, rt.Epoch) {
+	for _, f := range s.catchingFor(catching, rt.Shard, rt.Epoch) {
 		if !slices.Contains(followers, f) {
 			followers = append(slices.Clip(followers), f)
 		}

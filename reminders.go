@@ -601,12 +601,13 @@ func (c *cluster) syncReminders() {
 	// shard: checked at the epoch read, so a table applied since that
 	// moved the shard away and back cannot vouch for this one.
 	fresh := c.pl.LeaseFresh(c.n.cfg.Clock.Now())
-	keep, owned := map[string]reminders.Kept{}, map[string]bool{}
+	keep, owned := map[string]reminders.Kept{}, map[string]uint64{}
 	c.pl.FSM().Read(func(tb *placement.Table) {
 		for _, ref := range tb.Owned(c.name) {
 			sh := shardKey(ref)
-			owned[sh] = true
-			if s, _ := tb.Shard(ref); s.MovingTo == "" {
+			s, _ := tb.Shard(ref)
+			owned[sh] = s.Epoch
+			if s.MovingTo == "" {
 				keep[sh] = reminders.Kept{Epoch: s.Epoch, Serve: placement.CheckOwnership(tb, c.name, ref, s.Epoch, fresh) == nil}
 			}
 		}

@@ -629,6 +629,24 @@ func (e *Engine) each(n int, op func(i int) error) error {
 // deletion landed, for one, leaves its reminder registered in memory
 // only until a write puts the record back.
 func (e *Engine) Release(ctx context.Context, shard string) error {
+	return e.release(ctx, shard, true)
+}
+
+// Drop drops shard's reminders without writing anything: called when the
+// shard has left this node without a handoff (its owner changed by a
+// failover, perhaps to come back later at a newer epoch), so that what
+// this node held in memory, and had not written, is stale. Writing it
+// would put back, over the records of the owners since, a reminder they
+// cancelled or the progress of ticks they delivered again; nothing it
+// drops was acknowledged (a registration or cancellation is answered
+// once its write is committed, so one still pending here failed). It
+// waits for registrations and cancellations still writing, and fails,
+// holding the shard as it was, only when ctx ends first.
+func (e *Engine) Drop(ctx context.Context, shard string) error {
+	return e.release(ctx, shard, false)
+}
+
+func (e *Engine) release(ctx context.Context, shard string, flush bool) error {
 	e.mu.Lock()
 	st, ok := e.shards[shard]
 	if !ok {
@@ -654,7 +672,7 @@ func (e *Engine) Release(ctx context.Context, shard string) error {
 			err = ctx.Err()
 		}
 	}
-	if err == nil {
+	if err == nil && flush {
 		err = e.flushShard(ctx, shard, st)
 	}
 	e.mu.Lock()

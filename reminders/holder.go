@@ -104,13 +104,22 @@ func (h *Holder) held() map[string]uint64 {
 }
 
 // Sync makes one pass: keep is what the node keeps, owned every shard it
-// owns (also those moving away; it bounds what is remembered of failing
-// shards). With load false nothing is loaded (the node's store is
-// damaged: every read would fail, and the node stops serving anyway).
-func (h *Holder) Sync(ctx context.Context, keep map[string]Kept, owned map[string]bool, load bool) {
+// owns with its epoch (also those moving away; it bounds what is
+// remembered of failing shards). With load false nothing is loaded (the
+// node's store is damaged: every read would fail, and the node stops
+// serving anyway).
+//
+// A shard released while the node still owns it at the epoch it was
+// acquired at (moving away) writes what it has not written yet
+// (Engine.Release); one the node no longer owns at that epoch (a
+// failover took it, and it may have come back since) is dropped without
+// writing (Engine.Drop): the owners since then wrote its records, and
+// this node's leftovers would overwrite them.
+func (h *Holder) Sync(ctx context.Context, keep map[string]Kept, owned map[string]uint64, load bool) {
 	h.passMu.Lock()
 	defer h.passMu.Unlock()
-	p := plan(keep, h.held())
+	held := h.held()
+	p := plan(keep, held)
 	for _, sh := range p.pause {
 		h.e.Pause(sh)
 	}
@@ -118,7 +127,11 @@ func (h *Holder) Sync(ctx context.Context, keep map[string]Kept, owned map[strin
 		h.e.Resume(sh)
 	}
 	for _, sh := range p.release {
-		err := h.e.Release(ctx, sh)
+		release := h.e.Drop
+		if ep, ok := owned[sh]; ok && ep != 0 && ep == held[sh] {
+			release = h.e.Release
+		}
+		err := release(ctx, sh)
 		switch {
 		case err == nil:
 			h.forget(sh)
@@ -145,7 +158,7 @@ func (h *Holder) Sync(ctx context.Context, keep map[string]Kept, owned map[strin
 		// Kept while the shard is owned here, also while it may not be
 		// served for a moment (a lease renewing): a shard that fails the
 		// same way after that is not logged again.
-		if !owned[sh] {
+		if _, ok := owned[sh]; !ok {
 			delete(h.failAcquire, sh)
 		}
 	}

@@ -3,6 +3,7 @@ package reminders_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/reminders"
@@ -24,7 +25,15 @@ func TestHolderSyncFollowsTheKeptShards(t *testing.T) {
 	}
 	defer closeEngine(t, e)
 	h := reminders.NewHolder(e, nil)
-	owned := map[string]bool{"s1": true, "s2": true, "s3": true, "s4": true}
+	// What the node owns, with epochs, as its table would show alongside
+	// keep: the shards kept, and s1 moving away at the end.
+	owned := func(keep map[string]reminders.Kept) map[string]uint64 {
+		o := map[string]uint64{}
+		for sh, k := range keep {
+			o[sh] = k.Epoch
+		}
+		return o
+	}
 	check := func(step string, held map[string]uint64) {
 		t.Helper()
 		for _, sh := range []string{"s1", "s2", "s3", "s4"} {
@@ -34,13 +43,14 @@ func TestHolderSyncFollowsTheKeptShards(t *testing.T) {
 			}
 		}
 	}
-	h.Sync(ctx, map[string]reminders.Kept{"s1": {Epoch: 3, Serve: true}, "s2": {Epoch: 4}}, owned, true)
+	h.Sync(ctx, map[string]reminders.Kept{"s1": {Epoch: 3, Serve: true}, "s2": {Epoch: 4}},
+		owned(map[string]reminders.Kept{"s1": {Epoch: 3}, "s2": {Epoch: 4}}), true)
 	check("takeover", map[string]uint64{"s1": 3})
-	h.Sync(ctx, map[string]reminders.Kept{"s1": {Epoch: 3}}, owned, true)
+	h.Sync(ctx, map[string]reminders.Kept{"s1": {Epoch: 3}}, owned(map[string]reminders.Kept{"s1": {Epoch: 3}}), true)
 	check("lease lapsed", map[string]uint64{"s1": 3})
-	h.Sync(ctx, map[string]reminders.Kept{"s1": {Epoch: 5, Serve: true}}, owned, true)
+	h.Sync(ctx, map[string]reminders.Kept{"s1": {Epoch: 5, Serve: true}}, owned(map[string]reminders.Kept{"s1": {Epoch: 5}}), true)
 	check("owner changed and back", map[string]uint64{"s1": 5})
-	h.Sync(ctx, nil, owned, true)
+	h.Sync(ctx, nil, map[string]uint64{"s1": 5}, true)
 	check("moved away", nil)
 
 	// Loaded outside Sync (a call that found it not loaded): kept at the
@@ -50,13 +60,72 @@ func TestHolderSyncFollowsTheKeptShards(t *testing.T) {
 	}
 	h.Acquired("s3", 7)
 	h.Acquired("s3", 8)
-	h.Sync(ctx, map[string]reminders.Kept{"s3": {Epoch: 7, Serve: true}}, owned, true)
+	h.Sync(ctx, map[string]reminders.Kept{"s3": {Epoch: 7, Serve: true}}, map[string]uint64{"s3": 7}, true)
 	check("acquired by a call", map[string]uint64{"s3": 7})
 	if err := h.Release(ctx, "s3"); err != nil {
 		t.Fatal(err)
 	}
 	check("released for a handoff", nil)
 
-	h.Sync(ctx, map[string]reminders.Kept{"s4": {Epoch: 1, Serve: true}}, owned, false)
+	h.Sync(ctx, map[string]reminders.Kept{"s4": {Epoch: 1, Serve: true}}, map[string]uint64{"s4": 1}, false)
 	check("store damaged", nil)
+}
+
+// A shard lost to a failover while a change of it was not at rest (a
+// cancellation whose write failed: its caller was told so, and the
+// reminder stays registered in memory until a write puts it back). The
+// release used to write that change: refused while another node owned
+// the shard, so the shard stayed held, and written once the shard came
+// back at a later epoch, over the records of the owner meanwhile, which
+// had cancelled the reminder: it fired again. A shard this node no longer
+// owns at the epoch it acquired it in is dropped without writing.
+func TestHolderDropsAShardLostWithoutWritingIt(t *testing.T) {
+	ctx := context.Background()
+	store := &faultyStore{MemStore: prospero.NewMemStore()}
+	e, err := reminders.New(reminders.Config{Store: store, Codec: codec{}, Deliver: &deliverer{},
+		ShardOf: func(prospero.Identity) string { return "s0" }, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer closeEngine(t, e)
+	h := reminders.NewHolder(e, nil)
+	h.Sync(ctx, map[string]reminders.Kept{"s0": {Epoch: 1, Serve: true}}, map[string]uint64{"s0": 1}, true)
+	if err := e.RegisterFor(ctx, acct, reminders.Reminder{Name: "r", Period: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	store.fail.Store(true) // cut off: the cancellation's write fails
+	if err := e.Cancel(ctx, acct, "r"); err == nil {
+		t.Fatal("a cancellation whose write failed returned nil")
+	}
+	// A failover: another node owns s0 (epoch 2).
+	h.Sync(ctx, nil, nil, true)
+	if e.Held("s0") {
+		t.Error("the shard another node owns is still held here")
+	}
+	// The other owner cancels r; its deletion reaches this node's copy.
+	store.fail.Store(false)
+	recs, err := reminders.Records(ctx, store.MemStore, "s0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Key != "s0" {
+			if err := store.MemStore.Delete(ctx, prospero.Identity{Kind: reminders.RecordKind, Key: r.Key}, prospero.AnyVersion); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The shard comes back at epoch 3.
+	for range 2 {
+		h.Sync(ctx, map[string]reminders.Kept{"s0": {Epoch: 3, Serve: true}}, map[string]uint64{"s0": 3}, true)
+	}
+	if !e.Held("s0") || h.EpochOf("s0") != 3 {
+		t.Fatalf("the shard back at epoch 3: held %v at epoch %d", e.Held("s0"), h.EpochOf("s0"))
+	}
+	if infos, err := e.ListOf(acct); err != nil || len(infos) != 0 {
+		t.Fatalf("reminders of %v: %+v, %v: the one the other owner cancelled came back", acct, infos, err)
+	}
 }

@@ -139,6 +139,11 @@ func (v replView) Join(ctx context.Context, follower string, shards map[replica.
 	shards = maps.Clone(shards)
 	err := v.await(ctx, cmd, shards, func(s placement.Shard) bool { return s.InSync(follower) })
 	if err != nil {
+		if errors.Is(err, placement.ErrLeaseExpired) || ctx.Err() != nil {
+			// Proposed (perhaps) and not seen applied: raft may still
+			// apply it; only a fresh table can say.
+			return 0, fmt.Errorf("%w: %w", replica.ErrJoinUnsettled, err)
+		}
 		return 0, err
 	}
 	return len(shards), nil

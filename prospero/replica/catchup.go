@@ -24,9 +24,15 @@ type Joiner interface {
 	// node's applied table shows it in every one of them that this node
 	// still owns at its epoch: how many those are. A shard that changed
 	// owner meanwhile is left out (its new owner fills its set); it is an
-	// error when none is left.
+	// error when none is left. An error matching ErrJoinUnsettled says
+	// that the join may still be applied (this node's lease lapsed, or
+	// ctx ended, before its table showed the outcome).
 	Join(ctx context.Context, follower string, shards map[Shard]uint64) (int, error)
 }
+
+// ErrJoinUnsettled: a join was proposed and its outcome is not known
+// yet; raft may still apply it (Joiner.Join).
+var ErrJoinUnsettled = errors.New("replica: the join may still be applied")
 
 // catchUp is one follower's catch-up in progress: while it runs, every
 // write of its shards is sent to the follower too and waited for, like
@@ -185,6 +191,16 @@ func (s *Store) runCatchUp(ctx context.Context, follower string, shards map[Shar
 	cu.joining = true
 	s.mu.Unlock()
 	joined, jerr := j.Join(ctx, follower, shards)
+	for errors.Is(jerr, ErrJoinUnsettled) && ctx.Err() == nil {
+		// The join may still be applied, and writes committed without
+		// follower meanwhile would then be missing on a member of the
+		// set: it stays registered (writes go on reaching it) until this
+		// node's table settles the join, once its lease is fresh again.
+		if err := s.awaitFresh(ctx, a.view); err != nil {
+			break
+		}
+		joined, jerr = j.Join(ctx, follower, shards)
+	}
 	s.mu.Lock()
 	aborted := cu.aborted
 	s.mu.Unlock()
@@ -208,6 +224,21 @@ func (s *Store) runCatchUp(ctx context.Context, follower string, shards map[Shar
 	s.stats.joins.Add(uint64(joined))
 	s.log.LogAttrs(ctx, slog.LevelInfo, "replica caught up and joined the in-sync set",
 		slog.String("replica", follower), slog.Int("shards", joined))
+	return nil
+}
+
+// awaitFresh returns once view says this node's lease is fresh, or
+// ctx's error.
+func (s *Store) awaitFresh(ctx context.Context, view View) error {
+	t := time.NewTicker(max(s.cfg.Timeout/16, 10*time.Millisecond))
+	defer t.Stop()
+	for !view.Fresh() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 	return nil
 }
 

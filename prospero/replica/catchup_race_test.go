@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"sync/atomic"
@@ -88,5 +89,74 @@ func TestWriteRacingAJoinReachesTheJoiningFollower(t *testing.T) {
 	}
 	if err != nil || string(got.State) != "v2" {
 		t.Fatalf("b is in the in-sync set and holds %q (%v), not the committed write v2", got.State, err)
+	}
+}
+
+// unsettledView's first Join is proposed and then loses its lease before
+// it sees the outcome (ErrJoinUnsettled); raft applies that join later,
+// when the test says (applyLate). Its later Joins see it applied.
+type unsettledView struct {
+	*fakeView
+	joins   atomic.Int32
+	pending chan struct{} // closed by the first Join
+}
+
+func (v *unsettledView) Join(ctx context.Context, f string, sh map[Shard]uint64) (int, error) {
+	if v.joins.Add(1) == 1 {
+		v.mu.Lock()
+		v.lapsed = true
+		v.mu.Unlock()
+		close(v.pending)
+		return 0, fmt.Errorf("%w: lease lapsed", ErrJoinUnsettled)
+	}
+	return v.fakeView.Join(ctx, f, sh)
+}
+
+// applyLate applies the pending join and ends the lapse.
+func (v *unsettledView) applyLate(f string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !slices.Contains(v.followers, f) {
+		v.followers = append(v.followers, f)
+	}
+	v.lapsed = false
+}
+
+// A join whose outcome is unknown (the owner's lease lapsed while it was
+// on its way) may still be applied. The catch-up used to end there, and
+// writes stopped reaching the follower: those committed before the join
+// was applied were missing on a member of the set. The follower now stays
+// registered until the owner's table settles the join.
+func TestWritesReachAFollowerWhoseJoinIsUnsettled(t *testing.T) {
+	owner, rep := newStore(t, false), newStore(t, false)
+	fv := &fakeView{owner: "a", epoch: 3}
+	v := &unsettledView{fakeView: fv, pending: make(chan struct{})}
+	owner.Attach(v, func(ctx context.Context, peer string) (net.Conn, error) {
+		c1, c2 := net.Pipe()
+		go func() { _ = rep.Serve(c2, "a") }()
+		return c1, nil
+	})
+	rep.Attach(fv, nil)
+	ctx := t.Context()
+	id := prospero.Identity{Kind: "counter", Key: "x"}
+	if _, err := owner.Put(ctx, id, 0, prospero.Record{State: []byte("v1")}); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp := make(chan error, 1)
+	go func() { caughtUp <- owner.CatchUp(ctx, "b", map[Shard]uint64{{Index: 0}: 3}, 1<<30) }()
+	<-v.pending
+	// The join is on its way, its outcome unknown: a write now commits
+	// (the set is the owner alone) and must reach b all the same.
+	if _, err := owner.Put(ctx, id, 1, prospero.Record{State: []byte("v2")}); err != nil {
+		t.Fatalf("write while the join is unsettled: %v", err)
+	}
+	v.applyLate("b")
+	if err := <-caughtUp; err != nil {
+		t.Errorf("catch-up: %v", err)
+	}
+	rep.apply.drain()
+	got, err := rep.Local().Get(ctx, id)
+	if err != nil || string(got.State) != "v2" {
+		t.Fatalf("b joined the in-sync set holding %q (%v), not the committed write v2", got.State, err)
 	}
 }

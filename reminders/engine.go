@@ -706,7 +706,7 @@ func (e *Engine) endWrite(st *shardState) {
 // lapsed, its table marks it down) but still owns it at the epoch it
 // acquired it in: while it is paused no tick of the shard is accepted
 // here, also one in flight, as after a Release, but the shard is not written
-// out and read back (its progress is still flushed periodically). Resume
+// out and read back (nor flushed while paused: see flushAll). Resume
 // lets them fire again. A shard whose owner or epoch
 // changed must be released instead: another node may have changed its
 // reminders. Pause reports whether the shard is held.
@@ -1542,7 +1542,13 @@ func (e *Engine) del(ctx context.Context, id prospero.Identity, expected uint64)
 const maxFlushers = 64
 
 // flushAll writes what every held shard has not at rest, many shards at
-// once, so that their writes share commits.
+// once, so that their writes share commits. A shard paused (its node may
+// not serve it now: its owner may be changing) or being released is not
+// written: what it holds may be stale by the time the write lands, and
+// written over its next owner's records it would bring back what they
+// changed (a reminder they cancelled). A paused shard fires nothing, so
+// its progress waits with it. Each flush counts as a write in flight of
+// its shard, which a Release or Drop waits for.
 func (e *Engine) flushAll(ctx context.Context) error {
 	e.mu.Lock()
 	type sh struct {
@@ -1551,7 +1557,8 @@ func (e *Engine) flushAll(ctx context.Context) error {
 	}
 	var todo []sh
 	for name, st := range e.shards {
-		if st.unwritten() {
+		if st.unwritten() && st.releasing == 0 && !e.sched.Paused(name) {
+			st.inflight++
 			todo = append(todo, sh{name, st})
 		}
 	}
@@ -1568,6 +1575,7 @@ func (e *Engine) flushAll(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			defer e.endWrite(s.st)
 			if err := e.flushShard(ctx, s.name, s.st); err != nil {
 				mu.Lock()
 				errs = append(errs, err)

@@ -129,3 +129,58 @@ func TestHolderDropsAShardLostWithoutWritingIt(t *testing.T) {
 		t.Fatalf("reminders of %v: %+v, %v: the one the other owner cancelled came back", acct, infos, err)
 	}
 }
+
+// A shard paused (its node cut off, its lease lapsed) while a change of
+// it was not at rest, whose next epoch is already this node's again when
+// the table catches up (another node owned it in between): the periodic
+// flush used to write the paused shard's leftovers before the reminder
+// loop's next pass dropped it, over the records of the owner meanwhile.
+// A paused shard is not flushed.
+func TestPausedShardIsNotFlushed(t *testing.T) {
+	ctx := context.Background()
+	store := &faultyStore{MemStore: prospero.NewMemStore()}
+	e, err := reminders.New(reminders.Config{Store: store, Codec: codec{}, Deliver: &deliverer{},
+		ShardOf: func(prospero.Identity) string { return "s0" }, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer closeEngine(t, e)
+	h := reminders.NewHolder(e, nil)
+	h.Sync(ctx, map[string]reminders.Kept{"s0": {Epoch: 1, Serve: true}}, map[string]uint64{"s0": 1}, true)
+	if err := e.RegisterFor(ctx, acct, reminders.Reminder{Name: "r", Period: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	store.fail.Store(true) // cut off: the cancellation's write fails
+	if err := e.Cancel(ctx, acct, "r"); err == nil {
+		t.Fatal("a cancellation whose write failed returned nil")
+	}
+	// The lease lapsed: paused, still held at epoch 1.
+	h.Sync(ctx, map[string]reminders.Kept{"s0": {Epoch: 1}}, map[string]uint64{"s0": 1}, true)
+	// Another node owned s0 meanwhile and cancelled r; this node owns it
+	// again at epoch 3, and the periodic flush runs before the loop's
+	// next pass.
+	store.fail.Store(false)
+	recs, err := reminders.Records(ctx, store.MemStore, "s0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Key != "s0" {
+			if err := store.MemStore.Delete(ctx, prospero.Identity{Kind: reminders.RecordKind, Key: r.Key}, prospero.AnyVersion); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		h.Sync(ctx, map[string]reminders.Kept{"s0": {Epoch: 3, Serve: true}}, map[string]uint64{"s0": 3}, true)
+	}
+	if infos, err := e.ListOf(acct); err != nil || len(infos) != 0 {
+		t.Fatalf("reminders of %v: %+v, %v: the one the other owner cancelled came back", acct, infos, err)
+	}
+}

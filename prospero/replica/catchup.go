@@ -195,9 +195,17 @@ func (s *Store) runCatchUp(ctx context.Context, follower string, shards map[Shar
 		// The join may still be applied, and writes committed without
 		// follower meanwhile would then be missing on a member of the
 		// set: it stays registered (writes go on reaching it) until this
-		// node's table settles the join, once its lease is fresh again.
+		// node's table settles the join, once its lease is fresh again
+		// (the barrier that renews it is applied after every entry
+		// committed before it, the join's too if it was).
 		if err := s.awaitFresh(ctx, a.view); err != nil {
 			break
+		}
+		s.mu.Lock()
+		aborted := cu.aborted
+		s.mu.Unlock()
+		if aborted {
+			break // not joined again: taken out below
 		}
 		joined, jerr = j.Join(ctx, follower, shards)
 	}
@@ -207,14 +215,29 @@ func (s *Store) runCatchUp(ctx context.Context, follower string, shards map[Shar
 	if aborted {
 		// A write failed while the join was on its way: follower may be
 		// in a set without that write. Take it out again before the
-		// failed write commits (it waits for settled).
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*s.cfg.Timeout)
-		defer cancel()
-		if n, err := a.view.Shrink(sctx, follower, shards); err != nil {
-			s.log.LogAttrs(ctx, slog.LevelError, "replica: catch-up aborted after its join; could not remove the follower",
-				slog.String("replica", follower), slog.Any("error", err))
-		} else {
-			s.stats.shrinks.Add(uint64(n))
+		// failed write commits (it waits for settled), retried while
+		// the lease is lapsed (the removal needs it): a follower left
+		// in a set without a committed write would lose it to a
+		// failover.
+		for freshFails := 0; ; {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*s.cfg.Timeout)
+			n, err := a.view.Shrink(sctx, follower, shards)
+			cancel()
+			if err == nil {
+				s.stats.shrinks.Add(uint64(n))
+				break
+			}
+			// Retried across a lapse; a second failure with the lease
+			// fresh is not one (the shards changed owner: their new
+			// owner's sets are its own).
+			if a.view.Fresh() {
+				freshFails++
+			}
+			if freshFails == 2 || s.awaitFresh(ctx, a.view) != nil {
+				s.log.LogAttrs(ctx, slog.LevelError, "replica: catch-up aborted after its join; could not remove the follower",
+					slog.String("replica", follower), slog.Any("error", err))
+				break
+			}
 		}
 		return fmt.Errorf("%w: a write to %s failed", ErrCatchUpAborted, follower)
 	}

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -158,5 +159,40 @@ func TestWritesReachAFollowerWhoseJoinIsUnsettled(t *testing.T) {
 	got, err := rep.Local().Get(ctx, id)
 	if err != nil || string(got.State) != "v2" {
 		t.Fatalf("b joined the in-sync set holding %q (%v), not the committed write v2", got.State, err)
+	}
+}
+
+// A write to the follower fails while its join is unsettled: the
+// follower lacks a write that then commits, so it must not be joined
+// again once the lease is back; the join that may have been applied
+// meanwhile is undone (Shrink) instead.
+func TestAbortedCatchUpWithAnUnsettledJoinDoesNotJoinAgain(t *testing.T) {
+	owner, rep := newStore(t, false), newStore(t, false)
+	fv := &fakeView{owner: "a", epoch: 3}
+	v := &unsettledView{fakeView: fv, pending: make(chan struct{})}
+	owner.Attach(v, func(ctx context.Context, peer string) (net.Conn, error) {
+		c1, c2 := net.Pipe()
+		go func() { _ = rep.Serve(c2, "a") }()
+		return c1, nil
+	})
+	rep.Attach(fv, nil)
+	ctx := t.Context()
+	caughtUp := make(chan error, 1)
+	go func() { caughtUp <- owner.CatchUp(ctx, "b", map[Shard]uint64{{Index: 0}: 3}, 1<<30) }()
+	<-v.pending
+	owner.mu.Lock() // a write to b failed (peer.fail marks the catch-up so)
+	owner.catching["b"].aborted = true
+	owner.mu.Unlock()
+	v.applyLate("b") // the unsettled join was applied, and the lease is back
+	if err := <-caughtUp; !errors.Is(err, ErrCatchUpAborted) {
+		t.Fatalf("catch-up: %v, want ErrCatchUpAborted", err)
+	}
+	if n := v.joins.Load(); n != 1 {
+		t.Errorf("%d joins proposed, want 1 (not again after the abort)", n)
+	}
+	fv.mu.Lock()
+	defer fv.mu.Unlock()
+	if slices.Contains(fv.followers, "b") || !slices.Contains(fv.shrunk, "b") {
+		t.Fatalf("followers %v, shrunk %v: want b taken out of the set", fv.followers, fv.shrunk)
 	}
 }

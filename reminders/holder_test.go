@@ -81,25 +81,7 @@ func TestHolderSyncFollowsTheKeptShards(t *testing.T) {
 // owns at the epoch it acquired it in is dropped without writing.
 func TestHolderDropsAShardLostWithoutWritingIt(t *testing.T) {
 	ctx := context.Background()
-	store := &faultyStore{MemStore: prospero.NewMemStore()}
-	e, err := reminders.New(reminders.Config{Store: store, Codec: codec{}, Deliver: &deliverer{},
-		ShardOf: func(prospero.Identity) string { return "s0" }, FlushInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer closeEngine(t, e)
-	h := reminders.NewHolder(e, nil)
-	h.Sync(ctx, map[string]reminders.Kept{"s0": {Epoch: 1, Serve: true}}, map[string]uint64{"s0": 1}, true)
-	if err := e.RegisterFor(ctx, acct, reminders.Reminder{Name: "r", Period: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	store.fail.Store(true) // cut off: the cancellation's write fails
-	if err := e.Cancel(ctx, acct, "r"); err == nil {
-		t.Fatal("a cancellation whose write failed returned nil")
-	}
+	store, e, h := cancelFailedWhileCutOff(t)
 	// A failover: another node owns s0 (epoch 2).
 	h.Sync(ctx, nil, nil, true)
 	if e.Held("s0") {
@@ -107,17 +89,7 @@ func TestHolderDropsAShardLostWithoutWritingIt(t *testing.T) {
 	}
 	// The other owner cancels r; its deletion reaches this node's copy.
 	store.fail.Store(false)
-	recs, err := reminders.Records(ctx, store.MemStore, "s0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
-		if r.Key != "s0" {
-			if err := store.MemStore.Delete(ctx, prospero.Identity{Kind: reminders.RecordKind, Key: r.Key}, prospero.AnyVersion); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	deleteReminderRecords(t, store.MemStore, "s0")
 	// The shard comes back at epoch 3.
 	for range 2 {
 		h.Sync(ctx, map[string]reminders.Kept{"s0": {Epoch: 3, Serve: true}}, map[string]uint64{"s0": 3}, true)
@@ -138,6 +110,32 @@ func TestHolderDropsAShardLostWithoutWritingIt(t *testing.T) {
 // A paused shard is not flushed.
 func TestPausedShardIsNotFlushed(t *testing.T) {
 	ctx := context.Background()
+	store, e, h := cancelFailedWhileCutOff(t)
+	// The lease lapsed: paused, still held at epoch 1.
+	h.Sync(ctx, map[string]reminders.Kept{"s0": {Epoch: 1}}, map[string]uint64{"s0": 1}, true)
+	// Another node owned s0 meanwhile and cancelled r; this node owns it
+	// again at epoch 3, and the periodic flush runs before the loop's
+	// next pass.
+	store.fail.Store(false)
+	deleteReminderRecords(t, store.MemStore, "s0")
+	if err := e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		h.Sync(ctx, map[string]reminders.Kept{"s0": {Epoch: 3, Serve: true}}, map[string]uint64{"s0": 3}, true)
+	}
+	if infos, err := e.ListOf(acct); err != nil || len(infos) != 0 {
+		t.Fatalf("reminders of %v: %+v, %v: the one the other owner cancelled came back", acct, infos, err)
+	}
+}
+
+// cancelFailedWhileCutOff returns an engine holding shard s0 at epoch 1
+// (its periodic flush off) with reminder r of acct registered, and a
+// cancellation of r whose write failed: the store refuses writes until
+// its fail flag is cleared.
+func cancelFailedWhileCutOff(t *testing.T) (*faultyStore, *reminders.Engine, *reminders.Holder) {
+	t.Helper()
+	ctx := context.Background()
 	store := &faultyStore{MemStore: prospero.NewMemStore()}
 	e, err := reminders.New(reminders.Config{Store: store, Codec: codec{}, Deliver: &deliverer{},
 		ShardOf: func(prospero.Identity) string { return "s0" }, FlushInterval: time.Hour})
@@ -147,7 +145,7 @@ func TestPausedShardIsNotFlushed(t *testing.T) {
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer closeEngine(t, e)
+	t.Cleanup(func() { closeEngine(t, e) })
 	h := reminders.NewHolder(e, nil)
 	h.Sync(ctx, map[string]reminders.Kept{"s0": {Epoch: 1, Serve: true}}, map[string]uint64{"s0": 1}, true)
 	if err := e.RegisterFor(ctx, acct, reminders.Reminder{Name: "r", Period: time.Minute}); err != nil {
@@ -157,30 +155,23 @@ func TestPausedShardIsNotFlushed(t *testing.T) {
 	if err := e.Cancel(ctx, acct, "r"); err == nil {
 		t.Fatal("a cancellation whose write failed returned nil")
 	}
-	// The lease lapsed: paused, still held at epoch 1.
-	h.Sync(ctx, map[string]reminders.Kept{"s0": {Epoch: 1}}, map[string]uint64{"s0": 1}, true)
-	// Another node owned s0 meanwhile and cancelled r; this node owns it
-	// again at epoch 3, and the periodic flush runs before the loop's
-	// next pass.
-	store.fail.Store(false)
-	recs, err := reminders.Records(ctx, store.MemStore, "s0")
+	return store, e, h
+}
+
+// deleteReminderRecords deletes the reminder records of shard from store,
+// as their other owner's cancellations reaching this node's copy would.
+func deleteReminderRecords(t *testing.T, store *prospero.MemStore, shard string) {
+	t.Helper()
+	ctx := context.Background()
+	recs, err := reminders.Records(ctx, store, shard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range recs {
-		if r.Key != "s0" {
-			if err := store.MemStore.Delete(ctx, prospero.Identity{Kind: reminders.RecordKind, Key: r.Key}, prospero.AnyVersion); err != nil {
+		if r.Key != shard {
+			if err := store.Delete(ctx, prospero.Identity{Kind: reminders.RecordKind, Key: r.Key}, prospero.AnyVersion); err != nil {
 				t.Fatal(err)
 			}
 		}
-	}
-	if err := e.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		h.Sync(ctx, map[string]reminders.Kept{"s0": {Epoch: 3, Serve: true}}, map[string]uint64{"s0": 3}, true)
-	}
-	if infos, err := e.ListOf(acct); err != nil || len(infos) != 0 {
-		t.Fatalf("reminders of %v: %+v, %v: the one the other owner cancelled came back", acct, infos, err)
 	}
 }

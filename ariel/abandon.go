@@ -378,14 +378,7 @@ func (s *Scheduler) detach(c *Cell) {
 		c.passq = nil
 	}
 	if r != nil {
-		c.act = r.a
-		switch {
-		case r.keep:
-		case r.inc != 0:
-			c.inc.Store(r.inc)
-		default:
-			c.inc.Add(1)
-		}
+		r.install(c)
 		c.owed = c.n
 		c.sys = append([]envelope{{kind: kStart}}, c.sys...)
 		c.pend.Add(1)

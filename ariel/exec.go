@@ -321,14 +321,7 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 			c.undefer() // the old activation's waits end with it
 		}
 		c.endTimers() // the old activation's timers end with it
-		c.act = r.a
-		switch {
-		case r.keep:
-		case r.inc != 0:
-			c.inc.Store(r.inc)
-		default:
-			c.inc.Add(1)
-		}
+		r.install(c)
 		ex.invoke(c, e, actor.Started{})
 	case kFunc:
 		ex.enter(c, e)
@@ -375,6 +368,19 @@ type restartMsg struct {
 	a    actor.Actor
 	inc  uint64
 	keep bool
+}
+
+// install makes r's value c's actor, under the incarnation r asks for:
+// the same (keep), inc, or the next one.
+func (r *restartMsg) install(c *Cell) {
+	c.act = r.a
+	switch {
+	case r.keep:
+	case r.inc != 0:
+		c.inc.Store(r.inc)
+	default:
+		c.inc.Add(1)
+	}
 }
 
 // runTells runs the plain tells (user messages that are not asks) of

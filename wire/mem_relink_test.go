@@ -9,6 +9,18 @@ import (
 	"time"
 )
 
+// joinIgnoring joins name to n, dropping the frames it receives; it is
+// closed when the test ends (Close is idempotent).
+func joinIgnoring(t *testing.T, n *MemNetwork, name string) *Mem {
+	t.Helper()
+	m, err := n.Join(MemConfig{Name: name, Handler: func(string, Lane, []byte) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
 // A peer that closes while a node is connecting to it (after the network
 // said the pair is up, before the node stored its new link) leaves the
 // node a link to that closed incarnation; its down event found no link
@@ -16,16 +28,7 @@ import (
 // keep sending into the closed one.
 func TestMemLinkToAPeerThatClosedWhileConnecting(t *testing.T) {
 	n := NewMemNetwork(1, nil)
-	ignore := func(string, Lane, []byte) error { return nil }
-	a, err := n.Join(MemConfig{Name: "a", Handler: ignore})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b1, err := n.Join(MemConfig{Name: "b", Handler: ignore})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b1 := joinIgnoring(t, n, "a"), joinIgnoring(t, n, "b")
 	var once sync.Once
 	hook := func(from, to string) {
 		if from == "a" && to == "b" {
@@ -65,17 +68,7 @@ func TestMemLinkToAPeerThatClosedWhileConnecting(t *testing.T) {
 // a QUIC stream never does once its connection is gone.
 func TestMemStreamDialedWhileItsLinkDropsGoesWithIt(t *testing.T) {
 	n := NewMemNetwork(1, nil)
-	ignore := func(string, Lane, []byte) error { return nil }
-	a, err := n.Join(MemConfig{Name: "a", Handler: ignore})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := n.Join(MemConfig{Name: "b", Handler: ignore})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := joinIgnoring(t, n, "a"), joinIgnoring(t, n, "b")
 	ln, err := b.ListenStream("svc")
 	if err != nil {
 		t.Fatal(err)

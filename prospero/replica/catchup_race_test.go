@@ -12,6 +12,20 @@ import (
 	"github.com/tempest-actors/tempest/prospero"
 )
 
+// catchUpPair is an owner "a" seeing the table through view (fv, with
+// hooks) and a replica "b" seeing fv, joined by in-memory streams: b is
+// in no set yet, for a catch-up to bring it in.
+func catchUpPair(t *testing.T, fv *fakeView, view View) (owner, rep *Store) {
+	owner, rep = newStore(t, false), newStore(t, false)
+	owner.Attach(view, func(ctx context.Context, peer string) (net.Conn, error) {
+		c1, c2 := net.Pipe()
+		go func() { _ = rep.Serve(c2, "a") }()
+		return c1, nil
+	})
+	rep.Attach(fv, nil)
+	return owner, rep
+}
+
 // stallView holds one Route call after it read the table (the writing
 // goroutine preempted there) and runs a hook inside Join, before the join
 // is applied.
@@ -47,15 +61,9 @@ func (v *stallView) Join(ctx context.Context, f string, sh map[Shard]uint64) (in
 // neither, and committed while the follower, now in the set, lacked it
 // (a failover or a promotion to it then lost an acknowledged write).
 func TestWriteRacingAJoinReachesTheJoiningFollower(t *testing.T) {
-	owner, rep := newStore(t, false), newStore(t, false)
 	fv := &fakeView{owner: "a", epoch: 3}
 	v := &stallView{fakeView: fv, routed: make(chan struct{}), release: make(chan struct{})}
-	owner.Attach(v, func(ctx context.Context, peer string) (net.Conn, error) {
-		c1, c2 := net.Pipe()
-		go func() { _ = rep.Serve(c2, "a") }()
-		return c1, nil
-	})
-	rep.Attach(fv, nil)
+	owner, rep := catchUpPair(t, fv, v)
 	ctx := t.Context()
 	id := prospero.Identity{Kind: "counter", Key: "x"}
 	if _, err := owner.Put(ctx, id, 0, prospero.Record{State: []byte("v1")}); err != nil {
@@ -129,15 +137,9 @@ func (v *unsettledView) applyLate(f string) {
 // was applied were missing on a member of the set. The follower now stays
 // registered until the owner's table settles the join.
 func TestWritesReachAFollowerWhoseJoinIsUnsettled(t *testing.T) {
-	owner, rep := newStore(t, false), newStore(t, false)
 	fv := &fakeView{owner: "a", epoch: 3}
 	v := &unsettledView{fakeView: fv, pending: make(chan struct{})}
-	owner.Attach(v, func(ctx context.Context, peer string) (net.Conn, error) {
-		c1, c2 := net.Pipe()
-		go func() { _ = rep.Serve(c2, "a") }()
-		return c1, nil
-	})
-	rep.Attach(fv, nil)
+	owner, rep := catchUpPair(t, fv, v)
 	ctx := t.Context()
 	id := prospero.Identity{Kind: "counter", Key: "x"}
 	if _, err := owner.Put(ctx, id, 0, prospero.Record{State: []byte("v1")}); err != nil {
@@ -167,15 +169,9 @@ func TestWritesReachAFollowerWhoseJoinIsUnsettled(t *testing.T) {
 // again once the lease is back; the join that may have been applied
 // meanwhile is undone (Shrink) instead.
 func TestAbortedCatchUpWithAnUnsettledJoinDoesNotJoinAgain(t *testing.T) {
-	owner, rep := newStore(t, false), newStore(t, false)
 	fv := &fakeView{owner: "a", epoch: 3}
 	v := &unsettledView{fakeView: fv, pending: make(chan struct{})}
-	owner.Attach(v, func(ctx context.Context, peer string) (net.Conn, error) {
-		c1, c2 := net.Pipe()
-		go func() { _ = rep.Serve(c2, "a") }()
-		return c1, nil
-	})
-	rep.Attach(fv, nil)
+	owner, _ := catchUpPair(t, fv, v)
 	ctx := t.Context()
 	caughtUp := make(chan error, 1)
 	go func() { caughtUp <- owner.CatchUp(ctx, "b", map[Shard]uint64{{Index: 0}: 3}, 1<<30) }()

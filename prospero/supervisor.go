@@ -528,9 +528,6 @@ func (s *Supervisor) HydrationWaiting() int {
 	return wait
 }
 
-// ActiveKeys returns the keys of kind's identities with an attached
-// activation on this node, least recently used first: a snapshot, owned
-// by the caller. Safe for concurrent use.
 // InMemory returns every identity the supervisor holds in memory, in any
 // phase: loading (an activation not attached or announced yet), active,
 // passivating, retiring, rejecting, backing off after a fault. It is read
@@ -542,6 +539,9 @@ func (s *Supervisor) InMemory() []Identity {
 	return s.core.Identities(nil)
 }
 
+// ActiveKeys returns the keys of kind's identities with an attached
+// activation on this node, least recently used first: a snapshot, owned
+// by the caller. Safe for concurrent use.
 func (s *Supervisor) ActiveKeys(kind string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

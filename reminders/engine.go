@@ -173,10 +173,11 @@ type shardState struct {
 	// a one-shot done) whose record is still to be deleted. Guarded by
 	// Engine.mu.
 	pending map[Key]*recState
-	// releasing counts the Releases under way (one that fails ends
-	// without dropping the shard); while any is, the shard takes no
-	// registration or cancellation (ErrNotOwner). inflight counts those
-	// still writing, drained (shared by the Releases waiting) is closed
+	// releasing counts the Releases and Drops under way (one that fails
+	// ends without dropping the shard); while any is, the shard takes no
+	// registration or cancellation (ErrNotOwner) and starts no periodic
+	// flush. inflight counts those and the flushes still writing, drained
+	// (shared by the Releases waiting) is closed
 	// when the last one ends, dropped is set once the shard is no longer
 	// held. Guarded by Engine.mu.
 	releasing int
@@ -640,8 +641,9 @@ func (e *Engine) Release(ctx context.Context, shard string) error {
 // cancelled or the progress of ticks they delivered again; nothing it
 // drops was acknowledged (a registration or cancellation is answered
 // once its write is committed, so one still pending here failed). It
-// waits for registrations and cancellations still writing, and fails,
-// holding the shard as it was, only when ctx ends first.
+// waits for the shard's writes in flight (registrations, cancellations,
+// a periodic flush), and fails, holding the shard as it was, only when
+// ctx ends first.
 func (e *Engine) Drop(ctx context.Context, shard string) error {
 	return e.release(ctx, shard, false)
 }

@@ -29,6 +29,7 @@ type fakeView struct {
 	shrunk    []string
 	lapsed    bool // Fresh reports false
 	down      map[string]bool
+	routeErr  error // Route fails with it (this node does not own the shard)
 }
 
 func (v *fakeView) LeftSet(f string, _ Shard, epoch uint64) bool {
@@ -52,6 +53,9 @@ func (v *fakeView) Fresh() bool {
 func (v *fakeView) Route(prospero.Identity) (Route, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.routeErr != nil {
+		return Route{}, v.routeErr
+	}
 	return Route{Replicated: true, Shard: Shard{Index: 0}, Epoch: v.epoch, Followers: append([]string(nil), v.followers...)}, nil
 }
 
@@ -975,5 +979,53 @@ func TestCatchUpDeletionSparesARecreatedRecord(t *testing.T) {
 	}
 	if st := owner.Stats(); st.BulkDeleted != uint64(len(old)) {
 		t.Fatalf("deletions sent: %d, want %d", st.BulkDeleted, len(old))
+	}
+}
+
+// TestWriteOfANonOwnerLeavesItsReplicaCopyAlone: a node that no longer
+// owns a shard but still holds an actor of it (its passivation is on
+// its way) may try to write that actor's state. The write fails, and it
+// must not land in the local store first: there it would replace the
+// copy this node holds as the shard's replica with state nobody
+// committed, at a version of this node's own sequence that can stay
+// ahead of the owner's next records, so that a promotion of this replica
+// would serve it and lose what the owner committed.
+func TestWriteOfANonOwnerLeavesItsReplicaCopyAlone(t *testing.T) {
+	s := newStore(t, false)
+	v := &fakeView{owner: "a", epoch: 3, followers: []string{"b"}}
+	s.Attach(v, nil)
+	id := prospero.Identity{Kind: "counter", Key: "k"}
+	if _, err := s.Local().ApplyReplicated([]prospero.Replicated{{ID: id, Epoch: 3, Version: 5, State: []byte("owner's")}}); err != nil {
+		t.Fatal(err)
+	}
+	v.mu.Lock()
+	v.routeErr = errors.New("this node does not own the shard")
+	v.mu.Unlock()
+
+	ctx := context.Background()
+	intact := func(after string) {
+		t.Helper()
+		rec, err := s.Get(ctx, id)
+		if err != nil || rec.Version != 5 || string(rec.State) != "owner's" {
+			t.Fatalf("the replica's copy after a refused %s: %+v, %v; want the owner's, version 5", after, rec, err)
+		}
+	}
+	if _, err := s.Put(ctx, id, 5, prospero.Record{State: []byte("stale actor's")}); !errors.Is(err, prospero.ErrNotCommitted) {
+		t.Fatalf("Put by a non-owner: %v, want ErrNotCommitted", err)
+	}
+	intact("Put")
+	deleted := make(chan error, 1)
+	s.DeleteAsync(id, prospero.AnyVersion, func(err error) { deleted <- err })
+	if err := <-deleted; !errors.Is(err, prospero.ErrNotCommitted) {
+		t.Fatalf("DeleteAsync by a non-owner: %v, want ErrNotCommitted", err)
+	}
+	intact("DeleteAsync")
+	if err := s.Delete(ctx, id, prospero.AnyVersion); !errors.Is(err, prospero.ErrNotCommitted) {
+		t.Fatalf("Delete by a non-owner: %v, want ErrNotCommitted", err)
+	}
+	intact("Delete")
+	// The owner's next record still replaces it.
+	if n, err := s.Local().ApplyReplicated([]prospero.Replicated{{ID: id, Epoch: 3, Version: 6, State: []byte("owner's next")}}); err != nil || n != 1 {
+		t.Fatalf("the owner's next record: applied %d, %v", n, err)
 	}
 }

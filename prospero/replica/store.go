@@ -36,7 +36,7 @@ type Route struct {
 type View interface {
 	// Route returns where a write of id goes. An error (this node does
 	// not own id's shard, the table is not there yet) fails the write
-	// with ErrNotCommitted.
+	// with ErrNotCommitted, before it reaches the local store.
 	Route(id prospero.Identity) (Route, error)
 	// Shrink removes follower from the in-sync sets of shards, owned by
 	// this node at the given epochs, through raft, and returns nil once
@@ -258,7 +258,8 @@ func (s *Store) Put(ctx context.Context, id prospero.Identity, expected uint64, 
 // PutAsync implements prospero.AsyncStore. done gets the new version
 // once the write is committed, or an error wrapping ErrNotCommitted
 // when the local write succeeded but a replica could not be removed
-// from the set after it failed to acknowledge.
+// from the set after it failed to acknowledge, or when this node may
+// not write id (see notWritable: then the local store is not touched).
 //
 // When the shard has followers, the write goes to them as soon as the
 // local store decided it (BoltStore.PutAsyncSent: version taken, logged
@@ -275,11 +276,16 @@ func (s *Store) PutAsync(id prospero.Identity, expected uint64, rec prospero.Rec
 		s.local.PutAsync(id, expected, rec, done)
 		return
 	}
-	rt, rerr := a.view.Route(id)
-	if rerr != nil || !rt.Replicated || len(rt.Followers) == 0 {
+	rt, err := a.view.Route(id)
+	if err != nil {
+		// done may need a lock the caller holds (the supervisor's).
+		go done(0, notWritable(id, err))
+		return
+	}
+	if !rt.Replicated || len(rt.Followers) == 0 {
 		// No follower to send it to while the local commit runs: commit,
 		// then replicate (to a follower catching up, if any; a route
-		// that fails fails the write there).
+		// that fails by then fails the write there).
 		s.local.PutAsync(id, expected, rec, func(v uint64, err error) {
 			if err != nil {
 				done(0, err)
@@ -365,9 +371,27 @@ func (c *commitWait) decide() {
 	}
 }
 
+// notWritable is the error of a write (or deletion) of id that this node
+// may not make: View.Route failed with err (another node owns the
+// shard, or the table is not there yet). Such a write fails before it
+// reaches the local store. Landing there, it would replace the copy this
+// node holds as a replica of the shard with state nobody committed, and
+// at a version of this node's own sequence, which can stay ahead of the
+// versions of the owner's later records, so that the copy would refuse
+// them and a promotion of this replica would serve the stale state; a
+// deletion would leave a promoted replica without the owner's record.
+func notWritable(id prospero.Identity, err error) error {
+	return &prospero.CommitError{ID: id, Err: err}
+}
+
 // Delete implements prospero.StateStore: the deletion is committed like
 // a write, so that a replica taking over does not bring the record back.
 func (s *Store) Delete(ctx context.Context, id prospero.Identity, expected uint64) error {
+	if a := s.att.Load(); a != nil {
+		if _, err := a.view.Route(id); err != nil {
+			return notWritable(id, err)
+		}
+	}
 	cur, err := s.local.Get(ctx, id)
 	switch {
 	case errors.Is(err, prospero.ErrNotFound):
@@ -397,8 +421,14 @@ func (s *Store) Delete(ctx context.Context, id prospero.Identity, expected uint6
 // records travel in. done gets nil once the deletion is committed, or
 // an error wrapping ErrNotCommitted when the local deletion succeeded and
 // a replica could not be removed from the set after it failed to
-// acknowledge it.
+// acknowledge it, or when this node may not delete id (notWritable).
 func (s *Store) DeleteAsync(id prospero.Identity, expected uint64, done func(error)) {
+	if a := s.att.Load(); a != nil {
+		if _, err := a.view.Route(id); err != nil {
+			go done(notWritable(id, err)) // see PutAsync
+			return
+		}
+	}
 	if expected == prospero.AnyVersion {
 		// The replicas are told the version deleted, as by Delete.
 		switch cur, err := s.local.Get(context.Background(), id); {

@@ -124,6 +124,11 @@ type cluster struct {
 	fedTr *fedSender
 	// placed is set once pl is (see starting).
 	placed atomic.Bool
+	// askPolicies are the kinds' deadline policies in the applied table
+	// (foreignAskTimeouts), nil until first read; amu serialises their
+	// reading.
+	askPolicies atomic.Pointer[askPolicies]
+	amu         sync.Mutex
 
 	ctx    context.Context
 	cancel context.CancelFunc

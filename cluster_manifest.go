@@ -125,3 +125,56 @@ func (c *cluster) reportPolicies(reported map[string]string) {
 	clear(reported)
 	maps.Copy(reported, now)
 }
+
+// askPolicies are the kinds' deadline policies as one applied table
+// publishes them: per kind, as the nodes that agree on its policy publish
+// it.
+type askPolicies struct {
+	changed <-chan struct{} // closed once the table they were read from changes
+	kinds   map[string]askTimeouts
+}
+
+// askTimeouts is a kind's deadline policy.
+type askTimeouts struct{ def, max time.Duration }
+
+// foreignAskTimeouts is the scheduler's Config.ForeignAskTimeouts: the
+// deadline policy the cluster publishes for kind, so that an ask made
+// here to a kind this node does not host gets the deadline it gets on
+// its hosts, also while it waits here for an owner (a failover, a move).
+// The policies are read again from the applied table after it changed.
+func (c *cluster) foreignAskTimeouts(kind string) (def, max time.Duration, ok bool) {
+	if !c.placed.Load() {
+		return 0, 0, false
+	}
+	p := c.askPolicies.Load()
+	if p == nil || closed(p.changed) {
+		c.amu.Lock()
+		if p = c.askPolicies.Load(); p == nil || closed(p.changed) {
+			p = &askPolicies{changed: c.pl.Changed(), kinds: map[string]askTimeouts{}}
+			c.pl.FSM().Read(func(t *placement.Table) {
+				for _, kind := range t.KindNames() {
+					v := t.Policy(kind)
+					if len(v.Agree) == 0 {
+						continue
+					}
+					if spec, ok := t.Nodes[v.Agree[0]].Hosts(kind); ok && (spec.AskTimeout > 0 || spec.MaxAskTimeout > 0) {
+						p.kinds[kind] = askTimeouts{spec.AskTimeout, spec.MaxAskTimeout}
+					}
+				}
+			})
+			c.askPolicies.Store(p)
+		}
+		c.amu.Unlock()
+	}
+	a, ok := p.kinds[kind]
+	return a.def, a.max, ok
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -486,6 +486,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 	}
 	if n.cl != nil {
 		sc.VetError = n.vetError
+		sc.ForeignAskTimeouts = n.cl.foreignAskTimeouts
 	}
 	sc.Activator = arielhost.Activator(sup)
 	if n.cl != nil {

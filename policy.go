@@ -140,13 +140,15 @@ func (n *Node) policies() []KindPolicy {
 }
 
 // kindSpecs are the kinds this node publishes to placement: names,
-// required clauses and policy digests. The caller holds n.mu (Start).
+// required clauses, policy digests and deadline policies. The caller
+// holds n.mu (Start).
 func (n *Node) kindSpecs() []placement.KindSpec {
 	ps := n.policies()
 	out := make([]placement.KindSpec, 0, len(ps))
 	for _, p := range ps {
 		k := n.kinds[p.Kind]
-		out = append(out, placement.KindSpec{Name: p.Kind, Requires: slices.Clone(k.opts.RequiredClauses), Digest: p.Digest})
+		out = append(out, placement.KindSpec{Name: p.Kind, Requires: slices.Clone(k.opts.RequiredClauses), Digest: p.Digest,
+			AskTimeout: p.AskTimeout, MaxAskTimeout: p.MaxAskTimeout})
 	}
 	return out
 }

@@ -125,3 +125,40 @@ func TestAskDeadlineClampedByKind(t *testing.T) {
 		t.Errorf("unknown kind clamped: %v", got)
 	}
 }
+
+// TestAskDeadlineOfAForeignKind: a kind not registered here gets the
+// policy Config.ForeignAskTimeouts gives for it (what its hosts publish),
+// a registered kind its own, and a kind nobody publishes the defaults.
+func TestAskDeadlineOfAForeignKind(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 1, ForeignAskTimeouts: func(kind string) (time.Duration, time.Duration, bool) {
+		switch kind {
+		case "remote", "k":
+			return 2 * time.Second, 3 * time.Second, true
+		case "max-only":
+			return 0, 3 * time.Second, true
+		}
+		return 0, 0, false
+	}})
+	if err := s.Register("k", func(string) actor.Actor { return echo{} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		kind      string
+		set, want time.Time
+	}{
+		{"remote", time.Time{}, now.Add(2 * time.Second)},
+		{"remote", now.Add(time.Second), now.Add(time.Second)},
+		{"remote", now.Add(time.Hour), now.Add(3 * time.Second)},
+		{"max-only", time.Time{}, now.Add(3 * time.Second)},
+		{"max-only", now.Add(time.Hour), now.Add(3 * time.Second)},
+		{"k", time.Time{}, now.Add(actor.DefaultAskTimeout)}, // registered here: its own policy
+		{"k", now.Add(time.Hour), now.Add(time.Hour)},
+		{"unknown", time.Time{}, now.Add(actor.DefaultAskTimeout)},
+		{"unknown", now.Add(time.Hour), now.Add(time.Hour)},
+	} {
+		if got := s.AskDeadline(actor.Virtual(tc.kind, "x"), now, tc.set); !got.Equal(tc.want) {
+			t.Errorf("AskDeadline(%s, %v) = %v, want %v", tc.kind, tc.set, got, tc.want)
+		}
+	}
+}

@@ -76,6 +76,13 @@ type Config struct {
 	// wire, so that a local asker sees what a remote one does). It must
 	// be fast and safe for concurrent use.
 	VetError func(from actor.Ref, err error) error
+	// ForeignAskTimeouts, when set, gives the deadline policy of a kind
+	// that is not registered on this node (see SetAskTimeouts): the
+	// default and the maximum ask timeout its hosts publish, ok false when
+	// none is known. Asks made here to such a kind then get the same
+	// deadline as on a node that hosts it. It must be fast and safe for
+	// concurrent use.
+	ForeignAskTimeouts func(kind string) (def, max time.Duration, ok bool)
 	// Latency, when set, observes per-message queueing and handler time.
 	// It makes every message read the clock twice; leave it nil on hot
 	// paths that do not need it.

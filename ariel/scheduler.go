@@ -39,6 +39,7 @@ type Scheduler struct {
 	tracer    TurnTracer
 	vet       func(actor.Ref, any) (any, error)
 	vetErr    func(actor.Ref, error) error
+	foreign   func(string) (time.Duration, time.Duration, bool) // Config.ForeignAskTimeouts
 
 	router atomic.Pointer[routerBox]
 	local  localRouter
@@ -122,6 +123,7 @@ func New(cfg Config) (*Scheduler, error) {
 		tracer:  cfg.Tracer,
 		vet:     cfg.Vet,
 		vetErr:  cfg.VetError,
+		foreign: cfg.ForeignAskTimeouts,
 		kinds:   map[string]kindInfo{},
 		idleCh:  make(chan struct{}),
 		closed:  make(chan struct{}),
@@ -486,10 +488,11 @@ func (s *Scheduler) cancelForwarded(p *pending) {
 
 // AskDeadline returns the deadline an ask to to gets on this node, given
 // the one its caller set (zero: none), under the deadline policy of to's
-// kind (SetAskTimeouts): the kind's default when the caller set none, and
-// at most now plus the kind's maximum. A kind not registered here, or a
-// spawned actor, gets actor.DefaultAskTimeout when none is set and no
-// maximum. Safe for concurrent use.
+// kind (SetAskTimeouts; for a kind not registered here,
+// Config.ForeignAskTimeouts): the kind's default when the caller set
+// none, and at most now plus the kind's maximum. A kind whose policy is
+// not known here, or a spawned actor, gets actor.DefaultAskTimeout when
+// none is set and no maximum. Safe for concurrent use.
 func (s *Scheduler) AskDeadline(to actor.Ref, now, deadline time.Time) time.Time {
 	def, max := actor.DefaultAskTimeout, time.Duration(0)
 	if to.IsVirtual() {
@@ -498,6 +501,13 @@ func (s *Scheduler) AskDeadline(to actor.Ref, now, deadline time.Time) time.Time
 				def = k.askDefault
 			}
 			max = k.askMax
+		} else if s.foreign != nil {
+			if d, m, ok := s.foreign(to.Kind()); ok {
+				if d > 0 {
+					def = d
+				}
+				max = m
+			}
 		}
 	}
 	if deadline.IsZero() {

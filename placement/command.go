@@ -351,7 +351,11 @@ func normalizeKinds(in []KindSpec) ([]KindSpec, error) {
 		if k.Name == "" {
 			return nil, fmt.Errorf("%w: kind without a name", ErrBadCommand)
 		}
-		out[i] = KindSpec{Name: k.Name, Requires: normalizeClauses(k.Requires), Digest: k.Digest}
+		if k.AskTimeout < 0 || k.MaxAskTimeout < 0 {
+			return nil, fmt.Errorf("%w: kind %q with ask timeouts %v, %v", ErrBadCommand, k.Name, k.AskTimeout, k.MaxAskTimeout)
+		}
+		out[i] = KindSpec{Name: k.Name, Requires: normalizeClauses(k.Requires), Digest: k.Digest,
+			AskTimeout: k.AskTimeout, MaxAskTimeout: k.MaxAskTimeout}
 		if len(out[i].Requires) == 0 {
 			out[i].Requires = nil
 		}
@@ -369,7 +373,8 @@ func normalizeKinds(in []KindSpec) ([]KindSpec, error) {
 }
 
 func sameKind(a, b KindSpec) bool {
-	return a.Name == b.Name && a.Digest == b.Digest && slices.Equal(a.Requires, b.Requires)
+	return a.Name == b.Name && a.Digest == b.Digest && slices.Equal(a.Requires, b.Requires) &&
+		a.AskTimeout == b.AskTimeout && a.MaxAskTimeout == b.MaxAskTimeout
 }
 
 func sameNode(a, b *NodeInfo) bool {

@@ -32,11 +32,17 @@ const (
 
 // KindSpec is a kind a node registered: its name, the clauses it
 // requires and the digest of its policy on that node (opaque to
-// placement: nodes whose digests differ disagree about the kind).
+// placement: nodes whose digests differ disagree about the kind), and
+// its deadline policy, which nodes that do not host the kind apply to
+// the asks they make to it (0: not published).
 type KindSpec struct {
 	Name     string              `json:"name"`
 	Requires []manifest.ClauseID `json:"requires,omitempty"`
 	Digest   string              `json:"digest,omitempty"`
+	// AskTimeout is the deadline of an ask that sets none, MaxAskTimeout
+	// the latest deadline an ask may have (a later one is clamped).
+	AskTimeout    time.Duration `json:"ask_timeout_ns,omitempty"`
+	MaxAskTimeout time.Duration `json:"max_ask_timeout_ns,omitempty"`
 }
 
 // Peer is one cluster member as membership reports it.

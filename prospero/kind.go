@@ -123,14 +123,17 @@ type KindOptions struct {
 	// for the reply to an ask made in a turn (default actor.Reentrant).
 	Reentrancy actor.Reentrancy
 	// AskTimeout is the deadline of an ask to the kind's actors whose
-	// caller sets none (default actor.DefaultAskTimeout, 5 s).
+	// caller sets none (default actor.DefaultAskTimeout, 5 s), on every
+	// node of a cluster: one that does not register the kind applies
+	// what its hosts publish in the placement table.
 	AskTimeout time.Duration
 	// MaxAskTimeout is the longest an ask to the kind's actors may wait
 	// (default DefaultMaxAskTimeout, 5 min). An ask whose caller sets a
 	// later deadline is clamped to it, not refused: it fails with
 	// ErrDeadlineExceeded once MaxAskTimeout has passed. The caller's
-	// node clamps it when it registers the kind, and the owner clamps
-	// what arrives from other nodes, so the maximum holds either way.
+	// node clamps it (with the policy the kind's hosts publish when it
+	// does not register the kind), and the owner clamps what arrives
+	// from other nodes, so the maximum holds either way.
 	MaxAskTimeout time.Duration
 }
 

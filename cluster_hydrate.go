@@ -98,6 +98,7 @@ func (h fedHandler) Hydrate(_ context.Context, from string, m *federation.Hydrat
 			errStaleTransfer, shard, m.Epoch, from, s.Owner, s.Epoch, s.MovingTo)
 	}
 	key := warmKey{from: from, shard: shard, epoch: m.Epoch}
+	waiting := c.n.sup.HydrationWaiting() // not under c.wmu: the supervisor's lock comes first
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	for k := range c.warmed { // forget the warm-ups of moves this table is past
@@ -106,19 +107,24 @@ func (h fedHandler) Hydrate(_ context.Context, from string, m *federation.Hydrat
 		}
 	}
 	// Busy first: a request refused BUSY was not taken, and its retry
-	// is then judged afresh (a replay of a taken one: DUPLICATE).
-	if limit := c.hydrateBacklog(); c.warming > 0 && c.warming+len(refs) > limit {
+	// is then judged afresh (a replay of a taken one: DUPLICATE). The
+	// backlog is the one mail is judged by (hydrationBusy), the
+	// activations waiting for the hydration budget, plus those of
+	// warm-ups taken and not yet scheduled; a node with none takes a
+	// request of any size.
+	if backlog, limit := c.warming+waiting, c.hydrateBacklog(); backlog > 0 && backlog+len(refs) > limit {
 		c.hydrateBusy.Add(1)
-		return &federation.BusyError{Delay: c.hydrateRetryAfter(),
-			Reason: fmt.Sprintf("%d activations scheduled, backlog %d", c.warming, limit)}
+		return &federation.BusyError{Delay: retryAfter(backlog, c.n.cfg.Supervisor.HydrationBudget),
+			Reason: fmt.Sprintf("%d activations scheduled or waiting for the hydration budget, backlog %d", backlog, limit)}
 	}
 	if c.warmed[key] {
 		return fmt.Errorf("%w: hydration of %s at epoch %d from %s already taken", federation.ErrDuplicate, shard, m.Epoch, from)
 	}
 	c.warmed[key] = true
 	c.warming += len(refs)
+	wait := min(time.Duration(m.BudgetNs), hydrateWait)
 	c.wg.Add(1)
-	go c.warm(key, refs)
+	go c.warm(key, refs, wait)
 	return nil
 }
 
@@ -146,31 +152,32 @@ func (c *cluster) hydrationBusy(to actor.Ref) (time.Duration, string, bool) {
 		return 0, "", false
 	}
 	c.mailBusy.Add(1)
-	d := time.Duration(waiting/max(n.cfg.Supervisor.HydrationBudget, 1)) * 5 * time.Millisecond
-	return min(max(d, 10*time.Millisecond), time.Second),
+	return retryAfter(waiting, n.cfg.Supervisor.HydrationBudget),
 		fmt.Sprintf("%d activations waiting for the hydration budget, backlog %d", waiting, limit), true
 }
 
-// hydrateRetryAfter is the delay a BUSY answer asks for: about the time
-// the backlog takes to drain at a few milliseconds per activation, at
-// least 10 ms and at most a second. The caller holds c.wmu.
-func (c *cluster) hydrateRetryAfter() time.Duration {
-	d := time.Duration(c.warming/max(c.n.cfg.Supervisor.HydrationBudget, 1)) * 5 * time.Millisecond
+// retryAfter is the delay a BUSY answer asks for, with backlog
+// activations ahead under a hydration budget of budget at once: about
+// the time the backlog takes to drain at 5 ms per budget's worth, at
+// least 10 ms and at most a second.
+func retryAfter(backlog, budget int) time.Duration {
+	d := time.Duration(backlog/max(budget, 1)) * 5 * time.Millisecond
 	return min(max(d, 10*time.Millisecond), time.Second)
 }
 
-// warm waits until this node's table shows it owning key's shard at
-// key's epoch, then activates refs through the supervisor (under the
-// hydration budget), as first mail for them would. A table that moves
-// past the epoch first ends it: the shard is someone else's again.
-func (c *cluster) warm(key warmKey, refs []actor.Ref) {
+// warm waits, at most wait (the request's budget, at most hydrateWait),
+// until this node's table shows it owning key's shard at key's epoch,
+// then activates refs through the supervisor (under the hydration
+// budget), as first mail for them would. A table that moves past the
+// epoch first ends it: the shard is someone else's again.
+func (c *cluster) warm(key warmKey, refs []actor.Ref, wait time.Duration) {
 	defer c.wg.Done()
 	defer func() {
 		c.wmu.Lock()
 		c.warming = max(c.warming-len(refs), 0)
 		c.wmu.Unlock()
 	}()
-	ctx, cancel := context.WithTimeout(c.ctx, hydrateWait)
+	ctx, cancel := context.WithTimeout(c.ctx, wait)
 	defer cancel()
 	for {
 		s, ok := c.pl.Owner(key.shard)

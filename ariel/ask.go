@@ -193,6 +193,19 @@ func (s *Scheduler) CompleteAsk(id uint64, reply any, err error) bool {
 	return v.(*pending).complete(reply, err, nil)
 }
 
+// AskEnded reports whether the ask forwarded with AskID id (see
+// Router.Forward), which this scheduler issued, no longer waits for its
+// outcome: it was answered, reached its deadline or its caller gave up.
+// It is false for an id this scheduler never issued. A Router checks it
+// just before the ask leaves (see wire.MailConfig.Ended). Safe from any
+// goroutine.
+func (s *Scheduler) AskEnded(id uint64) bool {
+	if id == 0 || id > s.nextAsk.Load() {
+		return false
+	}
+	return !s.AskPending(id)
+}
+
 // AskPending reports whether the ask forwarded with AskID id (see
 // Router.Forward) still waits for its outcome: a Router that holds an ask
 // to send it again checks that its caller has not been answered (by the

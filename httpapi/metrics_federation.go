@@ -14,7 +14,16 @@ type federationCollector struct{ n *tempest.Node }
 var federationDescs = struct {
 	messages, answers, malformed, late, unanswered, aborted, promoted *prometheus.Desc
 	notices, noticesDropped                                           *prometheus.Desc
+	hydrated, hydrateBusy, hydrateRetries, mailBusy                   *prometheus.Desc
 }{
+	hydrated: prometheus.NewDesc("tempest_hydrate_warmed_total",
+		"Activations started on this node by warm handoffs (an old owner's HydrateRequest).", nil, nil),
+	hydrateBusy: prometheus.NewDesc("tempest_hydrate_busy_total",
+		"HydrateRequests this node answered BUSY because its hydration backlog was full.", nil, nil),
+	hydrateRetries: prometheus.NewDesc("tempest_hydrate_retries_total",
+		"BUSY answers to this node's HydrateRequests that it waited out and retried, as the old owner.", nil, nil),
+	mailBusy: prometheus.NewDesc("tempest_mail_busy_refusals_total",
+		"Mail from peers refused BUSY because it needed an activation while the hydration backlog was full.", nil, nil),
 	promoted: prometheus.NewDesc("tempest_handoffs_promoted_total",
 		"Planned moves from this node to a follower in the shard's in-sync set, done as a promotion: no actor state shipped.", nil, nil),
 	notices: prometheus.NewDesc("tempest_federation_notices_total",
@@ -37,7 +46,8 @@ var federationDescs = struct {
 
 func (c *federationCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := federationDescs
-	for _, x := range []*prometheus.Desc{d.messages, d.answers, d.malformed, d.late, d.unanswered, d.aborted, d.promoted, d.notices, d.noticesDropped} {
+	for _, x := range []*prometheus.Desc{d.messages, d.answers, d.malformed, d.late, d.unanswered, d.aborted, d.promoted, d.notices, d.noticesDropped,
+		d.hydrated, d.hydrateBusy, d.hydrateRetries, d.mailBusy} {
 		ch <- x
 	}
 }
@@ -62,4 +72,8 @@ func (c *federationCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(d.notices, st.Noticed[code], code.String())
 	}
 	counter(d.noticesDropped, st.NoticesDropped)
+	counter(d.hydrated, st.Hydrated)
+	counter(d.hydrateBusy, st.HydrateBusy)
+	counter(d.hydrateRetries, st.HydrateRetries)
+	counter(d.mailBusy, st.MailBusy)
 }

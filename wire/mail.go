@@ -25,6 +25,9 @@ var (
 	ErrNotAttached error = &kindError{"wire: mailer has no transport", actor.ErrProcessUnavailable}
 	// ErrBadActorID: an ActorID on the wire names no actor.
 	ErrBadActorID = errors.New("wire: malformed actor id")
+	// ErrAskGivenUp: an ask was not sent because its caller gave up on
+	// it while it was being sent (MailConfig.Ended).
+	ErrAskGivenUp = errors.New("wire: the ask's caller gave up on it before it was sent")
 )
 
 // RefusedError is how a remote refusal of an ask reaches the asker. It
@@ -281,6 +284,14 @@ type MailConfig struct {
 	// deadline, and the peer it was sent to, so that the caller's node can
 	// withdraw it there. It must not block.
 	Expired func(peer string, id uint64)
+	// Ended, if set, reports whether nobody waits for the ask id any more
+	// (its caller gave up on it, or it was answered). An ask is checked
+	// once it is registered, just before it is sent: one that ended
+	// meanwhile is not sent (ErrAskGivenUp). A caller that gives up calls
+	// Forget, which finds nothing to withdraw before the registration, so
+	// without the check an ask given up on while it was on its way would
+	// run on its owner. It must be fast and must not block.
+	Ended func(id uint64) bool
 	// Control, if set, receives the frames of the control lane
 	// (supervisor traffic, in the federation protocol's own schema); the
 	// frame is valid only until it returns, and it must not block. An
@@ -931,6 +942,10 @@ func (m *Mailer) AskTraced(peer string, id, epoch uint64, to, from actor.Ref, ms
 	// registered after that scan sees closed here.
 	if m.closed.Load() {
 		return m.unregister(id, ErrClosed)
+	}
+	// A caller that gives up from here on finds the ask (Forget).
+	if m.cfg.Ended != nil && m.cfg.Ended(id) {
+		return m.unregister(id, ErrAskGivenUp)
 	}
 	if err := t.Send(peer, h.lane, frame); err != nil {
 		return m.unregister(id, err)

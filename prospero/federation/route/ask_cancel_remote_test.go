@@ -1,14 +1,17 @@
 package route
 
 import (
+	"context"
 	"errors"
-	"github.com/tempest-actors/tempest/clock"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/clock"
+	"github.com/tempest-actors/tempest/placement"
 )
 
 // laggingClock is the wall clock, behind by lag: a node whose clock lags
@@ -121,4 +124,64 @@ func TestRemoteCancelAskOvertakingItsAsk(t *testing.T) {
 	waitFor(t, "the second add ran", func() bool {
 		return askRetry(t, a.s, ref, rtSeq{Kind: "get"}) == any(rtCount{Count: 5})
 	})
+}
+
+// TestAskGivenUpWhileResentIsNotSent: an ask waiting on its caller's node
+// for placement is sent again by the retry loop, which first checks that
+// the caller still waits. A caller that gives up after that check, before
+// the Mailer registered the ask, found nothing to withdraw (no CancelAsk
+// went), and the ask then ran on its owner. Now the Mailer checks again
+// once the ask is registered and sends nothing.
+func TestAskGivenUpWhileResentIsNotSent(t *testing.T) {
+	c := newRTCluster(t)
+	a := c.start("a", rtRegistry(t, false), nil)
+	b := c.start("b", rtRegistry(t, false), nil)
+	c.place("counter", "b")
+	if err := b.s.Register("counter", counterActor, 0); err != nil {
+		t.Fatal(err)
+	}
+	var link cancelLink
+	link.wire(a, b)
+	ref := actor.Virtual("counter", "x")
+	askRetry(t, a.s, ref, rtSeq{Kind: "get"}) // the link is up
+	c.setFail("a", "counter", &Hint{Err: fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff), Owner: "b"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	asked := make(chan error, 1)
+	go func() {
+		_, err := a.s.Ask(ctx, ref, rtSeq{Kind: "add", DefaultDeadlineNs: 1})
+		asked <- err
+	}()
+	waitFor(t, "the ask waiting on a", func() bool { return a.r.buf.Waiting() == 1 })
+
+	// The move ends; the retry loop finds the ask pending, then its
+	// lookup is held until the caller has given up.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	c.mu.Lock()
+	c.hold = func(self string, to actor.Ref) {
+		if self == "a" && to == ref {
+			once.Do(func() {
+				close(entered)
+				<-release
+			})
+		}
+	}
+	c.mu.Unlock()
+	c.setFail("a", "counter", nil)
+	c.changed()
+	<-entered
+	cancel()
+	if err := <-asked; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the given-up ask: %v, want context.Canceled", err)
+	}
+	close(release)
+
+	waitFor(t, "the retry queue empty", func() bool { return a.r.buf.Waiting() == 0 })
+	if got := askRetry(t, a.s, ref, rtSeq{Kind: "get"}); got != any(rtCount{Count: 0}) {
+		t.Fatalf("counter = %#v, want 0: the ask given up on ran", got)
+	}
+	if st := a.r.MailStats(); st.AsksSent != 2 {
+		t.Fatalf("a sent %d asks, want 2 (the gets)", st.AsksSent)
+	}
 }

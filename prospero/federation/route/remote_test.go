@@ -62,6 +62,9 @@ type rtCluster struct {
 	seq   map[string][]string // node/kind -> owners its next locates answer, one each, before owner's
 	// busy, when set, is every node's hydration admission (remote.busy).
 	busy func(node string, to actor.Ref) (time.Duration, string, bool)
+	// hold, when set, is called by every locate (outside the lock), with
+	// the locating node and the recipient.
+	hold func(self string, ref actor.Ref)
 	// change is closed (and replaced) when a test changes placement
 	// (place, changed): every node's retry loop wakes, as at a raft apply.
 	change chan struct{}
@@ -138,7 +141,11 @@ func (c *rtCluster) locator(self string) Locator {
 		if kerr, ok := c.fail[self+"/"+ref.Kind()]; ok {
 			ferr = kerr
 		}
+		hold := c.hold
 		c.mu.Unlock()
+		if hold != nil {
+			hold(self, ref)
+		}
 		if ferr != nil {
 			return "", epoch, false, ferr
 		}

@@ -83,8 +83,8 @@ type Config struct {
 	Scheduler *ariel.Scheduler
 	Registry  *wire.Registry
 	Locate    Locator
-	// Mail configures the Mailer: its Registry, Local, Complete, Expired
-	// and Undelivered are filled in by New; its other fields (limits,
+	// Mail configures the Mailer: its Registry, Local, Complete, Expired,
+	// Ended and Undelivered are filled in by New; its other fields (limits,
 	// Clock, Logger, Control) are the caller's. Give it the scheduler's
 	// clock: ask deadlines are absolute times on that clock.
 	Mail wire.MailConfig
@@ -176,6 +176,7 @@ func New(cfg Config) (*Router, error) {
 	mc.Local = delivery{r}
 	mc.Complete = r.complete
 	mc.Expired = r.expired
+	mc.Ended = cfg.Scheduler.AskEnded
 	mc.Undelivered = r.undelivered
 	m, err := wire.NewMailer(mc)
 	if err != nil {

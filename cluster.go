@@ -147,6 +147,9 @@ type cluster struct {
 	transfers map[transferKey]*transfer // handoffs this node receives
 	aborts    atomic.Uint64             // of them, aborted by the old owner
 	promoted  atomic.Uint64             // planned moves from this node that promoted an in-sync follower
+	// streamsRefused counts raft, handoff and replication streams
+	// refused because their peer is not a member (admitStream).
+	streamsRefused atomic.Uint64
 
 	// Warm handoffs (cluster_hydrate.go).
 	warmHandoff    atomic.Bool // send HydrateRequest on planned moves (on by default)
@@ -267,6 +270,8 @@ func (c *cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Raft trusts the names in its messages: only members may speak it.
+	raftLn = memberListener{Listener: raftLn, c: c}
 	for _, svc := range []struct {
 		name string
 		fn   func(net.Conn) error
@@ -685,6 +690,9 @@ func (c *cluster) acceptLoop(l net.Listener, serve func(net.Conn) error) {
 		if err != nil {
 			return
 		}
+		if !c.admitStream(conn) {
+			continue
+		}
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
@@ -695,6 +703,61 @@ func (c *cluster) acceptLoop(l net.Listener, serve func(net.Conn) error) {
 			}
 			_ = conn.Close()
 		}()
+	}
+}
+
+// member reports whether the node called name (a name its QUIC link
+// proved with a cluster certificate) is a member of the cluster: in this
+// node's applied placement table, or a gossip member whose name is proven
+// (a node joining, before its table entry). A holder of a cluster
+// certificate that is neither — outside gossip, so no node resolves or
+// proves it — may open no raft, handoff or replication stream here: raft
+// takes the sender and leader names its messages carry on trust.
+func (c *cluster) member(name string) bool {
+	if c.placed.Load() {
+		in := false
+		c.pl.FSM().Read(func(t *placement.Table) { _, in = t.Nodes[name] })
+		if in {
+			return true
+		}
+	}
+	for _, m := range c.ml.Members() {
+		if m.Name == name && !m.Status.Gone() && c.prove.Proven(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// admitStream closes conn, a stream a peer opened to one of this node's
+// stream services, unless the peer is a member, and reports whether it
+// is. A refusal is logged and counted (FederationStats.StreamsRefused).
+func (c *cluster) admitStream(conn net.Conn) bool {
+	peer := conn.RemoteAddr().String()
+	if c.member(peer) {
+		return true
+	}
+	_ = conn.Close()
+	if n := c.streamsRefused.Add(1); n&(n-1) == 0 { // logged at the 1st, 2nd, 4th, 8th... refusal
+		c.log.LogAttrs(context.Background(), slog.LevelWarn, "stream from a node that is not a member refused",
+			slog.String("peer", peer), slog.Uint64("refused", n))
+	}
+	return false
+}
+
+// memberListener is a stream service's listener that hands out only the
+// streams members opened (admitStream).
+type memberListener struct {
+	net.Listener
+	c *cluster
+}
+
+func (l memberListener) Accept() (net.Conn, error) {
+	for {
+		conn, err := l.Listener.Accept()
+		if err != nil || l.c.admitStream(conn) {
+			return conn, err
+		}
 	}
 }
 

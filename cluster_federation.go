@@ -145,7 +145,7 @@ func bounded(ctx context.Context, def time.Duration) (context.Context, context.C
 // forward sends a placement command to the leader.
 func (c *cluster) forward(ctx context.Context, leader string, cmd []byte) error {
 	if leader == c.name {
-		return c.pl.ApplyForwarded(ctx, cmd)
+		return c.pl.ApplyForwarded(ctx, c.name, cmd)
 	}
 	ctx, cancel := bounded(ctx, 10*time.Second)
 	defer cancel()
@@ -290,12 +290,14 @@ func (c *cluster) starting() error {
 var _ federation.Handler = fedHandler{}
 
 // Forward applies a placement command a follower forwarded (this node
-// must be the leader).
-func (h fedHandler) Forward(ctx context.Context, _ string, m *federation.ForwardCommand) error {
+// must be the leader), if it is one the follower may propose: a change
+// of its own (placement.Forwardable), judged by the name its link
+// proved.
+func (h fedHandler) Forward(ctx context.Context, from string, m *federation.ForwardCommand) error {
 	if err := h.c.starting(); err != nil {
 		return err
 	}
-	return h.c.pl.ApplyForwarded(ctx, m.Command)
+	return h.c.pl.ApplyForwarded(ctx, from, m.Command)
 }
 
 // LeaseWitness answers a new raft leader asking about the terms before
@@ -811,6 +813,11 @@ type FederationStats struct {
 	// needed an activation while the hydration backlog was full (the
 	// sender sends it again after the wait the refusal asks for).
 	MailBusy uint64
+	// StreamsRefused counts raft, handoff and replication streams this
+	// node refused because the peer that opened them (with a cluster
+	// certificate) is not a member: not in its placement table, and not
+	// a gossip member whose name is proven.
+	StreamsRefused uint64
 }
 
 // FederationStats returns the node's federation counters (zero for a
@@ -822,5 +829,5 @@ func (n *Node) FederationStats() FederationStats {
 	c := n.cl
 	return FederationStats{Stats: c.fed.Stats(), HandoffsAborted: c.aborts.Load(), HandoffsPromoted: c.promoted.Load(),
 		Hydrated: c.hydrated.Load(), HydrateBusy: c.hydrateBusy.Load(), HydrateRetries: c.hydrateRetries.Load(),
-		MailBusy: c.mailBusy.Load()}
+		MailBusy: c.mailBusy.Load(), StreamsRefused: c.streamsRefused.Load()}
 }

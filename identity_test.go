@@ -258,3 +258,53 @@ func TestImpostorWithValidCertificateDoesNotFailTheRealNode(t *testing.T) {
 		t.Errorf("%d of %d asks failed while the impostor ran (last: %v)", f, f+ok.Load(), lastErr.Load())
 	}
 }
+
+// A holder of a certificate of the cluster CA for a name that is no
+// member (outside gossip and the table: a retired node's certificate, one
+// issued for another purpose) may link over QUIC, but every raft,
+// handoff and replication stream it opens is refused: raft takes the
+// sender and leader names its messages carry on trust, so such a peer
+// could otherwise pose as any voter.
+func TestNonMemberOpensNoRaftStream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := demoCluster(t, tempesttest.Options{Nodes: 2})
+	n1 := c.Node("n1")
+	var n1Addr string
+	for _, m := range n1.Members() {
+		if m.Name == "n1" {
+			n1Addr = m.Meta.QUICAddr
+		}
+	}
+	cc := c.Config("mallory").Cluster
+	tr, err := wire.NewQUIC(wire.Config{Name: "mallory", ListenAddr: "127.0.0.1:0", Certificate: cc.Certificate, CAs: cc.CAs,
+		Resolve: func(_ context.Context, peer string) (string, error) {
+			if peer == "n1" {
+				return n1Addr, nil
+			}
+			return "", fmt.Errorf("no peer %q", peer)
+		},
+		Handler: func(string, wire.Lane, []byte) error { return nil }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close() })
+	for _, service := range []string{placement.RaftService, "tempest-replica", "tempest-state"} {
+		before := n1.FederationStats().StreamsRefused
+		conn, err := tr.DialStream(t.Context(), "n1", service)
+		if err != nil {
+			t.Fatalf("%s: the link itself is allowed (a cluster certificate): %v", service, err)
+		}
+		// A byte written opens the stream at n1, which closes it.
+		if _, err := conn.Write([]byte{0}); err != nil {
+			t.Fatalf("%s: write: %v", service, err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if n, err := conn.Read(make([]byte, 1)); err == nil {
+			t.Fatalf("%s: n1 answered %d bytes to a non-member", service, n)
+		}
+		_ = conn.Close()
+		waitFor(t, 10*time.Second, service+" refusal counted", func() bool { return n1.FederationStats().StreamsRefused > before })
+	}
+}

@@ -14,8 +14,10 @@ type federationCollector struct{ n *tempest.Node }
 var federationDescs = struct {
 	messages, answers, malformed, late, unanswered, aborted, promoted *prometheus.Desc
 	notices, noticesDropped                                           *prometheus.Desc
-	hydrated, hydrateBusy, hydrateRetries, mailBusy                   *prometheus.Desc
+	hydrated, hydrateBusy, hydrateRetries, mailBusy, streamsRefused   *prometheus.Desc
 }{
+	streamsRefused: prometheus.NewDesc("tempest_streams_refused_total",
+		"Raft, handoff and replication streams refused because the peer that opened them is not a member (not in the placement table, not a proven gossip member).", nil, nil),
 	hydrated: prometheus.NewDesc("tempest_hydrate_warmed_total",
 		"Activations started on this node by warm handoffs (an old owner's HydrateRequest).", nil, nil),
 	hydrateBusy: prometheus.NewDesc("tempest_hydrate_busy_total",
@@ -47,7 +49,7 @@ var federationDescs = struct {
 func (c *federationCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := federationDescs
 	for _, x := range []*prometheus.Desc{d.messages, d.answers, d.malformed, d.late, d.unanswered, d.aborted, d.promoted, d.notices, d.noticesDropped,
-		d.hydrated, d.hydrateBusy, d.hydrateRetries, d.mailBusy} {
+		d.hydrated, d.hydrateBusy, d.hydrateRetries, d.mailBusy, d.streamsRefused} {
 		ch <- x
 	}
 }
@@ -76,4 +78,5 @@ func (c *federationCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.hydrateBusy, st.HydrateBusy)
 	counter(d.hydrateRetries, st.HydrateRetries)
 	counter(d.mailBusy, st.MailBusy)
+	counter(d.streamsRefused, st.StreamsRefused)
 }

@@ -177,7 +177,7 @@ func (c *testCluster) start(name string) *placement.Node {
 		cfg.MaxVoters = c.voters
 	}
 	if !c.noForward {
-		cfg.Forwarder = (*testForwarder)(c)
+		cfg.Forwarder = &testForwarder{c: c, from: name}
 	}
 	if c.handoff {
 		cfg.Handoff = (*testHandoff)(c)
@@ -326,15 +326,17 @@ func (c *testCluster) reachable(a, b string) bool {
 	return !c.cut[a] && !c.cut[b] && c.nodes[b] != nil
 }
 
-// testForwarder delivers follower proposals to the leader in-process,
-// respecting partitions.
-type testForwarder testCluster
+// testForwarder delivers node from's proposals to the leader
+// in-process, respecting partitions.
+type testForwarder struct {
+	c    *testCluster
+	from string
+}
 
 func (f *testForwarder) Forward(ctx context.Context, leader string, cmd []byte) error {
-	c := (*testCluster)(f)
-	for name, n := range c.live() {
+	for name, n := range f.c.live() {
 		if n.IsLeader() && name == leader {
-			return n.ApplyForwarded(ctx, cmd)
+			return n.ApplyForwarded(ctx, f.from, cmd)
 		}
 	}
 	return placement.ErrNotLeader

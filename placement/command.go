@@ -372,6 +372,53 @@ func normalizeKinds(in []KindSpec) ([]KindSpec, error) {
 	return out, nil
 }
 
+// Forwardable returns nil if node from may have c applied by forwarding
+// it to the leader, by table t, and an error wrapping ErrNotForwardable
+// otherwise. A node proposes changes of its own: its entry (the status
+// it has in t kept), its kinds, its sync barrier, leaving (draining) and
+// coming back from it, and the replica sets of the shards it owns (a
+// follower removed or added) or follows (itself removed). Initial
+// placement, moves, failovers and other nodes' entries are the leader's
+// own to propose, and a node t does not hold may forward nothing: it
+// enters the table through the leader, once it proved its name.
+func Forwardable(t *Table, from string, c Command) error {
+	self, ok := t.Nodes[from]
+	if !ok {
+		return fmt.Errorf("%w: %q is not in the table", ErrNotForwardable, from)
+	}
+	each := func(ok func(Move) bool) bool {
+		for _, m := range c.Moves {
+			if !ok(m) {
+				return false
+			}
+		}
+		return len(c.Moves) > 0
+	}
+	switch c.Op {
+	case OpNode:
+		if c.Node != nil && c.Node.Name == from && c.Node.Status == self.Status {
+			return nil
+		}
+	case OpStatus:
+		if c.Name == from && (c.Status == StatusDraining || (c.Status == StatusUp && self.Status == StatusDraining)) {
+			return nil
+		}
+	case OpHosts, OpSync:
+		if c.Name == from {
+			return nil
+		}
+	case OpShrink:
+		if each(func(m Move) bool { return m.From == from || m.To == from }) {
+			return nil
+		}
+	case OpJoin:
+		if each(func(m Move) bool { return m.From == from }) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %q may not forward %s", ErrNotForwardable, from, c.Op)
+}
+
 func sameKind(a, b KindSpec) bool {
 	return a.Name == b.Name && a.Digest == b.Digest && slices.Equal(a.Requires, b.Requires) &&
 		a.AskTimeout == b.AskTimeout && a.MaxAskTimeout == b.MaxAskTimeout

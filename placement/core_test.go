@@ -1176,3 +1176,66 @@ func TestPlannerDrainingOwnerFallsBackToNextRanked(t *testing.T) {
 		t.Fatalf("moved to the failing node again at once: %+v", got)
 	}
 }
+
+// TestForwardableOnlyTheNodesOwn: a node may have the leader apply only
+// changes of its own; a command about another node, a move, or anything
+// from a node the table does not hold is refused (ErrNotForwardable,
+// matching ErrBadCommand), whatever its content.
+func TestForwardableOnlyTheNodesOwn(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 2})
+	for _, n := range []string{"a", "b"} {
+		mustApply(t, tb, placement.Command{Op: placement.OpNode, Node: &placement.NodeInfo{Name: n, Status: placement.StatusUp}})
+	}
+	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "b", Status: placement.StatusDraining})
+	sh := placement.ShardRef{Group: "g", Index: 0}
+	own := []placement.Command{
+		{Op: placement.OpNode, Node: &placement.NodeInfo{Name: "a", Status: placement.StatusUp, Addr: "new"}},
+		{Op: placement.OpStatus, Name: "a", Status: placement.StatusDraining},
+		{Op: placement.OpHosts, Name: "a", Kinds: []placement.KindSpec{{Name: tk}}},
+		{Op: placement.OpSync, Name: "a", Nonce: "x"},
+		{Op: placement.OpShrink, Moves: []placement.Move{{Shard: sh, From: "a", Epoch: 1, To: "b"}}}, // a's follower out
+		{Op: placement.OpShrink, Moves: []placement.Move{{Shard: sh, From: "b", Epoch: 1, To: "a"}}}, // a leaves b's set
+		{Op: placement.OpJoin, Moves: []placement.Move{{Shard: sh, From: "a", Epoch: 1, To: "b"}}},
+	}
+	for _, c := range own {
+		if err := placement.Forwardable(tb, "a", c); err != nil {
+			t.Errorf("a's own %s refused: %v", c.Op, err)
+		}
+	}
+	if err := placement.Forwardable(tb, "b", placement.Command{Op: placement.OpStatus, Name: "b", Status: placement.StatusUp}); err != nil {
+		t.Errorf("draining b coming back up refused: %v", err)
+	}
+	others := []placement.Command{
+		{Op: placement.OpNode, Node: &placement.NodeInfo{Name: "b", Status: placement.StatusUp}},
+		{Op: placement.OpNode, Node: &placement.NodeInfo{Name: "a", Status: placement.StatusDown}}, // its status is the leader's
+		{Op: placement.OpStatus, Name: "b", Status: placement.StatusDown},
+		{Op: placement.OpStatus, Name: "a", Status: placement.StatusDown},
+		{Op: placement.OpStatus, Name: "a", Status: placement.StatusUp}, // up, not draining
+		{Op: placement.OpHosts, Name: "b"},
+		{Op: placement.OpSync, Name: "b", Nonce: "x"},
+		{Op: placement.OpRemove, Name: "b"},
+		{Op: placement.OpInit, Shards: 4},
+		{Op: placement.OpAssign, Moves: []placement.Move{{Shard: sh, From: "b", Epoch: 1, To: "a"}}},
+		{Op: placement.OpBegin, Moves: []placement.Move{{Shard: sh, From: "a", Epoch: 1, To: "b"}}},
+		{Op: placement.OpComplete, Moves: []placement.Move{{Shard: sh, From: "a", Epoch: 1, To: "b"}}},
+		{Op: placement.OpAbort, Moves: []placement.Move{{Shard: sh, From: "a", Epoch: 1, To: "b"}}},
+		{Op: placement.OpShrink, Moves: []placement.Move{{Shard: sh, From: "b", Epoch: 1, To: "c"}}},
+		{Op: placement.OpShrink},
+		{Op: placement.OpJoin, Moves: []placement.Move{{Shard: sh, From: "b", Epoch: 1, To: "a"}}},
+		{Op: placement.OpJoin, Moves: []placement.Move{{Shard: sh, From: "a", Epoch: 1, To: "b"}, {Shard: sh, From: "b", Epoch: 1, To: "a"}}},
+	}
+	for _, c := range others {
+		if err := placement.Forwardable(tb, "a", c); !errors.Is(err, placement.ErrNotForwardable) || !errors.Is(err, placement.ErrBadCommand) {
+			t.Errorf("a forwarding %s %+v: %v, want ErrNotForwardable", c.Op, c, err)
+		}
+	}
+	// A node the table does not hold forwards nothing, not even its own.
+	if err := placement.Forwardable(tb, "mallory", placement.Command{Op: placement.OpNode, Node: &placement.NodeInfo{Name: "mallory", Status: placement.StatusUp}}); !errors.Is(err, placement.ErrNotForwardable) {
+		t.Errorf("a node outside the table forwarding its entry: %v", err)
+	}
+	// Ask timeouts in a publication are checked.
+	if r := tb.Apply(placement.Command{Op: placement.OpHosts, Name: "a", Kinds: []placement.KindSpec{{Name: tk, AskTimeout: -1}}}); !errors.Is(r.Err, placement.ErrBadCommand) {
+		t.Errorf("a negative ask timeout: %v", r.Err)
+	}
+}

@@ -48,6 +48,9 @@ var (
 	ErrClosed = errors.New("placement: closed")
 	// ErrBadCommand: a command could not be decoded or is invalid.
 	ErrBadCommand = errors.New("placement: bad command")
+	// ErrNotForwardable: a node forwarded a command that is not its own
+	// to propose (Forwardable). It matches ErrBadCommand.
+	ErrNotForwardable = fmt.Errorf("%w: not the forwarding node's own to propose", ErrBadCommand)
 	// ErrNoWitness: a node asked for its lease witness of a term cannot
 	// give one (yet): its raft has not reached that term, or its
 	// transport keeps no record of heartbeats (Node.Witness).

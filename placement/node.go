@@ -580,15 +580,25 @@ func (n *Node) Propose(ctx context.Context, c Command) (Result, error) {
 	return Result{}, n.cfg.Forwarder.Forward(ctx, leader, b)
 }
 
-// ApplyForwarded applies a command forwarded by a follower. It returns
-// ErrNotLeader if this node is not the leader.
-func (n *Node) ApplyForwarded(ctx context.Context, cmd []byte) error {
+// ApplyForwarded applies a command that node from forwarded (from is
+// the name its link proved with the cluster certificate). It returns
+// ErrNotLeader if this node is not the leader. A node may forward only
+// changes of its own (see Forwardable); anything else fails with
+// ErrNotForwardable. A command from this node itself (from its own name)
+// is applied as it comes.
+func (n *Node) ApplyForwarded(ctx context.Context, from string, cmd []byte) error {
 	c, err := DecodeCommand(cmd)
 	if err != nil {
 		return err
 	}
 	if !n.IsLeader() {
 		return ErrNotLeader
+	}
+	if from != n.cfg.Name {
+		n.fsm.Read(func(t *Table) { err = Forwardable(t, from, c) })
+		if err != nil {
+			return err
+		}
 	}
 	if c.Op == OpSync && n.syncHeld(c.Name, n.raft.CurrentTerm()) {
 		return fmt.Errorf("%w: %s led before this leader; its barrier waits for its down status", ErrSyncHeld, c.Name)

@@ -389,7 +389,7 @@ func TestProposeOnFollowerWithoutForwarder(t *testing.T) {
 	if _, err := n.Propose(t.Context(), placement.Command{Op: placement.OpInit, Shards: 3}); err != nil {
 		t.Fatalf("propose on leader: %v", err)
 	}
-	if err := n.ApplyForwarded(t.Context(), []byte{1, '{'}); !errors.Is(err, placement.ErrBadCommand) {
+	if err := n.ApplyForwarded(t.Context(), "solo", []byte{1, '{'}); !errors.Is(err, placement.ErrBadCommand) {
 		t.Fatalf("bad forwarded command: %v", err)
 	}
 	if loc, err := n.Locate(tk, "x"); err != nil || loc.Owner != "solo" {

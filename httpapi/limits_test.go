@@ -305,7 +305,7 @@ func rawRequest(t *testing.T, addr, head, body string, tick time.Duration) (stri
 func TestHTTPSlowBodyTimesOut(t *testing.T) {
 	_, addr := serveAPI(t, httpapi.Limits{BodyTimeout: 500 * time.Millisecond, ReadHeaderTimeout: time.Second})
 	body := `{"Add":{"n":1}}`
-	head := fmt.Sprintf("POST /v1/actors/counter/slow/ask HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	head := fmt.Sprintf("POST /v1/actors/counter/slow/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
 	line, took := rawRequest(t, addr, head, body, 2*time.Second)
 	if !strings.Contains(line, " 408 ") {
 		t.Fatalf("slow body: status line %q after %v, want 408", line, took)

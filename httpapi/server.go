@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,7 @@ const (
 	codeNotSupported     = "not_supported"
 	codeMethodNotAllowed = "method_not_allowed"
 	codeInvalidReminder  = "invalid_reminder"
+	codeForbidden        = "forbidden"
 )
 
 // Node is what the HTTP API needs from a node; *tempest.Node has it.
@@ -341,6 +343,13 @@ func (s *Server) Handler() http.Handler {
 // slow client and no read deadline outlives the body.
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if why := s.foreign(r); why != "" {
+			if r.ContentLength != 0 {
+				w.Header().Set("Connection", "close")
+			}
+			writeError(w, http.StatusForbidden, codeForbidden, why)
+			return
+		}
 		open := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || (s.metricsPublic && r.URL.Path == "/metrics") ||
 			r.URL.Path == "/ui/login" || r.URL.Path == "/ui/style.css"
 		if s.token != nil && !open {
@@ -361,12 +370,85 @@ func (s *Server) auth(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if r.ContentLength != 0 && !s.readWhole(w, r) {
+		limit, d := int64(MaxRequestBody), s.limits.BodyTimeout
+		if open && r.ContentLength != 0 {
+			// Anyone may send these: a body is read only for the sign-in
+			// form, small and at once, so that unauthenticated clients
+			// cannot hold connections open sending bodies slowly.
+			if r.URL.Path != "/ui/login" || r.ContentLength < 0 || r.ContentLength > maxOpenBody {
+				w.Header().Set("Connection", "close")
+				writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge,
+					fmt.Sprintf("%s takes no body (the sign-in form at most %d bytes, with its length declared)", truncatePath(r.URL.Path), maxOpenBody))
+				return
+			}
+			limit, d = maxOpenBody, min(d, openBodyTimeout)
+		}
+		if r.ContentLength != 0 && !s.readWhole(w, r, limit, d) {
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
+
+// foreign returns why r is refused as a browser's request on another
+// site's behalf, "" if it is not one. A request that changes something
+// (any method but GET, HEAD and OPTIONS) and carries an Origin other than
+// its own Host came from a page of another site (a cross-site request
+// forgery: a form or a script's simple request needs no preflight). And
+// without a token, a request that reached a loopback address under a
+// Host that is no loopback name was addressed to another site's name
+// resolved to this machine (DNS rebinding), which would let that site's
+// pages read the answers. Clients that are not browsers send no Origin
+// and address loopback by a loopback name.
+func (s *Server) foreign(r *http.Request) string {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		if o := r.Header.Get("Origin"); o != "" {
+			if u, err := url.Parse(o); err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+				return fmt.Sprintf("cross-origin request refused: Origin %q is not this API (%q)", truncatePath(o), truncatePath(r.Host))
+			}
+		}
+	}
+	if s.token == nil && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" { // probes tell only liveness
+		if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && isLoopback(la) && !loopbackHost(r.Host) {
+			return fmt.Sprintf("Host %q is not a loopback name: without a token this API answers only requests addressed to this machine's loopback", truncatePath(r.Host))
+		}
+	}
+	return ""
+}
+
+// isLoopback reports whether a is a loopback address.
+func isLoopback(a net.Addr) bool {
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// loopbackHost reports whether host (a Host header: a name or an
+// address, with or without a port) names the loopback: localhost, a
+// name under .localhost, or a loopback address.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSuffix(host, "]"), "["), ".")
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// The body of a request anyone may send (the sign-in form): its size and
+// how long its reading may take.
+const (
+	maxOpenBody     = 4 << 10
+	openBodyTimeout = 2 * time.Second
+)
 
 // readWhole replaces r.Body by its bytes, read within the body timeout
 // (a read deadline on the connection, cleared again before the handler
@@ -374,14 +456,13 @@ func (s *Server) auth(next http.Handler) http.Handler {
 // limit. It answers 413, 408 or 400 itself and reports false when the
 // body could not be read; the connection is then closed, since what is
 // left of the body must not be read as the next request.
-func (s *Server) readWhole(w http.ResponseWriter, r *http.Request) bool {
+func (s *Server) readWhole(w http.ResponseWriter, r *http.Request, limit int64, d time.Duration) bool {
 	rc := http.NewResponseController(w)
-	d := s.limits.BodyTimeout
 	if d == 0 {
 		d = DefaultLimits().BodyTimeout
 	}
 	_ = rc.SetReadDeadline(time.Now().Add(d)) // not supported by test recorders
-	b, err := readAllBody(w, r)
+	b, err := readAllBody(w, r, limit)
 	_ = rc.SetReadDeadline(time.Time{})
 	if err == nil {
 		r.Body = newWholeBody(b)
@@ -407,12 +488,12 @@ func (s *Server) readWhole(w http.ResponseWriter, r *http.Request) bool {
 // bytes come in.
 const presizeBody = 64 << 10
 
-// readAllBody reads r's body within MaxRequestBody; a body of a declared
+// readAllBody reads r's body within limit bytes; a body of a declared
 // length within the limit is read into a buffer of that size (at most
 // presizeBody up front), without a copy once read.
-func readAllBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body := http.MaxBytesReader(w, r.Body, MaxRequestBody)
-	if n := r.ContentLength; n > 0 && n <= MaxRequestBody {
+func readAllBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	if n := r.ContentLength; n > 0 && n <= limit {
 		b := make([]byte, 0, min(n, presizeBody))
 		for int64(len(b)) < n {
 			if len(b) == cap(b) {

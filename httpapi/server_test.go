@@ -359,7 +359,7 @@ func TestHTTPDeclaredLengthIsNotPreallocated(t *testing.T) {
 	runtime.ReadMemStats(&ms)
 	before := ms.TotalAlloc
 	r.Body = io.NopCloser(strings.NewReader("0123456789"))
-	if _, err := readAllBody(httptest.NewRecorder(), r); err == nil {
+	if _, err := readAllBody(httptest.NewRecorder(), r, MaxRequestBody); err == nil {
 		t.Fatal("a body shorter than declared was read")
 	}
 	runtime.ReadMemStats(&ms)

@@ -22,19 +22,21 @@ func TestSharedSecretFilesWarn(t *testing.T) {
 		return p
 	}
 	for _, tc := range []struct {
-		name       string
-		token, key os.FileMode
-		warned     []string
+		name            string
+		token, key, tls os.FileMode
+		warned          []string
 	}{
-		{"private", 0o600, 0o400, nil},
-		{"world-readable token", 0o644, 0o600, []string{"--http-token-file"}},
-		{"group-readable key", 0o600, 0o640, []string{"--gossip-key-file"}},
-		{"both", 0o604, 0o660, []string{"--http-token-file", "--gossip-key-file"}},
+		{"private", 0o600, 0o400, 0o600, nil},
+		{"world-readable token", 0o644, 0o600, 0o600, []string{"--http-token-file"}},
+		{"group-readable key", 0o600, 0o640, 0o400, []string{"--gossip-key-file"}},
+		{"world-readable node key", 0o600, 0o600, 0o644, []string{"--tls-key"}},
+		{"all", 0o604, 0o660, 0o640, []string{"--http-token-file", "--gossip-key-file", "--tls-key"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := defaultAgentConfig()
 			c.HTTPTokenFile = write("token", tc.token)
 			c.GossipKeyFile = write("gossip.key", tc.key)
+			c.TLSKey = write("node-key.pem", tc.tls)
 			var buf bytes.Buffer
 			warnSharedSecrets(slog.New(slog.NewTextHandler(&buf, nil)), c)
 			out := buf.String()

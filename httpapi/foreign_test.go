@@ -1,0 +1,100 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tempest-actors/tempest/httpapi"
+)
+
+// TestRequestsOnAnotherSitesBehalfRefused: without a token the API is
+// open on loopback, so a page of another site the developer visits must
+// not drive it. A request that changes something and carries another
+// Origin (a cross-site form or script) is refused 403 and changes
+// nothing; and a request that reached loopback under a Host that is no
+// loopback name (another site's name resolved to 127.0.0.1: DNS
+// rebinding) is refused too, probes aside. Clients that are not browsers
+// (no Origin, a loopback Host) are served as before.
+func TestRequestsOnAnotherSitesBehalfRefused(t *testing.T) {
+	_, addr := serveAPI(t, httpapi.Limits{})
+	base := "http://" + addr
+	do := func(method, path, origin, host, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		req.Header.Set("Content-Type", "text/plain") // a simple request: no preflight
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	add := `{"Add":{"n":1000}}`
+	for _, origin := range []string{"http://evil.example", "null", "http://127.0.0.1:1"} {
+		code, body := do("POST", "/v1/actors/counter/victim/ask", origin, "", add)
+		var eb struct{ Code string }
+		_ = json.Unmarshal([]byte(body), &eb)
+		if code != http.StatusForbidden || eb.Code != "forbidden" {
+			t.Fatalf("POST with Origin %q: %d %s, want 403 forbidden", origin, code, body)
+		}
+	}
+	if code, body := do("POST", "/v1/actors/counter/victim/ask", base, "", `{"Add":{"n":1}}`); code != 200 || !strings.Contains(body, `"n":1`) {
+		t.Fatalf("same-origin POST: %d %s, want 200 and n=1 (the refused adds did not run)", code, body)
+	}
+	if code, body := do("POST", "/v1/actors/counter/victim/ask", "", "", `{"Add":{"n":1}}`); code != 200 || !strings.Contains(body, `"n":2`) {
+		t.Fatalf("POST without Origin: %d %s, want 200 and n=2", code, body)
+	}
+	if code, _ := do("GET", "/v1/members", "http://evil.example", "", ""); code != 200 {
+		t.Fatalf("GET with another Origin: %d, want 200 (its answer is the browser's to withhold)", code)
+	}
+	for _, host := range []string{"attacker.example", "attacker.example:80", "127.0.0.1.attacker.example"} {
+		if code, body := do("GET", "/v1/members", "", host, ""); code != http.StatusForbidden {
+			t.Fatalf("GET under Host %q: %d %s, want 403", host, code, body)
+		}
+		if code, _ := do("GET", "/healthz", "", host, ""); code != 200 {
+			t.Fatalf("probe under Host %q: %d, want 200", host, code)
+		}
+	}
+	for _, host := range []string{"localhost", "localhost:7948", "app.localhost", "127.0.0.1", "[::1]:7948"} {
+		if code, body := do("GET", "/v1/members", "", host, ""); code != 200 {
+			t.Fatalf("GET under Host %q: %d %s, want 200", host, code, body)
+		}
+	}
+}
+
+// TestOpenPathsReadNoSlowBody: the paths anyone may call read no body
+// (the probes, /metrics, the style sheet: 413 at once, the connection
+// closed), and the sign-in form's only a small one within two seconds,
+// so unauthenticated clients cannot hold connections open by sending
+// bodies slowly.
+func TestOpenPathsReadNoSlowBody(t *testing.T) {
+	_, addr := serveAPI(t, httpapi.Limits{BodyTimeout: time.Minute, ReadHeaderTimeout: time.Minute})
+	head := "POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1048576\r\n\r\n"
+	if line, _ := rawRequest(t, addr, head, "xxxx", 10*time.Millisecond); !strings.Contains(line, " 413 ") {
+		t.Fatalf("a body to /healthz: %q, want 413", line)
+	}
+	head = "POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 8192\r\n\r\n"
+	if line, _ := rawRequest(t, addr, head, "token=", 10*time.Millisecond); !strings.Contains(line, " 413 ") {
+		t.Fatalf("an 8 KiB sign-in form: %q, want 413", line)
+	}
+	body := "token=0123456789"
+	head = "POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 16\r\n\r\n"
+	line, took := rawRequest(t, addr, head, body, time.Second)
+	if !strings.Contains(line, " 408 ") || took > 30*time.Second {
+		t.Fatalf("a sign-in form sent a byte a second: %q after %v, want 408 (the open body timeout, not the minute)", line, took)
+	}
+}

@@ -1,13 +1,17 @@
 package httpapi_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/httpapi"
 )
 
@@ -96,5 +100,61 @@ func TestOpenPathsReadNoSlowBody(t *testing.T) {
 	line, took := rawRequest(t, addr, head, body, time.Second)
 	if !strings.Contains(line, " 408 ") || took > 30*time.Second {
 		t.Fatalf("a sign-in form sent a byte a second: %q after %v, want 408 (the open body timeout, not the minute)", line, took)
+	}
+}
+
+// TestRefusedBodyClosesTheConnection: a request refused without reading
+// its body (no token, here) is answered and its connection closed at
+// once, also when the body it declared is small: the server would
+// otherwise read what is left of it to keep the connection, waiting for
+// a client that never sends it, and such connections, busy, could never
+// be evicted to make room for other clients.
+func TestRefusedBodyClosesTheConnection(t *testing.T) {
+	n, err := tempest.New(tempest.Config{Name: "n1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	api, err := httpapi.New(httpapi.Config{Node: n, Token: []byte("secret-token-secret")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := api.HTTPServer()
+	go func() { _ = srv.Serve(api.Listener(ln)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	for _, head := range []string{
+		"POST /v1/actors/counter/x/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{", // no token
+		"POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{",                 // a body where none is read
+		"POST /v1/actors/counter/x/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://evil.example\r\nContent-Length: 100\r\n\r\n{",
+	} {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(c, head); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", head, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode < 400 {
+			t.Fatalf("%q: %d, want a refusal", head, resp.StatusCode)
+		}
+		// The rest of the body is never sent: the server must close.
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("%q: after the %d the connection gave %v, want EOF (closed by the server)", head, resp.StatusCode, err)
+		}
+		c.Close()
 	}
 }

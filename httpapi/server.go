@@ -345,7 +345,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if why := s.foreign(r); why != "" {
 			if r.ContentLength != 0 {
-				w.Header().Set("Connection", "close")
+				dropBody(w)
 			}
 			writeError(w, http.StatusForbidden, codeForbidden, why)
 			return
@@ -363,7 +363,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 				if r.ContentLength != 0 {
 					// Do not read an unauthenticated body to keep the
 					// connection: close it after the answer.
-					w.Header().Set("Connection", "close")
+					dropBody(w)
 				}
 				w.Header().Set("WWW-Authenticate", `Bearer realm="tempest"`)
 				writeError(w, http.StatusUnauthorized, codeUnauthorized, "missing or wrong bearer token")
@@ -376,7 +376,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			// form, small and at once, so that unauthenticated clients
 			// cannot hold connections open sending bodies slowly.
 			if r.URL.Path != "/ui/login" || r.ContentLength < 0 || r.ContentLength > maxOpenBody {
-				w.Header().Set("Connection", "close")
+				dropBody(w)
 				writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge,
 					fmt.Sprintf("%s takes no body (the sign-in form at most %d bytes, with its length declared)", truncatePath(r.URL.Path), maxOpenBody))
 				return
@@ -443,6 +443,17 @@ func loopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// dropBody makes the connection of a request whose body is not (or no
+// longer) read close once the answer is written. The Connection header
+// alone does not do it: after the handler the server reads what is left
+// of a body of up to 256 KiB to keep the connection, and would wait for
+// a client that never sends it; a read deadline in the past ends that
+// read at once.
+func dropBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now()) // not supported by test recorders
+}
+
 // The body of a request anyone may send (the sign-in form): its size and
 // how long its reading may take.
 const (
@@ -463,12 +474,12 @@ func (s *Server) readWhole(w http.ResponseWriter, r *http.Request, limit int64, 
 	}
 	_ = rc.SetReadDeadline(time.Now().Add(d)) // not supported by test recorders
 	b, err := readAllBody(w, r, limit)
-	_ = rc.SetReadDeadline(time.Time{})
 	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
 		r.Body = newWholeBody(b)
 		return true
 	}
-	w.Header().Set("Connection", "close")
+	dropBody(w)
 	var mbe *http.MaxBytesError
 	var ne net.Error
 	switch {

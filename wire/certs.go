@@ -186,6 +186,16 @@ func WriteCA(dir string, ca *CA) error {
 	return writeFile(filepath.Join(dir, CACertFile), certPEM, 0o644)
 }
 
+// WriteCACert writes certPEM as dir/ca.pem (replacing it atomically),
+// without a key: the CA certificate that nodes verify peers with, kept
+// apart from the CA key.
+func WriteCACert(dir string, certPEM []byte) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, CACertFile), certPEM, 0o644)
+}
+
 // LoadCA reads ca.pem and ca-key.pem from dir.
 func LoadCA(dir string) (*CA, error) {
 	cert, err := readCert(filepath.Join(dir, CACertFile))

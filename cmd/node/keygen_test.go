@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"os"
 	"path/filepath"
@@ -177,9 +178,10 @@ func TestComposeInitRunsOnThisBinary(t *testing.T) {
 	if !ok || len(svc.Entrypoint) != 0 {
 		t.Fatalf("init service %+v: want one that runs the image's /tempest entrypoint", svc)
 	}
-	dir := t.TempDir()
+	dir, private := t.TempDir(), t.TempDir()
 	args := make([]string, len(svc.Command))
 	for i, a := range svc.Command {
+		a = strings.ReplaceAll(a, "/etc/tempest-ca", private)
 		args[i] = strings.ReplaceAll(a, "/etc/tempest", dir)
 	}
 	for range 2 {
@@ -192,5 +194,53 @@ func TestComposeInitRunsOnThisBinary(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("the nodes mount %s: %v", f, err)
 		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*", "ca-key.pem")); len(m) != 0 {
+		t.Errorf("the CA key is in the volume the nodes mount: %v", m)
+	}
+	if _, err := wire.LoadCA(private); err != nil {
+		t.Errorf("the CA kept for the init service: %v", err)
+	}
+}
+
+// TestSecretsInitMovesTheCAKeyOff: a directory prepared without
+// --ca-dir (the CA key next to the certificate the nodes read) keeps its
+// CA when --ca-dir is given later: the CA moves there, the nodes' copy
+// keeps the certificate only, and new certificates come from the same CA.
+func TestSecretsInitMovesTheCAKeyOff(t *testing.T) {
+	dir, private := filepath.Join(t.TempDir(), "shared"), filepath.Join(t.TempDir(), "ca")
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"secrets", "init", "--dir", dir, "--nodes", "n1"}, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	before, err := wire.LoadCA(filepath.Join(dir, "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(t.Context(), []string{"secrets", "init", "--dir", dir, "--ca-dir", private, "--nodes", "n1,n2"}, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatalf("%v: %s", err, errOut.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ca", "ca-key.pem")); !os.IsNotExist(err) {
+		t.Fatalf("the CA key is still beside the nodes' certificate: %v", err)
+	}
+	after, err := wire.LoadCA(private)
+	if err != nil || !after.Cert.Equal(before.Cert) {
+		t.Fatalf("the CA moved: %v (same certificate: %v)", err, err == nil && after.Cert.Equal(before.Cert))
+	}
+	pool, err := wire.LoadCAPool(filepath.Join(dir, "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, err := os.ReadFile(filepath.Join(dir, "n2", "node.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(certPEM)
+	leaf, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "n2", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		t.Fatalf("n2's certificate, issued after the move: %v", err)
 	}
 }

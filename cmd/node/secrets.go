@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -35,7 +36,7 @@ func newSecretsCmd() *cobra.Command {
 }
 
 func newSecretsInitCmd() *cobra.Command {
-	var dir string
+	var dir, caDir string
 	var nodes []string
 	var days int
 	cmd := &cobra.Command{
@@ -51,7 +52,12 @@ keygen would:
 
 Files that exist are kept, so running it again (a container cluster's
 one-shot init at every start) changes nothing and a node added to --nodes
-gets its certificate from the same CA. Keys are written with mode 0600.`,
+gets its certificate from the same CA. Keys are written with mode 0600.
+
+With --ca-dir the CA (certificate and key) lives there instead, and
+DIR/ca holds a copy of its certificate only, so that DIR can be given to
+the nodes without the CA key. A CA found in DIR/ca from a run without
+--ca-dir is moved there.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" || len(nodes) == 0 {
@@ -65,19 +71,26 @@ gets its certificate from the same CA. Keys are written with mode 0600.`,
 					return withCode(exitUsage, err)
 				}
 			}
-			return initSecrets(cmd.OutOrStdout(), dir, nodes, time.Duration(days)*24*time.Hour, time.Now())
+			return initSecrets(cmd.OutOrStdout(), dir, caDir, nodes, time.Duration(days)*24*time.Hour, time.Now())
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "directory to write into (created if missing)")
+	cmd.Flags().StringVar(&caDir, "ca-dir", "", "keep the CA and its key here, and only its certificate in DIR/ca (default DIR/ca)")
 	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "node names to issue certificates for (comma-separated or repeated)")
 	cmd.Flags().IntVar(&days, "days", 365, "validity of new node certificates in days")
 	return cmd
 }
 
 // initSecrets creates whatever of the cluster's secrets in dir is
-// missing and reports each file it created on out.
-func initSecrets(out io.Writer, dir string, nodes []string, validity time.Duration, now time.Time) error {
-	caDir := filepath.Join(dir, secretsCADir)
+// missing and reports each file it created on out. With caDir the CA is
+// kept there and dir/ca holds its certificate only.
+func initSecrets(out io.Writer, dir, caDir string, nodes []string, validity time.Duration, now time.Time) error {
+	shared := filepath.Join(dir, secretsCADir)
+	if caDir == "" || filepath.Clean(caDir) == filepath.Clean(shared) {
+		caDir = shared
+	} else if err := moveCA(out, shared, caDir); err != nil {
+		return err
+	}
 	if !fileExists(filepath.Join(caDir, wire.CACertFile)) {
 		ca, err := wire.NewCA("tempest cluster CA", now, 10*365*24*time.Hour)
 		if err != nil {
@@ -87,6 +100,19 @@ func initSecrets(out io.Writer, dir string, nodes []string, validity time.Durati
 			return err
 		}
 		fmt.Fprintln(out, "created the cluster CA in", caDir)
+	}
+	if caDir != shared {
+		// The nodes' copy of the certificate, kept equal to the CA's.
+		cert, err := os.ReadFile(filepath.Join(caDir, wire.CACertFile))
+		if err != nil {
+			return err
+		}
+		if have, err := os.ReadFile(filepath.Join(shared, wire.CACertFile)); err != nil || !bytes.Equal(have, cert) {
+			if err := wire.WriteCACert(shared, cert); err != nil {
+				return err
+			}
+			fmt.Fprintln(out, "copied the CA certificate to", shared)
+		}
 	}
 	var ca *wire.CA
 	for _, name := range nodes {
@@ -127,6 +153,27 @@ func initSecrets(out io.Writer, dir string, nodes []string, validity time.Durati
 		}
 	}
 	return nil
+}
+
+// moveCA moves a CA that a run without --ca-dir left in shared (its key
+// next to the certificate the nodes read) to caDir, unless caDir has one
+// already; shared keeps the certificate only.
+func moveCA(out io.Writer, shared, caDir string) error {
+	key := filepath.Join(shared, wire.CAKeyFile)
+	if !fileExists(key) {
+		return nil
+	}
+	if !fileExists(filepath.Join(caDir, wire.CACertFile)) {
+		ca, err := wire.LoadCA(shared)
+		if err != nil {
+			return err
+		}
+		if err := wire.WriteCA(caDir, ca); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "moved the cluster CA to", caDir)
+	}
+	return os.Remove(key)
 }
 
 func fileExists(path string) bool {

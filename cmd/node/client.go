@@ -212,7 +212,18 @@ func actorPath(arg string) (string, error) {
 	if err := actor.CheckVirtual(kind, key); err != nil {
 		return "", withCode(exitUsage, err)
 	}
-	return "/v1/actors/" + url.PathEscape(kind) + "/" + url.PathEscape(key), nil
+	return "/v1/actors/" + pathSegment(kind) + "/" + pathSegment(key), nil
+}
+
+// pathSegment escapes s as one segment of a URL path. url.PathEscape
+// leaves "." and ".." as they are, and the server would then clean them
+// out of the path (redirecting to another actor's, or no, endpoint): as a
+// whole segment they are escaped too.
+func pathSegment(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
 }
 
 // jsonArg checks a JSON argument before it is sent.

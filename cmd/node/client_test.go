@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -106,6 +107,17 @@ func TestClientCommandsAgainstANode(t *testing.T) {
 	var odd httpapi.StatusBody
 	if err := json.Unmarshal([]byte(ok("status", "counter/a/b c?d", "--json")), &odd); err != nil || odd.Key != "a/b c?d" || !odd.Active {
 		t.Fatalf("status of a key with a slash: %+v %v", odd, err)
+	}
+	// "." and ".." are keys like any other, not path steps: each reaches
+	// its own actor.
+	for i, key := range []string{".", "..", "a/..", "../x"} {
+		if got := ok("ask", "counter/"+key, fmt.Sprintf(`{"Add":{"n":%d}}`, 100+i)); got != fmt.Sprintf("{\"n\":%d}\n", 100+i) {
+			t.Fatalf("ask to the key %q printed %q", key, got)
+		}
+		var st httpapi.StatusBody
+		if err := json.Unmarshal([]byte(ok("status", "counter/"+key, "--json")), &st); err != nil || st.Key != key || st.Kind != "counter" {
+			t.Fatalf("status of the key %q: %+v %v", key, st, err)
+		}
 	}
 	var st httpapi.StatusBody
 	if err := json.Unmarshal([]byte(ok("status", "counter/alice", "--json")), &st); err != nil {

@@ -2,10 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"time"
 
@@ -50,7 +50,10 @@ the command returns, no tick of it runs, also not one already on its way.`,
 			}
 			out := cmd.OutOrStdout()
 			if len(args) == 2 {
-				one := path + "/" + url.PathEscape(args[1])
+				if args[1] == "" {
+					return withCode(exitUsage, errors.New("the reminder name is empty"))
+				}
+				one := path + "/" + pathSegment(args[1])
 				if cancel {
 					_, err := c.do(cmd.Context(), http.MethodDelete, one, nil, nil)
 					return err

@@ -30,6 +30,10 @@ type fakeView struct {
 	lapsed    bool // Fresh reports false
 	down      map[string]bool
 	routeErr  error // Route fails with it (this node does not own the shard)
+	// shrinking, when set, is closed by a Shrink that then blocks until
+	// its context ends, as a removal forwarded to a leader this node
+	// cannot reach does.
+	shrinking chan struct{}
 }
 
 func (v *fakeView) LeftSet(f string, _ Shard, epoch uint64) bool {
@@ -59,8 +63,15 @@ func (v *fakeView) Route(prospero.Identity) (Route, error) {
 	return Route{Replicated: true, Shard: Shard{Index: 0}, Epoch: v.epoch, Followers: append([]string(nil), v.followers...)}, nil
 }
 
-func (v *fakeView) Shrink(_ context.Context, f string, _ map[Shard]uint64) (int, error) {
+func (v *fakeView) Shrink(ctx context.Context, f string, _ map[Shard]uint64) (int, error) {
 	v.mu.Lock()
+	if ch := v.shrinking; ch != nil {
+		v.shrinking = nil
+		v.mu.Unlock()
+		close(ch)
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
 	defer v.mu.Unlock()
 	if v.refuse != nil {
 		return 0, v.refuse
@@ -1027,5 +1038,52 @@ func TestWriteOfANonOwnerLeavesItsReplicaCopyAlone(t *testing.T) {
 	// The owner's next record still replaces it.
 	if n, err := s.Local().ApplyReplicated([]prospero.Replicated{{ID: id, Epoch: 3, Version: 6, State: []byte("owner's next")}}); err != nil || n != 1 {
 		t.Fatalf("the owner's next record: applied %d, %v", n, err)
+	}
+}
+
+// TestLapsedLeaseEndsARemovalInFlight: a replica that failed is removed
+// from the in-sync set through raft before the writes it did not
+// acknowledge commit. An owner cut off from the raft leader cannot get
+// that removal committed, and its lease lapses meanwhile: the removal
+// must end like a round trip in flight does (at the second Interrupt
+// after it began), failing the writes with ErrLeaseLapsed, instead of
+// holding them, and the activations whose passivation waits on them, for
+// four replication timeouts, while a new owner may take over.
+func TestLapsedLeaseEndsARemovalInFlight(t *testing.T) {
+	b, err := prospero.NewBoltStore(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := New(Config{Local: b, Timeout: time.Hour}) // a wait the test would notice
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = owner.Close() })
+	shrinking := make(chan struct{})
+	v := &fakeView{owner: "a", epoch: 3, followers: []string{"b"}, shrinking: shrinking}
+	owner.Attach(v, func(ctx context.Context, peer string) (net.Conn, error) {
+		return nil, errors.New("disconnected") // the replica failed
+	})
+	id := prospero.Identity{Kind: "counter", Key: "x"}
+	res := make(chan error, 1)
+	owner.PutAsync(id, 0, prospero.Record{State: []byte("1")}, func(_ uint64, err error) { res <- err })
+	<-shrinking // the removal is on its way to a leader that does not answer
+	v.mu.Lock()
+	v.lapsed = true
+	v.mu.Unlock()
+	owner.Interrupt() // the removal began after no earlier call: it goes on
+	select {
+	case err := <-res:
+		t.Fatalf("ended by the first Interrupt after it began: %v", err)
+	default:
+	}
+	owner.Interrupt()
+	select {
+	case err = <-res:
+	case <-time.After(time.Minute):
+		t.Fatal("the write still waits for the removal a minute after the second Interrupt")
+	}
+	if !errors.Is(err, prospero.ErrNotCommitted) || !errors.Is(err, ErrLeaseLapsed) {
+		t.Fatalf("write behind an interrupted removal: %v, want ErrNotCommitted wrapping ErrLeaseLapsed", err)
 	}
 }

@@ -629,6 +629,10 @@ type peer struct {
 	acked    uint64            // records acknowledged
 	cancel   func(cause error) // ends the round trip in flight (Interrupt, Failed)
 	started  uint64            // Store.interrupts when it began
+	// removing ends the removal of this replica from in-sync sets in
+	// flight (fail): Interrupt ends it like a round trip, close at once.
+	removing      func(cause error)
+	removingSince uint64 // Store.interrupts when it began
 }
 
 func (p *peer) enqueue(r *Record, done func(error)) {
@@ -667,6 +671,9 @@ func (s *Store) Interrupt() {
 				_ = p.conn.Close()
 			}
 		}
+		if p.removing != nil && p.removingSince+1 < g {
+			p.removing(ErrLeaseLapsed)
+		}
 		p.mu.Unlock()
 	}
 }
@@ -701,6 +708,9 @@ func (p *peer) close() {
 	conn := p.conn
 	if p.cancel != nil {
 		p.cancel(prospero.ErrStoreClosed) // a dial in flight
+	}
+	if p.removing != nil {
+		p.removing(prospero.ErrStoreClosed)
 	}
 	p.mu.Unlock()
 	if conn != nil {
@@ -916,12 +926,35 @@ func (p *peer) fail(recs []*Record, cause error) error {
 	p.s.log.LogAttrs(context.Background(), slog.LevelWarn, "replica failed; removing it from the in-sync set",
 		slog.String("replica", p.name), slog.Int("shards", len(shards)), slog.Any("error", cause))
 	a := p.s.att.Load()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*p.s.cfg.Timeout)
+	// A removal goes through the raft leader: an owner cut off from it
+	// cannot get it committed, and once its lease lapses a new owner may
+	// take its shards over, so the removal ends at the lease-lapse
+	// interruptions (Interrupt) as a round trip does, and the writes
+	// waiting on it fail (ErrLeaseLapsed) rather than hold their
+	// activations for the whole timeout.
+	ictx, interrupt := context.WithCancelCause(context.Background())
+	defer interrupt(nil)
+	ctx, cancel := context.WithTimeout(ictx, 4*p.s.cfg.Timeout)
 	defer cancel()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return prospero.ErrStoreClosed
+	}
+	p.removing, p.removingSince = interrupt, p.s.interrupts.Load()
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.removing = nil
+		p.mu.Unlock()
+	}()
 	p.s.abortCatchUp(ctx, p.name)
 	n, err := a.view.Shrink(ctx, p.name, shards)
 	if err != nil {
 		p.s.stats.shrinkFail.Add(1)
+		if c := context.Cause(ictx); ictx.Err() != nil && c != nil {
+			err = fmt.Errorf("%w: %w", c, err)
+		}
 		return fmt.Errorf("replica %s failed (%v) and could not leave the in-sync set: %w", p.name, cause, err)
 	}
 	p.s.stats.shrinks.Add(uint64(n))

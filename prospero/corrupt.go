@@ -1,8 +1,10 @@
 package prospero
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"runtime/debug"
 
@@ -45,6 +47,11 @@ func (e *CorruptError) Unwrap() error { return e.Err }
 // ErrInvalidIdentity and handoffs and replication leave them out.
 func openBolt(path string, opts *bolt.Options) (db *bolt.DB, invalid InvalidIdentities, err error) {
 	fi, statErr := os.Stat(path)
+	if statErr == nil && fi.Size() > 0 {
+		if err := checkMeta(path, fi.Size()); err != nil {
+			return nil, invalid, err
+		}
+	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -108,4 +115,84 @@ const maxInvalidListed = 10
 type InvalidIdentities struct {
 	Count int        // how many
 	First []Identity // the first of them, at most 10
+}
+
+// bbolt's meta page, as it lays it out: a 16-byte page header, then the
+// magic, version, page size and flags (4 bytes each), the root bucket
+// (16), the freelist's page, the high-water page id, the transaction id
+// and an FNV-64a checksum of the fields before it (8 bytes each), in the
+// machine's byte order.
+const (
+	boltMagic      = 0xED0CDAED
+	boltVersion    = 2
+	boltMetaOffset = 16
+	boltMetaSum    = 56 // bytes the checksum covers
+	boltMetaLen    = 64
+)
+
+type boltMeta struct {
+	pageSize   uint32
+	pgid, txid uint64
+}
+
+// readMeta reads the meta page at off, reporting why it does not verify.
+func readMeta(f *os.File, off int64) (boltMeta, error) {
+	b := make([]byte, boltMetaLen)
+	if _, err := f.ReadAt(b, off+boltMetaOffset); err != nil {
+		return boltMeta{}, fmt.Errorf("unreadable: %w", err)
+	}
+	ne := binary.NativeEndian
+	h := fnv.New64a()
+	_, _ = h.Write(b[:boltMetaSum])
+	switch {
+	case ne.Uint32(b[0:]) != boltMagic:
+		return boltMeta{}, errors.New("no bbolt meta page (bad magic)")
+	case ne.Uint32(b[4:]) != boltVersion:
+		return boltMeta{}, fmt.Errorf("bbolt format version %d", ne.Uint32(b[4:]))
+	case ne.Uint64(b[boltMetaSum:]) != h.Sum64():
+		return boltMeta{}, errors.New("checksum mismatch")
+	}
+	return boltMeta{pageSize: ne.Uint32(b[8:]), pgid: ne.Uint64(b[40:]), txid: ne.Uint64(b[48:])}, nil
+}
+
+// checkMeta verifies both of a bbolt file's meta pages before bbolt opens
+// it. bbolt writes them in turn, each at the end of a transaction, and on
+// open silently uses the other when one does not verify: that is the
+// previous transaction, so a damaged meta page would lose the last
+// transaction committed (and acknowledged) without a word. A meta page
+// lies within one disk sector, so a crash, even a power loss, leaves it
+// whole: one that does not verify was damaged after it was written. It
+// also refuses a file shorter than the pages its newest meta page names
+// (cut short), before bbolt maps it.
+func checkMeta(path string, size int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // bbolt reports it
+	}
+	defer f.Close()
+	m0, err0 := readMeta(f, 0)
+	ps := int64(os.Getpagesize())
+	if err0 == nil {
+		ps = int64(m0.pageSize)
+	}
+	if size < 2*ps {
+		return &CorruptError{Path: path, Err: fmt.Errorf("the file is %d bytes, shorter than its two meta pages: it was cut short", size)}
+	}
+	m1, err1 := readMeta(f, ps)
+	switch {
+	case err0 != nil && err1 != nil:
+		return &CorruptError{Path: path, Err: fmt.Errorf("neither meta page verifies (page 0: %v; page 1: %v)", err0, err1)}
+	case err0 != nil:
+		return &CorruptError{Path: path, Err: fmt.Errorf("meta page 0 does not verify (%v): the last transaction committed may be lost", err0)}
+	case err1 != nil:
+		return &CorruptError{Path: path, Err: fmt.Errorf("meta page 1 does not verify (%v): the last transaction committed may be lost", err1)}
+	}
+	newest := m0
+	if m1.txid > m0.txid {
+		newest = m1
+	}
+	if reach := int64(newest.pgid) * ps; reach > size {
+		return &CorruptError{Path: path, Err: fmt.Errorf("the file is %d bytes but its pages reach %d bytes: it was cut short", size, reach)}
+	}
+	return nil
 }

@@ -387,3 +387,66 @@ func verifyLog(walDir string, logs raft.LogStore, snapIndex, mark uint64) (err e
 	}
 	return nil
 }
+
+// memberFile, beside raft/ in the data directory, says that the
+// directory has held raft state: written once raft/ is set up, it
+// outlives a raft/ removed alone.
+const memberFile = "raft.member"
+
+// checkRaftDir refuses a data directory whose raft/ is missing although
+// it held raft state (memberFile): a node that lost its raft log, and
+// with it the entries it acknowledged as a voter, must not come back
+// under its old name, since it could help elect a leader without them.
+// An empty data directory is a new node.
+func checkRaftDir(dataDir string) error {
+	raftDir := filepath.Join(dataDir, "raft")
+	if _, err := os.Stat(raftDir); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	member := filepath.Join(dataDir, memberFile)
+	if _, err := os.Stat(member); err != nil {
+		return nil
+	}
+	return &CorruptError{Path: raftDir, Err: fmt.Errorf(
+		"missing, but this data directory held raft state (%s says so): a node that lost its raft log must not come back under its old name", member)}
+}
+
+// markRaftDir writes memberFile (the node's name) once, durably.
+func markRaftDir(dataDir, name string) error {
+	member := filepath.Join(dataDir, memberFile)
+	if _, err := os.Stat(member); err == nil {
+		return nil
+	}
+	f, err := os.OpenFile(member, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("placement: %w", err)
+	}
+	_, err = f.WriteString(name + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(dataDir)
+	}
+	if err != nil {
+		return fmt.Errorf("placement: write %s: %w", member, err)
+	}
+	return nil
+}
+
+// syncDir fsyncs directory dir, so that a file created in it survives a
+// crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -270,3 +270,30 @@ func TestSnapshotDirDamageIsCorrupt(t *testing.T) {
 	}
 	wantCorrupt(t, reopen(t, dir), p)
 }
+
+// TestRaftDirRemovedAloneIsCorrupt: a node whose raft/ directory was
+// removed while the rest of its data directory stayed (its state store)
+// must not come back under its old name with an empty raft log: it
+// forgot the entries it acknowledged as a voter. raft.member, beside
+// raft/, says the directory held raft state.
+func TestRaftDirRemovedAloneIsCorrupt(t *testing.T) {
+	dir, _ := raftWithHistory(t)
+	if b, err := os.ReadFile(filepath.Join(dir, "raft.member")); err != nil || strings.TrimSpace(string(b)) != "a" {
+		t.Fatalf("raft.member: %q, %v; want the node's name", b, err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "raft")); err != nil {
+		t.Fatal(err)
+	}
+	wantCorrupt(t, reopen(t, dir), filepath.Join(dir, "raft"))
+	if _, err := os.Stat(filepath.Join(dir, "raft")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused start created raft/: %v", err)
+	}
+	// Without the marker too (a data directory moved aside whole) the
+	// directory is a new node's.
+	if err := os.Remove(filepath.Join(dir, "raft.member")); err != nil {
+		t.Fatal(err)
+	}
+	if err := reopen(t, dir); !containsOpened(err) {
+		t.Fatalf("an empty data directory: %v, want it opened", err)
+	}
+}

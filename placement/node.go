@@ -181,6 +181,9 @@ func New(cfg Config) (*Node, error) {
 		}),
 	}
 	walDir := filepath.Join(cfg.DataDir, "raft", "wal")
+	if err := checkRaftDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
 		return nil, fmt.Errorf("placement: %w", err)
 	}
@@ -217,6 +220,10 @@ func New(cfg Config) (*Node, error) {
 	}
 	closeWAL = func() { _ = wal.Close(); _ = meta.Close(); _ = mark.close() }
 	if err := verifyLog(walDir, wal, snapIndex, mark.get()); err != nil {
+		closeWAL()
+		return nil, err
+	}
+	if err := markRaftDir(cfg.DataDir, cfg.Name); err != nil {
 		closeWAL()
 		return nil, err
 	}

@@ -319,6 +319,13 @@ func (c *agentConfig) loadMaterial(getenv func(string) string) (tlsMaterial, err
 			m.keys = keys
 		}
 	}
+	if c.clustered() && len(m.keys) == 0 && !c.InsecureDev {
+		// As the HTTP token off loopback: unencrypted gossip lets anyone
+		// who reaches the port join it and accuse live members (each
+		// accusation a failover), so a cluster node does not run without
+		// a key unless told to.
+		return m, configError("gossip-key-file", "a cluster node needs a gossip key (--gossip-key-file or $%s; tempest keygen makes one); --insecure-dev runs without", membership.KeyEnv)
+	}
 	return m, nil
 }
 

@@ -202,3 +202,40 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentClusterNeedsAGossipKey: as the HTTP token off loopback, a
+// cluster node does not run with unencrypted gossip (anyone reaching the
+// port could join it and accuse live members) unless --insecure-dev says
+// so; a key from the file or the environment will do.
+func TestAgentClusterNeedsAGossipKey(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut strings.Builder
+	if err := run(t.Context(), []string{"secrets", "init", "--dir", dir, "--nodes", "n1"}, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--data-dir", t.TempDir(), "--name", "n1", "--tls-ca", filepath.Join(dir, "ca", "ca.pem"),
+		"--tls-cert", filepath.Join(dir, "n1", "node.pem"), "--tls-key", filepath.Join(dir, "n1", "node-key.pem")}
+	c, err := parseAgent(t, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noEnv := func(string) string { return "" }
+	if _, err := c.loadMaterial(noEnv); err == nil || !strings.HasPrefix(err.Error(), "--gossip-key-file:") || exitCode(err) != exitUsage {
+		t.Fatalf("a cluster node without a gossip key: %v, want a usage error naming --gossip-key-file", err)
+	}
+	key, err := os.ReadFile(filepath.Join(dir, "gossip.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.loadMaterial(func(k string) string { return map[string]string{"TEMPEST_GOSSIP_KEY": string(key)}[k] }); err != nil || len(m.keys) != 1 {
+		t.Fatalf("a key from the environment: %v", err)
+	}
+	c.GossipKeyFile = filepath.Join(dir, "gossip.key")
+	if _, err := c.loadMaterial(noEnv); err != nil {
+		t.Fatalf("a key file: %v", err)
+	}
+	c.GossipKeyFile, c.InsecureDev = "", true
+	if _, err := c.loadMaterial(noEnv); err != nil {
+		t.Fatalf("--insecure-dev without a key: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -293,13 +294,32 @@ func (c *agentConfig) loadMaterial(getenv func(string) string) (tlsMaterial, err
 		}
 		cert.Leaf = leaf
 		m.cert = cert
-		pem, err := os.ReadFile(c.TLSCA)
+		caPEM, err := os.ReadFile(c.TLSCA)
 		if err != nil {
 			return m, configError("tls-ca", "%v", err)
 		}
 		m.pool = x509.NewCertPool()
-		if !m.pool.AppendCertsFromPEM(pem) {
+		if !m.pool.AppendCertsFromPEM(caPEM) {
 			return m, configError("tls-ca", "%s holds no PEM certificate", c.TLSCA)
+		}
+		// Every certificate in it must be a CA's (several during a CA
+		// rotation): a node's own certificate given by mistake verifies
+		// no peer, and the node would only fail to link, silently.
+		for rest := caPEM; ; {
+			var blk *pem.Block
+			if blk, rest = pem.Decode(rest); blk == nil {
+				break
+			}
+			if blk.Type != "CERTIFICATE" {
+				continue
+			}
+			ca, err := x509.ParseCertificate(blk.Bytes)
+			if err != nil {
+				return m, configError("tls-ca", "%s: %v", c.TLSCA, err)
+			}
+			if !ca.IsCA {
+				return m, configError("tls-ca", "%s holds a certificate that is not a CA's (%q): give the cluster CA's certificate", c.TLSCA, ca.Subject.CommonName)
+			}
 		}
 	}
 	switch {

@@ -239,3 +239,27 @@ func TestAgentClusterNeedsAGossipKey(t *testing.T) {
 		t.Fatalf("--insecure-dev without a key: %v", err)
 	}
 }
+
+// TestAgentRefusesANodeCertificateAsTheCA: --tls-ca given a node's own
+// certificate (not a CA's) would verify no peer: the node would start and
+// only ever fail to link. It is refused at start, naming the flag.
+func TestAgentRefusesANodeCertificateAsTheCA(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut strings.Builder
+	if err := run(t.Context(), []string{"secrets", "init", "--dir", dir, "--nodes", "n1"}, strings.NewReader(""), &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	cert := filepath.Join(dir, "n1", "node.pem")
+	c, err := parseAgent(t, []string{"--data-dir", t.TempDir(), "--name", "n1", "--tls-ca", cert,
+		"--tls-cert", cert, "--tls-key", filepath.Join(dir, "n1", "node-key.pem"), "--gossip-key-file", filepath.Join(dir, "gossip.key")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.loadMaterial(func(string) string { return "" }); err == nil || !strings.HasPrefix(err.Error(), "--tls-ca:") || !strings.Contains(err.Error(), "not a CA") {
+		t.Fatalf("a node certificate as the CA: %v, want an error naming --tls-ca", err)
+	}
+	c.TLSCA = filepath.Join(dir, "ca", "ca.pem")
+	if _, err := c.loadMaterial(func(string) string { return "" }); err != nil {
+		t.Fatalf("the CA's certificate: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tempest-actors/tempest/manifest"
 	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/prospero"
 )
 
 // Full manifests reach placement through the table, not gossip: gossip
@@ -157,8 +158,13 @@ func (c *cluster) foreignAskTimeouts(kind string) (def, max time.Duration, ok bo
 					if len(v.Agree) == 0 {
 						continue
 					}
+					// Published only where not the defaults (kindSpecs).
 					if spec, ok := t.Nodes[v.Agree[0]].Hosts(kind); ok && (spec.AskTimeout > 0 || spec.MaxAskTimeout > 0) {
-						p.kinds[kind] = askTimeouts{spec.AskTimeout, spec.MaxAskTimeout}
+						a := askTimeouts{spec.AskTimeout, spec.MaxAskTimeout}
+						if a.max == 0 {
+							a.max = prospero.DefaultMaxAskTimeout
+						}
+						p.kinds[kind] = a
 					}
 				}
 			})

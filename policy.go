@@ -7,7 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/prospero"
 )
 
 // KindPolicy is what a node does with one kind: its supervision policy
@@ -147,8 +149,18 @@ func (n *Node) kindSpecs() []placement.KindSpec {
 	out := make([]placement.KindSpec, 0, len(ps))
 	for _, p := range ps {
 		k := n.kinds[p.Kind]
-		out = append(out, placement.KindSpec{Name: p.Kind, Requires: slices.Clone(k.opts.RequiredClauses), Digest: p.Digest,
-			AskTimeout: p.AskTimeout, MaxAskTimeout: p.MaxAskTimeout})
+		spec := placement.KindSpec{Name: p.Kind, Requires: slices.Clone(k.opts.RequiredClauses), Digest: p.Digest}
+		// The ask timeouts go into the table only when they are not the
+		// defaults, which a node that does not host the kind applies
+		// anyway: a build from before they were published refuses a
+		// table entry that carries them (deploy.md, Upgrades).
+		if p.AskTimeout != actor.DefaultAskTimeout {
+			spec.AskTimeout = p.AskTimeout
+		}
+		if p.MaxAskTimeout != prospero.DefaultMaxAskTimeout {
+			spec.MaxAskTimeout = p.MaxAskTimeout
+		}
+		out = append(out, spec)
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/wire"
@@ -242,5 +243,68 @@ func TestSecretsInitMovesTheCAKeyOff(t *testing.T) {
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "n2", KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
 		t.Fatalf("n2's certificate, issued after the move: %v", err)
+	}
+}
+
+// TestSecretsInitCADirRefusesToGuess: with --ca-dir, what does not fit is
+// refused, not guessed at: a CA certificate the nodes trust whose CA is
+// not in --ca-dir (its volume lost) does not make init create a new CA;
+// a rotation's bundle of two CA certificates is kept as it is; a CA key
+// beside the nodes' certificate that is another CA's is not removed.
+func TestSecretsInitCADirRefusesToGuess(t *testing.T) {
+	initWith := func(dir, ca string, nodes string) error {
+		var out, errOut bytes.Buffer
+		return run(t.Context(), []string{"secrets", "init", "--dir", dir, "--ca-dir", ca, "--nodes", nodes}, strings.NewReader(""), &out, &errOut)
+	}
+	dir, ca := t.TempDir(), t.TempDir()
+	if err := initWith(dir, ca, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := os.ReadFile(filepath.Join(dir, "ca", "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The CA's volume is lost.
+	if err := initWith(dir, t.TempDir(), "n1,n2"); exitCode(err) != exitUsage {
+		t.Fatalf("the CA gone from --ca-dir: %v, want a usage error", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "ca", "ca.pem")); !bytes.Equal(got, trusted) {
+		t.Fatal("the certificate the nodes trust was replaced")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "n2")); !os.IsNotExist(err) {
+		t.Fatalf("n2 was issued a certificate by a CA the nodes do not trust: %v", err)
+	}
+	// A rotation: the nodes trust the old and a new CA.
+	other, err := wire.NewCA("next CA", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, _, err := other.PEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := append(bytes.Clone(trusted), next...)
+	if err := os.WriteFile(filepath.Join(dir, "ca", "ca.pem"), bundle, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := initWith(dir, ca, "n1,n2"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "ca", "ca.pem")); !bytes.Equal(got, bundle) {
+		t.Fatal("the rotation's bundle was replaced")
+	}
+	// Another CA's key beside the nodes' certificate stays.
+	if err := wire.WriteCA(filepath.Join(t.TempDir(), "x"), other); err != nil {
+		t.Fatal(err)
+	}
+	_, keyPEM, _ := other.PEM()
+	if err := os.WriteFile(filepath.Join(dir, "ca", "ca-key.pem"), keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := initWith(dir, ca, "n1"); exitCode(err) != exitUsage {
+		t.Fatalf("another CA's key in DIR/ca: %v, want a usage error", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ca", "ca-key.pem")); err != nil {
+		t.Fatalf("another CA's key was removed: %v", err)
 	}
 }

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -88,7 +88,7 @@ func initSecrets(out io.Writer, dir, caDir string, nodes []string, validity time
 	shared := filepath.Join(dir, secretsCADir)
 	if caDir == "" || filepath.Clean(caDir) == filepath.Clean(shared) {
 		caDir = shared
-	} else if err := moveCA(out, shared, caDir); err != nil {
+	} else if err := separateCA(out, shared, caDir); err != nil {
 		return err
 	}
 	if !fileExists(filepath.Join(caDir, wire.CACertFile)) {
@@ -100,14 +100,11 @@ func initSecrets(out io.Writer, dir, caDir string, nodes []string, validity time
 			return err
 		}
 		fmt.Fprintln(out, "created the cluster CA in", caDir)
-	}
-	if caDir != shared {
-		// The nodes' copy of the certificate, kept equal to the CA's.
-		cert, err := os.ReadFile(filepath.Join(caDir, wire.CACertFile))
-		if err != nil {
-			return err
-		}
-		if have, err := os.ReadFile(filepath.Join(shared, wire.CACertFile)); err != nil || !bytes.Equal(have, cert) {
+		if caDir != shared {
+			cert, err := os.ReadFile(filepath.Join(caDir, wire.CACertFile))
+			if err != nil {
+				return err
+			}
 			if err := wire.WriteCACert(shared, cert); err != nil {
 				return err
 			}
@@ -155,25 +152,72 @@ func initSecrets(out io.Writer, dir, caDir string, nodes []string, validity time
 	return nil
 }
 
-// moveCA moves a CA that a run without --ca-dir left in shared (its key
-// next to the certificate the nodes read) to caDir, unless caDir has one
-// already; shared keeps the certificate only.
-func moveCA(out io.Writer, shared, caDir string) error {
-	key := filepath.Join(shared, wire.CAKeyFile)
-	if !fileExists(key) {
+// separateCA prepares a CA kept in caDir, with the nodes' copy of its
+// certificate in shared (DIR/ca). A CA that a run without --ca-dir left
+// in shared (its key next to the certificate the nodes read) moves to
+// caDir. Anything that does not fit is refused rather than guessed at:
+// a new CA would not be the one the nodes trust, and a key removed from
+// shared may be the only copy.
+//   - caDir holds the CA: shared's certificate (a bundle during a CA
+//     rotation) must include it, or is written if missing; a key in
+//     shared is removed only if it is that same CA's.
+//   - caDir holds none: a CA in shared (certificate and key) moves; a
+//     certificate there without its key is refused (the key is
+//     elsewhere: a lost volume, a wrong --ca-dir); with nothing in
+//     either, initSecrets creates the CA.
+func separateCA(out io.Writer, shared, caDir string) error {
+	sharedCert, sharedKey := filepath.Join(shared, wire.CACertFile), filepath.Join(shared, wire.CAKeyFile)
+	if !fileExists(filepath.Join(caDir, wire.CACertFile)) {
+		switch {
+		case fileExists(sharedKey):
+			ca, err := wire.LoadCA(shared)
+			if err != nil {
+				return err
+			}
+			if err := wire.WriteCA(caDir, ca); err != nil {
+				return err
+			}
+			fmt.Fprintln(out, "moved the cluster CA to", caDir)
+			return os.Remove(sharedKey)
+		case fileExists(sharedCert):
+			return withCode(exitUsage, fmt.Errorf("%s holds a CA certificate but %s no CA: its key is elsewhere (a lost volume, another --ca-dir); "+
+				"refusing to create a new CA that the nodes would not trust", sharedCert, caDir))
+		}
 		return nil
 	}
-	if !fileExists(filepath.Join(caDir, wire.CACertFile)) {
-		ca, err := wire.LoadCA(shared)
+	ca, err := wire.LoadCA(caDir)
+	if err != nil {
+		return err
+	}
+	pemCA, _, err := ca.PEM()
+	if err != nil {
+		return err
+	}
+	if !fileExists(sharedCert) {
+		if err := wire.WriteCACert(shared, pemCA); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "copied the CA certificate to", shared)
+	} else {
+		pool, err := wire.LoadCAPool(shared)
 		if err != nil {
 			return err
 		}
-		if err := wire.WriteCA(caDir, ca); err != nil {
+		if _, err := ca.Cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+			return withCode(exitUsage, fmt.Errorf("%s does not hold the CA kept in %s: refusing to replace the certificate the nodes trust", sharedCert, caDir))
+		}
+	}
+	if fileExists(sharedKey) {
+		old, err := wire.LoadCA(shared)
+		if err != nil || !old.Key.Equal(ca.Key) {
+			return withCode(exitUsage, fmt.Errorf("%s holds the key of another CA than the one kept in %s: move one of them aside", sharedKey, caDir))
+		}
+		if err := os.Remove(sharedKey); err != nil {
 			return err
 		}
-		fmt.Fprintln(out, "moved the cluster CA to", caDir)
+		fmt.Fprintln(out, "removed the CA key from", shared, "(kept in", caDir+")")
 	}
-	return os.Remove(key)
+	return nil
 }
 
 func fileExists(path string) bool {

@@ -393,22 +393,35 @@ func verifyLog(walDir string, logs raft.LogStore, snapIndex, mark uint64) (err e
 // outlives a raft/ removed alone.
 const memberFile = "raft.member"
 
-// checkRaftDir refuses a data directory whose raft/ is missing although
-// it held raft state (memberFile): a node that lost its raft log, and
-// with it the entries it acknowledged as a voter, must not come back
-// under its old name, since it could help elect a leader without them.
-// An empty data directory is a new node.
+// checkRaftDir refuses a data directory whose raft/ was removed or
+// emptied (its log.mark, written at a node's first start, is gone)
+// although it held raft state (memberFile): a node that lost its raft
+// log, and with it the entries it acknowledged as a voter, must not come
+// back under its old name, since it could help elect a leader without
+// them. An empty data directory is a new node. A deliberate reset of
+// raft state (docs/placement.md) removes memberFile too.
 func checkRaftDir(dataDir string) error {
-	raftDir := filepath.Join(dataDir, "raft")
-	if _, err := os.Stat(raftDir); !errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
 	member := filepath.Join(dataDir, memberFile)
 	if _, err := os.Stat(member); err != nil {
 		return nil
 	}
+	raftDir := filepath.Join(dataDir, "raft")
+	if _, err := os.Stat(filepath.Join(raftDir, markFile)); !errors.Is(err, fs.ErrNotExist) {
+		return nil // there; openLogMark checks it
+	}
+	held := false // any file left under raft/: then openLogMark names the missing mark
+	_ = filepath.WalkDir(raftDir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			held = true
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if held {
+		return nil
+	}
 	return &CorruptError{Path: raftDir, Err: fmt.Errorf(
-		"missing, but this data directory held raft state (%s says so): a node that lost its raft log must not come back under its old name", member)}
+		"its raft state is gone (no %s), but this data directory held raft state (%s says so): a node that lost its raft log must not come back under its old name", markFile, member)}
 }
 
 // markRaftDir writes memberFile (the node's name) once, durably.

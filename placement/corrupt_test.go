@@ -288,6 +288,11 @@ func TestRaftDirRemovedAloneIsCorrupt(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "raft")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the refused start created raft/: %v", err)
 	}
+	// Emptied rather than removed.
+	if err := os.MkdirAll(filepath.Join(dir, "raft", "wal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	wantCorrupt(t, reopen(t, dir), filepath.Join(dir, "raft"))
 	// Without the marker too (a data directory moved aside whole) the
 	// directory is a new node's.
 	if err := os.Remove(filepath.Join(dir, "raft.member")); err != nil {

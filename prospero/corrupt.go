@@ -169,7 +169,10 @@ func checkMeta(path string, size int64) error {
 	if err != nil {
 		return nil // bbolt reports it
 	}
-	defer f.Close()
+	defer f.Close() // and so the lock
+	if lockedElsewhere(f) {
+		return nil
+	}
 	m0, err0 := readMeta(f, 0)
 	ps := int64(os.Getpagesize())
 	if err0 == nil {

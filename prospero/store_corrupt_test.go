@@ -329,3 +329,36 @@ func TestBoltStoreDamagedMetaPageIsCorrupt(t *testing.T) {
 		}
 	}
 }
+
+// A store another process (here another open) holds is not judged from
+// its meta pages, which may be read torn while it writes: the open waits
+// for bbolt's lock and fails as a lock timeout, never as damage.
+func TestBoltStoreHeldElsewhereIsNotCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := prospero.NewBoltStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Put(context.Background(), prospero.Identity{Kind: "counter", Key: "k"}, 0, prospero.Record{State: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	// Make the meta pages read as damaged to anyone who reads them now.
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := make([]byte, 8)
+	off := int64(16 + 56) // page 0's checksum
+	if _, err := f.ReadAt(saved, off); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{1, 2, 3, 4, 5, 6, 7, 8}, off); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = f.WriteAt(saved, off); _ = f.Close() }()
+	_, err = prospero.NewBoltStore(path)
+	if err == nil || errors.Is(err, prospero.ErrCorrupt) {
+		t.Fatalf("a store open elsewhere: %v, want bbolt's lock timeout, not damage", err)
+	}
+}

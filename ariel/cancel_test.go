@@ -3,6 +3,7 @@ package ariel_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -160,5 +161,42 @@ func TestAskDeadlineOfAForeignKind(t *testing.T) {
 		if got := s.AskDeadline(actor.Virtual(tc.kind, "x"), now, tc.set); !got.Equal(tc.want) {
 			t.Errorf("AskDeadline(%s, %v) = %v, want %v", tc.kind, tc.set, got, tc.want)
 		}
+	}
+}
+
+// TestAskFromElsewhereClampedOnArrival: an ask delivered from another
+// node whose caller did not know the kind's maximum (its deadline later
+// than now plus the maximum) is clamped on arrival: it fails at the
+// maximum, not at its caller's deadline.
+func TestAskFromElsewhereClampedOnArrival(t *testing.T) {
+	s := newSched(t, ariel.Config{Workers: 1})
+	var held []actor.Replier
+	var mu sync.Mutex
+	if err := s.Register("k", func(string) actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) {
+			if msg == "hold" {
+				mu.Lock()
+				held = append(held, ctx.ReplyLater()) // never answered
+				mu.Unlock()
+			}
+		})
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetAskTimeouts("k", 20*time.Millisecond, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	if _, err := s.DeliverAsk(actor.Virtual("k", "x"), actor.Ref{}, "hold", time.Now().Add(time.Hour), nil, nil,
+		func(_ any, err error) { res <- err }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-res:
+		if !errors.Is(err, actor.ErrDeadlineExceeded) {
+			t.Fatalf("clamped ask: %v, want ErrDeadlineExceeded", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("an ask whose caller set an hour was not clamped to the kind's 50 ms maximum")
 	}
 }

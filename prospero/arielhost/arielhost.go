@@ -99,6 +99,11 @@ func rejectError(cause error) error {
 		return fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, cause)
 	case errors.Is(cause, actor.ErrActorTerminated), errors.Is(cause, actor.ErrProcessUnavailable):
 		return cause
+	case errors.Is(cause, prospero.ErrNotCommitted):
+		// The state at rest could not be committed again (a replica or
+		// the owner's lease, for a moment): the actor is not gone, and
+		// the mail did not run; unavailable, not terminated.
+		return fmt.Errorf("%w: activation failed: %w", actor.ErrProcessUnavailable, cause)
 	}
 	return fmt.Errorf("%w: activation failed: %w", actor.ErrActorTerminated, cause)
 }

@@ -319,6 +319,9 @@ func (s *Server) Handler() http.Handler {
 	// Anything else is a JSON error like every other one: 405 (with
 	// Allow) for a known path with another method, 404 otherwise.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if s.actorRoute(w, r) {
+			return
+		}
 		var allow []string
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
 			probe := r.Clone(r.Context())
@@ -335,6 +338,49 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, http.StatusNotFound, codeNotFound, "no endpoint "+truncatePath(r.URL.Path))
 	})
 	return s.auth(mux)
+}
+
+// actorRoute serves a request for an actor that the mux missed: Go's
+// ServeMux does not match a path segment that is exactly "%2F" (the key
+// "/") to a pattern's wildcard. It routes by the escaped path, each
+// segment unescaped, as the patterns above would, and reports whether it
+// served r.
+func (s *Server) actorRoute(w http.ResponseWriter, r *http.Request) bool {
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/v1/actors/")
+	if !ok || r.URL.RawPath == "" {
+		return false
+	}
+	segs := strings.Split(rest, "/")
+	for i, seg := range segs {
+		u, err := url.PathUnescape(seg)
+		if err != nil || u == "" {
+			return false
+		}
+		segs[i] = u
+	}
+	var h http.HandlerFunc
+	switch {
+	case len(segs) == 2 && r.Method == http.MethodGet:
+		h = s.status
+	case len(segs) == 3 && r.Method == http.MethodPost:
+		h = map[string]http.HandlerFunc{"tell": s.tell, "ask": s.ask, "passivate": s.passivate}[segs[2]]
+	case len(segs) == 3 && r.Method == http.MethodGet && segs[2] == "reminders":
+		h = s.reminderList
+	case len(segs) == 4 && segs[2] == "reminders" && r.Method == http.MethodGet:
+		h = s.reminderGet
+	case len(segs) == 4 && segs[2] == "reminders" && r.Method == http.MethodDelete:
+		h = s.reminderCancel
+	}
+	if h == nil {
+		return false
+	}
+	r.SetPathValue("kind", segs[0])
+	r.SetPathValue("key", segs[1])
+	if len(segs) == 4 {
+		r.SetPathValue("name", segs[3])
+	}
+	h(w, r)
+	return true
 }
 
 // auth requires the bearer token on every path but the probes (and

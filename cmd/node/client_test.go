@@ -108,9 +108,9 @@ func TestClientCommandsAgainstANode(t *testing.T) {
 	if err := json.Unmarshal([]byte(ok("status", "counter/a/b c?d", "--json")), &odd); err != nil || odd.Key != "a/b c?d" || !odd.Active {
 		t.Fatalf("status of a key with a slash: %+v %v", odd, err)
 	}
-	// "." and ".." are keys like any other, not path steps: each reaches
-	// its own actor.
-	for i, key := range []string{".", "..", "a/..", "../x"} {
+	// "." and ".." are keys like any other, not path steps, and "/" one
+	// like "a/b": each reaches its own actor.
+	for i, key := range []string{".", "..", "a/..", "../x", "/"} {
 		if got := ok("ask", "counter/"+key, fmt.Sprintf(`{"Add":{"n":%d}}`, 100+i)); got != fmt.Sprintf("{\"n\":%d}\n", 100+i) {
 			t.Fatalf("ask to the key %q printed %q", key, got)
 		}

@@ -511,6 +511,8 @@ func (c *Cell) extension() *cellExt {
 // every Passivate call that joined it, run in the one passivation turn.
 type passReq struct {
 	finals []func(actor.Actor) // guarded by the cell's mu while queued
+	// quiet: the value is taken out without a Passivating turn (Detach).
+	quiet bool
 }
 
 // pushPassivate queues a passivation in the system lane, or joins the one
@@ -520,7 +522,7 @@ type passReq struct {
 // stopped and with ErrNotAttached when it has no actor (a passivation is
 // for the actor value attached now; queued, it would wait for the next
 // one).
-func (c *Cell) pushPassivate(final func(actor.Actor)) error {
+func (c *Cell) pushPassivate(final func(actor.Actor), quiet bool) error {
 	c.mu.Lock()
 	switch c.state.Load() {
 	case stStopped, stGone:
@@ -537,7 +539,7 @@ func (c *Cell) pushPassivate(final func(actor.Actor)) error {
 		c.mu.Unlock()
 		return nil
 	}
-	r := &passReq{}
+	r := &passReq{quiet: quiet}
 	if final != nil {
 		r.finals = []func(actor.Actor){final}
 	}

@@ -50,11 +50,15 @@ type executor struct {
 	replied bool
 	later   *replier // the turn's Replier (ReplyLater), nil if none
 	faulted bool     // the current turn panicked
-	turns   uint64   // turns not yet added to cnt
-	msgs    uint64   // messages not yet added to cnt
-	seized  uint64   // seizes not yet added to cnt
-	cycles  uint64
-	taken   time.Time // when the batch was taken; set only with a tracer
+	// cut: a turn of the cycle's cell panicked. The rest of the batch
+	// taken with it goes back to the mailbox, so that a remedy the
+	// FaultHook queued in the system lane runs before any further mail.
+	cut    bool
+	turns  uint64 // turns not yet added to cnt
+	msgs   uint64 // messages not yet added to cnt
+	seized uint64 // seizes not yet added to cnt
+	cycles uint64
+	taken  time.Time // when the batch was taken; set only with a tracer
 	// turnTrace is the trace of the traced turn running (TurnTracer.
 	// BeginTurn), which the turn's asks carry; nil otherwise.
 	turnTrace any
@@ -164,7 +168,16 @@ func (ex *executor) drainCycle(c *Cell, pre int) {
 		// bookkeeping (no latency observer, no receive timeout).
 		fast := s.latency == nil && c.act != nil && !c.holds && (c.ext == nil || c.ext.recvTimeout <= 0) && c.reent == actor.Reentrant
 		traced := s.traces() // a traced tell is not plain
+		ex.cut = false
 		for i := 0; i < k; i++ {
+			if ex.cut {
+				// A turn panicked: what the batch holds after it goes
+				// back, behind any remedy the FaultHook queued.
+				c.unget(ex.batch[i:k])
+				clear(ex.batch[i:k])
+				k = i
+				break
+			}
 			e := &ex.batch[i]
 			if fast && e.kind == kUser && e.ask == nil && e.gen == 0 && (!traced || e.tellTrace() == nil) {
 				i = ex.runTells(c, ex.batch[:k], i) - 1
@@ -338,8 +351,8 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 		if c.reent != actor.Reentrant {
 			c.undefer() // set-aside mail waits for the next activation
 		}
-		ex.invoke(c, e, actor.Passivating{})
 		var finals []func(actor.Actor)
+		quiet := false
 		switch m := e.msg.(type) {
 		case func(actor.Actor):
 			if m != nil {
@@ -348,13 +361,23 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 		case *passReq:
 			// Taken from the lane under the lock, so no Passivate
 			// joins it any more.
-			finals = m.finals
+			finals, quiet = m.finals, m.quiet
+		}
+		if !quiet {
+			ex.invoke(c, e, actor.Passivating{})
 		}
 		a := c.act
 		for _, fn := range finals {
 			ex.enter(c, e)
 			ex.protect(c, func() { fn(a) })
 			ex.leave()
+		}
+		if quiet {
+			// Detach: the cell keeps its mail for the value the
+			// supervisor is making (a restart it queued meanwhile, from
+			// the final above, say, takes the cell now).
+			ex.s.detach(c)
+			return false
 		}
 		ex.rest(c)
 		return false
@@ -386,7 +409,8 @@ func (r *restartMsg) install(c *Cell) {
 // runTells runs the plain tells (user messages that are not asks) of
 // batch from index i on, one turn each, under a single recover frame; it
 // returns the index of the first envelope it did not run. A panic ends that
-// turn like in invoke and the loop resumes with the next message.
+// turn like in invoke, and runTells returns after it (the cycle puts the
+// rest of the batch back: see executor.cut).
 func (ex *executor) runTells(c *Cell, batch []envelope, i int) (next int) {
 	next = i
 	defer func() {
@@ -502,6 +526,13 @@ func (ex *executor) panicked(c *Cell, r any) {
 	// An ask the failed turn did not answer gets the panic as its error, so
 	// its caller does not wait for the deadline.
 	ex.answer(nil, err)
+	// The remedy the hook may queue runs before any more user mail: not
+	// behind mail that waited for this activation (owed), nor behind the
+	// rest of the batch (cut).
+	c.mu.Lock()
+	c.owed = 0
+	c.mu.Unlock()
+	ex.cut = true
 	inc := c.inc.Load()
 	s.faults.Fault(Fault{Ref: c.ref.WithIncarnation(inc), Incarnation: inc, Outcome: Panicked,
 		Err: err, Panic: r, Stack: stack()})

@@ -63,10 +63,11 @@ type Fault struct {
 
 // FaultHook receives faults. Fault is called on the failing worker right
 // after a panic (the actor's run-token is still held, so no turn of it runs
-// until Fault returns): to act, call Restart, Retire (Stop) or Passivate;
-// they are queued in the actor's system lane and run before any further
-// user mail, never concurrently with a turn, and doing nothing resumes the
-// actor with its next message.
+// until Fault returns): to act, call Restart, Retire (Stop), Passivate or
+// Detach; they are queued in the actor's system lane and run before any
+// further user mail (the rest of the batch the failed turn was taken
+// with goes back to the mailbox, behind them), never concurrently with a
+// turn, and doing nothing resumes the actor with its next message.
 //
 // A BudgetExhausted fault is reported on the watchdog goroutine after the
 // turn was abandoned (Fault.Abandoned): the remedy takes effect at once,
@@ -415,13 +416,40 @@ func (s *Scheduler) Passivate(ref actor.Ref, final func(actor.Actor)) error {
 	if s.closing.Load() {
 		return s.passivateClosed(c, final)
 	}
-	if err := c.pushPassivate(final); err != nil {
+	if err := c.pushPassivate(final, false); err != nil {
 		return err
 	}
 	s.wakeAttached(c)
 	if s.closing.Load() {
 		// Close raced the push: if no worker took it, Close's sweep or
 		// the next line runs it.
+		s.runStranded(c)
+	}
+	return nil
+}
+
+// Detach takes the actor value of ref out of service before any further
+// user mail, like Passivate but without a final turn: the actor receives
+// no Passivating, final (if not nil) is called with the value, and the
+// cell keeps its mail and waits for Restart, RestartAt or Replace to
+// attach a value (or Retire to answer the mail). A FaultHook calls it
+// for a value that failed (a panic): queued in the system lane from the
+// hook, it runs before the mail behind the failed turn. It fails with
+// ErrNotAttached when the cell has no actor, and with ErrClosed once the
+// scheduler is closing.
+func (s *Scheduler) Detach(ref actor.Ref, final func(actor.Actor)) error {
+	c, err := s.cellOf(ref)
+	if err != nil {
+		return err
+	}
+	if s.closing.Load() {
+		return ErrClosed
+	}
+	if err := c.pushPassivate(final, true); err != nil {
+		return err
+	}
+	s.wakeAttached(c)
+	if s.closing.Load() {
 		s.runStranded(c)
 	}
 	return nil

@@ -70,6 +70,16 @@ type Replacer interface {
 	Replace(ref actor.Ref, a actor.Actor) error
 }
 
+// Detacher is implemented by a Host that can take a faulted actor value
+// out of service before any further mail without a final turn: the value
+// receives no Passivating, final is called once it is out, and the mail
+// waits for the remedy's value (Restart, Replace). The supervisor uses it
+// for the Restart and Hydrate remedies, so that the faulted value does
+// not go on handling mail while the new one loads.
+type Detacher interface {
+	Detach(ref actor.Ref, final func(actor.Actor)) error
+}
+
 // Fencer is implemented by a Host that fences activations (a cluster
 // node may activate an identity only while it may serve its shard). The
 // supervisor asks Fence under its lock just before it attaches a new
@@ -634,26 +644,45 @@ func (s *Supervisor) dispatchAllLocked(cmds []Command) {
 	}
 }
 
-// stopLocked takes a faulted actor out of service. Before a Restart the
-// host replaces the value in place (Host.Restart), so nothing is done
-// now. Before a Hydrate the value is detached without writing its state:
-// the remedy reloads the last state at rest.
+// stopLocked takes a faulted actor out of service. A Detacher host
+// detaches the value at once, before any further mail, without a final
+// turn and without writing its state; the remedy, Restart or Hydrate,
+// then attaches a value loaded from the last state at rest to the mail
+// that waited. Left attached until the new value is loaded, the faulted
+// value went on handling mail, and what it answered was then lost with
+// it. A value the host already took out of service (an abandoned turn)
+// has nothing to detach. A Replacer host without Detach replaces the
+// value in place later; any other host passivates it before a Hydrate.
 func (s *Supervisor) stopLocked(c Command) {
 	s.lastUse.Delete(c.ID)
-	if _, replaces := s.host.(Replacer); c.Remedy != Hydrate || s.host == nil || replaces {
-		s.core.Stopped(c.ID, s.clock.Now())
-		return
-	}
 	done := func(actor.Actor) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.core.Stopped(c.ID, s.clock.Now())
 		s.dispatchLocked()
 	}
-	if err := s.host.Passivate(c.ID.Ref().WithIncarnation(c.Incarnation), done); err != nil {
+	ref := c.ID.Ref().WithIncarnation(c.Incarnation)
+	var err error
+	switch h := s.host.(type) {
+	case Detacher:
+		err = h.Detach(ref, done)
+	case Replacer:
+		// Replaced in place when the remedy's value is loaded.
+		err = errNoStop
+	default:
+		if c.Remedy != Hydrate || s.host == nil {
+			err = errNoStop
+		} else {
+			err = s.host.Passivate(ref, done)
+		}
+	}
+	if err != nil {
 		s.core.Stopped(c.ID, s.clock.Now())
 	}
 }
+
+// errNoStop: stopLocked takes nothing out of service.
+var errNoStop = errors.New("prospero: nothing to stop")
 
 func (s *Supervisor) pushJobLocked(j job) {
 	s.jobs = append(s.jobs, j)

@@ -108,6 +108,18 @@ func rejectError(cause error) error {
 	return fmt.Errorf("%w: activation failed: %w", actor.ErrActorTerminated, cause)
 }
 
+// Detach implements prospero.Detacher: the faulted value leaves the cell
+// at its next system turn, ahead of the mail behind the failed turn,
+// without a Passivating turn. A cell with no value attached (its turn
+// was abandoned) is out of service already.
+func (h arielHost) Detach(ref actor.Ref, final func(actor.Actor)) error {
+	err := h.s.Detach(ref.Unpinned(), final)
+	if errors.Is(err, ariel.ErrNotAttached) {
+		return fmt.Errorf("%w: %w", prospero.ErrOutOfService, err)
+	}
+	return err
+}
+
 // Passivate implements Host. A cell with no value attached is one whose
 // turn ariel's watchdog has just abandoned (the supervisor passivates only
 // values it attached): its report follows.

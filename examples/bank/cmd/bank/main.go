@@ -5,7 +5,7 @@
 //
 //	go run ./examples/bank/cmd/bank -dir /tmp/bank
 //	curl -s -X POST localhost:8081/v1/actors/account/alice/ask -d '{"Deposit":{"amount":100}}'
-//	tempest ask --addr localhost:8082 account alice '{"GetBalance":null}'
+//	tempest ask --addr localhost:8082 account/alice '{"GetBalance":null}'
 //
 // The nodes talk QUIC with mutual TLS under a CA generated at start-up
 // and gossip with a generated key; their state is kept under -dir, so

@@ -1239,3 +1239,38 @@ func TestForwardableOnlyTheNodesOwn(t *testing.T) {
 		t.Errorf("a negative ask timeout: %v", r.Err)
 	}
 }
+
+// TestPlanVotersKeepsAQuorum: a voter that left, or is dead past its
+// grace, is removed only if the voters left alive are a majority of the
+// voters left. Removing a node that drained and left while another voter
+// is down would leave a configuration of two voters, one dead: raft uses
+// it at once, and no node coming back could repair it; kept, the node
+// that left regains the quorum when it returns.
+func TestPlanVotersKeepsAQuorum(t *testing.T) {
+	now := time.Unix(1000, 0)
+	deadAt := map[string]time.Time{"c": now.Add(-time.Second)}
+	in := placement.VoterInput{
+		Self: "b", MaxVoters: 3, Grace: 10 * time.Second, Now: now,
+		DeadSince: func(n string) (time.Time, bool) { t, ok := deadAt[n]; return t, ok },
+		Servers:   []placement.RaftServer{{ID: "a", Voter: true}, {ID: "b", Voter: true}, {ID: "c", Voter: true}},
+		Peers: []placement.Peer{{Name: "a", State: placement.PeerLeft}, {Name: "b", State: placement.PeerAlive},
+			{Name: "c", State: placement.PeerFailed}},
+	}
+	if ch := placement.PlanVoters(in); len(ch) != 0 {
+		t.Fatalf("a left while c is down: %v, want no change (the removal would leave no quorum)", ch)
+	}
+	in.Peers[2].State = placement.PeerAlive // c is back
+	delete(deadAt, "c")
+	got := fmt.Sprint(placement.PlanVoters(in))
+	if want := fmt.Sprint([]placement.ConfigChange{{Op: placement.RemoveServer, ID: "a"}}); got != want {
+		t.Fatalf("a left, b and c alive: %s, want %s", got, want)
+	}
+	// A dead voter past its grace is not removed either while the rest
+	// cannot form a quorum without it.
+	in.Peers = []placement.Peer{{Name: "a", State: placement.PeerFailed}, {Name: "b", State: placement.PeerAlive},
+		{Name: "c", State: placement.PeerFailed}}
+	deadAt = map[string]time.Time{"a": now.Add(-time.Minute), "c": now.Add(-time.Minute)}
+	if ch := placement.PlanVoters(in); len(ch) != 0 {
+		t.Fatalf("two voters of three dead: %v, want no change", ch)
+	}
+}

@@ -232,16 +232,46 @@ func PlanVoters(in VoterInput) []ConfigChange {
 			}
 		}
 	}
+	// voters and up count the configuration's voters and those alive now
+	// (this node included, dead ones within their grace not), after the
+	// promotions below.
+	voters, up := 0, 0
+	for _, srv := range in.Servers {
+		if srv.Voter {
+			voters++
+			if srv.ID == in.Self || alive(srv.ID) {
+				up++
+			}
+		}
+	}
 	for liveVoters < in.MaxVoters && len(candidates) > 0 {
 		out = append(out, ConfigChange{Op: Promote, ID: candidates[0]})
 		candidates = candidates[1:]
 		liveVoters++
+		voters++
+		up++
+	}
+	// A voter is removed only if the voters left alive are a majority of
+	// those left: raft uses a new configuration as soon as it is
+	// appended, so removing one (a node that left, one dead past its
+	// grace) while another voter is down would leave a configuration
+	// without a quorum (a drain while another node crashed) that no node
+	// coming back could repair; kept, the voter that left regains quorum
+	// when it returns.
+	remove := func(id string) {
+		if inConf[id].Voter {
+			if up*2 <= voters-1 {
+				return
+			}
+			voters--
+		}
+		out = append(out, ConfigChange{Op: RemoveServer, ID: id})
 	}
 	for _, id := range deadVoters {
-		out = append(out, ConfigChange{Op: RemoveServer, ID: id})
+		remove(id)
 	}
 	for _, id := range gone {
-		out = append(out, ConfigChange{Op: RemoveServer, ID: id})
+		remove(id)
 	}
 	return out
 }

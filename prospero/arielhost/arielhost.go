@@ -101,9 +101,9 @@ func rejectError(cause error) error {
 		return cause
 	case errors.Is(cause, prospero.ErrNotCommitted):
 		// The state at rest could not be committed again (a replica or
-		// the owner's lease, for a moment): the actor is not gone, and
-		// the mail did not run; unavailable, not terminated.
-		return fmt.Errorf("%w: activation failed: %w", actor.ErrProcessUnavailable, cause)
+		// the owner's lease, for a moment): the actor is not gone; the
+		// caller sees the commit failure (HTTP 503), not a termination.
+		return fmt.Errorf("activation failed: %w", cause)
 	}
 	return fmt.Errorf("%w: activation failed: %w", actor.ErrActorTerminated, cause)
 }

@@ -10,14 +10,14 @@ import (
 
 // TestRejectErrorOfAStateNotCommitted: mail refused because the actor's
 // state could not be committed again while loading (a lapsed lease, an
-// unreachable replica: a moment's trouble) is refused as unavailable,
-// which a caller may try again, not as a terminated actor, which it
-// would take for good; other load failures stay terminations.
+// unreachable replica: a moment's trouble) is refused with that commit
+// failure, not as a terminated actor, which a caller would take for
+// good; other load failures stay terminations.
 func TestRejectErrorOfAStateNotCommitted(t *testing.T) {
 	lapsed := &prospero.CommitError{ID: prospero.Identity{Kind: "k", Key: "x"}, Err: errors.New("lease lapsed")}
 	err := rejectError(lapsed)
-	if !errors.Is(err, actor.ErrProcessUnavailable) || errors.Is(err, actor.ErrActorTerminated) || !errors.Is(err, prospero.ErrNotCommitted) {
-		t.Fatalf("a state not committed: %v, want ErrProcessUnavailable (wrapping the cause), not ErrActorTerminated", err)
+	if errors.Is(err, actor.ErrActorTerminated) || !errors.Is(err, prospero.ErrNotCommitted) {
+		t.Fatalf("a state not committed: %v, want ErrNotCommitted, not ErrActorTerminated", err)
 	}
 	if err := rejectError(errors.New("record does not decode")); !errors.Is(err, actor.ErrActorTerminated) {
 		t.Fatalf("another load failure: %v, want ErrActorTerminated", err)

@@ -277,6 +277,16 @@ func (g *groupCommitter) hurry() {
 	g.mu.Unlock()
 }
 
+// closeNoWait is close for a store whose transactions may never end (a
+// faulted one holds bbolt's locks): what is queued fails once the loop
+// can take it, later puts fail at once, and the loop is not waited for.
+func (g *groupCommitter) closeNoWait() {
+	g.mu.Lock()
+	g.closed, g.abandoned = true, true
+	g.cond.Signal()
+	g.mu.Unlock()
+}
+
 // close commits what is queued, then stops the goroutine. Later puts
 // fail with ErrStoreClosed. It is idempotent.
 func (g *groupCommitter) close() {

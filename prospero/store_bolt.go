@@ -673,6 +673,20 @@ func (s *BoltStore) Close() error {
 	s.pmu.Lock()
 	s.pstop = true // decided writes are queued under pmu: all are before the close
 	s.pmu.Unlock()
+	if s.wedged.Load() {
+		// A transaction faulted holding bbolt's locks: the group commit
+		// may be waiting for them, for good, inside a transaction it
+		// began (holding s.mu for reading). Nothing more is written:
+		// what is queued fails, and neither it nor s.mu is waited for;
+		// the file stays mapped and locked until the process exits,
+		// which a damaged store calls for anyway.
+		s.commit.closeNoWait()
+		s.pmu.Lock()
+		s.pclosed = true
+		s.pcond.Broadcast()
+		s.pmu.Unlock()
+		return nil
+	}
 	s.commit.close()
 	s.pmu.Lock()
 	s.pclosed = true

@@ -21,13 +21,13 @@ const fuzzToken = "fuzz-token-0123456789"
 // router redirects unclean paths; 422 overflow: the demo counter's
 // application error).
 var (
-	documentedStatus = map[int]bool{200: true, 202: true, 301: true, 307: true, 400: true, 401: true, 404: true, 405: true,
+	documentedStatus = map[int]bool{200: true, 202: true, 301: true, 307: true, 400: true, 401: true, 403: true, 404: true, 405: true,
 		408: true, 410: true, 413: true, 422: true, 429: true, 501: true, 503: true, 504: true}
 	documentedCodes = map[string]bool{"bad_json": true, "bad_request": true, "invalid_key": true,
 		"unknown_kind": true, "not_found": true, "method_not_allowed": true, "deadline_exceeded": true,
 		"refused": true, "process_unavailable": true, "no_quorum": true, "no_eligible_node": true, "actor_terminated": true,
 		"unauthorized": true, "body_too_large": true, "request_timeout": true, "not_ready": true, "overflow": true,
-		"not_committed": true, "not_supported": true, "invalid_reminder": true}
+		"not_committed": true, "not_supported": true, "invalid_reminder": true, "forbidden": true}
 )
 
 var (
@@ -92,6 +92,8 @@ func FuzzHandler(f *testing.F) {
 		{"POST", "/v1/actors/counter/a/ask", auth + "Transfer-Encoding: chunked\r\n", "5\r\n{\"Get\r\n0\r\n\r\n"},
 		{"DELETE", "/v1/actors/counter/a", auth, ""},
 		{"GET", "/v1/../v1//members", auth, ""},
+		{"POST", "/v1/actors/counter/a/ask", auth + "Origin: http://evil.example\r\n", `{"Get":null}`},
+		{"POST", "/healthz", "Content-Length: 3\r\n", "abc"},
 	} {
 		f.Add(seed.method, seed.target, seed.headers, seed.body)
 	}

@@ -728,24 +728,7 @@ func TestLapsedLeaseEndsReplicaWaitsAtOnce(t *testing.T) {
 	res := make(chan error, 1)
 	owner.PutAsync(id, 0, prospero.Record{State: []byte("1")}, func(_ uint64, err error) { res <- err })
 	<-received // the batch is in flight
-	v.mu.Lock()
-	v.lapsed = true
-	v.mu.Unlock()
-	owner.Interrupt() // the round trip began after no earlier call: it goes on
-	select {
-	case err := <-res:
-		t.Fatalf("ended by the first Interrupt after it began: %v", err)
-	default:
-	}
-	owner.Interrupt()
-	select {
-	case err = <-res:
-	case <-time.After(time.Minute):
-		t.Fatal("the write still waits for the replica a minute after the second Interrupt")
-	}
-	if !errors.Is(err, prospero.ErrNotCommitted) || !errors.Is(err, ErrLeaseLapsed) {
-		t.Fatalf("interrupted write: %v, want ErrNotCommitted wrapping ErrLeaseLapsed", err)
-	}
+	lapseAndInterrupt(t, owner, v, res, "the replica")
 	if len(v.shrunk) != 0 || owner.Stats().Shrinks != 0 || owner.Stats().ShrinkFail != 0 {
 		t.Fatalf("the replica was treated as failed: shrunk %v, stats %+v", v.shrunk, owner.Stats())
 	}
@@ -1068,22 +1051,32 @@ func TestLapsedLeaseEndsARemovalInFlight(t *testing.T) {
 	res := make(chan error, 1)
 	owner.PutAsync(id, 0, prospero.Record{State: []byte("1")}, func(_ uint64, err error) { res <- err })
 	<-shrinking // the removal is on its way to a leader that does not answer
+	lapseAndInterrupt(t, owner, v, res, "the removal")
+}
+
+// lapseAndInterrupt marks v's lease lapsed and interrupts owner twice:
+// the write whose outcome res gets, waiting for what (begun before the
+// first call), must go on after the first and fail with ErrNotCommitted
+// wrapping ErrLeaseLapsed after the second.
+func lapseAndInterrupt(t *testing.T, owner *Store, v *fakeView, res <-chan error, what string) {
+	t.Helper()
 	v.mu.Lock()
 	v.lapsed = true
 	v.mu.Unlock()
-	owner.Interrupt() // the removal began after no earlier call: it goes on
+	owner.Interrupt() // what waits began after no earlier call: it goes on
 	select {
 	case err := <-res:
-		t.Fatalf("ended by the first Interrupt after it began: %v", err)
+		t.Fatalf("ended by the first Interrupt after %s began: %v", what, err)
 	default:
 	}
 	owner.Interrupt()
+	var err error
 	select {
 	case err = <-res:
 	case <-time.After(time.Minute):
-		t.Fatal("the write still waits for the removal a minute after the second Interrupt")
+		t.Fatalf("the write still waits for %s a minute after the second Interrupt", what)
 	}
 	if !errors.Is(err, prospero.ErrNotCommitted) || !errors.Is(err, ErrLeaseLapsed) {
-		t.Fatalf("write behind an interrupted removal: %v, want ErrNotCommitted wrapping ErrLeaseLapsed", err)
+		t.Fatalf("write behind %s, interrupted: %v, want ErrNotCommitted wrapping ErrLeaseLapsed", what, err)
 	}
 }

@@ -91,13 +91,7 @@ func TestRemoteCancelAskAtDeadline(t *testing.T) {
 // owner keeps it, and drops the ask unrun when it arrives (counted:
 // CancelsKept, CancelsMatched, AsksWithdrawn); other asks run.
 func TestRemoteCancelAskOvertakingItsAsk(t *testing.T) {
-	c := newRTCluster(t)
-	a := c.start("a", rtRegistry(t, false), nil)
-	b := c.start("b", rtRegistry(t, false), nil)
-	c.place("counter", "b")
-	if err := b.s.Register("counter", counterActor, 0); err != nil {
-		t.Fatal(err)
-	}
+	_, a, b := counterPair(t)
 	ref := actor.Virtual("counter", "x")
 	askRetry(t, a.s, ref, rtSeq{Kind: "get"}) // the link is up
 	const id = 1 << 40                        // not one of a's scheduler's ids
@@ -133,13 +127,7 @@ func TestRemoteCancelAskOvertakingItsAsk(t *testing.T) {
 // went), and the ask then ran on its owner. Now the Mailer checks again
 // once the ask is registered and sends nothing.
 func TestAskGivenUpWhileResentIsNotSent(t *testing.T) {
-	c := newRTCluster(t)
-	a := c.start("a", rtRegistry(t, false), nil)
-	b := c.start("b", rtRegistry(t, false), nil)
-	c.place("counter", "b")
-	if err := b.s.Register("counter", counterActor, 0); err != nil {
-		t.Fatal(err)
-	}
+	c, a, b := counterPair(t)
 	var link cancelLink
 	link.wire(a, b)
 	ref := actor.Virtual("counter", "x")

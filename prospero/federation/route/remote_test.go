@@ -292,14 +292,21 @@ func counterActor(string) actor.Actor {
 	})
 }
 
-func TestRemoteTellAndAsk(t *testing.T) {
-	c := newRTCluster(t)
-	a := c.start("a", rtRegistry(t, false), nil)
-	b := c.start("b", rtRegistry(t, false), nil)
+// counterPair runs nodes a and b, with the counter kind placed on b.
+func counterPair(t *testing.T) (c *rtCluster, a, b *rtNode) {
+	t.Helper()
+	c = newRTCluster(t)
+	a = c.start("a", rtRegistry(t, false), nil)
+	b = c.start("b", rtRegistry(t, false), nil)
 	c.place("counter", "b")
 	if err := b.s.Register("counter", counterActor, 0); err != nil {
 		t.Fatal(err)
 	}
+	return c, a, b
+}
+
+func TestRemoteTellAndAsk(t *testing.T) {
+	_, a, _ := counterPair(t)
 	ref := actor.Virtual("counter", "x")
 	askRetry(t, a.s, ref, rtSeq{Kind: "get"})
 	for i := 1; i <= 10; i++ {

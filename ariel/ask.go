@@ -135,11 +135,16 @@ func (p *pending) complete(v any, err error, ex *executor) bool {
 	if !p.finish() {
 		return false
 	}
+	p.settle(v, err, ex)
+	return true
+}
+
+// settle delivers the answer of an ask its caller has just finished.
+func (p *pending) settle(v any, err error, ex *executor) {
 	if p.timer != nil {
 		p.timer.Stop()
 	}
 	p.deliver(v, err, ex)
-	return true
 }
 
 func (p *pending) deliver(v any, err error, ex *executor) {
@@ -405,8 +410,11 @@ func newReplier(p *pending) *replier {
 	r := &replier{p: p}
 	if p != nil {
 		runtime.AddCleanup(r, func(p *pending) {
-			if p.complete(nil, actor.ErrNoReply, nil) {
+			if p.finish() {
+				// Counted before the asker learns of it, so an asker
+				// that reads the count after its ErrNoReply sees it.
 				p.s.g.noReply.Add(1)
+				p.settle(nil, actor.ErrNoReply, nil)
 			}
 		}, p)
 	}

@@ -230,16 +230,19 @@ func (l *load) rebase(ctx context.Context, via string) error {
 }
 
 // verify reads every counter and compares it with the acknowledged
-// updates: lost are acknowledged adds missing from the value.
+// updates: lost are acknowledged adds missing from the value. The load
+// may still run: each counter's model is taken before its read, so it
+// holds only adds acknowledged before the read began, which the read
+// must see (one acknowledged during the read need not be in its value).
 func (l *load) verify(ctx context.Context, via string) (lost, regressions, checked int, err error) {
 	for k, key := range l.keys {
+		l.mu.Lock()
+		m := l.model[k]
+		l.mu.Unlock()
 		v, r := l.api.getRetry(ctx, via, key)
 		if r.outcome != okOutcome {
 			return lost, regressions, checked, r.err
 		}
-		l.mu.Lock()
-		m := l.model[k]
-		l.mu.Unlock()
 		if v < m.lastAcked {
 			lost += int(m.lastAcked - v)
 		}

@@ -58,7 +58,9 @@ type Context interface {
 	// meanwhile. The deadline is DefaultAskTimeout unless an AskOption sets it.
 	Ask(to Ref, msg any, then Continuation, opts ...AskOption)
 	// Reply answers the current message if it is an ask. It is a no-op for
-	// a tell. Only the first Reply or ReplyError of a turn counts. In a
+	// a tell. Only the first Reply or ReplyError of a turn counts. An ask
+	// whose turn ends without Reply, ReplyError or ReplyLater fails at
+	// once with ErrNoReply (a panic: with the panic's error). In a
 	// continuation the current message is the reply being continued, not
 	// the ask that started it, so Reply there answers nothing (it is
 	// counted as a stray reply): to answer an ask from a later turn, take

@@ -32,9 +32,16 @@ var (
 	// released: the caller must not count the update as done. The error
 	// names the actor.
 	ErrNotCommitted = errors.New("tempest: state not committed")
-	// ErrNoReply means the actor that received an ask dropped its Replier
-	// (Context.ReplyLater) without answering: nothing will answer.
+	// ErrNoReply means the actor that received an ask will not answer it:
+	// the turn that received it ended without Reply, ReplyError or
+	// ReplyLater, or it dropped its Replier (Context.ReplyLater) without
+	// answering. The turn ran.
 	ErrNoReply = errors.New("tempest: ask dropped without a reply")
+	// ErrPanicked means the turn that received an ask panicked before
+	// answering it. The error also matches the value the turn panicked
+	// with when that was an error (on another node: when it matches an
+	// error registered on both nodes), and its text names the value.
+	ErrPanicked = errors.New("tempest: actor panicked")
 	// ErrAlreadyAnswered is returned by a Replier whose ask was answered
 	// already or ended (deadline passed, caller gone).
 	ErrAlreadyAnswered = errors.New("tempest: ask already answered")

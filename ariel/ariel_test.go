@@ -462,24 +462,33 @@ func (f *faultRecorder) Fault(x ariel.Fault) { f.ch <- x }
 func TestPanicRecovery(t *testing.T) {
 	h := &faultRecorder{ch: make(chan ariel.Fault, 4)}
 	s := newSched(t, ariel.Config{Workers: 2, Faults: h})
+	errBoom := errors.New("boom error")
 	ref, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
-		if msg == "boom" {
+		switch msg {
+		case "boom":
 			panic("kaboom")
+		case "boom error":
+			panic(errBoom)
 		}
 		ctx.Reply(msg)
 	}))
-	if _, err := s.Ask(askCtx(t), ref, "boom"); err == nil || err.Error() != "panic: kaboom" {
-		t.Fatalf("Ask of a panicking turn = %v, want the panic as error", err)
+	_, err := s.Ask(askCtx(t), ref, "boom")
+	if !errors.Is(err, actor.ErrPanicked) || err.Error() != "tempest: actor panicked: kaboom" {
+		t.Fatalf("Ask of a panicking turn = %v, want ErrPanicked naming the panic", err)
 	}
 	f := <-h.ch
 	if f.Outcome != ariel.Panicked || f.Panic != "kaboom" || f.Ref.Unpinned() != ref.Unpinned() || len(f.Stack) == 0 {
 		t.Fatalf("fault = %+v", f)
 	}
+	if _, err := s.Ask(askCtx(t), ref, "boom error"); !errors.Is(err, actor.ErrPanicked) || !errors.Is(err, errBoom) {
+		t.Fatalf("Ask of a turn panicking with an error = %v, want ErrPanicked and the error", err)
+	}
+	<-h.ch
 	if got, err := s.Ask(askCtx(t), ref, "after"); err != nil || got != "after" {
 		t.Fatalf("actor did not survive its panic: %v, %v", got, err)
 	}
-	if s.Stats().Panics != 1 {
-		t.Fatalf("Stats.Panics = %d", s.Stats().Panics)
+	if s.Stats().Panics != 2 {
+		t.Fatalf("Stats.Panics = %d, want 2", s.Stats().Panics)
 	}
 }
 

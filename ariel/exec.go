@@ -476,6 +476,13 @@ func (ex *executor) invoke(c *Cell, e *envelope, msg any) {
 	} else {
 		ex.call(c, msg)
 	}
+	if e.ask != nil && !ex.replied && ex.later == nil && !ex.faulted && !ex.fenced() {
+		// The turn neither answered its ask nor took it over
+		// (ReplyLater): nothing can answer it any more, so its caller
+		// hears so now rather than at its deadline.
+		ex.s.g.noReply.Add(1)
+		ex.answer(nil, actor.ErrNoReply)
+	}
 	ex.leave()
 }
 
@@ -519,9 +526,11 @@ func (ex *executor) panicked(c *Cell, r any) {
 	s := ex.s
 	ex.faulted = true
 	s.g.panics.Add(1)
-	err, ok := r.(error)
-	if !ok {
-		err = fmt.Errorf("panic: %v", r)
+	var err error
+	if e, ok := r.(error); ok {
+		err = fmt.Errorf("%w: %w", actor.ErrPanicked, e)
+	} else {
+		err = fmt.Errorf("%w: %v", actor.ErrPanicked, r)
 	}
 	// An ask the failed turn did not answer gets the panic as its error, so
 	// its caller does not wait for the deadline.

@@ -272,7 +272,7 @@ func TestCallChainBounded(t *testing.T) {
 // continuation and then takes the mail set aside meanwhile.
 func TestNonReentrantResumesAfterDeadline(t *testing.T) {
 	s := newSched(t, ariel.Config{})
-	silent, err := s.Spawn(actor.Func(func(actor.Context, any) {}))
+	silent, err := s.Spawn(mute())
 	if err != nil {
 		t.Fatal(err)
 	}

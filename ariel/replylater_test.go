@@ -244,3 +244,45 @@ func TestReplyLaterWaitsForTheAnsweringTurnsCommit(t *testing.T) {
 		t.Fatalf("answers = %v, want [5 <nil>]", got)
 	}
 }
+
+// An ask whose turn ends without answering it or taking its Replier fails
+// with ErrNoReply when the turn ends, not at its deadline; a later turn's
+// Reply does not answer it.
+func TestTurnWithoutAnswerFailsAsk(t *testing.T) {
+	s := newSched(t, ariel.Config{})
+	ref, err := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if msg == "answer" {
+			ctx.Reply("yes")
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, err := s.Ask(ctx, ref, "ignore"); !errors.Is(err, actor.ErrNoReply) {
+		t.Fatalf("unanswered ask: %v, want ErrNoReply", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the unanswered ask waited for its deadline")
+	}
+	if v, err := s.Ask(ctx, ref, "answer"); err != nil || v != "yes" {
+		t.Fatalf("answered ask: %v, %v", v, err)
+	}
+	if err := s.Tell(ref, "ignore"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := s.Ask(ctx, ref, "answer"); err != nil || v != "yes" {
+		t.Fatalf("answered ask after a tell: %v, %v", v, err)
+	}
+	if st := s.Stats(); st.NoReply != 1 {
+		t.Fatalf("NoReply = %d, want 1 (a tell is not counted)", st.NoReply)
+	}
+}
+
+// mute answers no ask and keeps each one open until its deadline by
+// holding its Replier.
+func mute() actor.Actor {
+	var held []actor.Replier
+	return actor.Func(func(ctx actor.Context, _ any) { held = append(held, ctx.ReplyLater()) })
+}

@@ -93,7 +93,7 @@ func TestSimulatedTimersUseVirtualTime(t *testing.T) {
 		at   time.Time
 	}
 	events := make(chan event, 16)
-	silent, _ := s.Spawn(actor.Func(func(actor.Context, any) {})) // never replies
+	silent, _ := s.Spawn(mute())
 	ref, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
 		switch msg.(type) {
 		case actor.Started:

@@ -42,7 +42,8 @@ type Stats struct {
 	// StrayReplies counts Reply and ReplyError calls in continuations,
 	// which have no ask to answer (see Context.ReplyLater).
 	StrayReplies uint64
-	// NoReply counts asks failed with ErrNoReply because their Replier
+	// NoReply counts asks failed with ErrNoReply: their turn ended
+	// without answering them or taking their Replier, or their Replier
 	// was dropped unanswered.
 	NoReply uint64
 	// AsksInTurn counts blocking asks refused with ErrAskInTurn because

@@ -51,7 +51,7 @@ type Fault struct {
 	Ref         actor.Ref // the actor, pinned to the failing incarnation
 	Incarnation uint64
 	Outcome     Outcome // Panicked or BudgetExhausted
-	Err         error   // ErrBudgetExhausted, or the panic value as an error
+	Err         error   // ErrBudgetExhausted, or the panic as an error matching actor.ErrPanicked
 	Panic       any     // the recovered value for Panicked
 	Stack       []byte  // the panicking goroutine's stack for Panicked
 	// Abandoned: the turn (BudgetExhausted) was taken away from its

@@ -48,6 +48,8 @@ const (
 	codeUnauthorized     = "unauthorized"
 	codeTooLarge         = "body_too_large"
 	codeInternal         = "internal"
+	codeNoReply          = "no_reply"
+	codePanicked         = "actor_panicked"
 	codeNotReady         = "not_ready"
 	codeNoEligibleNode   = "no_eligible_node"
 	codeNoQuorum         = "no_quorum"
@@ -658,6 +660,11 @@ type StatusError interface {
 // classify maps a node error to an HTTP status, an error code and the
 // metrics outcome.
 func classify(err error) (int, string, string) {
+	if errors.Is(err, actor.ErrPanicked) {
+		// The actor's turn panicked: whatever the panic's value
+		// matches, the request met a bug, not that condition.
+		return http.StatusInternalServerError, codePanicked, outcomeError
+	}
 	var se StatusError
 	if errors.As(err, &se) && se.HTTPStatus() >= 400 && se.HTTPStatus() < 500 && se.ErrorCode() != "" {
 		return se.HTTPStatus(), se.ErrorCode(), outcomeError
@@ -683,6 +690,11 @@ func classify(err error) (int, string, string) {
 		return http.StatusServiceUnavailable, codeUnavailable, outcomeUnavailable
 	case errors.Is(err, actor.ErrActorTerminated):
 		return http.StatusGone, codeTerminated, outcomeTerminated
+	case errors.Is(err, actor.ErrNoReply):
+		// The actor ran and will not answer (its turn ended without a
+		// reply, or it dropped its Replier): the actor's fault, and
+		// final, unlike a timeout.
+		return http.StatusBadGateway, codeNoReply, outcomeError
 	case errors.Is(err, actor.ErrNotCommitted):
 		// The actor's store failed to make the update durable: it was
 		// not acknowledged, and the actor went back to its last

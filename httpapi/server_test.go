@@ -239,6 +239,10 @@ func TestClassifyReminderErrors(t *testing.T) {
 		{remote("tempest.reminder_invalid", reminders.ErrInvalid), 422, codeInvalidReminder, outcomeError},
 		{remote("tempest.reminder_not_found", reminders.ErrNotFound), 404, codeNotFound, outcomeError},
 		{remote("tempest.reminder_not_owner", reminders.ErrNotOwner), 503, codeUnavailable, outcomeUnavailable},
+		{actor.ErrNoReply, 502, codeNoReply, outcomeError},
+		{fmt.Errorf("%w: %w", actor.ErrPanicked, actor.ErrRefused), 500, codePanicked, outcomeError},
+		{&wire.RemoteError{Message: "tempest: actor panicked: boom", Code: wire.CodePanicked}, 500, codePanicked, outcomeError},
+		{&wire.RemoteError{Message: actor.ErrNoReply.Error(), Code: wire.CodeNoReply}, 502, codeNoReply, outcomeError},
 	} {
 		s := &Server{node: &fakeNode{}}
 		if status, code, outcome := s.classify(tc.err); status != tc.status || code != tc.code || outcome != tc.outcome {

@@ -472,6 +472,9 @@ const (
 	// actor sentinel as well keeps that sentinel's code (one code each).
 	CodeContextDeadline
 	CodeContextCanceled
+	// CodePanicked is a turn that panicked; it wins over any code the
+	// panic's own value matches (see CodeOf).
+	CodePanicked
 	codeCount
 )
 
@@ -489,6 +492,7 @@ var codeSentinels = [codeCount]error{
 	actor.ErrCallChainTooLong,
 	context.DeadlineExceeded,
 	context.Canceled,
+	actor.ErrPanicked,
 }
 
 // RemoteError is an error that an actor on another node answered an ask
@@ -542,8 +546,12 @@ func (e *RemoteError) Unwrap() []error {
 	return out
 }
 
-// CodeOf classifies err by the first actor sentinel it matches.
+// CodeOf classifies err by the first actor sentinel it matches; a panic
+// is a panic whatever its value matches.
 func CodeOf(err error) ErrorCode {
+	if errors.Is(err, actor.ErrPanicked) {
+		return CodePanicked
+	}
 	var re *RemoteError
 	if errors.As(err, &re) && re.Code < codeCount {
 		return re.Code

@@ -548,6 +548,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.linkErrs, t.Oversized, "oversized")
 	counter(d.linkErrs, t.Malformed, "malformed")
 	counter(d.linkErrs, t.HelloRejected, "hello_rejected")
+	counter(d.linkErrs, t.SendsRefused, "send_refused")
 	counter(d.rejected, st.Gossip.Undecryptable, membership.CauseUndecryptable)
 	counter(d.rejected, st.Gossip.Malformed, membership.CauseMalformed)
 	counter(d.rejected, t.TLSRejected, "tls_rejected")

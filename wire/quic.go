@@ -74,7 +74,7 @@ var (
 type counters struct {
 	framesSent, framesRecv, bytesSent, bytesRecv, writes    atomic.Uint64
 	queueFull, dropped, oversized, malformed, helloRejected atomic.Uint64
-	tlsRejected                                             atomic.Uint64
+	tlsRejected, sendsRefused                               atomic.Uint64
 	linksUp, linksDown                                      atomic.Uint64
 }
 
@@ -86,6 +86,7 @@ func (c *counters) snapshot() Stats {
 		Oversized: c.oversized.Load(), Malformed: c.malformed.Load(),
 		HelloRejected: c.helloRejected.Load(), TLSRejected: c.tlsRejected.Load(),
 		LinksUp: c.linksUp.Load(), LinksDown: c.linksDown.Load(),
+		SendsRefused: c.sendsRefused.Load(),
 	}
 }
 
@@ -130,7 +131,7 @@ func NewQUIC(cfg Config) (*QUIC, error) {
 		t.udp, t.ownUDP = udp, true
 	}
 	srk := quic.StatelessResetKey(*key)
-	t.tr = &quic.Transport{Conn: t.udp, StatelessResetKey: &srk}
+	t.tr = &quic.Transport{Conn: dropRefusedSends(t.udp, &t.st.sendsRefused), StatelessResetKey: &srk}
 	t.qconf = &quic.Config{
 		HandshakeIdleTimeout: cfg.HandshakeTimeout,
 		MaxIdleTimeout:       cfg.IdleTimeout,

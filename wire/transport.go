@@ -199,6 +199,10 @@ type Stats struct {
 	// CA's, expired).
 	TLSRejected        uint64
 	LinksUp, LinksDown uint64
+	// SendsRefused counts datagrams the kernel refused to send with EPERM
+	// (a firewall rule dropping them on the way out), counted as lost
+	// rather than ending their link (see udp.go).
+	SendsRefused uint64
 }
 
 // Clock is the time source, the project's one (package clock): the real

@@ -1,0 +1,134 @@
+package wire
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// refusing is a PacketConn whose sends the kernel refuses with EPERM
+// while refuse is set, as it does when a firewall rule drops them on the
+// way out.
+type refusing struct {
+	net.PacketConn
+	refuse  atomic.Bool
+	refused atomic.Uint64
+}
+
+func (r *refusing) WriteTo(p []byte, addr net.Addr) (int, error) {
+	if r.refuse.Load() {
+		r.refused.Add(1)
+		return 0, &net.OpError{Op: "write", Net: "udp", Addr: addr, Err: os.NewSyscallError("sendto", syscall.EPERM)}
+	}
+	return r.PacketConn.WriteTo(p, addr)
+}
+
+// Sends refused by the kernel are lost packets to QUIC: the link stays up
+// through them, and what was sent meanwhile arrives once they pass again.
+func TestRefusedSendsDoNotEndTheLink(t *testing.T) {
+	c := newQUICCluster(t)
+	sa, ea := newSink(), newEvents()
+	a := c.start(t, c.config(t, "a", sa, ea))
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { udp.Close() })
+	conn := &refusing{PacketConn: udp}
+	sb, eb := newSink(), newEvents()
+	cfgB := c.config(t, "b", sb, eb)
+	cfgB.PacketConn = conn
+	b := c.start(t, cfgB)
+	sendRetry(t, a, "b", 1, []byte("before"))
+	sb.waitN(t, 1)
+	sendRetry(t, b, "a", 1, []byte("before"))
+	sa.waitN(t, 1)
+
+	conn.refuse.Store(true)
+	sendRetry(t, b, "a", 1, []byte("during"))
+	sendRetry(t, a, "b", 1, []byte("during"))
+	deadline := time.Now().Add(waitTimeout)
+	for conn.refused.Load() < 5 && b.Stats().LinksDown == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("b never tried to send while refused")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	conn.refuse.Store(false)
+	sa.waitN(t, 2)
+	sb.waitN(t, 2)
+	for _, e := range []*events{ea, eb} {
+		e.mu.Lock()
+		for _, ev := range e.evs {
+			if !ev.Up {
+				t.Errorf("link %s went down: %v", ev.Peer, ev.Err)
+			}
+		}
+		e.mu.Unlock()
+	}
+	if st := b.Stats(); st.LinksDown != 0 || st.SendsRefused == 0 {
+		t.Fatalf("b: %d links down, %d sends refused counted", st.LinksDown, st.SendsRefused)
+	}
+}
+
+// The same with the kernel refusing: an iptables rule drops what b's own
+// socket (a *net.UDPConn, written with WriteMsgUDP) sends. Needs root and
+// iptables; skipped otherwise.
+func TestKernelRefusedSendsDoNotEndTheLink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for an iptables rule")
+	}
+	if _, err := exec.LookPath("iptables"); err != nil {
+		t.Skip("no iptables")
+	}
+	c := newQUICCluster(t)
+	sa, ea := newSink(), newEvents()
+	a := c.start(t, c.config(t, "a", sa, ea))
+	sb, eb := newSink(), newEvents()
+	b := c.start(t, c.config(t, "b", sb, eb))
+	sendRetry(t, a, "b", 1, []byte("before"))
+	sb.waitN(t, 1)
+	sendRetry(t, b, "a", 1, []byte("before"))
+	sa.waitN(t, 1)
+
+	_, port, _ := net.SplitHostPort(b.Addr().String())
+	rule := []string{"OUTPUT", "-o", "lo", "-p", "udp", "--sport", port, "-j", "DROP"}
+	if out, err := exec.Command("iptables", append([]string{"-I"}, rule...)...).CombinedOutput(); err != nil {
+		t.Skipf("iptables: %v: %s", err, out)
+	}
+	removed := false
+	remove := func() {
+		if !removed {
+			removed = true
+			if out, err := exec.Command("iptables", append([]string{"-D"}, rule...)...).CombinedOutput(); err != nil {
+				t.Errorf("removing the iptables rule: %v: %s", err, out)
+			}
+		}
+	}
+	t.Cleanup(remove)
+	sendRetry(t, b, "a", 1, []byte("during"))
+	sendRetry(t, a, "b", 1, []byte("during"))
+	deadline := time.Now().Add(waitTimeout)
+	for b.Stats().SendsRefused < 5 && b.Stats().LinksDown == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no send of b's was refused")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	remove()
+	sa.waitN(t, 2)
+	sb.waitN(t, 2)
+	for _, e := range []*events{ea, eb} {
+		e.mu.Lock()
+		for _, ev := range e.evs {
+			if !ev.Up {
+				t.Errorf("link %s went down: %v", ev.Peer, ev.Err)
+			}
+		}
+		e.mu.Unlock()
+	}
+}

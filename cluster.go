@@ -569,8 +569,8 @@ func (c *cluster) dropDownLinks(down map[string]bool) {
 	}
 }
 
-// watchMembers feeds membership changes to placement and closes links
-// to peers declared dead.
+// watchMembers feeds membership changes to placement, closes links to
+// peers declared dead and redials those back from dead at once.
 func (c *cluster) watchMembers() {
 	defer c.wg.Done()
 	sub := c.ml.Subscribe()
@@ -581,8 +581,19 @@ func (c *cluster) watchMembers() {
 			return
 		}
 		c.peers.signal()
-		if ev.Type == membership.EventFail && ev.Member.Name != c.name {
+		if ev.Member.Name == c.name {
+			continue
+		}
+		switch ev.Type {
+		case membership.EventFail:
 			c.tr.Disconnect(ev.Member.Name)
+		case membership.EventJoin:
+			// Back from dead (a partition healed): the link's dial
+			// back-off grew meanwhile and would keep it down up to
+			// its maximum.
+			if r, ok := c.tr.(interface{ Redial(peer string) }); ok {
+				r.Redial(ev.Member.Name)
+			}
 		}
 	}
 }

@@ -275,6 +275,26 @@ func (t *QUIC) Connect(ctx context.Context, peer string) error {
 	}
 }
 
+// Redial ends the dial back-off of the link to peer and dials it now,
+// unless the link is up or a dial runs. Call it when something other than
+// the link says the peer is reachable again, such as gossip declaring it
+// alive after a partition: the back-off grew while it was cut off (up to
+// Config.BackoffMax), and the link would otherwise come back only when it
+// ran out.
+func (t *QUIC) Redial(peer string) {
+	t.mu.Lock()
+	l := t.links[peer]
+	t.mu.Unlock()
+	if l == nil {
+		return // no link yet: the first send dials at once
+	}
+	l.mu.Lock()
+	l.failures = 0
+	l.nextAttempt = time.Time{}
+	l.mu.Unlock()
+	_, _ = l.ensure()
+}
+
 // Disconnect implements Transport.
 func (t *QUIC) Disconnect(peer string) {
 	t.mu.Lock()

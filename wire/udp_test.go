@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -131,4 +132,43 @@ func TestKernelRefusedSendsDoNotEndTheLink(t *testing.T) {
 		}
 		e.mu.Unlock()
 	}
+}
+
+// Redial ends a link's dial back-off: a peer unreachable long enough to
+// be dialed only every BackoffMax is linked again at once.
+func TestRedialEndsTheBackoff(t *testing.T) {
+	c := newQUICCluster(t)
+	c.tweak = func(cfg *Config) {
+		cfg.BackoffMin, cfg.BackoffMax, cfg.HandshakeTimeout = time.Hour, time.Hour, 300*time.Millisecond
+	}
+	ea := newEvents()
+	a := c.start(t, c.config(t, "a", newSink(), ea))
+	// b is not there yet: a's dial fails and backs off for an hour.
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := udp.LocalAddr().String()
+	udp.Close()
+	c.res.set("b", addr)
+	if err := a.Send("b", 1, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	ea.waitEvent(t, "b", false)
+	if err := a.Send("b", 1, []byte("x")); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("send during the back-off: %v, want ErrUnavailable", err)
+	}
+	udp2, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Skipf("cannot rebind %s: %v", addr, err)
+	}
+	sb := newSink()
+	cfgB := c.config(t, "b", sb, nil)
+	cfgB.PacketConn = udp2
+	t.Cleanup(func() { udp2.Close() })
+	c.start(t, cfgB)
+	a.Redial("b")
+	ea.waitEvent(t, "b", true)
+	sendRetry(t, a, "b", 1, []byte("after"))
+	sb.waitN(t, 1)
 }

@@ -12,7 +12,7 @@ import (
 // the production timing defaults (DownAfter plus the fence delay, about
 // 3.5 s; it runs only when TEMPEST_SOAK is set, e.g. from make soak).
 // This cluster uses the in-memory raft transport, which has no separate
-// heartbeat timeout; cmd/node's TestFailoverRealProcesses measures the
+// heartbeat timeout; package cli's TestFailoverRealProcesses measures the
 // real thing.
 func TestFailoverTimeDefaults(t *testing.T) {
 	if os.Getenv("TEMPEST_SOAK") == "" {

@@ -500,7 +500,7 @@ func (e *env) awaitSettled(ctx context.Context, l *load, t0 time.Time, quiet, mi
 
 // stepKill kills the raft leader, the slower failover: its keys wait for
 // an election as well as the fence (a follower's crash is killed with
-// SIGKILL in cmd/node's end-to-end test).
+// SIGKILL in package cli's end-to-end test).
 func (e *env) stepKill(ctx context.Context, rep *report, l *load) error {
 	const step = "3 kill"
 	p, err := e.api.placement(ctx, "node1")

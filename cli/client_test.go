@@ -1,0 +1,317 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/demo"
+	"github.com/tempest-actors/tempest/httpapi"
+	"github.com/tempest-actors/tempest/placement"
+)
+
+// startLocalNode runs a standalone node with the demo kinds behind an
+// httptest server of its HTTP API.
+func startLocalNode(t *testing.T, token string) *httptest.Server {
+	t.Helper()
+	n, err := tempest.New(tempest.Config{Name: "local", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Register(n, demo.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	met := httpapi.NewMetrics("test")
+	met.Attach(n)
+	api, err := httpapi.New(httpapi.Config{Node: n, Metrics: met, Token: []byte(token)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := n.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return srv
+}
+
+// leakCheck verifies, after every other cleanup of t, that t left no
+// goroutine behind (idle client connections are closed first).
+func leakCheck(t *testing.T) {
+	t.Helper()
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+		goleak.VerifyNone(t, ignore)
+	})
+}
+
+// cli runs the tempest command line in this process.
+func cli(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	// Synchronized: background goroutines of a node may still log while
+	// it shuts down.
+	var out, errOut syncBuilder
+	err := run(t.Context(), args, strings.NewReader(""), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func TestClientCommandsAgainstANode(t *testing.T) {
+	leakCheck(t)
+	srv := startLocalNode(t, "")
+	addr := []string{"--addr", srv.URL}
+	ok := func(args ...string) string {
+		t.Helper()
+		out, errOut, err := cli(t, append(args, addr...)...)
+		if err != nil {
+			t.Fatalf("%v: %v (stderr %q)", args, err, errOut)
+		}
+		return out
+	}
+	if got := ok("ask", "counter/alice", `{"Add":{"n":5}}`); got != "{\"n\":5}\n" {
+		t.Fatalf("ask printed %q", got)
+	}
+	if got := ok("tell", "counter/alice", `{"Add":{"n":2}}`); got != "" {
+		t.Fatalf("tell printed %q", got)
+	}
+	if got := ok("ask", "counter/alice", `{"Get":null}`, "--timeout", "2s"); got != "{\"n\":7}\n" {
+		t.Fatalf("ask after tell printed %q", got)
+	}
+	if got := ok("ask", "echo/x", `{ "text" : "hi" }`); got != "{\"text\":\"hi\"}\n" {
+		t.Fatalf("echo printed %q", got)
+	}
+	// Keys may hold any character, slashes and spaces included.
+	if got := ok("ask", "counter/a/b c?d", `{"Add":{"n":1}}`); got != "{\"n\":1}\n" {
+		t.Fatalf("ask to a key with a slash printed %q", got)
+	}
+	var odd httpapi.StatusBody
+	if err := json.Unmarshal([]byte(ok("status", "counter/a/b c?d", "--json")), &odd); err != nil || odd.Key != "a/b c?d" || !odd.Active {
+		t.Fatalf("status of a key with a slash: %+v %v", odd, err)
+	}
+	// "." and ".." are keys like any other, not path steps, and "/" one
+	// like "a/b": each reaches its own actor.
+	for i, key := range []string{".", "..", "a/..", "../x", "/"} {
+		if got := ok("ask", "counter/"+key, fmt.Sprintf(`{"Add":{"n":%d}}`, 100+i)); got != fmt.Sprintf("{\"n\":%d}\n", 100+i) {
+			t.Fatalf("ask to the key %q printed %q", key, got)
+		}
+		var st httpapi.StatusBody
+		if err := json.Unmarshal([]byte(ok("status", "counter/"+key, "--json")), &st); err != nil || st.Key != key || st.Kind != "counter" {
+			t.Fatalf("status of the key %q: %+v %v", key, st, err)
+		}
+	}
+	var st httpapi.StatusBody
+	if err := json.Unmarshal([]byte(ok("status", "counter/alice", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.State != "Valid" || st.Node != "local" || !st.Active || st.Kind != "counter" || st.Key != "alice" {
+		t.Fatalf("status %+v", st)
+	}
+	if got := ok("passivate", "counter/alice"); got != "" {
+		t.Fatalf("passivate printed %q", got)
+	}
+	if got := ok("status", "counter/alice"); !strings.Contains(got, "Dormant") {
+		t.Fatalf("status after passivate: %q", got)
+	}
+	if got := ok("ask", "counter/alice", `{"Get":null}`); got != "{\"n\":7}\n" {
+		t.Fatalf("ask after passivation printed %q (hydration lost the value)", got)
+	}
+	if got := ok("members"); !strings.Contains(got, "local") || !strings.Contains(got, "alive") {
+		t.Fatalf("members: %q", got)
+	}
+	if got := ok("members", "--json"); !json.Valid([]byte(got)) {
+		t.Fatalf("members --json: %q", got)
+	}
+	if got := ok("placement"); !strings.Contains(got, "standalone") {
+		t.Fatalf("placement: %q", got)
+	}
+	if got := ok("manifest"); !strings.Contains(got, "profile:") || !strings.Contains(got, "Fairness") {
+		t.Fatalf("manifest: %q", got)
+	}
+	if got := ok("manifest", "--json"); !strings.Contains(got, `"profile"`) {
+		t.Fatalf("manifest --json: %q", got)
+	}
+	ok("health")
+
+	// Errors: one line on stderr (printed by main), distinct exit codes.
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"ask", "counter/a", `{"Add":{"n":"five"}}`}, exitBadJSON},
+		{[]string{"ask", "counter/a", `{not json`}, exitBadJSON},
+		{[]string{"ask", "nokind/a", `{}`}, exitUnknownKind},
+		{[]string{"tell", "nokind/a", `{}`}, exitUnknownKind},
+		{[]string{"status", "nokind/a"}, exitUnknownKind},
+		{[]string{"ask", "counter", `{}`}, exitUsage},
+		{[]string{"ask", "counter/a", `{}`, "--timeout", "-1s"}, exitUsage},
+		{[]string{"ask", "counter/a"}, exitUsage},
+		{[]string{"manifest", "--node", "nobody"}, exitUnknownKind},
+		{[]string{"health", "--timeout", "0"}, exitUsage},
+		{[]string{"health", "--timeout", "-1s"}, exitUsage},
+		{[]string{"ask", "counter/\xff\xfe", `{}`}, exitUsage},
+		{[]string{"tell", "counter/" + strings.Repeat("k", actor.MaxKeyLen+1), `{}`}, exitUsage},
+		{[]string{"status", "count\xffer/a"}, exitUsage},
+		{[]string{"passivate", "counter/\xff"}, exitUsage},
+	} {
+		_, _, err := cli(t, append(tc.args, addr...)...)
+		if err == nil || exitCode(err) != tc.code {
+			t.Errorf("%v: err %v, code %d, want %d", tc.args, err, exitCode(err), tc.code)
+			continue
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: error is not one line: %q", tc.args, err)
+		}
+	}
+}
+
+func TestClientUnreachableAndEnv(t *testing.T) {
+	leakCheck(t)
+	// A port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	for _, args := range [][]string{
+		{"ask", "echo/a", `{"text":"x"}`, "--addr", dead},
+		{"members", "--addr", "http://" + dead},
+		{"health", "--addr", dead},
+	} {
+		_, _, err := cli(t, args...)
+		if exitCode(err) != exitUnreachable {
+			t.Errorf("%v: err %v code %d, want %d", args, err, exitCode(err), exitUnreachable)
+		}
+	}
+
+	// TEMPEST_ADDR and TEMPEST_TOKEN are read when no flag is given.
+	token := "a-token-of-enough-length"
+	srv := startLocalNode(t, token)
+	t.Setenv("TEMPEST_ADDR", srv.URL)
+	if _, _, err := cli(t, "members"); exitCode(err) != exitUnauthorized {
+		t.Fatalf("without a token: %v (code %d)", err, exitCode(err))
+	}
+	t.Setenv("TEMPEST_TOKEN", token)
+	if out, _, err := cli(t, "ask", "echo/a", `{"text":"env"}`); err != nil || out != "{\"text\":\"env\"}\n" {
+		t.Fatalf("with env: %q %v", out, err)
+	}
+	t.Setenv("TEMPEST_TOKEN", "")
+	tf := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tf, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cli(t, "health", "--token-file", tf); err != nil {
+		t.Fatalf("health with --token-file: %v", err)
+	}
+	// A flag beats the environment.
+	if _, _, err := cli(t, "members", "--token-file", tf, "--addr", dead); exitCode(err) != exitUnreachable {
+		t.Fatalf("--addr did not override $TEMPEST_ADDR: %v", err)
+	}
+}
+
+func TestBenchAgainstANode(t *testing.T) {
+	leakCheck(t)
+	srv := startLocalNode(t, "")
+	out, errOut, err := cli(t, "bench", "--addr", srv.URL, "--duration", "300ms", "--concurrency", "4", "--keys", "50", "counter")
+	if err != nil {
+		t.Fatalf("bench: %v (stderr %q)", err, errOut)
+	}
+	for _, want := range []string{"asks/s", "p50", "p99.9"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench output lacks %q: %q", want, out)
+		}
+	}
+	if _, _, err := cli(t, "bench", "--addr", srv.URL, "--duration", "0s", "counter"); exitCode(err) != exitUsage {
+		t.Errorf("bench --duration 0s: %v", err)
+	}
+	if _, _, err := cli(t, "bench", "--addr", srv.URL, "custom"); exitCode(err) != exitUsage {
+		t.Errorf("bench of a kind without --body: %v", err)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 1000; i++ {
+		d = append(d, time.Duration(i))
+	}
+	for q, want := range map[float64]time.Duration{0.5: 500, 0.99: 990, 0.999: 999, 1: 1000} {
+		if got := percentile(d, q); got != want {
+			t.Errorf("p%v = %v, want %v", q, got, want)
+		}
+	}
+	if percentile(nil, 0.5) != 0 {
+		t.Error("percentile of nothing")
+	}
+}
+
+// TestReplicationLagIsShown: tempest placement lists each follower of the
+// answering node's shards with what it has not acknowledged.
+func TestReplicationLagIsShown(t *testing.T) {
+	var out bytes.Buffer
+	rs := []httpapi.PlacementReplica{
+		{Follower: "n2", Shards: 12, QueuedRecords: 3, InFlightRecords: 40, LagSeconds: 0.0123, LastAckSeconds: 0.002, AckedRecords: 900},
+		{Follower: "n3", Shards: 0, CatchingUp: true, LastAckSeconds: -1},
+	}
+	if err := printReplication(&out, "n1", rs); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"replication from n1", "FOLLOWER", "LAG", "n2", "in sync", "12ms", "2ms ago", "900",
+		"n3", "catching up", "never"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("placement output lacks %q:\n%s", want, got)
+		}
+	}
+	out.Reset()
+	if err := printReplication(&out, "n1", nil); err != nil || out.Len() != 0 {
+		t.Fatalf("no followers: %q, %v", out.String(), err)
+	}
+}
+
+// TestPolicyDisagreementIsShown: tempest placement lists each kind's
+// agreed policy and the nodes that differ; tempest status warns about
+// them.
+func TestPolicyDisagreementIsShown(t *testing.T) {
+	var out bytes.Buffer
+	views := []placement.PolicyView{
+		{Kind: "echo", Digest: "0123456789abcdef", Agree: []string{"n1", "n2", "n3"}},
+		{Kind: "ledger", Digest: "aaaaaaaaaaaaaaaa", Agree: []string{"n1", "n2"}, Differ: map[string]string{"n3": "bbbbbbbbbbbbbbbb"}},
+	}
+	if err := printPolicies(&out, views); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"KIND", "echo", "0123456789ab", "n1,n2,n3", "ledger", "n3=bbbbbbbbbbbb (no shards until they agree)"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("placement output lacks %q:\n%s", want, got)
+		}
+	}
+	out.Reset()
+	b, _ := json.Marshal(httpapi.StatusBody{Kind: "ledger", Key: "a", State: "Valid", Node: "n1", PolicyDissenters: 1})
+	if err := printStatus(&out, b, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "warning: 1 node(s) publish another policy for ledger") {
+		t.Fatalf("status output:\n%s", got)
+	}
+}

@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/prospero"
+)
+
+// corruptExit gives a start-up error caused by a damaged file in the
+// data directory its own exit code (a supervisor must not restart the
+// node in a loop, as it may for other failures) and says what to do.
+// Other errors pass unchanged.
+func corruptExit(err error, dataDir string) error {
+	var (
+		store *prospero.CorruptError
+		log   *placement.CorruptError
+		what  string
+		// the node's state store and its pending log
+		db          = filepath.Join(dataDir, tempest.StateFile)
+		pendingLogs = prospero.PendingLogFiles(db)
+	)
+	switch {
+	case errors.As(err, &store) && errors.Is(err, prospero.ErrSentNotCommitted):
+		logs := prospero.PendingLogFiles(store.Path)
+		what = fmt.Sprintf("the file is sound, the disk failed a write (see the cause: free space or fix the disk), "+
+			"and the node stopped so that its shards fail over; start it again once the disk works: "+
+			"it first writes back from %s and %s what it had sent to its replicas", logs[0], logs[1])
+	case errors.As(err, &store) && slices.Contains(pendingLogs[:], store.Path):
+		what = fmt.Sprintf("%s is part of the pending log (writes sent to replicas before they reached %s): "+
+			"never move it aside alone, that would lose them; if it was removed or replaced while the node ran, "+
+			"start the node again (it creates the file anew); if the start stops on it again, move %[2]s, %s "+
+			"and %s aside together: the node starts with an empty state store and, in a cluster, "+
+			"catches up from the replicas of its peers", store.Path, db, pendingLogs[0], pendingLogs[1])
+	case errors.As(err, &store):
+		what = fmt.Sprintf("restore %s from a backup; or move it aside to start with an empty state store: "+
+			"actors this node held at rest start from their initial state unless peers hold their state", store.Path)
+	case errors.As(err, &log):
+		what = fmt.Sprintf("restore %s from a backup; or move the data directory %s aside and start the node "+
+			"empty under a new name: it joins as a new member and catches up from the others "+
+			"(a node whose raft data was lost must not come back under its old name)", filepath.Join(dataDir, "raft"), dataDir)
+	default:
+		return err
+	}
+	return withCode(exitCorrupt, fmt.Errorf("%w\nwhat to do: %s", err, what))
+}

@@ -1,0 +1,38 @@
+package cli
+
+import (
+	"context"
+	"testing"
+)
+
+// Tracing is off unless the OTEL_* variables ask for OTLP; what the
+// agent cannot export is a configuration error, not silently nothing.
+func TestTracerProviderFromEnv(t *testing.T) {
+	cases := []struct {
+		env     map[string]string
+		on, bad bool
+	}{
+		{env: nil},
+		{env: map[string]string{"OTEL_SERVICE_NAME": "x"}},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, on: true},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, on: true},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}},
+		{env: map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, bad: true},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, bad: true},
+	}
+	for _, c := range cases {
+		tp, err := newTracerProvider(context.Background(), func(k string) string { return c.env[k] }, "n1")
+		if c.bad != (err != nil) {
+			t.Fatalf("%v: error %v, want one: %v", c.env, err, c.bad)
+		}
+		if (tp != nil) != c.on {
+			t.Fatalf("%v: provider %v, want on: %v", c.env, tp != nil, c.on)
+		}
+		if tp != nil {
+			if err := tp.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

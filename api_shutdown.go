@@ -2,6 +2,8 @@ package tempest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 )
 
@@ -15,8 +17,21 @@ import (
 // Peers this node cannot see (a partition) are not waited for either:
 // they treat the node as failed and take its shards over after the
 // failure timeout, as after a crash.
+//
+// A node whose state store was found damaged while it ran (StoreDamaged)
+// cannot ship what it owns, and every handoff it began would be refused
+// until its deadline: it skips the handoff too and stops as a crash
+// would, so that its shards fail over to their replicas at once. Its
+// error then wraps ErrHandoffIncomplete and the store's damage.
 func (n *Node) Shutdown(ctx context.Context) error {
-	if n.cl == nil || lifecycle(n.phase.Load()) != stateStarted || n.hasLivePeer() {
+	if n.cl == nil || lifecycle(n.phase.Load()) != stateStarted {
+		return n.Close(ctx)
+	}
+	if damage := n.StoreDamage(); damage != nil {
+		n.log.LogAttrs(ctx, slog.LevelWarn, "state store damaged: closing without a handoff, the shards fail over to their replicas")
+		return errors.Join(fmt.Errorf("%w: the state store is damaged: %w", ErrHandoffIncomplete, damage), n.close(ctx, false))
+	}
+	if n.hasLivePeer() {
 		return n.Close(ctx)
 	}
 	n.log.LogAttrs(ctx, slog.LevelInfo, "no live peer to hand shards to: closing without a handoff")

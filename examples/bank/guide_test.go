@@ -11,8 +11,9 @@ import (
 )
 
 // TestGuideSnippetsCompile keeps docs/first-kind.md honest: every Go
-// snippet in it must be a verbatim piece of this package's sources (which
-// the build compiles and these tests run), and its BARE schema must parse.
+// snippet in it must be a verbatim piece of this package's sources or its
+// programs' (which the build compiles and these tests run), and its BARE
+// schema must parse.
 func TestGuideSnippetsCompile(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "first-kind.md"))
 	if err != nil {
@@ -20,6 +21,8 @@ func TestGuideSnippetsCompile(t *testing.T) {
 	}
 	var src strings.Builder
 	files, _ := filepath.Glob("*.go")
+	programs, _ := filepath.Glob(filepath.Join("cmd", "*", "*.go"))
+	files = append(files, programs...)
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -35,7 +38,7 @@ func TestGuideSnippetsCompile(t *testing.T) {
 		case b[1] == "go":
 			goBlocks++
 			if !strings.Contains(src.String(), body) {
-				t.Errorf("snippet not in examples/bank:\n%s", body)
+				t.Errorf("snippet not in examples/bank or its programs:\n%s", body)
 			}
 		case strings.HasPrefix(body, "type "), strings.HasPrefix(body, "# @tag"):
 			if _, err := bare.ParseSchema("first-kind.md", []byte(body)); err != nil {

@@ -263,7 +263,7 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	c.ml = ml
 	c.peers = newPeerView(c, ml)
-	c.prove = membership.NewProver(membership.ProverConfig{Self: c.name, Connector: tr, Clock: n.cfg.Clock,
+	c.prove = membership.NewProver(membership.ProverConfig{Self: c.name, Connector: proveConnector{tr}, Clock: n.cfg.Clock,
 		Logger: c.log, Changed: c.peers.signal})
 
 	raftLn, err := tr.ListenStream(placement.RaftService)
@@ -569,8 +569,8 @@ func (c *cluster) dropDownLinks(down map[string]bool) {
 	}
 }
 
-// watchMembers feeds membership changes to placement, closes links to
-// peers declared dead and redials those back from dead at once.
+// watchMembers feeds membership changes to placement and closes links
+// to peers declared dead.
 func (c *cluster) watchMembers() {
 	defer c.wg.Done()
 	sub := c.ml.Subscribe()
@@ -584,16 +584,8 @@ func (c *cluster) watchMembers() {
 		if ev.Member.Name == c.name {
 			continue
 		}
-		switch ev.Type {
-		case membership.EventFail:
+		if ev.Type == membership.EventFail {
 			c.tr.Disconnect(ev.Member.Name)
-		case membership.EventJoin:
-			// Back from dead (a partition healed): the link's dial
-			// back-off grew meanwhile and would keep it down up to
-			// its maximum.
-			if r, ok := c.tr.(interface{ Redial(peer string) }); ok {
-				r.Redial(ev.Member.Name)
-			}
 		}
 	}
 }
@@ -738,6 +730,22 @@ func (c *cluster) member(name string) bool {
 		}
 	}
 	return false
+}
+
+// proveConnector is the transport as the prover connects with it. The
+// prover tries a member when gossip shows it alive and unproven (new,
+// back from dead after a partition, with new facts) or after its own
+// back-off; the link's dial back-off, grown while the member could not
+// be reached (up to wire.Config.BackoffMax), must not refuse that
+// attempt, or a node cut off long enough to be declared dead came back
+// only when that back-off ran out, seconds after the partition healed.
+type proveConnector struct{ tr transport }
+
+func (p proveConnector) Connect(ctx context.Context, peer string) error {
+	if r, ok := p.tr.(interface{ Redial(peer string) }); ok {
+		r.Redial(peer)
+	}
+	return p.tr.Connect(ctx, peer)
 }
 
 // admitStream closes conn, a stream a peer opened to one of this node's

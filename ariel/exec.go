@@ -476,11 +476,15 @@ func (ex *executor) invoke(c *Cell, e *envelope, msg any) {
 	} else {
 		ex.call(c, msg)
 	}
-	if e.ask != nil && !ex.replied && ex.later == nil && !ex.faulted && !ex.fenced() {
+	if p := e.ask; p != nil && !ex.replied && ex.later == nil && !ex.faulted && !ex.fenced() {
 		// The turn neither answered its ask nor took it over
 		// (ReplyLater): nothing can answer it any more, so its caller
-		// hears so now rather than at its deadline.
-		ex.s.g.noReply.Add(1)
+		// hears so now rather than at its deadline. Counted first (an
+		// asker that reads the count after its ErrNoReply sees it),
+		// unless the ask ended already (its deadline passed).
+		if !p.done.Load() {
+			ex.s.g.noReply.Add(1)
+		}
 		ex.answer(nil, actor.ErrNoReply)
 	}
 	ex.leave()

@@ -63,7 +63,10 @@ type QUIC struct {
 	events  eventQueue
 	st      counters
 	rejects *ratelog.Limiter // lines about refused inbound connections
-	creds   atomic.Pointer[credentials]
+	// refusals: lines about datagrams the kernel refused to send, by
+	// destination (see udp.go).
+	refusals *ratelog.Limiter
+	creds    atomic.Pointer[credentials]
 }
 
 var (
@@ -120,6 +123,7 @@ func NewQUIC(cfg Config) (*QUIC, error) {
 		services: make(map[string]*streamListener),
 	}
 	t.rejects = ratelog.New(t.log, slog.LevelWarn, "wire: inbound connections refused", cfg.RejectLogInterval, cfg.Clock.Now)
+	t.refusals = ratelog.New(t.log, slog.LevelWarn, "wire: the kernel refused to send to a peer (EPERM: a firewall rule drops this node's traffic?); counted as lost", cfg.RejectLogInterval, cfg.Clock.Now)
 	t.events.init(cfg.Events)
 	if cfg.PacketConn != nil {
 		t.udp = cfg.PacketConn
@@ -131,7 +135,7 @@ func NewQUIC(cfg Config) (*QUIC, error) {
 		t.udp, t.ownUDP = udp, true
 	}
 	srk := quic.StatelessResetKey(*key)
-	t.tr = &quic.Transport{Conn: dropRefusedSends(t.udp, &t.st.sendsRefused), StatelessResetKey: &srk}
+	t.tr = &quic.Transport{Conn: dropRefusedSends(t.udp, t.sendRefused), StatelessResetKey: &srk}
 	t.qconf = &quic.Config{
 		HandshakeIdleTimeout: cfg.HandshakeTimeout,
 		MaxIdleTimeout:       cfg.IdleTimeout,
@@ -273,6 +277,12 @@ func (t *QUIC) Connect(ctx context.Context, peer string) error {
 			return ErrClosed
 		}
 	}
+}
+
+// sendRefused counts a datagram to to that the kernel refused to send.
+func (t *QUIC) sendRefused(to net.Addr) {
+	t.st.sendsRefused.Add(1)
+	t.refusals.Note(to.String())
 }
 
 // Redial ends the dial back-off of the link to peer and dials it now,

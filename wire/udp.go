@@ -3,7 +3,6 @@ package wire
 import (
 	"errors"
 	"net"
-	"sync/atomic"
 	"syscall"
 )
 
@@ -13,46 +12,54 @@ import (
 // would be, but quic-go ends a connection on any error of a send after its
 // first, so one refused datagram took down the link, and with it the raft
 // streams and mail to that peer, where loss would have been retransmitted.
-// The transport's socket reports such a send as done (and counts it:
-// Stats.SendsRefused); any other error still reaches quic-go.
+// The transport's socket sends such a datagram once more at once (as
+// quic-go does for a connection's first: the kernel may refuse one
+// spuriously), and if it is refused again reports it as sent and calls
+// refused (Stats.SendsRefused, a rate-limited warning per destination);
+// any other error still reaches quic-go. A peer that the firewall blocks
+// for good is then found as one silently unreachable is: a dial fails at
+// its handshake timeout, a link at its idle timeout.
 
 // refusedUDP is the transport's own UDP socket, with every method quic-go
 // uses for its optimisations (batch reads, GSO, ECN) kept.
 type refusedUDP struct {
 	*net.UDPConn
-	refused *atomic.Uint64
+	refused func(to net.Addr)
 }
 
 func (c refusedUDP) WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (int, int, error) {
 	n, oobn, err := c.UDPConn.WriteMsgUDP(b, oob, addr)
 	if sendRefused(err) {
-		c.refused.Add(1)
-		return len(b), len(oob), nil
+		if n, oobn, err = c.UDPConn.WriteMsgUDP(b, oob, addr); sendRefused(err) {
+			c.refused(addr)
+			return len(b), len(oob), nil
+		}
 	}
 	return n, oobn, err
 }
 
 func (c refusedUDP) WriteTo(b []byte, addr net.Addr) (int, error) {
-	n, err := c.UDPConn.WriteTo(b, addr)
-	if sendRefused(err) {
-		c.refused.Add(1)
-		return len(b), nil
-	}
-	return n, err
+	return writeRefused(c.UDPConn, b, addr, c.refused)
 }
 
 // refusedPacketConn is the same for a PacketConn the caller passed in
 // (Config.PacketConn) that quic-go would use through WriteTo alone.
 type refusedPacketConn struct {
 	net.PacketConn
-	refused *atomic.Uint64
+	refused func(to net.Addr)
 }
 
 func (c refusedPacketConn) WriteTo(b []byte, addr net.Addr) (int, error) {
-	n, err := c.PacketConn.WriteTo(b, addr)
+	return writeRefused(c.PacketConn, b, addr, c.refused)
+}
+
+func writeRefused(pc net.PacketConn, b []byte, addr net.Addr, refused func(net.Addr)) (int, error) {
+	n, err := pc.WriteTo(b, addr)
 	if sendRefused(err) {
-		c.refused.Add(1)
-		return len(b), nil
+		if n, err = pc.WriteTo(b, addr); sendRefused(err) {
+			refused(addr)
+			return len(b), nil
+		}
 	}
 	return n, err
 }
@@ -63,7 +70,7 @@ func sendRefused(err error) bool { return err != nil && errors.Is(err, syscall.E
 // count as lost datagrams. A PacketConn with capabilities of its own
 // beyond a *net.UDPConn's (quic-go's OOBCapablePacketConn, other than a
 // *net.UDPConn) is left as it is: wrapping would hide them.
-func dropRefusedSends(pc net.PacketConn, refused *atomic.Uint64) net.PacketConn {
+func dropRefusedSends(pc net.PacketConn, refused func(to net.Addr)) net.PacketConn {
 	switch c := pc.(type) {
 	case *net.UDPConn:
 		return refusedUDP{UDPConn: c, refused: refused}

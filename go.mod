@@ -74,3 +74,5 @@ require (
 )
 
 replace github.com/hashicorp/raft-wal => ./third_party/raft-wal
+
+replace github.com/hashicorp/raft => ./third_party/raft

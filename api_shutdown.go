@@ -21,10 +21,10 @@ import (
 // A node whose state store was found damaged while it ran (StoreDamaged)
 // cannot ship what it owns, and every handoff it began would be refused
 // until its deadline: it skips the handoff too and stops as a crash
-// would: its shards fail over to their replicas as after a crash (once it
-// is marked down and the fence delay has passed), rather than after a
-// drain that cannot succeed. Its error then wraps ErrHandoffIncomplete and
-// the store's damage.
+// would, so its shards fail over to their replicas once it is marked down
+// and the fence delay has passed, rather than after a drain that cannot
+// succeed. Its error then wraps ErrHandoffIncomplete and the store's
+// damage.
 func (n *Node) Shutdown(ctx context.Context) error {
 	if n.cl == nil || lifecycle(n.phase.Load()) != stateStarted {
 		return n.Close(ctx)

@@ -581,10 +581,7 @@ func (c *cluster) watchMembers() {
 			return
 		}
 		c.peers.signal()
-		if ev.Member.Name == c.name {
-			continue
-		}
-		if ev.Type == membership.EventFail {
+		if ev.Type == membership.EventFail && ev.Member.Name != c.name {
 			c.tr.Disconnect(ev.Member.Name)
 		}
 	}

@@ -174,7 +174,7 @@ func (s *Supervisor) committed(id Identity, ch *chain, w *write, v uint64, err e
 		s.commitFailures++
 		s.doubtful[id] = struct{}{}
 		delete(s.trusted, id)
-		rerr = &CommitError{ID: id, Err: err}
+		rerr = commitError(id, err)
 		s.log.LogAttrs(context.Background(), slog.LevelWarn, "state not committed",
 			slog.String("actor", id.String()), slog.Any("error", err))
 		s.core.PersistFailed(id, ch.inc, err, now)

@@ -32,6 +32,17 @@ func (e *CommitError) Error() string {
 // Unwrap returns ErrNotCommitted and the cause.
 func (e *CommitError) Unwrap() []error { return []error{ErrNotCommitted, e.Err} }
 
+// commitError is err as the CommitError of id: err itself when it is one
+// for id already (a replicated store fails a write with one), so that its
+// text does not name the actor twice.
+func commitError(id Identity, err error) error {
+	var ce *CommitError
+	if errors.As(err, &ce) && ce.ID == id {
+		return err
+	}
+	return &CommitError{ID: id, Err: err}
+}
+
 // AsyncStore is a StateStore that takes writes without making its caller
 // wait for them (group commit). The supervisor uses it, when its store
 // implements it, for the writes of turn-driven persistence and of

@@ -1,6 +1,7 @@
 package prospero
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -124,5 +125,20 @@ func TestGroupCommitLazyWritesCommitAfterTheLinger(t *testing.T) {
 	}
 	if d := time.Since(start); d < time.Millisecond {
 		t.Fatalf("committed after %v, before the linger", d)
+	}
+}
+
+// A store's own CommitError for the actor is not wrapped in another: the
+// caller's error names the actor once and still matches both.
+func TestCommitErrorNamesTheActorOnce(t *testing.T) {
+	id := Identity{Kind: "counter", Key: "k"}
+	cause := errors.New("lease lapsed")
+	err := commitError(id, &CommitError{ID: id, Err: cause})
+	if n := strings.Count(err.Error(), "not committed"); n != 1 || !errors.Is(err, ErrNotCommitted) || !errors.Is(err, cause) {
+		t.Fatalf("%v: names the failure %d times, want once, matching ErrNotCommitted and the cause", err, n)
+	}
+	other := Identity{Kind: "counter", Key: "other"}
+	if err := commitError(other, &CommitError{ID: id, Err: cause}); !strings.Contains(err.Error(), other.String()) {
+		t.Fatalf("%v: another actor's CommitError must be wrapped in this one's", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,6 +209,18 @@ func TestCommitFailureFailsTheAskAndReloads(t *testing.T) {
 	}
 	if st := n.sup.Stats(); st.Commits != 1 || st.CommitFailures != 1 {
 		t.Fatalf("Stats commits %d, failures %d; want 1 and 1", st.Commits, st.CommitFailures)
+	}
+	// A store that fails the write with a CommitError of its own (the
+	// replicated one does) is not wrapped in another: the error names the
+	// actor once.
+	go func() {
+		_, err := n.sched.Ask(context.Background(), ref, "add")
+		done <- err
+	}()
+	store.next(t).done(0, &prospero.CommitError{ID: id, Err: disk})
+	err = <-done
+	if !errors.Is(err, actor.ErrNotCommitted) || !errors.Is(err, disk) || strings.Count(err.Error(), "not committed") != 1 {
+		t.Fatalf("failed add = %q, want one CommitError naming %s once", err, id)
 	}
 }
 

@@ -7,7 +7,7 @@ PKGS      := ./...
 FUZZTIME  ?= 30s
 BENCHTIME ?= 1s
 
-.PHONY: all build run test vet bench bench-tracing bench-peers fuzz lint e2e soak clean
+.PHONY: all build run test vet bench bench-tracing bench-peers fuzz lint e2e soak clean netns-partition
 
 all: build
 
@@ -107,6 +107,11 @@ compose-up: image
 ## compose-down: stop and remove it (data volumes stay; `down -v` wipes them)
 compose-down:
 	cd deploy/compose && $(COMPOSE) down --remove-orphans
+
+## netns-partition: rejoin after a partition on real processes in network namespaces
+## (root; RUNS, CUT; deploy/netns/partition.sh, docs/BENCHMARKS.md)
+netns-partition: build
+	TEMPEST_BIN=$(BIN) deploy/netns/partition.sh
 
 ## e2e: fault tests against a throwaway compose cluster (bounded, cleans up)
 e2e: image

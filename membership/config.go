@@ -155,7 +155,7 @@ func LANTiming() Timing {
 		PushPullInterval:        30 * time.Second,
 		TCPTimeout:              5 * time.Second,
 		DeadNodeReclaimTime:     5 * time.Second,
-		RejoinInterval:          10 * time.Second,
+		RejoinInterval:          time.Second,
 		JoinBackoffMin:          500 * time.Millisecond,
 		JoinBackoffMax:          15 * time.Second,
 	}

@@ -40,6 +40,10 @@ type Membership struct {
 	joined   chan struct{} // closed after the first successful join
 	done     chan struct{} // closed by Close and Halt
 	drops    *ratelog.Limiter
+	// rejoins: the lines of the periodic re-join (a seed that answers
+	// at an address no member advertises, or whose name does not
+	// resolve, is joined again every RejoinInterval: one line a minute).
+	rejoins *ratelog.Limiter
 	// selfConflict holds a token when a peer's view of this node's name
 	// is stale: another address, or not alive (see joinLoop).
 	selfConflict chan struct{}
@@ -106,6 +110,7 @@ func New(cfg Config) (*Membership, error) {
 		meta:         meta,
 		enc:          enc,
 		drops:        newDropLimiter(logger, cfg.DropLogInterval, cfg.Clock.Now),
+		rejoins:      ratelog.New(logger, slog.LevelInfo, "re-joining seeds", time.Minute, cfg.Clock.Now),
 	}
 
 	mc, err := m.memberlistConfig()
@@ -301,7 +306,7 @@ func (m *Membership) joinLoop(ctx context.Context) {
 		case <-m.cfg.Clock.After(wait):
 			force, conflictWait = false, 0
 		case <-m.selfConflict:
-			conflictWait = nextBackoff(conflictWait, t.JoinBackoffMin, t.RejoinInterval)
+			conflictWait = nextBackoff(conflictWait, t.JoinBackoffMin, max(t.RejoinInterval, t.JoinBackoffMax))
 			select {
 			case <-ctx.Done():
 				return
@@ -334,7 +339,11 @@ func (m *Membership) joinOnce(ctx context.Context, first, all bool) (int, bool) 
 	addrs, errs := resolveSeeds(rctx, m.cfg.Resolver, m.cfg.Seeds)
 	cancel()
 	for _, err := range errs {
-		m.log.Warn("seed lookup failed", slog.String(logKeyErr, err.Error()))
+		if first {
+			m.log.Warn("seed lookup failed", slog.String(logKeyErr, err.Error()))
+		} else {
+			m.rejoins.Note("seed lookup failed", slog.String(logKeyErr, err.Error()))
+		}
 	}
 	self := m.Local().Addr
 	alive := make(map[netip.AddrPort]bool)
@@ -372,7 +381,7 @@ func (m *Membership) joinOnce(ctx context.Context, first, all bool) (int, bool) 
 		}
 		m.log.LogAttrs(ctx, lvl, "join attempt failed", slog.Any("seeds", targets), slog.String(logKeyErr, err.Error()))
 	} else if !first {
-		m.log.Info("re-joined seeds", slog.Any("seeds", targets), slog.Int("contacted", n))
+		m.rejoins.Note("re-joined seeds", slog.Any("seeds", targets), slog.Int("contacted", n))
 	}
 	return n, true
 }

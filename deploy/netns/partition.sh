@@ -6,22 +6,31 @@
 # its namespace) for CUT seconds, heals, and measures how long after the heal
 # the node is ready again (its /readyz answers 200), polling every 100 ms.
 #
-#   sudo deploy/netns/partition.sh            # or: sudo make netns-partition
-#   RUNS=10 CUT=25 TEMPEST_BIN=bin/tempest sudo -E deploy/netns/partition.sh
+#   sudo env "PATH=$PATH" make netns-partition   # builds bin/tempest first
+#   sudo RUNS=10 CUT=25 TEMPEST_BIN=bin/tempest deploy/netns/partition.sh
 #
 # Needs root, ip, iptables, curl and python3. Everything it creates (the
 # namespaces tns1-3, the bridge tnsbr0, a FORWARD rule for it, the agents, a
-# temporary directory) is removed when it exits, also on failure or Ctrl-C.
+# temporary directory) is removed when it exits, also on failure or Ctrl-C; it
+# refuses to start while they exist (another run, or one that was killed:
+# remove them with `ip netns del tnsN` and `ip link del tnsbr0`).
 # docs/BENCHMARKS.md ("Rejoin after a partition") records its results.
 set -euo pipefail
+export LC_ALL=C # $EPOCHREALTIME with a decimal point
 
 RUNS=${RUNS:-6}
 CUT=${CUT:-25}
-WORK=$(mktemp -d /tmp/tempest-netns.XXXXXX)
+WORK=
 BIN=${TEMPEST_BIN:-}
 NS=(tns1 tns2 tns3)
 BR=tnsbr0
 PIDS=()
+
+[ "$(id -u)" = 0 ] || { echo "partition.sh: needs root (network namespaces, iptables)" >&2; exit 2; }
+if ip link show "$BR" >/dev/null 2>&1 || ip netns list | grep -qE '^tns[123]( |$)'; then
+	echo "partition.sh: $BR or tns1-3 exist already (another run?); not touching them" >&2
+	exit 2
+fi
 
 cleanup() {
 	for p in "${PIDS[@]}"; do
@@ -34,11 +43,11 @@ cleanup() {
 	done
 	ip link del "$BR" 2>/dev/null || true
 	iptables -D FORWARD -i "$BR" -o "$BR" -j ACCEPT 2>/dev/null || true
-	rm -rf "$WORK"
+	if [ -n "$WORK" ]; then rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
+WORK=$(mktemp -d /tmp/tempest-netns.XXXXXX)
 
-[ "$(id -u)" = 0 ] || { echo "partition.sh: needs root (network namespaces, iptables)" >&2; exit 2; }
 for t in ip iptables curl python3; do
 	command -v "$t" >/dev/null || { echo "partition.sh: needs $t" >&2; exit 2; }
 done
@@ -117,6 +126,11 @@ results=()
 pick=0
 for run in $(seq 1 "$RUNS"); do
 	read -r leader _ <<<"$(placement 1)"
+	case "$leader" in n[123]) ;; *)
+		echo "run $run: no raft leader known" >&2
+		exit 1
+		;;
+	esac
 	candidates=()
 	for j in 1 2 3; do if [ "n$j" != "$leader" ]; then candidates+=("$j"); fi; done
 	x=${candidates[$((pick % 2))]}
@@ -130,6 +144,10 @@ for run in $(seq 1 "$RUNS"); do
 	sleep "$CUT"
 	# The cut node must have stopped serving (its lease lapsed) meanwhile.
 	cutoff=$(ready "$x")
+	if [ "$cutoff" = 200 ]; then
+		echo "run $run: n$x still ready after ${CUT}s cut off" >&2
+		exit 1
+	fi
 	ip netns exec "$xns" iptables -F
 	healed=$(now)
 	trace="" last=""

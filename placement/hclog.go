@@ -2,10 +2,13 @@ package placement
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -15,17 +18,76 @@ import (
 // should be quiet at Info. Raft's transient peer messages (a peer that
 // does not answer for a moment, an election, a follower catching up) go
 // one level down as well (see transient), so Warn and Error stay for
-// what an operator must look at.
+// what an operator must look at, and each is logged at most once per
+// transientEvery for each peer it names, the line saying how many were
+// left out since (raft retries a peer that is down twice a second).
 type hclogAdapter struct {
 	l    *slog.Logger
 	name string
 	args []interface{}
+	rep  *repeats // shared by the adapter's Named and With copies
 }
 
 var _ hclog.Logger = (*hclogAdapter)(nil)
 
-func newHCLog(l *slog.Logger, name string) hclog.Logger {
-	return &hclogAdapter{l: l, name: name}
+// newHCLog returns the adapter; now is the clock of its repeat limit.
+func newHCLog(l *slog.Logger, name string, now func() time.Time) hclog.Logger {
+	return &hclogAdapter{l: l, name: name, rep: &repeats{now: now, seen: map[repeatKey]*repeat{}}}
+}
+
+// transientEvery is how often one transient message about one peer is
+// logged.
+const transientEvery = 10 * time.Second
+
+// repeats limits transient messages: one line per message and peer
+// every transientEvery.
+type repeats struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	seen map[repeatKey]*repeat
+}
+
+type repeatKey struct{ msg, peer string }
+
+type repeat struct {
+	last    time.Time
+	skipped int
+}
+
+// admit reports whether a record of msg about peer is logged now, and how
+// many were left out since the last one that was.
+func (r *repeats) admit(msg, peer string) (bool, int) {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := repeatKey{msg, peer}
+	p := r.seen[k]
+	if p == nil {
+		if len(r.seen) >= 4096 { // peers come and go: forget them all at once
+			clear(r.seen)
+		}
+		r.seen[k] = &repeat{last: now}
+		return true, 0
+	}
+	if now.Sub(p.last) < transientEvery {
+		p.skipped++
+		return false, 0
+	}
+	skipped := p.skipped
+	p.last, p.skipped = now, 0
+	return true, skipped
+}
+
+// peerOf is the peer a raft record names (its "peer", "target" or "from"
+// argument), or "".
+func peerOf(args []interface{}) string {
+	for i := 0; i+1 < len(args); i += 2 {
+		switch args[i] {
+		case "peer", "target", "from", "candidate":
+			return fmt.Sprint(args[i+1])
+		}
+	}
+	return ""
 }
 
 func toSlog(lv hclog.Level) slog.Level {
@@ -90,12 +152,22 @@ func (h *hclogAdapter) Log(level hclog.Level, msg string, args ...interface{}) {
 	if !h.l.Enabled(ctx, lv) {
 		return
 	}
-	all := make([]interface{}, 0, len(h.args)+len(args)+2)
+	skipped := 0
+	if transient[msg] && h.rep != nil {
+		var ok bool
+		if ok, skipped = h.rep.admit(msg, peerOf(args)); !ok {
+			return
+		}
+	}
+	all := make([]interface{}, 0, len(h.args)+len(args)+4)
 	if h.name != "" {
 		all = append(all, "component", h.name)
 	}
 	all = append(all, h.args...)
 	all = append(all, args...)
+	if skipped > 0 {
+		all = append(all, "repeated", skipped)
+	}
 	h.l.Log(ctx, lv, msg, all...)
 }
 
@@ -116,16 +188,16 @@ func (h *hclogAdapter) Name() string               { return h.name }
 func (h *hclogAdapter) SetLevel(hclog.Level)       {}
 func (h *hclogAdapter) GetLevel() hclog.Level      { return hclog.Debug }
 func (h *hclogAdapter) ResetNamed(name string) hclog.Logger {
-	return &hclogAdapter{l: h.l, name: name, args: h.args}
+	return &hclogAdapter{l: h.l, name: name, args: h.args, rep: h.rep}
 }
 func (h *hclogAdapter) With(args ...interface{}) hclog.Logger {
-	return &hclogAdapter{l: h.l, name: h.name, args: append(append([]interface{}{}, h.args...), args...)}
+	return &hclogAdapter{l: h.l, name: h.name, args: append(append([]interface{}{}, h.args...), args...), rep: h.rep}
 }
 func (h *hclogAdapter) Named(name string) hclog.Logger {
 	if h.name != "" {
 		name = h.name + "." + name
 	}
-	return &hclogAdapter{l: h.l, name: name, args: h.args}
+	return &hclogAdapter{l: h.l, name: name, args: h.args, rep: h.rep}
 }
 func (h *hclogAdapter) StandardLogger(opts *hclog.StandardLoggerOptions) *log.Logger {
 	return log.New(h.StandardWriter(opts), "", 0)

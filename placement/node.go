@@ -187,7 +187,7 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
 		return nil, fmt.Errorf("placement: %w", err)
 	}
-	hl := newHCLog(cfg.Logger.With(logKeyNode, cfg.Name), "raft")
+	hl := newHCLog(cfg.Logger.With(logKeyNode, cfg.Name), "raft", cfg.Clock.Now)
 	// The WAL does not close its metadata database on Close (it holds a
 	// file lock), so the node owns it and closes it after the WAL.
 	meta := &metadb.BoltMetaDB{}

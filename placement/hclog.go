@@ -78,8 +78,8 @@ func (r *repeats) admit(msg, peer string) (bool, int) {
 	return true, skipped
 }
 
-// peerOf is the peer a raft record names (its "peer", "target" or "from"
-// argument), or "".
+// peerOf is the peer a raft record names (its "peer", "target", "from"
+// or "candidate" argument), or "".
 func peerOf(args []interface{}) string {
 	for i := 0; i+1 < len(args); i += 2 {
 		switch args[i] {

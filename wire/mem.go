@@ -207,7 +207,9 @@ type memLink struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	lanes  []*memLane
-	conns  []net.Conn
+	// conns are the link's streams not closed yet (both ends): a link
+	// that goes down closes them; a stream closed before forgets itself.
+	conns map[*pipeConn]struct{}
 }
 
 // memFrame is a queued frame and its fate, decided when it was sent.
@@ -408,7 +410,7 @@ func (m *Mem) unlinkLocked(peer string) (closeStreams func()) {
 	conns := l.conns
 	l.conns = nil
 	return func() {
-		for _, c := range conns {
+		for c := range conns {
 			c.Close()
 		}
 	}
@@ -476,6 +478,13 @@ func (m *Mem) DialStream(ctx context.Context, peer, service string) (net.Conn, e
 	a, b := net.Pipe()
 	ca := &pipeConn{Conn: a, local: nodeAddr(m.cfg.Name), remote: nodeAddr(peer)}
 	cb := &pipeConn{Conn: b, local: nodeAddr(peer), remote: nodeAddr(m.cfg.Name)}
+	for _, c := range []*pipeConn{ca, cb} {
+		c.closed = func() {
+			m.mu.Lock()
+			delete(l.conns, c)
+			m.mu.Unlock()
+		}
+	}
 	if !sl.offer(cb) {
 		a.Close()
 		b.Close()
@@ -492,7 +501,10 @@ func (m *Mem) DialStream(ctx context.Context, peer, service string) (net.Conn, e
 		b.Close()
 		return nil, fmt.Errorf("%w: %s: link down", ErrUnavailable, peer)
 	}
-	l.conns = append(l.conns, ca, cb)
+	if l.conns == nil {
+		l.conns = map[*pipeConn]struct{}{}
+	}
+	l.conns[ca], l.conns[cb] = struct{}{}, struct{}{}
 	m.mu.Unlock()
 	return ca, nil
 }
@@ -524,6 +536,16 @@ func (m *Mem) ListenStream(service string) (net.Listener, error) {
 type pipeConn struct {
 	net.Conn
 	local, remote net.Addr
+	closed        func() // called once, on the first Close (nil: nothing)
+	once          sync.Once
+}
+
+func (c *pipeConn) Close() error {
+	err := c.Conn.Close()
+	if c.closed != nil {
+		c.once.Do(c.closed)
+	}
+	return err
 }
 
 func (c *pipeConn) LocalAddr() net.Addr  { return c.local }

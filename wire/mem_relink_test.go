@@ -103,3 +103,57 @@ func TestMemStreamDialedWhileItsLinkDropsGoesWithIt(t *testing.T) {
 		t.Fatal("the listener never took the stream")
 	}
 }
+
+// A link forgets the streams closed on it (they were kept until the link
+// went down, growing without bound on a long-lived link), and still
+// closes the open ones when it goes down.
+func TestMemLinkForgetsClosedStreams(t *testing.T) {
+	n := NewMemNetwork(1, nil)
+	a, b := joinIgnoring(t, n, "a"), joinIgnoring(t, n, "b")
+	ln, err := b.ListenStream("svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	held := func() int {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if l := a.links["b"]; l != nil {
+			return len(l.conns)
+		}
+		return -1
+	}
+	for range 10 {
+		c, err := a.DialStream(context.Background(), "b", "svc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		(<-accepted).Close()
+	}
+	if got := held(); got != 0 {
+		t.Fatalf("the link holds %d closed streams, want 0", got)
+	}
+	open, err := a.DialStream(context.Background(), "b", "svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := <-accepted
+	if got := held(); got != 2 {
+		t.Fatalf("the link holds %d ends of one open stream, want 2", got)
+	}
+	a.Disconnect("b")
+	if _, err := other.Read(make([]byte, 1)); err == nil {
+		t.Fatal("an open stream outlived its link")
+	}
+	open.Close()
+}

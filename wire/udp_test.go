@@ -31,46 +31,15 @@ func (r *refusing) WriteTo(p []byte, addr net.Addr) (int, error) {
 // Sends refused by the kernel are lost packets to QUIC: the link stays up
 // through them, and what was sent meanwhile arrives once they pass again.
 func TestRefusedSendsDoNotEndTheLink(t *testing.T) {
-	c := newQUICCluster(t)
-	sa, ea := newSink(), newEvents()
-	a := c.start(t, c.config(t, "a", sa, ea))
 	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { udp.Close() })
 	conn := &refusing{PacketConn: udp}
-	sb, eb := newSink(), newEvents()
-	cfgB := c.config(t, "b", sb, eb)
-	cfgB.PacketConn = conn
-	b := c.start(t, cfgB)
-	sendRetry(t, a, "b", 1, []byte("before"))
-	sb.waitN(t, 1)
-	sendRetry(t, b, "a", 1, []byte("before"))
-	sa.waitN(t, 1)
-
-	conn.refuse.Store(true)
-	sendRetry(t, b, "a", 1, []byte("during"))
-	sendRetry(t, a, "b", 1, []byte("during"))
-	deadline := time.Now().Add(waitTimeout)
-	for conn.refused.Load() < 5 && b.Stats().LinksDown == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("b never tried to send while refused")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	conn.refuse.Store(false)
-	sa.waitN(t, 2)
-	sb.waitN(t, 2)
-	for _, e := range []*events{ea, eb} {
-		e.mu.Lock()
-		for _, ev := range e.evs {
-			if !ev.Up {
-				t.Errorf("link %s went down: %v", ev.Peer, ev.Err)
-			}
-		}
-		e.mu.Unlock()
-	}
+	b := linkThroughRefusals(t, func(cfg *Config) { cfg.PacketConn = conn },
+		func(*QUIC) { conn.refuse.Store(true) }, func() { conn.refuse.Store(false) },
+		func(*QUIC) uint64 { return conn.refused.Load() })
 	if st := b.Stats(); st.LinksDown != 0 || st.SendsRefused == 0 {
 		t.Fatalf("b: %d links down, %d sends refused counted", st.LinksDown, st.SendsRefused)
 	}
@@ -91,24 +60,10 @@ func TestKernelRefusedSendsDoNotEndTheLink(t *testing.T) {
 	if _, err := exec.LookPath("iptables"); err != nil {
 		t.Skip("no iptables")
 	}
-	c := newQUICCluster(t)
-	sa, ea := newSink(), newEvents()
-	a := c.start(t, c.config(t, "a", sa, ea))
-	sb, eb := newSink(), newEvents()
-	b := c.start(t, c.config(t, "b", sb, eb))
-	sendRetry(t, a, "b", 1, []byte("before"))
-	sb.waitN(t, 1)
-	sendRetry(t, b, "a", 1, []byte("before"))
-	sa.waitN(t, 1)
-
-	_, port, _ := net.SplitHostPort(b.Addr().String())
-	rule := []string{"OUTPUT", "-o", "lo", "-p", "udp", "--sport", port, "-j", "DROP"}
-	if out, err := exec.Command("iptables", append([]string{"-I"}, rule...)...).CombinedOutput(); err != nil {
-		t.Skipf("iptables: %v: %s", err, out)
-	}
+	var rule []string
 	removed := false
 	remove := func() {
-		if !removed {
+		if !removed && rule != nil {
 			removed = true
 			if out, err := exec.Command("iptables", append([]string{"-D"}, rule...)...).CombinedOutput(); err != nil {
 				t.Errorf("removing the iptables rule: %v: %s", err, out)
@@ -116,16 +71,47 @@ func TestKernelRefusedSendsDoNotEndTheLink(t *testing.T) {
 		}
 	}
 	t.Cleanup(remove)
+	linkThroughRefusals(t, nil, func(b *QUIC) {
+		_, port, _ := net.SplitHostPort(b.Addr().String())
+		r := []string{"OUTPUT", "-o", "lo", "-p", "udp", "--sport", port, "-j", "DROP"}
+		if out, err := exec.Command("iptables", append([]string{"-I"}, r...)...).CombinedOutput(); err != nil {
+			t.Skipf("iptables: %v: %s", err, out)
+		}
+		rule = r
+	}, remove, func(b *QUIC) uint64 { return b.Stats().SendsRefused })
+}
+
+// linkThroughRefusals links a and b (b configured by tweakB), has b's
+// sends refused (refuse) until refused counts five or a link went down,
+// lets them pass again (allow), and checks that what each sent meanwhile
+// arrives and that no link went down. It returns b.
+func linkThroughRefusals(t *testing.T, tweakB func(*Config), refuse func(b *QUIC), allow func(), refused func(b *QUIC) uint64) *QUIC {
+	t.Helper()
+	c := newQUICCluster(t)
+	sa, ea := newSink(), newEvents()
+	a := c.start(t, c.config(t, "a", sa, ea))
+	sb, eb := newSink(), newEvents()
+	cfgB := c.config(t, "b", sb, eb)
+	if tweakB != nil {
+		tweakB(&cfgB)
+	}
+	b := c.start(t, cfgB)
+	sendRetry(t, a, "b", 1, []byte("before"))
+	sb.waitN(t, 1)
+	sendRetry(t, b, "a", 1, []byte("before"))
+	sa.waitN(t, 1)
+
+	refuse(b)
 	sendRetry(t, b, "a", 1, []byte("during"))
 	sendRetry(t, a, "b", 1, []byte("during"))
 	deadline := time.Now().Add(waitTimeout)
-	for b.Stats().SendsRefused < 5 && b.Stats().LinksDown == 0 {
+	for refused(b) < 5 && b.Stats().LinksDown == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("no send of b's was refused")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	remove()
+	allow()
 	sa.waitN(t, 2)
 	sb.waitN(t, 2)
 	for _, e := range []*events{ea, eb} {
@@ -137,6 +123,7 @@ func TestKernelRefusedSendsDoNotEndTheLink(t *testing.T) {
 		}
 		e.mu.Unlock()
 	}
+	return b
 }
 
 // Redial ends a link's dial back-off: a peer unreachable long enough to

@@ -17,8 +17,9 @@ const MetaLimit = memberlist.MetaMaxSize
 
 // metaVersion is the encoding version this package writes. Later versions
 // may only append fields, so a decoder reads the fields it knows from any
-// version ≥ 1 and ignores the rest.
-const metaVersion = 1
+// version ≥ 1 and ignores the rest. Version 2 added DataID and the
+// InCluster flag.
+const metaVersion = 2
 
 // Metadata errors.
 var (
@@ -63,6 +64,15 @@ type Meta struct {
 	// peers (placement) can drain it and report its departure as a leave
 	// rather than a failure. UpdateMeta ignores it.
 	Leaving bool
+	// DataID identifies the node's data directory: random, written there
+	// at its first start (placement.LoadDataID). The same name with
+	// another DataID is a node that lost its data, which raft must not
+	// take for the voter it was (placement.Peer.DataID). Empty from nodes
+	// built before it existed.
+	DataID string
+	// InCluster is set once the node holds raft state (placement.Peer.InCluster):
+	// no newcomer bootstraps a second cluster beside it.
+	InCluster bool
 }
 
 // Truncated reports whether Kinds was replaced by KindsDigest.
@@ -94,17 +104,21 @@ func KindsDigest(kinds []string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// Encoding (version 1), all strings as uvarint length + bytes:
+// Encoding (version 2), all strings as uvarint length + bytes:
 //
 //	version byte
 //	name, quic, http, manifest digest, build version
 //	boot id (uvarint)
-//	flags byte (bit 0: kinds truncated, bit 1: leaving)
+//	flags byte (bit 0: kinds truncated, bit 1: leaving, bit 2: in cluster)
 //	truncated: kinds digest   otherwise: uvarint count, then each kind
+//	data id (version 2)
+//
+// A version 1 decoder ignores bit 2 and the data id.
 
 const (
 	flagKindsTruncated = 1 << 0
 	flagLeaving        = 1 << 1
+	flagInCluster      = 1 << 2
 )
 
 // encode returns the gossip form of m, replacing Kinds by KindsDigest when
@@ -141,16 +155,20 @@ func (m Meta) appendTo(b []byte, truncated bool) []byte {
 	if m.Leaving {
 		flags |= flagLeaving
 	}
+	if m.InCluster {
+		flags |= flagInCluster
+	}
 	if truncated {
 		b = append(b, flags|flagKindsTruncated)
-		return str(b, m.KindsDigest)
+		b = str(b, m.KindsDigest)
+	} else {
+		b = append(b, flags)
+		b = binary.AppendUvarint(b, uint64(len(m.Kinds)))
+		for _, k := range m.Kinds {
+			b = str(b, k)
+		}
 	}
-	b = append(b, flags)
-	b = binary.AppendUvarint(b, uint64(len(m.Kinds)))
-	for _, k := range m.Kinds {
-		b = str(b, k)
-	}
-	return b
+	return str(b, m.DataID)
 }
 
 // decodeMeta parses the gossip form of metadata. Unknown trailing fields of
@@ -170,6 +188,7 @@ func decodeMeta(b []byte) (Meta, error) {
 	m.BootID = d.uvarint()
 	flags := d.byte()
 	m.Leaving = flags&flagLeaving != 0
+	m.InCluster = flags&flagInCluster != 0
 	if flags&flagKindsTruncated != 0 {
 		m.KindsDigest = d.str()
 	} else {
@@ -180,6 +199,9 @@ func decodeMeta(b []byte) (Meta, error) {
 		for range n {
 			m.Kinds = append(m.Kinds, d.str())
 		}
+	}
+	if v >= 2 {
+		m.DataID = d.str()
 	}
 	if d.err != nil {
 		return Meta{}, d.err

@@ -17,6 +17,8 @@ func sampleMeta() Meta {
 		Kinds:          []string{"cart", "account", "cart"},
 		Version:        "v1.2.3",
 		BootID:         42,
+		DataID:         "5f0c2a9e81d34b7c9a0e6f12d3c4b5a6",
+		InCluster:      true,
 	}
 }
 
@@ -144,6 +146,22 @@ func TestDecodeMetaIgnoresLaterFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got.Name != "node-a" || len(got.Kinds) != 2 {
+		t.Fatalf("got %+v", got)
+	}
+}
+
+// A version 1 encoding (nodes built before DataID and InCluster) decodes
+// with neither.
+func TestDecodeMetaVersion1(t *testing.T) {
+	m := sampleMeta()
+	enc, _ := m.encode()
+	enc[0] = 1
+	enc = enc[:len(enc)-1-len(m.DataID)] // version 1 ends after the kinds
+	got, err := decodeMeta(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.DataID != "" || got.Name != "node-a" || len(got.Kinds) != 2 {
 		t.Fatalf("got %+v", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,10 +30,12 @@ type fakeMembership struct {
 	syncOf func(name string) string
 	// inCluster, if set, supplies each peer's published InCluster flag.
 	inCluster func(name string) bool
+	// dataIDs are the peers' published data IDs.
+	dataIDs map[string]string
 }
 
 func newFakeMembership() *fakeMembership {
-	return &fakeMembership{peers: map[string]placement.Peer{}, ch: make(chan struct{})}
+	return &fakeMembership{peers: map[string]placement.Peer{}, ch: make(chan struct{}), dataIDs: map[string]string{}}
 }
 
 func (f *fakeMembership) Members() []placement.Peer {
@@ -50,6 +53,9 @@ func (f *fakeMembership) Members() []placement.Peer {
 		if inCluster != nil {
 			ps[i].InCluster = inCluster(ps[i].Name)
 		}
+		f.mu.Lock()
+		ps[i].DataID = f.dataIDs[ps[i].Name]
+		f.mu.Unlock()
 	}
 	return ps
 }
@@ -88,8 +94,11 @@ type testCluster struct {
 	// tcp runs raft over loopback TCP with split heartbeats (a
 	// LeaseWitness) and gives nodes Witnesses, as production does;
 	// partitions then only mark a node cut (use it for crashes).
-	tcp   bool
-	addrs map[string]string
+	tcp bool
+	// dataIDs (with tcp) gives nodes data IDs, gossiped and guarding raft
+	// streams, as production does.
+	dataIDs bool
+	addrs   map[string]string
 	// tune, if set, changes each node's config before it starts.
 	tune func(*placement.Config)
 }
@@ -153,7 +162,7 @@ func (c *testCluster) start(name string) *placement.Node {
 	}
 	var tr raft.Transport
 	if c.tcp {
-		tr = c.tcpTransport(name)
+		tr = c.tcpTransport(name, dir)
 	} else {
 		it := c.inmemTransport(name)
 		tr = it
@@ -233,7 +242,7 @@ func (c *testCluster) inmemTransport(name string) *raft.InmemTransport {
 // tcpTransport is a split-heartbeat transport for name on a new loopback
 // port; raft addresses are node names, resolved through c.addrs. Called
 // with c.mu held.
-func (c *testCluster) tcpTransport(name string) raft.Transport {
+func (c *testCluster) tcpTransport(name, dir string) raft.Transport {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		c.t.Fatal(err)
@@ -241,11 +250,35 @@ func (c *testCluster) tcpTransport(name string) raft.Transport {
 	c.addrs[name] = ln.Addr().String()
 	d := nameDialer{c}
 	cfg := testConfig()
+	guard := func(sl raft.StreamLayer) raft.StreamLayer { return sl }
+	if c.dataIDs {
+		id, err := placement.LoadDataID(dir)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		c.mem.mu.Lock()
+		c.mem.dataIDs[name] = id
+		c.mem.mu.Unlock()
+		// The node this transport is for: the one named so when the
+		// transport first dials (it goes on while the node closes).
+		var self atomic.Pointer[placement.Node]
+		expect := func(peer string) string {
+			n := self.Load()
+			if n == nil {
+				if n = c.node(name); n == nil {
+					return ""
+				}
+				self.Store(n)
+			}
+			return n.DataIDOf(peer)
+		}
+		guard = func(sl raft.StreamLayer) raft.StreamLayer { return placement.GuardStreamLayer(sl, id, expect, nil) }
+	}
 	return placement.SplitHeartbeats(
 		raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream: placement.NewStreamLayer(d, ln, ""), MaxPool: 2, Timeout: 10 * time.Second}),
+			Stream: guard(placement.NewStreamLayer(d, ln, "")), MaxPool: 2, Timeout: 10 * time.Second}),
 		raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream: placement.HeartbeatStreamLayer(d, ln.Addr(), ""), MaxPool: 2, Timeout: cfg.HeartbeatRPCTimeout()}))
+			Stream: guard(placement.HeartbeatStreamLayer(d, ln.Addr(), "")), MaxPool: 2, Timeout: cfg.HeartbeatRPCTimeout()}))
 }
 
 // nameDialer dials a node by name at its current loopback address.

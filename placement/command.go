@@ -60,6 +60,10 @@ const (
 	// owned by From at Epoch. The owner proposes it once To holds a bulk
 	// copy of the shard and every record streamed since.
 	OpJoin Op = "join"
+	// OpDataID records the data ID of node Name's data directory
+	// (NodeInfo.DataID). The leader proposes it before it adds the node
+	// to the raft configuration, and for servers without one.
+	OpDataID Op = "data-id"
 )
 
 // Move is one shard change with its precondition: it applies only if the
@@ -90,6 +94,7 @@ type Command struct {
 	Moves    []Move     `json:"moves,omitempty"`    // OpAssign, OpBegin, OpComplete, OpAbort, OpShrink, OpJoin
 	Sets     [][]string `json:"sets,omitempty"`     // OpAssign: Sets[i] is Moves[i]'s new replica set
 	Nonce    string     `json:"nonce,omitempty"`    // OpSync
+	DataID   string     `json:"data_id,omitempty"`  // OpDataID
 }
 
 const commandVersion = 1
@@ -186,9 +191,9 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 			return 0, 0, fmt.Errorf("%w: bad node entry", ErrBadCommand)
 		}
 		n := *c.Node
-		n.Sync, n.Kinds = "", nil
+		n.Sync, n.Kinds, n.DataID = "", nil, ""
 		if old, ok := t.Nodes[n.Name]; ok {
-			n.Sync, n.Kinds = old.Sync, old.Kinds // only OpSync and OpHosts change them
+			n.Sync, n.Kinds, n.DataID = old.Sync, old.Kinds, old.DataID // only OpSync, OpHosts and OpDataID change them
 			if sameNode(old, &n) {
 				return 0, 1, nil
 			}
@@ -218,6 +223,18 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 		}
 		changed := n.Sync != c.Nonce
 		n.Sync = c.Nonce
+		return one(changed)
+
+	case OpDataID:
+		if c.DataID == "" {
+			return 0, 0, fmt.Errorf("%w: data-id without one", ErrBadCommand)
+		}
+		n, ok := t.Nodes[c.Name]
+		if !ok {
+			return 0, 1, nil
+		}
+		changed := n.DataID != c.DataID
+		n.DataID = c.DataID
 		return one(changed)
 
 	case OpRemove:

@@ -347,8 +347,9 @@ func raftHistory(stable raft.StableStore, logs raft.LogStore, snapIndex uint64) 
 
 // verifyLog checks at open that the raft log is whole: every entry from
 // the first to the last reads back and decodes, it follows the newest
-// snapshot without a gap, and together with it reaches the mark.
-func verifyLog(walDir string, logs raft.LogStore, snapIndex, mark uint64) (err error) {
+// snapshot without a gap, and together with it reaches the mark. It
+// calls seen, if not nil, with each command after the snapshot.
+func verifyLog(walDir string, logs raft.LogStore, snapIndex, mark uint64, seen func(idx uint64, c Command)) (err error) {
 	first, err := logs.FirstIndex()
 	if err != nil {
 		return &CorruptError{Path: walDir, Err: err}
@@ -380,8 +381,12 @@ func verifyLog(walDir string, logs raft.LogStore, snapIndex, mark uint64) (err e
 			return &CorruptError{Path: segmentFor(walDir, idx), Err: fmt.Errorf("entry %d reads back as index %d", idx, l.Index)}
 		}
 		if l.Type == raft.LogCommand {
-			if _, err := DecodeCommand(l.Data); err != nil {
+			c, err := DecodeCommand(l.Data)
+			if err != nil {
 				return &CorruptError{Path: segmentFor(walDir, idx), Err: fmt.Errorf("entry %d: %w", idx, err)}
+			}
+			if seen != nil && idx > snapIndex {
+				seen(idx, c)
 			}
 		}
 	}

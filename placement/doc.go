@@ -258,6 +258,15 @@
 // not proved its name with a cluster certificate) counts for none of
 // this: it is never bootstrapped, added to raft or to the table.
 //
+// A server name is not enough to know a voter: a node that lost its data
+// directory and came back under its name would be taken for the voter it
+// was. Each data directory therefore has a data ID (LoadDataID), gossiped
+// (Peer.DataID) and recorded in the table by the leader (OpDataID) before
+// the node enters the raft configuration; raft streams name the data ID
+// their sender expects and are refused by any other (GuardStreamLayer),
+// and a voter found with another one is removed and added back as a new
+// server (PlanVoters).
+//
 // # Damaged files
 //
 // New verifies the raft data before raft sees it: every retained

@@ -23,6 +23,42 @@ type FSM struct {
 	// observer, when set, is told of every read of the table (Read,
 	// Table): see ObserveReads.
 	observer atomic.Pointer[func()]
+	// logged holds, by node name, the newest data ID recorded by an entry
+	// of the log this node opened with that is not applied yet (see
+	// Node.DataIDOf).
+	logged map[string]loggedDataID
+}
+
+type loggedDataID struct {
+	id    string
+	index uint64
+}
+
+// setLogged sets the data IDs recorded by the entries of the log at
+// open, less those applied already.
+func (f *FSM) setLogged(m map[string]loggedDataID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for name, rec := range m {
+		if rec.index <= f.applied {
+			delete(m, name)
+		}
+	}
+	f.logged = m
+}
+
+// dataIDOf returns the data ID recorded for node name: the newest
+// logged one not applied yet, or the table's.
+func (f *FSM) dataIDOf(name string) string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if rec, ok := f.logged[name]; ok {
+		return rec.id
+	}
+	if info, ok := f.table.Nodes[name]; ok {
+		return info.DataID
+	}
+	return ""
 }
 
 var (
@@ -51,6 +87,11 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	f.mu.Lock()
 	r := f.table.Apply(c)
 	f.applied = l.Index
+	for name, rec := range f.logged {
+		if rec.index <= l.Index {
+			delete(f.logged, name) // applied now (or replaced by a leader's entry)
+		}
+	}
 	var ch chan struct{}
 	if r.Applied > 0 {
 		ch = f.changed
@@ -139,6 +180,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.table = t
+	f.logged = nil // a snapshot from the leader replaces the log
 	ch := f.changed
 	f.changed = make(chan struct{})
 	f.mu.Unlock()

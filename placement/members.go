@@ -59,7 +59,10 @@ type Peer struct {
 	// kind names but not digests): the table keeps what the node
 	// published itself.
 	Kinds []KindSpec
-	State PeerState
+	// DataID is the identity of the peer's data directory (LoadDataID),
+	// carried in its gossip metadata; "" if unknown.
+	DataID string
+	State  PeerState
 	// Sync is the sync barrier the peer asks for (Node.PendingSync, carried
 	// in its gossip metadata); the leader applies it. This lets a node
 	// without a Forwarder recover from a lease lapse.
@@ -127,6 +130,9 @@ const (
 	AddNonvoter ChangeOp = iota + 1
 	Promote
 	RemoveServer
+	// RecordDataID records the peer's data ID in the table (OpDataID);
+	// ConfigChange.DataID holds it.
+	RecordDataID
 )
 
 func (o ChangeOp) String() string {
@@ -137,22 +143,27 @@ func (o ChangeOp) String() string {
 		return "promote"
 	case RemoveServer:
 		return "remove"
+	case RecordDataID:
+		return "record-data-id"
 	}
 	return fmt.Sprintf("ChangeOp(%d)", uint8(o))
 }
 
 // ConfigChange is one change the leader should make to the raft
-// configuration.
+// configuration, or (RecordDataID) to the table before one.
 type ConfigChange struct {
-	Op ChangeOp
-	ID string
+	Op     ChangeOp
+	ID     string
+	DataID string // RecordDataID
 }
 
 // VoterInput is what PlanVoters looks at.
 type VoterInput struct {
-	Self      string
-	Servers   []RaftServer
-	Peers     []Peer
+	Self    string
+	Servers []RaftServer
+	Peers   []Peer
+	// DataIDs are the data IDs the table records, by node name.
+	DataIDs   map[string]string
 	MaxVoters int
 	// DeadSince reports since when (leader clock) a peer has been failed
 	// or missing; ok false if it is alive.
@@ -171,6 +182,13 @@ type VoterInput struct {
 // removed. The leader (Self) is never removed here; it leaves through
 // leadership transfer. At most one change per dead voter per call keeps
 // each step small.
+//
+// Data IDs (see LoadDataID): a live peer joins only after its data ID is
+// recorded (a RecordDataID change precedes its AddNonvoter); a server
+// with none recorded gets the one it gossips; a server that gossips
+// another data ID than the recorded one lost its data directory and is
+// removed as a dead one past its grace would be, so that it comes back
+// as a new server.
 func PlanVoters(in VoterInput) []ConfigChange {
 	byName := map[string]Peer{}
 	for _, p := range in.Peers {
@@ -184,6 +202,12 @@ func PlanVoters(in VoterInput) []ConfigChange {
 		p, ok := byName[name]
 		return ok && p.State == PeerAlive
 	}
+	// replaced: in the configuration, alive with another data directory
+	// than the one recorded.
+	replaced := func(name string) bool {
+		rec, d := in.DataIDs[name], byName[name].DataID
+		return name != in.Self && alive(name) && rec != "" && d != "" && d != rec
+	}
 	var out []ConfigChange
 	names := make([]string, 0, len(byName))
 	for n := range byName {
@@ -191,7 +215,14 @@ func PlanVoters(in VoterInput) []ConfigChange {
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		if _, ok := inConf[n]; !ok && alive(n) {
+		d := byName[n].DataID
+		_, inCfg := inConf[n]
+		switch {
+		case !alive(n) || d == "" || d == in.DataIDs[n]:
+		case !inCfg || in.DataIDs[n] == "":
+			out = append(out, ConfigChange{Op: RecordDataID, ID: n, DataID: d})
+		}
+		if !inCfg && alive(n) {
 			out = append(out, ConfigChange{Op: AddNonvoter, ID: n})
 		}
 	}
@@ -212,6 +243,12 @@ func PlanVoters(in VoterInput) []ConfigChange {
 			}
 		case known && p.State == PeerLeft:
 			gone = append(gone, id)
+		case replaced(id):
+			if s.Voter {
+				deadVoters = append(deadVoters, id)
+			} else {
+				gone = append(gone, id)
+			}
 		case alive(id):
 			if s.Voter {
 				liveVoters++
@@ -239,7 +276,7 @@ func PlanVoters(in VoterInput) []ConfigChange {
 	for _, srv := range in.Servers {
 		if srv.Voter {
 			voters++
-			if srv.ID == in.Self || alive(srv.ID) {
+			if srv.ID == in.Self || (alive(srv.ID) && !replaced(srv.ID)) {
 				up++
 			}
 		}

@@ -219,7 +219,16 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	closeWAL = func() { _ = wal.Close(); _ = meta.Close(); _ = mark.close() }
-	if err := verifyLog(walDir, wal, snapIndex, mark.get()); err != nil {
+	// Data IDs recorded by entries in the log are expected of their
+	// nodes before those entries are applied, which after a restart waits
+	// for a leader (see LoadDataID).
+	logged := map[string]loggedDataID{}
+	seen := func(idx uint64, c Command) {
+		if c.Op == OpDataID && c.DataID != "" {
+			logged[c.Name] = loggedDataID{id: c.DataID, index: idx}
+		}
+	}
+	if err := verifyLog(walDir, wal, snapIndex, mark.get(), seen); err != nil {
 		closeWAL()
 		return nil, err
 	}
@@ -271,6 +280,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("placement: start raft: %w", err)
 	}
 	n.wal, n.meta, n.mark, n.snaps, n.raft, n.hadState = wal, meta, mark, snaps, r, has
+	n.fsm.setLogged(logged)
 	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
 		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation, raft.PeerObservation:
@@ -531,6 +541,12 @@ func (n *Node) resync(ctx context.Context) {
 		n.log.Debug("placement: sync barrier", logKeyErr, err)
 	}
 }
+
+// DataIDOf returns the data ID recorded for node name ("" if none): the
+// data directory raft streams to it are meant for (GuardStreamLayer).
+// It is the applied table's, or, until they are applied, that of the
+// newest record in the log this node opened with.
+func (n *Node) DataIDOf(name string) string { return n.fsm.dataIDOf(name) }
 
 // InCluster reports whether this node has raft state (it bootstrapped,
 // was added by a leader, or restarted with data). Membership publishes it
@@ -1333,7 +1349,7 @@ func (n *Node) step(ctx context.Context) {
 	}
 	n.wasLeader = true
 	n.reconcileNodes(ctx, peers, now)
-	n.reconcileVoters(peers, now)
+	n.reconcileVoters(ctx, peers, now)
 	n.applyWitness(ctx)
 	table := n.stepRead()
 	n.plannedAt = now
@@ -1516,7 +1532,7 @@ func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) 
 }
 
 // reconcileVoters applies PlanVoters to the raft configuration.
-func (n *Node) reconcileVoters(peers []Peer, now time.Time) {
+func (n *Node) reconcileVoters(ctx context.Context, peers []Peer, now time.Time) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return
@@ -1525,10 +1541,19 @@ func (n *Node) reconcileVoters(peers []Peer, now time.Time) {
 	for _, s := range f.Configuration().Servers {
 		servers = append(servers, RaftServer{ID: string(s.ID), Voter: s.Suffrage == raft.Voter})
 	}
+	dataIDs := map[string]string{}
+	n.fsm.Read(func(t *Table) {
+		for name, info := range t.Nodes {
+			if info.DataID != "" {
+				dataIDs[name] = info.DataID
+			}
+		}
+	})
 	changes := PlanVoters(VoterInput{
 		Self:      n.cfg.Name,
 		Servers:   servers,
 		Peers:     peers,
+		DataIDs:   dataIDs,
 		MaxVoters: n.cfg.MaxVoters,
 		DeadSince: func(name string) (time.Time, bool) {
 			t, ok := n.deadSince[name]
@@ -1546,6 +1571,16 @@ func (n *Node) reconcileVoters(peers []Peer, now time.Time) {
 	idx := f.Index()
 	for _, c := range changes {
 		id, addr := raft.ServerID(c.ID), raft.ServerAddress(c.ID)
+		if c.Op == RecordDataID {
+			// Committed before the node is added: raft streams to it
+			// then name this data directory.
+			if _, err := n.Propose(ctx, Command{Op: OpDataID, Name: c.ID, DataID: c.DataID}); err != nil {
+				n.log.Debug("placement: record data ID", logKeyPeer, c.ID, logKeyErr, err)
+				return
+			}
+			n.log.Info("placement: data ID recorded", logKeyPeer, c.ID, "data_id", c.DataID)
+			continue
+		}
 		var fut raft.IndexFuture
 		switch c.Op {
 		case AddNonvoter:

@@ -61,6 +61,11 @@ type NodeInfo struct {
 	// host a kind, with the digest the cluster agrees on, receive its
 	// shards.
 	Kinds []KindSpec `json:"kinds,omitempty"`
+	// DataID is the identity of the data directory the node's raft
+	// server has (LoadDataID), recorded by the leader (OpDataID; node
+	// upserts keep it): raft streams to the node name it, and a node
+	// found with another one is re-added as a new server.
+	DataID string `json:"data_id,omitempty"`
 }
 
 // Hosts returns the node's entry for kind and whether it hosts it.

@@ -241,6 +241,10 @@ func (c *cluster) start(ctx context.Context) error {
 	c.fedTr.tr.Store(&tr)
 	rem.Attach(tr, func(peer string) error { return tr.Connect(c.ctx, peer) })
 
+	dataID, err := placement.LoadDataID(n.cfg.DataDir)
+	if err != nil {
+		return err
+	}
 	mc := membership.DefaultConfig()
 	mc.Name = c.name
 	mc.Bind = c.cfg.GossipAddr
@@ -256,6 +260,7 @@ func (c *cluster) start(ctx context.Context) error {
 		ManifestDigest: n.man.Digest(),
 		Kinds:          n.reg.Names(),
 		Version:        c.cfg.Version,
+		DataID:         dataID,
 	}
 	ml, err := nw.gossip(ctx, c, mc)
 	if err != nil {
@@ -289,15 +294,20 @@ func (c *cluster) start(ctx context.Context) error {
 	// Appends and snapshots may wait seconds for a busy follower's disk;
 	// heartbeats must fail fast, or a dead peer is noticed only after
 	// the append timeout (see placement.SplitHeartbeats).
+	// Raft streams name the data directory they are meant for, so that a
+	// node that lost its own is not taken for the voter it was.
+	guard := func(sl raft.StreamLayer) raft.StreamLayer {
+		return placement.GuardStreamLayer(sl, dataID, c.dataIDOf, c.log)
+	}
 	rt := placement.SplitHeartbeats(
 		raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream:  placement.NewStreamLayer(streamDialer{tr}, raftLn, placement.RaftService),
+			Stream:  guard(placement.NewStreamLayer(streamDialer{tr}, raftLn, placement.RaftService)),
 			MaxPool: 3,
 			Timeout: 5 * time.Second,
 			Logger:  hclog.NewNullLogger(),
 		}),
 		raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream:  placement.HeartbeatStreamLayer(streamDialer{tr}, raftLn.Addr(), placement.RaftService),
+			Stream:  guard(placement.HeartbeatStreamLayer(streamDialer{tr}, raftLn.Addr(), placement.RaftService)),
 			MaxPool: 2,
 			Timeout: pc.HeartbeatRPCTimeout(),
 			Logger:  hclog.NewNullLogger(),
@@ -347,6 +357,15 @@ func (c *cluster) start(ctx context.Context) error {
 	c.wg.Add(1)
 	go c.replicaLoop(n.storeExisted)
 	return nil
+}
+
+// dataIDOf is the data ID raft streams to peer are meant for: the one
+// the applied table records for it ("" before placement runs).
+func (c *cluster) dataIDOf(peer string) string {
+	if !c.placed.Load() {
+		return ""
+	}
+	return c.pl.DataIDOf(peer)
 }
 
 // quicAdvertise is the host:port peers dial for QUIC, "" when no
@@ -1310,7 +1329,8 @@ func (v *peerView) Members() []placement.Peer {
 	ms := v.ml.Members()
 	out := make([]placement.Peer, 0, len(ms))
 	for _, m := range ms {
-		p := placement.Peer{Name: m.Name, Addr: m.Meta.QUICAddr, HTTPAddr: m.Meta.HTTPAddr, Version: m.Meta.Version}
+		p := placement.Peer{Name: m.Name, Addr: m.Meta.QUICAddr, HTTPAddr: m.Meta.HTTPAddr, Version: m.Meta.Version,
+			DataID: m.Meta.DataID, InCluster: m.Meta.InCluster}
 		switch {
 		case m.Status == membership.StatusLeft:
 			p.State = placement.PeerLeft

@@ -33,9 +33,15 @@ func (c *cluster) manifestLoop() {
 		changed := c.pl.Changed()
 		c.reportPolicies(reported)
 		wait := c.n.cfg.Clock.After(manifestRetry)
-		if done, err := c.publishManifest(); err != nil {
+		done, err := c.publishManifest()
+		if err != nil {
 			c.log.Debug("publish manifest", "error", err)
-		} else if done {
+		}
+		if ierr := c.publishInCluster(); ierr != nil {
+			c.log.Debug("publish raft membership in gossip", "error", ierr)
+			done = false
+		}
+		if done {
 			wait = nil // nothing to do until the table changes
 		}
 		select {
@@ -45,6 +51,25 @@ func (c *cluster) manifestLoop() {
 		case <-wait:
 		}
 	}
+}
+
+// publishInCluster says in this node's gossip metadata, once it holds
+// raft state, that it does (placement.Peer.InCluster): a newcomer whose
+// name sorts lowest then joins the cluster instead of bootstrapping
+// another. Raft state is never given up while the node runs, so it is
+// said once.
+func (c *cluster) publishInCluster() error {
+	if !c.pl.InCluster() {
+		return nil
+	}
+	m := c.ml.Meta()
+	if m.InCluster {
+		return nil
+	}
+	m.InCluster = true
+	ctx, cancel := context.WithTimeout(c.ctx, manifestRetry)
+	defer cancel()
+	return c.ml.UpdateMeta(ctx, m)
 }
 
 // publishManifest proposes this node's entry with its full manifest when

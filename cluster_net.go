@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/wire"
@@ -36,6 +37,10 @@ type gossip interface {
 	Close(ctx context.Context) error
 	Halt()
 	Dropped() membership.TrafficStats
+	// Meta and UpdateMeta read and change what this node gossips of
+	// itself.
+	Meta() membership.Meta
+	UpdateMeta(ctx context.Context, m membership.Meta) error
 }
 
 var (
@@ -119,10 +124,11 @@ func (m *memNet) transport(c *cluster, wc wire.Config) (transport, error) {
 }
 
 func (m *memNet) gossip(_ context.Context, _ *cluster, mc membership.Config) (gossip, error) {
-	view := m.view(membership.Member{Name: mc.Name, Meta: mc.Meta})
+	self := membership.Member{Name: mc.Name, Meta: mc.Meta}
+	view := m.view(self)
 	joined := make(chan struct{})
 	close(joined)
-	return &memGossip{view: view, gone: m.gone, joined: joined}, nil
+	return &memGossip{view: view, gone: m.gone, joined: joined, self: self}, nil
 }
 
 // memTransport is a wire.Mem as the cluster's transport. It counts
@@ -136,6 +142,9 @@ type memGossip struct {
 	view   *membership.Fake
 	gone   func(graceful bool)
 	joined chan struct{}
+
+	mu   sync.Mutex
+	self membership.Member // as the node announced it (the test's views of it keep that)
 }
 
 func (g *memGossip) Members() []membership.Member        { return g.view.Members() }
@@ -143,6 +152,25 @@ func (g *memGossip) Subscribe() *membership.Subscription { return g.view.Subscri
 func (g *memGossip) Joined() <-chan struct{}             { return g.joined }
 func (g *memGossip) Start(context.Context) error         { return nil }
 func (g *memGossip) Dropped() membership.TrafficStats    { return membership.TrafficStats{} }
+
+func (g *memGossip) Meta() membership.Meta {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.self.Meta
+}
+
+// UpdateMeta changes the node's view of itself; the simulation scripts
+// the other nodes' views.
+func (g *memGossip) UpdateMeta(_ context.Context, m membership.Meta) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m.Name = g.self.Name
+	if err := g.view.Update(membership.Member{Name: g.self.Name, Meta: m}); err != nil {
+		return err
+	}
+	g.self.Meta = m
+	return nil
+}
 
 func (g *memGossip) Close(context.Context) error {
 	g.gone(true)

@@ -30,12 +30,7 @@ func TestEmptiedDataDirRejoinsAsANewServer(t *testing.T) {
 		}
 	}
 	via := c.Node(leader)
-	recorded := func(n *tempest.Node, name string) string {
-		if info, ok := n.Table().Nodes[name]; ok {
-			return info.DataID
-		}
-		return ""
-	}
+	recorded := func(n *tempest.Node, name string) string { return n.Table().DataIDs[name] }
 	waitFor(t, 30*time.Second, "data IDs recorded", func() bool {
 		for _, n := range c.Nodes() {
 			for _, m := range c.Nodes() {

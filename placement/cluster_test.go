@@ -74,6 +74,16 @@ func (f *fakeMembership) set(name string, st placement.PeerState) {
 	f.mu.Unlock()
 }
 
+// forget drops name from the view, as gossip does a member dead long
+// enough.
+func (f *fakeMembership) forget(name string) {
+	f.mu.Lock()
+	delete(f.peers, name)
+	close(f.ch)
+	f.ch = make(chan struct{})
+	f.mu.Unlock()
+}
+
 // testCluster runs placement nodes over raft's in-memory transport.
 type testCluster struct {
 	t      testing.TB

@@ -61,8 +61,8 @@ const (
 	// copy of the shard and every record streamed since.
 	OpJoin Op = "join"
 	// OpDataID records the data ID of node Name's data directory
-	// (NodeInfo.DataID). The leader proposes it before it adds the node
-	// to the raft configuration, and for servers without one.
+	// (Table.DataIDs). The leader proposes it before it adds the node to
+	// the raft configuration, and for servers without one.
 	OpDataID Op = "data-id"
 )
 
@@ -191,9 +191,9 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 			return 0, 0, fmt.Errorf("%w: bad node entry", ErrBadCommand)
 		}
 		n := *c.Node
-		n.Sync, n.Kinds, n.DataID = "", nil, ""
+		n.Sync, n.Kinds = "", nil
 		if old, ok := t.Nodes[n.Name]; ok {
-			n.Sync, n.Kinds, n.DataID = old.Sync, old.Kinds, old.DataID // only OpSync, OpHosts and OpDataID change them
+			n.Sync, n.Kinds = old.Sync, old.Kinds // only OpSync and OpHosts change them
 			if sameNode(old, &n) {
 				return 0, 1, nil
 			}
@@ -226,15 +226,11 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 		return one(changed)
 
 	case OpDataID:
-		if c.DataID == "" {
-			return 0, 0, fmt.Errorf("%w: data-id without one", ErrBadCommand)
+		if c.Name == "" || c.DataID == "" {
+			return 0, 0, fmt.Errorf("%w: data-id without a name or an id", ErrBadCommand)
 		}
-		n, ok := t.Nodes[c.Name]
-		if !ok {
-			return 0, 1, nil
-		}
-		changed := n.DataID != c.DataID
-		n.DataID = c.DataID
+		changed := t.DataIDs[c.Name] != c.DataID
+		t.DataIDs[c.Name] = c.DataID
 		return one(changed)
 
 	case OpRemove:

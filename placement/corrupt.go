@@ -349,7 +349,7 @@ func raftHistory(stable raft.StableStore, logs raft.LogStore, snapIndex uint64) 
 // the first to the last reads back and decodes, it follows the newest
 // snapshot without a gap, and together with it reaches the mark. It
 // calls seen, if not nil, with each command after the snapshot.
-func verifyLog(walDir string, logs raft.LogStore, snapIndex, mark uint64, seen func(idx uint64, c Command)) (err error) {
+func verifyLog(walDir string, logs raft.LogStore, snapIndex, mark uint64, seen func(l *raft.Log, c Command)) (err error) {
 	first, err := logs.FirstIndex()
 	if err != nil {
 		return &CorruptError{Path: walDir, Err: err}
@@ -386,7 +386,7 @@ func verifyLog(walDir string, logs raft.LogStore, snapIndex, mark uint64, seen f
 				return &CorruptError{Path: segmentFor(walDir, idx), Err: fmt.Errorf("entry %d: %w", idx, err)}
 			}
 			if seen != nil && idx > snapIndex {
-				seen(idx, c)
+				seen(&l, c)
 			}
 		}
 	}

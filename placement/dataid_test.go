@@ -1,6 +1,7 @@
 package placement_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,36 +90,51 @@ func TestPlanVotersDataIDs(t *testing.T) {
 	in.Peers[2].State = placement.PeerAlive
 
 	// Nothing recorded (a new cluster, or one upgraded): recorded as
-	// gossiped; a peer gossiping none is left alone.
+	// gossiped, but only once every live peer gossips one (a build from
+	// before data IDs could not read them).
 	in.Peers[1].DataID = "B1"
 	in.DataIDs = map[string]string{"a": "A1"}
 	in.Peers[2].DataID = ""
-	check("b and c unrecorded", []placement.ConfigChange{{Op: placement.RecordDataID, ID: "b", DataID: "B1"}})
+	check("c from before data IDs", nil)
+	in.Peers = append(in.Peers, peer("d", ""))
+	in.Peers[2].DataID = "C1"
+	check("d from before data IDs joins unrecorded", []placement.ConfigChange{{Op: placement.AddNonvoter, ID: "d"}})
+	in.Peers = in.Peers[:3]
+	check("b and c unrecorded", []placement.ConfigChange{
+		{Op: placement.RecordDataID, ID: "b", DataID: "B1"}, {Op: placement.RecordDataID, ID: "c", DataID: "C1"}})
 
 	// The leader's own is recorded too, but it is never removed.
-	in.DataIDs = map[string]string{"a": "A0", "b": "B1"}
+	in.DataIDs = map[string]string{"a": "A0", "b": "B1", "c": "C1"}
 	check("leader's own differs", nil)
 }
 
 func TestOpDataID(t *testing.T) {
 	tb := placement.NewTable()
-	info := &placement.NodeInfo{Name: "b", Status: placement.StatusUp}
-	if r := tb.Apply(placement.Command{Op: placement.OpDataID, Name: "b", DataID: "B1"}); r.Applied != 0 || r.Err != nil {
-		t.Fatalf("unknown node: %+v", r)
-	}
-	tb.Apply(placement.Command{Op: placement.OpNode, Node: info})
-	if r := tb.Apply(placement.Command{Op: placement.OpDataID, Name: "b", DataID: "B1"}); r.Applied != 1 || tb.Nodes["b"].DataID != "B1" {
-		t.Fatalf("recorded: %+v, %q", r, tb.Nodes["b"].DataID)
+	tb.Apply(placement.Command{Op: placement.OpNode, Node: &placement.NodeInfo{Name: "b", Status: placement.StatusUp}})
+	if r := tb.Apply(placement.Command{Op: placement.OpDataID, Name: "b", DataID: "B1"}); r.Applied != 1 || tb.DataIDs["b"] != "B1" {
+		t.Fatalf("recorded: %+v, %q", r, tb.DataIDs["b"])
 	}
 	if r := tb.Apply(placement.Command{Op: placement.OpDataID, Name: "b"}); !errors.Is(r.Err, placement.ErrBadCommand) {
 		t.Fatalf("without one: %+v", r)
 	}
-	// An upsert of the entry (gossip said the node changed) keeps it:
-	// only OpDataID changes it.
-	upd := &placement.NodeInfo{Name: "b", Status: placement.StatusUp, Addr: "10.0.0.2:7947", DataID: "B9"}
-	tb.Apply(placement.Command{Op: placement.OpNode, Node: upd})
-	if got := tb.Nodes["b"]; got.DataID != "B1" || got.Addr != "10.0.0.2:7947" {
-		t.Fatalf("after an upsert: %+v", got)
+	// The node's entry may go (it left gossip owning nothing) while its
+	// raft server keeps its seat: the data ID stays.
+	if r := tb.Apply(placement.Command{Op: placement.OpRemove, Name: "b"}); r.Applied != 1 || tb.DataIDs["b"] != "B1" {
+		t.Fatalf("after the entry's removal: %+v, %q", r, tb.DataIDs["b"])
+	}
+	// Snapshots keep them; a table without any writes none (builds from
+	// before data IDs read it).
+	var buf bytes.Buffer
+	if err := placement.WriteSnapshot(&buf, tb); err != nil {
+		t.Fatal(err)
+	}
+	back, err := placement.ReadSnapshot(&buf)
+	if err != nil || back.DataIDs["b"] != "B1" {
+		t.Fatalf("snapshot: %v, %v", back, err)
+	}
+	buf.Reset()
+	if err := placement.WriteSnapshot(&buf, placement.NewTable()); err != nil || strings.Contains(buf.String(), "data_id") {
+		t.Fatalf("snapshot of a table without data IDs: %q, %v", buf.String(), err)
 	}
 	if err := placement.Forwardable(tb, "b", placement.Command{Op: placement.OpDataID, Name: "b", DataID: "B2"}); !errors.Is(err, placement.ErrNotForwardable) {
 		t.Fatalf("a node forwards its own data ID: %v, want ErrNotForwardable (the leader records it)", err)
@@ -190,6 +207,61 @@ func TestGuardStreamLayer(t *testing.T) {
 	if err := roundTrip(); !errors.Is(err, placement.ErrWrongDataID) {
 		t.Fatalf("meant for another data directory: %v, want ErrWrongDataID", err)
 	}
+}
+
+// A voter's data ID outlives its table entry: a node gossip forgot (its
+// entry removed once it owned nothing) keeps its raft seat, and when it
+// comes back emptied it is still told apart, removed and added back.
+func TestEmptiedVoterForgottenByGossipIsReplaced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t, 3)
+	c.tcp, c.dataIDs = true, true
+	c.tune = func(cfg *placement.Config) { cfg.DeadVoterGrace = time.Hour } // keep its seat
+	names := []string{"a", "b", "c"}
+	startAll(c, names...)
+	waitFor(t, 60*time.Second, "settled", func() bool { return c.settled(names...) })
+	leader := c.leaders()[0]
+	victim := names[0]
+	if victim == leader {
+		victim = names[1]
+	}
+	l := c.node(leader)
+	waitFor(t, 30*time.Second, "the victim's data ID recorded", func() bool { return l.DataIDOf(victim) != "" })
+	old := l.DataIDOf(victim)
+	removed := make(chan raft.Observation, 16)
+	obs := raft.NewObserver(removed, false, func(o *raft.Observation) bool {
+		p, ok := o.Data.(raft.PeerObservation)
+		return ok && p.Removed && string(p.Peer.ID) == victim
+	})
+	l.Raft().RegisterObserver(obs)
+	defer l.Raft().DeregisterObserver(obs)
+
+	c.stop(victim, placement.PeerFailed)
+	c.mem.forget(victim)
+	waitFor(t, 30*time.Second, "the victim's table entry removed", func() bool {
+		_, ok := l.Table().Nodes[victim]
+		return !ok
+	})
+	if voters, _ := raftServers(t, l); !slices.Contains(voters, victim) {
+		t.Fatalf("voters %v: the victim lost its seat (the test needs it kept)", voters)
+	}
+	dir := c.dirs[victim]
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	c.start(victim)
+	select {
+	case <-removed:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the emptied %s was never removed from the raft configuration (recorded data ID %q, was %q)", victim, l.DataIDOf(victim), old)
+	}
+	waitFor(t, 60*time.Second, "the emptied node added back", func() bool {
+		voters, _ := raftServers(t, l)
+		id := l.DataIDOf(victim)
+		return slices.Contains(voters, victim) && id != "" && id != old
+	})
 }
 
 // A voter whose data directory was emptied and that came back under its

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -30,8 +31,8 @@ type FSM struct {
 }
 
 type loggedDataID struct {
-	id    string
-	index uint64
+	id          string
+	index, term uint64 // of the entry that records it
 }
 
 // setLogged sets the data IDs recorded by the entries of the log at
@@ -48,17 +49,27 @@ func (f *FSM) setLogged(m map[string]loggedDataID) {
 }
 
 // dataIDOf returns the data ID recorded for node name: the newest
-// logged one not applied yet, or the table's.
-func (f *FSM) dataIDOf(name string) string {
+// logged one not applied yet, if still holds (the log still has its
+// entry: a new leader may have replaced an uncommitted tail), or the
+// table's.
+func (f *FSM) dataIDOf(name string, holds func(index, term uint64) bool) string {
 	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if rec, ok := f.logged[name]; ok {
+	rec, ok := f.logged[name]
+	id := f.table.DataIDs[name]
+	f.mu.RUnlock()
+	if !ok {
+		return id
+	}
+	if holds(rec.index, rec.term) {
 		return rec.id
 	}
-	if info, ok := f.table.Nodes[name]; ok {
-		return info.DataID
+	f.mu.Lock()
+	if f.logged[name] == rec {
+		delete(f.logged, name)
 	}
-	return ""
+	id = f.table.DataIDs[name]
+	f.mu.Unlock()
+	return id
 }
 
 var (
@@ -204,10 +215,14 @@ func (s *fsmSnapshot) Release() {}
 // written and read one record at a time so neither side holds the whole
 // encoding in memory:
 //
-//	{"v":1,"shards":S,"version":V,"nodes":N,"kinds":K,"groups":G}
+//	{"v":1,"shards":S,"version":V,"nodes":N,"kinds":K,"groups":G,"data_ids":D}
 //	N × NodeInfo
 //	K × {"kind":..,"group":..}
 //	G × ( {"name":..,"requires":[..]}  then S × Shard )
+//	D × {"node":..,"data_id":..}
+//
+// "data_ids" is left out when D is 0, so a table without data IDs reads
+// in builds from before them.
 //
 // Like commands, it moves to BARE later.
 type snapHeader struct {
@@ -218,6 +233,12 @@ type snapHeader struct {
 	Nodes    int    `json:"nodes"`
 	Kinds    int    `json:"kinds"`
 	Groups   int    `json:"groups"`
+	DataIDs  int    `json:"data_ids,omitempty"`
+}
+
+type snapDataID struct {
+	Node   string `json:"node"`
+	DataID string `json:"data_id"`
 }
 
 type snapKind struct {
@@ -234,7 +255,7 @@ func WriteSnapshot(w io.Writer, t *Table) error {
 		kinds = append(kinds, k)
 	}
 	slices.Sort(kinds)
-	hdr := snapHeader{V: 1, Shards: t.ShardCount, Replicas: t.ReplicaCount, Version: t.Version, Nodes: len(t.Nodes), Kinds: len(kinds), Groups: len(t.Groups)}
+	hdr := snapHeader{V: 1, Shards: t.ShardCount, Replicas: t.ReplicaCount, Version: t.Version, Nodes: len(t.Nodes), Kinds: len(kinds), Groups: len(t.Groups), DataIDs: len(t.DataIDs)}
 	if err := enc.Encode(hdr); err != nil {
 		return err
 	}
@@ -262,6 +283,11 @@ func WriteSnapshot(w io.Writer, t *Table) error {
 			}
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(t.DataIDs)) {
+		if err := enc.Encode(snapDataID{Node: name, DataID: t.DataIDs[name]}); err != nil {
+			return err
+		}
+	}
 	return bw.Flush()
 }
 
@@ -276,7 +302,7 @@ func ReadSnapshot(r io.Reader) (*Table, error) {
 	if err := dec.Decode(&hdr); err != nil {
 		return nil, fmt.Errorf("placement: snapshot header: %w", err)
 	}
-	if hdr.V != 1 || hdr.Shards < 0 || hdr.Replicas < 0 || hdr.Replicas > maxReplicas || hdr.Shards > maxSnapshotShards || hdr.Nodes < 0 || hdr.Kinds < 0 || hdr.Groups < 0 {
+	if hdr.V != 1 || hdr.Shards < 0 || hdr.Replicas < 0 || hdr.Replicas > maxReplicas || hdr.Shards > maxSnapshotShards || hdr.Nodes < 0 || hdr.Kinds < 0 || hdr.Groups < 0 || hdr.DataIDs < 0 {
 		return nil, fmt.Errorf("placement: bad snapshot header %+v", hdr)
 	}
 	t := NewTable()
@@ -307,6 +333,13 @@ func ReadSnapshot(r io.Reader) (*Table, error) {
 			}
 		}
 		t.Groups[g.Name] = g
+	}
+	for i := 0; i < hdr.DataIDs; i++ {
+		var d snapDataID
+		if err := dec.Decode(&d); err != nil {
+			return nil, fmt.Errorf("placement: snapshot data ID: %w", err)
+		}
+		t.DataIDs[d.Node] = d.DataID
 	}
 	if dec.More() {
 		return nil, fmt.Errorf("placement: trailing data after snapshot")

@@ -183,12 +183,12 @@ type VoterInput struct {
 // leadership transfer. At most one change per dead voter per call keeps
 // each step small.
 //
-// Data IDs (see LoadDataID): a live peer joins only after its data ID is
-// recorded (a RecordDataID change precedes its AddNonvoter); a server
-// with none recorded gets the one it gossips; a server that gossips
-// another data ID than the recorded one lost its data directory and is
-// removed as a dead one past its grace would be, so that it comes back
-// as a new server.
+// Data IDs (see LoadDataID), once every live peer gossips one: a live
+// peer joins only after its data ID is recorded (a RecordDataID change
+// precedes its AddNonvoter); a server with none recorded gets the one it
+// gossips; a server that gossips another data ID than the recorded one
+// lost its data directory and is removed as a dead one past its grace
+// would be, so that it comes back as a new server.
 func PlanVoters(in VoterInput) []ConfigChange {
 	byName := map[string]Peer{}
 	for _, p := range in.Peers {
@@ -208,6 +208,14 @@ func PlanVoters(in VoterInput) []ConfigChange {
 		rec, d := in.DataIDs[name], byName[name].DataID
 		return name != in.Self && alive(name) && rec != "" && d != "" && d != rec
 	}
+	// Data IDs are recorded only once every live peer gossips one: a
+	// build from before them cannot read a log or snapshot holding them.
+	recordable := true
+	for _, p := range in.Peers {
+		if p.State == PeerAlive && p.DataID == "" {
+			recordable = false
+		}
+	}
 	var out []ConfigChange
 	names := make([]string, 0, len(byName))
 	for n := range byName {
@@ -218,7 +226,7 @@ func PlanVoters(in VoterInput) []ConfigChange {
 		d := byName[n].DataID
 		_, inCfg := inConf[n]
 		switch {
-		case !alive(n) || d == "" || d == in.DataIDs[n]:
+		case !recordable || !alive(n) || d == "" || d == in.DataIDs[n]:
 		case !inCfg || in.DataIDs[n] == "":
 			out = append(out, ConfigChange{Op: RecordDataID, ID: n, DataID: d})
 		}

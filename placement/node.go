@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -223,9 +224,9 @@ func New(cfg Config) (*Node, error) {
 	// nodes before those entries are applied, which after a restart waits
 	// for a leader (see LoadDataID).
 	logged := map[string]loggedDataID{}
-	seen := func(idx uint64, c Command) {
+	seen := func(l *raft.Log, c Command) {
 		if c.Op == OpDataID && c.DataID != "" {
-			logged[c.Name] = loggedDataID{id: c.DataID, index: idx}
+			logged[c.Name] = loggedDataID{id: c.DataID, index: l.Index, term: l.Term}
 		}
 	}
 	if err := verifyLog(walDir, wal, snapIndex, mark.get(), seen); err != nil {
@@ -546,7 +547,12 @@ func (n *Node) resync(ctx context.Context) {
 // data directory raft streams to it are meant for (GuardStreamLayer).
 // It is the applied table's, or, until they are applied, that of the
 // newest record in the log this node opened with.
-func (n *Node) DataIDOf(name string) string { return n.fsm.dataIDOf(name) }
+func (n *Node) DataIDOf(name string) string {
+	return n.fsm.dataIDOf(name, func(index, term uint64) bool {
+		var l raft.Log
+		return n.wal.GetLog(index, &l) == nil && l.Term == term
+	})
+}
 
 // InCluster reports whether this node has raft state (it bootstrapped,
 // was added by a leader, or restarted with data). Membership publishes it
@@ -1541,14 +1547,8 @@ func (n *Node) reconcileVoters(ctx context.Context, peers []Peer, now time.Time)
 	for _, s := range f.Configuration().Servers {
 		servers = append(servers, RaftServer{ID: string(s.ID), Voter: s.Suffrage == raft.Voter})
 	}
-	dataIDs := map[string]string{}
-	n.fsm.Read(func(t *Table) {
-		for name, info := range t.Nodes {
-			if info.DataID != "" {
-				dataIDs[name] = info.DataID
-			}
-		}
-	})
+	var dataIDs map[string]string
+	n.fsm.Read(func(t *Table) { dataIDs = maps.Clone(t.DataIDs) })
 	changes := PlanVoters(VoterInput{
 		Self:      n.cfg.Name,
 		Servers:   servers,
@@ -1574,8 +1574,8 @@ func (n *Node) reconcileVoters(ctx context.Context, peers []Peer, now time.Time)
 		if c.Op == RecordDataID {
 			// Committed before the node is added: raft streams to it
 			// then name this data directory.
-			if _, err := n.Propose(ctx, Command{Op: OpDataID, Name: c.ID, DataID: c.DataID}); err != nil {
-				n.log.Debug("placement: record data ID", logKeyPeer, c.ID, logKeyErr, err)
+			if r, err := n.Propose(ctx, Command{Op: OpDataID, Name: c.ID, DataID: c.DataID}); err != nil || r.Err != nil {
+				n.log.Debug("placement: record data ID", logKeyPeer, c.ID, logKeyErr, errors.Join(err, r.Err))
 				return
 			}
 			n.log.Info("placement: data ID recorded", logKeyPeer, c.ID, "data_id", c.DataID)

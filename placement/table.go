@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -61,11 +62,6 @@ type NodeInfo struct {
 	// host a kind, with the digest the cluster agrees on, receive its
 	// shards.
 	Kinds []KindSpec `json:"kinds,omitempty"`
-	// DataID is the identity of the data directory the node's raft
-	// server has (LoadDataID), recorded by the leader (OpDataID; node
-	// upserts keep it): raft streams to the node name it, and a node
-	// found with another one is re-added as a new server.
-	DataID string `json:"data_id,omitempty"`
 }
 
 // Hosts returns the node's entry for kind and whether it hosts it.
@@ -166,14 +162,21 @@ type Table struct {
 	// A kind absent here has no shards: Locate answers ErrUnknownKind.
 	Kinds  map[string]string
 	Groups map[string]*Group
+	// DataIDs are the data IDs of the nodes' data directories, by node
+	// name (OpDataID): raft streams to a node name its data ID, and a
+	// node found with another one is re-added as a new server (see
+	// LoadDataID). Removing a node from the table keeps its data ID: its
+	// raft server may outlive its entry.
+	DataIDs map[string]string
 }
 
 // NewTable returns an empty, uninitialised table.
 func NewTable() *Table {
 	return &Table{
-		Nodes:  map[string]*NodeInfo{},
-		Kinds:  map[string]string{},
-		Groups: map[string]*Group{},
+		Nodes:   map[string]*NodeInfo{},
+		Kinds:   map[string]string{},
+		Groups:  map[string]*Group{},
+		DataIDs: map[string]string{},
 	}
 }
 
@@ -186,6 +189,10 @@ func (t *Table) Clone() *Table {
 		Nodes:        make(map[string]*NodeInfo, len(t.Nodes)),
 		Kinds:        make(map[string]string, len(t.Kinds)),
 		Groups:       make(map[string]*Group, len(t.Groups)),
+		DataIDs:      maps.Clone(t.DataIDs),
+	}
+	if c.DataIDs == nil {
+		c.DataIDs = map[string]string{}
 	}
 	for k, n := range t.Nodes {
 		nn := *n

@@ -39,10 +39,15 @@ func corruptExit(err error, dataDir string) error {
 	case errors.As(err, &store):
 		what = fmt.Sprintf("restore %s from a backup; or move it aside to start with an empty state store: "+
 			"actors this node held at rest start from their initial state unless peers hold their state", store.Path)
+	case errors.As(err, &log) && filepath.Base(log.Path) == placement.DataIDFile:
+		what = fmt.Sprintf("remove %s: the node gets a new data ID, and the raft leader removes its old server "+
+			"and adds it back as a new one, which catches up from the others; nothing needs a backup", log.Path)
 	case errors.As(err, &log):
-		what = fmt.Sprintf("restore %s from a backup; or move the data directory %s aside and start the node "+
-			"empty under a new name: it joins as a new member and catches up from the others "+
-			"(a node whose raft data was lost must not come back under its old name)", filepath.Join(dataDir, "raft"), dataDir)
+		what = fmt.Sprintf("move the data directory %s aside and start the node empty, under its name or a new one: "+
+			"it gets a new data ID, the raft leader adds it back as a new server and it catches up from the others; "+
+			"or restore %s from a backup and remove %s (a raft log from a backup may lack entries this node "+
+			"acknowledged: with its old data ID it would be taken for the voter it was)",
+			dataDir, filepath.Join(dataDir, "raft"), filepath.Join(dataDir, placement.DataIDFile))
 	default:
 		return err
 	}

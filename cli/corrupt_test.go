@@ -242,16 +242,16 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 				t.Fatal(err)
 			}
 			return p
-		}, "under a new name"},
+		}, "under its name or a new one"},
 		{"WAL segment overwritten", func() string {
 			scribbleFile(t, segs[len(segs)-1], 64)
 			return segs[len(segs)-1]
-		}, "under a new name"},
+		}, "under its name or a new one"},
 		{"both slots of raft/log.mark overwritten", func() string {
 			p := filepath.Join(a.dataDir, "raft", "log.mark")
 			scribbleFile(t, p, 0)
 			return p
-		}, "under a new name"},
+		}, "under its name or a new one"},
 		{"WAL segment overwritten and raft/log.mark removed", func() string {
 			scribbleFile(t, segs[len(segs)-1], 64)
 			p := filepath.Join(a.dataDir, "raft", "log.mark")
@@ -259,7 +259,7 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 				t.Fatal(err)
 			}
 			return p
-		}, "under a new name"},
+		}, "under its name or a new one"},
 		{"WAL segment overwritten and raft/log.mark emptied", func() string {
 			scribbleFile(t, segs[len(segs)-1], 64)
 			p := filepath.Join(a.dataDir, "raft", "log.mark")
@@ -267,12 +267,19 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 				t.Fatal(err)
 			}
 			return p
-		}, "under a new name"},
+		}, "under its name or a new one"},
+		{"garbage in raft.id", func() string {
+			p := filepath.Join(a.dataDir, "raft.id")
+			if err := os.WriteFile(p, []byte("not a data ID\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "the node gets a new data ID"},
 		{"garbage in raft/wal/wal-meta.db", func() string {
 			p := filepath.Join(a.dataDir, "raft", "wal", "wal-meta.db")
 			scribbleFile(t, p, 0)
 			return p
-		}, "under a new name"},
+		}, "under its name or a new one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			copyTree(t, good, a.dataDir)

@@ -62,7 +62,9 @@ const (
 	OpJoin Op = "join"
 	// OpDataID records the data ID of node Name's data directory
 	// (Table.DataIDs). The leader proposes it before it adds the node to
-	// the raft configuration, and for servers without one.
+	// the raft configuration, and for servers without one. An empty
+	// DataID forgets the name's (the leader's, once the name is neither a
+	// raft server nor in gossip).
 	OpDataID Op = "data-id"
 )
 
@@ -226,12 +228,16 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 		return one(changed)
 
 	case OpDataID:
-		if c.Name == "" || c.DataID == "" {
-			return 0, 0, fmt.Errorf("%w: data-id without a name or an id", ErrBadCommand)
+		if c.Name == "" {
+			return 0, 0, fmt.Errorf("%w: data-id without a name", ErrBadCommand)
 		}
-		changed := t.DataIDs[c.Name] != c.DataID
+		old, had := t.DataIDs[c.Name]
+		if c.DataID == "" {
+			delete(t.DataIDs, c.Name)
+			return one(had)
+		}
 		t.DataIDs[c.Name] = c.DataID
-		return one(changed)
+		return one(old != c.DataID)
 
 	case OpRemove:
 		if _, ok := t.Nodes[c.Name]; !ok {

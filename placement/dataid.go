@@ -46,8 +46,8 @@ import (
 // upgraded from a version without data IDs) as soon as the leader sees
 // theirs: a node emptied before that is not told apart.
 
-// dataIDFile holds the data directory's data ID.
-const dataIDFile = "raft.id"
+// DataIDFile, in the data directory, holds its data ID.
+const DataIDFile = "raft.id"
 
 // LoadDataID returns the data ID of the data directory dir, creating and
 // durably writing a new one if the directory has none or holds no raft
@@ -56,7 +56,7 @@ const dataIDFile = "raft.id"
 // *CorruptError: remove it and the node is taken for a new one (the
 // cluster re-adds it).
 func LoadDataID(dir string) (string, error) {
-	path := filepath.Join(dir, dataIDFile)
+	path := filepath.Join(dir, DataIDFile)
 	_, err := os.Stat(filepath.Join(dir, memberFile))
 	held := err == nil
 	var b []byte

@@ -93,19 +93,41 @@ func TestPlanVotersDataIDs(t *testing.T) {
 	// gossiped, but only once every live peer gossips one (a build from
 	// before data IDs could not read them).
 	in.Peers[1].DataID = "B1"
-	in.DataIDs = map[string]string{"a": "A1"}
+	in.DataIDs = nil
 	in.Peers[2].DataID = ""
 	check("c from before data IDs", nil)
 	in.Peers = append(in.Peers, peer("d", ""))
 	in.Peers[2].DataID = "C1"
 	check("d from before data IDs joins unrecorded", []placement.ConfigChange{{Op: placement.AddNonvoter, ID: "d"}})
 	in.Peers = in.Peers[:3]
-	check("b and c unrecorded", []placement.ConfigChange{
+	check("none recorded", []placement.ConfigChange{{Op: placement.RecordDataID, ID: "a", DataID: "A1"},
 		{Op: placement.RecordDataID, ID: "b", DataID: "B1"}, {Op: placement.RecordDataID, ID: "c", DataID: "C1"}})
 
 	// The leader's own is recorded too, but it is never removed.
 	in.DataIDs = map[string]string{"a": "A0", "b": "B1", "c": "C1"}
 	check("leader's own differs", nil)
+
+	// The first record waits for every server and every peer that has not
+	// left, in any state: one from before data IDs that is down or
+	// draining could not read the log after it.
+	in.DataIDs = nil
+	in.Peers = []placement.Peer{peer("a", "A1"), peer("b", "B1"), {Name: "c", State: placement.PeerFailed}}
+	check("c down, from before data IDs", nil)
+	in.Peers = in.Peers[:2]
+	check("c gone from gossip, still a voter", nil)
+	// Once one is recorded, the rest follow whatever gossips none (a build
+	// from before cannot read the log any more), so an emptied node is
+	// never removed without being recorded again.
+	in.DataIDs = map[string]string{"a": "A1"}
+	in.Peers = []placement.Peer{peer("a", "A1"), peer("b", "B1"), peer("c", ""), peer("x", "X2")}
+	check("after the first record", []placement.ConfigChange{
+		{Op: placement.RecordDataID, ID: "b", DataID: "B1"},
+		{Op: placement.RecordDataID, ID: "x", DataID: "X2"}, {Op: placement.AddNonvoter, ID: "x"}})
+
+	// A name neither in the configuration nor in gossip is forgotten.
+	in.DataIDs = map[string]string{"a": "A1", "b": "B1", "c": "C1", "old": "O1"}
+	in.Peers = []placement.Peer{peer("a", "A1"), peer("b", "B1"), peer("c", "C1")}
+	check("a name long gone", []placement.ConfigChange{{Op: placement.ForgetDataID, ID: "old"}})
 }
 
 func TestOpDataID(t *testing.T) {
@@ -114,8 +136,8 @@ func TestOpDataID(t *testing.T) {
 	if r := tb.Apply(placement.Command{Op: placement.OpDataID, Name: "b", DataID: "B1"}); r.Applied != 1 || tb.DataIDs["b"] != "B1" {
 		t.Fatalf("recorded: %+v, %q", r, tb.DataIDs["b"])
 	}
-	if r := tb.Apply(placement.Command{Op: placement.OpDataID, Name: "b"}); !errors.Is(r.Err, placement.ErrBadCommand) {
-		t.Fatalf("without one: %+v", r)
+	if r := tb.Apply(placement.Command{Op: placement.OpDataID, DataID: "B1"}); !errors.Is(r.Err, placement.ErrBadCommand) {
+		t.Fatalf("without a name: %+v", r)
 	}
 	// The node's entry may go (it left gossip owning nothing) while its
 	// raft server keeps its seat: the data ID stays.
@@ -135,6 +157,10 @@ func TestOpDataID(t *testing.T) {
 	buf.Reset()
 	if err := placement.WriteSnapshot(&buf, placement.NewTable()); err != nil || strings.Contains(buf.String(), "data_id") {
 		t.Fatalf("snapshot of a table without data IDs: %q, %v", buf.String(), err)
+	}
+	tb.Apply(placement.Command{Op: placement.OpDataID, Name: "z", DataID: "Z1"})
+	if r := tb.Apply(placement.Command{Op: placement.OpDataID, Name: "z"}); r.Applied != 1 || tb.DataIDs["z"] != "" || len(tb.DataIDs) != 1 {
+		t.Fatalf("forgotten: %+v, %v", r, tb.DataIDs)
 	}
 	if err := placement.Forwardable(tb, "b", placement.Command{Op: placement.OpDataID, Name: "b", DataID: "B2"}); !errors.Is(err, placement.ErrNotForwardable) {
 		t.Fatalf("a node forwards its own data ID: %v, want ErrNotForwardable (the leader records it)", err)

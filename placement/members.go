@@ -133,6 +133,9 @@ const (
 	// RecordDataID records the peer's data ID in the table (OpDataID);
 	// ConfigChange.DataID holds it.
 	RecordDataID
+	// ForgetDataID removes the data ID of a name that is neither in the
+	// raft configuration nor in gossip any more.
+	ForgetDataID
 )
 
 func (o ChangeOp) String() string {
@@ -145,6 +148,8 @@ func (o ChangeOp) String() string {
 		return "remove"
 	case RecordDataID:
 		return "record-data-id"
+	case ForgetDataID:
+		return "forget-data-id"
 	}
 	return fmt.Sprintf("ChangeOp(%d)", uint8(o))
 }
@@ -183,12 +188,14 @@ type VoterInput struct {
 // leadership transfer. At most one change per dead voter per call keeps
 // each step small.
 //
-// Data IDs (see LoadDataID), once every live peer gossips one: a live
-// peer joins only after its data ID is recorded (a RecordDataID change
-// precedes its AddNonvoter); a server with none recorded gets the one it
-// gossips; a server that gossips another data ID than the recorded one
-// lost its data directory and is removed as a dead one past its grace
-// would be, so that it comes back as a new server.
+// Data IDs (see LoadDataID), once every server and every peer that has
+// not left gossips one: a live peer joins only after its data ID is
+// recorded (a RecordDataID change precedes its AddNonvoter); a server
+// with none recorded gets the one it gossips; a server that gossips
+// another data ID than the recorded one lost its data directory and is
+// removed as a dead one past its grace would be, so that it comes back
+// as a new server. The data ID of a name neither in the configuration nor
+// in gossip is forgotten (ForgetDataID).
 func PlanVoters(in VoterInput) []ConfigChange {
 	byName := map[string]Peer{}
 	for _, p := range in.Peers {
@@ -208,12 +215,22 @@ func PlanVoters(in VoterInput) []ConfigChange {
 		rec, d := in.DataIDs[name], byName[name].DataID
 		return name != in.Self && alive(name) && rec != "" && d != "" && d != rec
 	}
-	// Data IDs are recorded only once every live peer gossips one: a
-	// build from before them cannot read a log or snapshot holding them.
-	recordable := true
-	for _, p := range in.Peers {
-		if p.State == PeerAlive && p.DataID == "" {
-			recordable = false
+	// The first data ID is recorded only once every server and every
+	// peer that has not left gossips one: a build from before them cannot
+	// read a log or snapshot holding them. After that a build from before
+	// cannot read the log anyway.
+	recordable := len(in.DataIDs) > 0
+	if !recordable {
+		recordable = true
+		for _, p := range in.Peers {
+			if p.State != PeerLeft && p.DataID == "" {
+				recordable = false
+			}
+		}
+		for id := range inConf {
+			if _, ok := byName[id]; !ok {
+				recordable = false
+			}
 		}
 	}
 	var out []ConfigChange
@@ -317,6 +334,17 @@ func PlanVoters(in VoterInput) []ConfigChange {
 	}
 	for _, id := range gone {
 		remove(id)
+	}
+	forgotten := make([]string, 0, len(in.DataIDs))
+	for name := range in.DataIDs {
+		_, inCfg := inConf[name]
+		if _, known := byName[name]; !inCfg && !known {
+			forgotten = append(forgotten, name)
+		}
+	}
+	slices.Sort(forgotten)
+	for _, name := range forgotten {
+		out = append(out, ConfigChange{Op: ForgetDataID, ID: name})
 	}
 	return out
 }

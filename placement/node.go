@@ -1571,14 +1571,16 @@ func (n *Node) reconcileVoters(ctx context.Context, peers []Peer, now time.Time)
 	idx := f.Index()
 	for _, c := range changes {
 		id, addr := raft.ServerID(c.ID), raft.ServerAddress(c.ID)
-		if c.Op == RecordDataID {
+		if c.Op == RecordDataID || c.Op == ForgetDataID {
 			// Committed before the node is added: raft streams to it
 			// then name this data directory.
 			if r, err := n.Propose(ctx, Command{Op: OpDataID, Name: c.ID, DataID: c.DataID}); err != nil || r.Err != nil {
-				n.log.Debug("placement: record data ID", logKeyPeer, c.ID, logKeyErr, errors.Join(err, r.Err))
+				n.log.Debug("placement: data ID", logKeyPeer, c.ID, "op", c.Op, logKeyErr, errors.Join(err, r.Err))
 				return
 			}
-			n.log.Info("placement: data ID recorded", logKeyPeer, c.ID, "data_id", c.DataID)
+			if c.Op == RecordDataID {
+				n.log.Info("placement: data ID recorded", logKeyPeer, c.ID, "data_id", c.DataID)
+			}
 			continue
 		}
 		var fut raft.IndexFuture

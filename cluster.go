@@ -408,6 +408,9 @@ func (c *cluster) resolve(_ context.Context, peer string) (string, error) {
 // shardName names ref's shard in the applied table, as a moving shard's
 // routing error does (the retry queues' bound is per shard).
 func (c *cluster) shardName(ref actor.Ref) (string, bool) {
+	if !c.placed.Load() {
+		return "", false
+	}
 	loc, err := c.pl.Locate(ref.Kind(), ref.Key())
 	if err != nil {
 		return "", false

@@ -20,6 +20,11 @@ import (
 // the owner's admission; the owner's activation fence, which runs later,
 // looks again. Errors match actor sentinels.
 func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
+	if !c.placed.Load() {
+		// Mail arrives as soon as the transport listens, which is before
+		// placement runs: this node holds no lease yet.
+		return "", 0, false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrLeaseExpired)
+	}
 	var loc placement.Location
 	var err error
 	var movingTo string
@@ -79,7 +84,7 @@ func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 // node may be activated only while this node owns its shard and may
 // serve it (route.Router.FenceActivation).
 func (c *cluster) fenceActivation(ref actor.Ref) error {
-	if c.pl == nil || c.n.kind(ref.Kind()) == nil {
+	if !c.placed.Load() || c.n.kind(ref.Kind()) == nil {
 		return nil // not started yet, or a kind of the node's own (reminders)
 	}
 	return c.rem.FenceActivation(ref)

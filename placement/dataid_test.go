@@ -80,6 +80,9 @@ func TestPlanVotersDataIDs(t *testing.T) {
 	check("b emptied", []placement.ConfigChange{{Op: placement.RemoveServer, ID: "b"}})
 	in.Servers = in.Servers[:1:1]
 	in.Servers = append(in.Servers, placement.RaftServer{ID: "c", Voter: true})
+	in.Owners = map[string]bool{"a": true, "b": true}
+	check("b removed, still owning shards", nil)
+	in.Owners = map[string]bool{"a": true}
 	check("b removed", []placement.ConfigChange{{Op: placement.RecordDataID, ID: "b", DataID: "B2"}, {Op: placement.AddNonvoter, ID: "b"}})
 
 	// Emptied while another voter is down: removing it would leave no
@@ -288,6 +291,56 @@ func TestEmptiedVoterForgottenByGossipIsReplaced(t *testing.T) {
 		id := l.DataIDOf(victim)
 		return slices.Contains(voters, victim) && id != "" && id != old
 	})
+}
+
+// An owner that lost its data directory and came back before it was
+// marked down holds none of its shards' state: it is marked down, its
+// shards fail over, and it is recorded and added back only after that,
+// so that it never serves one of them at the epoch it owned it at.
+func TestEmptiedOwnerQuickRestartGivesUpItsShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t, 3)
+	c.tcp, c.dataIDs = true, true
+	names := []string{"a", "b", "c"}
+	startAll(c, names...)
+	waitFor(t, 60*time.Second, "settled", func() bool { return c.settled(names...) })
+	leader := c.leaders()[0]
+	victim := names[0]
+	if victim == leader {
+		victim = names[1]
+	}
+	l := c.node(leader)
+	waitFor(t, 30*time.Second, "data IDs recorded", func() bool { return l.DataIDOf(victim) != "" })
+	old := l.DataIDOf(victim)
+	owned := map[placement.ShardRef]uint64{}
+	tb := l.Table()
+	for _, r := range tb.Owned(victim) {
+		s, _ := tb.Shard(r)
+		owned[r] = s.Epoch
+	}
+	if len(owned) == 0 {
+		t.Fatalf("%s owns no shard", victim)
+	}
+
+	c.stop(victim, placement.PeerAlive) // a crash, restarted before anyone marks it down
+	if err := os.RemoveAll(c.dirs[victim]); err != nil {
+		t.Fatal(err)
+	}
+	c.start(victim)
+	waitFor(t, 60*time.Second, "the emptied owner back up under its new data ID", func() bool {
+		tb := l.Table()
+		id := tb.DataIDs[victim]
+		info, ok := tb.Nodes[victim]
+		return id != "" && id != old && ok && info.Status == placement.StatusUp
+	})
+	tb = l.Table()
+	for r, epoch := range owned {
+		if s, _ := tb.Shard(r); s.Owner == victim && s.Epoch == epoch {
+			t.Errorf("%s is up again owning %s at epoch %d, the epoch it owned it at before it lost its data", victim, r, epoch)
+		}
+	}
 }
 
 // A voter whose data directory was emptied and that came back under its

@@ -264,8 +264,9 @@
 // (Peer.DataID) and recorded in the table by the leader (OpDataID) before
 // the node enters the raft configuration; raft streams name the data ID
 // their sender expects and are refused by any other (GuardStreamLayer),
-// and a voter found with another one is removed and added back as a new
-// server (PlanVoters).
+// and a node found with another one is marked down until its shards
+// have failed over (it holds none of their state), removed, and added
+// back as a new server (PlanVoters).
 //
 // # Damaged files
 //

@@ -168,7 +168,9 @@ type VoterInput struct {
 	Servers []RaftServer
 	Peers   []Peer
 	// DataIDs are the data IDs the table records, by node name.
-	DataIDs   map[string]string
+	DataIDs map[string]string
+	// Owners are the nodes that own a shard in the table.
+	Owners    map[string]bool
 	MaxVoters int
 	// DeadSince reports since when (leader clock) a peer has been failed
 	// or missing; ok false if it is alive.
@@ -194,8 +196,9 @@ type VoterInput struct {
 // with none recorded gets the one it gossips; a server that gossips
 // another data ID than the recorded one lost its data directory and is
 // removed as a dead one past its grace would be, so that it comes back
-// as a new server. The data ID of a name neither in the configuration nor
-// in gossip is forgotten (ForgetDataID).
+// as a new server once it owns no shard (its shards fail over while it is
+// down). The data ID of a name neither in the configuration nor in gossip
+// is forgotten (ForgetDataID).
 func PlanVoters(in VoterInput) []ConfigChange {
 	byName := map[string]Peer{}
 	for _, p := range in.Peers {
@@ -242,6 +245,12 @@ func PlanVoters(in VoterInput) []ConfigChange {
 	for _, n := range names {
 		d := byName[n].DataID
 		_, inCfg := inConf[n]
+		if rec := in.DataIDs[n]; rec != "" && d != "" && d != rec && in.Owners[n] {
+			// Lost its data directory while owning shards: it is down
+			// until they failed over (reconcileNodes), and comes back
+			// only then, so that it never serves them empty.
+			continue
+		}
 		switch {
 		case !recordable || !alive(n) || d == "" || d == in.DataIDs[n]:
 		case !inCfg || in.DataIDs[n] == "":

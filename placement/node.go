@@ -1470,9 +1470,16 @@ func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) 
 		if since, ok := failing[p.Name]; ok && now.Sub(since) >= n.cfg.DownAfter {
 			raftLost = true
 		}
+		// A node that lost its data directory (it gossips another data
+		// ID than the one recorded) holds none of the state at rest of
+		// the shards it owns: down, they fail over to their in-sync
+		// followers, and it is recorded anew only once it owns none
+		// (PlanVoters).
+		rec := table.DataIDs[p.Name]
+		replaced := p.State == PeerAlive && p.DataID != "" && rec != "" && p.DataID != rec
 		want := StatusUp
 		switch {
-		case p.State == PeerFailed || raftLost:
+		case p.State == PeerFailed || raftLost || replaced:
 			want = StatusDown
 		case p.State == PeerLeaving:
 			want = StatusDraining
@@ -1548,12 +1555,21 @@ func (n *Node) reconcileVoters(ctx context.Context, peers []Peer, now time.Time)
 		servers = append(servers, RaftServer{ID: string(s.ID), Voter: s.Suffrage == raft.Voter})
 	}
 	var dataIDs map[string]string
-	n.fsm.Read(func(t *Table) { dataIDs = maps.Clone(t.DataIDs) })
+	owners := map[string]bool{}
+	n.fsm.Read(func(t *Table) {
+		dataIDs = maps.Clone(t.DataIDs)
+		for _, g := range t.Groups {
+			for _, s := range g.Shards {
+				owners[s.Owner] = true
+			}
+		}
+	})
 	changes := PlanVoters(VoterInput{
 		Self:      n.cfg.Name,
 		Servers:   servers,
 		Peers:     peers,
 		DataIDs:   dataIDs,
+		Owners:    owners,
 		MaxVoters: n.cfg.MaxVoters,
 		DeadSince: func(name string) (time.Time, bool) {
 			t, ok := n.deadSince[name]

@@ -46,6 +46,12 @@ import (
 // upgraded from a version without data IDs) as soon as the leader sees
 // theirs: a node emptied before that is not told apart.
 
+// lostData reports whether a node gossiping the data ID gossiped, where
+// recorded is recorded, lost the data directory it had.
+func lostData(recorded, gossiped string) bool {
+	return recorded != "" && gossiped != "" && gossiped != recorded
+}
+
 // DataIDFile, in the data directory, holds its data ID.
 const DataIDFile = "raft.id"
 

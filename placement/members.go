@@ -155,7 +155,8 @@ func (o ChangeOp) String() string {
 }
 
 // ConfigChange is one change the leader should make to the raft
-// configuration, or (RecordDataID) to the table before one.
+// configuration, or (RecordDataID, ForgetDataID) to the data IDs the
+// table records.
 type ConfigChange struct {
 	Op     ChangeOp
 	ID     string
@@ -215,8 +216,7 @@ func PlanVoters(in VoterInput) []ConfigChange {
 	// replaced: in the configuration, alive with another data directory
 	// than the one recorded.
 	replaced := func(name string) bool {
-		rec, d := in.DataIDs[name], byName[name].DataID
-		return name != in.Self && alive(name) && rec != "" && d != "" && d != rec
+		return name != in.Self && alive(name) && lostData(in.DataIDs[name], byName[name].DataID)
 	}
 	// The first data ID is recorded only once every server and every
 	// peer that has not left gossips one: a build from before them cannot
@@ -245,7 +245,7 @@ func PlanVoters(in VoterInput) []ConfigChange {
 	for _, n := range names {
 		d := byName[n].DataID
 		_, inCfg := inConf[n]
-		if rec := in.DataIDs[n]; rec != "" && d != "" && d != rec && in.Owners[n] {
+		if lostData(in.DataIDs[n], d) && in.Owners[n] {
 			// Lost its data directory while owning shards: it is down
 			// until they failed over (reconcileNodes), and comes back
 			// only then, so that it never serves them empty.

@@ -1475,8 +1475,7 @@ func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) 
 		// the shards it owns: down, they fail over to their in-sync
 		// followers, and it is recorded anew only once it owns none
 		// (PlanVoters).
-		rec := table.DataIDs[p.Name]
-		replaced := p.State == PeerAlive && p.DataID != "" && rec != "" && p.DataID != rec
+		replaced := p.State == PeerAlive && lostData(table.DataIDs[p.Name], p.DataID)
 		want := StatusUp
 		switch {
 		case p.State == PeerFailed || raftLost || replaced:

@@ -291,14 +291,14 @@ func (c *cluster) start(ctx context.Context) error {
 		go c.acceptLoop(l, svc.fn)
 	}
 	pc := c.cfg.Placement
-	// Appends and snapshots may wait seconds for a busy follower's disk;
-	// heartbeats must fail fast, or a dead peer is noticed only after
-	// the append timeout (see placement.SplitHeartbeats).
 	// Raft streams name the data directory they are meant for, so that a
 	// node that lost its own is not taken for the voter it was.
 	guard := func(sl raft.StreamLayer) raft.StreamLayer {
 		return placement.GuardStreamLayer(sl, dataID, c.dataIDOf, c.log)
 	}
+	// Appends and snapshots may wait seconds for a busy follower's disk;
+	// heartbeats must fail fast, or a dead peer is noticed only after
+	// the append timeout (see placement.SplitHeartbeats).
 	rt := placement.SplitHeartbeats(
 		raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream:  guard(placement.NewStreamLayer(streamDialer{tr}, raftLn, placement.RaftService)),

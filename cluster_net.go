@@ -159,12 +159,17 @@ func (g *memGossip) Meta() membership.Meta {
 	return g.self.Meta
 }
 
-// UpdateMeta changes the node's view of itself; the simulation scripts
-// the other nodes' views.
+// UpdateMeta changes the node's view of itself (its boot ID kept); the
+// simulation scripts the other nodes' views.
 func (g *memGossip) UpdateMeta(_ context.Context, m membership.Meta) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m.Name = g.self.Name
+	for _, mem := range g.view.Members() {
+		if mem.Name == m.Name {
+			m.BootID = mem.Meta.BootID
+		}
+	}
 	if err := g.view.Update(membership.Member{Name: g.self.Name, Meta: m}); err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func (f *FSM) setLogged(m map[string]loggedDataID) {
 }
 
 // dataIDOf returns the data ID recorded for node name: the newest
-// logged one not applied yet, if still holds (the log still has its
+// logged one not applied yet, if it still holds (the log still has its
 // entry: a new leader may have replaced an uncommitted tail), or the
 // table's.
 func (f *FSM) dataIDOf(name string, holds func(index, term uint64) bool) string {

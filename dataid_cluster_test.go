@@ -1,13 +1,17 @@
 package tempest_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/demo"
+	"github.com/tempest-actors/tempest/httpapi"
 	"github.com/tempest-actors/tempest/tempesttest"
 )
 
@@ -75,6 +79,22 @@ func TestEmptiedDataDirRejoinsAsANewServer(t *testing.T) {
 		return id != "" && id != old && info.Role(victim) == tempest.RoleVoter && recorded(c.Node(victim), victim) == id
 	})
 	c.WaitSettled()
+	// /v1/members shows each member's data ID, gossiped and recorded.
+	api, err := httpapi.New(httpapi.Config{Node: via})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	api.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/members", http.NoBody))
+	var mb httpapi.MembersBody
+	if err := json.Unmarshal(rec.Body.Bytes(), &mb); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("/v1/members: %d, %v: %s", rec.Code, err, rec.Body)
+	}
+	for _, m := range mb.Members {
+		if m.DataID == "" || m.DataID != m.RecordedDataID || m.DataID != recorded(via, m.Name) {
+			t.Errorf("/v1/members: %s gossips data ID %q, recorded %q; the table says %q", m.Name, m.DataID, m.RecordedDataID, recorded(via, m.Name))
+		}
+	}
 	for key, n := range want {
 		v, err := c.Node(victim).Ask(ctxT(t), via.Ref(demo.Counter, key), demo.Get{})
 		if err != nil {

@@ -275,6 +275,11 @@ advertised.`,
 					// outside placement, its addresses unverified.
 					status += " (unproven)"
 				}
+				if m.DataID != "" && m.RecordedDataID != "" && m.DataID != m.RecordedDataID {
+					// Lost its data directory: down until its shards
+					// failed over, then added back as a new server.
+					status += " (new data directory)"
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, orDash(m.Address), status, m.Raft, orDash(m.Profile), orDash(m.HTTP))
 			}
 			return tw.Flush()

@@ -206,6 +206,13 @@ type MemberBody struct {
 	Raft    string `json:"raft"`
 	Profile string `json:"profile,omitempty"`
 	Version string `json:"version,omitempty"`
+	// DataID is the data ID of its data directory the member gossips,
+	// RecordedDataID the one the answering node's table records for it
+	// (docs/placement.md, A node that lost its data directory): both set
+	// and different, the member lost its data directory and is being
+	// re-added as a new server.
+	DataID         string `json:"data_id,omitempty"`
+	RecordedDataID string `json:"recorded_data_id,omitempty"`
 }
 
 type MembersBody struct {
@@ -912,7 +919,11 @@ func (s *Server) members(w http.ResponseWriter, _ *http.Request) {
 	}
 	for _, m := range ms {
 		mb := MemberBody{Name: m.Name, Address: m.Addr.String(), QUIC: m.Meta.QUICAddr, HTTP: m.Meta.HTTPAddr,
-			Status: m.Status.String(), Proven: s.node.Proven(m), Raft: string(raft.Role(m.Name)), Version: m.Meta.Version}
+			Status: m.Status.String(), Proven: s.node.Proven(m), Raft: string(raft.Role(m.Name)), Version: m.Meta.Version,
+			DataID: m.Meta.DataID}
+		if table != nil {
+			mb.RecordedDataID = table.DataIDs[m.Name]
+		}
 		switch {
 		case m.Name == s.node.Name():
 			mb.Profile = s.node.Manifest().Profile.String()

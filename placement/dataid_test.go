@@ -118,6 +118,11 @@ func TestPlanVotersDataIDs(t *testing.T) {
 	check("c down, from before data IDs", nil)
 	in.Peers = in.Peers[:2]
 	check("c gone from gossip, still a voter", nil)
+	in.Servers = in.Servers[:2]
+	in.Peers = append(in.Peers, placement.Peer{Name: "z", State: placement.PeerUnproven})
+	check("an unproven gossip member gossiping none", []placement.ConfigChange{
+		{Op: placement.RecordDataID, ID: "a", DataID: "A1"}, {Op: placement.RecordDataID, ID: "b", DataID: "B1"}})
+	in.Servers = []placement.RaftServer{{ID: "a", Voter: true}, {ID: "b", Voter: true}, {ID: "c", Voter: true}}
 	// Once one is recorded, the rest follow whatever gossips none (a build
 	// from before cannot read the log any more), so an emptied node is
 	// never removed without being recorded again.

@@ -219,14 +219,16 @@ func PlanVoters(in VoterInput) []ConfigChange {
 		return name != in.Self && alive(name) && lostData(in.DataIDs[name], byName[name].DataID)
 	}
 	// The first data ID is recorded only once every server and every
-	// peer that has not left gossips one: a build from before them cannot
+	// proven peer that has not left gossips one: a build from before them cannot
 	// read a log or snapshot holding them. After that a build from before
 	// cannot read the log anyway.
 	recordable := len(in.DataIDs) > 0
 	if !recordable {
 		recordable = true
 		for _, p := range in.Peers {
-			if p.State != PeerLeft && p.DataID == "" {
+			// An unproven peer (gossip's word only) cannot hold it back:
+			// it is not a server, and a proven one counts once proven.
+			if p.State != PeerLeft && p.State != PeerUnproven && p.DataID == "" {
 				recordable = false
 			}
 		}

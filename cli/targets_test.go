@@ -174,7 +174,8 @@ func TestMembersShowsUnprovenMembers(t *testing.T) {
 	entry := newFakeAPI(t, "n1", nil)
 	entry.members = func() []httpapi.MemberBody {
 		return []httpapi.MemberBody{
-			{Name: "n1", Status: "alive", Proven: true, Raft: "leader"},
+			{Name: "n1", Status: "alive", Proven: true, Raft: "leader", DataID: "a1", RecordedDataID: "a1"},
+			{Name: "n2", Status: "alive", Proven: true, Raft: "none", DataID: "b2", RecordedDataID: "b1"},
 			{Name: "rogue", Status: "alive", Proven: false, Raft: "none"},
 		}
 	}
@@ -190,7 +191,10 @@ func TestMembersShowsUnprovenMembers(t *testing.T) {
 	if !strings.Contains(lines["rogue"], "alive (unproven)") {
 		t.Errorf("rogue: %q, want it shown alive (unproven)", lines["rogue"])
 	}
-	if strings.Contains(lines["n1"], "unproven") {
+	if strings.Contains(lines["n1"], "unproven") || strings.Contains(lines["n1"], "new data directory") {
 		t.Errorf("n1: %q", lines["n1"])
+	}
+	if !strings.Contains(lines["n2"], "alive (new data directory)") {
+		t.Errorf("n2, gossiping another data ID than recorded: %q, want it shown alive (new data directory)", lines["n2"])
 	}
 }

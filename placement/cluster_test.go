@@ -42,6 +42,7 @@ func (f *fakeMembership) Members() []placement.Peer {
 	f.mu.Lock()
 	ps := slices.Collect(maps.Values(f.peers))
 	syncOf, inCluster := f.syncOf, f.inCluster
+	dataIDs := maps.Clone(f.dataIDs)
 	f.mu.Unlock()
 	for i := range ps {
 		if syncOf != nil {
@@ -53,9 +54,7 @@ func (f *fakeMembership) Members() []placement.Peer {
 		if inCluster != nil {
 			ps[i].InCluster = inCluster(ps[i].Name)
 		}
-		f.mu.Lock()
-		ps[i].DataID = f.dataIDs[ps[i].Name]
-		f.mu.Unlock()
+		ps[i].DataID = dataIDs[ps[i].Name]
 	}
 	return ps
 }

@@ -170,8 +170,9 @@ type VoterInput struct {
 	Peers   []Peer
 	// DataIDs are the data IDs the table records, by node name.
 	DataIDs map[string]string
-	// Owners are the nodes that own a shard in the table.
-	Owners    map[string]bool
+	// Owns reports whether a node owns a shard in the table (asked only
+	// of a node that lost its data directory); nil: none does.
+	Owns      func(name string) bool
 	MaxVoters int
 	// DeadSince reports since when (leader clock) a peer has been failed
 	// or missing; ok false if it is alive.
@@ -247,7 +248,7 @@ func PlanVoters(in VoterInput) []ConfigChange {
 	for _, n := range names {
 		d := byName[n].DataID
 		_, inCfg := inConf[n]
-		if lostData(in.DataIDs[n], d) && in.Owners[n] {
+		if lostData(in.DataIDs[n], d) && in.Owns != nil && in.Owns(n) {
 			// Lost its data directory while owning shards: it is down
 			// until they failed over (reconcileNodes), and comes back
 			// only then, so that it never serves them empty.

@@ -1554,21 +1554,17 @@ func (n *Node) reconcileVoters(ctx context.Context, peers []Peer, now time.Time)
 		servers = append(servers, RaftServer{ID: string(s.ID), Voter: s.Suffrage == raft.Voter})
 	}
 	var dataIDs map[string]string
-	owners := map[string]bool{}
-	n.fsm.Read(func(t *Table) {
-		dataIDs = maps.Clone(t.DataIDs)
-		for _, g := range t.Groups {
-			for _, s := range g.Shards {
-				owners[s.Owner] = true
-			}
-		}
-	})
+	n.fsm.Read(func(t *Table) { dataIDs = maps.Clone(t.DataIDs) })
+	owns := func(name string) (owns bool) {
+		n.fsm.Read(func(t *Table) { owns = len(t.Owned(name)) > 0 })
+		return owns
+	}
 	changes := PlanVoters(VoterInput{
 		Self:      n.cfg.Name,
 		Servers:   servers,
 		Peers:     peers,
 		DataIDs:   dataIDs,
-		Owners:    owners,
+		Owns:      owns,
 		MaxVoters: n.cfg.MaxVoters,
 		DeadSince: func(name string) (time.Time, bool) {
 			t, ok := n.deadSince[name]

@@ -243,16 +243,13 @@ func TestGuardStreamLayer(t *testing.T) {
 	}
 }
 
-// A voter's data ID outlives its table entry: a node gossip forgot (its
-// entry removed once it owned nothing) keeps its raft seat, and when it
-// comes back emptied it is still told apart, removed and added back.
-func TestEmptiedVoterForgottenByGossipIsReplaced(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster test")
-	}
+// dataIDCluster starts a, b and c over TCP with data IDs (tune, if not
+// nil, changes their config) and returns the cluster, its leader and a
+// follower whose data ID the leader has recorded.
+func dataIDCluster(t *testing.T, tune func(*placement.Config)) (*testCluster, *placement.Node, string) {
+	t.Helper()
 	c := newTestCluster(t, 3)
-	c.tcp, c.dataIDs = true, true
-	c.tune = func(cfg *placement.Config) { cfg.DeadVoterGrace = time.Hour } // keep its seat
+	c.tcp, c.dataIDs, c.tune = true, true, tune
 	names := []string{"a", "b", "c"}
 	startAll(c, names...)
 	waitFor(t, 60*time.Second, "settled", func() bool { return c.settled(names...) })
@@ -262,7 +259,18 @@ func TestEmptiedVoterForgottenByGossipIsReplaced(t *testing.T) {
 		victim = names[1]
 	}
 	l := c.node(leader)
-	waitFor(t, 30*time.Second, "the victim's data ID recorded", func() bool { return l.DataIDOf(victim) != "" })
+	waitFor(t, 30*time.Second, "the follower's data ID recorded", func() bool { return l.DataIDOf(victim) != "" })
+	return c, l, victim
+}
+
+// A voter's data ID outlives its table entry: a node gossip forgot (its
+// entry removed once it owned nothing) keeps its raft seat, and when it
+// comes back emptied it is still told apart, removed and added back.
+func TestEmptiedVoterForgottenByGossipIsReplaced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c, l, victim := dataIDCluster(t, func(cfg *placement.Config) { cfg.DeadVoterGrace = time.Hour }) // keep its seat
 	old := l.DataIDOf(victim)
 	removed := make(chan raft.Observation, 16)
 	obs := raft.NewObserver(removed, false, func(o *raft.Observation) bool {
@@ -306,18 +314,7 @@ func TestEmptiedOwnerQuickRestartGivesUpItsShards(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := newTestCluster(t, 3)
-	c.tcp, c.dataIDs = true, true
-	names := []string{"a", "b", "c"}
-	startAll(c, names...)
-	waitFor(t, 60*time.Second, "settled", func() bool { return c.settled(names...) })
-	leader := c.leaders()[0]
-	victim := names[0]
-	if victim == leader {
-		victim = names[1]
-	}
-	l := c.node(leader)
-	waitFor(t, 30*time.Second, "data IDs recorded", func() bool { return l.DataIDOf(victim) != "" })
+	c, l, victim := dataIDCluster(t, nil)
 	old := l.DataIDOf(victim)
 	owned := map[placement.ShardRef]uint64{}
 	tb := l.Table()

@@ -39,10 +39,10 @@ func (r RaftInfo) Role(name string) RaftRole {
 // configuration, which may wait for raft's main loop: it is meant for
 // status pages and metrics, not for hot paths. The caller owns the map.
 func (n *Node) RaftInfo() RaftInfo {
-	if n.cl == nil || n.cl.pl == nil || lifecycle(n.phase.Load()) != stateStarted {
+	pl := n.cl.Placement()
+	if pl == nil || lifecycle(n.phase.Load()) != stateStarted {
 		return RaftInfo{}
 	}
-	pl := n.cl.pl
 	info := RaftInfo{Leader: pl.Leader(), Term: pl.Term(), Roles: map[string]RaftRole{}}
 	f := pl.Raft().GetConfiguration()
 	if f.Error() != nil {

@@ -26,7 +26,7 @@ import (
 // succeed. Its error then wraps ErrHandoffIncomplete and the store's
 // damage.
 func (n *Node) Shutdown(ctx context.Context) error {
-	if n.cl == nil || lifecycle(n.phase.Load()) != stateStarted {
+	if n.eng == nil || lifecycle(n.phase.Load()) != stateStarted {
 		return n.Close(ctx)
 	}
 	if damage := n.StoreDamage(); damage != nil {

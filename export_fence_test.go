@@ -16,7 +16,7 @@ func SetManifest(n *Node, m manifest.Manifest) { n.man = m }
 // with the placement epoch epoch, bypassing routing: tests craft stale
 // stamps with it.
 func TellStamped(n *Node, peer string, epoch uint64, to actor.Ref, msg any) error {
-	return n.cl.rem.Mailer().TellAt(peer, epoch, to, actor.Ref{}, msg)
+	return n.eng.TellStamped(peer, epoch, to, msg)
 }
 
 // DeliverHere delivers an ask for ref to n's own scheduler, past the

@@ -11,7 +11,7 @@ import (
 // SendReplicaFrame opens a replication stream from n to peer, writes
 // frame on it and returns the peer's answer.
 func SendReplicaFrame(ctx context.Context, n *Node, peer string, frame []byte) error {
-	conn, err := n.cl.tr.DialStream(ctx, peer, serviceReplica)
+	conn, err := n.eng.DialReplica(ctx, peer)
 	if err != nil {
 		return err
 	}
@@ -31,7 +31,7 @@ func StoredState(ctx context.Context, n *Node, id prospero.Identity) (prospero.R
 // without committing (n's replication store remembers it until restart):
 // a planned move of such a shard ships its state instead of promoting.
 func ReplicaUncommitted(n *Node, shard placement.ShardRef) bool {
-	return n.repl != nil && n.repl.Uncommitted(replicaShard(shard))
+	return n.repl != nil && n.repl.Uncommitted(replica.Shard{Group: shard.Group, Index: shard.Index})
 }
 
 // ApplyReplicaCopy stores recs in n's store as n's replica applier does

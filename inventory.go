@@ -47,7 +47,7 @@ func (n *Node) Actors(ctx context.Context, kind string, dormant bool) ([]ActorEn
 	if n.kind(kind) == nil {
 		return nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
 	}
-	if dormant && n.cl == nil {
+	if dormant && n.eng == nil {
 		return nil, ErrNoDormantInventory
 	}
 	active := r.sup.ActiveKeys(kind)
@@ -72,7 +72,7 @@ func (n *Node) Actors(ctx context.Context, kind string, dormant bool) ([]ActorEn
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			ids, _, err := n.cl.readIndex(ctx, shard)
+			ids, _, err := n.eng.ReadIndex(ctx, shard)
 			if err != nil {
 				return nil, err
 			}

@@ -15,12 +15,12 @@ import (
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/internal/cluster"
 	"github.com/tempest-actors/tempest/internal/tracing"
 	"github.com/tempest-actors/tempest/manifest"
 	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/prospero/arielhost"
-	"github.com/tempest-actors/tempest/prospero/federation/route"
 	"github.com/tempest-actors/tempest/prospero/replica"
 	"github.com/tempest-actors/tempest/reminders"
 	"github.com/tempest-actors/tempest/wire"
@@ -29,12 +29,12 @@ import (
 // Lifecycle errors of a Node.
 var (
 	// ErrNotStarted: the node was not started yet.
-	ErrNotStarted = errors.New("tempest: node not started")
+	ErrNotStarted = cluster.ErrNotStarted
 	// ErrStarted: the operation is only allowed before Start.
 	ErrStarted = errors.New("tempest: node already started")
 	// ErrClosed: the node is shutting down or closed. It matches
 	// actor.ErrProcessUnavailable too.
-	ErrClosed error = closedError{}
+	ErrClosed = cluster.ErrClosed
 	// ErrInvalidKey is actor.ErrInvalidKey: a reference whose kind or key
 	// fails actor.CheckVirtual (empty, not valid UTF-8, longer than
 	// actor.MaxKindLen or actor.MaxKeyLen bytes). Every operation of a
@@ -46,13 +46,8 @@ var (
 	// voters is unreachable (or an election is still running). It matches
 	// actor.ErrProcessUnavailable too: an operation that fails with it
 	// did not reach its actor.
-	ErrNoQuorum error = noQuorumError{}
+	ErrNoQuorum = cluster.ErrNoQuorum
 )
-
-type noQuorumError struct{}
-
-func (noQuorumError) Error() string        { return "tempest: no placement quorum (no raft leader known)" }
-func (noQuorumError) Is(target error) bool { return target == actor.ErrProcessUnavailable }
 
 // DeadlineError is the error of an ask that was not answered before its
 // deadline, the same wherever the owner runs: it names the actor and the
@@ -99,18 +94,10 @@ func roughly(d time.Duration) time.Duration {
 	return d.Round(p)
 }
 
-// NotReadyError says which step of joining a cluster a node waits for.
-type NotReadyError struct {
-	Node   string
-	Reason string // "not joined", "placement table not initialised", "placement lease not fresh"
-}
-
-func (e *NotReadyError) Error() string { return "tempest: " + e.Node + " not ready: " + e.Reason }
-
-type closedError struct{}
-
-func (closedError) Error() string        { return "tempest: node closed" }
-func (closedError) Is(target error) bool { return target == actor.ErrProcessUnavailable }
+// NotReadyError says which step of joining a cluster a node waits for:
+// Reason is "not joined", "placement table not initialised", "placement
+// lease not fresh" or "kinds not published in the placement table".
+type NotReadyError = cluster.NotReadyError
 
 // StateFile is the name of the state store file inside Config.DataDir.
 const StateFile = "state.db"
@@ -172,10 +159,9 @@ type Node struct {
 	closed       chan struct{} // closed when Close has finished
 	cerr         error
 
-	cl *cluster // nil for a standalone node
+	cl  router          // eng, or local for a standalone node
+	eng *cluster.Engine // nil for a standalone node
 
-	pause *pauseGates // set before Start by the test hook; nil: not pausable
-	net   network     // set before Start by the simulation hook; nil: QUIC and memberlist
 	// remStore, set before Start by tests only, wraps the store the
 	// reminder engine writes through (to hold its commits open or fail
 	// them); nil: the node's own.
@@ -215,8 +201,10 @@ func New(cfg Config) (*Node, error) {
 		closed:  make(chan struct{}),
 		waiters: map[prospero.Identity][]chan struct{}{},
 	}
+	n.cl = local{n}
 	if cfg.Cluster != nil {
-		n.cl = newCluster(n, *cfg.Cluster)
+		n.eng = cluster.New(cfg.Cluster.engine(cfg, n.log), host{n})
+		n.cl = n.eng
 	}
 	n.man = manifest.Build(manifest.Options{
 		Env: manifest.Detect(),
@@ -275,8 +263,8 @@ func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts 
 	if err := actor.CheckVirtual(kind, "-"); err != nil {
 		return fmt.Errorf("%w %q: %w", ErrInvalidKind, kind, err)
 	}
-	if strings.HasPrefix(kind, reservedKindPrefix) {
-		return fmt.Errorf("%w %q: names starting with %q are reserved", ErrInvalidKind, kind, reservedKindPrefix)
+	if strings.HasPrefix(kind, cluster.ReservedKindPrefix) {
+		return fmt.Errorf("%w %q: names starting with %q are reserved", ErrInvalidKind, kind, cluster.ReservedKindPrefix)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -328,7 +316,7 @@ func (n *Node) vet(to actor.Ref, msg any) (any, error) {
 	}
 	v, err := n.wreg.Value(msg)
 	if err != nil {
-		if n.cl == nil {
+		if n.eng == nil {
 			return msg, nil
 		}
 		return nil, err
@@ -341,7 +329,7 @@ func (n *Node) vet(to actor.Ref, msg any) (any, error) {
 // this node (the owner of a kind registered elsewhere is asked, as an
 // ask is routed).
 func (n *Node) hosted(kind string) bool {
-	return n.kind(kind) != nil || (n.cl != nil && n.cl.hostsKind(kind))
+	return n.kind(kind) != nil || n.cl.HostsKind(kind)
 }
 
 // vetError is the scheduler's VetError hook of a clustered node: an
@@ -449,8 +437,8 @@ func (n *Node) startLocked(ctx context.Context) error {
 	}
 	pc := n.cfg.Supervisor
 	pc.Store = store
-	if n.cl != nil {
-		rc := n.cl.cfg.Replication
+	if n.eng != nil {
+		rc := n.cfg.Cluster.Replication
 		n.repl, err = replica.New(replica.Config{Local: store, Timeout: rc.Timeout, SyncReplicas: rc.SyncReplicas, MinInSync: rc.MinInSync, Logger: n.log})
 		if err != nil {
 			return err
@@ -481,16 +469,16 @@ func (n *Node) startLocked(ctx context.Context) error {
 		}
 	}
 	sc := n.cfg.Scheduler
-	if n.cl != nil || len(n.msgs.byTag) > 0 {
+	if n.eng != nil || len(n.msgs.byTag) > 0 {
 		sc.Vet = n.vet
 	}
-	if n.cl != nil {
+	if n.eng != nil {
 		sc.VetError = n.vetError
-		sc.ForeignAskTimeouts = n.cl.foreignAskTimeouts
+		sc.ForeignAskTimeouts = n.eng.ForeignAskTimeouts
 	}
 	sc.Activator = arielhost.Activator(sup)
-	if n.cl != nil {
-		sc.Activator = arielhost.FencedActivator(sup, n.cl.fenceActivation)
+	if n.eng != nil {
+		sc.Activator = arielhost.FencedActivator(sup, n.eng.FenceActivation)
 	}
 	sc.Faults = arielhost.Faults(sup)
 	if n.trc = tracing.New(n.cfg.Name, n.cfg.TracerProvider); n.trc != nil {
@@ -520,10 +508,14 @@ func (n *Node) startLocked(ctx context.Context) error {
 	if n.rem, err = n.startReminders(ctx); err != nil {
 		return err
 	}
-	if n.cl != nil {
-		return n.cl.start(ctx)
+	if n.eng == nil {
+		return nil
 	}
-	return nil
+	if err := n.errs.register(n.wreg); err != nil {
+		return fmt.Errorf("tempest: error codes: %w", err)
+	}
+	return n.eng.Start(ctx, cluster.Deps{Registry: n.wreg, Sched: sched, Tracer: n.trc, Manifest: n.man,
+		KindNames: n.reg.Names(), Kinds: n.kindSpecs(), Store: n.store, Replicas: n.repl, StoreExisted: n.storeExisted})
 }
 
 // Close shuts the node down gracefully: readiness turns false; in a
@@ -562,15 +554,15 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 		defer cancel()
 	}
 	var handoffErr error
-	if n.cl != nil && graceful && n.sched != nil {
+	if graceful && n.sched != nil {
 		// Handing off needs the node running: it still serves what it
 		// owns until each shard has moved.
-		if err := n.cl.leave(ctx); err != nil {
+		if err := n.cl.Leave(ctx); err != nil {
 			n.log.LogAttrs(ctx, slog.LevelWarn, "leave: shards not handed off", slog.Any("error", err))
 			handoffErr = fmt.Errorf("%w: %w", ErrHandoffIncomplete, err)
 		}
 		// A clean exit promises that everything this node owned moved.
-		handoffErr = errors.Join(handoffErr, n.cl.unshippedErr())
+		handoffErr = errors.Join(handoffErr, n.cl.UnshippedErr())
 	}
 	n.run.Store(nil)
 	err := errors.Join(handoffErr, n.shutdownLocked(ctx, graceful))
@@ -586,8 +578,8 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 // shutdownLocked stops what was started, in reverse order.
 func (n *Node) shutdownLocked(ctx context.Context, graceful bool) error {
 	var errs []error
-	if n.cl != nil && !graceful {
-		errs = append(errs, n.cl.stopNetwork(ctx, false))
+	if !graceful {
+		errs = append(errs, n.cl.StopNetwork(ctx, false))
 	}
 	if n.rem != nil {
 		// Delivered progress goes at rest while the store is open.
@@ -597,15 +589,15 @@ func (n *Node) shutdownLocked(ctx context.Context, graceful bool) error {
 		// The supervisor passivates through the scheduler, so it goes first.
 		errs = append(errs, n.sup.Close(ctx))
 	}
-	if n.cl != nil && graceful {
-		errs = append(errs, n.cl.stopNetwork(ctx, true))
+	if graceful {
+		errs = append(errs, n.cl.StopNetwork(ctx, true))
 	}
 	if n.sched != nil {
 		errs = append(errs, n.sched.Close(ctx))
 	}
-	if n.cl != nil && n.cl.pl != nil && n.store != nil {
+	if n.eng.Placement() != nil && n.store != nil {
 		// Activations the index loop had no time to record.
-		errs = append(errs, n.cl.flushIndex(ctx))
+		errs = append(errs, n.eng.FlushIndex(ctx))
 	}
 	if n.repl != nil {
 		errs = append(errs, n.repl.Close()) // closes store too
@@ -632,10 +624,7 @@ func (n *Node) Readiness() error {
 		}
 		return ErrClosed
 	}
-	if n.cl == nil {
-		return nil
-	}
-	return n.cl.readiness()
+	return n.cl.Readiness()
 }
 
 // WaitReady waits until the node is Ready. It returns nil then, ErrClosed
@@ -654,8 +643,8 @@ func (n *Node) WaitReady(ctx context.Context) error {
 			return why
 		}
 		var changed <-chan struct{}
-		if lifecycle(n.phase.Load()) != stateNew && n.cl != nil && n.cl.pl != nil {
-			changed = n.cl.pl.Changed()
+		if pl := n.cl.Placement(); lifecycle(n.phase.Load()) != stateNew && pl != nil {
+			changed = pl.Changed()
 		}
 		select {
 		case <-ctx.Done():
@@ -808,25 +797,7 @@ func (n *Node) tell(ctx context.Context, ref actor.Ref, msg any, tr any) error {
 		}
 		return r.sched.Tell(ref, msg)
 	}
-	err = send()
-	if n.cl == nil || err == nil {
-		return n.localRefusal(err)
-	}
-	if !route.Waitable(err) {
-		return n.localRefusal(n.cl.whyUnanswered(err))
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, actor.DefaultAskTimeout)
-		defer cancel()
-	}
-	for attempt := 0; route.Waitable(err); attempt++ {
-		if werr := n.cl.awaitChange(ctx, route.Backoff(attempt)); werr != nil {
-			return n.cl.whyUnanswered(err)
-		}
-		err = send()
-	}
-	return n.localRefusal(n.cl.whyUnanswered(err))
+	return n.localRefusal(n.cl.Send(ctx, send))
 }
 
 // Ask sends msg to ref and waits for the reply, until ctx's deadline
@@ -891,7 +862,7 @@ func (n *Node) ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
 // actor.ErrRefused is this node's admission; a full link queue
 // (wire.ErrQueueFull) and a remote refusal keep their own form.
 func (n *Node) localRefusal(err error) error {
-	if err != actor.ErrRefused || n.cl == nil { // the scheduler's own sentinel, never wrapped
+	if err != actor.ErrRefused || n.eng == nil { // the scheduler's own sentinel, never wrapped
 		return err
 	}
 	return &wire.RefusedError{Node: n.cfg.Name, Reason: wire.RefusedReasonMailboxFull, Detail: err.Error()}
@@ -902,41 +873,7 @@ func (n *Node) askRouted(ctx context.Context, ref actor.Ref, msg any) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	if n.cl == nil {
-		return r.sched.Ask(ctx, ref, msg)
-	}
-	for attempt := 0; ; attempt++ {
-		reply, err := r.sched.Ask(ctx, ref, msg)
-		switch {
-		case err == nil:
-			return reply, nil
-		case !route.Resendable(err):
-			return nil, n.cl.whyUnanswered(err)
-		}
-		// Refused at once on this node (the routing layer waits for
-		// everything it can itself, this node's activation fence's
-		// refusals included, see package route): by placement for a spawned
-		// actor's node.
-		if werr := n.cl.awaitChange(ctx, route.Backoff(attempt)); werr != nil {
-			return nil, n.cl.whyUnanswered(gaveUp(ctx, err))
-		}
-	}
-}
-
-// gaveUp is the error of an ask that stopped waiting for placement to
-// settle because ctx ended, last refused with err: its deadline (an
-// actor.ErrDeadlineExceeded, as if the owner had never answered; the
-// refusal is only named) or its cancellation, not the refusal, which
-// would say the owner cannot serve when the caller merely stopped
-// waiting. Any other end (the node closing) keeps err.
-func gaveUp(ctx context.Context, err error) error {
-	switch cerr := ctx.Err(); {
-	case errors.Is(cerr, context.DeadlineExceeded):
-		return fmt.Errorf("%w (last refused: %v)", actor.ErrDeadlineExceeded, err)
-	case cerr != nil:
-		return cerr
-	}
-	return err
+	return n.cl.Ask(ctx, func() (any, error) { return r.sched.Ask(ctx, ref, msg) })
 }
 
 // Status is what a reference designates.
@@ -984,10 +921,8 @@ func (n *Node) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 	if !n.hosted(ref.Kind()) {
 		return Status{}, fmt.Errorf("%w: %q", actor.ErrUnknownKind, ref.Kind())
 	}
-	if n.cl != nil {
-		return n.cl.remoteStatus(ctx, ref)
-	}
-	return n.statusHere(ctx, ref)
+	st, err := n.cl.Status(ctx, ref)
+	return Status(st), err
 }
 
 // statusHere is Status answered by this node's supervisor, for an
@@ -1031,17 +966,7 @@ func (n *Node) Passivate(ctx context.Context, ref actor.Ref) error {
 	if !n.hosted(ref.Kind()) {
 		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, ref.Kind())
 	}
-	if n.cl != nil {
-		if n.kind(ref.Kind()) == nil {
-			// Another node hosts the kind and this one holds none of its
-			// actors: only the owner can act.
-			return n.cl.whyUnanswered(n.cl.remotePassivate(ctx, ref))
-		}
-		if owner, local, err := n.cl.locate(ref); err == nil && !local && owner != n.cfg.Name {
-			return n.cl.whyUnanswered(n.cl.remotePassivate(ctx, ref))
-		}
-	}
-	return n.passivateHere(ctx, ref)
+	return n.cl.Passivate(ctx, ref)
 }
 
 // passivateHere is Passivate of what this node holds in memory for ref.
@@ -1116,9 +1041,7 @@ func (n *Node) unawait(id prospero.Identity, ch chan struct{}) {
 // emit is the supervisor's event sink: the activation log, Passivate's
 // waiters, then the user's hook. It runs with the supervisor's lock held.
 func (n *Node) emit(e prospero.Event) {
-	if n.cl != nil {
-		n.cl.track(e)
-	}
+	n.cl.Track(e)
 	switch e.Type {
 	case prospero.EventActivated, prospero.EventHydrated, prospero.EventRestarted, prospero.EventRehydrated:
 		n.log.LogAttrs(context.Background(), slog.LevelInfo, LogActivated,
@@ -1147,10 +1070,7 @@ func (n *Node) emit(e prospero.Event) {
 // epochOf is the placement epoch of id's shard on this node (0 on a
 // single node).
 func (n *Node) epochOf(id prospero.Identity) uint64 {
-	if n.cl == nil {
-		return 0
-	}
-	return n.cl.epochOf(id)
+	return n.cl.EpochOf(id)
 }
 
 // Stats is a snapshot of the node's counters, for the metrics endpoint.
@@ -1205,22 +1125,10 @@ func (n *Node) Stats() Stats {
 		return Stats{}
 	}
 	st := Stats{Scheduler: r.sched.Stats(), Supervisor: r.sup.Stats(), InvalidAtRest: n.store.InvalidIdentities().Count}
-	if c := n.cl; c != nil {
-		st.Mail, st.Transport = c.rem.MailStats(), c.tr.Stats()
-		for _, m := range c.ml.Members() {
-			if !m.Status.Gone() {
-				st.Members++
-				if m.MetaErr == nil && !c.prove.Proven(m) {
-					st.Unproven++
-				}
-			}
-		}
-		st.ProofsFailed = c.prove.Failed()
-		st.Gossip = c.ml.Dropped()
-		st.Leader = c.pl.IsLeader()
-		st.HandoffIsolated = c.isolated.Load()
-		b, waiting := c.rem.RetryStats()
-		st.Retry = RetryStats{Parked: b.Parked, Resent: b.Resent, GaveUp: b.GaveUp, Waiting: waiting}
+	if c := n.cl.Stats(); c != nil {
+		st.Mail, st.Transport, st.Members, st.Unproven = c.Mail, c.Transport, c.Members, c.Unproven
+		st.ProofsFailed, st.Gossip, st.Leader, st.HandoffIsolated = c.ProofsFailed, c.Gossip, c.Leader, c.HandoffIsolated
+		st.Retry = RetryStats{Parked: c.Retry.Parked, Resent: c.Retry.Resent, GaveUp: c.Retry.GaveUp, Waiting: c.Waiting}
 	}
 	return st
 }

@@ -164,33 +164,3 @@ func (n *Node) kindSpecs() []placement.KindSpec {
 	}
 	return out
 }
-
-// PolicyViews returns, for every kind in this node's applied placement
-// table, the digest the cluster agrees on and the nodes that publish
-// another (see placement.Table.Policy). nil for a standalone node.
-func (n *Node) PolicyViews() []placement.PolicyView {
-	if n.cl == nil || n.cl.pl == nil {
-		return nil
-	}
-	var out []placement.PolicyView
-	n.cl.pl.FSM().Read(func(t *placement.Table) {
-		for _, k := range t.KindNames() {
-			out = append(out, t.Policy(k))
-		}
-	})
-	return out
-}
-
-// PolicyDisagreements returns the views of PolicyViews in which some
-// live node publishes a digest other than the agreed one: the kinds a
-// rolling upgrade has not finished for. Those nodes own none of the
-// kind's shards until they agree.
-func (n *Node) PolicyDisagreements() []placement.PolicyView {
-	var out []placement.PolicyView
-	for _, v := range n.PolicyViews() {
-		if len(v.Differ) > 0 {
-			out = append(out, v)
-		}
-	}
-	return out
-}

@@ -4,17 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
-	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
-	"github.com/tempest-actors/tempest/prospero/federation"
 	"github.com/tempest-actors/tempest/reminders"
 )
 
@@ -168,11 +163,11 @@ func (t *reminderTurn) Settle(h ariel.Hold) {
 // and runs op again.
 func (r *Reminders) owned(ctx context.Context, ref actor.Ref, e *reminders.Engine, op func() error) error {
 	err := op()
-	if !errors.Is(err, reminders.ErrNotOwner) || !ref.IsVirtual() || r.n.cl == nil || r.n.cl.pl == nil {
+	if !errors.Is(err, reminders.ErrNotOwner) || !ref.IsVirtual() {
 		return err
 	}
-	_, epoch, local, lerr := r.n.cl.locateAt(ref)
-	if lerr != nil || !local {
+	epoch, ok := r.n.cl.ServedHere(ref)
+	if !ok {
 		return err
 	}
 	shard := r.n.reminderShard(prospero.IdentityOf(ref))
@@ -188,10 +183,7 @@ func (r *Reminders) owned(ctx context.Context, ref actor.Ref, e *reminders.Engin
 // turnCtx bounds what a call from a turn (which carries no context)
 // does beyond op itself: the node's life, which ends when it closes.
 func (r *Reminders) turnCtx() context.Context {
-	if r.n.cl != nil {
-		return r.n.cl.ctx
-	}
-	return context.Background() // owned loads nothing on a standalone node
+	return r.n.cl.Context() // Background on a standalone node, where owned loads nothing
 }
 
 // Unregister removes the reminder name of the actor whose turn ctx is.
@@ -256,33 +248,11 @@ func (r *Reminders) ListOf(ctx context.Context, ref actor.Ref) (ReminderList, er
 	if err != nil {
 		return ReminderList{}, err
 	}
-	if r.n.cl == nil {
-		infos, err := r.listHere(ctx, e, ref)
-		return ReminderList{Node: r.n.cfg.Name, Reminders: infos}, err
-	}
-	c := r.n.cl
-	var out ReminderList
-	_, err = c.onOwner(ctx, ref, func() error {
-		infos, err := r.listHere(ctx, e, ref)
-		out = ReminderList{Node: c.name, Reminders: infos}
-		return err
-	}, func(owner string, epoch uint64) error {
-		ctx, cancel := bounded(ctx, federation.DefaultBudget)
-		defer cancel()
-		rep, err := c.fed.ReminderList(ctx, owner, &federation.ReminderListRequest{Epoch: epoch, Actor: fedActor(ref)})
-		if err != nil {
-			return err
-		}
-		out = ReminderList{Node: owner, Reminders: make([]reminders.Info, 0, len(rep.Reminders))}
-		for _, in := range rep.Reminders {
-			out.Reminders = append(out.Reminders, infoFromFed(ref, in))
-		}
-		return nil
-	})
+	node, infos, err := r.n.cl.ListReminders(ctx, ref, func() ([]reminders.Info, error) { return r.listHere(ctx, e, ref) })
 	if err != nil {
-		return ReminderList{}, c.whyUnanswered(err)
+		return ReminderList{}, err
 	}
-	return out, nil
+	return ReminderList{Node: node, Reminders: infos}, nil
 }
 
 // Cancel removes the reminder name of ref, from any node of the cluster
@@ -295,18 +265,7 @@ func (r *Reminders) Cancel(ctx context.Context, ref actor.Ref, name string) erro
 	if err != nil {
 		return err
 	}
-	if r.n.cl == nil {
-		return r.cancelHere(ctx, e, ref, name)
-	}
-	c := r.n.cl
-	_, err = c.onOwner(ctx, ref, func() error { return r.cancelHere(ctx, e, ref, name) },
-		func(owner string, epoch uint64) error {
-			ctx, cancel := bounded(ctx, 30*time.Second)
-			defer cancel()
-			return c.fed.Call(ctx, owner, &federation.ReminderCancelRequest{Epoch: epoch, Actor: fedActor(ref),
-				Name: name, BudgetNs: budgetOf(ctx, 0)})
-		})
-	return c.whyUnanswered(err)
+	return r.n.cl.CancelReminder(ctx, ref, name, func() error { return r.cancelHere(ctx, e, ref, name) })
 }
 
 // listHere is ListOf answered by this node's engine, for an identity
@@ -351,78 +310,6 @@ func (r *Reminders) checkRef(ref actor.Ref) (*reminders.Engine, error) {
 	return e, nil
 }
 
-func fedActor(ref actor.Ref) federation.Actor {
-	return federation.Actor{Kind: ref.Kind(), Key: ref.Key(), Incarnation: ref.Incarnation()}
-}
-
-var toFedCatchup = map[reminders.Catchup]federation.Catchup{
-	reminders.FireOnce: federation.CatchupFireOnce,
-	reminders.Skip:     federation.CatchupSkip,
-	reminders.FireUpTo: federation.CatchupFireUpTo,
-}
-
-func infoToFed(in reminders.Info) federation.ReminderInfo {
-	return federation.ReminderInfo{Name: in.Name, DueUnixNs: in.Due.UnixNano(), PeriodNs: int64(in.Period),
-		Catchup: toFedCatchup[in.Catchup], MaxCatchup: uint64(in.MaxCatchup), NextUnixNs: in.Next.UnixNano(),
-		LastSeq: in.LastSeq, Outstanding: in.Outstanding, PayloadType: in.PayloadType}
-}
-
-func infoFromFed(ref actor.Ref, in federation.ReminderInfo) reminders.Info {
-	var pol reminders.Catchup
-	for c, f := range toFedCatchup {
-		if f == in.Catchup {
-			pol = c
-		}
-	}
-	return reminders.Info{ID: prospero.IdentityOf(ref), Name: in.Name, Due: time.Unix(0, in.DueUnixNs),
-		Period: time.Duration(in.PeriodNs), Catchup: pol, MaxCatchup: int(min(in.MaxCatchup, math.MaxInt32)),
-		Next: time.Unix(0, in.NextUnixNs), LastSeq: in.LastSeq, Outstanding: in.Outstanding, PayloadType: in.PayloadType}
-}
-
-// ReminderList answers a peer's ReminderListRequest for an actor this
-// node owns.
-func (h fedHandler) ReminderList(ctx context.Context, _ string, m *federation.ReminderListRequest) (federation.ReminderListReply, error) {
-	if err := h.c.starting(); err != nil {
-		return federation.ReminderListReply{}, err
-	}
-	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
-	if err != nil {
-		return federation.ReminderListReply{}, err
-	}
-	rem := h.c.n.Reminders()
-	e, err := rem.engine()
-	if err != nil {
-		return federation.ReminderListReply{}, err
-	}
-	infos, err := rem.listHere(ctx, e, ref)
-	if err != nil {
-		return federation.ReminderListReply{}, err
-	}
-	out := federation.ReminderListReply{Reminders: make([]federation.ReminderInfo, 0, len(infos))}
-	for _, in := range infos {
-		out.Reminders = append(out.Reminders, infoToFed(in))
-	}
-	return out, nil
-}
-
-// ReminderCancel cancels a reminder of an actor this node owns for a
-// peer, answering once the cancellation is at rest.
-func (h fedHandler) ReminderCancel(ctx context.Context, _ string, m *federation.ReminderCancelRequest) error {
-	if err := h.c.starting(); err != nil {
-		return err
-	}
-	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
-	if err != nil {
-		return err
-	}
-	rem := h.c.n.Reminders()
-	e, err := rem.engine()
-	if err != nil {
-		return err
-	}
-	return rem.cancelHere(ctx, e, ref, m.Name)
-}
-
 // Stats returns the reminder counters of this node (zero before Start).
 func (r *Reminders) Stats() reminders.Stats {
 	e, err := r.engine()
@@ -447,22 +334,15 @@ func (n *Node) startReminders(ctx context.Context) (*reminders.Engine, error) {
 		cfg.Store = n.remStore(cfg.Store)
 	}
 	cfg.Codec = messageCodec{n.msgs}
-	cfg.Deliver = notifier{s: n.sched, serves: n.reminderServes}
+	cfg.Deliver = notifier{s: n.sched, serves: n.cl.ServesReminder}
 	cfg.ShardOf = n.reminderShard
-	if n.cl != nil && n.repl != nil {
+	if n.repl != nil {
 		// A replicated shard's records at rest here may hold writes that
 		// never committed (docs/cluster.md, "Nothing is served from a
 		// record that may not be committed"): they are written again
 		// before its reminders fire, as an activation's record is before
 		// its first turn. With one replica every record here committed.
-		cfg.InDoubt = func(string) bool {
-			if n.cl.pl == nil {
-				return true
-			}
-			replicas := 0
-			n.cl.pl.FSM().Read(func(t *placement.Table) { replicas = t.Replication() })
-			return replicas != 1
-		}
+		cfg.InDoubt = func(string) bool { return n.cl.RecordsInDoubt() }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = n.log
@@ -477,7 +357,7 @@ func (n *Node) startReminders(ctx context.Context) (*reminders.Engine, error) {
 	if err := e.Start(); err != nil {
 		return nil, err
 	}
-	if n.cl == nil {
+	if n.eng == nil {
 		if err := e.Acquire(ctx, localShard); err != nil {
 			_ = e.Close(ctx)
 			return nil, err
@@ -487,17 +367,11 @@ func (n *Node) startReminders(ctx context.Context) (*reminders.Engine, error) {
 }
 
 func (n *Node) reminderShard(id prospero.Identity) string {
-	if n.cl == nil || n.cl.pl == nil {
-		return localShard
+	if shard, ok := n.cl.ReminderShard(id); ok {
+		return shard
 	}
-	loc, err := n.cl.pl.Locate(id.Kind, id.Key)
-	if err != nil && loc.Shard == (placement.ShardRef{}) {
-		return "" // no shard: held by nobody, so refused as not owned
-	}
-	return shardKey(loc.Shard)
+	return localShard
 }
-
-func shardKey(s placement.ShardRef) string { return s.Group + "#" + strconv.Itoa(s.Index) }
 
 // notifier delivers ticks through the scheduler's system lane: a dormant
 // identity is hydrated to receive one. serves, when set, says why this
@@ -524,25 +398,6 @@ func (d notifier) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool, f
 		}
 	}
 	return d.s.Notify(ref, t, accept, failed)
-}
-
-// reminderServes is the cluster's notifier.serves: the shard of ref must
-// still be this node's at the epoch its reminders were acquired in, and
-// servable now (lease fresh, not moving, not marked down).
-func (n *Node) reminderServes(ref actor.Ref) error {
-	c := n.cl
-	if c == nil || c.pl == nil {
-		return nil
-	}
-	loc, err := c.pl.Locate(ref.Kind(), ref.Key())
-	if err != nil && loc.Shard == (placement.ShardRef{}) {
-		return err
-	}
-	r := n.run.Load()
-	if r == nil {
-		return closedError{} // closing: nothing the holder noted can vouch for the tick
-	}
-	return c.pl.Check(loc.Shard, r.hold.EpochOf(shardKey(loc.Shard)), n.cfg.Clock.Now())
 }
 
 // messageCodec stores a payload as one of its kind's declared messages.
@@ -573,52 +428,6 @@ func (c messageCodec) Decode(kind, name string, b []byte) (any, error) {
 	return m.unmarshal(b)
 }
 
-// reminderLoop keeps the engine's shards equal to the shards this node
-// owns and that are not moving away, firing those it may serve now
-// (lease fresh, not marked down) and pausing the others. A shard moving
-// away is released by the handoff itself (shipShard), before its record
-// ships.
-func (c *cluster) reminderLoop() {
-	defer c.wg.Done()
-	for {
-		c.syncReminders()
-		if err := c.awaitChange(c.ctx, 250*time.Millisecond); err != nil {
-			return
-		}
-	}
-}
-
-// syncReminders makes one pass of the reminder loop: it reads which
-// shards this node keeps (owned, not moving away) and may serve now, and
-// has the reminder holder make the engine's shards match
-// (reminders.Holder.Sync).
-func (c *cluster) syncReminders() {
-	r := c.n.run.Load()
-	if r == nil || c.pl == nil {
-		return
-	}
-	// One read of the table, as placement.Node.Check makes for each
-	// shard: checked at the epoch read, so a table applied since that
-	// moved the shard away and back cannot vouch for this one.
-	fresh := c.pl.LeaseFresh(c.n.cfg.Clock.Now())
-	keep, owned := map[string]reminders.Kept{}, map[string]uint64{}
-	c.pl.FSM().Read(func(tb *placement.Table) {
-		for _, ref := range tb.Owned(c.name) {
-			sh := shardKey(ref)
-			s, _ := tb.Shard(ref)
-			owned[sh] = s.Epoch
-			if s.MovingTo == "" {
-				keep[sh] = reminders.Kept{Epoch: s.Epoch, Serve: placement.CheckOwnership(tb, c.name, ref, s.Epoch, fresh) == nil}
-			}
-		}
-	})
-	r.hold.Sync(c.ctx, keep, owned, c.n.store.Damaged() == nil)
-}
-
-// isReserved reports whether id is one of the node's own records (shard
-// index, reminders), not an actor.
-func isReserved(id prospero.Identity) bool { return strings.HasPrefix(id.Kind, reservedKindPrefix) }
-
 // noCodec and noDeliverer stand in for the node's own while a Config is
 // validated.
 type noCodec struct{}
@@ -632,50 +441,4 @@ type noDeliverer struct{}
 
 func (noDeliverer) Deliver(actor.Ref, reminders.Tick, func() bool, func(error)) error {
 	return ErrNotStarted
-}
-
-// releaseReminders stops the reminders of shard on this node ahead of a
-// handoff and returns their records to ship: the progress record and one
-// per reminder, each with its version in this node's store (the new owner
-// stores them at this node's epoch and that version, as it stores the
-// shard's actor records). The new owner deletes the copies it holds of
-// records not shipped (dropStaleReminders). A release that cannot write what the
-// shard has not at rest fails the handoff and leaves the reminders held
-// here for the next attempt (the reminder loop, which also releases a
-// shard moving away, pauses one whose release failed): what the store
-// holds then may lack a change a caller was told of
-// (reminders.Engine.Release).
-func (c *cluster) releaseReminders(ctx context.Context, shard placement.ShardRef) ([]shipped, error) {
-	if r := c.n.run.Load(); r != nil {
-		if err := r.hold.Release(ctx, shardKey(shard)); err != nil {
-			return nil, err
-		}
-	}
-	recs, err := reminders.Records(ctx, c.n.store, shardKey(shard))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]shipped, 0, len(recs))
-	for _, r := range recs {
-		out = append(out, shipped{id: prospero.Identity{Kind: reminders.RecordKind, Key: r.Key}, inc: r.Incarnation, state: r.State,
-			version: r.Version})
-	}
-	return out, nil
-}
-
-// reminderRecordShard returns the shard whose reminder record id is.
-func reminderRecordShard(id prospero.Identity) (placement.ShardRef, bool) {
-	if id.Kind != reminders.RecordKind {
-		return placement.ShardRef{}, false
-	}
-	shard := reminders.ShardOfRecord(id.Key)
-	i := strings.LastIndexByte(shard, '#')
-	if i < 0 {
-		return placement.ShardRef{}, false
-	}
-	n, err := strconv.Atoi(shard[i+1:])
-	if err != nil || n < 0 {
-		return placement.ShardRef{}, false
-	}
-	return placement.ShardRef{Group: shard[:i], Index: n}, true
 }

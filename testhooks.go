@@ -27,23 +27,20 @@ func init() {
 		nd := n.(*Node)
 		nd.mu.Lock()
 		defer nd.mu.Unlock()
-		if nd.state != stateNew {
+		switch {
+		case nd.state != stateNew:
 			return errors.New("tempest: a node is made pausable before Start")
+		case nd.eng == nil:
+			return errors.New("tempest: a standalone node has no network to pause")
 		}
-		nd.pause = &pauseGates{}
+		nd.eng.MakePausable()
 		return nil
 	}
 	testhooks.Pause = func(n any, paused bool) error {
-		g := n.(*Node).pause
-		if g == nil {
-			return errors.New("tempest: node is not pausable")
+		if nd := n.(*Node); nd.eng != nil {
+			return nd.eng.Pause(paused)
 		}
-		if paused {
-			g.hold()
-		} else {
-			g.release()
-		}
-		return nil
+		return errors.New("tempest: node is not pausable")
 	}
 	testhooks.Simulate = func(n any, net *wire.MemNetwork, view func(membership.Member) *membership.Fake, gone func(bool)) error {
 		nd := n.(*Node)
@@ -52,17 +49,17 @@ func init() {
 		switch {
 		case nd.state != stateNew:
 			return errors.New("tempest: a node is simulated from before Start")
-		case nd.cl == nil:
+		case nd.eng == nil:
 			return errors.New("tempest: a standalone node has no network to simulate")
 		case net == nil || view == nil || gone == nil:
 			return errors.New("tempest: Simulate needs a network, a view and a gone function")
 		}
-		nd.net = &memNet{net: net, view: view, gone: gone}
+		nd.eng.Simulate(net, view, gone)
 		return nil
 	}
 	testhooks.Isolate = func(n any) {
-		if nd := n.(*Node); nd.cl != nil {
-			nd.cl.isolate()
+		if nd := n.(*Node); nd.eng != nil {
+			nd.eng.Isolate()
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package tempest
+package cluster
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 // once): it is refused as from a node without a lease, not a nil
 // dereference of the placement node.
 func TestMailBeforePlacementIsRefused(t *testing.T) {
-	c := &cluster{name: "n1"}
+	c := &Engine{name: "n1"}
 	ref := actor.Virtual("counter", "k")
 	_, _, _, err := c.locateAt(ref)
 	if !errors.Is(err, actor.ErrProcessUnavailable) || !errors.Is(err, placement.ErrLeaseExpired) {

@@ -1,4 +1,4 @@
-package tempest
+package cluster
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,36 +14,6 @@ import (
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/prospero/replica"
 )
-
-// ReplicationConfig tunes the replication of state at rest to each
-// shard's in-sync replicas (its size is Placement.Replicas, fixed when
-// the cluster bootstraps). See docs/cluster.md, "Replicated state at rest".
-type ReplicationConfig struct {
-	// SyncReplicas: a turn's outputs are released only once every
-	// in-sync replica fsync'd its state (survives losing power to the
-	// whole replica set at once). Default false: once every replica
-	// received it, each fsyncing in the background (survives any single
-	// crash, pause or partition, the default of replicated logs).
-	SyncReplicas bool
-	// MinInSync is the fewest in-sync replicas, the owner included, that
-	// must hold a turn's state before its outputs are released (default 1,
-	// at most Placement.Replicas). With 1, a write made while its shard's
-	// set is the owner alone (its followers failed, or new ones have not
-	// joined yet) is acknowledged from one disk, and is lost if that node
-	// is lost before a follower joins. With 2, such a write fails with
-	// ErrNotCommitted (wrapping replica.ErrUnderReplicated) instead: the
-	// shard refuses durable writes rather than acknowledge one it could
-	// lose to a single crash.
-	MinInSync int
-	// Timeout bounds one batch's round trip to a replica (default 2 s).
-	// A replica that does not acknowledge in time leaves the shard's
-	// in-sync set (through raft) before anything commits without it.
-	Timeout time.Duration
-	// CatchUpRate bounds, in bytes a second, the bulk copy an owner sends
-	// to a follower joining a shard's set (default 16 MiB/s), so that
-	// re-replication does not starve actor mail.
-	CatchUpRate int
-}
 
 // serviceReplica carries replication streams: records of the shards a
 // node owns, to their in-sync replicas. Neither actor mail nor the
@@ -57,7 +25,7 @@ const serviceReplica = "tempest-replica"
 var errNotReplicating = errors.New("tempest: this node does not own the shard of the state")
 
 // replView is placement as the replication engine sees it.
-type replView struct{ c *cluster }
+type replView struct{ c *Engine }
 
 var (
 	_ replica.View   = replView{}
@@ -161,7 +129,7 @@ func (v replView) await(ctx context.Context, cmd placement.Command, shards map[r
 		// no change of its sets committed; its writes fail now, so that
 		// the activations waiting on them end before a new owner's begin,
 		// instead of when the wait runs out.
-		if !c.pl.LeaseFresh(c.n.cfg.Clock.Now()) {
+		if !c.pl.LeaseFresh(c.cfg.Clock.Now()) {
 			return fmt.Errorf("%w: %w", errNotReplicating, placement.ErrLeaseExpired)
 		}
 		all := true
@@ -190,7 +158,7 @@ func (v replView) await(ctx context.Context, cmd placement.Command, shards map[r
 	}
 }
 
-func (v replView) Fresh() bool { return v.c.pl.LeaseFresh(v.c.n.cfg.Clock.Now()) }
+func (v replView) Fresh() bool { return v.c.pl.LeaseFresh(v.c.cfg.Clock.Now()) }
 
 func (v replView) LeftSet(follower string, sh replica.Shard, epoch uint64) bool {
 	s, ok := v.c.pl.Owner(shardRef(sh))
@@ -222,21 +190,12 @@ func (v replView) Accept(from string, sh replica.Shard, epoch uint64) error {
 	return nil // epoch > s.Epoch: this node's table is behind the sender's
 }
 
-func (c *cluster) dialReplica(ctx context.Context, peer string) (net.Conn, error) {
+func (c *Engine) dialReplica(ctx context.Context, peer string) (net.Conn, error) {
 	return c.tr.DialStream(ctx, peer, serviceReplica)
 }
 
-func (c *cluster) serveReplica(conn net.Conn) error {
-	return c.n.repl.Serve(conn, conn.RemoteAddr().String())
-}
-
-// ReplicationStats returns the counters of the replication of state at
-// rest (all zero on a node outside a cluster).
-func (n *Node) ReplicationStats() replica.Stats {
-	if n.repl == nil {
-		return replica.Stats{}
-	}
-	return n.repl.Stats()
+func (c *Engine) serveReplica(conn net.Conn) error {
+	return c.run.Replicas.Serve(conn, conn.RemoteAddr().String())
 }
 
 // replicaLoop restores replica sets: for every shard this node owns and
@@ -246,7 +205,7 @@ func (n *Node) ReplicationStats() replica.Stats {
 // store first leaves the sets it follows: in the default mode it may
 // have lost records it acknowledged before fsyncing them, so it must
 // catch up like a new replica before it counts again.
-func (c *cluster) replicaLoop(restarted bool) {
+func (c *Engine) replicaLoop(restarted bool) {
 	defer c.wg.Done()
 	running := map[string]bool{}
 	finished := make(chan catchUpDone)
@@ -262,9 +221,9 @@ func (c *cluster) replicaLoop(restarted bool) {
 		// writes waiting for it leave it out of their sets (through raft)
 		// and commit within a raft round trip.
 		for _, name := range c.newlyDown(down) {
-			c.n.repl.Failed(name)
+			c.run.Replicas.Failed(name)
 		}
-		now := c.n.cfg.Clock.Now()
+		now := c.cfg.Clock.Now()
 		if restarted && c.leaveFollowed(now) {
 			restarted = false
 		}
@@ -277,7 +236,7 @@ func (c *cluster) replicaLoop(restarted bool) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					err := c.n.repl.CatchUp(c.ctx, f, shards, c.cfg.Replication.CatchUpRate)
+					err := c.run.Replicas.CatchUp(c.ctx, f, shards, c.cfg.CatchUpRate)
 					select {
 					case finished <- catchUpDone{f, err}:
 					case <-c.ctx.Done():
@@ -288,7 +247,7 @@ func (c *cluster) replicaLoop(restarted bool) {
 		select {
 		case d := <-finished:
 			delete(running, d.follower)
-			retryAt[d.follower] = c.n.cfg.Clock.Now().Add(time.Second)
+			retryAt[d.follower] = c.cfg.Clock.Now().Add(time.Second)
 			if c.ctx.Err() == nil { // at shutdown a catch-up fails for no reason worth telling
 				c.logCatchUp(d, streaks.Observe(d.follower, d.err))
 			}
@@ -307,7 +266,7 @@ type catchUpDone struct {
 }
 
 // logCatchUp logs what r says about the catch-up d.
-func (c *cluster) logCatchUp(d catchUpDone, r replica.CatchUpReport) {
+func (c *Engine) logCatchUp(d catchUpDone, r replica.CatchUpReport) {
 	switch r.Event {
 	case replica.CatchUpFailedFirst:
 		c.log.LogAttrs(c.ctx, slog.LevelWarn, "replica catch-up failed",
@@ -323,7 +282,7 @@ func (c *cluster) logCatchUp(d catchUpDone, r replica.CatchUpReport) {
 
 // newlyDown returns the peers the applied table marks down that were not
 // down at the previous call (down holds those, updated).
-func (c *cluster) newlyDown(down map[string]bool) []string {
+func (c *Engine) newlyDown(down map[string]bool) []string {
 	var newly []string
 	c.pl.FSM().Read(func(t *placement.Table) {
 		for name := range down {
@@ -343,7 +302,7 @@ func (c *cluster) newlyDown(down map[string]bool) []string {
 
 // missingReplicas returns, per follower, the shards this node owns and
 // serves whose set the ranking wants it in, with their epochs.
-func (c *cluster) missingReplicas(now time.Time) map[string]map[replica.Shard]uint64 {
+func (c *Engine) missingReplicas(now time.Time) map[string]map[replica.Shard]uint64 {
 	if !c.pl.LeaseFresh(now) {
 		return nil
 	}
@@ -377,7 +336,7 @@ func (c *cluster) missingReplicas(now time.Time) map[string]map[replica.Shard]ui
 
 // leaveFollowed proposes to remove this node from every set it follows
 // and reports whether its table shows it in none.
-func (c *cluster) leaveFollowed(now time.Time) bool {
+func (c *Engine) leaveFollowed(now time.Time) bool {
 	if !c.pl.LeaseFresh(now) {
 		return false
 	}
@@ -408,14 +367,14 @@ func (c *cluster) leaveFollowed(now time.Time) bool {
 // heldInShard returns the identities of shard whose records this node's
 // store holds, whatever wrote them: a scan of the store, since records
 // that arrived as a replica's are in no shard index of this node.
-func (c *cluster) heldInShard(ctx context.Context, shard placement.ShardRef) ([]prospero.Identity, error) {
-	if c.n.repl == nil {
+func (c *Engine) heldInShard(ctx context.Context, shard placement.ShardRef) ([]prospero.Identity, error) {
+	if c.run.Replicas == nil {
 		return nil, nil
 	}
 	want := replica.Shard{Group: shard.Group, Index: shard.Index}
 	v := replView{c}
 	var ids []prospero.Identity
-	err := c.n.store.ScanIDs(ctx, func(id prospero.Identity) bool {
+	err := c.run.Store.ScanIDs(ctx, func(id prospero.Identity) bool {
 		sh, ok := v.ShardOf(id)
 		return ok && sh == want
 	}, func(id prospero.Identity) error {
@@ -425,46 +384,23 @@ func (c *cluster) heldInShard(ctx context.Context, shard placement.ShardRef) ([]
 	return ids, err
 }
 
-// ReplicaLag is how far one follower is behind this node, as the owner
-// of shards whose in-sync sets hold it.
-type ReplicaLag struct {
-	replica.Lag
-	// Shards counts the shards this node owns, by its applied table,
-	// whose in-sync set has the follower.
-	Shards int
-}
-
-// ReplicationLag returns, for every follower of a shard this node owns
-// and every node it is sending records to or catching up, what that
-// follower has not acknowledged yet. Sorted by follower; nil on a node
-// outside a cluster.
-func (n *Node) ReplicationLag() []ReplicaLag {
-	if n.repl == nil || n.cl == nil || n.cl.pl == nil {
+// FollowedShards counts, for every follower of a shard this node owns by
+// its applied table, the shards it follows (nil before placement runs).
+func (c *Engine) FollowedShards() map[string]int {
+	pl := c.Placement()
+	if pl == nil {
 		return nil
 	}
 	shards := map[string]int{}
-	n.cl.pl.FSM().Read(func(t *placement.Table) {
-		for _, ref := range t.Owned(n.cl.name) {
+	pl.FSM().Read(func(t *placement.Table) {
+		for _, ref := range t.Owned(c.name) {
 			s, _ := t.Shard(ref)
 			for _, f := range s.Followers() {
 				shards[f]++
 			}
 		}
 	})
-	var out []ReplicaLag
-	for _, l := range n.repl.Lags() {
-		k := shards[l.Follower]
-		delete(shards, l.Follower)
-		if k == 0 && l.Queued == 0 && l.InFlight == 0 && !l.CatchingUp {
-			continue // a former follower with nothing pending
-		}
-		out = append(out, ReplicaLag{Lag: l, Shards: k})
-	}
-	for f, k := range shards { // followers sent nothing yet
-		out = append(out, ReplicaLag{Lag: replica.Lag{Follower: f, SinceAck: -1}, Shards: k})
-	}
-	slices.SortFunc(out, func(a, b ReplicaLag) int { return strings.Compare(a.Follower, b.Follower) })
-	return out
+	return shards
 }
 
 // replicaShard is ref as the replication engine names it.

@@ -1,6 +1,7 @@
-package tempest
+package cluster
 
 import (
+	"errors"
 	"net"
 	"sync/atomic"
 
@@ -72,6 +73,24 @@ func (c *gatedPacketConn) SetReadBuffer(n int) error {
 func (c *gatedPacketConn) SetWriteBuffer(n int) error {
 	if s, ok := c.PacketConn.(interface{ SetWriteBuffer(int) error }); ok {
 		return s.SetWriteBuffer(n)
+	}
+	return nil
+}
+
+// MakePausable lets Pause freeze this engine's network: its QUIC
+// datagrams and gossip. Only before Start (testhooks.Pausable).
+func (c *Engine) MakePausable() { c.pause = &pauseGates{} }
+
+// Pause freezes (paused) or releases the network of an engine made
+// pausable (testhooks.Pause).
+func (c *Engine) Pause(paused bool) error {
+	if c.pause == nil {
+		return errors.New("tempest: node is not pausable")
+	}
+	if paused {
+		c.pause.hold()
+	} else {
+		c.pause.release()
 	}
 	return nil
 }

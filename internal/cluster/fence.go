@@ -1,4 +1,4 @@
-package tempest
+package cluster
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ import (
 // node it passes: the caller's routing (Resolve hands it to Forward) and
 // the owner's admission; the owner's activation fence, which runs later,
 // looks again. Errors match actor sentinels.
-func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
+func (c *Engine) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 	if !c.placed.Load() {
 		// Mail arrives as soon as the transport listens, which is before
 		// placement runs: this node holds no lease yet.
@@ -34,7 +34,7 @@ func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 	// applied, so the read below sees every change committed before it.
 	// Looked at the other way round, a lapse could end between the two
 	// and vouch for a table read before the barrier.
-	fresh := c.pl.LeaseFresh(c.n.cfg.Clock.Now())
+	fresh := c.pl.LeaseFresh(c.cfg.Clock.Now())
 	c.pl.FSM().Read(func(t *placement.Table) {
 		loc, err = t.Locate(ref.Kind(), ref.Key())
 		if err != nil {
@@ -80,11 +80,11 @@ func (c *cluster) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 	return c.name, loc.Epoch, true, nil
 }
 
-// fenceActivation is the doorbell's fence: an identity of a kind of this
+// FenceActivation is the doorbell's fence: an identity of a kind of this
 // node may be activated only while this node owns its shard and may
 // serve it (route.Router.FenceActivation).
-func (c *cluster) fenceActivation(ref actor.Ref) error {
-	if !c.placed.Load() || c.n.kind(ref.Kind()) == nil {
+func (c *Engine) FenceActivation(ref actor.Ref) error {
+	if !c.placed.Load() || !c.h.Hosts(ref.Kind()) {
 		return nil // not started yet, or a kind of the node's own (reminders)
 	}
 	return c.rem.FenceActivation(ref)

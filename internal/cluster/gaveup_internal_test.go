@@ -1,4 +1,4 @@
-package tempest
+package cluster
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package tempest
+package cluster
 
 import (
 	"context"
@@ -50,17 +50,17 @@ var (
 
 // network makes a cluster's transport and then its gossip.
 type network interface {
-	transport(c *cluster, wc wire.Config) (transport, error)
+	transport(c *Engine, wc wire.Config) (transport, error)
 	// gossip completes mc.Meta with what the transport determines
 	// (its address) and starts nothing: the cluster calls Start.
-	gossip(ctx context.Context, c *cluster, mc membership.Config) (gossip, error)
+	gossip(ctx context.Context, c *Engine, mc membership.Config) (gossip, error)
 }
 
 // quicNet is the production network.
 type quicNet struct{ tr *wire.QUIC }
 
-func (q *quicNet) transport(c *cluster, wc wire.Config) (transport, error) {
-	if g := c.n.pause; g != nil && wc.PacketConn == nil {
+func (q *quicNet) transport(c *Engine, wc wire.Config) (transport, error) {
+	if g := c.pause; g != nil && wc.PacketConn == nil {
 		pc, err := net.ListenPacket("udp", wc.ListenAddr)
 		if err != nil {
 			return nil, err
@@ -76,9 +76,9 @@ func (q *quicNet) transport(c *cluster, wc wire.Config) (transport, error) {
 	return tr, nil
 }
 
-func (q *quicNet) gossip(ctx context.Context, c *cluster, mc membership.Config) (gossip, error) {
-	if c.n.pause != nil {
-		mc.Gate = &c.n.pause.gossip
+func (q *quicNet) gossip(ctx context.Context, c *Engine, mc membership.Config) (gossip, error) {
+	if c.pause != nil {
+		mc.Gate = &c.pause.gossip
 	}
 	mc.Meta.QUICAddr = c.quicAdvertise(q.tr.Addr())
 	ml, err := membership.New(mc)
@@ -97,6 +97,13 @@ func (q *quicNet) gossip(ctx context.Context, c *cluster, mc membership.Config) 
 	return ml, nil
 }
 
+// Simulate puts the engine on the in-memory network net, with the
+// gossip view view makes and gone told when it leaves gossip (see memNet).
+// Only before Start (testhooks.Simulate).
+func (c *Engine) Simulate(net *wire.MemNetwork, view func(membership.Member) *membership.Fake, gone func(bool)) {
+	c.net = &memNet{net: net, view: view, gone: gone}
+}
+
 // memNet is the simulated network: the node joins a wire.MemNetwork and
 // sees the members its view lists. The test that made it scripts every
 // view (joins, failures, departures), acting as gossip would.
@@ -110,8 +117,8 @@ type memNet struct {
 	gone func(graceful bool)
 }
 
-func (m *memNet) transport(c *cluster, wc wire.Config) (transport, error) {
-	if c.n.pause != nil {
+func (m *memNet) transport(c *Engine, wc wire.Config) (transport, error) {
+	if c.pause != nil {
 		return nil, errors.New("tempest: a simulated node is not pausable")
 	}
 	tr, err := m.net.Join(wire.MemConfig{Name: wc.Name, Handler: wc.Handler, Events: wc.Events,
@@ -123,7 +130,7 @@ func (m *memNet) transport(c *cluster, wc wire.Config) (transport, error) {
 	return memTransport{tr}, nil
 }
 
-func (m *memNet) gossip(_ context.Context, _ *cluster, mc membership.Config) (gossip, error) {
+func (m *memNet) gossip(_ context.Context, _ *Engine, mc membership.Config) (gossip, error) {
 	self := membership.Member{Name: mc.Name, Meta: mc.Meta}
 	view := m.view(self)
 	joined := make(chan struct{})

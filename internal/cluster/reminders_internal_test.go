@@ -1,4 +1,4 @@
-package tempest
+package cluster
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func TestHandoffDropsStaleReminderRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	c := &cluster{n: &Node{store: store}}
+	c := &Engine{run: Deps{Store: store}}
 	shard := placement.ShardRef{Group: "acct", Index: 1}
 	const epoch = 4 // the old owner's
 	key := func(id, name string) reminders.Key {
@@ -137,6 +137,25 @@ func (s *faultyReminderStore) Delete(ctx context.Context, id prospero.Identity, 
 	return s.fault(id, func() error { return s.PrefixScanner.Delete(ctx, id, expected) })
 }
 
+// partsHost is a host whose node runs parts and nothing else.
+type partsHost struct{ p Parts }
+
+func (h partsHost) Running() (Parts, error)                             { return h.p, nil }
+func (partsHost) Hosts(string) bool                                     { return false }
+func (partsHost) StatusHere(context.Context, actor.Ref) (Status, error) { return Status{}, nil }
+func (partsHost) PassivateHere(context.Context, actor.Ref) error        { return nil }
+func (partsHost) ListReminders(context.Context, actor.Ref) ([]reminders.Info, error) {
+	return nil, nil
+}
+func (partsHost) CancelReminder(context.Context, actor.Ref, string) error { return nil }
+
+type noCodec struct{}
+
+func (noCodec) Encode(string, any) (string, []byte, error) {
+	return "", nil, reminders.ErrUnknownPayload
+}
+func (noCodec) Decode(string, string, []byte) (any, error) { return nil, reminders.ErrUnknownPayload }
+
 type noTicks struct{}
 
 func (noTicks) Deliver(actor.Ref, reminders.Tick, func() bool, func(error)) error { return nil }
@@ -157,17 +176,15 @@ func TestFailedReminderReleaseFailsTheHandoff(t *testing.T) {
 	store := &faultyReminderStore{PrefixScanner: bolt}
 	shard := placement.ShardRef{Group: "acct", Index: 1}
 	e, err := reminders.New(reminders.Config{Store: store, Codec: noCodec{}, Deliver: noTicks{},
-		ShardOf: func(prospero.Identity) string { return shardKey(shard) }})
+		ShardOf: func(prospero.Identity) string { return ShardKey(shard) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close(ctx)
-	if err := e.Acquire(ctx, shardKey(shard)); err != nil {
+	if err := e.Acquire(ctx, ShardKey(shard)); err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{store: bolt}
-	n.run.Store(&running{rem: e, hold: reminders.NewHolder(e, nil)})
-	c := &cluster{n: n}
+	c := &Engine{h: partsHost{Parts{Hold: reminders.NewHolder(e, nil)}}, run: Deps{Store: bolt}}
 	id := prospero.Identity{Kind: "acct", Key: "a"}
 	if err := e.RegisterFor(ctx, id, reminders.Reminder{Name: "r", Period: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -188,11 +205,11 @@ func TestFailedReminderReleaseFailsTheHandoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := reminders.ReminderID(shardKey(shard), reminders.Key{ID: id, Name: "r"})
+	want := reminders.ReminderID(ShardKey(shard), reminders.Key{ID: id, Name: "r"})
 	if !slices.ContainsFunc(recs, func(r shipped) bool { return r.id == want }) {
 		t.Fatalf("the handoff ships %d records, not the reminder's", len(recs))
 	}
-	if e.Held(shardKey(shard)) {
+	if e.Held(ShardKey(shard)) {
 		t.Fatal("the shard is still held after its release")
 	}
 }

@@ -1,4 +1,4 @@
-package tempest
+package cluster
 
 import (
 	"bufio"
@@ -59,7 +59,7 @@ var fedCodes = federation.Codes{
 	federation.CodeNotOwner:         {errNotOwner},
 	federation.CodeNotServing:       {actor.ErrProcessUnavailable},
 	federation.CodeUnknownKind:      {actor.ErrUnknownKind},
-	federation.CodeInvalidKey:       {ErrInvalidKey},
+	federation.CodeInvalidKey:       {actor.ErrInvalidKey},
 	federation.CodeNoEligibleNode:   {actor.ErrNoEligibleNode},
 	federation.CodeDeadlineExceeded: {context.DeadlineExceeded},
 	federation.CodeClosed:           {ErrClosed, reminders.ErrClosed},
@@ -105,9 +105,9 @@ func (s *fedSender) SendControl(peer string, frame []byte) error {
 	return (*tr).SendControl(peer, frame)
 }
 
-// newFederation builds the node's federation endpoint; cluster.start
+// newFederation builds the node's federation endpoint; Start
 // attaches the transport to c.fedTr once it exists.
-func (c *cluster) newFederation() error {
+func (c *Engine) newFederation() error {
 	c.fedTr = &fedSender{}
 	fe, err := federation.New(federation.Config{Sender: c.fedTr, Handler: fedHandler{c}, Codes: fedCodes,
 		Unavailable: actor.ErrProcessUnavailable, Logger: c.log})
@@ -143,7 +143,7 @@ func bounded(ctx context.Context, def time.Duration) (context.Context, context.C
 // ---- placement: command forwarding and moves ----
 
 // forward sends a placement command to the leader.
-func (c *cluster) forward(ctx context.Context, leader string, cmd []byte) error {
+func (c *Engine) forward(ctx context.Context, leader string, cmd []byte) error {
 	if leader == c.name {
 		return c.pl.ApplyForwarded(ctx, c.name, cmd)
 	}
@@ -156,7 +156,7 @@ func (c *cluster) forward(ctx context.Context, leader string, cmd []byte) error 
 // ctx's budget (the leader's): the old owner works under that budget,
 // never its own, since a transfer still running after the leader gave up
 // could reach the new owner late.
-func (c *cluster) moveRequest(ctx context.Context, m placement.Move) error {
+func (c *Engine) moveRequest(ctx context.Context, m placement.Move) error {
 	ctx, cancel := bounded(ctx, 30*time.Second)
 	defer cancel()
 	return c.fed.Call(ctx, m.From, &federation.MoveRequest{Group: m.Shard.Group, Shard: uint32(m.Shard.Index),
@@ -170,7 +170,7 @@ func (c *cluster) moveRequest(ctx context.Context, m placement.Move) error {
 // stream, HandoffDone on the control lane, whose answer says whether the
 // new owner stored them all. On failure after the begin it tells the new
 // owner with HandoffAbort.
-func (c *cluster) sendStates(ctx context.Context, peer string, shard placement.ShardRef, epoch uint64, recs []shipped) error {
+func (c *Engine) sendStates(ctx context.Context, peer string, shard placement.ShardRef, epoch uint64, recs []shipped) error {
 	ctx, cancel := bounded(ctx, 30*time.Second)
 	defer cancel()
 	idx := uint32(shard.Index)
@@ -200,7 +200,7 @@ func (c *cluster) sendStates(ctx context.Context, peer string, shard placement.S
 }
 
 // writeRecords writes recs on a bulk state stream to peer and closes it.
-func (c *cluster) writeRecords(ctx context.Context, peer string, shard placement.ShardRef, epoch uint64, recs []shipped) error {
+func (c *Engine) writeRecords(ctx context.Context, peer string, shard placement.ShardRef, epoch uint64, recs []shipped) error {
 	conn, err := c.tr.DialStream(ctx, peer, serviceState)
 	if err != nil {
 		return err
@@ -256,14 +256,14 @@ func (t *transfer) signal() {
 }
 
 // lookupTransfer returns the transfer of k, dropping expired ones.
-func (c *cluster) lookupTransfer(k transferKey) *transfer {
+func (c *Engine) lookupTransfer(k transferKey) *transfer {
 	c.xmu.Lock()
 	defer c.xmu.Unlock()
 	c.expireTransfersLocked()
 	return c.transfers[k]
 }
 
-func (c *cluster) expireTransfersLocked() {
+func (c *Engine) expireTransfersLocked() {
 	now := time.Now()
 	for k, t := range c.transfers {
 		if now.After(t.deadline) {
@@ -274,13 +274,13 @@ func (c *cluster) expireTransfersLocked() {
 	}
 }
 
-type fedHandler struct{ c *cluster }
+type fedHandler struct{ c *Engine }
 
 // starting refuses a request that arrives while start has not yet made
 // placement: control frames are handled from the moment the transport
 // exists, and a restarted node may be asked (by a leader that saw it
 // come back) to move a shard before its raft node is up.
-func (c *cluster) starting() error {
+func (c *Engine) starting() error {
 	if !c.placed.Load() {
 		return fmt.Errorf("%w: %s is starting", actor.ErrProcessUnavailable, c.name)
 	}
@@ -393,12 +393,12 @@ func (h fedHandler) HandoffDone(ctx context.Context, from string, m *federation.
 			if err := c.admitTransfer(ctx, shard, from, m.Epoch); err != nil {
 				return err
 			}
-			if c.n.repl != nil {
+			if c.run.Replicas != nil {
 				// Possibly a promotion (the old owner decides, by its own
 				// table): this node may take the shard over from its own
 				// copy. Every record it acknowledged must be in its store
 				// before it serves, and in its shard index.
-				if err := c.n.repl.Flush(); err != nil {
+				if err := c.run.Replicas.Flush(); err != nil {
 					return err
 				}
 				held, err := c.heldInShard(ctx, shard)
@@ -470,7 +470,7 @@ func (h fedHandler) CancelAsk(from string, m *federation.CancelAsk) federation.C
 // was superseded are refused, so they can never overwrite state this
 // node acknowledged as the owner since. A refusal ends the stream; the
 // transfer's HandoffDone is answered with its code.
-func (c *cluster) serveState(conn net.Conn) error {
+func (c *Engine) serveState(conn net.Conn) error {
 	from := conn.RemoteAddr().String()
 	r := bufio.NewReader(conn)
 	var t *transfer
@@ -615,8 +615,8 @@ func handedOff(rec *federation.StateRecord, id prospero.Identity) (prospero.Repl
 // when its owner deletes it (prospero.Replicated.Deleted): the copy read
 // here, or an older one by (epoch, version), never a copy of a newer
 // epoch, nor one of epoch written since at a higher version.
-func (c *cluster) dropStaleReminders(ctx context.Context, shard placement.ShardRef, epoch uint64, keep map[string]bool) error {
-	recs, err := reminders.Records(ctx, c.n.store, shardKey(shard))
+func (c *Engine) dropStaleReminders(ctx context.Context, shard placement.ShardRef, epoch uint64, keep map[string]bool) error {
+	recs, err := reminders.Records(ctx, c.run.Store, ShardKey(shard))
 	if err != nil {
 		return err
 	}
@@ -633,7 +633,7 @@ func (c *cluster) dropStaleReminders(ctx context.Context, shard placement.ShardR
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	_, err = c.n.store.ApplyReplicated(stale)
+	_, err = c.run.Store.ApplyReplicated(stale)
 	return err
 }
 
@@ -648,7 +648,7 @@ func (h fedHandler) Status(ctx context.Context, _ string, m *federation.StatusRe
 	if err != nil {
 		return federation.StatusReply{}, err
 	}
-	st, err := h.c.n.statusHere(ctx, ref)
+	st, err := h.c.h.StatusHere(ctx, ref)
 	if err != nil {
 		return federation.StatusReply{}, err
 	}
@@ -664,7 +664,7 @@ func (h fedHandler) Passivate(ctx context.Context, _ string, m *federation.Passi
 	if err != nil {
 		return err
 	}
-	return h.c.n.passivateHere(ctx, ref)
+	return h.c.h.PassivateHere(ctx, ref)
 }
 
 // ownedRef checks a peer's request about a, routed by the shard epoch
@@ -674,22 +674,22 @@ func (h fedHandler) Passivate(ctx context.Context, _ string, m *federation.Passi
 // lost the shard already). Otherwise it answers why: NOT_OWNER with the
 // owner as this node's table shows it, NOT_SERVING, NO_QUORUM,
 // UNKNOWN_KIND, INVALID_KEY.
-func (c *cluster) ownedRef(a federation.Actor, epoch uint64) (actor.Ref, error) {
+func (c *Engine) ownedRef(a federation.Actor, epoch uint64) (actor.Ref, error) {
 	ref := actor.Virtual(a.Kind, a.Key).WithIncarnation(a.Incarnation)
 	if err := ref.Check(); err != nil {
 		return actor.Ref{}, err
 	}
-	if c.n.kind(ref.Kind()) == nil {
+	if !c.h.Hosts(ref.Kind()) {
 		return actor.Ref{}, fmt.Errorf("%w: %q", actor.ErrUnknownKind, ref.Kind())
 	}
-	owner, local, err := c.locate(ref)
+	owner, local, err := c.Route(ref)
 	switch {
 	case err != nil:
 		return actor.Ref{}, err
 	case !local:
 		return actor.Ref{}, ownerHint{owner}
 	}
-	if cur := c.epochOf(prospero.IdentityOf(ref)); epoch > cur {
+	if cur := c.EpochOf(prospero.IdentityOf(ref)); epoch > cur {
 		return actor.Ref{}, fmt.Errorf("%w: %w: %s routed at epoch %d, this node has %d",
 			actor.ErrProcessUnavailable, placement.ErrBehind, ref, epoch, cur)
 	}
@@ -725,10 +725,10 @@ const maxOwnerHops = 4
 // (or this node's table once it changed) a few times. It returns
 // errUnreachable-wrapped errors (matching actor.ErrProcessUnavailable)
 // when the owner cannot be reached or cannot serve.
-func (c *cluster) onOwner(ctx context.Context, ref actor.Ref, here func() error, remote func(owner string, epoch uint64) error) (string, error) {
+func (c *Engine) onOwner(ctx context.Context, ref actor.Ref, here func() error, remote func(owner string, epoch uint64) error) (string, error) {
 	var hint string
 	for hop := 0; ; hop++ {
-		owner, local, err := c.locate(ref)
+		owner, local, err := c.Route(ref)
 		if err != nil {
 			return "", err
 		}
@@ -738,7 +738,7 @@ func (c *cluster) onOwner(ctx context.Context, ref actor.Ref, here func() error,
 		if hint != "" && hint != c.name {
 			owner = hint
 		}
-		err = remote(owner, c.epochOf(prospero.IdentityOf(ref)))
+		err = remote(owner, c.EpochOf(prospero.IdentityOf(ref)))
 		var fe *federation.Error
 		if !errors.As(err, &fe) || fe.Code != federation.CodeNotOwner {
 			return owner, err
@@ -757,11 +757,11 @@ func (c *cluster) onOwner(ctx context.Context, ref actor.Ref, here func() error,
 	}
 }
 
-// remoteStatus is Node.Status in a cluster.
-func (c *cluster) remoteStatus(ctx context.Context, ref actor.Ref) (Status, error) {
+// Status is tempest.Node.Status in a cluster.
+func (c *Engine) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 	var st Status
 	owner, err := c.onOwner(ctx, ref, func() (err error) {
-		st, err = c.n.statusHere(ctx, ref)
+		st, err = c.h.StatusHere(ctx, ref)
 		return err
 	}, func(owner string, epoch uint64) error {
 		ctx, cancel := bounded(ctx, federation.DefaultBudget)
@@ -783,9 +783,9 @@ func (c *cluster) remoteStatus(ctx context.Context, ref actor.Ref) (Status, erro
 	return st, err
 }
 
-// remotePassivate is Node.Passivate in a cluster.
-func (c *cluster) remotePassivate(ctx context.Context, ref actor.Ref) error {
-	_, err := c.onOwner(ctx, ref, func() error { return c.n.passivateHere(ctx, ref) },
+// remotePassivate passivates ref on its owner, this node or another.
+func (c *Engine) remotePassivate(ctx context.Context, ref actor.Ref) error {
+	_, err := c.onOwner(ctx, ref, func() error { return c.h.PassivateHere(ctx, ref) },
 		func(owner string, epoch uint64) error {
 			ctx, cancel := bounded(ctx, 30*time.Second)
 			defer cancel()
@@ -795,39 +795,21 @@ func (c *cluster) remotePassivate(ctx context.Context, ref actor.Ref) error {
 	return err
 }
 
-// FederationStats are a node's federation protocol counters.
-type FederationStats struct {
+// Counters are the engine's federation counters (tempest.FederationStats
+// documents them; zero on a standalone node).
+type Counters struct {
 	federation.Stats
-	// HandoffsAborted counts transfers the old owner aborted.
-	HandoffsAborted uint64
-	// HandoffsPromoted counts planned moves from this node to a follower
-	// in the shard's in-sync set: a promotion, which ships none of the
-	// actors' state (the follower has it).
-	HandoffsPromoted uint64
-	// Hydrated counts activations started here by warm handoffs (the old
-	// owner's HydrateRequest); HydrateBusy the HydrateRequests this node
-	// answered BUSY because its backlog was full; HydrateRetries the BUSY
-	// answers this node, as the old owner, waited out and retried.
+	HandoffsAborted, HandoffsPromoted     uint64
 	Hydrated, HydrateBusy, HydrateRetries uint64
-	// MailBusy counts mail from peers this node refused BUSY because it
-	// needed an activation while the hydration backlog was full (the
-	// sender sends it again after the wait the refusal asks for).
-	MailBusy uint64
-	// StreamsRefused counts raft, handoff and replication streams this
-	// node refused because the peer that opened them (with a cluster
-	// certificate) is not a member: not in its placement table, and not
-	// a gossip member whose name is proven.
-	StreamsRefused uint64
+	MailBusy, StreamsRefused              uint64
 }
 
-// FederationStats returns the node's federation counters (zero for a
-// standalone node).
-func (n *Node) FederationStats() FederationStats {
-	if n.cl == nil || n.cl.fed == nil {
-		return FederationStats{}
+// Counters returns the engine's federation counters.
+func (c *Engine) Counters() Counters {
+	if c == nil || c.fed == nil {
+		return Counters{}
 	}
-	c := n.cl
-	return FederationStats{Stats: c.fed.Stats(), HandoffsAborted: c.aborts.Load(), HandoffsPromoted: c.promoted.Load(),
+	return Counters{Stats: c.fed.Stats(), HandoffsAborted: c.aborts.Load(), HandoffsPromoted: c.promoted.Load(),
 		Hydrated: c.hydrated.Load(), HydrateBusy: c.hydrateBusy.Load(), HydrateRetries: c.hydrateRetries.Load(),
 		MailBusy: c.mailBusy.Load(), StreamsRefused: c.streamsRefused.Load()}
 }

@@ -1,4 +1,4 @@
-package tempest
+package cluster
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // the request as not serving, which the leader retries, not dereference
 // placement that is not there yet.
 func TestControlRequestsWhileStartingAreRefused(t *testing.T) {
-	c := newCluster(&Node{cfg: Config{Name: "n1"}}, ClusterConfig{})
+	c := New(Config{Name: "n1"}, nil)
 	h := fedHandler{c}
 	ctx := context.Background()
 	ref := federation.Actor{Kind: "counter", Key: "a"}

@@ -1,4 +1,4 @@
-package tempest
+package cluster
 
 import (
 	"context"
@@ -26,13 +26,13 @@ const manifestRetry = 500 * time.Millisecond
 
 // manifestLoop publishes this node's manifest into the table until the
 // cluster stops.
-func (c *cluster) manifestLoop() {
+func (c *Engine) manifestLoop() {
 	defer c.wg.Done()
 	reported := map[string]string{} // kind + "\x00" + node → digest warned about
 	for {
 		changed := c.pl.Changed()
 		c.reportPolicies(reported)
-		wait := c.n.cfg.Clock.After(manifestRetry)
+		wait := c.cfg.Clock.After(manifestRetry)
 		done, err := c.publishManifest()
 		if err != nil {
 			c.log.Debug("publish manifest", "error", err)
@@ -58,7 +58,7 @@ func (c *cluster) manifestLoop() {
 // name sorts lowest then joins the cluster instead of bootstrapping
 // another. Raft state is never given up while the node runs, so it is
 // said once.
-func (c *cluster) publishInCluster() error {
+func (c *Engine) publishInCluster() error {
 	if !c.pl.InCluster() {
 		return nil
 	}
@@ -76,7 +76,7 @@ func (c *cluster) publishInCluster() error {
 // the applied table has the node up with another manifest. It reports
 // true when nothing is left to do. The proposal is idempotent: applying
 // it twice leaves the same entry.
-func (c *cluster) publishManifest() (bool, error) {
+func (c *Engine) publishManifest() (bool, error) {
 	var info *placement.NodeInfo
 	c.pl.FSM().Read(func(t *placement.Table) {
 		if n, ok := t.Nodes[c.name]; ok {
@@ -90,10 +90,10 @@ func (c *cluster) publishManifest() (bool, error) {
 		// publishes once it is up again.
 		return info != nil, nil
 	}
-	if info.Manifest.Digest() == c.n.man.Digest() {
+	if info.Manifest.Digest() == c.run.Manifest.Digest() {
 		return true, nil
 	}
-	info.Manifest = c.n.man
+	info.Manifest = c.run.Manifest
 	info.Sync = ""
 	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
 	defer cancel()
@@ -126,9 +126,9 @@ func (v *peerView) peerManifest(name, digest string) manifest.Manifest {
 // for a kind differs from the one the cluster agrees on (a warning: that
 // node receives none of the kind's shards), and when such a node agrees
 // again. reported holds what was warned about; only manifestLoop uses it.
-func (c *cluster) reportPolicies(reported map[string]string) {
+func (c *Engine) reportPolicies(reported map[string]string) {
 	now := map[string]string{}
-	for _, v := range c.n.PolicyDisagreements() {
+	for _, v := range c.PolicyDisagreements() {
 		for node, d := range v.Differ {
 			key := v.Kind + "\x00" + node
 			now[key] = d
@@ -163,12 +163,12 @@ type askPolicies struct {
 // askTimeouts is a kind's deadline policy.
 type askTimeouts struct{ def, max time.Duration }
 
-// foreignAskTimeouts is the scheduler's Config.ForeignAskTimeouts: the
+// ForeignAskTimeouts is the scheduler's Config.ForeignAskTimeouts: the
 // deadline policy the cluster publishes for kind, so that an ask made
 // here to a kind this node does not host gets the deadline it gets on
 // its hosts, also while it waits here for an owner (a failover, a move).
 // The policies are read again from the applied table after it changed.
-func (c *cluster) foreignAskTimeouts(kind string) (def, max time.Duration, ok bool) {
+func (c *Engine) ForeignAskTimeouts(kind string) (def, max time.Duration, ok bool) {
 	if !c.placed.Load() {
 		return 0, 0, false
 	}
@@ -208,4 +208,33 @@ func closed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// PolicyViews returns, for every kind in this node's applied placement
+// table, the digest the cluster agrees on and the nodes that publish
+// another (see placement.Table.Policy). nil before placement runs.
+func (c *Engine) PolicyViews() []placement.PolicyView {
+	pl := c.Placement()
+	if pl == nil {
+		return nil
+	}
+	var out []placement.PolicyView
+	pl.FSM().Read(func(t *placement.Table) {
+		for _, k := range t.KindNames() {
+			out = append(out, t.Policy(k))
+		}
+	})
+	return out
+}
+
+// PolicyDisagreements returns the views of PolicyViews in which some
+// live node publishes a digest other than the agreed one.
+func (c *Engine) PolicyDisagreements() []placement.PolicyView {
+	var out []placement.PolicyView
+	for _, v := range c.PolicyViews() {
+		if len(v.Differ) > 0 {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package tempest
+package cluster
 
 import (
 	"context"
@@ -35,7 +35,7 @@ type warmKey = transferKey
 // were active here. It runs after the move was answered, so it never
 // delays the move; a BUSY answer is retried after the delay it names,
 // within hydrateWait. Failure costs only a cold first ask.
-func (c *cluster) requestHydration(m placement.Move, active []prospero.Identity) {
+func (c *Engine) requestHydration(m placement.Move, active []prospero.Identity) {
 	if len(active) == 0 || !c.warmHandoff.Load() || c.ctx.Err() != nil {
 		return
 	}
@@ -82,7 +82,7 @@ func (h fedHandler) Hydrate(_ context.Context, from string, m *federation.Hydrat
 		if err := ref.Check(); err != nil {
 			return fmt.Errorf("%w: %w", federation.ErrBadRequest, err)
 		}
-		if c.n.kind(a.Kind) == nil {
+		if !c.h.Hosts(a.Kind) {
 			return fmt.Errorf("%w: kind %q is not hosted here", federation.ErrBadRequest, a.Kind)
 		}
 		if loc, err := c.pl.Locate(a.Kind, a.Key); err != nil && loc.Shard == (placement.ShardRef{}) || loc.Shard != shard {
@@ -98,7 +98,10 @@ func (h fedHandler) Hydrate(_ context.Context, from string, m *federation.Hydrat
 			errStaleTransfer, shard, m.Epoch, from, s.Owner, s.Epoch, s.MovingTo)
 	}
 	key := warmKey{from: from, shard: shard, epoch: m.Epoch}
-	waiting := c.n.sup.HydrationWaiting() // not under c.wmu: the supervisor's lock comes first
+	waiting := 0 // not under c.wmu: the supervisor's lock comes first
+	if r, err := c.h.Running(); err == nil {
+		waiting = r.Sup.HydrationWaiting()
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	for k := range c.warmed { // forget the warm-ups of moves this table is past
@@ -112,9 +115,9 @@ func (h fedHandler) Hydrate(_ context.Context, from string, m *federation.Hydrat
 	// activations waiting for the hydration budget, plus those of
 	// warm-ups taken and not yet scheduled; a node with none takes a
 	// request of any size.
-	if backlog, limit := c.warming+waiting, c.hydrateBacklog(); backlog > 0 && backlog+len(refs) > limit {
+	if backlog, limit := c.warming+waiting, c.HydrateBacklog(); backlog > 0 && backlog+len(refs) > limit {
 		c.hydrateBusy.Add(1)
-		return &federation.BusyError{Delay: retryAfter(backlog, c.n.cfg.Supervisor.HydrationBudget),
+		return &federation.BusyError{Delay: retryAfter(backlog, c.cfg.HydrationBudget),
 			Reason: fmt.Sprintf("%d activations scheduled or waiting for the hydration budget, backlog %d", backlog, limit)}
 	}
 	if c.warmed[key] {
@@ -128,11 +131,11 @@ func (h fedHandler) Hydrate(_ context.Context, from string, m *federation.Hydrat
 	return nil
 }
 
-// hydrateBacklog is how many activations warm handoffs may have
+// HydrateBacklog is how many activations warm handoffs may have
 // scheduled and not yet started: sixteen times the node's hydration
 // budget (the activations its supervisor runs at once).
-func (c *cluster) hydrateBacklog() int {
-	return 16 * max(c.n.cfg.Supervisor.HydrationBudget, 1)
+func (c *Engine) HydrateBacklog() int {
+	return 16 * max(c.cfg.HydrationBudget, 1)
 }
 
 // hydrationBusy is the admission check of mail from peers (remote.busy):
@@ -142,17 +145,17 @@ func (c *cluster) hydrateBacklog() int {
 // sender to wait about the time the backlog takes to drain, rather than
 // queued without bound. Mail for an identity resident here is never
 // refused for it, nor is the supervisor read then.
-func (c *cluster) hydrationBusy(to actor.Ref) (time.Duration, string, bool) {
-	n := c.n
-	if n.sched == nil || n.sup == nil || n.sched.Resident(to) {
+func (c *Engine) hydrationBusy(to actor.Ref) (time.Duration, string, bool) {
+	r, err := c.h.Running()
+	if err != nil || r.Sched.Resident(to) {
 		return 0, "", false
 	}
-	waiting, limit := n.sup.HydrationWaiting(), c.hydrateBacklog()
+	waiting, limit := r.Sup.HydrationWaiting(), c.HydrateBacklog()
 	if waiting < limit {
 		return 0, "", false
 	}
 	c.mailBusy.Add(1)
-	return retryAfter(waiting, n.cfg.Supervisor.HydrationBudget),
+	return retryAfter(waiting, c.cfg.HydrationBudget),
 		fmt.Sprintf("%d activations waiting for the hydration budget, backlog %d", waiting, limit), true
 }
 
@@ -170,7 +173,7 @@ func retryAfter(backlog, budget int) time.Duration {
 // then activates refs through the supervisor (under the hydration
 // budget), as first mail for them would. A table that moves past the
 // epoch first ends it: the shard is someone else's again.
-func (c *cluster) warm(key warmKey, refs []actor.Ref, wait time.Duration) {
+func (c *Engine) warm(key warmKey, refs []actor.Ref, wait time.Duration) {
 	defer c.wg.Done()
 	defer func() {
 		c.wmu.Lock()
@@ -191,7 +194,7 @@ func (c *cluster) warm(key warmKey, refs []actor.Ref, wait time.Duration) {
 			return
 		}
 	}
-	r, err := c.n.running()
+	r, err := c.h.Running()
 	if err != nil {
 		return
 	}
@@ -202,7 +205,7 @@ func (c *cluster) warm(key warmKey, refs []actor.Ref, wait time.Duration) {
 	for len(pending) > 0 {
 		var later []actor.Ref
 		for _, ref := range pending {
-			_, local, err := c.locate(ref)
+			_, local, err := c.Route(ref)
 			switch {
 			case err != nil && route.Waitable(err):
 				later = append(later, ref)
@@ -210,10 +213,10 @@ func (c *cluster) warm(key warmKey, refs []actor.Ref, wait time.Duration) {
 			case err != nil || !local:
 				continue
 			}
-			if err := r.sched.EnsureCell(ref, 0, 0); err != nil {
+			if err := r.Sched.EnsureCell(ref, 0, 0); err != nil {
 				continue
 			}
-			if err := r.sup.Ring(ref); err == nil {
+			if err := r.Sup.Ring(ref); err == nil {
 				c.hydrated.Add(1)
 			}
 		}

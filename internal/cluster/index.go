@@ -1,4 +1,4 @@
-package tempest
+package cluster
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 // under a kind no user may register.
 const indexKind = "tempest.shard-index"
 
-// reservedKindPrefix starts kind names the node keeps for itself.
-const reservedKindPrefix = "tempest."
+// ReservedKindPrefix starts kind names the node keeps for itself.
+const ReservedKindPrefix = "tempest."
 
 func indexID(s placement.ShardRef) prospero.Identity {
 	return prospero.Identity{Kind: indexKind, Key: s.Group + "#" + strconv.Itoa(s.Index)}
@@ -62,8 +62,8 @@ func decodeIndex(b []byte) (ids, bad []prospero.Identity, err error) {
 
 // updateIndex applies add and remove to the index record of shard,
 // retrying on a concurrent write.
-func (c *cluster) updateIndex(ctx context.Context, shard placement.ShardRef, add, remove []prospero.Identity) error {
-	store := c.n.store
+func (c *Engine) updateIndex(ctx context.Context, shard placement.ShardRef, add, remove []prospero.Identity) error {
+	store := c.run.Store
 	id := indexID(shard)
 	for range 5 {
 		var cur []prospero.Identity
@@ -106,10 +106,10 @@ func (c *cluster) updateIndex(ctx context.Context, shard placement.ShardRef, add
 	return fmt.Errorf("tempest: shard index %s: %w", shard, prospero.ErrVersionConflict)
 }
 
-// readIndex returns the identities indexed for shard, and apart the
+// ReadIndex returns the identities indexed for shard, and apart the
 // entries that are not valid identities (see decodeIndex).
-func (c *cluster) readIndex(ctx context.Context, shard placement.ShardRef) (ids, bad []prospero.Identity, err error) {
-	rec, err := c.n.store.Get(ctx, indexID(shard))
+func (c *Engine) ReadIndex(ctx context.Context, shard placement.ShardRef) (ids, bad []prospero.Identity, err error) {
+	rec, err := c.run.Store.Get(ctx, indexID(shard))
 	if errors.Is(err, prospero.ErrNotFound) {
 		return nil, nil, nil
 	}
@@ -119,9 +119,9 @@ func (c *cluster) readIndex(ctx context.Context, shard placement.ShardRef) (ids,
 	return decodeIndex(rec.State)
 }
 
-// flushIndex writes the identities activated since the last flush into
+// FlushIndex writes the identities activated since the last flush into
 // their shards' index records.
-func (c *cluster) flushIndex(ctx context.Context) error {
+func (c *Engine) FlushIndex(ctx context.Context) error {
 	c.mu.Lock()
 	pending := c.pending
 	c.pending = nil
@@ -155,7 +155,7 @@ func (c *cluster) flushIndex(ctx context.Context) error {
 }
 
 // indexLoop flushes the index whenever identities were activated.
-func (c *cluster) indexLoop() {
+func (c *Engine) indexLoop() {
 	defer c.wg.Done()
 	for {
 		select {
@@ -163,7 +163,7 @@ func (c *cluster) indexLoop() {
 			return
 		case <-c.indexKick:
 		}
-		if err := c.flushIndex(c.ctx); err != nil && c.ctx.Err() == nil {
+		if err := c.FlushIndex(c.ctx); err != nil && c.ctx.Err() == nil {
 			c.log.Debug("shard index", "error", err)
 			// Retried at the next activation or handoff.
 		}

@@ -1,0 +1,31 @@
+// Package cluster is a node's part in a cluster: the engine that makes a
+// tempest.Node a member. It starts and owns gossip membership
+// (membership), raft placement (placement), the QUIC links and their
+// stream services (wire), the routing of mail between nodes
+// (prospero/federation/route), the federation protocol's handlers
+// (prospero/federation) and the replication of state at rest
+// (prospero/replica), and it runs the loops that keep them consistent
+// with the applied placement table: fencing (an identity runs only where
+// its shard may be served), the shard index, handoffs, re-replication,
+// the reminders a node holds, and the manifest and policies it publishes.
+//
+// The model: the applied placement table decides; the engine acts on it.
+// Every decision reads the table once (Engine.Route, locateAt) and is
+// checked again by the receiver against its own applied table and epochs,
+// so a stale sender is refused, never obeyed.
+//
+// The engine knows its node only through Host (the supervisor, scheduler
+// and reminders it acts through) and Deps (the components it is started
+// with), so it does not import the root package; the root package's Node
+// keeps the public API and asks the engine. A nil *Engine is a standalone
+// node for the methods that say so (Members, Placement, Counters, Stats,
+// the reminder helpers): they report no cluster.
+//
+// Lifecycle: New, then Start once the node's scheduler and supervisor run;
+// Leave hands the node's shards off on a graceful close; StopNetwork stops
+// every goroutine the engine started, the last step of the node's Close.
+//
+// Tests put the engine on an in-memory network (Simulate) or freeze its
+// network (MakePausable, Pause); testing.go has what the root package's
+// tests use to act as a rogue or late peer.
+package cluster

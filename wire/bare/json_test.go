@@ -119,6 +119,26 @@ func TestTranscodeJSONMissingOptional(t *testing.T) {
 	}
 }
 
+// A string escape that names half a UTF-16 pair is refused, naming the
+// escape, rather than stored as U+FFFD (what encoding/json would make of
+// it): the stored string would not be the one sent.
+func TestTranscodeJSONUnpairedSurrogate(t *testing.T) {
+	tc := transcoder(t, `type T struct { s: str }`)
+	for _, js := range []string{`{"s":"a\ud800"}`, `{"s":"\udc00b"}`, `{"s":"\ud83d\u0041"}`} {
+		_, err := tc.JSONToBARE("T", []byte(js))
+		if !errors.Is(err, bare.ErrJSON) || !strings.Contains(err.Error(), "unpaired UTF-16 surrogate") {
+			t.Errorf("%s: err = %v, want an unpaired surrogate refused", js, err)
+		}
+	}
+	b, err := tc.JSONToBARE("T", []byte(`{"s":"\ud83d\ude00"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if js, err := tc.BAREToJSON("T", b); err != nil || !strings.Contains(string(js), "\U0001F600") && !strings.Contains(string(js), "😀") {
+		t.Fatalf("a pair: %s, %v", js, err)
+	}
+}
+
 func TestTranscodeJSONErrors(t *testing.T) {
 	tc := transcoder(t, `type S struct { a: u8 b: optional<list<E>> } type E enum { X } type U union { S } type M map<u8><u8>`)
 	cases := []struct{ typ, js, want string }{

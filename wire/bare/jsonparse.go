@@ -34,6 +34,10 @@ type jparser struct {
 
 var errJSONEOF = errors.New("unexpected end of JSON input")
 
+// errUnpairedSurrogate starts the error of a \u escape of a UTF-16
+// surrogate not part of a pair.
+const errUnpairedSurrogate = "unpaired UTF-16 surrogate"
+
 func (p *jparser) errf(format string, args ...any) error {
 	return fmt.Errorf("offset %d: %s", p.i, fmt.Sprintf(format, args...))
 }
@@ -278,9 +282,11 @@ func (p *jparser) str() (string, error) {
 				return "", p.errf("invalid \\u escape")
 			}
 			if utf16.IsSurrogate(r) {
-				// A high surrogate must be followed by an escaped low one;
-				// a lone surrogate becomes U+FFFD, as in encoding/json.
-				save := p.i
+				// A high surrogate must be followed by an escaped low one.
+				// An unpaired one names no character: refused, where
+				// encoding/json would put U+FFFD in its place and so
+				// change the string without saying so.
+				at := p.i - 6
 				if p.literal(`\u`) {
 					if r2, ok := p.hex4(); ok {
 						if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
@@ -289,8 +295,8 @@ func (p *jparser) str() (string, error) {
 						}
 					}
 				}
-				p.i = save
-				r = utf8.RuneError
+				p.i = at
+				return "", p.errf("%s %s", errUnpairedSurrogate, p.b[at:at+6])
 			}
 			buf = utf8.AppendRune(buf, r)
 		default:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -50,7 +51,7 @@ func refParse(data []byte) (any, bool) {
 func TestParseJSONCases(t *testing.T) {
 	for _, s := range []string{
 		`null`, ` true `, `false`, `0`, `-0.5e+10`, `1E2`, `"a\"b\\c\/\b\f\n\r\t\u00e9\ud83d\ude00"`,
-		`"\ud800"`, `"\ud800\u0041"`, `"\udc00\udc00"`, `[]`, `{}`, `[1,[2,{"a":[]}]]`, `{"a":1,"a":2}`,
+		`[]`, `{}`, `[1,[2,{"a":[]}]]`, `{"a":1,"a":2}`,
 		`"héllo"`,
 	} {
 		n, err := parseJSON([]byte(s), 100)
@@ -66,6 +67,8 @@ func TestParseJSONCases(t *testing.T) {
 	for _, s := range []string{
 		``, ` `, `nul`, `01`, `-`, `1.`, `.5`, `1e`, `+1`, `[1,]`, `{"a"}`, `{"a":1,}`, `{1:2}`,
 		`"abc`, "\"a\x01\"", `"\x"`, `"\u12"`, `[1] 2`, `tru`, "\"\xff\"", `[`, `{"a":`,
+		// Unpaired surrogates, which encoding/json turns into U+FFFD.
+		`"\ud800"`, `"\ud800\u0041"`, `"\udc00\udc00"`, `"\ud83d"`, `"a\ude00b"`, `"\ud83d\ud83d\ude00"`,
 	} {
 		if _, err := parseJSON([]byte(s), 100); err == nil {
 			t.Errorf("%q accepted", s)
@@ -76,7 +79,8 @@ func TestParseJSONCases(t *testing.T) {
 	}
 }
 
-// The parser agrees with encoding/json on every valid UTF-8 input.
+// The parser agrees with encoding/json on every valid UTF-8 input, but
+// for strings with an unpaired surrogate escape, which it refuses.
 func FuzzTranscodeJSONParser(f *testing.F) {
 	for _, s := range []string{`{"a":[1,"x",null,true]}`, `"\ud83d\ude00"`, `-1.5e3`, `[{}]`} {
 		f.Add([]byte(s))
@@ -84,6 +88,9 @@ func FuzzTranscodeJSONParser(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		n, err := parseJSON(data, 10000)
 		if !utf8.Valid(data) {
+			return
+		}
+		if err != nil && strings.Contains(err.Error(), errUnpairedSurrogate) {
 			return
 		}
 		ref, ok := refParse(data)

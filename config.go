@@ -168,6 +168,10 @@ func validName(s string) bool {
 
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
+	if c.Cluster != nil {
+		cc := *c.Cluster // validated now: the caller's later changes are not seen
+		c.Cluster = &cc
+	}
 	if c.Name == "" {
 		c.Name = d.Name
 	}

@@ -514,7 +514,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 	if err := n.errs.register(n.wreg); err != nil {
 		return fmt.Errorf("tempest: error codes: %w", err)
 	}
-	return n.eng.Start(ctx, cluster.Deps{Registry: n.wreg, Sched: sched, Tracer: n.trc, Manifest: n.man,
+	return n.eng.Start(ctx, cluster.Deps{Registry: n.wreg, Sched: sched, Sup: sup, Tracer: n.trc, Manifest: n.man,
 		KindNames: n.reg.Names(), Kinds: n.kindSpecs(), Store: n.store, Replicas: n.repl, StoreExisted: n.storeExisted})
 }
 

@@ -17,9 +17,9 @@
 // The engine knows its node only through Host (the supervisor, scheduler
 // and reminders it acts through) and Deps (the components it is started
 // with), so it does not import the root package; the root package's Node
-// keeps the public API and asks the engine. A nil *Engine is a standalone
-// node for the methods that say so (Members, Placement, Counters, Stats,
-// the reminder helpers): they report no cluster.
+// keeps the public API and asks the engine through its router, an
+// interface the engine implements. A standalone node has no engine: its
+// router answers as the owner of everything.
 //
 // Lifecycle: New, then Start once the node's scheduler and supervisor run;
 // Leave hands the node's shards off on a graceful close; StopNetwork stops

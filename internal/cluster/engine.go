@@ -63,7 +63,7 @@ type Config struct {
 // maxStreamMsg bounds one message on the bulk state stream.
 const maxStreamMsg = 4 << 20
 
-// cluster is a node's cluster side. Its fields are set in start and only
+// Engine is a node's cluster side. Its fields are set in Start and only
 // read afterwards.
 type Engine struct {
 	h     Host
@@ -86,7 +86,7 @@ type Engine struct {
 	// placed is set once pl is (see starting).
 	placed atomic.Bool
 	// askPolicies are the kinds' deadline policies in the applied table
-	// (foreignAskTimeouts), nil until first read; amu serialises their
+	// (ForeignAskTimeouts), nil until first read; amu serialises their
 	// reading.
 	askPolicies atomic.Pointer[askPolicies]
 	amu         sync.Mutex
@@ -554,7 +554,7 @@ func (c *Engine) Track(e prospero.Event) {
 // node stops serving before anyone else may take over. It also drops
 // the link to a peer the table newly marks down, so that asks pending
 // there fail at once (ErrProcessUnavailable) instead of at their
-// deadline: new mail for its shards waits for the failover (see locate).
+// deadline: new mail for its shards waits for the failover (see Route).
 func (c *Engine) fenceLoop() {
 	defer c.wg.Done()
 	lease := c.cfg.Placement.Lease
@@ -1229,11 +1229,10 @@ func cmpString(a, b string) int {
 }
 
 // ---- what the node reports of its cluster ----
-// These methods may be called on a nil *Engine (a standalone node).
 
-// Members is this node's view of the members (nil when standalone).
+// Members is this node's view of the members (nil before Start).
 func (c *Engine) Members() []membership.Member {
-	if c == nil || c.ml == nil {
+	if c.ml == nil {
 		return nil
 	}
 	return c.ml.Members()
@@ -1247,7 +1246,8 @@ func (c *Engine) Proven(m membership.Member) bool {
 	return m.MetaErr == nil && c.prove.Proven(m)
 }
 
-// Placement is the node's raft placement (nil before Start or standalone).
+// Placement is the node's raft placement: nil before Start, and on a nil
+// engine (a standalone node has none).
 func (c *Engine) Placement() *placement.Node {
 	if c == nil || !c.placed.Load() {
 		return nil
@@ -1362,12 +1362,9 @@ type Stats struct {
 	Waiting           int64
 }
 
-// Stats returns a snapshot of the engine's counters, nil on a
-// standalone node. Only while the engine runs.
+// Stats returns a snapshot of the engine's counters. Only while the
+// engine runs.
 func (c *Engine) Stats() *Stats {
-	if c == nil {
-		return nil
-	}
 	st := &Stats{Mail: c.rem.MailStats(), Transport: c.tr.Stats(), ProofsFailed: c.prove.Failed(),
 		Gossip: c.ml.Dropped(), Leader: c.pl.IsLeader(), HandoffIsolated: c.isolated.Load()}
 	for _, m := range c.ml.Members() {

@@ -796,7 +796,7 @@ func (c *Engine) remotePassivate(ctx context.Context, ref actor.Ref) error {
 }
 
 // Counters are the engine's federation counters (tempest.FederationStats
-// documents them; zero on a standalone node).
+// documents them).
 type Counters struct {
 	federation.Stats
 	HandoffsAborted, HandoffsPromoted     uint64
@@ -806,7 +806,7 @@ type Counters struct {
 
 // Counters returns the engine's federation counters.
 func (c *Engine) Counters() Counters {
-	if c == nil || c.fed == nil {
+	if c.fed == nil {
 		return Counters{}
 	}
 	return Counters{Stats: c.fed.Stats(), HandoffsAborted: c.aborts.Load(), HandoffsPromoted: c.promoted.Load(),

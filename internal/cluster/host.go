@@ -47,6 +47,7 @@ type Parts struct {
 type Deps struct {
 	Registry     *wire.Registry // the kinds' message types and error codes
 	Sched        *ariel.Scheduler
+	Sup          *prospero.Supervisor
 	Tracer       *tracing.Tracer // nil: not tracing
 	Manifest     manifest.Manifest
 	KindNames    []string             // the kinds this node registers

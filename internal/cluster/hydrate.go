@@ -98,10 +98,7 @@ func (h fedHandler) Hydrate(_ context.Context, from string, m *federation.Hydrat
 			errStaleTransfer, shard, m.Epoch, from, s.Owner, s.Epoch, s.MovingTo)
 	}
 	key := warmKey{from: from, shard: shard, epoch: m.Epoch}
-	waiting := 0 // not under c.wmu: the supervisor's lock comes first
-	if r, err := c.h.Running(); err == nil {
-		waiting = r.Sup.HydrationWaiting()
-	}
+	waiting := c.run.Sup.HydrationWaiting() // not under c.wmu: the supervisor's lock comes first
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	for k := range c.warmed { // forget the warm-ups of moves this table is past
@@ -141,16 +138,15 @@ func (c *Engine) HydrateBacklog() int {
 // hydrationBusy is the admission check of mail from peers (remote.busy):
 // mail for an identity without a cell here would need an activation, and
 // while the activations waiting for the supervisor's hydration budget
-// are at the backlog (hydrateBacklog) it is refused BUSY, asking the
+// are at the backlog (HydrateBacklog) it is refused BUSY, asking the
 // sender to wait about the time the backlog takes to drain, rather than
 // queued without bound. Mail for an identity resident here is never
 // refused for it, nor is the supervisor read then.
 func (c *Engine) hydrationBusy(to actor.Ref) (time.Duration, string, bool) {
-	r, err := c.h.Running()
-	if err != nil || r.Sched.Resident(to) {
+	if c.run.Sched.Resident(to) {
 		return 0, "", false
 	}
-	waiting, limit := r.Sup.HydrationWaiting(), c.HydrateBacklog()
+	waiting, limit := c.run.Sup.HydrationWaiting(), c.HydrateBacklog()
 	if waiting < limit {
 		return 0, "", false
 	}

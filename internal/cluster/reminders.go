@@ -126,7 +126,7 @@ func isReserved(id prospero.Identity) bool { return strings.HasPrefix(id.Kind, R
 func ShardKey(s placement.ShardRef) string { return s.Group + "#" + strconv.Itoa(s.Index) }
 
 // ReminderShard is the reminder shard of id; ok is false while placement
-// is not running (a standalone node keeps one shard of its own).
+// is not running (before Start: the node's own shard then).
 func (c *Engine) ReminderShard(id prospero.Identity) (shard string, ok bool) {
 	pl := c.Placement()
 	if pl == nil {
@@ -142,7 +142,7 @@ func (c *Engine) ReminderShard(id prospero.Identity) (shard string, ok bool) {
 // ServesReminder is nil when this node may run a tick of ref now: the
 // shard of ref is still this node's at the epoch its reminders were
 // acquired in, and servable (lease fresh, not moving, not marked down).
-// Always nil on a standalone node.
+// Nil while placement is not running.
 func (c *Engine) ServesReminder(ref actor.Ref) error {
 	pl := c.Placement()
 	if pl == nil {
@@ -160,7 +160,7 @@ func (c *Engine) ServesReminder(ref actor.Ref) error {
 }
 
 // ServedHere returns the epoch of ref's shard when this node owns it and
-// may serve it now (ok false otherwise, and always on a standalone node).
+// may serve it now (ok false otherwise, and while placement is not running).
 func (c *Engine) ServedHere(ref actor.Ref) (epoch uint64, ok bool) {
 	if c.Placement() == nil {
 		return 0, false
@@ -183,9 +183,9 @@ func (c *Engine) RecordsInDoubt() bool {
 	return replicas != 1
 }
 
-// Context ends when the engine stops (Background on a standalone node).
+// Context ends when the engine stops (Background before Start).
 func (c *Engine) Context() context.Context {
-	if c == nil || c.ctx == nil {
+	if c.ctx == nil {
 		return context.Background()
 	}
 	return c.ctx

@@ -515,3 +515,29 @@ func TestLocateAfterCloseIsErrClosed(t *testing.T) {
 		t.Fatalf("closed node locates %v: %q, %v; want ErrClosed", ref, owner, err)
 	}
 }
+
+// TestReadinessNamesTheStep: a cluster node whose seeds do not answer is
+// not ready, and says why with the node's own *NotReadyError (the step:
+// "not joined"), also through WaitReady once its context ends.
+func TestReadinessNamesTheStep(t *testing.T) {
+	c := demoCluster(t, tempesttest.Options{Nodes: 1})
+	cfg := c.Config("lonely")
+	cfg.Cluster.Seeds = []string{"127.0.0.1:1"} // nobody gossips there
+	n, err := tempest.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(ctxT(t))
+	var nr *tempest.NotReadyError
+	if err := n.Readiness(); !errors.As(err, &nr) || nr.Node != "lonely" || nr.Reason != "not joined" {
+		t.Fatalf("Readiness of a node whose seeds do not answer: %v, want a *NotReadyError for lonely, not joined", err)
+	}
+	ctx, cancel := context.WithTimeout(ctxT(t), 200*time.Millisecond)
+	defer cancel()
+	if err := n.WaitReady(ctx); !errors.As(err, &nr) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitReady: %v, want the deadline and a *NotReadyError", err)
+	}
+}

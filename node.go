@@ -94,10 +94,16 @@ func roughly(d time.Duration) time.Duration {
 	return d.Round(p)
 }
 
-// NotReadyError says which step of joining a cluster a node waits for:
-// Reason is "not joined", "placement table not initialised", "placement
-// lease not fresh" or "kinds not published in the placement table".
-type NotReadyError = cluster.NotReadyError
+// NotReadyError says which step of joining a cluster a node waits for.
+type NotReadyError struct {
+	Node string
+	// Reason is "not joined", "placement table not initialised",
+	// "placement lease not fresh" or "kinds not published in the
+	// placement table".
+	Reason string
+}
+
+func (e *NotReadyError) Error() string { return "tempest: " + e.Node + " not ready: " + e.Reason }
 
 // StateFile is the name of the state store file inside Config.DataDir.
 const StateFile = "state.db"
@@ -624,7 +630,11 @@ func (n *Node) Readiness() error {
 		}
 		return ErrClosed
 	}
-	return n.cl.Readiness()
+	err := n.cl.Readiness()
+	if nr, ok := err.(*cluster.NotReadyError); ok {
+		return &NotReadyError{Node: nr.Node, Reason: nr.Reason}
+	}
+	return err
 }
 
 // WaitReady waits until the node is Ready. It returns nil then, ErrClosed

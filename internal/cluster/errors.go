@@ -26,10 +26,11 @@ type closedError struct{}
 func (closedError) Error() string        { return "tempest: node closed" }
 func (closedError) Is(target error) bool { return target == actor.ErrProcessUnavailable }
 
-// NotReadyError says which step of joining a cluster a node waits for.
+// NotReadyError says which step of joining a cluster a node waits for
+// (Engine.Readiness; the root package gives it as its own NotReadyError).
 type NotReadyError struct {
 	Node   string
-	Reason string // "not joined", "placement table not initialised", "placement lease not fresh"
+	Reason string
 }
 
 func (e *NotReadyError) Error() string { return "tempest: " + e.Node + " not ready: " + e.Reason }

@@ -801,13 +801,18 @@ func (n *Node) tell(ctx context.Context, ref actor.Ref, msg any, tr any) error {
 	if err != nil {
 		return err
 	}
-	send := func() error {
+	send := func(r *running, ref actor.Ref, msg, tr any) error {
 		if tracing.Built && tr != nil {
 			return r.sched.TellTraced(ref, msg, tr)
 		}
 		return r.sched.Tell(ref, msg)
 	}
-	return n.localRefusal(n.cl.Send(ctx, send))
+	if err = send(r, ref, msg, tr); err == nil {
+		return nil
+	}
+	// Refused: the router decides whether to send again. The closure is
+	// made only here, so that a tell that went through allocates nothing.
+	return n.localRefusal(n.cl.Resend(ctx, err, func() error { return send(r, ref, msg, tr) }))
 }
 
 // Ask sends msg to ref and waits for the reply, until ctx's deadline
@@ -883,7 +888,11 @@ func (n *Node) askRouted(ctx context.Context, ref actor.Ref, msg any) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	return n.cl.Ask(ctx, func() (any, error) { return r.sched.Ask(ctx, ref, msg) })
+	reply, err := r.sched.Ask(ctx, ref, msg)
+	if err == nil {
+		return reply, nil
+	}
+	return n.cl.Reask(ctx, err, func() (any, error) { return r.sched.Ask(ctx, ref, msg) })
 }
 
 // Status is what a reference designates.

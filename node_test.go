@@ -549,3 +549,22 @@ func TestAccessorsDoNotWaitForClose(t *testing.T) {
 	}
 	<-done
 }
+
+// TestNodeTellDoesNotAllocate: a tell from program code that the node's
+// scheduler accepts allocates nothing (what may be sent again on a
+// refusal is built only after one).
+func TestNodeTellDoesNotAllocate(t *testing.T) {
+	n := newNode(t, t.TempDir(), nil)
+	ref := n.Ref(demo.Echo, "alloc")
+	var msg any = demo.EchoIn{Text: "x"}
+	if _, err := n.Ask(ctxT(t), ref, msg); err != nil { // activated, its cell made
+		t.Fatal(err)
+	}
+	if got := testing.AllocsPerRun(200, func() {
+		if err := n.Tell(ref, msg); err != nil {
+			t.Fatal(err)
+		}
+	}); got >= 0.5 {
+		t.Fatalf("Node.Tell allocates %.2f times a tell", got)
+	}
+}

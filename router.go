@@ -16,11 +16,12 @@ import (
 // standalone node, which owns every identity and has no peers. The node
 // asks its router and does not ask which one it has.
 type router interface {
-	// Send and Ask run a tell or an ask of this node's scheduler, again
-	// while placement may still route it elsewhere (the retry policy of
-	// every sender, docs/federation.md).
-	Send(ctx context.Context, send func() error) error
-	Ask(ctx context.Context, ask func() (any, error)) (any, error)
+	// Resend and Reask are given a tell or an ask of this node's
+	// scheduler that was refused with err, and run it again while
+	// placement may still route it elsewhere (the retry policy of every
+	// sender, docs/federation.md); they return its outcome.
+	Resend(ctx context.Context, err error, send func() error) error
+	Reask(ctx context.Context, err error, ask func() (any, error)) (any, error)
 	// Status and Passivate act on the owner of ref.
 	Status(ctx context.Context, ref actor.Ref) (cluster.Status, error)
 	Passivate(ctx context.Context, ref actor.Ref) error
@@ -66,8 +67,10 @@ var (
 // at epoch 0, and nothing is sent anywhere or waited for.
 type local struct{ n *Node }
 
-func (local) Send(_ context.Context, send func() error) error             { return send() }
-func (local) Ask(_ context.Context, ask func() (any, error)) (any, error) { return ask() }
+func (local) Resend(_ context.Context, err error, _ func() error) error { return err }
+func (local) Reask(_ context.Context, err error, _ func() (any, error)) (any, error) {
+	return nil, err
+}
 
 func (l local) Status(ctx context.Context, ref actor.Ref) (cluster.Status, error) {
 	st, err := l.n.statusHere(ctx, ref)

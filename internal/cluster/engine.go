@@ -445,13 +445,13 @@ func (c *Engine) awaitChange(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Send runs send, a tell made through this node's scheduler, and runs
-// it again each time the applied table changes while its refusal says
-// that placement may settle (route.Waitable: a shard moving, not placed
-// yet, an owner that cannot be reached), until ctx ends (by default
-// after actor.DefaultAskTimeout). The error is whyUnanswered's.
-func (c *Engine) Send(ctx context.Context, send func() error) error {
-	err := send()
+// Resend is given send, a tell made through this node's scheduler that
+// was refused with err, and runs it again each time the applied table
+// changes while its refusal says that placement may settle
+// (route.Waitable: a shard moving, not placed yet, an owner that cannot
+// be reached), until ctx ends (by default after actor.DefaultAskTimeout).
+// The error is whyUnanswered's.
+func (c *Engine) Resend(ctx context.Context, err error, send func() error) error {
 	if err == nil || !route.Waitable(err) {
 		return c.whyUnanswered(err)
 	}
@@ -469,22 +469,23 @@ func (c *Engine) Send(ctx context.Context, send func() error) error {
 	return c.whyUnanswered(err)
 }
 
-// Ask runs ask, an ask made through this node's scheduler, and runs it
-// again each time the applied table changes while it was refused at once
-// on this node without running (route.Resendable: the routing layer waits
-// for everything it can itself, this node's activation fence's refusals
-// included, see package route), within ctx.
-func (c *Engine) Ask(ctx context.Context, ask func() (any, error)) (any, error) {
+// Reask is given ask, an ask made through this node's scheduler that
+// was refused with err, and runs it again each time the applied table
+// changes while it was refused at once on this node without running
+// (route.Resendable: the routing layer waits for everything it can
+// itself, this node's activation fence's refusals included, see package
+// route), within ctx.
+func (c *Engine) Reask(ctx context.Context, err error, ask func() (any, error)) (any, error) {
 	for attempt := 0; ; attempt++ {
-		reply, err := ask()
-		switch {
-		case err == nil:
-			return reply, nil
-		case !route.Resendable(err):
+		if !route.Resendable(err) {
 			return nil, c.whyUnanswered(err)
 		}
 		if werr := c.awaitChange(ctx, route.Backoff(attempt)); werr != nil {
 			return nil, c.whyUnanswered(gaveUp(ctx, err))
+		}
+		var reply any
+		if reply, err = ask(); err == nil {
+			return reply, nil
 		}
 	}
 }

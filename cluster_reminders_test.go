@@ -336,12 +336,13 @@ func TestClusterReminderListAndCancelFromAnyNode(t *testing.T) {
 			t.Errorf("through %s: %+v, %v; the owner %s has %+v", name, got, err, owner, want)
 		}
 	}
-	// The same errors everywhere: an unknown reminder, an unknown kind, an
-	// invalid key.
+	// The same errors everywhere, text included: an unknown reminder, an
+	// unknown kind, an invalid key.
+	ownerText := fmt.Sprint(c.Node(owner).Reminders().Cancel(ctx, ref, "nope"))
 	for _, name := range names {
 		rem := c.Node(name).Reminders()
-		if err := rem.Cancel(ctx, ref, "nope"); !errors.Is(err, reminders.ErrNotFound) {
-			t.Errorf("cancel of an unknown reminder through %s: %v, want ErrNotFound", name, err)
+		if err := rem.Cancel(ctx, ref, "nope"); !errors.Is(err, reminders.ErrNotFound) || err.Error() != ownerText {
+			t.Errorf("cancel of an unknown reminder through %s: %v, want ErrNotFound reading %q as on the owner", name, err, ownerText)
 		}
 		if _, err := rem.ListOf(ctx, n1.Ref("nokind", "k")); !errors.Is(err, actor.ErrUnknownKind) {
 			t.Errorf("list of an unknown kind through %s: %v", name, err)

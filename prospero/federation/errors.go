@@ -45,11 +45,14 @@ func (e *BusyError) RetryAfter() time.Duration { return e.Delay }
 // maxRetryAfter bounds the delay an answer asks for.
 const maxRetryAfter = time.Minute
 
+// Error is the answering node's text when it gave one, so that a call
+// answered by another node reads as it would have on that node (the
+// same error wherever the actor lives); otherwise it names the code.
 func (e *Error) Error() string {
 	if e.Detail == "" {
 		return fmt.Sprintf("federation: peer answered %s", e.Code)
 	}
-	return fmt.Sprintf("federation: peer answered %s: %s", e.Code, e.Detail)
+	return e.Detail
 }
 
 // Unwrap returns the sentinels Code stands for.

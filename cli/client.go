@@ -414,7 +414,7 @@ func newAskCmd() *cobra.Command {
 		Use:   "ask KIND/KEY JSON [--timeout 5s]",
 		Short: "Send a message and print the reply as compact JSON",
 		Example: `  tempest ask echo/a '{"text":"hi"}'
-  tempest ask counter/alice '{"Add":{"n":5}}'    # prints {"n":5}`,
+  tempest ask counter/zoe '{"Add":{"n":5}}'      # a counter never used before: prints {"n":5}`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if timeout <= 0 || timeout > httpapi.MaxAskTimeout {

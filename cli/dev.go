@@ -444,7 +444,7 @@ func runTour(ctx context.Context, out io.Writer, clients []*apiClient) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "  leader %s, epoch %d, %d shards\n", p.Leader, p.Epoch, p.ShardCount)
+	fmt.Fprintf(out, "  leader %s, epoch %d, %d shards per group, %d groups (one per kind)\n", p.Leader, p.Epoch, p.ShardCount, p.Groups)
 	for _, n := range p.Nodes {
 		fmt.Fprintf(out, "  %-8s %-8s %d shards\n", n.Name, n.Status, n.Shards)
 	}

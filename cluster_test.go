@@ -541,3 +541,50 @@ func TestReadinessNamesTheStep(t *testing.T) {
 		t.Fatalf("WaitReady: %v, want the deadline and a *NotReadyError", err)
 	}
 }
+
+// TestWholeClusterShutdownDoesNotWaitForADrain: every node of a cluster
+// stopped at once (docker compose down, a rolling restart gone wrong)
+// has nobody to hand its shards to once the others are draining too.
+// Each Shutdown returns nil instead of waiting out its leave timeout and
+// failing with ErrHandoffIncomplete (every node did, 20 s after the
+// signal, before placement.ErrNoDrainTarget), and after a restart of
+// all three every counter has its value.
+func TestWholeClusterShutdownDoesNotWaitForADrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := demoCluster(t, tempesttest.Options{Nodes: 3, BootstrapExpect: 3})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	n1 := c.Node("n1")
+	const keys = 12
+	for k := range keys {
+		if _, err := n1.AskJSON(ctx, demo.Counter, fmt.Sprintf("k%d", k), []byte(fmt.Sprintf(`{"Add":{"n":%d}}`, k+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := []string{"n1", "n2", "n3"}
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		n := c.Node(name)
+		wg.Go(func() { errs[i] = n.Shutdown(ctx) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Shutdown of %s with the whole cluster stopping: %v", names[i], err)
+		}
+	}
+	for _, name := range names {
+		c.Restart(name)
+	}
+	c.WaitSettled()
+	n1 = c.Node("n1")
+	for k := range keys {
+		got, err := n1.AskJSON(ctx, demo.Counter, fmt.Sprintf("k%d", k), []byte(`{"Get":null}`))
+		if want := fmt.Sprintf(`{"n":%d}`, k+1); err != nil || string(got) != want {
+			t.Errorf("k%d after the restart: %s, %v; want %s", k, got, err, want)
+		}
+	}
+}

@@ -532,8 +532,12 @@ func (n *Node) startLocked(ctx context.Context) error {
 // start order. It waits until that is done or ctx ends (default
 // Config.CloseTimeout). It is idempotent; later calls return the first
 // call's result once it is done. An error wrapping ErrHandoffIncomplete
-// means state at rest this node owned was not handed off (it stays in
-// this node's store); the node is closed all the same.
+// means state at rest this node owned was not handed off although another
+// node could have taken it (it stays in this node's store); the node is
+// closed all the same. When no other node can (none is up: the others are
+// gone or leaving too, as when a whole cluster stops, or no placement
+// leader is known), nothing is handed off and Close does not wait for it:
+// the state stays in this node's store and on its replicas.
 func (n *Node) Close(ctx context.Context) error { return n.close(ctx, true) }
 
 // close is Close; graceful false stops the node as a crash would, as far

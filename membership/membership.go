@@ -523,11 +523,16 @@ func (m *Membership) stop(ctx context.Context, leave bool) error {
 		if uerr := m.announceLeaving(ctx); uerr != nil {
 			m.log.Warn("leave announcement incomplete", slog.String(logKeyErr, uerr.Error()))
 		}
-		if lerr := m.ml.Leave(m.timeout(ctx)); lerr != nil {
+		switch lerr := m.ml.Leave(m.timeout(ctx)); {
+		case lerr == nil:
+			m.log.Info("left cluster")
+		case !m.othersStaying():
+			// Nobody stays to hear it (the whole cluster is stopping):
+			// memberlist had no one left to send the leave to.
+			m.log.Info("left cluster; no other member stays to hear it", slog.String(logKeyErr, lerr.Error()))
+		default:
 			err = fmt.Errorf("membership: leave: %w", lerr)
 			m.log.Warn("graceful leave incomplete", slog.String(logKeyErr, lerr.Error()))
-		} else {
-			m.log.Info("left cluster")
 		}
 	}
 	if serr := m.ml.Shutdown(); serr != nil && err == nil {
@@ -536,6 +541,17 @@ func (m *Membership) stop(ctx context.Context, leave bool) error {
 	m.wg.Wait()
 	m.hub.close()
 	return err
+}
+
+// othersStaying reports whether a member other than this node is alive
+// in its view and has not announced that it is leaving.
+func (m *Membership) othersStaying() bool {
+	for _, o := range m.Members() {
+		if o.Name != m.cfg.Name && !o.Status.Gone() && !o.Meta.Leaving {
+			return true
+		}
+	}
+	return false
 }
 
 // announceLeaving sets Meta.Leaving and gossips it.

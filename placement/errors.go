@@ -41,6 +41,11 @@ var (
 	// applied table; this node is behind and must not serve until it
 	// catches up.
 	ErrBehind = errors.New("placement: local table is behind the caller's epoch")
+	// ErrNoDrainTarget: Leave cannot hand this node's shards to anyone:
+	// no other node in the table is up (the others are draining too, as
+	// when a whole cluster stops, or down). The shards stay with this
+	// node, at rest in its store and on their replicas.
+	ErrNoDrainTarget = errors.New("placement: no other node is up to take this node's shards")
 	// ErrNotLeader: the operation needs the raft leader and no forwarder
 	// is configured (or no leader is known).
 	ErrNotLeader = errors.New("placement: not the leader")

@@ -695,7 +695,10 @@ func (n *Node) PublishKinds(ctx context.Context, kinds []KindSpec) error {
 
 // Leave drains this node: it asks for status draining, waits until every
 // shard it owns has been handed off (or ctx ends), and, if it is the
-// leader, transfers leadership. Call it before membership's leave.
+// leader, transfers leadership. Call it before membership's leave. Once
+// this node is draining while it still owns shards and no other node in
+// the table is up, nothing can take them: it returns ErrNoDrainTarget
+// then rather than wait for ctx.
 func (n *Node) Leave(ctx context.Context) error {
 	n.mu.Lock()
 	n.leaving = true
@@ -706,12 +709,17 @@ func (n *Node) Leave(ctx context.Context) error {
 	proposed := false
 	for {
 		ch := n.fsm.Changed()
-		var owned int
+		var owned, up int
 		var status NodeStatus
 		n.fsm.Read(func(t *Table) {
 			owned = len(t.Owned(n.cfg.Name))
 			if ni, ok := t.Nodes[n.cfg.Name]; ok {
 				status = ni.Status
+			}
+			for name, ni := range t.Nodes {
+				if name != n.cfg.Name && ni.Status == StatusUp {
+					up++
+				}
 			}
 		})
 		if status != StatusDraining && status != StatusDown && !proposed {
@@ -723,6 +731,9 @@ func (n *Node) Leave(ctx context.Context) error {
 		}
 		if owned == 0 && (status == StatusDraining || status == StatusDown || status == 0) {
 			break
+		}
+		if status == StatusDraining && up == 0 {
+			return fmt.Errorf("%w (%d shards)", ErrNoDrainTarget, owned)
 		}
 		select {
 		case <-ctx.Done():

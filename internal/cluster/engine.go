@@ -663,8 +663,11 @@ func (c *Engine) Readiness() error {
 }
 
 // Leave hands this node's shards off (placement drains it). With no
-// other live member, or no leader to drain through, there is nobody to
-// hand off to and it returns at once.
+// other live member, no leader to drain through, or no other node up in
+// the table (the others are leaving too, as when a whole cluster stops:
+// placement.ErrNoDrainTarget), there is nobody to hand off to and it
+// returns nil at once: the shards stay in this node's store and on their
+// replicas, and are served again when their owner or a replica returns.
 func (c *Engine) Leave(ctx context.Context) error {
 	others := 0
 	for _, m := range c.ml.Members() {
@@ -681,7 +684,13 @@ func (c *Engine) Leave(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	return c.pl.Leave(ctx)
+	err := c.pl.Leave(ctx)
+	if errors.Is(err, placement.ErrNoDrainTarget) {
+		c.log.LogAttrs(ctx, slog.LevelInfo, "no other node is up to take this node's shards (the others are leaving too): they stay in its store and on their replicas",
+			slog.Any("error", err))
+		return nil
+	}
+	return err
 }
 
 // StopNetwork ends the node's presence in the cluster: graceful (leave

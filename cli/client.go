@@ -127,7 +127,14 @@ type apiError struct {
 	Msg    string
 }
 
-func (e *apiError) Error() string { return e.Msg }
+// Error is the node's message; an application error's (422) starts with
+// its code (bank.insufficient_funds: ...), which scripts branch on.
+func (e *apiError) Error() string {
+	if e.Status == http.StatusUnprocessableEntity && e.Code != "" {
+		return e.Code + ": " + e.Msg
+	}
+	return e.Msg
+}
 
 // exitFor maps an HTTP status to the client's exit code.
 func exitFor(status int) int {
@@ -144,6 +151,8 @@ func exitFor(status int) int {
 		return exitUnavailable
 	case http.StatusUnauthorized:
 		return exitUnauthorized
+	case http.StatusUnprocessableEntity:
+		return exitAppError
 	}
 	return exitFailure
 }

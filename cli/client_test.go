@@ -172,7 +172,15 @@ func TestClientCommandsAgainstANode(t *testing.T) {
 		{[]string{"tell", "counter/" + strings.Repeat("k", actor.MaxKeyLen+1), `{}`}, exitUsage},
 		{[]string{"status", "count\xffer/a"}, exitUsage},
 		{[]string{"passivate", "counter/\xff"}, exitUsage},
+		{[]string{"ask", "counter/big", `{"Add":{"n":9223372036854775807}}`}, exitOK},
+		{[]string{"ask", "counter/big", `{"Add":{"n":1}}`}, exitAppError},
 	} {
+		if tc.code == exitOK { // setting up the next case
+			if _, errOut, err := cli(t, append(tc.args, addr...)...); err != nil {
+				t.Fatalf("%v: %v (%s)", tc.args, err, errOut)
+			}
+			continue
+		}
 		_, _, err := cli(t, append(tc.args, addr...)...)
 		if err == nil || exitCode(err) != tc.code {
 			t.Errorf("%v: err %v, code %d, want %d", tc.args, err, exitCode(err), tc.code)
@@ -180,6 +188,9 @@ func TestClientCommandsAgainstANode(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: error is not one line: %q", tc.args, err)
+		}
+		if tc.code == exitAppError && !strings.HasPrefix(err.Error(), "overflow: ") {
+			t.Errorf("%v: the application error %q does not start with its code", tc.args, err)
 		}
 	}
 }

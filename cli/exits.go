@@ -16,6 +16,7 @@ const (
 	exitUnavailable  = 8  // the owner node is gone or shutting down (HTTP 503)
 	exitUnauthorized = 9  // missing or wrong bearer token (HTTP 401)
 	exitCorrupt      = 10 // agent: a file in the data directory is damaged
+	exitAppError     = 11 // the actor answered an application error (HTTP 422)
 )
 
 // exitCodesHelp is the exit code table shown by tempest --help.
@@ -30,7 +31,8 @@ const exitCodesHelp = `Exit codes:
   7  bad JSON (does not fit the kind's schema)
   8  process unavailable (owner gone or shutting down)
   9  unauthorized (missing or wrong token)
-  10 agent: a file in the data directory is damaged (see the message)`
+  10 agent: a file in the data directory is damaged (see the message)
+  11 the actor answered an application error (the message starts with its code)`
 
 // exactArgs is cobra.ExactArgs with the usage exit code.
 func exactArgs(n int) func(*cobra.Command, []string) error {

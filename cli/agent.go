@@ -378,7 +378,7 @@ func fastPlacement(shards int) placement.Config {
 // printBanner prints what the node is and where it listens.
 func printBanner(w io.Writer, c agentConfig, a *agent, mat tlsMaterial) {
 	man := a.node.Manifest()
-	fmt.Fprintf(w, "tempest agent (version %s): node %q\n", version, c.Name)
+	fmt.Fprintf(w, "%s agent (version %s): node %q\n", program, version, c.Name)
 	fmt.Fprintf(w, "  data dir:      %s\n", c.DataDir)
 	fmt.Fprintf(w, "  http:          %s (token %s, tls %s)\n", a.httpURL(), onOff(c.HTTPTokenFile != ""), onOff(c.HTTPTLS))
 	if c.clustered() {

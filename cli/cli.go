@@ -41,12 +41,17 @@ type Options struct {
 	// `dev` start, after the demo kinds and before the node starts. An
 	// error stops the node from starting.
 	Register func(n *tempest.Node) error
+	// Name is the program's name in its usage lines, in the agent's and
+	// dev's banners and in the commands dev suggests ("tempest" when
+	// empty). The commands' help examples keep saying tempest.
+	Name string
 }
 
-// version and register are the Options Main was given.
+// version, register and program are the Options Main was given.
 var (
 	version  = "dev"
 	register func(n *tempest.Node) error
+	program  = "tempest"
 )
 
 // Main runs the tempest command with the process's arguments and exits:
@@ -58,6 +63,9 @@ func Main(o Options) {
 		version = o.Version
 	}
 	register = o.Register
+	if o.Name != "" {
+		program = o.Name
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
@@ -117,7 +125,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:           "tempest",
+		Use:           program,
 		Short:         "Tempest: a federated actor cluster",
 		SilenceUsage:  true,
 		SilenceErrors: true,

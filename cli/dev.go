@@ -165,7 +165,7 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer) (err error
 		}
 		agents = append(agents, a)
 	}
-	fmt.Fprintf(out, "tempest dev: %d nodes on 127.0.0.1 (certificates and data in %s)\n", o.nodes, dir)
+	fmt.Fprintf(out, "%s dev: %d nodes on 127.0.0.1 (certificates and data in %s)\n", program, o.nodes, dir)
 	for i, a := range agents {
 		port := o.basePort + 10*i
 		fmt.Fprintf(out, "  %s  gossip :%d  quic :%d  http %s\n", a.node.Name(), port, port+1, a.httpURL())
@@ -185,8 +185,8 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer) (err error
 			return fmt.Errorf("tour: %w", err)
 		}
 	}
-	self := "tempest"
-	if a0 := os.Args[0]; filepath.Base(a0) == "tempest" && strings.Contains(a0, "/") {
+	self := program
+	if a0 := os.Args[0]; filepath.Base(a0) == program && strings.Contains(a0, "/") {
 		self = a0 // e.g. ./bin/tempest under make run
 	}
 	fmt.Fprintf(out, "\nTalk to it from another terminal (any node's address works; the default is %s):\n", agents[0].httpURL())

@@ -74,3 +74,14 @@ func TestAgentRefusesToStartWhenRegisterFails(t *testing.T) {
 		t.Fatal("runAgent waited for its context instead of failing")
 	}
 }
+
+// A program that names itself (Options.Name) is called so in its usage
+// lines, not tempest.
+func TestProgramNameInUsage(t *testing.T) {
+	defer func(p string) { program = p }(program)
+	program = "bankagent"
+	out, _, err := cli(t, "--help")
+	if err != nil || !strings.Contains(out, "bankagent [command]") || strings.Contains(out, "tempest [command]") {
+		t.Fatalf("help of a program named bankagent: %v\n%s", err, out)
+	}
+}

@@ -11,7 +11,7 @@ import (
 )
 
 func main() {
-	cli.Main(cli.Options{Register: func(n *tempest.Node) error {
+	cli.Main(cli.Options{Name: "bankagent", Register: func(n *tempest.Node) error {
 		return bank.Register(n)
 	}})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/tempest-actors/tempest/internal/tracing"
 	"github.com/tempest-actors/tempest/manifest"
 	"github.com/tempest-actors/tempest/membership"
+	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/prospero/arielhost"
 	"github.com/tempest-actors/tempest/prospero/replica"
@@ -1081,7 +1082,14 @@ func (n *Node) emit(e prospero.Event) {
 		delete(n.waiters, e.ID)
 		n.waitMu.Unlock()
 	case prospero.EventStoreError:
-		n.log.LogAttrs(context.Background(), slog.LevelError, LogStoreError,
+		level := slog.LevelError
+		if errors.Is(e.Err, replica.ErrLeaseLapsed) || errors.Is(e.Err, placement.ErrLeaseExpired) {
+			// Not the store's fault: this node may not commit for now (a
+			// raft election, or it is cut off), which every election
+			// causes and the write's caller is told (not committed).
+			level = slog.LevelWarn
+		}
+		n.log.LogAttrs(context.Background(), level, LogStoreError,
 			slog.String(LogKeyActor, e.ID.String()), slog.Uint64(LogKeyIncarnation, e.Incarnation),
 			slog.Any(LogKeyError, e.Err))
 	}

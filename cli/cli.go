@@ -41,9 +41,9 @@ type Options struct {
 	// `dev` start, after the demo kinds and before the node starts. An
 	// error stops the node from starting.
 	Register func(n *tempest.Node) error
-	// Name is the program's name in its usage lines, in the agent's and
-	// dev's banners and in the commands dev suggests ("tempest" when
-	// empty). The commands' help examples keep saying tempest.
+	// Name is the program's name in its usage lines and help examples,
+	// in the agent's and dev's banners and in the commands dev suggests
+	// ("tempest" when empty).
 	Name string
 }
 
@@ -136,7 +136,19 @@ func newRootCmd() *cobra.Command {
 	for _, f := range commands {
 		root.AddCommand(f())
 	}
+	if program != "tempest" {
+		renameExamples(root)
+	}
 	return root
+}
+
+// renameExamples makes the help examples of cmd and its subcommands
+// call the program by its name (Options.Name).
+func renameExamples(cmd *cobra.Command) {
+	cmd.Example = strings.ReplaceAll(cmd.Example, "tempest ", program+" ")
+	for _, c := range cmd.Commands() {
+		renameExamples(c)
+	}
 }
 
 func init() {

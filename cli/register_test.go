@@ -84,4 +84,8 @@ func TestProgramNameInUsage(t *testing.T) {
 	if err != nil || !strings.Contains(out, "bankagent [command]") || strings.Contains(out, "tempest [command]") {
 		t.Fatalf("help of a program named bankagent: %v\n%s", err, out)
 	}
+	out, _, err = cli(t, "ask", "--help")
+	if err != nil || !strings.Contains(out, "bankagent ask counter/") || strings.Contains(out, "tempest ask") {
+		t.Fatalf("ask --help of a program named bankagent: %v\n%s", err, out)
+	}
 }

@@ -142,10 +142,11 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
-// renameExamples makes the help examples of cmd and its subcommands
-// call the program by its name (Options.Name).
+// renameExamples makes the help texts and examples of cmd and its
+// subcommands call the program by its name (Options.Name).
 func renameExamples(cmd *cobra.Command) {
 	cmd.Example = strings.ReplaceAll(cmd.Example, "tempest ", program+" ")
+	cmd.Long = strings.ReplaceAll(cmd.Long, "tempest ", program+" ")
 	for _, c := range cmd.Commands() {
 		renameExamples(c)
 	}

@@ -520,8 +520,12 @@ func (m *Membership) stop(ctx context.Context, leave bool) error {
 		// memberlist reports a graceful leave and a failure alike to the
 		// event delegate (Node.State is not updated for departed nodes), so
 		// first gossip the intent to leave; peers classify by it.
-		if uerr := m.announceLeaving(ctx); uerr != nil {
-			m.log.Warn("leave announcement incomplete", slog.String(logKeyErr, uerr.Error()))
+		// (No one stays to classify it when the whole cluster stops:
+		// the announcement would only wait for its broadcast timeout.)
+		if m.othersStaying() {
+			if uerr := m.announceLeaving(ctx); uerr != nil {
+				m.log.Warn("leave announcement incomplete", slog.String(logKeyErr, uerr.Error()))
+			}
 		}
 		switch lerr := m.ml.Leave(m.timeout(ctx)); {
 		case lerr == nil:

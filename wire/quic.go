@@ -858,7 +858,39 @@ func (s *session) watch() {
 	l.mu.Unlock()
 	t.st.linksDown.Add(1)
 	t.log.LogAttrs(t.ctx, slog.LevelDebug, "wire: link down", slog.String(logPeer, l.peer), slog.Any(logErr, err))
-	t.events.push(LinkEvent{Peer: l.peer, Up: false, Err: fmt.Errorf("%w: %s: %v", ErrUnavailable, l.peer, err)})
+	t.events.push(LinkEvent{Peer: l.peer, Up: false, Err: fmt.Errorf("%w: %s: %s (%v)", ErrUnavailable, l.peer, closeReason(err), err)})
+}
+
+// closeReason says in words why a link's connection ended (err is
+// quic-go's), for the errors of the asks the link's end fails.
+func closeReason(err error) string {
+	var ae *quic.ApplicationError
+	if errors.As(err, &ae) {
+		here := !ae.Remote
+		switch uint64(ae.ErrorCode) {
+		case closeDisconnect:
+			if here {
+				return "this node dropped the link: it takes the peer for failed or down"
+			}
+			return "the peer dropped the link: it takes this node for failed or down"
+		case closeShutdown:
+			if here {
+				return "this node is shutting down"
+			}
+			return "the peer is shutting down"
+		case closeReplaced:
+			return "a newer link to the same peer replaced it"
+		case closeDuplicate:
+			return "a link dialled at the same time from the other side won"
+		case closeBadHello:
+			return "the handshake was refused (the hello did not match the certificate)"
+		}
+	}
+	var idle *quic.IdleTimeoutError
+	if errors.As(err, &idle) {
+		return "nothing heard from the peer within the idle timeout"
+	}
+	return "connection closed"
 }
 
 // writer drains one lane's queue into one QUIC stream of the session:

@@ -27,6 +27,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	tempest "github.com/tempest-actors/tempest"
 )
@@ -147,6 +148,7 @@ func newRootCmd() *cobra.Command {
 func renameExamples(cmd *cobra.Command) {
 	cmd.Example = strings.ReplaceAll(cmd.Example, "tempest ", program+" ")
 	cmd.Long = strings.ReplaceAll(cmd.Long, "tempest ", program+" ")
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Usage = strings.ReplaceAll(f.Usage, "tempest ", program+" ") })
 	for _, c := range cmd.Commands() {
 		renameExamples(c)
 	}

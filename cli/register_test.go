@@ -88,4 +88,8 @@ func TestProgramNameInUsage(t *testing.T) {
 	if err != nil || !strings.Contains(out, "bankagent ask counter/") || strings.Contains(out, "tempest ask") {
 		t.Fatalf("ask --help of a program named bankagent: %v\n%s", err, out)
 	}
+	out, _, err = cli(t, "agent", "--help")
+	if err != nil || !strings.Contains(out, "bankagent keygen") || strings.Contains(out, "tempest keygen") {
+		t.Fatalf("agent --help of a program named bankagent: %v\n%s", err, out)
+	}
 }

@@ -1668,7 +1668,15 @@ func (n *Node) startTransfers(ctx context.Context) {
 				if errors.Is(err, ErrMoveRefused) {
 					msg = "placement: handoff refused by the old owner; aborting the move"
 				}
-				n.log.Warn(msg, logKeyShard, m.Shard.String(), "from", m.From, "to", m.To, logKeyErr, err)
+				level := slog.LevelWarn
+				n.mu.Lock()
+				if n.leaving {
+					// This node stops too (a whole cluster stopping):
+					// its moves failing is expected, not a fault.
+					level = slog.LevelInfo
+				}
+				n.mu.Unlock()
+				n.log.Log(ctx, level, msg, logKeyShard, m.Shard.String(), "from", m.From, "to", m.To, logKeyErr, err)
 				outcome = n.refuseCh
 			}
 			select {

@@ -305,12 +305,12 @@ type host struct{ n *Node }
 
 var _ cluster.Host = host{}
 
-func (h host) Running() (cluster.Parts, error) {
+func (h host) Running() (*reminders.Holder, error) {
 	r, err := h.n.running()
 	if err != nil {
-		return cluster.Parts{}, err
+		return nil, err
 	}
-	return cluster.Parts{Sched: r.sched, Sup: r.sup, Hold: r.hold}, nil
+	return r.hold, nil
 }
 
 func (h host) Hosts(kind string) bool { return h.n.kind(kind) != nil }

@@ -14,9 +14,9 @@
 // checked again by the receiver against its own applied table and epochs,
 // so a stale sender is refused, never obeyed.
 //
-// The engine knows its node only through Host (the supervisor, scheduler
-// and reminders it acts through) and Deps (the components it is started
-// with), so it does not import the root package; the root package's Node
+// The engine knows its node only through Host (whether it runs; status,
+// passivation and reminders of identities it owns) and Deps (the
+// components it is started with: scheduler, supervisor, stores), so it does not import the root package; the root package's Node
 // keeps the public API and asks the engine through its router, an
 // interface the engine implements. A standalone node has no engine: its
 // router answers as the owner of everything.

@@ -587,8 +587,8 @@ func (c *Engine) fenceLoop() {
 		for _, id := range ids {
 			if _, local, _ := c.Route(id.Ref()); !local {
 				c.noteMovingOut(id)
-				if r, err := c.h.Running(); err == nil {
-					r.Sup.Passivate(id.Ref())
+				if _, err := c.h.Running(); err == nil {
+					c.run.Sup.Passivate(id.Ref())
 				}
 			}
 		}
@@ -975,11 +975,10 @@ func (c *Engine) shipShard(ctx context.Context, m placement.Move) error {
 	// the move is applied here, it also orders this handoff after every
 	// activation that passed the fence before the move: each is in
 	// memory by now, and any later one is refused at its attach.
-	r, err := c.h.Running()
-	if err != nil {
+	if _, err := c.h.Running(); err != nil {
 		return err
 	}
-	inMemory := r.Sup.InMemory()
+	inMemory := c.run.Sup.InMemory()
 	// The shard's active identities, and those passivated because it
 	// moves: the new owner hydrates them (HydrateRequest).
 	c.wmu.Lock()
@@ -1154,7 +1153,7 @@ type shipped struct {
 // by its own passivation, so the store may be read for shipping only
 // once every identity stays dormant.
 func (c *Engine) quiesce(ctx context.Context, ids []prospero.Identity) error {
-	r, err := c.h.Running()
+	_, err := c.h.Running()
 	if err != nil {
 		return err
 	}
@@ -1166,7 +1165,7 @@ func (c *Engine) quiesce(ctx context.Context, ids []prospero.Identity) error {
 		}
 		busy := false
 		for _, id := range ids {
-			st, err := r.Sup.Status(ctx, id.Ref())
+			st, err := c.run.Sup.Status(ctx, id.Ref())
 			if err != nil {
 				return err
 			}

@@ -641,9 +641,6 @@ func (c *Engine) dropStaleReminders(ctx context.Context, shard placement.ShardRe
 
 // Status answers a peer's StatusRequest for an actor this node owns.
 func (h fedHandler) Status(ctx context.Context, _ string, m *federation.StatusRequest) (federation.StatusReply, error) {
-	if err := h.c.starting(); err != nil {
-		return federation.StatusReply{}, err
-	}
 	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
 	if err != nil {
 		return federation.StatusReply{}, err
@@ -657,9 +654,6 @@ func (h fedHandler) Status(ctx context.Context, _ string, m *federation.StatusRe
 
 // Passivate passivates an actor this node owns for a peer.
 func (h fedHandler) Passivate(ctx context.Context, _ string, m *federation.PassivateRequest) error {
-	if err := h.c.starting(); err != nil {
-		return err
-	}
 	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
 	if err != nil {
 		return err
@@ -673,8 +667,12 @@ func (h fedHandler) Passivate(ctx context.Context, _ string, m *federation.Passi
 // newer one means this node's table is behind the sender's: it may have
 // lost the shard already). Otherwise it answers why: NOT_OWNER with the
 // owner as this node's table shows it, NOT_SERVING, NO_QUORUM,
-// UNKNOWN_KIND, INVALID_KEY.
+// UNKNOWN_KIND, INVALID_KEY; and while this node is starting, what
+// starting answers.
 func (c *Engine) ownedRef(a federation.Actor, epoch uint64) (actor.Ref, error) {
+	if err := c.starting(); err != nil {
+		return actor.Ref{}, err
+	}
 	ref := actor.Virtual(a.Kind, a.Key).WithIncarnation(a.Incarnation)
 	if err := ref.Check(); err != nil {
 		return actor.Ref{}, err

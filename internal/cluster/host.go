@@ -14,13 +14,15 @@ import (
 	"github.com/tempest-actors/tempest/wire"
 )
 
-// Host is the node an engine serves: what the engine asks of its
-// supervisor, scheduler and reminders while it runs. Every method is safe
-// for concurrent use.
+// Host is the node an engine serves: whether it runs, and what the
+// engine asks of it about identities and reminders it owns (the
+// supervisor and scheduler themselves are among the Deps). Every method
+// is safe for concurrent use.
 type Host interface {
-	// Running returns the node's running parts, or why there are none
-	// (not started yet, closing).
-	Running() (Parts, error)
+	// Running returns the node's reminder holder (the reminder shards it
+	// keeps, equal to those it serves) while the node runs, or why it
+	// does not (not started yet, closing).
+	Running() (*reminders.Holder, error)
 	// Hosts reports whether this node registers kind.
 	Hosts(kind string) bool
 	// StatusHere is tempest.Node.Status answered by this node's
@@ -33,13 +35,6 @@ type Host interface {
 	// node owns, as the node's own reminder engine would.
 	ListReminders(ctx context.Context, ref actor.Ref) ([]reminders.Info, error)
 	CancelReminder(ctx context.Context, ref actor.Ref, name string) error
-}
-
-// Parts are the node's components that run while it is started.
-type Parts struct {
-	Sched *ariel.Scheduler
-	Sup   *prospero.Supervisor
-	Hold  *reminders.Holder // the node's reminder shards, kept equal to those it serves
 }
 
 // Deps are the node's components the engine is started with; they exist

@@ -190,7 +190,7 @@ func (c *Engine) warm(key warmKey, refs []actor.Ref, wait time.Duration) {
 			return
 		}
 	}
-	r, err := c.h.Running()
+	_, err := c.h.Running()
 	if err != nil {
 		return
 	}
@@ -209,10 +209,10 @@ func (c *Engine) warm(key warmKey, refs []actor.Ref, wait time.Duration) {
 			case err != nil || !local:
 				continue
 			}
-			if err := r.Sched.EnsureCell(ref, 0, 0); err != nil {
+			if err := c.run.Sched.EnsureCell(ref, 0, 0); err != nil {
 				continue
 			}
-			if err := r.Sup.Ring(ref); err == nil {
+			if err := c.run.Sup.Ring(ref); err == nil {
 				c.hydrated.Add(1)
 			}
 		}

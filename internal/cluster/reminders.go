@@ -45,9 +45,6 @@ func infoFromFed(ref actor.Ref, in federation.ReminderInfo) reminders.Info {
 // ReminderList answers a peer's ReminderListRequest for an actor this
 // node owns.
 func (h fedHandler) ReminderList(ctx context.Context, _ string, m *federation.ReminderListRequest) (federation.ReminderListReply, error) {
-	if err := h.c.starting(); err != nil {
-		return federation.ReminderListReply{}, err
-	}
 	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
 	if err != nil {
 		return federation.ReminderListReply{}, err
@@ -66,9 +63,6 @@ func (h fedHandler) ReminderList(ctx context.Context, _ string, m *federation.Re
 // ReminderCancel cancels a reminder of an actor this node owns for a
 // peer, answering once the cancellation is at rest.
 func (h fedHandler) ReminderCancel(ctx context.Context, _ string, m *federation.ReminderCancelRequest) error {
-	if err := h.c.starting(); err != nil {
-		return err
-	}
 	ref, err := h.c.ownedRef(m.Actor, m.Epoch)
 	if err != nil {
 		return err
@@ -115,7 +109,7 @@ func (c *Engine) SyncReminders() {
 			}
 		}
 	})
-	r.Hold.Sync(c.ctx, keep, owned, c.run.Store.Damaged() == nil)
+	r.Sync(c.ctx, keep, owned, c.run.Store.Damaged() == nil)
 }
 
 // isReserved reports whether id is one of the node's own records (shard
@@ -156,7 +150,7 @@ func (c *Engine) ServesReminder(ref actor.Ref) error {
 	if err != nil {
 		return ErrClosed // closing: nothing the holder noted can vouch for the tick
 	}
-	return pl.Check(loc.Shard, r.Hold.EpochOf(ShardKey(loc.Shard)), c.cfg.Clock.Now())
+	return pl.Check(loc.Shard, r.EpochOf(ShardKey(loc.Shard)), c.cfg.Clock.Now())
 }
 
 // ServedHere returns the epoch of ref's shard when this node owns it and
@@ -244,7 +238,7 @@ func (c *Engine) CancelReminder(ctx context.Context, ref actor.Ref, name string,
 // (reminders.Engine.Release).
 func (c *Engine) releaseReminders(ctx context.Context, shard placement.ShardRef) ([]shipped, error) {
 	if r, err := c.h.Running(); err == nil {
-		if err := r.Hold.Release(ctx, ShardKey(shard)); err != nil {
+		if err := r.Release(ctx, ShardKey(shard)); err != nil {
 			return nil, err
 		}
 	}

@@ -137,17 +137,17 @@ func (s *faultyReminderStore) Delete(ctx context.Context, id prospero.Identity, 
 	return s.fault(id, func() error { return s.PrefixScanner.Delete(ctx, id, expected) })
 }
 
-// partsHost is a host whose node runs parts and nothing else.
-type partsHost struct{ p Parts }
+// holderHost is a running host with a reminder holder and nothing else.
+type holderHost struct{ h *reminders.Holder }
 
-func (h partsHost) Running() (Parts, error)                             { return h.p, nil }
-func (partsHost) Hosts(string) bool                                     { return false }
-func (partsHost) StatusHere(context.Context, actor.Ref) (Status, error) { return Status{}, nil }
-func (partsHost) PassivateHere(context.Context, actor.Ref) error        { return nil }
-func (partsHost) ListReminders(context.Context, actor.Ref) ([]reminders.Info, error) {
+func (h holderHost) Running() (*reminders.Holder, error)                 { return h.h, nil }
+func (holderHost) Hosts(string) bool                                     { return false }
+func (holderHost) StatusHere(context.Context, actor.Ref) (Status, error) { return Status{}, nil }
+func (holderHost) PassivateHere(context.Context, actor.Ref) error        { return nil }
+func (holderHost) ListReminders(context.Context, actor.Ref) ([]reminders.Info, error) {
 	return nil, nil
 }
-func (partsHost) CancelReminder(context.Context, actor.Ref, string) error { return nil }
+func (holderHost) CancelReminder(context.Context, actor.Ref, string) error { return nil }
 
 type noCodec struct{}
 
@@ -184,7 +184,7 @@ func TestFailedReminderReleaseFailsTheHandoff(t *testing.T) {
 	if err := e.Acquire(ctx, ShardKey(shard)); err != nil {
 		t.Fatal(err)
 	}
-	c := &Engine{h: partsHost{Parts{Hold: reminders.NewHolder(e, nil)}}, run: Deps{Store: bolt}}
+	c := &Engine{h: holderHost{reminders.NewHolder(e, nil)}, run: Deps{Store: bolt}}
 	id := prospero.Identity{Kind: "acct", Key: "a"}
 	if err := e.RegisterFor(ctx, id, reminders.Reminder{Name: "r", Period: time.Minute}); err != nil {
 		t.Fatal(err)

@@ -1,19 +1,9 @@
 package tempest
 
 import (
-	"errors"
-	"fmt"
-	"maps"
-	"reflect"
-	"slices"
-	"strings"
-
+	"github.com/tempest-actors/tempest/internal/kinds"
 	"github.com/tempest-actors/tempest/reminders"
-	"github.com/tempest-actors/tempest/wire"
 )
-
-// reservedErrorPrefix starts the codes of Tempest's own errors.
-const reservedErrorPrefix = "tempest."
 
 // builtinErrors are Tempest's own sentinels that an actor's reply or the
 // owner node may produce beyond the actor sentinels (which cross by their
@@ -24,101 +14,29 @@ const reservedErrorPrefix = "tempest."
 // order, the node's own first, then the kinds' errors, then the
 // reminders' (an application error that wraps a reminder refusal keeps
 // the application's code).
-var builtinErrors = []builtinError{
-	{"tempest.bad_json", ErrBadJSON, false},
-	{"tempest.closed", ErrClosed, false},
-	{"tempest.invalid_key", ErrInvalidKey, false},
-	{"tempest.no_gateway", ErrNoGateway, false},
-	{"tempest.no_quorum", ErrNoQuorum, false},
-	{"tempest.not_started", ErrNotStarted, false},
-	{"tempest.unregistered_message", ErrUnregisteredMessage, false},
+var builtinErrors = []kinds.Builtin{
+	early("tempest.bad_json", ErrBadJSON),
+	early("tempest.closed", ErrClosed),
+	early("tempest.invalid_key", ErrInvalidKey),
+	early("tempest.no_gateway", ErrNoGateway),
+	early("tempest.no_quorum", ErrNoQuorum),
+	early("tempest.not_started", ErrNotStarted),
+	early("tempest.unregistered_message", ErrUnregisteredMessage),
 	// What Reminders.Register, Unregister and List return to an actor,
 	// which may reply it: the refusals' specific sentinels, then
 	// reminders.ErrInvalid, which each of them matches.
-	{"tempest.reminder_period_too_short", reminders.ErrPeriodTooShort, true},
-	{"tempest.reminder_due_in_past", reminders.ErrDueInPast, true},
-	{"tempest.reminder_unknown_payload", reminders.ErrUnknownPayload, true},
-	{"tempest.reminder_bad_name", reminders.ErrBadName, true},
-	{"tempest.reminder_bad_catchup", reminders.ErrBadCatchup, true},
-	{"tempest.reminder_too_many", reminders.ErrTooMany, true},
-	{"tempest.reminder_too_far", reminders.ErrTooFar, true},
-	{"tempest.reminder_invalid", reminders.ErrInvalid, true},
-	{"tempest.reminder_not_found", reminders.ErrNotFound, true},
-	{"tempest.reminder_not_owner", reminders.ErrNotOwner, true},
-	{"tempest.reminder_not_in_turn", reminders.ErrNotInTurn, true},
-	{"tempest.reminders_closed", reminders.ErrClosed, true},
-}
-
-// builtinError is one of Tempest's own error codes; late ones are
-// registered after the kinds' errors.
-type builtinError struct {
-	code string
-	err  error
-	late bool
-}
-
-// errorTable maps application error codes to sentinels. Written only
-// before Start.
-type errorTable map[string]error
-
-// check reports why errs cannot be added for kind, without adding them.
-func (t errorTable) check(kind string, errs map[string]error) error {
-	for _, code := range slices.Sorted(maps.Keys(errs)) {
-		err := errs[code]
-		switch {
-		case code == "" || err == nil:
-			return fmt.Errorf("%w %q: error code %q for %v: both must be set", ErrInvalidKind, kind, code, err)
-		case !reflect.TypeOf(err).Comparable():
-			return fmt.Errorf("%w %q: error code %q: %T is not comparable, so it cannot be a sentinel", ErrInvalidKind, kind, code, err)
-		case strings.HasPrefix(code, reservedErrorPrefix):
-			return fmt.Errorf("%w %q: error code %q: codes starting with %q are reserved", ErrInvalidKind, kind, code, reservedErrorPrefix)
-		}
-		for _, b := range builtinErrors {
-			if b.err == err {
-				return fmt.Errorf("%w %q: error code %q: %v is Tempest's own, with code %q", ErrInvalidKind, kind, code, err, b.code)
-			}
-		}
-		if old, ok := t[code]; ok && old != err {
-			return fmt.Errorf("%w %q: error code %q is %v in another kind", ErrInvalidKind, kind, code, old)
-		}
-		for c, e := range t {
-			if e == err && c != code {
-				return fmt.Errorf("%w %q: error %v has code %q in another kind", ErrInvalidKind, kind, err, c)
-			}
-		}
-		for c, e := range errs {
-			if e == err && c != code {
-				return fmt.Errorf("%w %q: error %v has two codes (%q, %q)", ErrInvalidKind, kind, err, c, code)
-			}
-		}
-	}
-	return nil
-}
-
-func (t errorTable) add(errs map[string]error) { maps.Copy(t, errs) }
-
-// register gives the wire registry Tempest's and the kinds' error codes.
-func (t errorTable) register(r *wire.Registry) error {
-	builtins := func(late bool) error {
-		for _, b := range builtinErrors {
-			if b.late != late {
-				continue
-			}
-			if err := r.RegisterError(b.code, b.err); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := builtins(false); err != nil {
-		return err
-	}
-	for _, code := range slices.Sorted(maps.Keys(t)) {
-		if err := r.RegisterError(code, t[code]); err != nil {
-			return err
-		}
-	}
-	return builtins(true)
+	late("tempest.reminder_period_too_short", reminders.ErrPeriodTooShort),
+	late("tempest.reminder_due_in_past", reminders.ErrDueInPast),
+	late("tempest.reminder_unknown_payload", reminders.ErrUnknownPayload),
+	late("tempest.reminder_bad_name", reminders.ErrBadName),
+	late("tempest.reminder_bad_catchup", reminders.ErrBadCatchup),
+	late("tempest.reminder_too_many", reminders.ErrTooMany),
+	late("tempest.reminder_too_far", reminders.ErrTooFar),
+	late("tempest.reminder_invalid", reminders.ErrInvalid),
+	late("tempest.reminder_not_found", reminders.ErrNotFound),
+	late("tempest.reminder_not_owner", reminders.ErrNotOwner),
+	late("tempest.reminder_not_in_turn", reminders.ErrNotInTurn),
+	late("tempest.reminders_closed", reminders.ErrClosed),
 }
 
 // ErrorCode returns the code under which a kind registered the
@@ -126,13 +44,10 @@ func (t errorTable) register(r *wire.Registry) error {
 // that a program or the HTTP API can report it; false when err matches
 // none. Codes are tried in sorted order.
 func (n *Node) ErrorCode(err error) (string, bool) {
-	if err == nil {
-		return "", false
-	}
-	for _, code := range slices.Sorted(maps.Keys(n.errs)) {
-		if errors.Is(err, n.errs[code]) {
-			return code, true
-		}
-	}
-	return "", false
+	return n.errs.Code(err)
+}
+
+func early(code string, err error) kinds.Builtin { return kinds.Builtin{Code: code, Err: err} }
+func late(code string, err error) kinds.Builtin {
+	return kinds.Builtin{Code: code, Err: err, Late: true}
 }

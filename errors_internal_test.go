@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tempest-actors/tempest/internal/kinds"
 	"github.com/tempest-actors/tempest/reminders"
 	"github.com/tempest-actors/tempest/wire"
 )
@@ -21,22 +22,22 @@ func TestBuiltinErrorsMostSpecificFirst(t *testing.T) {
 		// They are registered early ones, kinds, then late ones: the
 		// list's order is the registration order only if the late
 		// ones come last.
-		if late && !b.late {
-			t.Errorf("%s is registered before the kinds but listed after a late one", b.code)
+		if late && !b.Late {
+			t.Errorf("%s is registered before the kinds but listed after a late one", b.Code)
 		}
-		late = late || b.late
-		if !strings.HasPrefix(b.code, reservedErrorPrefix) || codes[b.code] {
-			t.Errorf("code %q: not reserved, or listed twice", b.code)
+		late = late || b.Late
+		if !strings.HasPrefix(b.Code, kinds.ReservedPrefix) || codes[b.Code] {
+			t.Errorf("code %q: not reserved, or listed twice", b.Code)
 		}
-		codes[b.code] = true
+		codes[b.Code] = true
 		for _, later := range builtinErrors[i+1:] {
-			if later.err == b.err || errors.Is(later.err, b.err) {
-				t.Errorf("%s (%v) matches %s, listed before it", later.code, later.err, b.code)
+			if later.Err == b.Err || errors.Is(later.Err, b.Err) {
+				t.Errorf("%s (%v) matches %s, listed before it", later.Code, later.Err, b.Code)
 			}
 		}
 	}
 	r := wire.NewRegistry()
-	if err := (errorTable{}).register(r); err != nil {
+	if err := kinds.NewErrors(builtinErrors).Register(r); err != nil {
 		t.Fatal(err)
 	}
 	refused := fmt.Errorf("reminders: reminder %q: %w", "r", reminders.ErrTooMany)
@@ -52,7 +53,9 @@ func TestBuiltinErrorsMostSpecificFirst(t *testing.T) {
 func TestKindErrorWrappingAReminderRefusalKeepsItsCode(t *testing.T) {
 	rejected := errors.New("app: schedule rejected")
 	r := wire.NewRegistry()
-	if err := (errorTable{"app.rejected": rejected}).register(r); err != nil {
+	errs := kinds.NewErrors(builtinErrors)
+	errs.Add(map[string]error{"app.rejected": rejected})
+	if err := errs.Register(r); err != nil {
 		t.Fatal(err)
 	}
 	v, err := r.DecodeError(r.AppendError(nil, fmt.Errorf("%w: %w", rejected, reminders.ErrTooMany)))

@@ -3,7 +3,6 @@ package tempest
 import (
 	"context"
 	"fmt"
-	"reflect"
 
 	"github.com/tempest-actors/tempest/actor"
 )
@@ -30,11 +29,11 @@ func (n *Node) AskJSON(ctx context.Context, kind, key string, js []byte) ([]byte
 	if gw.Reply == "" {
 		return []byte("null"), nil
 	}
-	b, err := gw.encode(gw.reply, reply, n.msgs.byType[reflect.TypeOf(reply)])
+	b, err := gw.EncodeReply(reply)
 	if err != nil {
 		return nil, fmt.Errorf("tempest: reply of %s/%s: %w", kind, key, err)
 	}
-	return gw.tc.BAREToJSON(gw.Reply, b)
+	return gw.ReplyJSON(b)
 }
 
 // TellJSON tells kind/key a message given as JSON (see AskJSON), with
@@ -61,14 +60,9 @@ func (n *Node) fromJSON(kind, key string, js []byte) (*kindInfo, any, error) {
 	if gw == nil {
 		return nil, nil, fmt.Errorf("%w: %q", ErrNoGateway, kind)
 	}
-	in := gw.Input
-	b, err := gw.tc.JSONToBARE(in, js)
+	msg, err := gw.FromJSON(js)
 	if err != nil {
-		return nil, nil, &JSONError{Kind: kind, Type: in, Err: err}
-	}
-	msg, err := gw.decode(gw.in, b)
-	if err != nil {
-		return nil, nil, &JSONError{Kind: kind, Type: in, Err: err}
+		return nil, nil, &JSONError{Kind: kind, Type: gw.Input, Err: err}
 	}
 	return k, msg, nil
 }

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 
 	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/internal/kinds"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/wire"
 	"github.com/tempest-actors/tempest/wire/bare"
@@ -15,7 +15,7 @@ import (
 // Errors of kind registration and the JSON gateway.
 var (
 	// ErrInvalidKind wraps every problem Register reports.
-	ErrInvalidKind = errors.New("tempest: invalid kind")
+	ErrInvalidKind = kinds.ErrInvalidKind
 	// ErrNoGateway: the kind was registered without a JSON gateway schema.
 	ErrNoGateway = errors.New("tempest: kind has no JSON gateway")
 	// ErrBadJSON is matched by every *JSONError.
@@ -247,184 +247,22 @@ type kindInfo struct {
 	name    string
 	factory func(key string) actor.Actor
 	opts    KindOptions
-	gw      *gateway // nil without a gateway
-}
-
-// messageTable maps Go types and tags to codecs. Written only before
-// Start, read-only afterwards.
-type messageTable struct {
-	byType map[reflect.Type]*registeredMessage
-	byTag  map[uint32]*registeredMessage
-	byName map[string]*registeredMessage // kind + "\x00" + Name
-}
-
-type registeredMessage struct {
-	kind string
-	Message
-}
-
-func newMessageTable() *messageTable {
-	return &messageTable{
-		byType: map[reflect.Type]*registeredMessage{},
-		byTag:  map[uint32]*registeredMessage{},
-		byName: map[string]*registeredMessage{},
-	}
-}
-
-// check reports why msgs cannot be added for kind, without adding them.
-func (t *messageTable) check(kind string, msgs []Message) error {
-	tags := map[uint32]bool{}
-	types := map[reflect.Type]bool{}
-	for _, m := range msgs {
-		switch {
-		case m.Tag == 0 || m.Tag > MaxMessageTag:
-			return fmt.Errorf("%w %q: message %q: tag %d out of range [1,%d]", ErrInvalidKind, kind, m.Name, m.Tag, MaxMessageTag)
-		case m.marshal == nil:
-			return fmt.Errorf("%w %q: message %q: build it with MessageOf or CodecOf", ErrInvalidKind, kind, m.Name)
-		case tags[m.Tag]:
-			return fmt.Errorf("%w %q: message tag %d is used twice", ErrInvalidKind, kind, m.Tag)
-		}
-		tags[m.Tag] = true
-		if old := t.byTag[m.Tag]; old != nil {
-			// Another kind registered the tag: fine if it is the same
-			// message (a Go type several kinds take), else a conflict.
-			if old.Name != m.Name || !slices.Equal(old.types, m.types) {
-				return fmt.Errorf("%w %q: message tag %d is %s (%v) in kind %q", ErrInvalidKind, kind, m.Tag, old.Name, old.types[0], old.kind)
-			}
-		}
-		for _, ty := range m.types {
-			if types[ty] {
-				return fmt.Errorf("%w %q: Go type %v is listed twice", ErrInvalidKind, kind, ty)
-			}
-			if old := t.byType[ty]; old != nil && old.Tag != m.Tag {
-				return fmt.Errorf("%w %q: Go type %v has tag %d in kind %q, not %d", ErrInvalidKind, kind, ty, old.Tag, old.kind, m.Tag)
-			}
-			types[ty] = true
-		}
-	}
-	return nil
+	gw      *kinds.Gateway // nil without a gateway
 }
 
 // MaxMessageTag is the largest message tag; larger ones belong to the
 // mail protocol.
-const MaxMessageTag uint32 = 0xFFFF_FF00
+const MaxMessageTag = kinds.MaxTag
 
-func (t *messageTable) add(kind string, msgs []Message) {
-	for _, m := range msgs {
-		r := t.byTag[m.Tag]
-		if r == nil { // the first kind to register the message keeps it
-			r = &registeredMessage{kind: kind, Message: m}
-			t.byTag[m.Tag] = r
-			for _, ty := range m.types {
-				t.byType[ty] = r
-			}
-		}
-		if m.Name != "" {
-			t.byName[kind+"\x00"+m.Name] = r
-		}
-	}
+// codec is m as the node's message table holds it.
+func (m Message) codec() kinds.Codec {
+	return kinds.Codec{Tag: m.Tag, Name: m.Name, Types: m.types, Marshal: m.marshal, Unmarshal: m.unmarshal, Register: m.register}
 }
 
-// gateway converts between a kind's JSON and its Go messages.
-type gateway struct {
-	Gateway
-	tc     *bare.Transcoder
-	in     gwType
-	reply  gwType
-	byName func(name string) *registeredMessage
-}
-
-// gwType is the Input or Reply type of a gateway: one message type, or a
-// union whose members are message types.
-type gwType struct {
-	name    string
-	members map[uint64]string // union tag → member type name; nil for a plain type
-	tags    map[string]uint64 // member type name → union tag
-}
-
-// newGateway validates g against msgs.
-func newGateway(kind string, g Gateway, msgs []Message) (*gateway, error) {
-	s, err := bare.ParseSchema(kind+".bare", []byte(g.Schema))
-	if err != nil {
-		return nil, fmt.Errorf("%w %q: gateway schema: %w", ErrInvalidKind, kind, err)
+func codecs(msgs []Message) []kinds.Codec {
+	out := make([]kinds.Codec, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.codec()
 	}
-	names := map[string]bool{}
-	for _, m := range msgs {
-		names[m.Name] = true
-	}
-	shape := func(name string) (gwType, error) {
-		gt := gwType{name: name}
-		td, ok := s.Lookup(name)
-		if !ok {
-			return gt, fmt.Errorf("%w %q: gateway type %q is not in its schema", ErrInvalidKind, kind, name)
-		}
-		if u := bare.Resolve(td.Type); u.Kind == bare.KindUnion && !names[name] {
-			gt.members, gt.tags = map[uint64]string{}, map[string]uint64{}
-			for _, m := range u.Members {
-				if m.Type.Kind != bare.KindNamed || !names[m.Type.Name] {
-					return gt, fmt.Errorf("%w %q: member %d of union %q is not among its Messages", ErrInvalidKind, kind, m.Tag, name)
-				}
-				gt.members[m.Tag], gt.tags[m.Type.Name] = m.Type.Name, m.Tag
-			}
-			return gt, nil
-		}
-		if !names[name] {
-			return gt, fmt.Errorf("%w %q: gateway type %q is not among its Messages", ErrInvalidKind, kind, name)
-		}
-		return gt, nil
-	}
-	if g.Input == "" {
-		return nil, fmt.Errorf("%w %q: gateway without an Input type", ErrInvalidKind, kind)
-	}
-	gw := &gateway{Gateway: g, tc: bare.NewTranscoder(s, bare.Config{})}
-	if gw.in, err = shape(g.Input); err != nil {
-		return nil, err
-	}
-	if g.Reply != "" {
-		if gw.reply, err = shape(g.Reply); err != nil {
-			return nil, err
-		}
-	}
-	return gw, nil
-}
-
-// decode turns the BARE form of t into the Go message.
-func (gw *gateway) decode(t gwType, b []byte) (any, error) {
-	name := t.name
-	if t.members != nil {
-		d := bare.NewDecoder(b, bare.Config{})
-		tag := d.Uint()
-		if err := d.Err(); err != nil {
-			return nil, err
-		}
-		name = t.members[tag]
-		b = b[d.Offset():]
-	}
-	r := gw.byName(name)
-	if r == nil {
-		return nil, fmt.Errorf("%w: %s", ErrUnregisteredMessage, name)
-	}
-	return r.unmarshal(b)
-}
-
-// encode returns the BARE form of v as t.
-func (gw *gateway) encode(t gwType, v any, r *registeredMessage) ([]byte, error) {
-	if r == nil {
-		return nil, fmt.Errorf("%w: %T", ErrUnregisteredMessage, v)
-	}
-	var prefix []byte
-	if t.members != nil {
-		tag, ok := t.tags[r.Name]
-		if !ok {
-			return nil, fmt.Errorf("%w: %T is not a member of %s", ErrUnregisteredMessage, v, t.name)
-		}
-		prefix = bare.AppendUint(nil, tag)
-	} else if r.Name != t.name {
-		return nil, fmt.Errorf("%w: %T is not %s", ErrUnregisteredMessage, v, t.name)
-	}
-	b, err := r.marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return append(prefix, b...), nil
+	return out
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/internal/cluster"
+	"github.com/tempest-actors/tempest/internal/kinds"
 	"github.com/tempest-actors/tempest/internal/tracing"
 	"github.com/tempest-actors/tempest/manifest"
 	"github.com/tempest-actors/tempest/membership"
@@ -147,9 +148,9 @@ type Node struct {
 	log  *slog.Logger
 	man  manifest.Manifest
 	reg  *prospero.Registry // validates kind names and options before Start
-	msgs *messageTable
+	msgs *kinds.Messages
 	wreg *wire.Registry  // the kinds' message types; set in Start
-	errs errorTable      // application error codes of every kind
+	errs *kinds.Errors   // application error codes of every kind
 	trc  *tracing.Tracer // nil when not tracing
 
 	mu    sync.Mutex // guards state, kinds (before Start), the components
@@ -202,8 +203,8 @@ func New(cfg Config) (*Node, error) {
 		cfg:     cfg,
 		log:     cfg.Logger.With(LogKeyNode, cfg.Name),
 		reg:     prospero.NewRegistry(),
-		msgs:    newMessageTable(),
-		errs:    errorTable{},
+		msgs:    kinds.NewMessages(),
+		errs:    kinds.NewErrors(builtinErrors),
 		kinds:   map[string]*kindInfo{},
 		closed:  make(chan struct{}),
 		waiters: map[prospero.Identity][]chan struct{}{},
@@ -278,10 +279,10 @@ func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts 
 	if n.state != stateNew {
 		return ErrStarted
 	}
-	if err := n.msgs.check(kind, opts.Messages); err != nil {
+	if err := n.msgs.Check(kind, codecs(opts.Messages)); err != nil {
 		return err
 	}
-	if err := n.errs.check(kind, opts.Errors); err != nil {
+	if err := n.errs.Check(kind, opts.Errors); err != nil {
 		return err
 	}
 	k := &kindInfo{name: kind, opts: opts}
@@ -289,18 +290,17 @@ func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts 
 	if opts.Gateway != nil {
 		g := *opts.Gateway
 		k.opts.Gateway = &g
-		gw, err := newGateway(kind, g, opts.Messages)
+		gw, err := kinds.NewGateway(kind, g.Schema, g.Input, g.Reply, codecs(opts.Messages), n.msgs)
 		if err != nil {
 			return err
 		}
-		gw.byName = func(name string) *registeredMessage { return n.msgs.byName[kind+"\x00"+name] }
 		k.gw = gw
 	}
 	if _, err := n.reg.Register(kind, opts.KindOptions); err != nil {
 		return err
 	}
-	n.msgs.add(kind, k.opts.Messages)
-	n.errs.add(opts.Errors)
+	n.msgs.Add(kind, codecs(k.opts.Messages))
+	n.errs.Add(opts.Errors)
 	k.opts.Errors = nil // kept in n.errs
 	k.factory = factory
 	n.kinds[kind] = k
@@ -465,18 +465,13 @@ func (n *Node) startLocked(ctx context.Context) error {
 		}
 	}
 	n.wreg = wire.NewRegistry()
-	for _, name := range n.reg.Names() {
-		for _, m := range n.kinds[name].opts.Messages {
-			if n.msgs.byTag[m.Tag].kind != name {
-				continue // a message several kinds take is registered once
-			}
-			if err := m.register(n.wreg); err != nil {
-				return fmt.Errorf("tempest: kind %q: %w", name, err)
-			}
-		}
+	if err := n.msgs.Register(n.wreg, n.reg.Names(), func(kind string) []kinds.Codec {
+		return codecs(n.kinds[kind].opts.Messages)
+	}); err != nil {
+		return err
 	}
 	sc := n.cfg.Scheduler
-	if n.eng != nil || len(n.msgs.byTag) > 0 {
+	if n.eng != nil || n.msgs.Len() > 0 {
 		sc.Vet = n.vet
 	}
 	if n.eng != nil {
@@ -518,7 +513,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 	if n.eng == nil {
 		return nil
 	}
-	if err := n.errs.register(n.wreg); err != nil {
+	if err := n.errs.Register(n.wreg); err != nil {
 		return fmt.Errorf("tempest: error codes: %w", err)
 	}
 	return n.eng.Start(ctx, cluster.Deps{Registry: n.wreg, Sched: sched, Sup: sup, Tracer: n.trc, Manifest: n.man,

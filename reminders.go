@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
-	"strconv"
 
 	"github.com/tempest-actors/tempest/actor"
-	"github.com/tempest-actors/tempest/ariel"
+	"github.com/tempest-actors/tempest/internal/remind"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/reminders"
 )
@@ -54,20 +52,20 @@ func (r *Reminders) engine() (*reminders.Engine, error) {
 func (r *Reminders) Register(ctx actor.Context, rem reminders.Reminder) error {
 	e, id, t, err := r.turn(ctx)
 	if err == nil && t == nil {
-		err = canStage(ctx, id)
+		err = remind.CanStage(ctx, id)
 	}
 	if err != nil {
 		return err
 	}
 	var c reminders.Change
 	err = r.owned(r.turnCtx(), ctx.Self(), e, func() (err error) {
-		c, err = e.PrepareRegister(id, rem, t.staged())
+		c, err = e.PrepareRegister(id, rem, t.Staged())
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	return r.stage(ctx, e, id, t, c)
+	return remind.Stage(ctx, e, id, t, c)
 }
 
 // ErrNotHeld: Reminders.Register or Unregister was called in a turn of a
@@ -75,11 +73,11 @@ func (r *Reminders) Register(ctx actor.Context, rem reminders.Reminder) error {
 // set and the kind is not persisted every turn or periodically). The
 // errors they return wrap ariel.ErrNotHeld as well; this one names the
 // option to set.
-var ErrNotHeld = errors.New("tempest: the kind's turns cannot wait for reminder commits (set KindOptions.Reminders)")
+var ErrNotHeld = remind.ErrNotHeld
 
 // turn returns the engine, the identity ctx's turn runs for and what of
 // reminders the turn staged so far (nil: nothing).
-func (r *Reminders) turn(ctx actor.Context) (*reminders.Engine, prospero.Identity, *reminderTurn, error) {
+func (r *Reminders) turn(ctx actor.Context) (*reminders.Engine, prospero.Identity, *remind.Turn, error) {
 	e, err := r.engine()
 	if err != nil {
 		return nil, prospero.Identity{}, nil, err
@@ -90,71 +88,7 @@ func (r *Reminders) turn(ctx actor.Context) (*reminders.Engine, prospero.Identit
 	if r.n.kind(ctx.Self().Kind()) == nil {
 		return nil, prospero.Identity{}, nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, ctx.Self().Kind())
 	}
-	var t *reminderTurn
-	for _, eff := range ariel.Staged(ctx) {
-		if rt, ok := eff.(*reminderTurn); ok {
-			t = rt
-		}
-	}
-	return e, prospero.IdentityOf(ctx.Self()), t, nil
-}
-
-// stage adds c to what the turn ctx is commits once it has ended.
-func (r *Reminders) stage(ctx actor.Context, e *reminders.Engine, id prospero.Identity, t *reminderTurn, c reminders.Change) error {
-	if t == nil {
-		t = &reminderTurn{e: e, id: id}
-		if err := ariel.Stage(ctx, t); err != nil {
-			return notHeld(err, id)
-		}
-	}
-	t.changes = append(t.changes, c)
-	return nil
-}
-
-// canStage returns ErrNotHeld when the turn ctx is cannot stage its
-// reminder changes: checked before they are validated (and their shard
-// loaded), for nothing could come of them.
-func canStage(ctx actor.Context, id prospero.Identity) error {
-	return notHeld(ariel.CanStage(ctx), id)
-}
-
-// notHeld returns err, wrapped with ErrNotHeld and the kind when it is
-// ariel.ErrNotHeld.
-func notHeld(err error, id prospero.Identity) error {
-	if errors.Is(err, ariel.ErrNotHeld) {
-		return fmt.Errorf("%w: kind %q (%w)", ErrNotHeld, id.Kind, err)
-	}
-	return err
-}
-
-// reminderTurn is the reminder changes one turn made, staged with the
-// turn (an ariel.Effect): when the turn has ended they are committed,
-// and its outputs wait for that instead of the worker.
-type reminderTurn struct {
-	e       *reminders.Engine
-	id      prospero.Identity
-	changes []reminders.Change
-}
-
-func (t *reminderTurn) staged() []reminders.Change {
-	if t == nil {
-		return nil
-	}
-	return t.changes
-}
-
-// Settle implements ariel.Effect.
-func (t *reminderTurn) Settle(h ariel.Hold) {
-	release := h.Wait()
-	c := t.e.Commit(t.changes, func(err error) {
-		if err != nil {
-			err = &prospero.CommitError{ID: t.id, Err: err}
-		}
-		release(err)
-	})
-	// The turn's outcome, not the reminders' records alone, decides
-	// whether they stand: its state write may fail where they did not.
-	h.Released(func(err error) { c.Finish(err == nil) })
+	return e, prospero.IdentityOf(ctx.Self()), remind.TurnOf(ctx), nil
 }
 
 // owned runs op and, when the engine does not hold the shard of ref
@@ -197,20 +131,20 @@ func (r *Reminders) turnCtx() context.Context {
 func (r *Reminders) Unregister(ctx actor.Context, name string) error {
 	e, id, t, err := r.turn(ctx)
 	if err == nil && t == nil {
-		err = canStage(ctx, id)
+		err = remind.CanStage(ctx, id)
 	}
 	if err != nil {
 		return err
 	}
 	var c reminders.Change
 	err = r.owned(r.turnCtx(), ctx.Self(), e, func() (err error) {
-		c, err = e.PrepareUnregister(id, name, t.staged())
+		c, err = e.PrepareUnregister(id, name, t.Staged())
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	return r.stage(ctx, e, id, t, c)
+	return remind.Stage(ctx, e, id, t, c)
 }
 
 // List returns the reminders of the actor whose turn ctx is, as its
@@ -223,7 +157,7 @@ func (r *Reminders) List(ctx actor.Context) ([]reminders.Info, error) {
 	}
 	var infos []reminders.Info
 	err = r.owned(r.turnCtx(), ctx.Self(), e, func() (err error) {
-		infos, err = e.List(ctx, t.staged())
+		infos, err = e.List(ctx, t.Staged())
 		return err
 	})
 	return infos, err
@@ -333,8 +267,8 @@ func (n *Node) startReminders(ctx context.Context) (*reminders.Engine, error) {
 	if n.remStore != nil {
 		cfg.Store = n.remStore(cfg.Store)
 	}
-	cfg.Codec = messageCodec{n.msgs}
-	cfg.Deliver = notifier{s: n.sched, serves: n.cl.ServesReminder}
+	cfg.Codec = n.msgs
+	cfg.Deliver = remind.Notifier{S: n.sched, Serves: n.cl.ServesReminder}
 	cfg.ShardOf = n.reminderShard
 	if n.repl != nil {
 		// A replicated shard's records at rest here may hold writes that
@@ -371,61 +305,6 @@ func (n *Node) reminderShard(id prospero.Identity) string {
 		return shard
 	}
 	return localShard
-}
-
-// notifier delivers ticks through the scheduler's system lane: a dormant
-// identity is hydrated to receive one. serves, when set, says why this
-// node may not run a tick of ref now (nil: it may); it is asked at the
-// tick's turn, before the engine's own acceptance, so that a tick queued
-// on a node that has since lost the shard (its lease lapsed, the shard
-// moved or began to move, the node was marked down) does not run there
-// before the reminder loop has paused or released the shard: it fails
-// back to the engine, which fires it again after its RetryAfter.
-type notifier struct {
-	s      *ariel.Scheduler
-	serves func(ref actor.Ref) error
-}
-
-func (d notifier) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool, failed func(error)) error {
-	if d.serves != nil {
-		engine := accept
-		accept = func() bool {
-			if err := d.serves(ref); err != nil {
-				failed(err)
-				return false
-			}
-			return engine()
-		}
-	}
-	return d.s.Notify(ref, t, accept, failed)
-}
-
-// messageCodec stores a payload as one of its kind's declared messages.
-type messageCodec struct{ t *messageTable }
-
-func (c messageCodec) Encode(kind string, p any) (string, []byte, error) {
-	m := c.t.byType[reflect.TypeOf(p)]
-	if m == nil || m.kind != kind {
-		return "", nil, fmt.Errorf("%w: %T is not a message of kind %q (declare it in KindOptions.Messages)",
-			reminders.ErrUnknownPayload, p, kind)
-	}
-	b, err := m.marshal(p)
-	if err != nil {
-		return "", nil, fmt.Errorf("%w: %w", reminders.ErrUnknownPayload, err)
-	}
-	return strconv.FormatUint(uint64(m.Tag), 10), b, nil
-}
-
-func (c messageCodec) Decode(kind, name string, b []byte) (any, error) {
-	tag, err := strconv.ParseUint(name, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("%w: stored as %q", reminders.ErrUnknownPayload, name)
-	}
-	m := c.t.byTag[uint32(tag)]
-	if m == nil || m.kind != kind {
-		return nil, fmt.Errorf("%w: tag %d is not a message of kind %q", reminders.ErrUnknownPayload, tag, kind)
-	}
-	return m.unmarshal(b)
 }
 
 // noCodec and noDeliverer stand in for the node's own while a Config is

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 
 	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/internal/remind"
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/reminders"
 )
@@ -42,7 +43,7 @@ func TestTickNotRunWhereTheShardIsNotServed(t *testing.T) {
 		defer n.Close(context.Background())
 
 		var refusal error = placement.ErrLeaseExpired
-		d := notifier{s: n.sched, serves: func(actor.Ref) error { return refusal }}
+		d := remind.Notifier{S: n.sched, Serves: func(actor.Ref) error { return refusal }}
 		ref := n.Ref("biller", "a")
 		accepted := 0
 		var failed []error

@@ -22,6 +22,7 @@ var builtinErrors = []kinds.Builtin{
 	early("tempest.no_quorum", ErrNoQuorum),
 	early("tempest.not_started", ErrNotStarted),
 	early("tempest.unregistered_message", ErrUnregisteredMessage),
+	early("tempest.message_too_large", ErrMessageTooLarge),
 	// What Reminders.Register, Unregister and List return to an actor,
 	// which may reply it: the refusals' specific sentinels, then
 	// reminders.ErrInvalid, which each of them matches.

@@ -27,6 +27,15 @@ var (
 	// node, so a send does not work or fail depending on where the key
 	// lives. It is wire.ErrUnregistered.
 	ErrUnregisteredMessage = wire.ErrUnregistered
+	// ErrMessageTooLarge: a message or reply whose encoding exceeds the
+	// transport's frame limit (ClusterConfig.Wire.MaxFrameSize, 4 MiB by
+	// default) cannot cross to another node. A send to an actor owned
+	// elsewhere fails with it at once, and so does an ask whose reply
+	// cannot cross back (the asker is told at once, it does not wait for
+	// its deadline). Mail whose sender and owner are on the same node is
+	// not encoded and not limited, so keep messages well below the limit,
+	// or raise it alike on every node. It is wire.ErrFrameTooLarge.
+	ErrMessageTooLarge = wire.ErrFrameTooLarge
 )
 
 // KindOptions configure one kind of virtual actor on a node: the

@@ -759,7 +759,8 @@ func (n *Node) Ref(kind, key string) actor.Ref { return actor.Virtual(kind, key)
 // owner can be found (actor.ErrProcessUnavailable, actor.ErrNoEligibleNode;
 // while this node knows no placement leader an unreachable owner's error
 // matches ErrNoQuorum too, whichever node owns the key); ErrClosed during
-// shutdown. actor.ErrRefused
+// shutdown; ErrMessageTooLarge when msg is too large to cross to the
+// owner's node. actor.ErrRefused
 // means the message was refused before it left: the owner is this node
 // and the recipient's mailbox is full (in a cluster a *wire.RefusedError,
 // MAILBOX_FULL, naming this node, the error an ask gets from any node),
@@ -822,7 +823,11 @@ func (n *Node) tell(ctx context.Context, ref actor.Ref, msg any, tr any) error {
 // ErrActorTerminated, ErrProcessUnavailable, ErrUnknownKind,
 // ErrInvalidKey) or an error the actor replied. In a cluster, a full
 // mailbox's refusal is a *wire.RefusedError (MAILBOX_FULL, naming the
-// owner) on every node, the owner included.
+// owner) on every node, the owner included. An error the actor replied
+// that matches ErrDeadlineExceeded (a downstream ask of its own that
+// timed out) keeps its text: only this ask's own expiry is a
+// *DeadlineError. ErrMessageTooLarge: msg, or the reply, is too large to
+// cross between this node and the owner's.
 //
 // In a cluster, an ask for a shard being handed off or not placed yet,
 // or whose owner's node cannot be reached (crashed or cut off, before
@@ -861,13 +866,26 @@ func (n *Node) ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
 		defer cancel()
 	}
 	reply, err := n.askRouted(ctx, ref, msg)
-	if err != nil && errors.Is(err, actor.ErrDeadlineExceeded) {
+	if err != nil && errors.Is(err, actor.ErrDeadlineExceeded) && askExpired(ctx, err) {
 		var de *DeadlineError
 		if !errors.As(err, &de) {
 			err = &DeadlineError{Ref: ref, Timeout: max(deadline.Sub(start), 0), Err: err} // an ask whose deadline had passed had no time
 		}
 	}
 	return reply, n.localRefusal(err)
+}
+
+// askExpired reports whether err, which matches actor.ErrDeadlineExceeded,
+// says that the ask itself ran out of time (its context ended; the
+// deadline passed on this node's timer, or in the owner's mailbox), not
+// that its actor replied an error of its own that matches it (a
+// downstream ask that timed out, say), which keeps its text.
+func askExpired(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || err == actor.ErrDeadlineExceeded {
+		return true
+	}
+	var re *wire.RefusedError
+	return errors.As(err, &re) && re.Reason == wire.RefusedReasonExpired
 }
 
 // localRefusal gives a clustered node's own mailbox-full refusal the form
@@ -931,6 +949,9 @@ func (n *Node) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 	if err := ref.Check(); err != nil {
 		return Status{}, err
 	}
+	if err := ctx.Err(); err != nil { // as on every node, the owner's too
+		return Status{}, err
+	}
 	if !ref.IsVirtual() {
 		return Status{}, fmt.Errorf("tempest: status of %v: not a virtual actor", ref)
 	}
@@ -974,6 +995,9 @@ func (n *Node) statusHere(ctx context.Context, ref actor.Ref) (Status, error) {
 // error, ctx's.
 func (n *Node) Passivate(ctx context.Context, ref actor.Ref) error {
 	if err := ref.Check(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil { // nothing is done with an ended ctx, on any node
 		return err
 	}
 	if !ref.IsVirtual() {

@@ -178,7 +178,7 @@ type ReminderList struct {
 // actor.ErrProcessUnavailable (the owner cannot be reached or cannot
 // serve now), ErrNoQuorum, ErrClosed, ErrNotStarted, ctx's.
 func (r *Reminders) ListOf(ctx context.Context, ref actor.Ref) (ReminderList, error) {
-	e, err := r.checkRef(ref)
+	e, err := r.checkRef(ctx, ref)
 	if err != nil {
 		return ReminderList{}, err
 	}
@@ -195,7 +195,7 @@ func (r *Reminders) ListOf(ctx context.Context, ref actor.Ref) (ReminderList, er
 // actor.ErrNotCommitted (the cancellation could not be made durable on
 // the shard's replica set: the reminder stays), ctx's.
 func (r *Reminders) Cancel(ctx context.Context, ref actor.Ref, name string) error {
-	e, err := r.checkRef(ref)
+	e, err := r.checkRef(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -227,8 +227,11 @@ func closedErr(err error) error {
 	return err
 }
 
-func (r *Reminders) checkRef(ref actor.Ref) (*reminders.Engine, error) {
+func (r *Reminders) checkRef(ctx context.Context, ref actor.Ref) (*reminders.Engine, error) {
 	if err := ref.Check(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil { // as on every node, the owner's too
 		return nil, err
 	}
 	if !ref.IsVirtual() {

@@ -81,6 +81,13 @@ func observe(reply any, err error) outcome {
 	return o
 }
 
+// expired returns a context whose deadline has passed.
+func expired(ctx context.Context) context.Context {
+	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	cancel() // its error stays DeadlineExceeded
+	return ctx
+}
+
 // gates holds the turns of the "gate" kind: a turn asked to "block"
 // signals entered and waits for release, so that its one-slot mailbox
 // can be filled behind it.
@@ -160,6 +167,9 @@ func TestLocationTransparency(t *testing.T) {
 			"struct":   &plainErr{N: 7},
 			"deadline": context.DeadlineExceeded,
 			"canceled": context.Canceled,
+			// A downstream ask of the actor's that timed out, forwarded
+			// as its reply: not the caller's ask running out of time.
+			"downstream": fmt.Errorf("downstream payments/p1: %w", actor.ErrDeadlineExceeded),
 		}
 		failing := func(string) actor.Actor {
 			return actor.Func(func(ctx actor.Context, msg any) {
@@ -301,6 +311,27 @@ func TestLocationTransparency(t *testing.T) {
 		}, func(o outcome) bool {
 			return o.Err == "context canceled" && o.Is["context.Canceled"] && len(o.Is) == 1
 		}},
+		{"replied error matching ErrDeadlineExceeded", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "downstream"})
+		}, func(o outcome) bool {
+			return o.Err == "downstream payments/p1: tempest: deadline exceeded" && o.Is["ErrDeadlineExceeded"] && len(o.Is) == 1
+		}},
+		{"status with an ended context", "", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return status(expired(ctx), n, actor.Virtual(bank.Account, acct))
+		}, func(o outcome) bool { return o.Err == "context deadline exceeded" && o.Is["context.DeadlineExceeded"] }},
+		{"passivate with an ended context", "", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			ref := actor.Virtual(bank.Account, acct)
+			err := n.Passivate(expired(ctx), ref)
+			st, serr := status(ctx, n, ref) // still active: nothing was done
+			return st, errors.Join(err, serr)
+		}, func(o outcome) bool {
+			return o.Err == "context deadline exceeded" &&
+				o.Reply == tempest.Status{Kind: bank.Account, State: actor.Valid, Node: "OWNER", Incarnation: 1, Active: true}
+		}},
+		{"reminders with an ended context", "", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			_, err := n.Reminders().ListOf(expired(ctx), actor.Virtual(bank.Account, acct))
+			return nil, err
+		}, func(o outcome) bool { return o.Err == "context deadline exceeded" && o.Is["context.DeadlineExceeded"] }},
 		{"status of a kind one node hosts", "probe", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			ref := actor.Virtual("probe", acct)
 			if _, err := n.Ask(ctx, ref, demo.EchoIn{Text: "hi"}); err != nil {

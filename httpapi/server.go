@@ -61,6 +61,7 @@ const (
 	codeMethodNotAllowed = "method_not_allowed"
 	codeInvalidReminder  = "invalid_reminder"
 	codeForbidden        = "forbidden"
+	codeMessageTooLarge  = "message_too_large"
 )
 
 // Node is what the HTTP API needs from a node; *tempest.Node has it.
@@ -702,6 +703,11 @@ func classify(err error) (int, string, string) {
 		// reply, or it dropped its Replier): the actor's fault, and
 		// final, unlike a timeout.
 		return http.StatusBadGateway, codeNoReply, outcomeError
+	case errors.Is(err, tempest.ErrMessageTooLarge):
+		// The actor's reply is over the transport's frame limit and
+		// could not cross from its owner's node (a request body is far
+		// below it): the actor's doing, and final, like no_reply.
+		return http.StatusBadGateway, codeMessageTooLarge, outcomeError
 	case errors.Is(err, actor.ErrNotCommitted):
 		// The actor's store failed to make the update durable: it was
 		// not acknowledged, and the actor went back to its last

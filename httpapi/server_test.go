@@ -243,6 +243,7 @@ func TestClassifyReminderErrors(t *testing.T) {
 		{fmt.Errorf("%w: %w", actor.ErrPanicked, actor.ErrRefused), 500, codePanicked, outcomeError},
 		{&wire.RemoteError{Message: "tempest: actor panicked: boom", Code: wire.CodePanicked}, 500, codePanicked, outcomeError},
 		{&wire.RemoteError{Message: actor.ErrNoReply.Error(), Code: wire.CodeNoReply}, 502, codeNoReply, outcomeError},
+		{remote("tempest.message_too_large", wire.ErrFrameTooLarge), 502, codeMessageTooLarge, outcomeError},
 	} {
 		s := &Server{node: &fakeNode{}}
 		if status, code, outcome := s.classify(tc.err); status != tc.status || code != tc.code || outcome != tc.outcome {

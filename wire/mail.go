@@ -1464,7 +1464,19 @@ func (m *Mailer) sendReply(peer string, id uint64, v any, err error) {
 	buf, _ = env.AppendBARE(buf) // a Reply has nothing that can fail to encode
 	*bp = buf[:0]
 	frame := buf[start:]
-	if serr := t.Send(peer, id, frame); serr != nil {
+	serr := t.Send(peer, id, frame)
+	if errors.Is(serr, ErrFrameTooLarge) {
+		// The asker would wait out its deadline for a reply that cannot
+		// cross: it is told why instead, at once.
+		body = m.reg.AppendError(buf[:0], fmt.Errorf("%w: the reply (%d bytes encoded) cannot cross to %s", ErrFrameTooLarge, len(frame), peer))
+		env = Reply{Id: id, Tag: TagError, Body: body}
+		start = len(body)
+		buf = bare.AppendUint(body, EnvelopeTagReply)
+		buf, _ = env.AppendBARE(buf)
+		*bp = buf[:0]
+		serr = t.Send(peer, id, buf[start:])
+	}
+	if serr != nil {
 		m.c.dropped.Add(1)
 		m.log.LogAttrs(context.Background(), slog.LevelDebug, "reply not sent",
 			slog.String(logPeer, peer), slog.Uint64("id", id), slog.Any("err", serr))

@@ -179,8 +179,6 @@ type Node struct {
 	ready atomic.Bool
 	phase atomic.Uint32 // lifecycle, readable without mu
 
-	waitMu  sync.Mutex
-	waiters map[prospero.Identity][]chan struct{} // Passivate callers
 }
 
 // running is what the hot path needs, published once Start succeeded.
@@ -200,14 +198,13 @@ func New(cfg Config) (*Node, error) {
 	}
 	cfg = cfg.withDefaults()
 	n := &Node{
-		cfg:     cfg,
-		log:     cfg.Logger.With(LogKeyNode, cfg.Name),
-		reg:     prospero.NewRegistry(),
-		msgs:    kinds.NewMessages(),
-		errs:    kinds.NewErrors(builtinErrors),
-		kinds:   map[string]*kindInfo{},
-		closed:  make(chan struct{}),
-		waiters: map[prospero.Identity][]chan struct{}{},
+		cfg:    cfg,
+		log:    cfg.Logger.With(LogKeyNode, cfg.Name),
+		reg:    prospero.NewRegistry(),
+		msgs:   kinds.NewMessages(),
+		errs:   kinds.NewErrors(builtinErrors),
+		kinds:  map[string]*kindInfo{},
+		closed: make(chan struct{}),
 	}
 	n.cl = local{n}
 	if cfg.Cluster != nil {
@@ -1018,71 +1015,15 @@ func (n *Node) passivateHere(ctx context.Context, ref actor.Ref) error {
 	if err != nil {
 		return err
 	}
-	id := prospero.IdentityOf(ref)
-	ch := n.await(id)
-	defer n.unawait(id, ch)
-	for {
-		if r.sup.Passivate(ref) {
-			break
-		}
-		// Not active: at rest, or in a transition (already passivating,
-		// hydrating, restarting). Only "nothing in memory" means its state
-		// at rest is final; otherwise look again shortly.
-		st, err := r.sup.Status(ctx, ref)
-		if err != nil {
-			return err
-		}
-		if !st.Active {
-			return nil
-		}
-		t := time.NewTimer(10 * time.Millisecond)
-		select {
-		case <-ch:
-			t.Stop()
-			return nil
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-n.closed:
-			t.Stop()
-			return ErrClosed
-		}
+	err = r.sup.PassivateWait(ctx, ref)
+	if errors.Is(err, prospero.ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-n.closed:
-		return ErrClosed
-	}
+	return err
 }
 
-func (n *Node) await(id prospero.Identity) chan struct{} {
-	ch := make(chan struct{})
-	n.waitMu.Lock()
-	n.waiters[id] = append(n.waiters[id], ch)
-	n.waitMu.Unlock()
-	return ch
-}
-
-func (n *Node) unawait(id prospero.Identity, ch chan struct{}) {
-	n.waitMu.Lock()
-	defer n.waitMu.Unlock()
-	ws := n.waiters[id]
-	if i := slices.Index(ws, ch); i >= 0 {
-		ws = slices.Delete(ws, i, i+1)
-	}
-	if len(ws) == 0 {
-		delete(n.waiters, id)
-	} else {
-		n.waiters[id] = ws
-	}
-}
-
-// emit is the supervisor's event sink: the activation log, Passivate's
-// waiters, then the user's hook. It runs with the supervisor's lock held.
+// emit is the supervisor's event sink: the activation log, then the
+// user's hook. It runs with the supervisor's lock held.
 func (n *Node) emit(e prospero.Event) {
 	n.cl.Track(e)
 	switch e.Type {
@@ -1094,12 +1035,6 @@ func (n *Node) emit(e prospero.Event) {
 		n.log.LogAttrs(context.Background(), slog.LevelInfo, LogDeactivated,
 			slog.String(LogKeyActor, e.ID.String()), slog.Uint64(LogKeyIncarnation, e.Incarnation),
 			slog.Uint64(LogKeyEpoch, n.epochOf(e.ID)), slog.String(LogKeyReason, e.Type.String()))
-		n.waitMu.Lock()
-		for _, ch := range n.waiters[e.ID] {
-			close(ch)
-		}
-		delete(n.waiters, e.ID)
-		n.waitMu.Unlock()
 	case prospero.EventStoreError:
 		level := slog.LevelError
 		if errors.Is(e.Err, replica.ErrLeaseLapsed) || errors.Is(e.Err, placement.ErrLeaseExpired) {

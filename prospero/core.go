@@ -45,6 +45,9 @@ type entry struct {
 	turns    int  // turns since state was last written at rest
 	lastSave time.Time
 	since    time.Time // when the current activation attempt began (doorbell or resume)
+	// passivate asks for a passivation as soon as the activation in
+	// progress is attached (PassivateSoon found none to passivate yet).
+	passivate bool
 }
 
 // Op is an operation the shell must carry out for the core.
@@ -307,6 +310,10 @@ func (c *Core) Loaded(id Identity, inc, version uint64, hydrated bool, now time.
 	c.emit(Event{Type: typ, At: now, ID: id, Incarnation: inc, Hydration: now.Sub(e.since)})
 	if c.closing {
 		c.passivate(id, ReasonShutdown, now)
+		return
+	}
+	if e.passivate {
+		c.passivate(id, ReasonIdle, now)
 		return
 	}
 	c.shed(now)
@@ -636,7 +643,7 @@ func (c *Core) passivate(id Identity, reason string, now time.Time) {
 		return
 	}
 	c.activity.Remove(id)
-	e.phase = phasePassivating
+	e.phase, e.passivate = phasePassivating, false
 	c.emit(Event{Type: EventPassivating, At: now, ID: id, Incarnation: e.inc, Reason: reason})
 	c.out = append(c.out, Command{Op: OpPassivate, ID: id, Kind: e.kind, Incarnation: e.inc,
 		Version: e.version, Persist: e.kind.Options.Persistence.Persistent(), Reason: reason})
@@ -650,6 +657,25 @@ func (c *Core) Passivate(id Identity, now time.Time) bool {
 		return false
 	}
 	c.passivate(id, ReasonIdle, now)
+	return true
+}
+
+// PassivateSoon is Passivate for a caller that waits for id to leave
+// memory: an identity not active yet (queued, loading, backing off or
+// stopping after a fault) is passivated as soon as its activation is
+// attached, instead of not at all. It reports whether id is in memory
+// (false: nothing to wait for). The wait ends with the identity's
+// EventPassivated, EventRetired or EventRejected.
+func (c *Core) PassivateSoon(id Identity, now time.Time) bool {
+	e, ok := c.entries[id]
+	switch {
+	case !ok:
+		return false
+	case e.phase == phaseActive:
+		c.passivate(id, ReasonIdle, now)
+	case e.phase != phasePassivating:
+		e.passivate = true
+	}
 	return true
 }
 

@@ -6,15 +6,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/tempest-actors/tempest/clock"
 	"hash/maphash"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/clock"
 )
 
 // Persistent is implemented by actors of kinds that keep state at rest.
@@ -253,6 +254,10 @@ type Supervisor struct {
 	// passing holds the passivation whose final turn is outstanding, per
 	// identity, so that an abandoned final turn's state is not written.
 	passing map[Identity]*passing
+	// waiters are PassivateWait's callers, per identity: told nil when it
+	// leaves memory, ErrClosed when Close gives up on it.
+	waiters map[Identity][]chan error
+	done    bool // Close has returned: no waiter is told any more
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -285,13 +290,27 @@ func NewSupervisor(cfg Config) (*Supervisor, error) {
 		passing:  make(map[Identity]*passing),
 		chains:   make(map[Identity]*chain),
 		settled:  make(chan struct{}),
+		waiters:  make(map[Identity][]chan error),
 	}
 	s.doubts, _ = cfg.Store.(DoubtingStore)
 	s.jobCond = sync.NewCond(&s.mu)
 	s.idle = sync.NewCond(&s.mu)
 	s.core = NewCore(s.reg, CoreConfig{MaxActive: cfg.MaxActive, HydrationBudget: cfg.HydrationBudget,
-		Sink: cfg.Events, LastUse: s.lastUseOf})
+		Sink: EventFunc(s.observe), LastUse: s.lastUseOf})
 	return s, nil
+}
+
+// observe is the core's event sink (called with s.mu held): it ends the
+// PassivateWait of an identity that left memory, then tells cfg.Events.
+func (s *Supervisor) observe(e Event) {
+	switch e.Type {
+	case EventPassivated, EventRetired, EventRejected:
+		for _, ch := range s.waiters[e.ID] {
+			ch <- nil
+		}
+		delete(s.waiters, e.ID)
+	}
+	s.cfg.Events.Emit(e)
 }
 
 // Register adds a kind: factory(key) builds a fresh actor value for
@@ -444,6 +463,48 @@ func (s *Supervisor) Passivate(ref actor.Ref) bool {
 	return ok
 }
 
+// PassivateWait passivates ref's activation and returns once ref has
+// nothing in memory, so that its state at rest is final until the next
+// doorbell, or with ctx's error. An identity with nothing in memory
+// returns at once; one being passivated is waited for; one not active
+// yet (being hydrated, backing off after a fault) is passivated as soon
+// as its activation is attached (Core.PassivateSoon). The wait is
+// driven by the identity's lifecycle events, not by polling. ErrClosed:
+// the supervisor closed without the identity leaving memory.
+func (s *Supervisor) PassivateWait(ctx context.Context, ref actor.Ref) error {
+	id := IdentityOf(ref)
+	s.mu.Lock()
+	if s.done && s.core.InMemory(id) {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if !s.core.PassivateSoon(id, s.clock.Now()) {
+		s.mu.Unlock()
+		return nil
+	}
+	s.dispatchLocked()
+	ch := make(chan error, 1)
+	s.waiters[id] = append(s.waiters[id], ch)
+	s.mu.Unlock()
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		ws := s.waiters[id]
+		if i := slices.Index(ws, ch); i >= 0 {
+			ws = slices.Delete(ws, i, i+1)
+		}
+		if len(ws) == 0 {
+			delete(s.waiters, id)
+		} else {
+			s.waiters[id] = ws
+		}
+		return ctx.Err()
+	}
+}
+
 // Status answers the state of ref (pinned or not): Valid, Dormant,
 // ActorTerminated or Unknown, its current incarnation and whether it is
 // in memory, in any phase (Status.Active: also while it is queued for or
@@ -590,6 +651,13 @@ func (s *Supervisor) Close(ctx context.Context) error {
 	}
 	s.retryUnsaved(ctx)
 	s.mu.Lock()
+	s.done = true
+	for id, ws := range s.waiters { // left in memory: nothing will end their wait now
+		for _, ch := range ws {
+			ch <- ErrClosed
+		}
+		delete(s.waiters, id)
+	}
 	if n := len(s.unsaved); n > 0 && err == nil {
 		err = fmt.Errorf("prospero: close: %d states could not be written at rest", n)
 	}

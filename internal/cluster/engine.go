@@ -1092,7 +1092,13 @@ func (c *Engine) shipShard(ctx context.Context, m placement.Move) error {
 		delete(c.known, id)
 	}
 	c.mu.Unlock()
-	c.log.LogAttrs(ctx, slog.LevelInfo, "shard handed off", slog.String("shard", m.Shard.String()),
+	level := slog.LevelInfo
+	if len(recs) == 0 && len(active) == 0 {
+		// Nothing moved with it (every shard of a new cluster balancing
+		// out, hundreds at once): not worth a line each.
+		level = slog.LevelDebug
+	}
+	c.log.LogAttrs(ctx, level, "shard handed off", slog.String("shard", m.Shard.String()),
 		slog.String("to", m.To), slog.Int("actors", len(recs)), slog.Bool("promoted", promote))
 	c.requestHydration(m, active)
 	return nil

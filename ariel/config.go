@@ -143,6 +143,9 @@ func (c Config) withDefaults() Config {
 // maxMailbox bounds MailboxCapacity (the ring indexes with int32).
 const maxMailbox = 1 << 24
 
+// MaxWorkers bounds Config.Workers.
+const MaxWorkers = 4096
+
 // maxReplacements bounds MaxReplacements.
 const maxReplacements = 1 << 16
 
@@ -150,8 +153,8 @@ const maxReplacements = 1 << 16
 // values are valid (they mean "default").
 func (c Config) Validate() error {
 	var errs []error
-	if c.Workers < 0 || c.Workers > 4096 {
-		errs = append(errs, fmt.Errorf("ariel: Workers %d out of range [1,4096]", c.Workers))
+	if c.Workers < 0 || c.Workers > MaxWorkers {
+		errs = append(errs, fmt.Errorf("ariel: Workers %d out of range [1,%d]", c.Workers, MaxWorkers))
 	}
 	if c.MailboxCapacity < 0 || c.MailboxCapacity > maxMailbox {
 		errs = append(errs, fmt.Errorf("ariel: MailboxCapacity %d out of range [1,%d]", c.MailboxCapacity, maxMailbox))

@@ -95,12 +95,12 @@ func runActors(ctx context.Context, c *apiClient, kind string, o actorsOptions, 
 				fmt.Fprintln(out, string(compactJSON(b)))
 			} else {
 				if after == "" {
-					fmt.Fprintf(out, "%s: %d %s\n", ab.Node, ab.Count, plural(ab.Count, "identity", "identities"))
+					fmt.Fprintf(out, "%s: %d %s\n", safe(ab.Node), ab.Count, plural(ab.Count, "identity", "identities"))
 					total += ab.Count
 				}
 				for _, e := range ab.Actors {
 					if printed < o.limit {
-						fmt.Fprintf(out, "  %s/%s  %s\n", kind, e.Key, e.State)
+						fmt.Fprintf(out, "  %s/%s  %s\n", safe(kind), safe(e.Key), e.State)
 					}
 					printed++
 				}
@@ -197,7 +197,7 @@ func noteSkipped(w io.Writer, skipped []string) {
 	fmt.Fprintf(w, "not sent to %d %s whose address is not verified (give trusted addresses with --target):\n",
 		len(skipped), plural(len(skipped), "member", "members"))
 	for _, s := range skipped {
-		fmt.Fprintf(w, "  %s\n", s)
+		fmt.Fprintf(w, "  %s\n", safe(s))
 	}
 }
 

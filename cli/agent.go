@@ -87,10 +87,14 @@ func runAgent(ctx context.Context, c agentConfig, getenv func(string) string, st
 		if err != nil {
 			return configError("http-token-file", "%v", err)
 		}
-		token = []byte(strings.TrimSpace(string(b)))
-		if len(token) < 16 {
+		tok, err := parseToken(b)
+		if err != nil {
+			return configError("http-token-file", "%s: %v", c.HTTPTokenFile, err)
+		}
+		if len(tok) < 16 {
 			return configError("http-token-file", "the token must be at least 16 characters")
 		}
+		token = []byte(tok)
 	}
 	log := newLogger(stderr, c.LogLevel, c.LogFormat)
 	warnSharedSecrets(log, c)
@@ -141,6 +145,32 @@ type agent struct {
 	wg       sync.WaitGroup
 }
 
+// checkBindable tries the gossip and QUIC addresses before the node
+// binds them, so that one in use is reported as the HTTP address is: a
+// usage error naming its flag, not a failure deep in the node's start.
+func checkBindable(c agentConfig) error {
+	for _, b := range []struct{ flag, network, addr string }{
+		{"gossip-addr", "tcp", c.GossipAddr}, {"gossip-addr", "udp", c.GossipAddr}, {"quic-addr", "udp", c.QUICAddr},
+	} {
+		var err error
+		if b.network == "tcp" {
+			var l net.Listener
+			if l, err = net.Listen("tcp", b.addr); err == nil {
+				err = l.Close()
+			}
+		} else {
+			var pc net.PacketConn
+			if pc, err = net.ListenPacket("udp", b.addr); err == nil {
+				err = pc.Close()
+			}
+		}
+		if err != nil {
+			return configError(b.flag, "%v", err)
+		}
+	}
+	return nil
+}
+
 // startAgent builds, registers and starts a node and its HTTP API.
 // bridge sends raft's and memberlist's go-metrics into this node's
 // registry (one node per process only).
@@ -170,6 +200,10 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 		a.tracer = c.tracer
 	}
 	if c.clustered() {
+		if err := checkBindable(c); err != nil {
+			_ = ln.Close()
+			return nil, err
+		}
 		gossipAdvertise, err := resolveAdvertise(c.Advertise, net.DefaultResolver, advertiseResolveTimeout)
 		if err != nil {
 			_ = ln.Close()

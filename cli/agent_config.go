@@ -18,6 +18,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	tempest "github.com/tempest-actors/tempest"
+	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/membership"
 )
@@ -158,8 +159,8 @@ func (c *agentConfig) validate() error {
 		}
 	}
 	for _, j := range c.Join {
-		if strings.ContainsAny(j, " /") {
-			return configError("join", "%q: not a host or host:port", j)
+		if err := membership.CheckSeed(j); err != nil {
+			return configError("join", "%q: not a host or host:port (%v)", j, err)
 		}
 	}
 	if c.BootstrapExpect < 0 {
@@ -198,8 +199,8 @@ func (c *agentConfig) validate() error {
 	if _, err := demo.ParsePersistence(c.Persistence); err != nil {
 		return configError("persistence", "%q: want every-turn, passivation or none", c.Persistence)
 	}
-	if c.Workers < 0 {
-		return configError("workers", "must not be negative")
+	if c.Workers < 0 || c.Workers > ariel.MaxWorkers {
+		return configError("workers", "%d: want 0 (one per CPU) to %d", c.Workers, ariel.MaxWorkers)
 	}
 	tlsSet := 0
 	for _, s := range []string{c.TLSCA, c.TLSCert, c.TLSKey} {
@@ -284,9 +285,23 @@ type tlsMaterial struct {
 func (c *agentConfig) loadMaterial(getenv func(string) string) (tlsMaterial, error) {
 	var m tlsMaterial
 	if c.clustered() {
-		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		certPEM, err := os.ReadFile(c.TLSCert)
 		if err != nil {
 			return m, configError("tls-cert", "%v", err)
+		}
+		keyPEM, err := os.ReadFile(c.TLSKey)
+		if err != nil {
+			return m, configError("tls-key", "%v", err)
+		}
+		if !hasPEM(keyPEM, "PRIVATE KEY") {
+			return m, configError("tls-key", "%s holds no PEM private key", c.TLSKey)
+		}
+		if !hasPEM(certPEM, "CERTIFICATE") {
+			return m, configError("tls-cert", "%s holds no PEM certificate", c.TLSCert)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return m, configError("tls-key", "%s with the certificate %s: %v", c.TLSKey, c.TLSCert, err)
 		}
 		leaf, err := x509.ParseCertificate(cert.Certificate[0])
 		if err != nil {
@@ -324,6 +339,11 @@ func (c *agentConfig) loadMaterial(getenv func(string) string) (tlsMaterial, err
 				return m, configError("tls-ca", "%s holds a certificate that is not a CA's (%q): give the cluster CA's certificate", c.TLSCA, ca.Subject.CommonName)
 			}
 		}
+		// Likewise a certificate the CA did not issue, or one out of its
+		// validity period: every peer would refuse it.
+		if err := verifyNodeCert(cert, m.pool, time.Now()); err != nil {
+			return m, configError("tls-cert", "%s: %v", c.TLSCert, err)
+		}
 	}
 	switch {
 	case c.GossipKeyFile != "":
@@ -350,6 +370,44 @@ func (c *agentConfig) loadMaterial(getenv func(string) string) (tlsMaterial, err
 		return m, configError("gossip-key-file", "a cluster node needs a gossip key (--gossip-key-file or $%s; tempest keygen makes one); --insecure-dev runs without", membership.KeyEnv)
 	}
 	return m, nil
+}
+
+// hasPEM reports whether data holds a PEM block whose type ends in
+// typ ("PRIVATE KEY" matches the PKCS #8, EC and RSA forms).
+func hasPEM(data []byte, typ string) bool {
+	for {
+		var blk *pem.Block
+		if blk, data = pem.Decode(data); blk == nil {
+			return false
+		}
+		if strings.HasSuffix(blk.Type, typ) {
+			return true
+		}
+	}
+}
+
+// verifyNodeCert checks that cert chains to pool, as a node's own for
+// both ends of a link, and is valid at now.
+func verifyNodeCert(cert tls.Certificate, pool *x509.CertPool, now time.Time) error {
+	leaf := cert.Leaf
+	switch {
+	case now.Before(leaf.NotBefore):
+		return fmt.Errorf("not valid before %s (this machine's clock says %s)", leaf.NotBefore.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	case now.After(leaf.NotAfter):
+		return fmt.Errorf("expired on %s: issue a new one (tempest certs node)", leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	inter := x509.NewCertPool()
+	for _, der := range cert.Certificate[1:] {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			inter.AddCert(c)
+		}
+	}
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			return fmt.Errorf("does not verify against the CA of --tls-ca, so no peer would accept it: %w", err)
+		}
+	}
+	return nil
 }
 
 // newLogger builds the process logger from --log-level and --log-format.

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/tempest-actors/tempest/wire"
 )
 
 // parseAgent parses args with env and the config file layers, like
@@ -109,6 +113,7 @@ func TestAgentConfigErrorsNameTheFlag(t *testing.T) {
 	base := []string{"--data-dir", dir, "--insecure-dev"}
 	badFile := writeFile(t, "bad.yaml", "data-dir: /x\nno-such-flag: 1\n")
 	notYAML := writeFile(t, "bad2.yaml", "- a\n- b\n")
+	twice := writeFile(t, "twice.yaml", "workers: 2\nworkers: 4\n")
 	cases := []struct {
 		args []string
 		env  map[string]string
@@ -130,10 +135,13 @@ func TestAgentConfigErrorsNameTheFlag(t *testing.T) {
 		{append(base, "--min-in-sync", "0"), nil, "--min-in-sync"},
 		{append(base, "--replicas", "2", "--min-in-sync", "3"), nil, "--min-in-sync"},
 		{append(base, "--persistence", "sometimes"), nil, "--persistence"},
+		{append(base, "--workers", "100000000"), nil, "--workers"},
+		{append(base, "--join", ":::bad"), nil, "--join"},
 		{base, map[string]string{"TEMPEST_BOOTSTRAP_EXPECT": "many"}, "--bootstrap-expect"},
 		{base, map[string]string{"TEMPEST_DRAIN_TIMEOUT": "soon"}, "--drain-timeout"},
 		{append(base, "--config", badFile), nil, "--config"},
 		{append(base, "--config", notYAML), nil, "--config"},
+		{append(base, "--config", twice), nil, "--config"},
 		{append(base, "--config", filepath.Join(dir, "missing.yaml")), nil, "--config"},
 		{[]string{"--data-dir", dir}, nil, "--tls-cert"},
 		{[]string{"--data-dir", dir, "--tls-cert", "c.pem", "--tls-key", "k.pem"}, nil, "--tls-ca"},
@@ -261,5 +269,95 @@ func TestAgentRefusesANodeCertificateAsTheCA(t *testing.T) {
 	c.TLSCA = filepath.Join(dir, "ca", "ca.pem")
 	if _, err := c.loadMaterial(func(string) string { return "" }); err != nil {
 		t.Fatalf("the CA's certificate: %v", err)
+	}
+}
+
+// TestAgentRefusesACertificateNoPeerAccepts: a node certificate another
+// CA issued, or one out of its validity period, starts a node that can
+// never link; it is refused at start, naming --tls-cert.
+func TestAgentRefusesACertificateNoPeerAccepts(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut strings.Builder
+	for _, sub := range []string{"a", "b"} {
+		if err := run(t.Context(), []string{"secrets", "init", "--dir", filepath.Join(dir, sub), "--nodes", "n1"}, strings.NewReader(""), &out, &errOut); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ca, err := wire.LoadCA(filepath.Join(dir, "a", "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := filepath.Join(dir, "expired")
+	certPEM, keyPEM, err := ca.Issue(wire.NodeCertRequest{Name: "n1", NotBefore: time.Now().Add(-48 * time.Hour), Validity: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.WriteNodeCert(expired, certPEM, keyPEM); err != nil {
+		t.Fatal(err)
+	}
+	agent := func(certDir string) error {
+		c, err := parseAgent(t, []string{"--data-dir", t.TempDir(), "--name", "n1", "--tls-ca", filepath.Join(dir, "a", "ca", "ca.pem"),
+			"--tls-cert", filepath.Join(certDir, "node.pem"), "--tls-key", filepath.Join(certDir, "node-key.pem"),
+			"--gossip-key-file", filepath.Join(dir, "a", "gossip.key")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.loadMaterial(func(string) string { return "" })
+		return err
+	}
+	for _, tc := range []struct{ name, dir, want string }{
+		{"another CA's", filepath.Join(dir, "b", "n1"), "does not verify against the CA"},
+		{"expired", expired, "expired on"},
+	} {
+		if err := agent(tc.dir); err == nil || !strings.HasPrefix(err.Error(), "--tls-cert:") || !strings.Contains(err.Error(), tc.want) || exitCode(err) != exitUsage {
+			t.Errorf("%s certificate: %v, want an error naming --tls-cert: %s", tc.name, err, tc.want)
+		}
+	}
+	if err := agent(filepath.Join(dir, "a", "n1")); err != nil {
+		t.Fatalf("the CA's own node certificate: %v", err)
+	}
+	// The certificate given as the key, and another node's key: the
+	// error names --tls-key, not --tls-cert.
+	cert := filepath.Join(dir, "a", "n1", "node.pem")
+	for _, key := range []string{cert, filepath.Join(dir, "b", "n1", "node-key.pem")} {
+		c, err := parseAgent(t, []string{"--data-dir", t.TempDir(), "--name", "n1", "--tls-ca", filepath.Join(dir, "a", "ca", "ca.pem"),
+			"--tls-cert", cert, "--tls-key", key, "--gossip-key-file", filepath.Join(dir, "a", "gossip.key")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.loadMaterial(func(string) string { return "" }); err == nil || !strings.HasPrefix(err.Error(), "--tls-key:") {
+			t.Errorf("--tls-key %s: %v, want an error naming --tls-key", key, err)
+		}
+	}
+}
+
+// TestAgentAddressInUseNamesTheFlag: a gossip or QUIC address another
+// process holds is a usage error naming its flag, as the HTTP address is.
+func TestAgentAddressInUseNamesTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := runCLI(t, "secrets", "init", "--dir", dir, "--nodes", "n1"); err != nil {
+		t.Fatal(err)
+	}
+	held, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	heldTCP, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer heldTCP.Close()
+	base := []string{"agent", "--name", "n1", "--data-dir", filepath.Join(dir, "data"), "--http-addr", "127.0.0.1:0",
+		"--tls-ca", filepath.Join(dir, "ca", "ca.pem"), "--tls-cert", filepath.Join(dir, "n1", "node.pem"),
+		"--tls-key", filepath.Join(dir, "n1", "node-key.pem"), "--gossip-key-file", filepath.Join(dir, "gossip.key")}
+	for _, tc := range []struct{ flag, gossip, quic string }{
+		{"--quic-addr", "127.0.0.1:0", held.LocalAddr().String()},
+		{"--gossip-addr", heldTCP.Addr().String(), "127.0.0.1:0"},
+	} {
+		_, err := runCLI(t, append(base, "--gossip-addr", tc.gossip, "--quic-addr", tc.quic)...)
+		if exitCode(err) != exitUsage || !strings.HasPrefix(fmt.Sprint(err), tc.flag+":") {
+			t.Errorf("%s in use: %v (exit %d), want a usage error naming it", tc.flag, err, exitCode(err))
+		}
 	}
 }

@@ -45,10 +45,11 @@ overwritten.`,
 			if out == "" {
 				return withCode(2, errors.New("--out is required"))
 			}
-			if days <= 0 {
-				return withCode(2, errors.New("--days must be positive"))
+			validity, err := validityOf(days)
+			if err != nil {
+				return err
 			}
-			ca, err := wire.NewCA(name, time.Now(), time.Duration(days)*24*time.Hour)
+			ca, err := wire.NewCA(name, time.Now(), validity)
 			if err != nil {
 				return err
 			}
@@ -84,8 +85,9 @@ is how a certificate is rotated.`,
 			if caDir == "" || name == "" || out == "" {
 				return withCode(2, errors.New("--ca, --name and --out are required"))
 			}
-			if days <= 0 {
-				return withCode(2, errors.New("--days must be positive"))
+			validity, err := validityOf(days)
+			if err != nil {
+				return err
 			}
 			if err := wire.ValidateNodeName(name); err != nil {
 				return withCode(2, err)
@@ -97,7 +99,7 @@ is how a certificate is rotated.`,
 			certPEM, keyPEM, err := ca.Issue(wire.NodeCertRequest{
 				Name: name, DNS: dns, IPs: ips,
 				NotBefore: time.Now().Add(-5 * time.Minute), // tolerate small clock skew
-				Validity:  time.Duration(days) * 24 * time.Hour,
+				Validity:  validity,
 			})
 			if err != nil {
 				return err
@@ -117,4 +119,16 @@ is how a certificate is rotated.`,
 	cmd.Flags().IPSliceVar(&ips, "ip", nil, "IP addresses (repeatable or comma-separated)")
 	cmd.Flags().IntVar(&days, "days", 365, "validity in days")
 	return cmd
+}
+
+// maxDays bounds --days: 100 years, well within what a time.Duration
+// holds (a larger count would wrap around to a short or negative span).
+const maxDays = 36500
+
+// validityOf is --days as a duration.
+func validityOf(days int) (time.Duration, error) {
+	if days <= 0 || days > maxDays {
+		return 0, withCode(exitUsage, fmt.Errorf("--days must be between 1 and %d", maxDays))
+	}
+	return time.Duration(days) * 24 * time.Hour, nil
 }

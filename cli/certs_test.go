@@ -130,6 +130,11 @@ func TestCertsUsageErrors(t *testing.T) {
 		{"certs", "node", "--name", "n", "--out", dir},
 		{"certs", "node", "--ca", dir, "--name", "bad name", "--out", dir},
 		{"certs", "node", "--ca", dir, "--name", "n", "--out", dir, "--ip", "not-an-ip"},
+		// A day count whose span a time.Duration cannot hold wrapped
+		// around to a certificate valid for minutes.
+		{"certs", "node", "--ca", dir, "--name", "n", "--out", dir, "--days", "213504"},
+		{"certs", "ca", "--out", filepath.Join(dir, "ca2"), "--days", "0"},
+		{"secrets", "init", "--dir", filepath.Join(dir, "s"), "--nodes", "n1", "--days", "99999999"},
 	} {
 		_, err := runCLI(t, args...)
 		if exitCode(err) != 2 {

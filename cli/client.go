@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -88,9 +89,13 @@ func (f *clientFlags) client(fs *pflag.FlagSet, getenv func(string) string) (*ap
 		if err != nil {
 			return nil, configError("token-file", "%v", err)
 		}
-		c.token = strings.TrimSpace(string(b))
+		if c.token, err = parseToken(b); err != nil {
+			return nil, configError("token-file", "%s: %v", f.tokenFile, err)
+		}
 	default:
-		c.token = strings.TrimSpace(getenv(tokenEnv))
+		if c.token, err = parseToken([]byte(getenv(tokenEnv))); err != nil {
+			return nil, configError("token-file", "$%s: %v", tokenEnv, err)
+		}
 	}
 	if f.tlsCA != "" {
 		pem, err := os.ReadFile(f.tlsCA)
@@ -289,7 +294,7 @@ advertised.`,
 					// failed over, then added back as a new server.
 					status += " (new data directory)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, orDash(m.Address), status, m.Raft, orDash(m.Profile), orDash(m.HTTP))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", safe(m.Name), orDash(m.Address), safe(status), safe(m.Raft), orDash(m.Profile), orDash(m.HTTP))
 			}
 			return tw.Flush()
 		},
@@ -325,7 +330,7 @@ func newPlacementCmd() *cobra.Command {
 				return err
 			}
 			if p.Standalone {
-				_, err = fmt.Fprintf(out, "standalone node %s: it owns every actor\n", p.Node)
+				_, err = fmt.Fprintf(out, "standalone node %s: it owns every actor\n", safe(p.Node))
 				return err
 			}
 			fmt.Fprintf(out, "leader: %s\nepoch: %d (raft term %d)\nshards: %d per group, %d groups, %d moving, %d unassigned\nreplicas: %d per shard, %d shards under-replicated\n",
@@ -333,7 +338,7 @@ func newPlacementCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NODE\tSTATUS\tSHARDS\tREPLICA OF")
 			for _, n := range p.Nodes {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", n.Name, n.Status, n.Shards, n.Follows)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", safe(n.Name), safe(n.Status), n.Shards, n.Follows)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -495,7 +500,7 @@ func printStatus(out io.Writer, b []byte, asJSON bool) error {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintf(out, "%s/%s: %s on %s (incarnation %d, active %t)\n", st.Kind, st.Key, st.State, orDash(st.Node), st.Incarnation, st.Active); err != nil {
+	if _, err := fmt.Fprintf(out, "%s/%s: %s on %s (incarnation %d, active %t)\n", safe(st.Kind), safe(st.Key), st.State, orDash(st.Node), st.Incarnation, st.Active); err != nil {
 		return err
 	}
 	if st.PolicyDissenters > 0 {
@@ -521,11 +526,11 @@ func printPolicies(out io.Writer, views []placement.PolicyView) error {
 		if len(v.Differ) > 0 {
 			var parts []string
 			for _, node := range slices.Sorted(maps.Keys(v.Differ)) {
-				parts = append(parts, node+"="+short(v.Differ[node]))
+				parts = append(parts, safe(node)+"="+short(v.Differ[node]))
 			}
 			differ = strings.Join(parts, ",") + " (no shards until they agree)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", v.Kind, short(v.Digest), orDash(strings.Join(v.Agree, ",")), differ)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", safe(v.Kind), short(v.Digest), orDash(strings.Join(v.Agree, ",")), differ)
 	}
 	return tw.Flush()
 }
@@ -536,7 +541,7 @@ func printReplication(out io.Writer, node string, rs []httpapi.PlacementReplica)
 	if len(rs) == 0 {
 		return nil
 	}
-	fmt.Fprintf(out, "\nreplication from %s (the shards it owns; ask another node with --addr for its own):\n", node)
+	fmt.Fprintf(out, "\nreplication from %s (the shards it owns; ask another node with --addr for its own):\n", safe(node))
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FOLLOWER\tSHARDS\tSTATE\tQUEUED\tIN FLIGHT\tLAG\tLAST ACK\tACKED")
 	for _, r := range rs {
@@ -551,7 +556,7 @@ func printReplication(out io.Writer, node string, rs []httpapi.PlacementReplica)
 		if r.LastAckSeconds >= 0 {
 			last = secs(r.LastAckSeconds) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%d\n", r.Follower, r.Shards, state, r.QueuedRecords, r.InFlightRecords,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\t%d\n", safe(r.Follower), r.Shards, state, r.QueuedRecords, r.InFlightRecords,
 			secs(r.LagSeconds), last, r.AckedRecords)
 	}
 	return tw.Flush()
@@ -639,6 +644,19 @@ func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
+	return safe(s)
+}
+
+// safe is s for a terminal: quoted, with escapes, when it holds a
+// character that is not printable (a control sequence, a tab or a line
+// break), so that a name gossiped or a key chosen by someone else can
+// neither drive the terminal nor forge a row of the table.
+func safe(s string) string {
+	for _, r := range s {
+		if !strconv.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
 	return s
 }
 
@@ -649,4 +667,18 @@ func compactJSON(b []byte) []byte {
 		return b
 	}
 	return buf.Bytes()
+}
+
+// parseToken is a bearer token as a file or the environment holds it:
+// surrounding white space (a final newline) is dropped, and what is left
+// must be one word of visible ASCII, which is all an Authorization
+// header carries intact.
+func parseToken(b []byte) (string, error) {
+	tok := strings.TrimSpace(string(b))
+	for i := 0; i < len(tok); i++ {
+		if c := tok[i]; c < 0x21 || c > 0x7e {
+			return "", fmt.Errorf("the token must be one line of visible ASCII characters (byte %d is %q)", i, c)
+		}
+	}
+	return tok, nil
 }

@@ -119,6 +119,14 @@ func TestClientCommandsAgainstANode(t *testing.T) {
 			t.Fatalf("status of the key %q: %+v %v", key, st, err)
 		}
 	}
+	// A key holding a terminal control sequence and a carriage return is
+	// printed quoted: it can neither drive the terminal nor overwrite the
+	// line.
+	evil := "e\x1b[2J\rv"
+	ok("ask", "counter/"+evil, `{"Add":{"n":1}}`)
+	if got := ok("status", "counter/"+evil); strings.ContainsAny(got, "\x1b\r") || !strings.Contains(got, `counter/"e\x1b[2J\rv"`) {
+		t.Fatalf("status of a key with control characters printed %q", got)
+	}
 	var st httpapi.StatusBody
 	if err := json.Unmarshal([]byte(ok("status", "counter/alice", "--json")), &st); err != nil {
 		t.Fatal(err)
@@ -324,5 +332,29 @@ func TestPolicyDisagreementIsShown(t *testing.T) {
 	}
 	if got := out.String(); !strings.Contains(got, "warning: 1 node(s) publish another policy for ledger") {
 		t.Fatalf("status output:\n%s", got)
+	}
+}
+
+// TestTokenWithAControlCharacterIsRefused: a token file holding two lines
+// (or any byte an Authorization header cannot carry) is refused naming
+// the flag, by the agent at start and by a client, instead of an agent
+// that refuses every request and a client that cannot send one.
+func TestTokenWithAControlCharacterIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "two-lines.token")
+	if err := os.WriteFile(tok, []byte("abcdefghijklmnop\nqrstuvwxyz\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"agent", "--insecure-dev", "--data-dir", filepath.Join(dir, "data"), "--http-addr", "127.0.0.1:0", "--http-token-file", tok},
+		{"members", "--addr", "http://127.0.0.1:1", "--token-file", tok},
+	} {
+		_, err := runCLI(t, args...)
+		if exitCode(err) != exitUsage || err == nil || !strings.Contains(err.Error(), "token-file") || !strings.Contains(err.Error(), "visible ASCII") {
+			t.Errorf("%v: %v (exit %d), want a usage error naming the flag", args[0], err, exitCode(err))
+		}
+	}
+	if got, err := parseToken([]byte("  abcdefghijklmnop\n")); err != nil || got != "abcdefghijklmnop" {
+		t.Fatalf("a token with a final newline: %q, %v", got, err)
 	}
 }

@@ -105,9 +105,10 @@ func readConfigFile(path string) (map[string]json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := yaml.YAMLToJSON(b)
+	js, err := yaml.YAMLToJSONStrict(b) // a key given twice is an error, not a silent choice
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		// One line: the decoder lists its errors on lines of their own.
+		return nil, fmt.Errorf("%s: %s", path, strings.Join(strings.Fields(err.Error()), " "))
 	}
 	var m map[string]json.RawMessage
 	if string(js) == "null" {

@@ -85,7 +85,7 @@ the command returns, no tick of it runs, also not one already on its way.`,
 			if err := json.Unmarshal(b, &rb); err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "%s/%s on %s: %d %s\n", rb.Kind, rb.Key, rb.Node, len(rb.Reminders), plural(len(rb.Reminders), "reminder", "reminders"))
+			fmt.Fprintf(out, "%s/%s on %s: %d %s\n", safe(rb.Kind), safe(rb.Key), safe(rb.Node), len(rb.Reminders), plural(len(rb.Reminders), "reminder", "reminders"))
 			for _, r := range rb.Reminders {
 				printReminder(out, r)
 			}
@@ -112,5 +112,5 @@ func printReminder(out io.Writer, r httpapi.ReminderBody) {
 	if r.Outstanding {
 		state = "tick on its way"
 	}
-	fmt.Fprintf(out, "  %s  %s, %s  (catch-up %s, last seq %d)\n", r.Name, every, state, catchup, r.LastSeq)
+	fmt.Fprintf(out, "  %s  %s, %s  (catch-up %s, last seq %d)\n", safe(r.Name), every, state, catchup, r.LastSeq)
 }

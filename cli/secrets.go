@@ -63,15 +63,16 @@ the nodes without the CA key. A CA found in DIR/ca from a run without
 			if dir == "" || len(nodes) == 0 {
 				return withCode(exitUsage, errors.New("--dir and --nodes are required"))
 			}
-			if days <= 0 {
-				return withCode(exitUsage, errors.New("--days must be positive"))
+			validity, err := validityOf(days)
+			if err != nil {
+				return err
 			}
 			for _, name := range nodes {
 				if err := wire.ValidateNodeName(name); err != nil {
 					return withCode(exitUsage, err)
 				}
 			}
-			return initSecrets(cmd.OutOrStdout(), dir, caDir, nodes, time.Duration(days)*24*time.Hour, time.Now())
+			return initSecrets(cmd.OutOrStdout(), dir, caDir, nodes, validity, time.Now())
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "directory to write into (created if missing)")

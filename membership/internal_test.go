@@ -67,7 +67,7 @@ func TestParseSeed(t *testing.T) {
 			t.Errorf("%q: got %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "a:", ":7946", "a:0", "a:70000", "a:b"} {
+	for _, in := range []string{"", "a:", ":7946", "a:0", "a:70000", "a:b", ":::bad", "a b", "exa$mple:80", "a..b"} {
 		if _, err := parseSeed(in); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%q: err = %v, want ErrInvalidConfig", in, err)
 		}

@@ -27,6 +27,13 @@ type seed struct {
 
 // parseSeed accepts "host:port", "host", "[v6]:port", "v6" and "[v6]"; a
 // missing port means DefaultPort.
+// CheckSeed reports why s is not a seed Config.Seeds takes (nil when it
+// is): "host:port", "host", an IP literal or a DNS name.
+func CheckSeed(s string) error {
+	_, err := parseSeed(s)
+	return err
+}
+
 func parseSeed(s string) (seed, error) {
 	raw := strings.TrimSpace(s)
 	if raw == "" {
@@ -50,8 +57,30 @@ func parseSeed(s string) (seed, error) {
 	sd := seed{host: host, port: uint16(p)}
 	if ip, err := netip.ParseAddr(host); err == nil {
 		sd.ip = ip.Unmap()
+	} else if !hostName(host) {
+		// Resolving it could only fail, on every attempt, forever.
+		return seed{}, fmt.Errorf("%w: seed %q: %q is neither an IP address nor a DNS name", ErrInvalidConfig, s, host)
 	}
 	return sd, nil
+}
+
+// hostName reports whether s has the form of a DNS name: dot-separated
+// labels of letters, digits, '-' and '_', none empty or over 63 bytes.
+func hostName(s string) bool {
+	if len(s) == 0 || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(s, "."), ".") {
+		if len(label) == 0 || len(label) > 63 {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // resolveSeeds resolves every seed to all of its addresses, in seed order,

@@ -78,6 +78,17 @@ var (
 	_ PrefixScanner = (*BoltStore)(nil)
 )
 
+func kindOfFile(m os.FileMode) string {
+	if m.IsDir() {
+		return "directory"
+	}
+	return "special file (" + m.Type().String() + ")"
+}
+
+// ErrStoreInUse: another process holds the state store's file lock,
+// most likely a node already running on the same data directory.
+var ErrStoreInUse = errors.New("prospero: the state store is in use by another process (a node already running on this data directory?)")
+
 // boltOpenTimeout bounds how long NewBoltStore waits for the file lock
 // held by another process, instead of blocking forever.
 const boltOpenTimeout = 2 * time.Second
@@ -88,6 +99,9 @@ func NewBoltStore(path string) (*BoltStore, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("prospero: state store directory: %w", err)
 	}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("prospero: open state store %s: it is a %s, not a file: move it away", path, kindOfFile(fi.Mode()))
+	}
 	db, invalid, err := openBolt(path, &bolt.Options{
 		Timeout:      boltOpenTimeout,
 		FreelistType: bolt.FreelistMapType,
@@ -95,6 +109,9 @@ func NewBoltStore(path string) (*BoltStore, error) {
 	var ce *CorruptError
 	if errors.As(err, &ce) {
 		return nil, err
+	}
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("prospero: open state store %s: %w (%w)", path, ErrStoreInUse, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("prospero: open state store %s: %w", path, err)

@@ -358,7 +358,20 @@ func TestBoltStoreHeldElsewhereIsNotCorrupt(t *testing.T) {
 	}
 	defer func() { _, _ = f.WriteAt(saved, off); _ = f.Close() }()
 	_, err = prospero.NewBoltStore(path)
-	if err == nil || errors.Is(err, prospero.ErrCorrupt) {
-		t.Fatalf("a store open elsewhere: %v, want bbolt's lock timeout, not damage", err)
+	if err == nil || errors.Is(err, prospero.ErrCorrupt) || !errors.Is(err, prospero.ErrStoreInUse) {
+		t.Fatalf("a store open elsewhere: %v, want ErrStoreInUse (bbolt's lock timeout), not damage", err)
+	}
+}
+
+// A directory where the store's file belongs is said to be one, not
+// taken for a file cut short.
+func TestBoltStoreOnADirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := prospero.NewBoltStore(path)
+	if err == nil || errors.Is(err, prospero.ErrCorrupt) || !strings.Contains(err.Error(), "is a directory") {
+		t.Fatalf("a directory as the store: %v", err)
 	}
 }

@@ -28,10 +28,82 @@ func TestParseLogLine(t *testing.T) {
 		{"[ERR] memberlist: Failed to send indirect UDP ping: write udp 127.0.0.1:1->127.0.0.1:2: use of closed network connection\n", slog.LevelDebug,
 			"Failed to send indirect UDP ping: write udp 127.0.0.1:1->127.0.0.1:2: use of closed network connection"},
 		{"[ODD] memberlist: x", slog.LevelInfo, "[ODD] memberlist: x"},
+		{"[ERR] memberlist: Failed to send error: write tcp 127.0.0.1:1->127.0.0.1:2: write: connection reset by peer from=127.0.0.1:2\n", slog.LevelDebug,
+			"Failed to send error: write tcp 127.0.0.1:1->127.0.0.1:2: write: connection reset by peer from=127.0.0.1:2"},
 	} {
 		level, msg := parseLogLine([]byte(tc.in))
 		if level != tc.level || msg != tc.msg {
 			t.Errorf("%q: got %v %q, want %v %q", tc.in, level, msg, tc.level, tc.msg)
+		}
+	}
+}
+
+// Every line memberlist v0.7.0 writes about a packet or stream it
+// received and dropped, as it formats them, is classified; lines about
+// this node's own sends and load are not.
+func TestDropCauseCoversMemberlistLines(t *testing.T) {
+	const from = " from=10.0.0.9:7946"
+	for _, tc := range []struct {
+		line, cause string
+	}{
+		// net.go, ingestPacket and handleConn; label.go; security.go.
+		{"[ERR] memberlist: cannot decode label; packet has been truncated" + from, CauseMalformed},
+		{"[ERR] memberlist: label header cannot be empty when present" + from, CauseMalformed},
+		{"[ERR] memberlist: unexpected double packet label header:" + from, CauseMalformed},
+		{`[ERR] memberlist: discarding packet with unacceptable label "x":` + from, CauseMalformed},
+		{"[ERR] memberlist: failed to receive and remove the stream label header: cannot decode label; stream has been truncated" + from, CauseMalformed},
+		{"[ERR] memberlist: failed to receive and remove the stream label header: label header cannot be empty when present" + from, CauseMalformed},
+		{"[ERR] memberlist: unexpected double stream label header:" + from, CauseMalformed},
+		{`[ERR] memberlist: discarding stream with unacceptable label "x":` + from, CauseMalformed},
+		{"[ERR] memberlist: Decrypt packet failed: no installed keys could decrypt the message" + from, CauseUndecryptable},
+		{"[ERR] memberlist: Decrypt packet failed: cannot decrypt empty payload" + from, CauseUndecryptable},
+		{"[ERR] memberlist: Decrypt packet failed: unsupported encryption version 9" + from, CauseUndecryptable},
+		{"[ERR] memberlist: Decrypt packet failed: payload is too small to decrypt: 3" + from, CauseUndecryptable},
+		{"[ERR] memberlist: failed to receive: no installed keys could decrypt the message" + from, CauseUndecryptable},
+		{"[ERR] memberlist: failed to receive: encryption is configured but remote state is not encrypted" + from, CauseUndecryptable},
+		{"[ERR] memberlist: failed to receive: remote state is encrypted and encryption is not configured" + from, CauseUndecryptable},
+		{"[ERR] memberlist: failed to receive: cannot decompress unknown algorithm 7" + from, CauseMalformed},
+		{"[WARN] memberlist: Got invalid checksum for UDP packet: 1, 2", CauseMalformed},
+		{"[ERR] memberlist: missing message type byte" + from, CauseMalformed},
+		{"[ERR] memberlist: UDP packet too short (0 bytes)" + from, CauseMalformed},
+		{"[ERR] memberlist: msg type (99) not supported" + from, CauseMalformed},
+		{"[ERR] memberlist: Message type (99) not supported" + from + " (packet handler)", CauseMalformed},
+		{"[ERR] memberlist: Received invalid msgType (99)" + from, CauseMalformed},
+		{"[ERR] memberlist: Failed to decode compound request: truncated len slice" + from, CauseMalformed},
+		{"[WARN] memberlist: Compound request had 2 truncated messages" + from, CauseMalformed},
+		{"[ERR] memberlist: Failed to decode ping: EOF" + from, CauseMalformed},
+		{"[ERR] memberlist: Failed to decode ping request: EOF" + from, CauseMalformed},
+		{"[ERR] memberlist: Failed to decode indirect ping request: EOF" + from, CauseMalformed},
+		{"[ERR] memberlist: Failed to decode ack response: EOF" + from, CauseMalformed},
+		{"[ERR] memberlist: Failed to decode nack response: EOF" + from, CauseMalformed},
+		{"[ERR] memberlist: Failed to decode suspect message: EOF" + from, CauseMalformed},
+		{"[ERR] memberlist: Failed to decode alive message: EOF" + from, CauseMalformed},
+		{"[ERR] memberlist: Failed to decode dead message: EOF" + from, CauseMalformed},
+		{"[ERR] memberlist: Failed to decompress payload: EOF" + from, CauseMalformed},
+		{"[ERR] memberlist: Failed to receive user message: EOF" + from, CauseMalformed},
+		{"[ERR] memberlist: Failed to read remote state: number of nodes in header (9999999) exceeds limit" + from, CauseMalformed},
+		{"[ERR] memberlist: Failed push/pull merge: Node 'x' protocol version (0) is incompatible: [1, 5]" + from, CauseMalformed},
+		{"[WARN] memberlist: Got ping for unexpected node x" + from, CauseMalformed},
+		{"[WARN] memberlist: Got ping for unexpected node 'x'" + from, CauseMalformed},
+		{"[WARN] memberlist: Ignoring an alive message for 'x' (10.0.0.9:7946) because protocol version(s) are wrong: 0 <= 0 <= 0 should be >0", CauseMalformed},
+		{"[WARN] memberlist: ignoring alive message for 'x' (10.0.0.9:7946) because Vsn is not present", CauseMalformed},
+		{"[WARN] memberlist: ignoring alive message for 'x': refused", CauseMalformed},
+		{"[WARN] memberlist: Rejected node x (10.0.0.9): not allowed", CauseMalformed},
+		{"[WARN] memberlist: Rejected IP update from x to 10.0.0.8 for node 10.0.0.9: not allowed", CauseMalformed},
+		// This node's own sends, load and state: logged as they are.
+		{"[ERR] memberlist: Failed to send gossip to 10.0.0.9:7946: i/o timeout", ""},
+		{"[ERR] memberlist: Failed to send ack: EOF" + from, ""},
+		{"[ERR] memberlist: Failed to push local state: EOF" + from, ""},
+		{"[ERR] memberlist: Push/Pull with x failed: i/o timeout", ""},
+		{"[ERR] memberlist: Too many pending push/pull requests", ""},
+		{"[WARN] memberlist: handler queue full, dropping message (2)" + from, ""},
+		{"[ERR] memberlist: Conflicting address for x. Mine: 10.0.0.8:1 Theirs: 10.0.0.9:1 Old state: 0", ""},
+		{"[WARN] memberlist: Refuting a suspect message (from: x)", ""},
+	} {
+		_, msg := parseLogLine([]byte(tc.line))
+		cause, ok := dropCause([]byte(msg))
+		if cause != tc.cause || ok != (tc.cause != "") {
+			t.Errorf("%q: cause %q, %v; want %q", tc.line, cause, ok, tc.cause)
 		}
 	}
 }

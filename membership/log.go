@@ -87,9 +87,19 @@ func parseLogLine(p []byte) (slog.Level, string) {
 		// the node is shutting down, nothing an operator must act on.
 		level = slog.LevelDebug
 	}
+	if level > slog.LevelDebug && bytes.HasPrefix(p, failedErrorAnswer) {
+		// memberlist answers a stream it dropped (already counted and
+		// logged by its cause) with an error message; a sender that
+		// reset the connection makes that answer fail, once per stream.
+		level = slog.LevelDebug
+	}
 	return level, string(p)
 }
 
 // closedConn is the text of net.ErrClosed, which memberlist only formats
 // into its lines.
 var closedConn = []byte("use of closed network connection")
+
+// failedErrorAnswer starts memberlist's line about an error answer to a
+// stream it could not read that it could not send.
+var failedErrorAnswer = []byte("Failed to send error: ")

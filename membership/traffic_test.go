@@ -121,3 +121,86 @@ func TestBadGossipTrafficIsCountedAndRateLimited(t *testing.T) {
 		t.Errorf("no line for the first undecryptable packet:\n%s", out)
 	}
 }
+
+// Packets and streams whose label header does not decode (truncated, or
+// empty) are dropped before decryption: they are counted as malformed
+// and logged as a summary line, not one error line each. Garbage streams
+// whose sender resets the connection at once are counted once each, and
+// memberlist's failure to answer them logs nothing above debug.
+func TestBadLabelsAndResetStreamsAreCountedAndRateLimited(t *testing.T) {
+	key, err := membership.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	cfg := nodeConfig("a")
+	cfg.GossipKeys = [][]byte{key}
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	a := startNode(t, cfg)
+	addr := a.Local().Addr.String()
+
+	udp, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	// 244 is memberlist's label header: a label of 16 bytes with one
+	// present, then an empty label.
+	bad := [][]byte{{0xf4, 0x10, 0x41}, {0xf4, 0x00, 0x01}}
+	const packets = 2000
+	for sent := 0; sent < packets; {
+		for range 100 {
+			if _, err := udp.Write(bad[sent%len(bad)]); err != nil {
+				t.Fatal(err)
+			}
+			sent++
+		}
+		deadline := time.Now().Add(waitFor)
+		for a.Dropped().Malformed < uint64(sent) {
+			if time.Now().After(deadline) {
+				t.Fatalf("dropped %+v of %d packets sent", a.Dropped(), sent)
+			}
+			time.Sleep(time.Millisecond) // polling a counter, not synchronising
+		}
+	}
+	const streams = 10
+	for range streams {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte{0xf4, 0x10, 0x41})
+		_ = c.Close()
+	}
+	const resets = 100
+	for range resets {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte("\x01 this is no gossip stream at all"))
+		_ = c.(*net.TCPConn).SetLinger(0) // close with a reset
+		_ = c.Close()
+	}
+	deadline := time.Now().Add(waitFor)
+	for got := a.Dropped(); got.Malformed < packets+streams || got.Undecryptable < resets; got = a.Dropped() {
+		if time.Now().After(deadline) {
+			t.Fatalf("dropped %+v, want %d malformed and %d undecryptable", got, packets+streams, resets)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // lines written after the count, if any
+	if got := a.Dropped(); got.Malformed != packets+streams || got.Undecryptable != resets {
+		t.Errorf("dropped %+v, want %d malformed and %d undecryptable", got, packets+streams, resets)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "cannot decode label"); n > 1 {
+		t.Errorf("%d lines about undecodable labels, want at most one summary:\n%s", n, out)
+	}
+	if n := strings.Count(out, "level=ERROR"); n > 0 {
+		t.Errorf("%d error lines:\n%s", n, out)
+	}
+	if n := strings.Count(out, "\n"); n > 10 {
+		t.Errorf("%d log lines for %d bad packets and %d streams:\n%s", n, packets, streams+resets, out)
+	}
+}

@@ -88,9 +88,10 @@ type Config struct {
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 	// RejectLogInterval bounds the warnings about refused inbound
-	// connections (certificates that do not verify, bad Hellos): at most
-	// one per cause and interval, with the count since the previous one;
-	// Stats counts every one. Zero means one minute.
+	// connections (certificates that do not verify, bad Hellos) and
+	// inbound lanes reset for a bad frame: at most one per cause and
+	// interval, with the count since the previous one; Stats counts
+	// every one. Zero means one minute.
 	RejectLogInterval time.Duration
 }
 

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/internal/ratelog"
 	"github.com/tempest-actors/tempest/wire/bare"
 )
 
@@ -602,6 +603,7 @@ type Mailer struct {
 	names names
 	mailCaches
 	log   *slog.Logger
+	bad   *ratelog.Limiter // lines about inbound mail frames that do not decode
 	close sync.Once
 
 	ctx    context.Context
@@ -609,6 +611,13 @@ type Mailer struct {
 	wg     sync.WaitGroup
 	closed atomic.Bool
 }
+
+// malformedLogInterval is how often, at most, a malformed mail frame is
+// logged (with the count since the previous line); Stats counts each.
+const malformedLogInterval = time.Minute
+
+// causeMailMalformed is the cause of the lines about malformed mail frames.
+const causeMailMalformed = "mail_malformed"
 
 type transportBox struct{ t Transport }
 
@@ -646,6 +655,7 @@ func NewMailer(cfg MailConfig) (*Mailer, error) {
 	}
 	cfg = cfg.withDefaults()
 	m := &Mailer{cfg: cfg, reg: cfg.Registry, log: cfg.Logger}
+	m.bad = ratelog.New(cfg.Logger, slog.LevelWarn, "malformed mail frame", malformedLogInterval, cfg.Clock.Now)
 	m.seed = maphash.MakeSeed()
 	m.inboxes, _ = cfg.Local.(InboxResolver)
 	m.fences, _ = cfg.Local.(EpochFence)
@@ -1189,8 +1199,7 @@ func (m *Mailer) Handle(from string, lane Lane, frame []byte) error {
 	}
 	if err != nil {
 		m.c.decodeErr.Add(1)
-		m.log.LogAttrs(context.Background(), slog.LevelWarn, "malformed mail frame",
-			slog.String(logPeer, from), slog.Int("lane", int(lane)), slog.Any("err", err))
+		m.bad.Note(causeMailMalformed, slog.String(logPeer, from), slog.Int(logLane, int(lane)), slog.Any(logErr, err))
 	}
 	return err
 }

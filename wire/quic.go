@@ -26,6 +26,14 @@ const (
 	causeHelloRejected = "hello_rejected"
 )
 
+// Causes of inbound lane streams reset for a bad frame, in the lines
+// that summarize them.
+const (
+	causeFrameTooLarge  = "frame_too_large"
+	causeFrameMalformed = "frame_malformed"
+	causeFrameRejected  = "frame_rejected_by_handler"
+)
+
 // Log attribute keys.
 const (
 	logPeer = "peer"
@@ -63,6 +71,8 @@ type QUIC struct {
 	events  eventQueue
 	st      counters
 	rejects *ratelog.Limiter // lines about refused inbound connections
+	// badFrames: lines about inbound lanes reset for a bad frame.
+	badFrames *ratelog.Limiter
 	// refusals: lines about datagrams the kernel refused to send, by
 	// destination (see udp.go).
 	refusals *ratelog.Limiter
@@ -123,6 +133,7 @@ func NewQUIC(cfg Config) (*QUIC, error) {
 		services: make(map[string]*streamListener),
 	}
 	t.rejects = ratelog.New(t.log, slog.LevelWarn, "wire: inbound connections refused", cfg.RejectLogInterval, cfg.Clock.Now)
+	t.badFrames = ratelog.New(t.log, slog.LevelWarn, "wire: bad inbound frames, lane reset", cfg.RejectLogInterval, cfg.Clock.Now)
 	t.refusals = ratelog.New(t.log, slog.LevelWarn, "wire: the kernel refused to send to a peer (EPERM: a firewall rule drops this node's traffic?); counted as lost", cfg.RejectLogInterval, cfg.Clock.Now)
 	t.events.init(cfg.Events)
 	if cfg.PacketConn != nil {
@@ -1017,18 +1028,17 @@ func (s *session) readLane(st *quic.ReceiveStream) {
 			return
 		}
 		if err != nil {
-			code, bad := uint64(0), false
+			code, cause := uint64(0), ""
 			switch {
 			case errors.Is(err, errFrameTooLarge):
-				code, bad = CodeFrameTooLarge, true
+				code, cause = CodeFrameTooLarge, causeFrameTooLarge
 				t.st.oversized.Add(1)
 			case errors.Is(err, errBadLength), errors.Is(err, io.ErrUnexpectedEOF):
-				code, bad = CodeMalformedFrame, true
+				code, cause = CodeMalformedFrame, causeFrameMalformed
 				t.st.malformed.Add(1)
 			}
-			if bad {
-				t.log.LogAttrs(t.ctx, slog.LevelWarn, "wire: bad inbound frame, lane reset",
-					slog.String(logPeer, s.l.peer), slog.Int(logLane, int(ln)), slog.Any(logErr, err))
+			if cause != "" {
+				t.badFrames.Note(cause, slog.String(logPeer, s.l.peer), slog.Int(logLane, int(ln)), slog.Any(logErr, err))
 				st.CancelRead(quic.StreamErrorCode(code))
 			}
 			return
@@ -1063,8 +1073,7 @@ func (s *session) deliverRun(st *quic.ReceiveStream, ln Lane, run [][]byte) bool
 	mu.Unlock()
 	if err != nil {
 		t.st.malformed.Add(1)
-		t.log.LogAttrs(t.ctx, slog.LevelWarn, "wire: frame rejected by handler, lane reset",
-			slog.String(logPeer, s.l.peer), slog.Int(logLane, int(ln)), slog.Any(logErr, err))
+		t.badFrames.Note(causeFrameRejected, slog.String(logPeer, s.l.peer), slog.Int(logLane, int(ln)), slog.Any(logErr, err))
 		st.CancelRead(quic.StreamErrorCode(CodeMalformedFrame))
 		return false
 	}

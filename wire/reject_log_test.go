@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"io"
 	"log/slog"
 	"net"
@@ -157,5 +158,73 @@ func TestRestartedPeerAtItsAdvertisedAddressReplacesTheLink(t *testing.T) {
 	}
 	if status, _, err := decodeHelloReply(body); err != nil || status != HelloStatusAccepted {
 		t.Fatalf("hello from b's advertised address: %v %v, want accepted", status, err)
+	}
+}
+
+// A peer sending junk frames, lane after lane, has every frame counted
+// but is logged as at most one line per cause and interval: oversized
+// frames, bad lengths and frames the handler rejects.
+func TestBadLaneFramesAreCountedAndRateLimited(t *testing.T) {
+	c := newQUICCluster(t)
+	var logs lockedLog
+	sa := newSink()
+	sa.reject = func(f []byte) bool { return string(f) == "junk" }
+	cfg := c.config(t, "a", sa, nil)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	a := c.start(t, cfg)
+	rp, status, err := dialRaw(t, a, c.pki.cert(t, "raw"), c.pki.pool, "raw")
+	if err != nil || status != HelloStatusAccepted {
+		t.Fatalf("raw hello: status %d, err %v", status, err)
+	}
+	const each = 30
+	for range each {
+		for _, data := range [][]byte{
+			binary.AppendUvarint([]byte{1}, uint64(DefaultMaxFrameSize+1)), // oversized
+			{1, 0x80, 0x00},                        // non-minimal length
+			appendFrame([]byte{1}, []byte("junk")), // rejected by the handler
+		} {
+			st := rp.lane(t, data)
+			waitReset(t, st)
+		}
+	}
+	if st := a.Stats(); st.Oversized != each || st.Malformed != 2*each {
+		t.Errorf("oversized %d, malformed %d; want %d, %d", st.Oversized, st.Malformed, each, 2*each)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "\n"); n > 3 {
+		t.Errorf("%d log lines for %d bad frames, want at most 3 (one per cause):\n%s", n, 3*each, out)
+	}
+	for _, want := range []string{"cause=" + causeFrameTooLarge, "cause=" + causeFrameMalformed, "cause=" + causeFrameRejected} {
+		if !strings.Contains(out, want+" count=1 total=1") {
+			t.Errorf("no line for the first event of %s:\n%s", want, out)
+		}
+	}
+}
+
+// Malformed mail frames are counted one by one and logged as at most one
+// line per interval.
+func TestMalformedMailFramesAreRateLimited(t *testing.T) {
+	var logs lockedLog
+	m, err := NewMailer(MailConfig{
+		Registry: testRegistry(t), Local: &recLocal{},
+		Complete: func(uint64, any, error) {},
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const frames = 200
+	for i := range frames {
+		if err := m.Handle("p", 1, []byte{0xff, byte(i), 0xff, 0xff}); err == nil {
+			t.Fatal("a garbage frame was accepted")
+		}
+	}
+	if got := m.Stats().DecodeErrors; got != frames {
+		t.Errorf("DecodeErrors %d, want %d", got, frames)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "\n"); n != 1 || !strings.Contains(out, "count=1 total=1") {
+		t.Errorf("%d log lines for %d malformed frames, want 1 for the first:\n%s", n, frames, out)
 	}
 }

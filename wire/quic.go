@@ -494,10 +494,19 @@ func readAllLimited(r io.Reader, limit int) ([]byte, error) {
 // handshakeIn runs the acceptor side of the Hello exchange. Nothing from
 // the connection is read or delivered before it installs a session.
 func (t *QUIC) handshakeIn(conn *quic.Conn) {
-	reject := func(reason string, err error) {
+	// The certificate verified during the handshake names the peer; the
+	// name a Hello claims is only logged as a claim.
+	var certified string
+	if pc := conn.ConnectionState().TLS.PeerCertificates; len(pc) > 0 {
+		certified = certName(pc[0])
+	}
+	note := func(reason string, attrs ...slog.Attr) {
 		t.st.helloRejected.Add(1)
-		t.rejects.Note(causeHelloRejected, slog.String("remote", conn.RemoteAddr().String()),
-			slog.String("reason", reason), slog.Any(logErr, err))
+		t.rejects.Note(causeHelloRejected, append([]slog.Attr{slog.String("remote", conn.RemoteAddr().String()),
+			slog.String("certificate", certified), slog.String("reason", reason)}, attrs...)...)
+	}
+	reject := func(reason string, err error) {
+		note(reason, slog.Any(logErr, err))
 		conn.CloseWithError(closeBadHello, reason)
 	}
 	ctx, cancel := context.WithTimeout(t.ctx, t.cfg.HandshakeTimeout)
@@ -527,10 +536,15 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 		reject("hello names an invalid node", err)
 		return
 	}
+	// The name first: a peer whose certificate names another node learns
+	// nothing, and no line names its claim as the peer.
+	peerCerts := conn.ConnectionState().TLS.PeerCertificates
+	if len(peerCerts) == 0 || !certHasName(peerCerts[0], h.Name) {
+		reject("hello name does not match certificate", fmt.Errorf("%w: certificate names %q, hello claims %q", ErrBadCertificate, certified, h.Name))
+		return
+	}
 	if h.Version != ProtocolVersion {
-		t.st.helloRejected.Add(1)
-		t.log.LogAttrs(t.ctx, slog.LevelWarn, "wire: inbound link rejected", slog.String(logPeer, h.Name),
-			slog.String("reason", "unsupported protocol version"), slog.Uint64("version", h.Version))
+		note("unsupported protocol version", slog.String(logPeer, h.Name), slog.Uint64("version", h.Version))
 		// Say why, and let the dialer close, so the answer is not lost.
 		me := Hello{Version: ProtocolVersion, Name: t.cfg.Name, ManifestDigest: t.cfg.ManifestDigest}
 		hs.Write(appendFrame(nil, encodeHelloReply(HelloStatusRejected, me)))
@@ -540,11 +554,6 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 		case <-ctx.Done():
 			conn.CloseWithError(closeBadHello, "unsupported protocol version")
 		}
-		return
-	}
-	peerCerts := conn.ConnectionState().TLS.PeerCertificates
-	if len(peerCerts) == 0 || !certHasName(peerCerts[0], h.Name) {
-		reject("hello name does not match certificate", fmt.Errorf("%w: claimed %q", ErrBadCertificate, h.Name))
 		return
 	}
 	l, err := t.link(h.Name)

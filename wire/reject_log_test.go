@@ -228,3 +228,48 @@ func TestMalformedMailFramesAreRateLimited(t *testing.T) {
 		t.Errorf("%d log lines for %d malformed frames, want 1 for the first:\n%s", n, frames, out)
 	}
 }
+
+// A Hello of another protocol version is refused through the rate-limited
+// rejection lines, and only once its name matches the certificate: a
+// cluster certificate for mallory claiming to be b is refused for the
+// name, and no line names b as the peer.
+func TestBadVersionHellosAreRateLimitedAndCheckTheNameFirst(t *testing.T) {
+	c := newQUICCluster(t)
+	var logs lockedLog
+	cfg := c.config(t, "a", newSink(), nil)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	a := c.start(t, cfg)
+
+	if _, status, err := dialRawVersion(t, a, c.pki.cert(t, "mallory"), c.pki.pool, "b", ProtocolVersion+1); err == nil {
+		t.Fatalf("a hello naming another node than its certificate was answered %v", status)
+	}
+	const future = 10
+	for range future {
+		rp, status, err := dialRawVersion(t, a, c.pki.cert(t, "future"), c.pki.pool, "future", ProtocolVersion+1)
+		if err != nil || status != HelloStatusRejected {
+			t.Fatalf("hello with a future version: status %v, err %v; want REJECTED", status, err)
+		}
+		rp.conn.CloseWithError(0, "")
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for a.Stats().HelloRejected < 1+future {
+		if time.Now().After(deadline) {
+			t.Fatalf("HelloRejected %d, want %d", a.Stats().HelloRejected, 1+future)
+		}
+		time.Sleep(time.Millisecond) // polling a counter
+	}
+	if got := a.Stats().HelloRejected; got != 1+future {
+		t.Errorf("HelloRejected %d, want %d", got, 1+future)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "\n"); n != 1 {
+		t.Errorf("%d log lines for %d refused hellos, want 1:\n%s", n, 1+future, out)
+	}
+	if !strings.Contains(out, "cause="+causeHelloRejected) || !strings.Contains(out, "does not match certificate") ||
+		!strings.Contains(out, "certificate=mallory") {
+		t.Errorf("the first line is not the name mismatch, with the certificate's name:\n%s", out)
+	}
+	if strings.Contains(out, "peer=b") {
+		t.Errorf("a line names the unverified claim as the peer:\n%s", out)
+	}
+}

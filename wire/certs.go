@@ -343,17 +343,26 @@ func rawCerts(cs tls.ConnectionState) [][]byte {
 // cluster CA. The claimed node name is checked later, against the Hello.
 // creds is read per handshake, so rotated credentials apply to new
 // connections.
-// rejected, if set, is told of every client certificate refused.
+// rejected, if set, is told of every handshake refused for its client
+// certificate, a missing one included.
 func serverTLS(creds func() *credentials, now func() time.Time, rejected func(error)) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		NextProtos: []string{ALPN},
-		ClientAuth: tls.RequireAnyClientCert,
+		// Requested, not required: crypto/tls would refuse a handshake
+		// without one before VerifyConnection runs, so uncounted and
+		// unlogged. VerifyConnection refuses it instead.
+		ClientAuth: tls.RequestClientCert,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return creds().cert, nil
 		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			_, err := verifyChain(rawCerts(cs), creds().pool, now(), x509.ExtKeyUsageClientAuth)
+			var err error
+			if len(cs.PeerCertificates) == 0 {
+				err = errNoClientCert
+			} else {
+				_, err = verifyChain(rawCerts(cs), creds().pool, now(), x509.ExtKeyUsageClientAuth)
+			}
 			if err != nil && rejected != nil {
 				rejected(err)
 			}
@@ -362,6 +371,10 @@ func serverTLS(creds func() *credentials, now func() time.Time, rejected func(er
 		SessionTicketsDisabled: true,
 	}
 }
+
+// errNoClientCert refuses a handshake in which the client presented no
+// certificate.
+var errNoClientCert = fmt.Errorf("%w: no client certificate presented", ErrBadCertificate)
 
 // clientTLS is the TLS configuration for dialing peer: the server's chain
 // must verify against the cluster CA and its node name must be peer.

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"io"
 	"log/slog"
@@ -271,5 +272,65 @@ func TestBadVersionHellosAreRateLimitedAndCheckTheNameFirst(t *testing.T) {
 	}
 	if strings.Contains(out, "peer=b") {
 		t.Errorf("a line names the unverified claim as the peer:\n%s", out)
+	}
+}
+
+// A handshake without a client certificate is refused like one with a
+// bad certificate: counted as TLSRejected, logged as a rate-limited
+// line, and nothing is served on it.
+func TestHandshakesWithoutClientCertificateAreRefusedAndCounted(t *testing.T) {
+	c := newQUICCluster(t)
+	var logs lockedLog
+	cfg := c.config(t, "a", newSink(), nil)
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	a := c.start(t, cfg)
+
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	defer udp.Close()
+	defer tr.Close()
+	// A client that checks a's certificate but presents none.
+	noCert := clientTLS(staticCreds(tls.Certificate{}, c.pki.pool), time.Now, "a")
+	noCert.GetClientCertificate = nil
+	const handshakes = 20
+	for range handshakes {
+		ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+		conn, err := tr.Dial(ctx, a.Addr(), noCert, &quic.Config{})
+		if err == nil {
+			// The client's side completes before the server checks it;
+			// the server must then close, serving nothing.
+			if hs, err := conn.OpenStreamSync(ctx); err == nil {
+				hs.Write(appendFrame(nil, encodeHello(Hello{Version: ProtocolVersion, Name: "nocert"})))
+				hs.Close()
+				hs.SetReadDeadline(time.Now().Add(waitTimeout))
+				if raw, err := io.ReadAll(hs); err == nil && len(raw) > 0 {
+					t.Fatalf("a connection without a client certificate was answered: %x", raw)
+				}
+			}
+			select {
+			case <-conn.Context().Done():
+			case <-ctx.Done():
+				t.Fatal("a connection without a client certificate stayed open")
+			}
+		}
+		cancel()
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for a.Stats().TLSRejected < handshakes {
+		if time.Now().After(deadline) {
+			t.Fatalf("TLSRejected %d, want %d", a.Stats().TLSRejected, handshakes)
+		}
+		time.Sleep(time.Millisecond) // polling a counter
+	}
+	if st := a.Stats(); st.TLSRejected != handshakes || st.HelloRejected != 0 || st.LinksUp != 0 {
+		t.Errorf("stats %+v, want %d TLS rejections and no link", st, handshakes)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "\n"); n != 1 || !strings.Contains(out, "cause="+causeTLSRejected) ||
+		!strings.Contains(out, "no client certificate") {
+		t.Errorf("%d log lines, want 1 about the missing client certificate:\n%s", strings.Count(out, "\n"), out)
 	}
 }

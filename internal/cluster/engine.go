@@ -1382,14 +1382,24 @@ type Stats struct {
 func (c *Engine) Stats() *Stats {
 	st := &Stats{Mail: c.rem.MailStats(), Transport: c.tr.Stats(), ProofsFailed: c.prove.Failed(),
 		Gossip: c.ml.Dropped(), Leader: c.pl.IsLeader(), HandoffIsolated: c.isolated.Load()}
-	for _, m := range c.ml.Members() {
-		if !m.Status.Gone() {
-			st.Members++
-			if m.MetaErr == nil && !c.prove.Proven(m) {
-				st.Unproven++
-			}
-		}
-	}
+	st.Members, st.Unproven = c.countMembers(c.ml.Members())
 	st.Retry, st.Waiting = c.rem.RetryStats()
 	return st
+}
+
+// countMembers counts the live members of ms and those of them that are
+// not Proven: as /v1/members lists them, so a member whose metadata does
+// not decode (garbage sent by a holder of the gossip key) is unproven
+// too, and cannot hide from the gauge of unproven members.
+func (c *Engine) countMembers(ms []membership.Member) (live, unproven int) {
+	for _, m := range ms {
+		if m.Status.Gone() {
+			continue
+		}
+		live++
+		if !c.Proven(m) {
+			unproven++
+		}
+	}
+	return live, unproven
 }

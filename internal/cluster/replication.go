@@ -384,6 +384,19 @@ func (c *Engine) heldInShard(ctx context.Context, shard placement.ShardRef) ([]p
 	return ids, err
 }
 
+// FollowedBy implements replica.FollowedView.
+func (v replView) FollowedBy(follower string) map[replica.Shard]uint64 {
+	out := map[replica.Shard]uint64{}
+	v.c.pl.FSM().Read(func(t *placement.Table) {
+		for _, ref := range t.Owned(v.c.name) {
+			if s, _ := t.Shard(ref); s.InSync(follower) {
+				out[replicaShard(ref)] = s.Epoch
+			}
+		}
+	})
+	return out
+}
+
 // FollowedShards counts, for every follower of a shard this node owns by
 // its applied table, the shards it follows (nil before placement runs).
 func (c *Engine) FollowedShards() map[string]int {

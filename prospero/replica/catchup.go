@@ -183,6 +183,14 @@ func (s *Store) runCatchUp(ctx context.Context, follower string, shards map[Shar
 	}
 	s.stats.bulkDeleted.Add(uint64(removed))
 
+	// The follower acknowledged the copy on receipt and writes it in the
+	// background: before it joins, every record it acknowledged must be
+	// durable there, or a write that failed there (a full disk) would
+	// leave a member of the set without records it was counted for.
+	if err := s.confirm(ctx, a, follower); err != nil {
+		return fmt.Errorf("replica: catch-up of %s: %w", follower, err)
+	}
+
 	s.mu.Lock()
 	if cu.aborted {
 		s.mu.Unlock()
@@ -377,6 +385,26 @@ func (s *Store) probe(ctx context.Context, a *attachment, follower string) error
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
 	if _, err := conn.Write(EncodeBatch(1, false, nil)); err != nil {
+		return err
+	}
+	return ReadAck(conn)
+}
+
+// confirm asks follower, on a stream of its own, to make durable every
+// record it acknowledged to this node so far (an empty batch with the
+// sync flag): nil once it has, else why not (ErrLostRecords when a
+// background write of them failed).
+func (s *Store) confirm(ctx context.Context, a *attachment, follower string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	conn, err := a.dial(ctx, follower)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	if _, err := conn.Write(EncodeBatch(1, true, nil)); err != nil {
 		return err
 	}
 	return ReadAck(conn)

@@ -39,7 +39,18 @@ const (
 	frameAck   = 2 // replica → owner: the batch's outcome
 	frameList  = 3 // owner → replica: list what you hold of these shards
 	frameHeld  = 4 // replica → owner: part of that list
+	// frameAckLost is an ack refusing the batch because records this
+	// replica acknowledged to the same owner before were not stored (a
+	// background write failed): the owner must take it out of every
+	// set it shares with it, not only those of the batch. An owner that
+	// does not know the kind fails the round trip, which takes the
+	// replica out of the batch's sets, as before.
+	frameAckLost = 5
 )
+
+// ErrLostRecords: a replica refused a batch because records it
+// acknowledged to this owner earlier were not stored.
+var ErrLostRecords = errors.New("replica: records acknowledged earlier were not stored")
 
 // Batch flags.
 const (
@@ -177,7 +188,11 @@ func decodeBatch(b []byte) (seq uint64, flags uint8, recs []Record, shard *Shard
 
 // appendAck encodes an ack frame body: kind, seq, error text ("" = ok).
 func appendAck(dst []byte, seq uint64, err error) []byte {
-	dst = bare.AppendU8(dst, frameAck)
+	kind := uint8(frameAck)
+	if errors.Is(err, ErrLostRecords) {
+		kind = frameAckLost
+	}
+	dst = bare.AppendU8(dst, kind)
 	dst = bare.AppendUint(dst, seq)
 	msg := ""
 	if err != nil {
@@ -186,17 +201,26 @@ func appendAck(dst []byte, seq uint64, err error) []byte {
 	return bare.AppendString(dst, msg)
 }
 
-func decodeAck(b []byte) (uint64, string, error) {
+// decodeAck decodes an ack: the batch's seq and, when the replica
+// refused it, why (an error wrapping ErrLostRecords for frameAckLost).
+func decodeAck(b []byte) (uint64, error, error) {
 	d := bare.NewDecoder(b, bare.Config{MaxMessageBytes: maxFrame})
-	if k := d.U8(); d.Err() == nil && k != frameAck {
-		return 0, "", fmt.Errorf("%w: frame kind %d", ErrBadRecord, k)
+	k := d.U8()
+	if d.Err() == nil && k != frameAck && k != frameAckLost {
+		return 0, nil, fmt.Errorf("%w: frame kind %d", ErrBadRecord, k)
 	}
 	seq := d.Uint()
 	msg := d.Str()
 	if err := d.Finish(); err != nil {
-		return 0, "", fmt.Errorf("%w: ack: %v", ErrBadRecord, err)
+		return 0, nil, fmt.Errorf("%w: ack: %v", ErrBadRecord, err)
 	}
-	return seq, msg, nil
+	switch {
+	case k == frameAckLost:
+		return seq, fmt.Errorf("%w (%s)", ErrLostRecords, msg), nil
+	case msg != "":
+		return seq, errors.New(msg), nil
+	}
+	return seq, nil, nil
 }
 
 // EncodeBatch returns recs as one frame of the replication stream, as an
@@ -219,14 +243,11 @@ func ReadAck(r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	_, msg, err := decodeAck(b)
+	_, refused, err := decodeAck(b)
 	if err != nil {
 		return err
 	}
-	if msg != "" {
-		return errors.New(msg)
-	}
-	return nil
+	return refused
 }
 
 // Held is one record a replica holds, as it lists it for a catch-up.

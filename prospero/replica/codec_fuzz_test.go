@@ -2,6 +2,7 @@ package replica
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -47,21 +48,20 @@ func FuzzDecodeBatch(f *testing.F) {
 func FuzzDecodeAck(f *testing.F) {
 	f.Add(appendAck(nil, 9, nil))
 	f.Add(appendAck(nil, 10, errors.New("disk full")))
+	f.Add(appendAck(nil, 11, fmt.Errorf("%w: disk full", ErrLostRecords)))
 	f.Add([]byte{frameAck})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		seq, msg, err := decodeAck(b)
+		seq, refused, err := decodeAck(b)
 		if err != nil {
 			if !errors.Is(err, ErrBadRecord) {
 				t.Fatalf("refusal %v is not ErrBadRecord", err)
 			}
 			return
 		}
-		var cause error
-		if msg != "" {
-			cause = errors.New(msg)
-		}
-		if seq2, msg2, err := decodeAck(appendAck(nil, seq, cause)); err != nil || seq2 != seq || msg2 != msg {
-			t.Fatalf("round trip: %d %q %v; want %d %q", seq2, msg2, err, seq, msg)
+		seq2, refused2, err := decodeAck(appendAck(nil, seq, refused))
+		if err != nil || seq2 != seq || (refused == nil) != (refused2 == nil) ||
+			errors.Is(refused, ErrLostRecords) != errors.Is(refused2, ErrLostRecords) {
+			t.Fatalf("round trip: %d %v %v; want %d %v", seq2, refused2, err, seq, refused)
 		}
 	})
 }

@@ -18,7 +18,11 @@
 // follower in the set acknowledged it (on receipt by default, on fsync
 // with Config.SyncReplicas), and the owner decided it; a follower that
 // fails, refuses or does not answer within Config.Timeout is removed
-// from the set through raft before any write commits without it.
+// from the set through raft before any write commits without it. A
+// follower that acknowledged records on receipt and then failed to store
+// them (a background write on a full disk) refuses its owner's next
+// batch with ErrLostRecords, and the owner removes it from every set it
+// shares with it (FollowedView), not only the batch's.
 //
 // A follower applies a batch only if every record checks out (CRC-32C,
 // identity) and its epoch is not older than the table's or than the
@@ -28,7 +32,9 @@
 // serves it from its own copy.
 //
 // CatchUp brings a follower into a set: a bulk copy of the shard's
-// records (throttled), the stream meanwhile, then a join through raft.
+// records (throttled), the stream meanwhile, a confirmation that the
+// follower made every record it acknowledged durable, then a join
+// through raft.
 // CatchUpStreaks turns the outcomes of its retries into what an operator
 // should read.
 //

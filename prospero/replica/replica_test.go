@@ -278,7 +278,7 @@ func TestBadChecksumAndTruncationRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, msg, _ := decodeAck(ack); msg == "" {
+	if _, refused, _ := decodeAck(ack); refused == nil {
 		t.Fatal("bad checksum acknowledged")
 	}
 	err = <-done
@@ -327,8 +327,11 @@ func TestStaleEpochRefusedNewestWins(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, msg, _ := decodeAck(ack)
-		return msg
+		_, refused, _ := decodeAck(ack)
+		if refused == nil {
+			return ""
+		}
+		return refused.Error()
 	}
 	rec := func(epoch, version uint64, state string) *Record {
 		return &Record{Replicated: prospero.Replicated{ID: id, Epoch: epoch, Version: version, State: []byte(state)}}

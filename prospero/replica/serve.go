@@ -60,7 +60,13 @@ func (s *Store) Serve(conn net.Conn, from string) error {
 		}
 		if err == nil {
 			if flags&flagSync != 0 {
-				err = s.apply.now(from, recs)
+				// Durable on this replica: these records, and every one
+				// acknowledged to from before them (a catch-up confirms
+				// its copy this way before the follower joins).
+				if err = s.apply.now(from, recs); err == nil {
+					s.apply.drain()
+					err = s.apply.failed(from)
+				}
 			} else {
 				err = s.apply.later(from, recs)
 			}
@@ -318,7 +324,7 @@ func (a *applier) failed(from string) error {
 	err := a.errs[from]
 	delete(a.errs, from)
 	if err != nil {
-		return fmt.Errorf("records acknowledged earlier were not stored: %w", err)
+		return fmt.Errorf("%w: %w", ErrLostRecords, err)
 	}
 	return nil
 }

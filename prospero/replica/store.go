@@ -67,6 +67,13 @@ type View interface {
 	Down(node string) bool
 }
 
+// FollowedView is the part of View a Store uses, when its view has it,
+// after a replica reported ErrLostRecords: every shard this node owns
+// whose in-sync set holds follower, with the epoch it owns it at.
+type FollowedView interface {
+	FollowedBy(follower string) map[Shard]uint64
+}
+
 // ErrLeaseLapsed: a write waiting for a replica was not committed
 // because this node's ownership lease lapsed meanwhile.
 var ErrLeaseLapsed = errors.New("replica: this node's ownership lease lapsed")
@@ -884,15 +891,15 @@ func (p *peer) roundTrip(buf []byte, recs []*Record, flags uint8) ([]byte, error
 		if err != nil {
 			return err
 		}
-		seq, msg, err := decodeAck(b)
+		seq, refused, err := decodeAck(b)
 		if err != nil {
 			return err
 		}
 		if seq != p.seq {
 			return fmt.Errorf("%w: ack for batch %d, sent %d", ErrBadRecord, seq, p.seq)
 		}
-		if msg != "" {
-			return fmt.Errorf("replica %s refused: %s", p.name, msg)
+		if refused != nil {
+			return fmt.Errorf("replica %s refused: %w", p.name, refused)
 		}
 		return nil
 	}()
@@ -917,7 +924,12 @@ func (p *peer) roundTrip(buf []byte, recs []*Record, flags uint8) ([]byte, error
 // raft, before any of the batch's writes commits without it. It returns
 // nil once that is done (the writes commit), or why not.
 func (p *peer) fail(recs []*Record, cause error) error {
+	a := p.s.att.Load()
 	shards := map[Shard]uint64{}
+	if fv, ok := a.view.(FollowedView); ok && errors.Is(cause, ErrLostRecords) {
+		// What it lost may be of any shard this node shares with it.
+		shards = fv.FollowedBy(p.name)
+	}
 	for _, r := range recs {
 		if e, ok := shards[r.Shard]; !ok || r.Epoch > e {
 			shards[r.Shard] = r.Epoch
@@ -925,7 +937,6 @@ func (p *peer) fail(recs []*Record, cause error) error {
 	}
 	p.s.log.LogAttrs(context.Background(), slog.LevelWarn, "replica failed; removing it from the in-sync set",
 		slog.String("replica", p.name), slog.Int("shards", len(shards)), slog.Any("error", cause))
-	a := p.s.att.Load()
 	// A removal goes through the raft leader: an owner cut off from it
 	// cannot get it committed, and once its lease lapses a new owner may
 	// take its shards over, so the removal ends at the lease-lapse

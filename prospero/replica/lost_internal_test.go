@@ -1,0 +1,78 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"sync"
+	"testing"
+
+	"github.com/tempest-actors/tempest/prospero"
+)
+
+// lostView is a fakeView that lists more shards followed by its
+// follower than the writes touch, and records what Shrink was given.
+type lostView struct {
+	*fakeView
+	mu     sync.Mutex
+	shrunk map[Shard]uint64
+}
+
+func (v *lostView) FollowedBy(string) map[Shard]uint64 {
+	return map[Shard]uint64{{Index: 0}: 3, {Index: 9}: 3}
+}
+
+func (v *lostView) Shrink(ctx context.Context, f string, shards map[Shard]uint64) (int, error) {
+	v.mu.Lock()
+	v.shrunk = maps.Clone(shards)
+	v.mu.Unlock()
+	return v.fakeView.Shrink(ctx, f, shards)
+}
+
+// failInBackground makes rep acknowledge to owner a a batch on receipt
+// that then fails to be stored (an identity without a kind cannot be),
+// as a write on a full disk does.
+func failInBackground(t *testing.T, rep *Store) {
+	t.Helper()
+	bad := []Record{{Shard: Shard{Index: 9}, Replicated: prospero.Replicated{ID: prospero.Identity{Key: "x"}, Epoch: 3, Version: 1}}}
+	if err := rep.apply.later("a", bad); err != nil {
+		t.Fatal(err)
+	}
+	rep.apply.drain()
+}
+
+// A replica whose background write of an owner's records failed refuses
+// that owner's next batch as ErrLostRecords, and the owner takes it out
+// of every set it shares with it, not only the sets of the batch's
+// shards: the records it lost may be of any of them, and a set that
+// keeps it would let a failover promote it without them.
+func TestLostRecordsTakeTheReplicaOutOfEverySet(t *testing.T) {
+	owner, rep, fv, _ := pair(t, false)
+	v := &lostView{fakeView: fv}
+	owner.Attach(v, owner.att.Load().dial)
+	failInBackground(t, rep)
+	id := prospero.Identity{Kind: "counter", Key: "y"} // shard 0, as fakeView routes
+	if _, err := owner.Put(t.Context(), id, 0, prospero.Record{Incarnation: 1, State: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.shrunk[Shard{Index: 9}]; !ok {
+		t.Fatalf("shrink of %v: want every shard the replica follows, shard 9 too", v.shrunk)
+	}
+}
+
+// A catch-up confirms, before its follower joins, that the follower made
+// every record it acknowledged durable: a background write that failed
+// there refuses the confirmation.
+func TestCatchUpConfirmationSeesALostWrite(t *testing.T) {
+	owner, rep, _, _ := pair(t, false)
+	a := owner.att.Load()
+	if err := owner.confirm(t.Context(), a, "b"); err != nil {
+		t.Fatalf("confirmation with nothing lost: %v", err)
+	}
+	failInBackground(t, rep)
+	if err := owner.confirm(t.Context(), a, "b"); !errors.Is(err, ErrLostRecords) {
+		t.Fatalf("confirmation after a lost write: %v, want ErrLostRecords", err)
+	}
+}

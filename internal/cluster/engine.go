@@ -389,6 +389,12 @@ func (c *Engine) Route(ref actor.Ref) (string, bool, error) {
 // that rather than only that time ran out or a peer is unreachable,
 // whichever node owns the key. The node's own closing is left as it is.
 func (c *Engine) whyUnanswered(err error) error {
+	if errors.Is(err, wire.ErrClosed) && !errors.Is(err, ErrClosed) {
+		// This node's transport closed under the call: the node is
+		// closing, which callers know as ErrClosed (an unavailable
+		// process), not as a transport's internal state.
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
 	if err == nil || errors.Is(err, ErrNoQuorum) || errors.Is(err, ErrClosed) || c.pl == nil || c.pl.Leader() != "" {
 		return err
 	}

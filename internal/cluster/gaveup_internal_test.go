@@ -31,3 +31,18 @@ func TestGaveUpIsTheCallersReason(t *testing.T) {
 		t.Fatalf("still running: %v", err)
 	}
 }
+
+// TestTransportClosedIsTheNodeClosing: a call cut off by this node's own
+// transport closing (the node shutting down) fails as ErrClosed, which
+// matches actor.ErrProcessUnavailable, not as the transport's bare
+// error (which an HTTP caller got as a 500 internal).
+func TestTransportClosedIsTheNodeClosing(t *testing.T) {
+	var c Engine
+	err := c.whyUnanswered(wire.ErrClosed)
+	if !errors.Is(err, ErrClosed) || !errors.Is(err, actor.ErrProcessUnavailable) || !errors.Is(err, wire.ErrClosed) {
+		t.Fatalf("transport closed: %v", err)
+	}
+	if err := c.whyUnanswered(ErrClosed); err != ErrClosed {
+		t.Fatalf("the node's own ErrClosed was wrapped again: %v", err)
+	}
+}

@@ -178,7 +178,6 @@ type Node struct {
 	run   atomic.Pointer[running] // set while started and not closing
 	ready atomic.Bool
 	phase atomic.Uint32 // lifecycle, readable without mu
-
 }
 
 // running is what the hot path needs, published once Start succeeded.

@@ -395,11 +395,11 @@ func (e *jsonEncoder) path() string {
 		switch {
 		case s.key:
 			b = append(b, '[')
-			b = strconv.AppendQuote(b, s.name)
+			b = append(b, quoteInput(s.name)...)
 			b = append(b, ']')
 		case s.name != "":
 			b = append(b, '.')
-			b = append(b, s.name...)
+			b = append(b, clipInput(s.name)...)
 		default:
 			b = append(b, '[')
 			b = strconv.AppendInt(b, int64(s.idx), 10)
@@ -407,6 +407,39 @@ func (e *jsonEncoder) path() string {
 		}
 	}
 	return string(b)
+}
+
+// maxQuotedInput bounds what an error quotes of the input (a number, a
+// name, a map key): an error about a value of a megabyte is not a
+// megabyte long.
+const maxQuotedInput = 64
+
+// clipInput returns s, or its first maxQuotedInput bytes (cut at a rune
+// boundary) and "... (N bytes)" when it is longer.
+func clipInput(s string) string {
+	if len(s) <= maxQuotedInput {
+		return s
+	}
+	return s[:cutAt(s)] + fmt.Sprintf("... (%d bytes)", len(s))
+}
+
+// quoteInput is clipInput of a Go-quoted s: the quote holds at most
+// maxQuotedInput bytes of it.
+func quoteInput(s string) string {
+	if len(s) <= maxQuotedInput {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:cutAt(s)]) + fmt.Sprintf("... (%d bytes)", len(s))
+}
+
+// cutAt is where clipInput cuts s: at most maxQuotedInput bytes, not
+// within a UTF-8 sequence.
+func cutAt(s string) int {
+	n := maxQuotedInput
+	for i := 0; i < utf8.UTFMax && n > 0 && !utf8.RuneStart(s[n]); i++ {
+		n--
+	}
+	return n
 }
 
 func (e *jsonEncoder) errf(format string, args ...any) error {
@@ -439,7 +472,7 @@ func (e *jsonEncoder) intText(n *jnode, strOK bool) (string, error) {
 func (e *jsonEncoder) parseUint(s string, bits int) (uint64, error) {
 	v, err := strconv.ParseUint(s, 10, bits)
 	if err != nil {
-		return 0, e.errf("%q is not a u%d", s, bits)
+		return 0, e.errf("%s is not a u%d", quoteInput(s), bits)
 	}
 	return v, nil
 }
@@ -447,7 +480,7 @@ func (e *jsonEncoder) parseUint(s string, bits int) (uint64, error) {
 func (e *jsonEncoder) parseInt(s string, bits int) (int64, error) {
 	v, err := strconv.ParseInt(s, 10, bits)
 	if err != nil {
-		return 0, e.errf("%q is not an i%d", s, bits)
+		return 0, e.errf("%s is not an i%d", quoteInput(s), bits)
 	}
 	return v, nil
 }
@@ -511,7 +544,7 @@ func (e *jsonEncoder) value(dst []byte, t *Type, n *jnode) ([]byte, error) {
 		}
 		f, err := strconv.ParseFloat(n.s, bits)
 		if err != nil {
-			return nil, e.errf("%s is not an f%d", n.s, bits)
+			return nil, e.errf("%s is not an f%d", clipInput(n.s), bits)
 		}
 		if bits == 32 {
 			return AppendF32(dst, float32(f)), nil
@@ -559,7 +592,7 @@ func (e *jsonEncoder) value(dst []byte, t *Type, n *jnode) ([]byte, error) {
 				return AppendUint(dst, ev.Value), nil
 			}
 		}
-		return nil, e.errf("unknown enum value %q", n.s)
+		return nil, e.errf("unknown enum value %s", quoteInput(n.s))
 	case KindOptional:
 		if n.kind == jNull {
 			return append(dst, 0), nil
@@ -625,7 +658,7 @@ func (e *jsonEncoder) value(dst []byte, t *Type, n *jnode) ([]byte, error) {
 				return out, nil
 			}
 		}
-		return nil, e.errf("unknown union member %q", k)
+		return nil, e.errf("unknown union member %s", quoteInput(k))
 	case KindStruct:
 		if n.kind != jObj {
 			return nil, e.want(n, "an object")
@@ -685,7 +718,7 @@ func (e *jsonEncoder) mapKey(dst []byte, t *Type, k string) ([]byte, error) {
 		case "true", "false":
 			return AppendBool(dst, k == "true"), nil
 		}
-		return nil, e.errf("map key %q is not true or false", k)
+		return nil, e.errf("map key %s is not true or false", quoteInput(k))
 	}
 	// Integer keys: the decimal form, also for the small kinds.
 	s := k

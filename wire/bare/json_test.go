@@ -179,6 +179,43 @@ func TestTranscodeJSONErrors(t *testing.T) {
 	}
 }
 
+// TestTranscodeJSONErrorsQuoteLittleOfTheInput: an error names the
+// offending number, name or key by its first 64 bytes and its length, so
+// that the error about a value of 900 KB is not 900 KB long.
+func TestTranscodeJSONErrorsQuoteLittleOfTheInput(t *testing.T) {
+	tc := transcoder(t, `type S struct { a: u8 i: i64 f: f64 e: E } type E enum { X } type U union { S } type M map<str><u8> type B map<bool><u8>`)
+	const n = 900000
+	digits, name := strings.Repeat("9", n), strings.Repeat("x", n)
+	clipped := func(s string) string { return s[:64] + "... (900000 bytes)" }
+	quoted := func(s string) string { return `"` + s[:64] + `"... (900000 bytes)` }
+	for _, c := range []struct{ typ, js, want string }{
+		{"S", `{"a":` + digits + `,"i":0,"f":0,"e":"X"}`, `$.a: ` + quoted(digits) + ` is not a u8`},
+		{"S", `{"a":0,"i":` + digits + `,"f":0,"e":"X"}`, `$.i: ` + quoted(digits) + ` is not an i64`},
+		{"S", `{"a":0,"i":"-` + digits + `","f":0,"e":"X"}`, `$.i: "-` + digits[:63] + `"... (900001 bytes) is not an i64`},
+		{"S", `{"a":0,"i":0,"f":` + digits + `,"e":"X"}`, `$.f: ` + clipped(digits) + ` is not an f64`},
+		{"S", `{"a":0,"i":0,"f":0,"e":"` + name + `"}`, `$.e: unknown enum value ` + quoted(name)},
+		{"S", `{"a":0,"i":0,"f":0,"e":"X","` + name + `":1}`, `$.` + clipped(name) + `: unknown field`},
+		{"S", `{"` + name + `":1,"` + name + `":2}`, `$.` + clipped(name) + `: duplicate field`},
+		{"U", `{"` + name + `":1}`, `$: unknown union member ` + quoted(name)},
+		{"M", `{"` + name + `":"x"}`, `$[` + quoted(name) + `]: want an integer, got string`},
+		{"B", `{"` + name + `":1}`, `$[` + quoted(name) + `]: map key ` + quoted(name) + ` is not true or false`},
+	} {
+		_, err := tc.JSONToBARE(c.typ, []byte(c.js))
+		if err == nil || !errors.Is(err, bare.ErrJSON) {
+			t.Fatalf("%s %.80s: err = %v, want a JSON error", c.typ, c.js, err)
+		}
+		if got := err.Error(); got != c.want {
+			t.Errorf("%s %.80s:\n got %.300q (%d bytes)\nwant %q", c.typ, c.js, got, len(got), c.want)
+		}
+	}
+	// A cut does not split a UTF-8 sequence: the quote stays valid UTF-8.
+	wide := strings.Repeat("é", 100) // 2 bytes each: byte 64 starts one
+	_, err := tc.JSONToBARE("U", []byte(`{"a`+wide+`":1}`))
+	if want := `$: unknown union member "a` + strings.Repeat("é", 31) + `"... (201 bytes)`; err == nil || err.Error() != want {
+		t.Errorf("a name of 2-byte runes: %v, want %s", err, want)
+	}
+}
+
 func TestTranscodeBAREErrors(t *testing.T) {
 	tc := transcoder(t, `type S struct { a: u8 e: E } type E enum { X } type M map<u8><u8> type F f64 type U union { u8 = 1 }`)
 	cases := []struct {

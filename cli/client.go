@@ -230,9 +230,10 @@ func actorPath(arg string) (string, error) {
 }
 
 // pathSegment escapes s as one segment of a URL path. url.PathEscape
-// leaves "." and ".." as they are, and the server would then clean them
-// out of the path (redirecting to another actor's, or no, endpoint): as a
-// whole segment they are escaped too.
+// leaves "." and ".." as they are, and the server refuses a path with
+// such a segment (400 invalid_key: it is not clean, and cleaned it would
+// name another actor, or no endpoint): as a whole segment they are
+// escaped too.
 func pathSegment(s string) string {
 	if s == "." || s == ".." {
 		return strings.Repeat("%2E", len(s))

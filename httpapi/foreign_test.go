@@ -110,31 +110,13 @@ func TestOpenPathsReadNoSlowBody(t *testing.T) {
 // a client that never sends it, and such connections, busy, could never
 // be evicted to make room for other clients.
 func TestRefusedBodyClosesTheConnection(t *testing.T) {
-	n, err := tempest.New(tempest.Config{Name: "n1", DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close(context.Background()) })
-	api, err := httpapi.New(httpapi.Config{Node: n, Token: []byte("secret-token-secret")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := api.HTTPServer()
-	go func() { _ = srv.Serve(api.Listener(ln)) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	addr := serveWithToken(t, "secret-token-secret")
 	for _, head := range []string{
 		"POST /v1/actors/counter/x/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{", // no token
 		"POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{",                 // a body where none is read
 		"POST /v1/actors/counter/x/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://evil.example\r\nContent-Length: 100\r\n\r\n{",
 	} {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,4 +139,82 @@ func TestRefusedBodyClosesTheConnection(t *testing.T) {
 		}
 		c.Close()
 	}
+}
+
+// TestRefusedBeforeTheBody: a request refused for its path, method or
+// key, or for the length of the body it declares, is answered at once
+// and its connection closed, without waiting for a body that never
+// comes (the body timeout here is a minute).
+func TestRefusedBeforeTheBody(t *testing.T) {
+	_, addr := serveAPI(t, httpapi.Limits{BodyTimeout: time.Minute, ReadHeaderTimeout: time.Minute})
+	const declared = "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+	for _, tc := range []struct {
+		head string
+		code int
+		err  string
+	}{
+		{"PUT /v1/actors/counter/x/ask HTTP/1.1\r\nHost: 127.0.0.1\r\n" + declared, 405, "method_not_allowed"},
+		{"POST /v1/nothing HTTP/1.1\r\nHost: 127.0.0.1\r\n" + declared, 404, "not_found"},
+		{"POST /v1/actors/counter/x/y/z/ask HTTP/1.1\r\nHost: 127.0.0.1\r\n" + declared, 404, "not_found"},
+		{"POST /v1/actors/echo/%FF/ask HTTP/1.1\r\nHost: 127.0.0.1\r\n" + declared, 400, "invalid_key"},
+		{"POST /v1/actors/echo/%FF/tell HTTP/1.1\r\nHost: 127.0.0.1\r\n" + declared, 400, "invalid_key"},
+		{"POST /v1/actors/ec%FFho/%2F/ask HTTP/1.1\r\nHost: 127.0.0.1\r\n" + declared, 400, "invalid_key"},
+		{"GET /v1/actors/echo/" + strings.Repeat("k", 5000) + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + declared, 400, "invalid_key"},
+		{"POST /v1/actors/echo//ask HTTP/1.1\r\nHost: 127.0.0.1\r\n" + declared, 400, "invalid_key"},
+		{"POST /v1/actors/echo/x/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1048577\r\n\r\n", 413, "body_too_large"},
+		{"POST /v1/actors/echo/x/ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000000000\r\n\r\n{", 413, "body_too_large"},
+		{"POST /ui/login HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n", 413, "body_too_large"},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(c, tc.head); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_ = c.SetReadDeadline(start.Add(30 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%.60q: %v", tc.head, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var eb httpapi.ErrorBody
+		_ = json.Unmarshal(b, &eb)
+		if resp.StatusCode != tc.code || eb.Code != tc.err || time.Since(start) > 5*time.Second {
+			t.Errorf("%.60q: %d %s after %v, want %d %s at once", tc.head, resp.StatusCode, b, time.Since(start), tc.code, tc.err)
+		}
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("%.60q: after the %d the connection gave %v, want EOF (closed by the server)", tc.head, resp.StatusCode, err)
+		}
+		c.Close()
+	}
+}
+
+// serveWithToken runs the API of a standalone node without kinds that
+// requires token, as the agent does (HTTPServer on Listener), and
+// returns its address.
+func serveWithToken(t *testing.T, token string) string {
+	t.Helper()
+	n, err := tempest.New(tempest.Config{Name: "n1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	api, err := httpapi.New(httpapi.Config{Node: n, Token: []byte(token)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := api.HTTPServer()
+	go func() { _ = srv.Serve(api.Listener(ln)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
 }

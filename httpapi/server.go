@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -305,32 +306,44 @@ type ManifestBody struct {
 }
 
 // Handler is the API's root handler.
+//
+// A request goes through, in order: the checks of auth (another site's
+// request, the token), then those of front (a path of /v1/actors that is
+// not clean, a body where none may be, a declared body over the limit),
+// then the router (404, 405) and, for an actor's route, the kind and key.
+// Only then is its body read (readWhole), so that a request refused for
+// its path, method or key is answered at once, whatever body it declared.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /readyz", s.readyz)
+	handle := func(pattern string, h http.Handler) { mux.Handle(pattern, s.withBody("", h.ServeHTTP)) }
+	handleActor := func(pattern, op string, h http.HandlerFunc) { mux.Handle(pattern, s.withBody(op, h)) }
+	handle("GET /healthz", http.HandlerFunc(s.healthz))
+	handle("GET /readyz", http.HandlerFunc(s.readyz))
 	if s.met != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.met.reg, promhttp.HandlerOpts{}))
+		handle("GET /metrics", promhttp.HandlerFor(s.met.reg, promhttp.HandlerOpts{}))
 	}
-	mux.HandleFunc("GET /v1/members", s.members)
-	mux.HandleFunc("GET /v1/placement", s.placement)
-	mux.HandleFunc("GET /v1/manifest", s.manifest)
-	mux.HandleFunc("GET /v1/kinds", s.kinds)
-	mux.HandleFunc("GET /v1/actors", s.actors)
-	mux.HandleFunc("GET /v1/actors/{kind}/{key}", s.status)
-	mux.HandleFunc("POST /v1/actors/{kind}/{key}/tell", s.tell)
-	mux.HandleFunc("POST /v1/actors/{kind}/{key}/ask", s.ask)
-	mux.HandleFunc("POST /v1/actors/{kind}/{key}/passivate", s.passivate)
-	mux.HandleFunc("GET /v1/actors/{kind}/{key}/reminders", s.reminderList)
-	mux.HandleFunc("GET /v1/actors/{kind}/{key}/reminders/{name}", s.reminderGet)
-	mux.HandleFunc("DELETE /v1/actors/{kind}/{key}/reminders/{name}", s.reminderCancel)
-	mux.Handle("/ui/", s.uiHandler())
-	mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	handle("GET /v1/members", http.HandlerFunc(s.members))
+	handle("GET /v1/placement", http.HandlerFunc(s.placement))
+	handle("GET /v1/manifest", http.HandlerFunc(s.manifest))
+	handle("GET /v1/kinds", http.HandlerFunc(s.kinds))
+	handle("GET /v1/actors", http.HandlerFunc(s.actors))
+	handleActor("GET /v1/actors/{kind}/{key}", "", s.status)
+	handleActor("POST /v1/actors/{kind}/{key}/tell", "tell", s.tell)
+	handleActor("POST /v1/actors/{kind}/{key}/ask", "ask", s.ask)
+	handleActor("POST /v1/actors/{kind}/{key}/passivate", "", s.passivate)
+	handleActor("GET /v1/actors/{kind}/{key}/reminders", "", s.reminderList)
+	handleActor("GET /v1/actors/{kind}/{key}/reminders/{name}", "", s.reminderGet)
+	handleActor("DELETE /v1/actors/{kind}/{key}/reminders/{name}", "", s.reminderCancel)
+	handle("/ui/", s.uiHandler())
+	handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	// Anything else is a JSON error like every other one: 405 (with
 	// Allow) for a known path with another method, 404 otherwise.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if s.actorRoute(w, r) {
 			return
+		}
+		if r.ContentLength != 0 {
+			dropBody(w) // refused unread
 		}
 		var allow []string
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
@@ -347,7 +360,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, codeNotFound, "no endpoint "+truncatePath(r.URL.Path))
 	})
-	return s.auth(mux)
+	return s.auth(s.front(mux))
 }
 
 // actorRoute serves a request for an actor that the mux missed: Go's
@@ -369,11 +382,15 @@ func (s *Server) actorRoute(w http.ResponseWriter, r *http.Request) bool {
 		segs[i] = u
 	}
 	var h http.HandlerFunc
+	op := ""
 	switch {
 	case len(segs) == 2 && r.Method == http.MethodGet:
 		h = s.status
 	case len(segs) == 3 && r.Method == http.MethodPost:
 		h = map[string]http.HandlerFunc{"tell": s.tell, "ask": s.ask, "passivate": s.passivate}[segs[2]]
+		if segs[2] == "tell" || segs[2] == "ask" {
+			op = segs[2]
+		}
 	case len(segs) == 3 && r.Method == http.MethodGet && segs[2] == "reminders":
 		h = s.reminderList
 	case len(segs) == 4 && segs[2] == "reminders" && r.Method == http.MethodGet:
@@ -389,26 +406,21 @@ func (s *Server) actorRoute(w http.ResponseWriter, r *http.Request) bool {
 	if len(segs) == 4 {
 		r.SetPathValue("name", segs[3])
 	}
-	h(w, r)
+	s.withBody(op, h)(w, r)
 	return true
 }
 
-// auth requires the bearer token on every path but the probes (and
-// /metrics when public), then reads the request body whole, within
-// Limits.BodyTimeout and MaxRequestBody, so that no handler waits on a
-// slow client and no read deadline outlives the body.
+// auth refuses a request made on another site's behalf (foreign) and
+// requires the bearer token on every path but the probes, the sign-in
+// form and the dashboard's style sheet (and /metrics when public). A
+// request it refuses is answered without reading its body.
 func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if why := s.foreign(r); why != "" {
-			if r.ContentLength != 0 {
-				dropBody(w)
-			}
-			writeError(w, http.StatusForbidden, codeForbidden, why)
+			refuse(w, r, http.StatusForbidden, codeForbidden, why)
 			return
 		}
-		open := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || (s.metricsPublic && r.URL.Path == "/metrics") ||
-			r.URL.Path == "/ui/login" || r.URL.Path == "/ui/style.css"
-		if s.token != nil && !open {
+		if s.token != nil && !s.open(r) {
 			got, ok := bearer(r.Header.Get("Authorization"))
 			if (!ok || subtle.ConstantTimeCompare([]byte(got), s.token) != 1) && !s.cookieAuthorized(r) {
 				if (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/")) && r.Method == http.MethodGet {
@@ -426,24 +438,120 @@ func (s *Server) auth(next http.Handler) http.Handler {
 				return
 			}
 		}
-		limit, d := int64(MaxRequestBody), s.limits.BodyTimeout
-		if open && r.ContentLength != 0 {
+		next.ServeHTTP(w, r)
+	})
+}
+
+// open reports whether anyone may send r, without the token.
+func (s *Server) open(r *http.Request) bool {
+	p := r.URL.Path
+	return p == "/healthz" || p == "/readyz" || (s.metricsPublic && p == "/metrics") || p == "/ui/login" || p == "/ui/style.css"
+}
+
+// front refuses, before routing and without reading the body, what no
+// route may take: a path of /v1/actors that is not clean (actorPathError),
+// a body sent to a path anyone may call but the sign-in form, and a
+// declared body over the limit.
+func (s *Server) front(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if why := actorPathError(r.URL.EscapedPath()); why != "" {
+			refuse(w, r, http.StatusBadRequest, codeInvalidKey, why)
+			return
+		}
+		switch {
+		case r.URL.Path == "/ui/login" && (r.ContentLength < 0 || r.ContentLength > maxOpenBody):
+			refuse(w, r, http.StatusRequestEntityTooLarge, codeTooLarge,
+				fmt.Sprintf("the sign-in form takes at most %d bytes, with its length declared", maxOpenBody))
+			return
+		case r.ContentLength != 0 && r.URL.Path != "/ui/login" && s.open(r):
 			// Anyone may send these: a body is read only for the sign-in
 			// form, small and at once, so that unauthenticated clients
 			// cannot hold connections open sending bodies slowly.
-			if r.URL.Path != "/ui/login" || r.ContentLength < 0 || r.ContentLength > maxOpenBody {
-				dropBody(w)
-				writeError(w, http.StatusRequestEntityTooLarge, codeTooLarge,
-					fmt.Sprintf("%s takes no body (the sign-in form at most %d bytes, with its length declared)", truncatePath(r.URL.Path), maxOpenBody))
-				return
-			}
-			limit, d = maxOpenBody, min(d, openBodyTimeout)
-		}
-		if r.ContentLength != 0 && !s.readWhole(w, r, limit, d) {
+			refuse(w, r, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("%s takes no body", truncatePath(r.URL.Path)))
+			return
+		case r.ContentLength > MaxRequestBody:
+			refuse(w, r, http.StatusRequestEntityTooLarge, codeTooLarge, fmt.Sprintf("request body over %d bytes", MaxRequestBody))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// refuse answers r with an error without reading its body: the
+// connection is closed after the answer if r has one.
+func refuse(w http.ResponseWriter, r *http.Request, code int, errCode, msg string) {
+	if r.ContentLength != 0 {
+		dropBody(w)
+	}
+	writeError(w, code, errCode, msg)
+}
+
+// actorPathError returns why the escaped path p, if it is one of
+// /v1/actors/..., is refused as naming no kind and key: it is not clean
+// (an empty, "." or ".." segment, or it only cleans to such a path) and
+// Go's ServeMux would redirect it to another path, keeping the method
+// and body, so that a write meant for one actor could reach another. ""
+// if p is fine. A key holding '/', or one that is "." or "..", is given
+// percent-encoded (%2F, %2E).
+func actorPathError(p string) string {
+	rest, under := strings.CutPrefix(p, "/v1/actors/")
+	if !under {
+		if !strings.Contains(p, "//") && !strings.Contains(p, "/.") {
+			return "" // clean
+		}
+		if c := path.Clean("/" + p); strings.HasPrefix(c, "/v1/actors/") {
+			return fmt.Sprintf("path %q is not clean: an actor's path takes no empty, '.' or '..' segment (percent-encode a key that holds '/' or is '.' or '..')", truncatePath(p))
+		}
+		return ""
+	}
+	for seg := range strings.SplitSeq(rest, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return fmt.Sprintf("path %q has an empty, '.' or '..' segment: an actor's kind and key are non-empty path segments (percent-encode a key that holds '/' or is '.' or '..')", truncatePath(p))
+		}
+	}
+	return ""
+}
+
+// bodyLimits returns how large r's body may be and how long its reading
+// may take.
+func (s *Server) bodyLimits(r *http.Request) (int64, time.Duration) {
+	d := s.limits.BodyTimeout
+	if d == 0 {
+		d = DefaultLimits().BodyTimeout
+	}
+	if r.URL.Path == "/ui/login" {
+		return maxOpenBody, min(d, openBodyTimeout)
+	}
+	return MaxRequestBody, d
+}
+
+// withBody serves h once r's body is read whole, within bodyLimits, so
+// that no handler waits on a slow client and no read deadline outlives
+// the body. A request of an actor's route (one with a {kind} and {key})
+// whose kind or key no actor can have is answered 400 invalid_key without
+// reading the body, and counted for op ("ask", "tell") if set.
+func (s *Server) withBody(op string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if kind, key := r.PathValue("kind"), r.PathValue("key"); kind != "" || key != "" {
+			if err := actor.CheckVirtual(kind, key); err != nil {
+				if r.ContentLength != 0 {
+					dropBody(w)
+				}
+				if op != "" {
+					s.count(kind, op, outcomeInvalidKey, 0)
+				}
+				s.fail(w, err) // 400 invalid_key
+				return
+			}
+		}
+		if r.ContentLength != 0 {
+			limit, d := s.bodyLimits(r)
+			if !s.readWhole(w, r, limit, d) {
+				return
+			}
+		}
+		h(w, r)
+	}
 }
 
 // foreign returns why r is refused as a browser's request on another

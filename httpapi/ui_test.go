@@ -105,3 +105,30 @@ func TestUINoExternalAssets(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUILoginBodyLimit: a sign-in form over 4 KiB, or without a declared
+// length, is refused saying so; a body to another path anyone may call
+// is refused as taking none.
+func TestUILoginBodyLimit(t *testing.T) {
+	h := (&Server{node: &fakeNode{ready: true}, token: []byte("0123456789abcdef-secret")}).Handler()
+	form := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	rec := serve(h, "POST", "/ui/login", "token="+strings.Repeat("x", maxOpenBody), form)
+	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "the sign-in form takes at most 4096 bytes") ||
+		strings.Contains(rec.Body.String(), "takes no body") {
+		t.Errorf("an oversized sign-in form: %d %s", rec.Code, rec.Body)
+	}
+	req := httptest.NewRequest("POST", "/ui/login", strings.NewReader("token=x"))
+	req.ContentLength = -1
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "with its length declared") {
+		t.Errorf("a sign-in form of no declared length: %d %s", rec.Code, rec.Body)
+	}
+	if rec := serve(h, "POST", "/ui/login", "token=wrong-wrong-wrong", form); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a small sign-in form: %d, want 401 (read and checked)", rec.Code)
+	}
+	if rec := serve(h, "POST", "/healthz", "x", nil); rec.Code != http.StatusRequestEntityTooLarge || !strings.Contains(rec.Body.String(), "/healthz takes no body") {
+		t.Errorf("a body to /healthz: %d %s", rec.Code, rec.Body)
+	}
+}

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -158,5 +159,106 @@ func TestHTTPRefusesInvalidReminderNames(t *testing.T) {
 	// A valid name that names no reminder is still 404.
 	if got, eb, body := call(t, srv, "GET", "/v1/actors/counter/a/reminders/none", ""); got != http.StatusNotFound || eb.Code != "not_found" {
 		t.Errorf("GET reminders/none: got %d %q, want 404 not_found (%.200s)", got, eb.Code, body)
+	}
+}
+
+// TestHTTPUncleanActorPathsRefused: a path of /v1/actors that is not
+// clean (an empty, "." or ".." segment, or one that cleans to such a
+// path) is 400 invalid_key, never redirected: Go's router would answer
+// 307 to the cleaned path, which keeps the method and body, so that an
+// ask for counter/x/../victim would add to counter/victim, and the
+// reminders of ticker/ (empty key) would be the status of the actor
+// ticker/reminders.
+func TestHTTPUncleanActorPathsRefused(t *testing.T) {
+	n, srv := startNode(t)
+	client := srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	send := func(method, rawPath, body string) (int, http.Header, httpapi.ErrorBody, string) {
+		t.Helper()
+		// The target is sent as written: neither url.Parse nor the client
+		// cleans a path.
+		req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+rawPath, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := req.URL.RequestURI(); got != rawPath {
+			t.Fatalf("the client would send %q, not %q", got, rawPath)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var eb httpapi.ErrorBody
+		_ = json.Unmarshal(b, &eb)
+		return resp.StatusCode, resp.Header, eb, string(b)
+	}
+	add := `{"Add":{"n":1}}`
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/v1/actors/counter/x/../victim/ask", add},
+		{"POST", "/v1/actors/counter/victim/./ask", add},
+		{"POST", "/v1/actors/counter/./victim/ask", add},
+		{"POST", "/v1/actors/counter//victim/ask", add},
+		{"POST", "/v1/actors/counter/victim//ask", add},
+		{"POST", "/v1/actors//victim/ask", add},
+		{"POST", "/v1/actors/counter/victim/ask/", add},
+		{"POST", "/v1/actors/counter/victim/tell/.", add},
+		{"POST", "/v1/x/../actors/counter/victim/ask", add},
+		{"POST", "//v1/actors/counter/victim/ask", add},
+		{"POST", "/v1/actors/../actors/counter/victim/ask", add},
+		{"POST", "/v1/actors/counter/victim/x/../passivate", ""},
+		{"GET", "/v1/actors/ticker//reminders", ""},
+		{"GET", "/v1/actors/ticker/x/reminders/", ""},
+		{"GET", "/v1/actors//x", ""},
+		{"GET", "/v1/actors/counter/", ""},
+		{"GET", "/v1/actors/", ""},
+		{"DELETE", "/v1/actors/ticker//reminders/r", ""},
+	} {
+		code, hdr, eb, body := send(tc.method, tc.path, tc.body)
+		if code != http.StatusBadRequest || eb.Code != "invalid_key" || hdr.Get("Location") != "" ||
+			hdr.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s: %d %q (Location %q, %s), want 400 invalid_key and no redirect", tc.method, tc.path,
+				code, eb.Code, hdr.Get("Location"), body)
+		}
+	}
+	if st := n.Stats(); st.Supervisor.Entries != 0 {
+		t.Fatalf("%d identities in memory after refused requests", st.Supervisor.Entries)
+	}
+	if code, _, _, body := send("POST", "/v1/actors/counter/victim/ask", `{"Get":null}`); code != 200 || strings.TrimSpace(body) != `{"n":0}` {
+		t.Fatalf("counter/victim after the refused adds: %d %s, want {\"n\":0}", code, body)
+	}
+	// Other unclean paths are still redirected to their clean form.
+	if code, hdr, _, _ := send("GET", "/v1/../v1//members", ""); code != http.StatusTemporaryRedirect || hdr.Get("Location") != "/v1/members" {
+		t.Errorf("GET /v1/../v1//members: %d to %q, want 307 to /v1/members", code, hdr.Get("Location"))
+	}
+}
+
+// TestHTTPKeysWithSlashesAndDots: a key that holds '/', or is "." or
+// "..", is given percent-encoded and names its own actor on every route.
+func TestHTTPKeysWithSlashesAndDots(t *testing.T) {
+	_, srv := startNode(t)
+	keys := []string{"a/b", "/", "//", "a/", ".", "..", "x/../victim", "./a", "a/.", "%", "victim"}
+	for i, key := range keys {
+		p := "/v1/actors/counter/" + url.PathEscape(key)
+		if key == "." || key == ".." {
+			p = "/v1/actors/counter/" + strings.ReplaceAll(key, ".", "%2E")
+		}
+		if got, _, body := call(t, srv, "POST", p+"/ask", fmt.Sprintf(`{"Add":{"n":%d}}`, i+1)); got != 200 {
+			t.Fatalf("ask %q at %s: %d %s", key, p, got, body)
+		}
+		if got, _, body := call(t, srv, "GET", p, ""); got != 200 || !strings.Contains(body, fmt.Sprintf(`"key":%q`, key)) {
+			t.Fatalf("status of %q at %s: %d %s", key, p, got, body)
+		}
+		if got, _, body := call(t, srv, "GET", "/v1/actors/ticker/"+strings.TrimPrefix(p, "/v1/actors/counter/")+"/reminders", ""); got != 200 || !strings.Contains(body, fmt.Sprintf(`"key":%q`, key)) {
+			t.Fatalf("reminders of ticker %q: %d %s", key, got, body)
+		}
+	}
+	// Each key kept its own count.
+	for i, key := range keys {
+		p := "/v1/actors/counter/" + strings.ReplaceAll(url.PathEscape(key), ".", "%2E")
+		if got, _, body := call(t, srv, "POST", p+"/ask", `{"Get":null}`); got != 200 || strings.TrimSpace(body) != fmt.Sprintf(`{"n":%d}`, i+1) {
+			t.Fatalf("count of %q: %d %s, want %d", key, got, body, i+1)
+		}
 	}
 }

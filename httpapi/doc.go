@@ -19,8 +19,11 @@
 //	http.Handle("/", api.Handler())
 //
 // Every path but the probes (and /metrics when Config.MetricsPublic)
-// requires the bearer token when one is configured. Errors have a JSON
-// body {"error": text, "code": code}; the codes and HTTP statuses are
-// listed in docs/operations.md. The response body types (MembersBody,
-// PlacementBody, StatusBody, ...) are exported for clients.
+// requires the bearer token when one is configured, and so does
+// OPTIONS * when served by Server.HTTPServer. Errors have a JSON body
+// {"error": text, "code": code}; the codes and HTTP statuses are listed
+// in docs/operations.md, with the few answers Go's HTTP server gives
+// itself, in plain text, to requests it cannot parse. The response body
+// types (MembersBody, PlacementBody, StatusBody, ...) are exported for
+// clients.
 package httpapi

@@ -218,3 +218,53 @@ func serveWithToken(t *testing.T, token string) string {
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()
 }
+
+// TestOptionsStarIsTheAPIs: OPTIONS * (the server as a whole) is
+// answered by the API like any other request, token required and in
+// JSON, not by Go's server with an empty 200 to anyone; another method
+// on * is 404.
+func TestOptionsStarIsTheAPIs(t *testing.T) {
+	const token = "secret-token-secret"
+	addr := serveWithToken(t, token)
+	for _, tc := range []struct {
+		head string
+		code int
+		err  string
+	}{
+		{"OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 401, "unauthorized"},
+		{"OPTIONS * HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token + "\r\n\r\n", 200, ""},
+		{"GET * HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token + "\r\n\r\n", 404, "not_found"},
+		{"CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + token + "\r\n\r\n", 404, "not_found"},
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(c, tc.head); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err != nil {
+			t.Fatalf("%.40q: %v", tc.head, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%.40q: %d %q %s, want %d JSON", tc.head, resp.StatusCode, resp.Header.Get("Content-Type"), b, tc.code)
+			continue
+		}
+		if tc.code == 200 {
+			var ob httpapi.OptionsBody
+			if err := json.Unmarshal(b, &ob); err != nil || strings.Join(ob.Allow, ", ") != resp.Header.Get("Allow") || !strings.Contains(resp.Header.Get("Allow"), "POST") {
+				t.Errorf("%.40q: body %s, Allow %q", tc.head, b, resp.Header.Get("Allow"))
+			}
+			continue
+		}
+		var eb httpapi.ErrorBody
+		if err := json.Unmarshal(b, &eb); err != nil || eb.Code != tc.err {
+			t.Errorf("%.40q: %d %s, want code %s", tc.head, resp.StatusCode, b, tc.err)
+		}
+	}
+}

@@ -95,6 +95,9 @@ func FuzzHandler(f *testing.F) {
 		{"GET", "/v1/../v1//members", auth, ""},
 		{"POST", "/v1/actors/counter/a/ask", auth + "Origin: http://evil.example\r\n", `{"Get":null}`},
 		{"POST", "/healthz", "Content-Length: 3\r\n", "abc"},
+		{"POST", "/v1/actors/counter/x/../victim/ask", auth, `{"Add":{"n":1}}`},
+		{"OPTIONS", "*", auth, ""},
+		{"OPTIONS", "*", "", ""},
 	} {
 		f.Add(seed.method, seed.target, seed.headers, seed.body)
 	}

@@ -148,9 +148,11 @@ type Server struct {
 
 // HTTPServer returns an http.Server for Handler within Config.Limits:
 // ReadHeaderTimeout, IdleTimeout, MaxHeaderBytes and the connection
-// accounting of Listener. Serve it on Listener(ln) (wrapped in TLS if
-// need be). It sets no ReadTimeout or WriteTimeout, which would cut asks
-// that wait longer (up to MaxAskTimeout): bodies have their own timeout.
+// accounting of Listener; OPTIONS * goes to Handler too
+// (DisableGeneralOptionsHandler), which requires the token for it. Serve
+// it on Listener(ln) (wrapped in TLS if need be). It sets no ReadTimeout
+// or WriteTimeout, which would cut asks that wait longer (up to
+// MaxAskTimeout): bodies have their own timeout.
 func (s *Server) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           s.Handler(),
@@ -158,6 +160,9 @@ func (s *Server) HTTPServer() *http.Server {
 		IdleTimeout:       s.limits.IdleTimeout,
 		MaxHeaderBytes:    s.limits.MaxHeaderBytes,
 		ConnState:         s.conns.connState,
+		// OPTIONS * reaches Handler, which requires the token for it and
+		// answers in JSON, like every other request.
+		DisableGeneralOptionsHandler: true,
 	}
 }
 
@@ -449,11 +454,27 @@ func (s *Server) open(r *http.Request) bool {
 }
 
 // front refuses, before routing and without reading the body, what no
-// route may take: a path of /v1/actors that is not clean (actorPathError),
+// route may take: a request target that is no path (OPTIONS * is
+// answered here), a path of /v1/actors that is not clean (actorPathError),
 // a body sent to a path anyone may call but the sign-in form, and a
 // declared body over the limit.
 func (s *Server) front(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/") {
+			// OPTIONS * (the server as a whole), which Go's server would
+			// answer itself, to anyone, but HTTPServer leaves to the API;
+			// or a target in authority form (CONNECT).
+			if r.Method == http.MethodOptions && r.URL.Path == "*" {
+				if r.ContentLength != 0 {
+					dropBody(w)
+				}
+				w.Header().Set("Allow", serverMethods)
+				writeJSON(w, http.StatusOK, OptionsBody{Allow: strings.Split(serverMethods, ", ")})
+				return
+			}
+			refuse(w, r, http.StatusNotFound, codeNotFound, "no endpoint "+truncatePath(r.RequestURI))
+			return
+		}
 		if why := actorPathError(r.URL.EscapedPath()); why != "" {
 			refuse(w, r, http.StatusBadRequest, codeInvalidKey, why)
 			return
@@ -475,6 +496,16 @@ func (s *Server) front(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// serverMethods are the methods some path of the API takes: the Allow
+// of OPTIONS *.
+const serverMethods = "GET, HEAD, POST, DELETE"
+
+// OptionsBody is the answer of OPTIONS *: the methods some path of the
+// API takes (also its Allow header).
+type OptionsBody struct {
+	Allow []string `json:"allow"`
 }
 
 // refuse answers r with an error without reading its body: the

@@ -262,3 +262,21 @@ func TestHTTPKeysWithSlashesAndDots(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPSchemaErrorsAreShort: a 400 bad_json quotes a little of the
+// offending input, not all of it: an Add of 900,000 digits, or a field or
+// message name as long, gets an error of a few hundred bytes.
+func TestHTTPSchemaErrorsAreShort(t *testing.T) {
+	_, srv := startNode(t)
+	huge := strings.Repeat("9", 900000)
+	for _, body := range []string{
+		`{"Add":{"n":` + huge + `}}`,
+		`{"Add":{"n":1,"` + huge + `":1}}`,
+		`{"` + huge + `":null}`,
+	} {
+		got, eb, resp := call(t, srv, "POST", "/v1/actors/counter/a/ask", body)
+		if got != http.StatusBadRequest || eb.Code != "bad_json" || len(resp) > 512 || !strings.Contains(resp, "(900000 bytes)") {
+			t.Errorf("%.40s...: %d %q, %d bytes: %.300s", body, got, eb.Code, len(resp), resp)
+		}
+	}
+}

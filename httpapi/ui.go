@@ -2,11 +2,15 @@ package httpapi
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
+	"encoding/base64"
 	"html"
 	"io/fs"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,8 +23,15 @@ import (
 //go:embed ui
 var uiFiles embed.FS
 
-// uiCookie carries the API token of a browser signed in at /ui/login.
-const uiCookie = "tempest_token"
+// uiCookie is the session of a browser signed in at /ui/login: not the
+// token, but the session's end and a MAC of it keyed by the token
+// (uiSession), so that the cookie neither reveals the token nor outlives
+// uiSessionLife, whatever the browser keeps, and a new token ends every
+// session.
+const uiCookie = "tempest_session"
+
+// uiSessionLife is how long a sign-in lasts.
+const uiSessionLife = 12 * time.Hour
 
 // uiHeader marks requests made by the dashboard's script. A request
 // authenticated by the cookie alone must carry it unless it is a GET or
@@ -82,8 +93,8 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
 			page(http.StatusUnauthorized, "wrong token")
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: uiCookie, Value: tok, Path: "/", HttpOnly: true,
-			Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode, MaxAge: int((12 * time.Hour).Seconds())})
+		http.SetCookie(w, &http.Cookie{Name: uiCookie, Value: uiSession(s.token, time.Now().Add(uiSessionLife)), Path: "/", HttpOnly: true,
+			Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode, MaxAge: int(uiSessionLife.Seconds())})
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
@@ -96,10 +107,39 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request) {
 // header).
 func (s *Server) cookieAuthorized(r *http.Request) bool {
 	c, err := r.Cookie(uiCookie)
-	if err != nil || subtle.ConstantTimeCompare([]byte(c.Value), s.token) != 1 {
+	if err != nil || !uiSessionValid(s.token, c.Value, time.Now()) {
 		return false
 	}
 	return r.Method == http.MethodGet || r.Method == http.MethodHead || r.Header.Get(uiHeader) != ""
+}
+
+// uiSession is the cookie of a session that ends at end: the end in
+// Unix seconds and an HMAC-SHA256 of it keyed by the token.
+func uiSession(token []byte, end time.Time) string {
+	e := strconv.FormatInt(end.Unix(), 10)
+	return e + "." + base64.RawURLEncoding.EncodeToString(uiMAC(token, e))
+}
+
+// uiSessionValid reports whether v is a session uiSession made with
+// token that has not ended at now.
+func uiSessionValid(token []byte, v string, now time.Time) bool {
+	e, mac, ok := strings.Cut(v, ".")
+	if !ok {
+		return false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(mac)
+	if err != nil || !hmac.Equal(got, uiMAC(token, e)) {
+		return false
+	}
+	end, err := strconv.ParseInt(e, 10, 64)
+	return err == nil && now.Unix() < end
+}
+
+func uiMAC(token []byte, end string) []byte {
+	m := hmac.New(sha256.New, token)
+	m.Write([]byte("tempest ui session until "))
+	m.Write([]byte(end))
+	return m.Sum(nil)
 }
 
 // KindsBody is GET /v1/kinds: the kinds registered on the node, and

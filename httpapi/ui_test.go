@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // serve runs one request through h and returns the recorder.
@@ -68,9 +69,22 @@ func TestUIProtectedLikeTheAPI(t *testing.T) {
 	if rec := serve(h, "POST", "/v1/actors/k/a/passivate", "", map[string]string{uiHeader: "1"}, c); rec.Code != http.StatusOK {
 		t.Errorf("passivate from the dashboard: %d", rec.Code)
 	}
-	bad := &http.Cookie{Name: uiCookie, Value: "not-the-token"}
-	if rec := serve(h, "GET", "/v1/members", "", nil, bad); rec.Code != http.StatusUnauthorized {
-		t.Errorf("a wrong cookie: %d", rec.Code)
+	if strings.Contains(c.Value, token) {
+		t.Errorf("the session cookie holds the token: %q", c.Value)
+	}
+	// A forged, an ended, and another token's session are refused: the
+	// session's end is the server's to check, not the browser's.
+	for name, v := range map[string]string{
+		"the token itself":    token,
+		"forged":              "99999999999.AAAA",
+		"ended":               uiSession([]byte(token), time.Now().Add(-time.Second)),
+		"another token's":     uiSession([]byte("another-token-0123456789"), time.Now().Add(time.Hour)),
+		"a later end claimed": strings.Replace(c.Value, c.Value[:strings.IndexByte(c.Value, '.')], "99999999999", 1),
+	} {
+		bad := &http.Cookie{Name: uiCookie, Value: v}
+		if rec := serve(h, "GET", "/v1/members", "", nil, bad); rec.Code != http.StatusUnauthorized {
+			t.Errorf("%s session: %d, want 401", name, rec.Code)
+		}
 	}
 
 	// Without a token (loopback), the dashboard is open.

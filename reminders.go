@@ -105,11 +105,12 @@ func (r *Reminders) owned(ctx context.Context, ref actor.Ref, e *reminders.Engin
 		return err
 	}
 	shard := r.n.reminderShard(prospero.IdentityOf(ref))
-	if aerr := e.Acquire(ctx, shard); aerr != nil {
-		return aerr
+	rn := r.n.run.Load()
+	if rn == nil || rn.hold == nil {
+		return err // closing; or standalone, where the one shard is always held
 	}
-	if rn := r.n.run.Load(); rn != nil {
-		rn.hold.Acquired(shard, epoch)
+	if aerr := rn.hold.AcquireAt(ctx, shard, epoch); aerr != nil {
+		return aerr
 	}
 	return op()
 }

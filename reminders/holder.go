@@ -51,12 +51,32 @@ func NewHolder(e *Engine, log *slog.Logger) *Holder {
 		epochs: map[string]uint64{}}
 }
 
-// Acquired records that shard was loaded at epoch outside Sync (by a call
-// that found it not loaded), unless an acquisition is recorded already:
-// the engine's Acquire of a held shard loads nothing.
+// AcquireAt loads shard outside Sync (for a call that found it not
+// loaded although the node serves it at epoch) and records the epoch,
+// unless an acquisition is recorded already (the engine's Acquire of a
+// held shard loads nothing). The two happen under the lock Sync reads
+// the held shards with, so a pass never finds the shard held with no
+// epoch recorded, which would make it release the shard (dropping what
+// it has not written) and load it again.
+func (h *Holder) AcquireAt(ctx context.Context, shard string, epoch uint64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.e.Acquire(ctx, shard); err != nil {
+		return err
+	}
+	h.acquiredLocked(shard, epoch)
+	return nil
+}
+
+// Acquired records that shard was loaded at epoch, unless an acquisition
+// is recorded already.
 func (h *Holder) Acquired(shard string, epoch uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.acquiredLocked(shard, epoch)
+}
+
+func (h *Holder) acquiredLocked(shard string, epoch uint64) {
 	if _, ok := h.epochs[shard]; !ok {
 		h.epochs[shard] = epoch
 	}
@@ -88,9 +108,9 @@ func (h *Holder) forget(shard string) {
 // recorded, which makes Sync release and load the shard again),
 // forgetting shards no longer held.
 func (h *Holder) held() map[string]uint64 {
-	shards := h.e.Shards()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	shards := h.e.Shards()
 	out := make(map[string]uint64, len(shards))
 	for _, sh := range shards {
 		out[sh] = h.epochs[sh]

@@ -2,6 +2,7 @@ package reminders_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,11 +56,12 @@ func TestHolderSyncFollowsTheKeptShards(t *testing.T) {
 
 	// Loaded outside Sync (a call that found it not loaded): kept at the
 	// epoch noted first.
-	if err := e.Acquire(ctx, "s3"); err != nil {
+	if err := h.AcquireAt(ctx, "s3", 7); err != nil {
 		t.Fatal(err)
 	}
-	h.Acquired("s3", 7)
-	h.Acquired("s3", 8)
+	if err := h.AcquireAt(ctx, "s3", 8); err != nil {
+		t.Fatal(err)
+	}
 	h.Sync(ctx, map[string]reminders.Kept{"s3": {Epoch: 7, Serve: true}}, map[string]uint64{"s3": 7}, true)
 	check("acquired by a call", map[string]uint64{"s3": 7})
 	if err := h.Release(ctx, "s3"); err != nil {
@@ -69,6 +71,43 @@ func TestHolderSyncFollowsTheKeptShards(t *testing.T) {
 
 	h.Sync(ctx, map[string]reminders.Kept{"s4": {Epoch: 1, Serve: true}}, map[string]uint64{"s4": 1}, false)
 	check("store damaged", nil)
+}
+
+// A call loading a shard outside Sync (AcquireAt) races the passes: no
+// pass may find the shard held with no epoch recorded, which would make
+// it release the shard (dropping what it has not written) and load it
+// again. The passes here keep the shard at the epoch the call gave and
+// load nothing themselves, so a pass that released it leaves it unheld.
+func TestHolderAcquireAtRacesSync(t *testing.T) {
+	ctx := context.Background()
+	e, err := reminders.New(reminders.Config{Store: prospero.NewMemStore(), Codec: codec{}, Deliver: &deliverer{},
+		ShardOf: func(prospero.Identity) string { return "s1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer closeEngine(t, e)
+	for i := range 200 {
+		h := reminders.NewHolder(e, nil)
+		shard := fmt.Sprintf("r%d", i)
+		keep := map[string]reminders.Kept{shard: {Epoch: 2, Serve: true}}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for range 20 {
+				h.Sync(ctx, keep, map[string]uint64{shard: 2}, false) // never loads itself
+			}
+		}()
+		if err := h.AcquireAt(ctx, shard, 2); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		if !e.Held(shard) || h.EpochOf(shard) != 2 {
+			t.Fatalf("round %d: held %v at epoch %d, want held at 2", i, e.Held(shard), h.EpochOf(shard))
+		}
+	}
 }
 
 // A shard lost to a failover while a change of it was not at rest (a

@@ -692,7 +692,9 @@ func (n *Node) StoreDamage() error {
 // Degraded explains why the node runs below its configured capacity, or
 // returns "" when it does not: its state store was damaged while it ran
 // (every read and write of state at rest fails with prospero.ErrCorrupt
-// naming the file until the node restarts and checks it), or turns
+// naming the file until the node restarts and checks it), its state
+// store's writes fail (a full disk: the asks that change persisted state
+// fail not committed until a write commits again), or turns
 // abandoned past their budget that
 // have not returned hold more goroutines than the scheduler's
 // replacement cap allows, so its pool runs short of workers. The node
@@ -708,6 +710,9 @@ func (n *Node) Degraded() string {
 	unlock()
 	if store != nil {
 		if err := store.Damaged(); err != nil {
+			return err.Error()
+		}
+		if err := store.WriteFailure(); err != nil {
 			return err.Error()
 		}
 	}

@@ -43,6 +43,9 @@ type BoltStore struct {
 	// every later operation returns it. wedged: that happened inside
 	// bbolt, whose locks may be held since.
 	damaged atomic.Pointer[CorruptError]
+	// failing is the failure of the last group commit, nil once one
+	// commits again (WriteFailure).
+	failing atomic.Pointer[writeFailure]
 	hurt    chan struct{} // closed when damaged is set
 	hurtOne sync.Once
 	wedged  atomic.Bool
@@ -168,6 +171,25 @@ func (s *BoltStore) damage(ce *CorruptError) *CorruptError {
 		}()
 	})
 	return s.damaged.Load()
+}
+
+// writeFailure is a group commit's failure and when they began.
+type writeFailure struct {
+	err   error
+	since time.Time
+}
+
+// WriteFailure reports that the store's writes fail (a full disk, an
+// I/O error): the error of the last group commit, which failed, and the
+// time the failures began; nil once a commit succeeds again. The
+// writes' callers are told each time (their asks fail not committed);
+// this is for an operator's view of the node.
+func (s *BoltStore) WriteFailure() error {
+	f := s.failing.Load()
+	if f == nil {
+		return nil
+	}
+	return fmt.Errorf("state store writes failing since %s: %w", f.since.UTC().Format(time.RFC3339), f.err)
 }
 
 // Damaged returns the *CorruptError every operation has returned since
@@ -529,7 +551,15 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 			for i := range group {
 				group[i].version, group[i].err = 0, fmt.Errorf("prospero: commit state store: %w", err)
 			}
-		} else if last != 0 {
+			since := time.Now()
+			if f := s.failing.Load(); f != nil {
+				since = f.since // commits are made one at a time
+			}
+			s.failing.Store(&writeFailure{err: err, since: since})
+			return
+		}
+		s.failing.Store(nil)
+		if last != 0 {
 			s.decidedCommitted(group, last)
 			if name, err := s.checkPending(); err != nil {
 				s.damage(&CorruptError{Path: name, Err: err})

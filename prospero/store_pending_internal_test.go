@@ -520,3 +520,35 @@ func TestPendingLogAlternatesFilesUnderSteadyLoad(t *testing.T) {
 		t.Fatalf("Recovered = %d, want %d", r.Recovered(), more+2)
 	}
 }
+
+// A group commit that fails without damage (a full disk, with nothing
+// sent ahead) is reported by WriteFailure, from the first failure on,
+// until a commit succeeds again.
+func TestWriteFailureLastsUntilACommit(t *testing.T) {
+	s := openBoltAt(t, filepath.Join(t.TempDir(), "state.db"))
+	defer s.Close()
+	id := Identity{Kind: "counter", Key: "k"}
+	put := func() error {
+		ch := make(chan error, 1)
+		s.PutAsync(id, 0, Record{State: []byte("x")}, func(_ uint64, err error) { ch <- err })
+		return <-ch
+	}
+	full := errors.New("no space left on device")
+	beforeCommit = func() error { return full }
+	t.Cleanup(func() { beforeCommit = nil })
+	for range 2 {
+		if err := put(); !errors.Is(err, full) {
+			t.Fatalf("put on a full disk: %v", err)
+		}
+	}
+	if err := s.WriteFailure(); !errors.Is(err, full) || s.Damaged() != nil {
+		t.Fatalf("WriteFailure %v, Damaged %v: want the failure, no damage", err, s.Damaged())
+	}
+	beforeCommit = nil
+	if err := put(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteFailure(); err != nil {
+		t.Fatalf("after a commit: %v", err)
+	}
+}

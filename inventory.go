@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/tempest-actors/tempest/actor"
-	"github.com/tempest-actors/tempest/placement"
-	"github.com/tempest-actors/tempest/prospero"
 )
 
 // ErrNoDormantInventory is returned by Actors asked for dormant
@@ -47,9 +45,6 @@ func (n *Node) Actors(ctx context.Context, kind string, dormant bool) ([]ActorEn
 	if n.kind(kind) == nil {
 		return nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, kind)
 	}
-	if dormant && n.eng == nil {
-		return nil, ErrNoDormantInventory
-	}
 	active := r.sup.ActiveKeys(kind)
 	out := make([]ActorEntry, 0, len(active))
 	seen := make(map[string]bool, len(active))
@@ -58,47 +53,12 @@ func (n *Node) Actors(ctx context.Context, kind string, dormant bool) ([]ActorEn
 		seen[k] = true
 	}
 	if dormant {
-		t := n.Table()
-		if t == nil {
-			return nil, ErrNotStarted
-		}
-		group, hosted := t.Kinds[kind]
-		owned := map[placement.ShardRef]bool{}
-		for _, shard := range t.Owned(n.cfg.Name) {
-			if !hosted || shard.Group != group {
-				continue
-			}
-			owned[shard] = true
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			ids, _, err := n.eng.ReadIndex(ctx, shard)
-			if err != nil {
-				return nil, err
-			}
-			for _, id := range ids {
-				if id.Kind == kind && !seen[id.Key] {
-					seen[id.Key] = true
-					out = append(out, ActorEntry{Key: id.Key})
-				}
-			}
-		}
-		// Records of owned shards that arrived as a replica's (this node
-		// took the shard over in a failover, or by promotion) are in no
-		// index of this node: the store says what it holds.
-		err := n.store.ScanIDs(ctx, func(id prospero.Identity) bool {
-			if id.Kind != kind || seen[id.Key] {
-				return false
-			}
-			ref, err := t.RefOf(id.Kind, id.Key)
-			return err == nil && owned[ref]
-		}, func(id prospero.Identity) error {
-			seen[id.Key] = true
-			out = append(out, ActorEntry{Key: id.Key})
-			return nil
-		})
+		keys, err := n.cl.Dormant(ctx, kind, seen)
 		if err != nil {
 			return nil, err
+		}
+		for _, k := range keys {
+			out = append(out, ActorEntry{Key: k})
 		}
 	}
 	slices.SortFunc(out, func(a, b ActorEntry) int { return strings.Compare(a.Key, b.Key) })

@@ -47,6 +47,9 @@ type router interface {
 	FollowedShards() map[string]int
 	PolicyViews() []placement.PolicyView
 	PolicyDisagreements() []placement.PolicyView
+	// Dormant lists kind's dormant keys in the shards this node owns
+	// that seen does not hold (adding them to it).
+	Dormant(ctx context.Context, kind string, seen map[string]bool) ([]string, error)
 
 	// The reminders' shards (see cluster.Engine).
 	ReminderShard(id prospero.Identity) (string, bool)
@@ -81,22 +84,25 @@ func (l local) Passivate(ctx context.Context, ref actor.Ref) error {
 	return l.n.passivateHere(ctx, ref)
 }
 
-func (local) HostsKind(string) bool                          { return false }
-func (local) Track(prospero.Event)                           {}
-func (local) EpochOf(prospero.Identity) uint64               { return 0 }
-func (local) Readiness() error                               { return nil }
-func (local) Leave(context.Context) error                    { return nil }
-func (local) UnshippedErr() error                            { return nil }
-func (local) StopNetwork(context.Context, bool) error        { return nil }
-func (local) Members() []membership.Member                   { return nil }
-func (l local) Proven(m membership.Member) bool              { return m.Name == l.n.cfg.Name }
-func (l local) Locate(actor.Ref) (string, uint64, error)     { return l.n.cfg.Name, 0, nil }
-func (local) Placement() *placement.Node                     { return nil }
-func (local) Counters() cluster.Counters                     { return cluster.Counters{} }
-func (local) Stats() *cluster.Stats                          { return nil }
-func (local) FollowedShards() map[string]int                 { return nil }
-func (local) PolicyViews() []placement.PolicyView            { return nil }
-func (local) PolicyDisagreements() []placement.PolicyView    { return nil }
+func (local) HostsKind(string) bool                       { return false }
+func (local) Track(prospero.Event)                        {}
+func (local) EpochOf(prospero.Identity) uint64            { return 0 }
+func (local) Readiness() error                            { return nil }
+func (local) Leave(context.Context) error                 { return nil }
+func (local) UnshippedErr() error                         { return nil }
+func (local) StopNetwork(context.Context, bool) error     { return nil }
+func (local) Members() []membership.Member                { return nil }
+func (l local) Proven(m membership.Member) bool           { return m.Name == l.n.cfg.Name }
+func (l local) Locate(actor.Ref) (string, uint64, error)  { return l.n.cfg.Name, 0, nil }
+func (local) Placement() *placement.Node                  { return nil }
+func (local) Counters() cluster.Counters                  { return cluster.Counters{} }
+func (local) Stats() *cluster.Stats                       { return nil }
+func (local) FollowedShards() map[string]int              { return nil }
+func (local) PolicyViews() []placement.PolicyView         { return nil }
+func (local) PolicyDisagreements() []placement.PolicyView { return nil }
+func (local) Dormant(context.Context, string, map[string]bool) ([]string, error) {
+	return nil, ErrNoDormantInventory
+}
 func (local) ReminderShard(prospero.Identity) (string, bool) { return localShard, true }
 func (local) ServesReminder(actor.Ref) error                 { return nil }
 func (local) ServedHere(actor.Ref) (uint64, bool)            { return 0, false }

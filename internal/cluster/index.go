@@ -169,3 +169,53 @@ func (c *Engine) indexLoop() {
 		}
 	}
 }
+
+// Dormant lists the keys of kind's identities in the shards this node
+// owns, other than those seen holds (which it adds them to): those of
+// the shard index handoff uses, and every one whose record the store
+// holds, whatever wrote it (records that arrived as a follower's, before
+// this node took the shard over, are in no index of its own; finding
+// them reads every key of the store once).
+func (c *Engine) Dormant(ctx context.Context, kind string, seen map[string]bool) ([]string, error) {
+	if c.pl == nil || c.run.Store == nil {
+		return nil, ErrNotStarted
+	}
+	t := c.pl.Table()
+	if t == nil {
+		return nil, ErrNotStarted
+	}
+	var keys []string
+	group, hosted := t.Kinds[kind]
+	owned := map[placement.ShardRef]bool{}
+	for _, shard := range t.Owned(c.name) {
+		if !hosted || shard.Group != group {
+			continue
+		}
+		owned[shard] = true
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		ids, _, err := c.ReadIndex(ctx, shard)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			if id.Kind == kind && !seen[id.Key] {
+				seen[id.Key] = true
+				keys = append(keys, id.Key)
+			}
+		}
+	}
+	err := c.run.Store.ScanIDs(ctx, func(id prospero.Identity) bool {
+		if id.Kind != kind || seen[id.Key] {
+			return false
+		}
+		ref, err := t.RefOf(id.Kind, id.Key)
+		return err == nil && owned[ref]
+	}, func(id prospero.Identity) error {
+		seen[id.Key] = true
+		keys = append(keys, id.Key)
+		return nil
+	})
+	return keys, err
+}

@@ -84,6 +84,7 @@ func (s *Store) runCatchUp(ctx context.Context, follower string, shards map[Shar
 	// Writes wait for a catching-up follower: make sure it answers
 	// before they do, so that a follower that is down delays none.
 	if err := s.probe(ctx, a, follower); err != nil {
+		s.lost(ctx, a, follower, err)
 		return fmt.Errorf("replica: catch-up of %s: %w", follower, err)
 	}
 	cu := &catchUp{follower: follower, shards: maps.Clone(shards), settled: make(chan struct{})}
@@ -188,6 +189,7 @@ func (s *Store) runCatchUp(ctx context.Context, follower string, shards map[Shar
 	// durable there, or a write that failed there (a full disk) would
 	// leave a member of the set without records it was counted for.
 	if err := s.confirm(ctx, a, follower); err != nil {
+		s.lost(ctx, a, follower, err)
 		return fmt.Errorf("replica: catch-up of %s: %w", follower, err)
 	}
 
@@ -388,6 +390,35 @@ func (s *Store) probe(ctx context.Context, a *attachment, follower string) error
 		return err
 	}
 	return ReadAck(conn)
+}
+
+// lost handles err, a catch-up's probe or confirmation refused by
+// follower: when it says that records the follower acknowledged to this
+// node were not stored (ErrLostRecords, which the follower reports once,
+// to whichever stream asks first), the follower leaves every set it
+// shares with this node, as when a regular batch is refused so (peer.fail):
+// it may be in-sync for other shards of this node than those caught up.
+func (s *Store) lost(ctx context.Context, a *attachment, follower string, err error) {
+	fv, ok := a.view.(FollowedView)
+	if !ok || !errors.Is(err, ErrLostRecords) {
+		return
+	}
+	shards := fv.FollowedBy(follower)
+	if len(shards) == 0 {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*s.cfg.Timeout)
+	defer cancel()
+	n, serr := a.view.Shrink(sctx, follower, shards)
+	if serr != nil {
+		s.stats.shrinkFail.Add(1)
+		s.log.LogAttrs(ctx, slog.LevelError, "replica lost acknowledged records and could not leave the in-sync sets",
+			slog.String("replica", follower), slog.Int("shards", len(shards)), slog.Any("error", serr))
+		return
+	}
+	s.stats.shrinks.Add(uint64(n))
+	s.log.LogAttrs(ctx, slog.LevelWarn, "replica lost acknowledged records; removed it from the in-sync sets",
+		slog.String("replica", follower), slog.Int("shards", n), slog.Any("error", err))
 }
 
 // confirm asks follower, on a stream of its own, to make durable every

@@ -76,3 +76,23 @@ func TestCatchUpConfirmationSeesALostWrite(t *testing.T) {
 		t.Fatalf("confirmation after a lost write: %v, want ErrLostRecords", err)
 	}
 }
+
+// The follower reports lost records once, to whichever stream asks
+// first: when that is a catch-up's probe (or its confirmation), the
+// owner takes the follower out of every set it shares with it too, as
+// for a refused batch, since it may be in-sync for other shards.
+func TestLostRecordsSeenByACatchUp(t *testing.T) {
+	owner, rep, fv, _ := pair(t, false)
+	v := &lostView{fakeView: fv}
+	owner.Attach(v, owner.att.Load().dial)
+	failInBackground(t, rep)
+	err := owner.CatchUp(t.Context(), "b", map[Shard]uint64{{Index: 0}: 3}, 0)
+	if !errors.Is(err, ErrLostRecords) {
+		t.Fatalf("catch-up: %v, want ErrLostRecords", err)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.shrunk[Shard{Index: 9}]; !ok {
+		t.Fatalf("shrink of %v: want every shard the replica follows", v.shrunk)
+	}
+}

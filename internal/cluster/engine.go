@@ -104,10 +104,10 @@ type Engine struct {
 	unshipped map[prospero.Identity]error // owned here, isolated from a handoff
 	isolated  atomic.Uint64               // identities isolated from handoffs
 
-	xmu       sync.Mutex                // guards transfers
-	transfers map[transferKey]*transfer // handoffs this node receives
-	aborts    atomic.Uint64             // of them, aborted by the old owner
-	promoted  atomic.Uint64             // planned moves from this node that promoted an in-sync follower
+	xmu       sync.Mutex    // guards transfers
+	transfers transfers     // handoffs this node receives
+	aborts    atomic.Uint64 // of them, aborted by the old owner
+	promoted  atomic.Uint64 // planned moves from this node that promoted an in-sync follower
 	// streamsRefused counts raft, handoff and replication streams
 	// refused because their peer is not a member (admitStream).
 	streamsRefused atomic.Uint64

@@ -115,7 +115,7 @@ func (c *Engine) newFederation() error {
 		return err
 	}
 	c.fed = fe
-	c.transfers = map[transferKey]*transfer{}
+	c.transfers = transfers{}
 	return nil
 }
 
@@ -228,50 +228,11 @@ func (c *Engine) writeRecords(ctx context.Context, peer string, shard placement.
 
 // ---- handoff: the new owner's side ----
 
-// maxTransfers bounds the handoffs a node receives at once.
-const maxTransfers = 64
-
-type transferKey struct {
-	from  string
-	shard placement.ShardRef
-	epoch uint64
-}
-
-// transfer is one handoff this node receives, from HandoffBegin to
-// HandoffDone or HandoffAbort. Its fields are guarded by cluster.xmu.
-type transfer struct {
-	deadline time.Time
-	got      uint64              // records stored
-	stored   []prospero.Identity // of them, actors (not the shard's reminders)
-	// reminders are the keys of the shard's reminder records stored.
-	reminders map[string]bool
-	closed    bool          // the records' stream ended cleanly
-	err       error         // a record was refused, or the transfer was aborted
-	changed   chan struct{} // closed and replaced on every change
-}
-
-func (t *transfer) signal() {
-	close(t.changed)
-	t.changed = make(chan struct{})
-}
-
-// lookupTransfer returns the transfer of k, dropping expired ones.
+// lookupTransfer returns the open transfer of k.
 func (c *Engine) lookupTransfer(k transferKey) *transfer {
 	c.xmu.Lock()
 	defer c.xmu.Unlock()
-	c.expireTransfersLocked()
-	return c.transfers[k]
-}
-
-func (c *Engine) expireTransfersLocked() {
-	now := time.Now()
-	for k, t := range c.transfers {
-		if now.After(t.deadline) {
-			t.err = fmt.Errorf("%w: expired", errUnknownTransfer)
-			t.signal()
-			delete(c.transfers, k)
-		}
-	}
+	return c.transfers.lookup(k, time.Now())
 }
 
 type fedHandler struct{ c *Engine }
@@ -341,19 +302,9 @@ func (h fedHandler) HandoffBegin(ctx context.Context, from string, m *federation
 	if budget <= 0 {
 		budget = federation.DefaultBudget
 	}
-	k := transferKey{from: from, shard: shard, epoch: m.Epoch}
 	c.xmu.Lock()
 	defer c.xmu.Unlock()
-	c.expireTransfersLocked()
-	if old, ok := c.transfers[k]; ok {
-		// The old owner tries again: the earlier attempt is superseded.
-		old.err = fmt.Errorf("%w: superseded by a new begin", errUnknownTransfer)
-		old.signal()
-	} else if len(c.transfers) >= maxTransfers {
-		return fmt.Errorf("%w: %d handoffs in progress", federation.ErrBusy, len(c.transfers))
-	}
-	c.transfers[k] = &transfer{deadline: time.Now().Add(budget), changed: make(chan struct{})}
-	return nil
+	return c.transfers.begin(transferKey{from: from, shard: shard, epoch: m.Epoch}, time.Now(), budget)
 }
 
 // HandoffDone answers once every record of the transfer arrived on its
@@ -371,25 +322,19 @@ func (h fedHandler) HandoffDone(ctx context.Context, from string, m *federation.
 	}
 	drop := func() {
 		c.xmu.Lock()
-		if c.transfers[k] == t {
-			delete(c.transfers, k)
-		}
+		c.transfers.drop(k, t)
 		c.xmu.Unlock()
 	}
 	for {
 		c.xmu.Lock()
-		err, got, closed, ch := t.err, t.got, t.closed, t.changed
-		stored, rems := t.stored, t.reminders
+		done, err := t.verdict(m.Count)
+		ch, stored, rems := t.changed, t.stored, t.reminders
 		c.xmu.Unlock()
-		switch {
-		case err != nil:
+		if done {
 			drop()
-			return err
-		case got > m.Count:
-			drop()
-			return fmt.Errorf("%w: %d announced, more arrived", errCountMismatch, m.Count)
-		case got == m.Count && (closed || m.Count == 0):
-			drop()
+			if err != nil {
+				return err
+			}
 			if err := c.admitTransfer(ctx, shard, from, m.Epoch); err != nil {
 				return err
 			}
@@ -423,9 +368,6 @@ func (h fedHandler) HandoffDone(ctx context.Context, from string, m *federation.
 				return nil
 			}
 			return c.updateIndex(ctx, shard, stored, nil)
-		case closed && got != m.Count:
-			drop()
-			return fmt.Errorf("%w: %d announced, %d arrived", errCountMismatch, m.Count, got)
 		}
 		select {
 		case <-ch:
@@ -445,10 +387,7 @@ func (h fedHandler) HandoffAbort(from string, m *federation.HandoffAbort) {
 	k := transferKey{from: from, shard: placement.ShardRef{Group: m.Group, Index: int(m.Shard)}, epoch: m.Epoch}
 	c.xmu.Lock()
 	defer c.xmu.Unlock()
-	if t, ok := c.transfers[k]; ok {
-		t.err = fmt.Errorf("%w: aborted by the old owner (%s)", errUnknownTransfer, m.Code)
-		t.signal()
-		delete(c.transfers, k)
+	if c.transfers.abort(k, m.Code) {
 		c.aborts.Add(1)
 	}
 }
@@ -479,10 +418,7 @@ func (c *Engine) serveState(conn net.Conn) error {
 		c.log.LogAttrs(c.ctx, slog.LevelWarn, "handoff refused", slog.String("from", from), slog.Any("error", err))
 		if t != nil {
 			c.xmu.Lock()
-			if t.err == nil {
-				t.err = err
-				t.signal()
-			}
+			t.fail(err)
 			c.xmu.Unlock()
 		}
 		return err
@@ -510,19 +446,7 @@ func (c *Engine) serveState(conn net.Conn) error {
 			return fail(t, err)
 		}
 		c.xmu.Lock()
-		t.got += uint64(len(batch))
-		for _, r := range batch {
-			switch {
-			case r.ID.Kind == reminders.RecordKind:
-				if t.reminders == nil {
-					t.reminders = map[string]bool{}
-				}
-				t.reminders[r.ID.Key] = true
-			case !isReserved(r.ID):
-				t.stored = append(t.stored, r.ID)
-			}
-		}
-		t.signal()
+		t.storedBatch(batch)
 		c.xmu.Unlock()
 		batch, batchBytes = batch[:0], 0
 		return nil
@@ -539,8 +463,7 @@ func (c *Engine) serveState(conn net.Conn) error {
 				return err
 			}
 			c.xmu.Lock()
-			t.closed = true
-			t.signal()
+			t.end()
 			c.xmu.Unlock()
 			return nil
 		}
@@ -560,13 +483,13 @@ func (c *Engine) serveState(conn net.Conn) error {
 			k = key
 		}
 		c.xmu.Lock()
-		terr, got := t.err, t.got
+		terr, nerr := t.err, t.next(k, key, rec.Seq, len(batch))
 		c.xmu.Unlock()
 		switch {
 		case terr != nil:
 			return terr
-		case key != k || rec.Seq != got+uint64(len(batch))+1:
-			return fail(t, fmt.Errorf("%w: record of %s epoch %d seq %d out of its handoff", errStaleTransfer, shard, rec.Epoch, rec.Seq))
+		case nerr != nil:
+			return fail(t, nerr)
 		}
 		id := prospero.Identity{Kind: rec.Actor.Kind, Key: rec.Actor.Key}
 		loc, err := c.pl.Locate(id.Kind, id.Key)

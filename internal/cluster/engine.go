@@ -1048,7 +1048,8 @@ func (c *Engine) shipShard(ctx context.Context, m placement.Move) error {
 	// activation reloaded it, and the follower may lack it.
 	promote := false
 	if s, ok := c.pl.Owner(m.Shard); ok && s.Owner == c.name && s.Epoch == m.Epoch && s.MovingTo == m.To && s.InSync(m.To) {
-		promote = c.run.Replicas != nil && !c.run.Replicas.Uncommitted(replicaShard(m.Shard))
+		promote = c.run.Replicas != nil && !c.run.Replicas.Uncommitted(replicaShard(m.Shard)) &&
+			!c.run.Replicas.Suspect(m.To) // it lost records and could not leave the sets yet
 	}
 	var recs []shipped
 	for _, id := range ids {

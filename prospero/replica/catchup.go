@@ -87,6 +87,13 @@ func (s *Store) runCatchUp(ctx context.Context, follower string, shards map[Shar
 		s.lost(ctx, a, follower, err)
 		return fmt.Errorf("replica: catch-up of %s: %w", follower, err)
 	}
+	if s.Suspect(follower) {
+		// A removal it owes failed: retried now, and no catch-up before.
+		s.lost(ctx, a, follower, fmt.Errorf("%w (reported earlier)", ErrLostRecords))
+		if s.Suspect(follower) {
+			return fmt.Errorf("replica: catch-up of %s: %w (reported earlier; it could not leave the sets yet)", follower, ErrLostRecords)
+		}
+	}
 	cu := &catchUp{follower: follower, shards: maps.Clone(shards), settled: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
@@ -399,26 +406,16 @@ func (s *Store) probe(ctx context.Context, a *attachment, follower string) error
 // shares with this node, as when a regular batch is refused so (peer.fail):
 // it may be in-sync for other shards of this node than those caught up.
 func (s *Store) lost(ctx context.Context, a *attachment, follower string, err error) {
-	fv, ok := a.view.(FollowedView)
-	if !ok || !errors.Is(err, ErrLostRecords) {
+	if !errors.Is(err, ErrLostRecords) {
 		return
 	}
-	shards := fv.FollowedBy(follower)
-	if len(shards) == 0 {
+	p, perr := s.peer(follower)
+	if perr != nil {
 		return
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 4*s.cfg.Timeout)
-	defer cancel()
-	n, serr := a.view.Shrink(sctx, follower, shards)
-	if serr != nil {
-		s.stats.shrinkFail.Add(1)
-		s.log.LogAttrs(ctx, slog.LevelError, "replica lost acknowledged records and could not leave the in-sync sets",
-			slog.String("replica", follower), slog.Int("shards", len(shards)), slog.Any("error", serr))
-		return
-	}
-	s.stats.shrinks.Add(uint64(n))
-	s.log.LogAttrs(ctx, slog.LevelWarn, "replica lost acknowledged records; removed it from the in-sync sets",
-		slog.String("replica", follower), slog.Int("shards", n), slog.Any("error", err))
+	// The peer's removal, which it also remembers to retry should it
+	// fail (peer.lost), before any batch reaches the follower again.
+	_ = p.fail(nil, err)
 }
 
 // confirm asks follower, on a stream of its own, to make durable every

@@ -52,6 +52,13 @@ const (
 // acknowledged to this owner earlier were not stored.
 var ErrLostRecords = errors.New("replica: records acknowledged earlier were not stored")
 
+// lostRecords is a replica's ErrLostRecords refusal as its owner reads
+// it: the replica's text, which names the sentinel already.
+type lostRecords string
+
+func (e lostRecords) Error() string        { return string(e) }
+func (e lostRecords) Is(target error) bool { return target == ErrLostRecords }
+
 // Batch flags.
 const (
 	flagSync = 1 << 0 // the owner waits for the replica's fsync
@@ -216,7 +223,7 @@ func decodeAck(b []byte) (uint64, error, error) {
 	}
 	switch {
 	case k == frameAckLost:
-		return seq, fmt.Errorf("%w (%s)", ErrLostRecords, msg), nil
+		return seq, lostRecords(msg), nil
 	case msg != "":
 		return seq, errors.New(msg), nil
 	}

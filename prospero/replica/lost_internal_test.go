@@ -96,3 +96,43 @@ func TestLostRecordsSeenByACatchUp(t *testing.T) {
 		t.Fatalf("shrink of %v: want every shard the replica follows", v.shrunk)
 	}
 }
+
+// The replica reports lost records once. When the removal that follows
+// fails (no raft leader for a moment), this node remembers it owes one:
+// the next write does not count the replica, and tries the removal
+// again, and the replica is Suspect (not promoted) until it succeeds.
+func TestLostRecordsRemovalRetried(t *testing.T) {
+	owner, rep, fv, _ := pair(t, false)
+	v := &lostView{fakeView: fv}
+	owner.Attach(v, owner.att.Load().dial)
+	failInBackground(t, rep)
+	fv.mu.Lock()
+	fv.refuse = errors.New("no raft leader")
+	fv.mu.Unlock()
+	ctx := t.Context()
+	put := func(key string) error {
+		_, err := owner.Put(ctx, prospero.Identity{Kind: "counter", Key: key}, 0, prospero.Record{Incarnation: 1, State: []byte("1")})
+		return err
+	}
+	if err := put("a"); err == nil {
+		t.Fatal("a write committed although the replica that lost records could not be removed")
+	}
+	if !owner.Suspect("b") {
+		t.Fatal("the replica is not suspect after a failed removal")
+	}
+	if err := put("b"); err == nil {
+		t.Fatal("a second write committed counting the replica that lost records")
+	}
+	fv.mu.Lock()
+	fv.refuse = nil
+	fv.mu.Unlock()
+	if err := put("c"); err != nil {
+		t.Fatalf("a write once the removal succeeds: %v", err)
+	}
+	v.mu.Lock()
+	_, removed := v.shrunk[Shard{Index: 9}]
+	v.mu.Unlock()
+	if !removed || owner.Suspect("b") {
+		t.Fatalf("after the retry: removed %v, suspect %v", removed, owner.Suspect("b"))
+	}
+}

@@ -640,6 +640,12 @@ type peer struct {
 	// flight (fail): Interrupt ends it like a round trip, close at once.
 	removing      func(cause error)
 	removingSince uint64 // Store.interrupts when it began
+	// lost is set while the replica reported lost records
+	// (ErrLostRecords) and could not yet be removed from every set this
+	// node shares with it: it reports that once, so this node must not
+	// forget it. Every batch for it, and every catch-up of it, tries the
+	// removal first; a planned move does not promote it (Suspect).
+	lost bool
 }
 
 func (p *peer) enqueue(r *Record, done func(error)) {
@@ -777,7 +783,15 @@ func (p *peer) loop() {
 		}
 		var err error
 		a := p.s.att.Load()
-		if buf, err = p.roundTrip(buf[:0], recs, 0); err != nil {
+		p.mu.Lock()
+		lost := p.lost
+		p.mu.Unlock()
+		if lost {
+			// Not sent: first the removal it still owes.
+			if err = p.fail(recs, fmt.Errorf("%w (reported earlier)", ErrLostRecords)); err == nil {
+				err = errLeftSet
+			}
+		} else if buf, err = p.roundTrip(buf[:0], recs, 0); err != nil {
 			switch {
 			case errors.Is(err, ErrLeaseLapsed):
 				// Interrupted: no sign that the replica failed.
@@ -961,6 +975,11 @@ func (p *peer) fail(recs []*Record, cause error) error {
 	}()
 	p.s.abortCatchUp(ctx, p.name)
 	n, err := a.view.Shrink(ctx, p.name, shards)
+	p.mu.Lock()
+	if errors.Is(cause, ErrLostRecords) {
+		p.lost = err != nil
+	}
+	p.mu.Unlock()
 	if err != nil {
 		p.s.stats.shrinkFail.Add(1)
 		if c := context.Cause(ictx); ictx.Err() != nil && c != nil {
@@ -970,6 +989,21 @@ func (p *peer) fail(recs []*Record, cause error) error {
 	}
 	p.s.stats.shrinks.Add(uint64(n))
 	return nil
+}
+
+// Suspect reports whether follower reported records it acknowledged to
+// this node as lost and has not been removed from every set this node
+// shares with it yet: it must not take a shard over from its own copy.
+func (s *Store) Suspect(follower string) bool {
+	s.mu.Lock()
+	p := s.peers[follower]
+	s.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lost
 }
 
 // Lag is how far one follower is behind this node, as the owner of the

@@ -40,6 +40,8 @@ type Holder struct {
 
 	mu     sync.Mutex
 	epochs map[string]uint64 // per shard held, the epoch it was acquired at
+	// loading holds, per shard, the epochs AcquireAt calls load it at.
+	loading map[string][]uint64
 }
 
 // NewHolder returns a Holder of e's shards.
@@ -48,20 +50,34 @@ func NewHolder(e *Engine, log *slog.Logger) *Holder {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Holder{e: e, log: log, failAcquire: map[string]string{}, failRelease: map[string]string{},
-		epochs: map[string]uint64{}}
+		epochs: map[string]uint64{}, loading: map[string][]uint64{}}
 }
 
 // AcquireAt loads shard outside Sync (for a call that found it not
 // loaded although the node serves it at epoch) and records the epoch,
 // unless an acquisition is recorded already (the engine's Acquire of a
-// held shard loads nothing). The two happen under the lock Sync reads
-// the held shards with, so a pass never finds the shard held with no
-// epoch recorded, which would make it release the shard (dropping what
-// it has not written) and load it again.
+// held shard loads nothing). While it loads, a pass reads the shard at
+// that epoch (loading), so it never finds the shard held with no epoch
+// recorded, which would make it release the shard (dropping what it has
+// not written) and load it again; the load itself holds no lock of the
+// holder's, so passes go on meanwhile.
 func (h *Holder) AcquireAt(ctx context.Context, shard string, epoch uint64) error {
 	h.mu.Lock()
+	h.loading[shard] = append(h.loading[shard], epoch)
+	h.mu.Unlock()
+	err := h.e.Acquire(ctx, shard)
+	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.e.Acquire(ctx, shard); err != nil {
+	ls := h.loading[shard]
+	if i := slices.Index(ls, epoch); i >= 0 {
+		ls = slices.Delete(ls, i, i+1)
+	}
+	if len(ls) == 0 {
+		delete(h.loading, shard)
+	} else {
+		h.loading[shard] = ls
+	}
+	if err != nil {
 		return err
 	}
 	h.acquiredLocked(shard, epoch)
@@ -114,6 +130,9 @@ func (h *Holder) held() map[string]uint64 {
 	out := make(map[string]uint64, len(shards))
 	for _, sh := range shards {
 		out[sh] = h.epochs[sh]
+		if ls := h.loading[sh]; out[sh] == 0 && len(ls) > 0 {
+			out[sh] = ls[0] // loaded by a call that records it next
+		}
 	}
 	for sh := range h.epochs {
 		if _, ok := out[sh]; !ok {

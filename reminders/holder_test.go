@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tempest-actors/tempest/prospero"
@@ -213,4 +214,65 @@ func deleteReminderRecords(t *testing.T, store *prospero.MemStore, shard string)
 			}
 		}
 	}
+}
+
+// slowLoadStore holds the loads of one shard (its head record) until
+// open is closed.
+type slowLoadStore struct {
+	*prospero.MemStore
+	shard string
+	open  chan struct{}
+}
+
+func (s *slowLoadStore) Get(ctx context.Context, id prospero.Identity) (prospero.Record, error) {
+	if id == reminders.RecordID(s.shard) {
+		select {
+		case <-s.open:
+		case <-ctx.Done():
+			return prospero.Record{}, ctx.Err()
+		}
+	}
+	return s.MemStore.Get(ctx, id)
+}
+
+// A call loading a shard slowly (AcquireAt) does not hold up the passes
+// over the others: a shard whose lease lapsed is paused meanwhile.
+func TestHolderPassesGoOnWhileACallLoads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &slowLoadStore{MemStore: prospero.NewMemStore(), shard: "s2", open: make(chan struct{})}
+		e, err := reminders.New(reminders.Config{Store: store, Codec: codec{}, Deliver: &deliverer{},
+			ShardOf: func(prospero.Identity) string { return "s1" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer closeEngine(t, e)
+		h := reminders.NewHolder(e, nil)
+		h.Sync(ctx, map[string]reminders.Kept{"s1": {Epoch: 1, Serve: true}}, map[string]uint64{"s1": 1}, true)
+		loaded := make(chan error, 1)
+		go func() { loaded <- h.AcquireAt(ctx, "s2", 4) }()
+		synctest.Wait() // the load waits in the store
+		passed := make(chan struct{})
+		go func() {
+			h.Sync(ctx, map[string]reminders.Kept{"s1": {Epoch: 1}, "s2": {Epoch: 4, Serve: true}},
+				map[string]uint64{"s1": 1, "s2": 4}, false)
+			close(passed)
+		}()
+		synctest.Wait()
+		select {
+		case <-passed:
+		default:
+			t.Fatal("a pass waited for a call's load of another shard")
+		}
+		close(store.open)
+		if err := <-loaded; err != nil {
+			t.Fatal(err)
+		}
+		if !e.Held("s2") || h.EpochOf("s2") != 4 {
+			t.Fatalf("s2 held %v at epoch %d, want held at 4", e.Held("s2"), h.EpochOf("s2"))
+		}
+	})
 }

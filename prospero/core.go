@@ -679,6 +679,14 @@ func (c *Core) PassivateSoon(id Identity, now time.Time) bool {
 	return true
 }
 
+// UnwantPassivation withdraws PassivateSoon's request for id (its
+// caller gave up waiting, and no other waits).
+func (c *Core) UnwantPassivation(id Identity) {
+	if e, ok := c.entries[id]; ok {
+		e.passivate = false
+	}
+}
+
 // Passivated reports that OpPassivate of id finished: the actor is
 // detached and its state (if any) is at rest under version. The entry
 // is dropped (the identity is dormant) unless mail is waiting, in which

@@ -81,3 +81,35 @@ func TestPassivateWait(t *testing.T) {
 	store.put.open()
 	n.events.waitFor(t, prospero.EventPassivated, id, 3)
 }
+
+// A caller that gives up waiting for an identity still loading withdraws
+// its request: once attached, the activation stays.
+func TestPassivateWaitGivenUpLeavesTheActivation(t *testing.T) {
+	ref := actor.Virtual("counter", "y")
+	id := prospero.IdentityOf(ref)
+	store := newGatedStore(id)
+	n := newGatedNode(t, store, nodeOpts{})
+	store.get.arm()
+	reply := make(chan fresult, 1)
+	if err := n.host.send(ref, "get", reply); err != nil {
+		t.Fatal(err)
+	}
+	store.get.reached(t, "the load")
+	// Its context ends at once: the request is registered, then
+	// withdrawn, as for a caller that gives up later.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := n.sup.PassivateWait(ctx, ref); !errors.Is(err, context.Canceled) {
+		t.Fatalf("given up: %v", err)
+	}
+	store.get.open()
+	if r := <-reply; r.err != nil {
+		t.Fatal(r.err)
+	}
+	if st := n.status(t, ref); !st.Active {
+		t.Fatalf("the activation was passivated for a caller that gave up: %+v", st)
+	}
+	if got := n.events.count(prospero.EventPassivating, id); got != 0 {
+		t.Fatalf("%d passivations started, want none", got)
+	}
+}

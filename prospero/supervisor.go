@@ -498,6 +498,7 @@ func (s *Supervisor) PassivateWait(ctx context.Context, ref actor.Ref) error {
 		}
 		if len(ws) == 0 {
 			delete(s.waiters, id)
+			s.core.UnwantPassivation(id) // nobody waits for it any more
 		} else {
 			s.waiters[id] = ws
 		}

@@ -1,11 +1,13 @@
 package tempest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/internal/kinds"
 	"github.com/tempest-actors/tempest/reminders"
 	"github.com/tempest-actors/tempest/wire"
@@ -62,5 +64,34 @@ func TestKindErrorWrappingAReminderRefusalKeepsItsCode(t *testing.T) {
 	var re *wire.RemoteError
 	if e, _ := v.(error); err != nil || !errors.As(e, &re) || re.AppCode != "app.rejected" || !errors.Is(e, rejected) {
 		t.Fatalf("decoded %#v, %v: want the kind's code", v, err)
+	}
+}
+
+// An ask's own expiry, in each form it reaches the asker in, is told
+// apart from an error its actor replied that matches
+// actor.ErrDeadlineExceeded, which keeps its text.
+func TestAskExpired(t *testing.T) {
+	live := context.Background()
+	ended, cancel := context.WithCancel(live)
+	cancel()
+	replied := fmt.Errorf("downstream p1: %w", actor.ErrDeadlineExceeded)
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		past bool
+		want bool
+	}{
+		{"this node's timer", live, actor.ErrDeadlineExceeded, false, true},
+		{"this node's timer, no quorum", live, fmt.Errorf("%w (%w)", actor.ErrDeadlineExceeded, ErrNoQuorum), false, true},
+		{"the owner's mailbox", live, &wire.RefusedError{Node: "n2", Reason: wire.RefusedReasonExpired}, false, true},
+		{"the context ended", ended, replied, false, true},
+		{"the deadline passed by the clock", live, replied, true, true},
+		{"replied by the actor", live, replied, false, false},
+		{"replied across the wire", live, &wire.RemoteError{Message: replied.Error(), Code: wire.CodeDeadlineExceeded}, false, false},
+	} {
+		if got := askExpired(tc.ctx, tc.err, tc.past); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -867,7 +867,7 @@ func (n *Node) ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
 		defer cancel()
 	}
 	reply, err := n.askRouted(ctx, ref, msg)
-	if err != nil && errors.Is(err, actor.ErrDeadlineExceeded) && askExpired(ctx, err) {
+	if err != nil && errors.Is(err, actor.ErrDeadlineExceeded) && askExpired(ctx, err, !n.cfg.Clock.Now().Before(deadline)) {
 		var de *DeadlineError
 		if !errors.As(err, &de) {
 			err = &DeadlineError{Ref: ref, Timeout: max(deadline.Sub(start), 0), Err: err} // an ask whose deadline had passed had no time
@@ -877,12 +877,13 @@ func (n *Node) ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
 }
 
 // askExpired reports whether err, which matches actor.ErrDeadlineExceeded,
-// says that the ask itself ran out of time (its context ended; the
-// deadline passed on this node's timer, or in the owner's mailbox), not
-// that its actor replied an error of its own that matches it (a
+// says that the ask itself ran out of time (its context ended, or its
+// deadline passed: past says so by this node's clock; this node's timer
+// fired, also with no placement quorum; the owner's mailbox expired it),
+// not that its actor replied an error of its own that matches it (a
 // downstream ask that timed out, say), which keeps its text.
-func askExpired(ctx context.Context, err error) bool {
-	if ctx.Err() != nil || err == actor.ErrDeadlineExceeded {
+func askExpired(ctx context.Context, err error, past bool) bool {
+	if past || ctx.Err() != nil || err == actor.ErrDeadlineExceeded || errors.Is(err, ErrNoQuorum) {
 		return true
 	}
 	var re *wire.RefusedError

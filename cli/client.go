@@ -672,13 +672,13 @@ func compactJSON(b []byte) []byte {
 
 // parseToken is a bearer token as a file or the environment holds it:
 // surrounding white space (a final newline) is dropped, and what is left
-// must be one word of visible ASCII, which is all an Authorization
-// header carries intact.
+// must hold no control character (a second line, a tab), which an
+// Authorization header cannot carry.
 func parseToken(b []byte) (string, error) {
 	tok := strings.TrimSpace(string(b))
 	for i := 0; i < len(tok); i++ {
-		if c := tok[i]; c < 0x21 || c > 0x7e {
-			return "", fmt.Errorf("the token must be one line of visible ASCII characters (byte %d is %q)", i, c)
+		if c := tok[i]; c < 0x20 || c == 0x7f {
+			return "", fmt.Errorf("the token must be one line without control characters (byte %d is %q)", i, c)
 		}
 	}
 	return tok, nil

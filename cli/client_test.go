@@ -350,7 +350,7 @@ func TestTokenWithAControlCharacterIsRefused(t *testing.T) {
 		{"members", "--addr", "http://127.0.0.1:1", "--token-file", tok},
 	} {
 		_, err := runCLI(t, args...)
-		if exitCode(err) != exitUsage || err == nil || !strings.Contains(err.Error(), "token-file") || !strings.Contains(err.Error(), "visible ASCII") {
+		if exitCode(err) != exitUsage || err == nil || !strings.Contains(err.Error(), "token-file") || !strings.Contains(err.Error(), "control characters") {
 			t.Errorf("%v: %v (exit %d), want a usage error naming the flag", args[0], err, exitCode(err))
 		}
 	}

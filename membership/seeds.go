@@ -25,8 +25,6 @@ type seed struct {
 	port uint16
 }
 
-// parseSeed accepts "host:port", "host", "[v6]:port", "v6" and "[v6]"; a
-// missing port means DefaultPort.
 // CheckSeed reports why s is not a seed Config.Seeds takes (nil when it
 // is): "host:port", "host", an IP literal or a DNS name.
 func CheckSeed(s string) error {
@@ -34,6 +32,8 @@ func CheckSeed(s string) error {
 	return err
 }
 
+// parseSeed accepts "host:port", "host", "[v6]:port", "v6" and "[v6]"; a
+// missing port means DefaultPort.
 func parseSeed(s string) (seed, error) {
 	raw := strings.TrimSpace(s)
 	if raw == "" {

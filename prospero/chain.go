@@ -249,7 +249,7 @@ func (s *Supervisor) turnWrite(id Identity, inc uint64, a actor.Actor, activity 
 	if !persist || !ok {
 		return
 	}
-	state, err := p.MarshalState()
+	state, err := marshalState(p)
 	s.mu.Lock()
 	if ab, ok := h.(Abandoner); ok && ab.Abandoned() {
 		// The turn was abandoned while it marshalled (its outputs are

@@ -29,6 +29,30 @@ type Persistent interface {
 	UnmarshalState([]byte) error
 }
 
+// marshalState is p.MarshalState with a panic in it an error matching
+// actor.ErrPanicked: it runs on the supervisor's goroutines and a
+// worker's, where a panic would end the process or leave a passivation
+// unfinished, and it fails as a MarshalState error does.
+func marshalState(p Persistent) (state []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			state, err = nil, fmt.Errorf("%w: in MarshalState: %v", actor.ErrPanicked, r)
+		}
+	}()
+	return p.MarshalState()
+}
+
+// unmarshalState is p.UnmarshalState with a panic in it an error
+// matching actor.ErrPanicked, which fails the load as an error would.
+func unmarshalState(p Persistent, b []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: in UnmarshalState: %v", actor.ErrPanicked, r)
+		}
+	}()
+	return p.UnmarshalState(b)
+}
+
 // Host is what the supervisor needs from the node's scheduler. The
 // scheduler owns each identity's mailbox (which exists before the actor
 // does) and rings the supervisor's Ring when mail arrives for an
@@ -769,7 +793,7 @@ func (s *Supervisor) passivateLocked(c Command) {
 		p, persist := a.(Persistent)
 		persist = persist && c.Persist
 		if persist {
-			state, err = p.MarshalState()
+			state, err = marshalState(p)
 		}
 		s.mu.Lock()
 		if s.passing[c.ID] == tok {
@@ -1113,7 +1137,7 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 	var atRest []byte // the state as the activation starts: turns that keep it write nothing
 	if p, ok := a.(Persistent); ok && c.Kind.Options.Persistence.Persistent() {
 		if len(rec.State) > 0 {
-			if err := p.UnmarshalState(rec.State); err != nil {
+			if err := unmarshalState(p, rec.State); err != nil {
 				fail(fmt.Errorf("prospero: restore %s: %w", c.ID, err))
 				return
 			}
@@ -1121,7 +1145,7 @@ func (s *Supervisor) load(ctx context.Context, c Command) {
 		}
 		if c.Kind.Options.Persistence.Mode == PersistEveryTurn || c.Kind.Options.Persistence.Mode == PersistPeriodic {
 			// Not attached yet: no turn runs, the value may be read here.
-			atRest, _ = p.MarshalState()
+			atRest, _ = marshalState(p)
 		}
 	}
 	s.mu.Lock()

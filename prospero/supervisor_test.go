@@ -147,6 +147,7 @@ type nodeOpts struct {
 	kinds     map[string]prospero.KindOptions
 	store     prospero.StateStore
 	started   *atomic.Int64
+	factory   func(key string) actor.Actor // default: a counter
 }
 
 func newNode(t *testing.T, o nodeOpts) *node {
@@ -160,8 +161,12 @@ func newNode(t *testing.T, o nodeOpts) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
+	factory := o.factory
+	if factory == nil {
+		factory = func(string) actor.Actor { return &counter{started: o.started} }
+	}
 	for name, ko := range o.kinds {
-		if _, err := sup.Register(name, func(string) actor.Actor { return &counter{started: o.started} }, ko); err != nil {
+		if _, err := sup.Register(name, factory, ko); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -258,7 +258,7 @@ func (n *Node) Manifest() manifest.Manifest { return n.man }
 // Register adds a kind of virtual actor: factory(key) builds a fresh actor
 // value for kind/key (restored from its state at rest when the actor
 // implements prospero.Persistent and the kind persists). Only before Start.
-// Errors: ErrStarted, ErrInvalidKind, prospero.ErrKindExists,
+// Errors: ErrStarted, ErrClosed, ErrInvalidKind, prospero.ErrKindExists,
 // prospero.ErrInvalidKindOptions.
 func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts KindOptions) error {
 	if factory == nil {
@@ -272,8 +272,11 @@ func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts 
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.state != stateNew {
+	switch n.state {
+	case stateStarted:
 		return ErrStarted
+	case stateClosing, stateClosed:
+		return ErrClosed
 	}
 	if err := n.msgs.Check(kind, codecs(opts.Messages)); err != nil {
 		return err
@@ -384,9 +387,12 @@ func (n *Node) kind(name string) *kindInfo {
 	return n.kinds[name]
 }
 
-// Start opens the state store and starts the supervisor and the scheduler.
-// Everything it starts stops in Close. If Start fails, what it started is
-// stopped again and the node is closed.
+// Start opens the state store and starts the supervisor and the scheduler
+// (and in a cluster begins to join it: Ready says when it has). ctx bounds
+// the start only: what Start starts runs until Close, whatever becomes of
+// ctx after Start returned. If Start fails, what it started is stopped
+// again and the node is closed; a ctx that has ended already starts
+// nothing and returns its error, leaving the node new.
 func (n *Node) Start(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -395,6 +401,9 @@ func (n *Node) Start(ctx context.Context) error {
 		return ErrStarted
 	case stateClosing, stateClosed:
 		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if err := n.startLocked(ctx); err != nil {
 		n.state = stateClosing

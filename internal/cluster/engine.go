@@ -284,13 +284,16 @@ func (c *Engine) Start(ctx context.Context, d Deps) error {
 	c.placed.Store(true) // after c.pl: the federation handlers read it once this is set
 	d.Replicas.Attach(replView{c}, c.dialReplica)
 
-	if err := ml.Start(ctx); err != nil {
+	// Their loops live as long as the engine (c.ctx, ended by
+	// StopNetwork), not as long as Start's ctx, which only bounds the
+	// start: a caller's deferred cancel must not stop them.
+	if err := ml.Start(c.ctx); err != nil {
 		return err
 	}
 	c.wg.Add(1)
 	go c.watchMembers()
 	c.wg.Go(func() { c.prove.Run(c.ctx, c.ml) })
-	if err := pl.Start(ctx); err != nil {
+	if err := pl.Start(c.ctx); err != nil {
 		return err
 	}
 	c.wg.Add(1)

@@ -195,7 +195,9 @@ func (s *Store) runCatchUp(ctx context.Context, follower string, shards map[Shar
 	// background: before it joins, every record it acknowledged must be
 	// durable there, or a write that failed there (a full disk) would
 	// leave a member of the set without records it was counted for.
-	if err := s.confirm(ctx, a, follower); err != nil {
+	// The follower's disk may trail the copy: as long again as the copy
+	// took is allowed for it to catch up, Timeout at least.
+	if err := s.confirm(ctx, a, follower, max(s.cfg.Timeout, time.Since(start))); err != nil {
 		s.lost(ctx, a, follower, err)
 		return fmt.Errorf("replica: catch-up of %s: %w", follower, err)
 	}
@@ -420,10 +422,10 @@ func (s *Store) lost(ctx context.Context, a *attachment, follower string, err er
 
 // confirm asks follower, on a stream of its own, to make durable every
 // record it acknowledged to this node so far (an empty batch with the
-// sync flag): nil once it has, else why not (ErrLostRecords when a
-// background write of them failed).
-func (s *Store) confirm(ctx context.Context, a *attachment, follower string) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+// sync flag): nil once it has, within timeout, else why not
+// (ErrLostRecords when a background write of them failed).
+func (s *Store) confirm(ctx context.Context, a *attachment, follower string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	conn, err := a.dial(ctx, follower)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tempest-actors/tempest/prospero"
 )
@@ -68,11 +69,11 @@ func TestLostRecordsTakeTheReplicaOutOfEverySet(t *testing.T) {
 func TestCatchUpConfirmationSeesALostWrite(t *testing.T) {
 	owner, rep, _, _ := pair(t, false)
 	a := owner.att.Load()
-	if err := owner.confirm(t.Context(), a, "b"); err != nil {
+	if err := owner.confirm(t.Context(), a, "b", time.Second); err != nil {
 		t.Fatalf("confirmation with nothing lost: %v", err)
 	}
 	failInBackground(t, rep)
-	if err := owner.confirm(t.Context(), a, "b"); !errors.Is(err, ErrLostRecords) {
+	if err := owner.confirm(t.Context(), a, "b", time.Second); !errors.Is(err, ErrLostRecords) {
 		t.Fatalf("confirmation after a lost write: %v, want ErrLostRecords", err)
 	}
 }

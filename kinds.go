@@ -52,6 +52,13 @@ type KindOptions struct {
 	// Several kinds may list the same message (the same tag, name and Go
 	// type); otherwise tags and types are unique on the node, and a tag
 	// must mean the same on every node of a cluster.
+	//
+	// A kind that lists messages receives only those: a message of a type
+	// another kind registered is refused with ErrUnregisteredMessage
+	// ("T is not a message of kind K"), by the sender's node when it
+	// registers the kind, else by the owner's (an ask gets that error, a
+	// tell is refused there and counted in Stats().Mail.Undeclared). A
+	// kind that lists none takes any message.
 	Messages []Message
 
 	// Errors are the application sentinels the kind's actors reply with

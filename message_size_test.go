@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,5 +67,46 @@ func TestMessageTooLargeToCross(t *testing.T) {
 	// The link still works.
 	if _, err := other.Ask(ctx, ref, demo.EchoIn{Text: "small"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUndeclaredTellRefusedByTheOwner: a tell of a registered type its
+// recipient's kind does not declare, from a node that does not host the
+// kind, is refused by the owner's node (counted in Stats().Mail.Undeclared),
+// not delivered; from the owner's node, Tell returns the error at once.
+func TestUndeclaredTellRefusedByTheOwner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	echo := tempest.MessageOf[demo.EchoIn](demo.TagEchoIn, "EchoIn")
+	add := tempest.MessageOf[demo.Add](demo.TagAdd, "Add")
+	var delivered atomic.Int64
+	c := tempesttest.New(t, tempesttest.Options{Nodes: 2, Register: func(n *tempest.Node) error {
+		if err := n.Register("other", func(string) actor.Actor { return actor.Func(func(actor.Context, any) {}) },
+			tempest.KindOptions{Messages: []tempest.Message{add}}); err != nil {
+			return err
+		}
+		if n.Name() != "n1" {
+			return nil
+		}
+		return n.Register("only1", func(string) actor.Actor {
+			return actor.Func(func(_ actor.Context, msg any) {
+				if _, ok := msg.(demo.Add); ok {
+					delivered.Add(1)
+				}
+			})
+		}, tempest.KindOptions{Messages: []tempest.Message{echo}})
+	}})
+	ref := actor.Virtual("only1", "k")
+	n1, n2 := c.Node("n1"), c.Node("n2")
+	if err := n1.Tell(ref, demo.Add{N: 1}); !errors.Is(err, tempest.ErrUnregisteredMessage) {
+		t.Fatalf("tell on the node hosting the kind: %v, want ErrUnregisteredMessage", err)
+	}
+	if err := n2.Tell(ref, demo.Add{N: 1}); err != nil {
+		t.Fatalf("tell from a node that does not host the kind: %v (refused later by the owner)", err)
+	}
+	waitFor(t, 20*time.Second, "the owner refusing the undeclared tell", func() bool { return n1.Stats().Mail.Undeclared == 1 })
+	if delivered.Load() != 0 {
+		t.Fatal("an undeclared message reached the actor")
 	}
 }

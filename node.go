@@ -307,8 +307,11 @@ func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts 
 }
 
 // vet is the scheduler's Vet hook. A message to a kind no node of the
-// cluster registers fails with actor.ErrUnknownKind naming the kind. A
-// message to (or a reply from) a virtual actor is delivered in the form a remote sender's would arrive
+// cluster registers fails with actor.ErrUnknownKind naming the kind, and
+// one of a registered type the kind does not declare in its
+// KindOptions.Messages with ErrUnregisteredMessage (on the owner's node
+// alike, when this one does not register the kind). A message to (or a
+// reply from) a virtual actor is delivered in the form a remote sender's would arrive
 // in (a *T of a registered type as a T), so a handler needs one case per
 // type. In a cluster a message of an unregistered type is refused here,
 // whoever owns the key: it could not cross the wire, so it must not work
@@ -320,6 +323,17 @@ func (n *Node) vet(to actor.Ref, msg any) (any, error) {
 	if to.Check() == nil && !n.hosted(to.Kind()) {
 		return nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, to.Kind())
 	}
+	// A message of a type the kind did not declare, when it is registered
+	// here (the owner's node refuses it alike when it is not).
+	if err := n.wreg.CheckKind(to.Kind(), msg); err != nil {
+		return nil, err
+	}
+	return n.vetReply(to, msg)
+}
+
+// vetReply is the scheduler's VetReply hook: a virtual actor's reply in
+// the form a remote asker's would arrive in.
+func (n *Node) vetReply(_ actor.Ref, msg any) (any, error) {
 	v, err := n.wreg.Value(msg)
 	if err != nil {
 		if n.eng == nil {
@@ -475,9 +489,18 @@ func (n *Node) startLocked(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	for _, name := range n.reg.Names() {
+		if msgs := n.kinds[name].opts.Messages; len(msgs) > 0 {
+			tags := make([]uint32, len(msgs))
+			for i, m := range msgs {
+				tags[i] = m.Tag
+			}
+			n.wreg.DeclareKind(name, tags)
+		}
+	}
 	sc := n.cfg.Scheduler
 	if n.eng != nil || n.msgs.Len() > 0 {
-		sc.Vet = n.vet
+		sc.Vet, sc.VetReply = n.vet, n.vetReply
 	}
 	if n.eng != nil {
 		sc.VetError = n.vetError

@@ -332,6 +332,15 @@ func TestLocationTransparency(t *testing.T) {
 			_, err := n.Reminders().ListOf(expired(ctx), actor.Virtual(bank.Account, acct))
 			return nil, err
 		}, func(o outcome) bool { return o.Err == "context deadline exceeded" && o.Is["context.DeadlineExceeded"] }},
+		{"a message its kind does not declare", "probe", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			// probe (on n1 only) declares EchoIn, not the bank's messages:
+			// refused by the sender's node when it hosts the kind, by the
+			// owner's when it does not, alike.
+			return n.Ask(ctx, n.Ref("probe", acct), bank.Deposit{Amount: 1})
+		}, func(o outcome) bool {
+			return o.Is["ErrUnregisteredMessage"] && len(o.Is) == 1 &&
+				o.Err == `wire: message type not registered: bank.Deposit is not a message of kind "probe" (its KindOptions.Messages)`
+		}},
 		{"status of a kind one node hosts", "probe", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			ref := actor.Virtual("probe", acct)
 			if _, err := n.Ask(ctx, ref, demo.EchoIn{Text: "hi"}); err != nil {

@@ -69,6 +69,10 @@ type Config struct {
 	// an actor sends itself are not vetted. It must be fast and safe for
 	// concurrent use.
 	Vet func(to actor.Ref, msg any) (any, error)
+	// VetReply, when set, is Vet for the replies of virtual actors (with
+	// the replying actor as from) instead of Vet: a reply is not a
+	// message to the replier.
+	VetReply func(from actor.Ref, reply any) (any, error)
 	// VetError, when set, sees every error a virtual actor replies
 	// (Context.ReplyError, a Replier) with the replying actor as from,
 	// before it reaches the asker, and returns the error to deliver

@@ -1045,8 +1045,8 @@ func (ex *executor) reply(p *pending, v any, err error) {
 	if err != nil {
 		err = unmarked(err)
 	}
-	if s := ex.s; s.vet != nil && v != nil && ex.cell != nil && ex.cell.ref.IsVirtual() {
-		if v, err = s.vet(ex.cell.ref, v); err != nil {
+	if s := ex.s; s.vetReply != nil && v != nil && ex.cell != nil && ex.cell.ref.IsVirtual() {
+		if v, err = s.vetReply(ex.cell.ref, v); err != nil {
 			v = nil
 		}
 	}

@@ -38,6 +38,7 @@ type Scheduler struct {
 	latency   LatencyObserver
 	tracer    TurnTracer
 	vet       func(actor.Ref, any) (any, error)
+	vetReply  func(actor.Ref, any) (any, error) // Config.VetReply, else vet
 	vetErr    func(actor.Ref, error) error
 	foreign   func(string) (time.Duration, time.Duration, bool) // Config.ForeignAskTimeouts
 
@@ -116,18 +117,22 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Scheduler{
-		node:    cfg.Node,
-		cfg:     cfg,
-		log:     cfg.Logger,
-		latency: cfg.Latency,
-		tracer:  cfg.Tracer,
-		vet:     cfg.Vet,
-		vetErr:  cfg.VetError,
-		foreign: cfg.ForeignAskTimeouts,
-		kinds:   map[string]kindInfo{},
-		idleCh:  make(chan struct{}),
-		closed:  make(chan struct{}),
-		rearm:   make(chan struct{}, 1),
+		node:     cfg.Node,
+		cfg:      cfg,
+		log:      cfg.Logger,
+		latency:  cfg.Latency,
+		tracer:   cfg.Tracer,
+		vet:      cfg.Vet,
+		vetReply: cfg.VetReply,
+		vetErr:   cfg.VetError,
+		foreign:  cfg.ForeignAskTimeouts,
+		kinds:    map[string]kindInfo{},
+		idleCh:   make(chan struct{}),
+		closed:   make(chan struct{}),
+		rearm:    make(chan struct{}, 1),
+	}
+	if s.vetReply == nil {
+		s.vetReply = s.vet
 	}
 	s.minBudget.Store(int64(cfg.TurnBudget))
 	s.clock = cfg.Clock

@@ -182,8 +182,8 @@ func refusalOf(err error, to ActorID, tag uint32) Refused {
 // reasonOf maps a local admission error to the refusal a peer sees.
 func reasonOf(err error) RefusedReason {
 	switch {
-	case errors.Is(err, ErrUnknownTag), errors.Is(err, actor.ErrUnknownKind):
-		return RefusedReasonUnknownKind
+	case errors.Is(err, ErrUnknownTag), errors.Is(err, actor.ErrUnknownKind), errors.Is(err, ErrUnregistered):
+		return RefusedReasonUnknownKind // a message the owner cannot take: final, never sent again
 	case errors.Is(err, actor.ErrCallChainTooLong):
 		return RefusedReasonCallChainTooLong
 	case errors.Is(err, actor.ErrDeadlineExceeded):
@@ -420,6 +420,10 @@ type MailStats struct {
 	DecodeErrors, BodyErrors uint64
 	// UnknownTags counts inbound messages with a tag not registered here.
 	UnknownTags uint64
+	// Undeclared counts inbound messages of a registered type that their
+	// recipient's kind did not declare (Registry.DeclareKind): an ask is
+	// answered with the error, a tell refused UNKNOWN_KIND.
+	Undeclared uint64
 	// ExpiredOnArrival counts asks refused EXPIRED on arrival.
 	ExpiredOnArrival uint64
 	// AsksExpired counts pending asks failed by the sweep at their
@@ -452,6 +456,7 @@ type mailCounters struct {
 	refSent                                   atomic.Uint64
 	refOut, refIn                             [numRefusedReasons]atomic.Uint64
 	decodeErr, bodyErr, unknownTag, expired   atomic.Uint64
+	undeclared                                atomic.Uint64
 	asksExpired, asksDown, late, dropped      atomic.Uint64
 	control, withdrawn, cancelled             atomic.Uint64
 	earlyKept, earlyMatched, earlyEvicted     atomic.Uint64
@@ -1328,6 +1333,13 @@ func (m *Mailer) onAsk(peer string, a *Ask, size int) error {
 			Detail: fmt.Sprintf("kind %q: %v", to.Kind(), err)})
 		return nil
 	}
+	if err := m.reg.KindOf(to.Kind()).Check(to.Kind(), a.Tag, msg); err != nil {
+		// Answered as the asker's own node answers it when it hosts the
+		// kind (Registry.ValueFor): the same error, not a refusal.
+		m.c.undeclared.Add(1)
+		m.sendReply(peer, a.Id, nil, err)
+		return nil
+	}
 	ia := &inboundAsk{m: m, peer: peer, id: a.Id, size: int64(size), to: a.To, tag: a.Tag}
 	m.inb.Add(ia.size)
 	deadline := m.cfg.Clock.Now().Add(time.Duration(min(a.DeadlineNs, uint64(1<<62))))
@@ -1570,7 +1582,7 @@ func (m *Mailer) Stats() MailStats {
 		TellsReceived: c.tellsRecv.Load(), AsksReceived: c.asksRecv.Load(),
 		RepliesReceived: c.repliesRecv.Load(), RefusalsReceived: c.refRecv.Load(),
 		RefusalsSent: c.refSent.Load(),
-		DecodeErrors: c.decodeErr.Load(), BodyErrors: c.bodyErr.Load(), UnknownTags: c.unknownTag.Load(),
+		DecodeErrors: c.decodeErr.Load(), BodyErrors: c.bodyErr.Load(), UnknownTags: c.unknownTag.Load(), Undeclared: c.undeclared.Load(),
 		ExpiredOnArrival: c.expired.Load(), AsksExpired: c.asksExpired.Load(), AsksLinkDown: c.asksDown.Load(),
 		LateReplies: c.late.Load(), RepliesDropped: c.dropped.Load(), ControlReceived: c.control.Load(),
 		AsksWithdrawn: c.withdrawn.Load(), AsksCancelled: c.cancelled.Load(),

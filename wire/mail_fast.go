@@ -181,6 +181,8 @@ type rcpt struct {
 	// inbox is the resolved local recipient; nil when the entry was made
 	// for a sender, or the delivery resolves no inboxes.
 	inbox Inbox
+	// tags are the messages to's kind declared (nil: any registered one).
+	tags KindTags
 }
 
 // skipActorID reads past an encoded ActorID checking only its framing;
@@ -218,6 +220,7 @@ func (m *Mailer) actorAt(b []byte, resolve bool) (*rcpt, error) {
 			return nil, err
 		}
 		r.key, r.ref, r.lane = string(b), ref, RefHash(ref)
+		r.tags = m.reg.KindOf(ref.Kind())
 	}
 	if resolve {
 		in, err := m.inboxes.Inbox(r.ref)
@@ -309,9 +312,16 @@ func (m *Mailer) handleTell(peer string, d *bare.Decoder, frame []byte, trace *T
 		fromRef = from.ref
 	}
 	msg, err := m.decodeBody(v.tag, v.body)
-	if err != nil {
+	switch {
+	case err != nil:
 		err = fmt.Errorf("kind %q: %w", to.ref.Kind(), err) // a tag number means nothing to the sender
-	} else {
+	case to.tags != nil:
+		if err = to.tags.Check(to.ref.Kind(), v.tag, msg); err != nil {
+			m.c.undeclared.Add(1)
+			break
+		}
+		fallthrough
+	default:
 		err = m.fence(to.ref, v.epoch)
 	}
 	if err == nil {

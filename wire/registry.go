@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -67,7 +68,13 @@ type Registry struct {
 	// internal admits the mail layer's own tags (above MaxUserTag); set
 	// only while NewRegistry registers them.
 	internal bool
+	// kinds are the kinds that declared their messages (DeclareKind):
+	// kind → its tags. Replaced whole under mu, read without a lock.
+	kinds atomic.Pointer[map[string]KindTags]
 }
+
+// KindTags is the set of message tags a kind declared (DeclareKind).
+type KindTags map[uint32]struct{}
 
 type regSnapshot struct {
 	byType map[reflect.Type]*regEntry
@@ -384,6 +391,64 @@ func (r *Registry) Value(msg any) (any, error) {
 		return msg, nil
 	}
 	return e.value(msg)
+}
+
+// CheckKind returns nil when msg may be sent to an actor of kind: its
+// type is not registered (Value says so), kind declared no messages
+// (DeclareKind), or msg's tag is among them; else the error of
+// KindTags.Check.
+func (r *Registry) CheckKind(kind string, msg any) error {
+	ks := r.KindOf(kind)
+	if ks == nil {
+		return nil
+	}
+	e := r.lookup(msg)
+	if e == nil {
+		return nil
+	}
+	return ks.Check(kind, e.tag, msg)
+}
+
+// DeclareKind restricts the messages an actor of kind may be sent to
+// those of tags: a message of another registered type is refused, on
+// the sender's node (CheckKind) and on the owner's (the mailer), with the
+// same error. A kind never declared takes any registered message.
+func (r *Registry) DeclareKind(kind string, tags []uint32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := map[string]KindTags{}
+	if old := r.kinds.Load(); old != nil {
+		maps.Copy(next, *old)
+	}
+	set := make(KindTags, len(tags))
+	for _, t := range tags {
+		set[t] = struct{}{}
+	}
+	next[kind] = set
+	r.kinds.Store(&next)
+}
+
+// KindOf returns the tags kind declared, nil when it declared none.
+func (r *Registry) KindOf(kind string) KindTags {
+	ks := r.kinds.Load()
+	if ks == nil {
+		return nil
+	}
+	return (*ks)[kind]
+}
+
+// Check returns nil when a message of tag (msg, for the error's text)
+// may be sent to an actor of kind, whose declared tags ks are (nil: any
+// message), else an error wrapping ErrUnregistered that names msg's type
+// and the kind.
+func (ks KindTags) Check(kind string, tag uint32, msg any) error {
+	if ks == nil {
+		return nil
+	}
+	if _, ok := ks[tag]; ok {
+		return nil
+	}
+	return fmt.Errorf("%w: %T is not a message of kind %q (its KindOptions.Messages)", ErrUnregistered, msg, kind)
 }
 
 // Tag returns the tag of msg's type.

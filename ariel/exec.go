@@ -314,8 +314,15 @@ func (ex *executor) turn(c *Cell, e *envelope) bool {
 		}
 		// A notice is not activity either: the identity's own schedule.
 		ex.normal, ex.tick = c.after != nil, true
+		held := n.done != nil && c.holds
+		if held {
+			ex.staged = append(ex.staged, noticeDone{n.done}) // settled with the turn's own effects
+		}
 		ex.invoke(c, e, n.msg)
 		ex.normal, ex.tick = false, false
+		if n.done != nil && !held {
+			n.done(nil) // nothing holds a turn's outputs here: they left with it
+		}
 	case kReply:
 		r := e.msg.(*replyMsg)
 		reent := c.reent != actor.Reentrant

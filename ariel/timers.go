@@ -218,6 +218,24 @@ type notice struct {
 	msg    any
 	accept func() bool
 	failed func(error)
+	done   func(error) // NotifyDone's: the turn's outcome
+}
+
+// noticeDone is the effect a notice's turn stages on an actor whose
+// outputs are held: it tells the notice's sender the turn's outcome once
+// its outputs are finished.
+type noticeDone struct{ done func(error) }
+
+func (d noticeDone) Settle(h Hold) {
+	// A wait of its own, released at once, makes the turn's held batch
+	// if nothing held it yet, so that Released reports the outcome of
+	// every wait, those of the effects settled after this one included
+	// (the batch ends only after settle's own wait). Without one (the
+	// turn was abandoned past its budget), Released reports ErrNotHeld:
+	// the turn's effects were dropped.
+	release := h.Wait()
+	h.Released(d.done)
+	release(nil)
 }
 
 // fail tells the notice's sender that it was dropped unseen: its
@@ -245,13 +263,23 @@ func (n *notice) fail(err error) {
 // actor.ErrUnknownKind, ErrClosed, and the reference's validation
 // errors.
 func (s *Scheduler) Notify(ref actor.Ref, msg any, accept func() bool, failed func(error)) error {
+	return s.NotifyDone(ref, msg, accept, nil, failed)
+}
+
+// NotifyDone is Notify that also reports, to done when not nil, the
+// outcome of the turn that received msg: nil once the turn's outputs
+// left (for a kind whose outputs are held, once they were released: its
+// state, say, committed), or the error they failed with (the turn's
+// effects were not kept, so msg may be wanted again). A turn that
+// panicked or was abandoned reports nothing: its effects are dropped.
+func (s *Scheduler) NotifyDone(ref actor.Ref, msg any, accept func() bool, done, failed func(error)) error {
 	if !ref.IsVirtual() {
 		return errors.New("ariel: Notify needs a virtual reference")
 	}
 	if s.closing.Load() {
 		return ErrClosed
 	}
-	n := &notice{msg: msg, accept: accept, failed: failed}
+	n := &notice{msg: msg, accept: accept, failed: failed, done: done}
 	for {
 		c, err := s.resolveLocal(ref.Unpinned())
 		if err != nil {

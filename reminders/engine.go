@@ -41,6 +41,19 @@ type Deliverer interface {
 	Deliver(ref actor.Ref, tick Tick, accept func() bool, failed func(error)) error
 }
 
+// DoneDeliverer is a Deliverer that also reports the outcome of the turn
+// a tick ran in (the node's: its scheduler knows when a durable turn's
+// state committed). With it, accept only checks that the tick is still
+// wanted, and the tick counts as delivered once done(nil) reports its
+// turn's effects kept; done(err) (the turn's state write failed, and the
+// actor went back to its state at rest) fires the tick again after
+// RetryAfter, as failed does, so no occurrence is lost to a write that
+// did not commit.
+type DoneDeliverer interface {
+	Deliverer
+	DeliverDone(ref actor.Ref, tick Tick, accept func() bool, done, failed func(error)) error
+}
+
 // Clock is the engine's time source, the project's one (package clock;
 // tests pass a fake one).
 type Clock = clock.Clock
@@ -1703,6 +1716,24 @@ func (e *Engine) dispatch(f *Fire) {
 		e.poke()
 		e.log.LogAttrs(context.Background(), slog.LevelDebug, "reminder tick not delivered",
 			slog.String("actor", id.String()), slog.String("reminder", k.Name), slog.Any("error", err))
+	}
+	if dd, ok := e.cfg.Deliver.(DoneDeliverer); ok {
+		current := func() bool {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			return e.sched.Current(fl)
+		}
+		done := func(err error) {
+			if err != nil {
+				failed(err)
+				return
+			}
+			accept() // false: cancelled or superseded meanwhile, nothing to count
+		}
+		if err := dd.DeliverDone(f.ID.Ref(), tick, current, done, failed); err != nil {
+			failed(err)
+		}
+		return
 	}
 	if err := e.cfg.Deliver.Deliver(f.ID.Ref(), tick, accept, failed); err != nil {
 		failed(err)

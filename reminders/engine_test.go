@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -952,6 +953,55 @@ func TestAcquireWritesRecordsInDoubtBeforeTheyFire(t *testing.T) {
 		// versions (no conflict).
 		if err := e2.RegisterFor(ctx, acct, reminders.Reminder{Name: "a", Period: time.Minute}); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// doneDeliverer is a DoneDeliverer whose turns' outcome the test gives:
+// each tick runs its turn at once (accept asked), then done is called
+// with fail's value.
+type doneDeliverer struct {
+	deliverer
+	fail error
+}
+
+func (d *doneDeliverer) DeliverDone(ref actor.Ref, t reminders.Tick, accept func() bool, done, failed func(error)) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !accept() {
+		return nil
+	}
+	d.ticks = append(d.ticks, t)
+	done(d.fail)
+	return nil
+}
+
+// A tick whose turn ran but whose effects were not kept (its state write
+// failed, and the actor went back to its state at rest) fires again,
+// the same occurrence, after RetryAfter: none is lost to a write that
+// did not commit. A tick whose turn's effects were kept is not.
+func TestTickWhoseTurnFailedFiresAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := &doneDeliverer{fail: errors.New("state not committed")}
+		e := newEngine(t, prospero.NewMemStore(), d)
+		defer closeEngine(t, e)
+		if err := e.RegisterFor(context.Background(), acct, reminders.Reminder{Name: "r", Period: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute + time.Millisecond) // occurrence 1 runs; its turn fails
+		synctest.Wait()
+		d.mu.Lock()
+		d.fail = nil
+		d.mu.Unlock()
+		time.Sleep(30 * time.Second) // past RetryAfter, before occurrence 2 is due
+		synctest.Wait()
+		if got := seqs(d.got()); !slices.Equal(got, []uint64{1, 1}) {
+			t.Fatalf("ticks %v, want occurrence 1 twice (its first turn failed)", got)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if got := seqs(d.got()); !slices.Equal(got, []uint64{1, 1, 2}) {
+			t.Fatalf("ticks %v, want 1, 1, 2", got)
 		}
 	})
 }

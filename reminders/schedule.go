@@ -327,6 +327,13 @@ func (s *Schedule) Delivered(f Fire, now time.Time) (ok, removed bool) {
 	return true, false
 }
 
+// Current reports whether the tick f is still wanted, as Delivered
+// would, without counting it delivered.
+func (s *Schedule) Current(f Fire) bool {
+	e, held := s.byKey[f.Key]
+	return held && e.gen == f.Gen && e.outSeq != 0 && e.outSeq == f.Seq && !s.paused[e.shard]
+}
+
 // Failed reports that the tick f could not be handed to its actor
 // (refused, or its activation failed). The reminder fires again after
 // retry. A flight that is no longer the reminder's (a paused shard's,

@@ -113,6 +113,13 @@ type Notifier struct {
 
 // Deliver implements reminders.Deliverer.
 func (d Notifier) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool, failed func(error)) error {
+	return d.DeliverDone(ref, t, accept, nil, failed)
+}
+
+// DeliverDone implements reminders.DoneDeliverer: the tick counts as
+// delivered once its turn's outputs are released (for a kind persisted
+// every turn, once its state committed).
+func (d Notifier) DeliverDone(ref actor.Ref, t reminders.Tick, accept func() bool, done, failed func(error)) error {
 	if d.Serves != nil {
 		engine := accept
 		accept = func() bool {
@@ -123,5 +130,5 @@ func (d Notifier) Deliver(ref actor.Ref, t reminders.Tick, accept func() bool, f
 			return engine()
 		}
 	}
-	return d.S.Notify(ref, t, accept, failed)
+	return d.S.NotifyDone(ref, t, accept, done, failed)
 }

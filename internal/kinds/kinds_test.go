@@ -64,6 +64,14 @@ func TestMessagesReminderPayload(t *testing.T) {
 	if _, err := m.Decode("a", name, b); err != nil {
 		t.Fatal(err)
 	}
+	// A message two kinds list is a payload of either.
+	m.Add("b", []Codec{codecOf[ping](7, "Ping")})
+	if name, _, err := m.Encode("b", ping{N: 1}); err != nil || name != "7" {
+		t.Fatalf("the second kind listing the message: %q %v", name, err)
+	}
+	if _, err := m.Decode("b", "7", b); err != nil {
+		t.Fatalf("decoded for the second kind: %v", err)
+	}
 	for _, err := range []error{
 		func() error { _, _, err := m.Encode("other", ping{}); return err }(),
 		func() error { _, _, err := m.Encode("a", pong{}); return err }(),

@@ -43,14 +43,18 @@ type Messages struct {
 	byType map[reflect.Type]*Registered
 	byTag  map[uint32]*Registered
 	byName map[string]*Registered // kind + "\x00" + Name
+	// declared holds, per kind, the tags it lists (several kinds may list
+	// one message; Registered.Kind names only the first).
+	declared map[string]map[uint32]bool
 }
 
 // NewMessages returns an empty table.
 func NewMessages() *Messages {
 	return &Messages{
-		byType: map[reflect.Type]*Registered{},
-		byTag:  map[uint32]*Registered{},
-		byName: map[string]*Registered{},
+		byType:   map[reflect.Type]*Registered{},
+		byTag:    map[uint32]*Registered{},
+		byName:   map[string]*Registered{},
+		declared: map[string]map[uint32]bool{},
 	}
 }
 
@@ -100,7 +104,11 @@ func (t *Messages) Check(kind string, msgs []Codec) error {
 
 // Add adds msgs for kind (after Check).
 func (t *Messages) Add(kind string, msgs []Codec) {
+	if t.declared[kind] == nil {
+		t.declared[kind] = map[uint32]bool{}
+	}
 	for _, m := range msgs {
+		t.declared[kind][m.Tag] = true
 		r := t.byTag[m.Tag]
 		if r == nil { // the first kind to register the message keeps it
 			r = &Registered{Kind: kind, Codec: m}
@@ -136,7 +144,7 @@ func (t *Messages) Register(r *wire.Registry, kinds []string, declared func(kind
 // tag, as the name, and the message's encoding.
 func (t *Messages) Encode(kind string, p any) (string, []byte, error) {
 	m := t.byType[reflect.TypeOf(p)]
-	if m == nil || m.Kind != kind {
+	if m == nil || !t.declared[kind][m.Tag] {
 		return "", nil, fmt.Errorf("%w: %T is not a message of kind %q (declare it in KindOptions.Messages)",
 			reminders.ErrUnknownPayload, p, kind)
 	}
@@ -154,7 +162,7 @@ func (t *Messages) Decode(kind, name string, b []byte) (any, error) {
 		return nil, fmt.Errorf("%w: stored as %q", reminders.ErrUnknownPayload, name)
 	}
 	m := t.byTag[uint32(tag)]
-	if m == nil || m.Kind != kind {
+	if m == nil || !t.declared[kind][m.Tag] {
 		return nil, fmt.Errorf("%w: tag %d is not a message of kind %q", reminders.ErrUnknownPayload, tag, kind)
 	}
 	return m.Unmarshal(b)

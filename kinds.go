@@ -264,6 +264,7 @@ type kindInfo struct {
 	factory func(key string) actor.Actor
 	opts    KindOptions
 	gw      *kinds.Gateway // nil without a gateway
+	tags    wire.KindTags  // the tags of opts.Messages; nil: none listed
 }
 
 // MaxMessageTag is the largest message tag; larger ones belong to the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -299,6 +300,12 @@ func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts 
 		return err
 	}
 	n.msgs.Add(kind, codecs(k.opts.Messages))
+	if len(k.opts.Messages) > 0 {
+		k.tags = wire.KindTags{}
+		for _, m := range k.opts.Messages {
+			k.tags[m.Tag] = struct{}{}
+		}
+	}
 	n.errs.Add(opts.Errors)
 	k.opts.Errors = nil // kept in n.errs
 	k.factory = factory
@@ -320,15 +327,25 @@ func (n *Node) vet(to actor.Ref, msg any) (any, error) {
 	// No node hosts the kind: say so now, naming it, for a tell as for an
 	// ask and wherever its key would be placed. (A reference no actor can
 	// have is left to routing, which refuses it with ErrInvalidKey.)
-	if to.Check() == nil && !n.hosted(to.Kind()) {
+	k := n.kind(to.Kind())
+	if k == nil && to.Check() == nil && !n.cl.HostsKind(to.Kind()) {
 		return nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, to.Kind())
+	}
+	v, tag, err := n.wreg.ValueTag(msg)
+	if err != nil {
+		if n.eng == nil {
+			return msg, nil // standalone: any Go value
+		}
+		return nil, err
 	}
 	// A message of a type the kind did not declare, when it is registered
 	// here (the owner's node refuses it alike when it is not).
-	if err := n.wreg.CheckKind(to.Kind(), msg); err != nil {
-		return nil, err
+	if k != nil {
+		if err := k.tags.Check(to.Kind(), tag, msg); err != nil {
+			return nil, err
+		}
 	}
-	return n.vetReply(to, msg)
+	return v, nil
 }
 
 // vetReply is the scheduler's VetReply hook: a virtual actor's reply in
@@ -490,12 +507,8 @@ func (n *Node) startLocked(ctx context.Context) error {
 		return err
 	}
 	for _, name := range n.reg.Names() {
-		if msgs := n.kinds[name].opts.Messages; len(msgs) > 0 {
-			tags := make([]uint32, len(msgs))
-			for i, m := range msgs {
-				tags[i] = m.Tag
-			}
-			n.wreg.DeclareKind(name, tags)
+		if k := n.kinds[name]; k.tags != nil {
+			n.wreg.DeclareKind(name, slices.Collect(maps.Keys(k.tags)))
 		}
 	}
 	sc := n.cfg.Scheduler

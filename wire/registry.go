@@ -393,26 +393,24 @@ func (r *Registry) Value(msg any) (any, error) {
 	return e.value(msg)
 }
 
-// CheckKind returns nil when msg may be sent to an actor of kind: its
-// type is not registered (Value says so), kind declared no messages
-// (DeclareKind), or msg's tag is among them; else the error of
-// KindTags.Check.
-func (r *Registry) CheckKind(kind string, msg any) error {
-	ks := r.KindOf(kind)
-	if ks == nil {
-		return nil
-	}
+// ValueTag is Value with the tag of msg's type.
+func (r *Registry) ValueTag(msg any) (any, uint32, error) {
 	e := r.lookup(msg)
-	if e == nil {
-		return nil
+	switch {
+	case e == nil:
+		return nil, 0, fmt.Errorf("%w: %T", ErrUnregistered, msg)
+	case e.value == nil:
+		return msg, e.tag, nil
 	}
-	return ks.Check(kind, e.tag, msg)
+	v, err := e.value(msg)
+	return v, e.tag, err
 }
 
 // DeclareKind restricts the messages an actor of kind may be sent to
-// those of tags: a message of another registered type is refused, on
-// the sender's node (CheckKind) and on the owner's (the mailer), with the
-// same error. A kind never declared takes any registered message.
+// those of tags: a message of another registered type is refused by the
+// mailer with KindTags.Check's error, the one the sender's node gives
+// when it hosts the kind. A kind never declared takes any registered
+// message.
 func (r *Registry) DeclareKind(kind string, tags []uint32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

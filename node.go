@@ -1087,10 +1087,12 @@ func (n *Node) emit(e prospero.Event) {
 			slog.Uint64(LogKeyEpoch, n.epochOf(e.ID)), slog.String(LogKeyReason, e.Type.String()))
 	case prospero.EventStoreError:
 		level := slog.LevelError
-		if errors.Is(e.Err, replica.ErrLeaseLapsed) || errors.Is(e.Err, placement.ErrLeaseExpired) {
+		if errors.Is(e.Err, replica.ErrLeaseLapsed) || errors.Is(e.Err, placement.ErrLeaseExpired) ||
+			errors.Is(e.Err, cluster.ErrNotReplicating) {
 			// Not the store's fault: this node may not commit for now (a
-			// raft election, or it is cut off), which every election
-			// causes and the write's caller is told (not committed).
+			// raft election, or it is cut off; or the shard moved away
+			// while it was paused), which every election causes and the
+			// write's caller is told (not committed).
 			level = slog.LevelWarn
 		}
 		n.log.LogAttrs(context.Background(), level, LogStoreError,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tempest-actors/tempest/internal/cluster"
 	"github.com/tempest-actors/tempest/placement"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/prospero/replica"
@@ -29,6 +30,7 @@ func TestStoreErrorLevel(t *testing.T) {
 	}{
 		{fmt.Errorf("not committed: %w", replica.ErrLeaseLapsed), "level=WARN"},
 		{fmt.Errorf("not replicating: %w", placement.ErrLeaseExpired), "level=WARN"},
+		{fmt.Errorf("not committed: %w: shard counter/656 owned by %q", cluster.ErrNotReplicating, "n2"), "level=WARN"},
 		{errors.New("disk full"), "level=ERROR"},
 	} {
 		buf.Reset()

@@ -20,9 +20,9 @@ import (
 // control lane share it.
 const serviceReplica = "tempest-replica"
 
-// errNotReplicating: a write of state at rest arrived for a shard this
+// ErrNotReplicating: a write of state at rest arrived for a shard this
 // node does not own by its applied table, so it cannot be committed.
-var errNotReplicating = errors.New("tempest: this node does not own the shard of the state")
+var ErrNotReplicating = errors.New("tempest: this node does not own the shard of the state")
 
 // replView is placement as the replication engine sees it.
 type replView struct{ c *Engine }
@@ -53,7 +53,7 @@ func (v replView) Route(id prospero.Identity) (replica.Route, error) {
 	}
 	s, ok := c.pl.Owner(loc.Shard)
 	if !ok || s.Owner != c.name {
-		return replica.Route{}, fmt.Errorf("%w: %s of %s is owned by %q at epoch %d", errNotReplicating, loc.Shard, id, s.Owner, s.Epoch)
+		return replica.Route{}, fmt.Errorf("%w: %s of %s is owned by %q at epoch %d", ErrNotReplicating, loc.Shard, id, s.Owner, s.Epoch)
 	}
 	return replica.Route{Replicated: true, Shard: replica.Shard{Group: loc.Shard.Group, Index: loc.Shard.Index},
 		Epoch: s.Epoch, Followers: s.Followers()}, nil
@@ -130,7 +130,7 @@ func (v replView) await(ctx context.Context, cmd placement.Command, shards map[r
 		// the activations waiting on them end before a new owner's begin,
 		// instead of when the wait runs out.
 		if !c.pl.LeaseFresh(c.cfg.Clock.Now()) {
-			return fmt.Errorf("%w: %w", errNotReplicating, placement.ErrLeaseExpired)
+			return fmt.Errorf("%w: %w", ErrNotReplicating, placement.ErrLeaseExpired)
 		}
 		all := true
 		for sh, epoch := range shards {
@@ -140,7 +140,7 @@ func (v replView) await(ctx context.Context, cmd placement.Command, shards map[r
 					delete(shards, sh)
 					continue
 				}
-				return fmt.Errorf("%w: %s changed owner (now %q at epoch %d)", errNotReplicating, sh, s.Owner, s.Epoch)
+				return fmt.Errorf("%w: %s changed owner (now %q at epoch %d)", ErrNotReplicating, sh, s.Owner, s.Epoch)
 			}
 			if !done(s) {
 				all = false

@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"os"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tempest-actors/tempest/httpapi"
+	"github.com/tempest-actors/tempest/reminders"
 )
 
 func init() { addCommand(newRemindersCmd) }
@@ -50,8 +52,12 @@ the command returns, no tick of it runs, also not one already on its way.`,
 			}
 			out := cmd.OutOrStdout()
 			if len(args) == 2 {
-				if args[1] == "" {
+				switch name := args[1]; {
+				case name == "":
 					return withCode(exitUsage, errors.New("the reminder name is empty"))
+				case len(name) > reminders.MaxNameBytes || !utf8.ValidString(name):
+					// Refused here, as a bad KIND/KEY is: no node would take it.
+					return withCode(exitUsage, fmt.Errorf("the reminder name must be valid UTF-8 of at most %d bytes", reminders.MaxNameBytes))
 				}
 				one := path + "/" + pathSegment(args[1])
 				if cancel {

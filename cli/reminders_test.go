@@ -178,6 +178,10 @@ func TestRemindersCommandAcrossNodes(t *testing.T) {
 		{[]string{"reminders", "nokind/" + key}, exitUnknownKind},
 		{[]string{"reminders", "pinger/" + key, "--cancel"}, exitUsage},
 		{[]string{"reminders", "pinger"}, exitUsage},
+		// A name no node would take is refused here, as a bad KIND/KEY is
+		// (it used to reach the node and exit 7, the code for bad JSON).
+		{[]string{"reminders", "pinger/" + key, strings.Repeat("n", 129), "--cancel"}, exitUsage},
+		{[]string{"reminders", "pinger/" + key, "\xff"}, exitUsage},
 	} {
 		_, err := run(tc.args...)
 		var ee *exitError

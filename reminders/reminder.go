@@ -105,8 +105,9 @@ type Info struct {
 	Next        time.Time
 	LastSeq     uint64
 	Outstanding bool
-	// PayloadType is the message name the payload is stored under ("" for
-	// none).
+	// PayloadType is what the payload is stored under ("" for none): on
+	// a node, the payload message's tag, in decimal (its kind's
+	// KindOptions.Messages say which type that is).
 	PayloadType string
 	// Uncommitted (List in a turn only): the registration, made by this
 	// turn or an earlier one of the actor, is not committed yet, and the

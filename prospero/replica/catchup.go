@@ -386,7 +386,13 @@ func (s *Store) abortCatchUp(ctx context.Context, follower string) {
 // probe sends an empty batch to follower on a stream of its own and
 // waits for the answer.
 func (s *Store) probe(ctx context.Context, a *attachment, follower string) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	return s.emptyBatch(ctx, a, follower, false, s.cfg.Timeout)
+}
+
+// emptyBatch sends follower an empty batch (with the sync flag if sync)
+// on a stream of its own and returns its answer, within timeout.
+func (s *Store) emptyBatch(ctx context.Context, a *attachment, follower string, sync bool, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	conn, err := a.dial(ctx, follower)
 	if err != nil {
@@ -395,7 +401,7 @@ func (s *Store) probe(ctx context.Context, a *attachment, follower string) error
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
-	if _, err := conn.Write(EncodeBatch(1, false, nil)); err != nil {
+	if _, err := conn.Write(EncodeBatch(1, sync, nil)); err != nil {
 		return err
 	}
 	return ReadAck(conn)
@@ -425,19 +431,7 @@ func (s *Store) lost(ctx context.Context, a *attachment, follower string, err er
 // sync flag): nil once it has, within timeout, else why not
 // (ErrLostRecords when a background write of them failed).
 func (s *Store) confirm(ctx context.Context, a *attachment, follower string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	conn, err := a.dial(ctx, follower)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	defer stop()
-	if _, err := conn.Write(EncodeBatch(1, true, nil)); err != nil {
-		return err
-	}
-	return ReadAck(conn)
+	return s.emptyBatch(ctx, a, follower, true, timeout)
 }
 
 // removeDeleted asks follower, on a stream of its own, for what it holds

@@ -11,13 +11,11 @@ import (
 	"github.com/tempest-actors/tempest/reminders"
 )
 
-// TestHolderSyncFollowsTheKeptShards drives a Holder over a real engine:
-// a kept shard is loaded once it may be served and remembered at its
-// epoch, a lapse keeps it, a new epoch loads it again, a shard no longer
-// kept is released, and with loading off nothing is loaded.
-func TestHolderSyncFollowsTheKeptShards(t *testing.T) {
-	ctx := context.Background()
-	e, err := reminders.New(reminders.Config{Store: prospero.NewMemStore(), Codec: codec{}, Deliver: &deliverer{},
+// startedEngine is a started engine over store whose identities are all
+// of shard s1, which it holds none of yet.
+func startedEngine(t *testing.T, store prospero.StateStore) *reminders.Engine {
+	t.Helper()
+	e, err := reminders.New(reminders.Config{Store: store, Codec: codec{}, Deliver: &deliverer{},
 		ShardOf: func(prospero.Identity) string { return "s1" }})
 	if err != nil {
 		t.Fatal(err)
@@ -25,6 +23,16 @@ func TestHolderSyncFollowsTheKeptShards(t *testing.T) {
 	if err := e.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return e
+}
+
+// TestHolderSyncFollowsTheKeptShards drives a Holder over a real engine:
+// a kept shard is loaded once it may be served and remembered at its
+// epoch, a lapse keeps it, a new epoch loads it again, a shard no longer
+// kept is released, and with loading off nothing is loaded.
+func TestHolderSyncFollowsTheKeptShards(t *testing.T) {
+	ctx := context.Background()
+	e := startedEngine(t, prospero.NewMemStore())
 	defer closeEngine(t, e)
 	h := reminders.NewHolder(e, nil)
 	// What the node owns, with epochs, as its table would show alongside
@@ -81,14 +89,7 @@ func TestHolderSyncFollowsTheKeptShards(t *testing.T) {
 // load nothing themselves, so a pass that released it leaves it unheld.
 func TestHolderAcquireAtRacesSync(t *testing.T) {
 	ctx := context.Background()
-	e, err := reminders.New(reminders.Config{Store: prospero.NewMemStore(), Codec: codec{}, Deliver: &deliverer{},
-		ShardOf: func(prospero.Identity) string { return "s1" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Start(); err != nil {
-		t.Fatal(err)
-	}
+	e := startedEngine(t, prospero.NewMemStore())
 	defer closeEngine(t, e)
 	for i := range 200 {
 		h := reminders.NewHolder(e, nil)
@@ -241,14 +242,7 @@ func TestHolderPassesGoOnWhileACallLoads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		store := &slowLoadStore{MemStore: prospero.NewMemStore(), shard: "s2", open: make(chan struct{})}
-		e, err := reminders.New(reminders.Config{Store: store, Codec: codec{}, Deliver: &deliverer{},
-			ShardOf: func(prospero.Identity) string { return "s1" }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(); err != nil {
-			t.Fatal(err)
-		}
+		e := startedEngine(t, store)
 		defer closeEngine(t, e)
 		h := reminders.NewHolder(e, nil)
 		h.Sync(ctx, map[string]reminders.Kept{"s1": {Epoch: 1, Serve: true}}, map[string]uint64{"s1": 1}, true)

@@ -16,6 +16,22 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
+// clientTransport is a QUIC transport on a port of its own, closed when
+// the test ends: a peer dialling the node by hand.
+func clientTransport(t *testing.T) (*quic.Transport, net.PacketConn) {
+	t.Helper()
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	t.Cleanup(func() {
+		tr.Close()
+		udp.Close()
+	})
+	return tr, udp
+}
+
 type lockedLog struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -46,13 +62,7 @@ func TestRefusedConnectionsAreCountedAndRateLimited(t *testing.T) {
 	both := c.pki.pool.Clone()
 	both.AddCert(other.ca.Cert)
 	foreign := other.cert(t, "evil")
-	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &quic.Transport{Conn: udp}
-	defer udp.Close()
-	defer tr.Close()
+	tr, _ := clientTransport(t)
 	const handshakes = 50
 	for range handshakes {
 		ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
@@ -125,14 +135,8 @@ func TestRestartedPeerAtItsAdvertisedAddressReplacesTheLink(t *testing.T) {
 	c, a, b, sa, _ := newTwo(t)
 	checkStillWorks(t, b, sa, "b is linked")
 	// "b" now advertises the raw dialer's address: a new process of b.
-	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, udp := clientTransport(t)
 	c.res.set("b", udp.LocalAddr().String())
-	tr := &quic.Transport{Conn: udp}
-	defer udp.Close()
-	defer tr.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 	defer cancel()
 	conn, err := tr.Dial(ctx, a.Addr(), clientTLS(staticCreds(c.pki.cert(t, "b"), c.pki.pool), time.Now, "a"), &quic.Config{})
@@ -285,13 +289,7 @@ func TestHandshakesWithoutClientCertificateAreRefusedAndCounted(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	a := c.start(t, cfg)
 
-	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &quic.Transport{Conn: udp}
-	defer udp.Close()
-	defer tr.Close()
+	tr, _ := clientTransport(t)
 	// A client that checks a's certificate but presents none.
 	noCert := clientTLS(staticCreds(tls.Certificate{}, c.pki.pool), time.Now, "a")
 	noCert.GetClientCertificate = nil

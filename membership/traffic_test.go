@@ -32,26 +32,33 @@ func (w *lockedBuffer) String() string {
 	return w.b.String()
 }
 
-// Ten thousand packets no key decrypts, garbage streams and a peer with
-// another key are counted exactly and logged as a few summary lines,
-// not one line each.
-func TestBadGossipTrafficIsCountedAndRateLimited(t *testing.T) {
+// keyedNode starts node a with a gossip key of its own, logging at info
+// into logs, and dials its gossip port over UDP (closed when the test
+// ends).
+func keyedNode(t *testing.T) (a *membership.Membership, logs *lockedBuffer, udp net.Conn) {
+	t.Helper()
 	key, err := membership.NewKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	logs = &lockedBuffer{}
 	cfg := nodeConfig("a")
 	cfg.GossipKeys = [][]byte{key}
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	a := startNode(t, cfg)
-	addr := a.Local().Addr.String()
-
-	udp, err := net.Dial("udp", addr)
-	if err != nil {
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	a = startNode(t, cfg)
+	if udp, err = net.Dial("udp", a.Local().Addr.String()); err != nil {
 		t.Fatal(err)
 	}
-	defer udp.Close()
+	t.Cleanup(func() { udp.Close() })
+	return a, logs, udp
+}
+
+// Ten thousand packets no key decrypts, garbage streams and a peer with
+// another key are counted exactly and logged as a few summary lines,
+// not one line each.
+func TestBadGossipTrafficIsCountedAndRateLimited(t *testing.T) {
+	a, logs, udp := keyedNode(t)
+	addr := a.Local().Addr.String()
 	r := rand.New(rand.NewPCG(5, 6))
 	pkt := make([]byte, 120)
 	const packets = 10_000
@@ -128,22 +135,8 @@ func TestBadGossipTrafficIsCountedAndRateLimited(t *testing.T) {
 // whose sender resets the connection at once are counted once each, and
 // memberlist's failure to answer them logs nothing above debug.
 func TestBadLabelsAndResetStreamsAreCountedAndRateLimited(t *testing.T) {
-	key, err := membership.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs lockedBuffer
-	cfg := nodeConfig("a")
-	cfg.GossipKeys = [][]byte{key}
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	a := startNode(t, cfg)
+	a, logs, udp := keyedNode(t)
 	addr := a.Local().Addr.String()
-
-	udp, err := net.Dial("udp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer udp.Close()
 	// 244 is memberlist's label header: a label of 16 bytes with one
 	// present, then an empty label.
 	bad := [][]byte{{0xf4, 0x10, 0x41}, {0xf4, 0x00, 0x01}}

@@ -23,17 +23,17 @@ type Builtin struct {
 }
 
 // Errors maps application error codes to sentinels, beside Tempest's own
-// (Builtins). Written only before Start.
+// (builtins). Written only before Start.
 type Errors struct {
-	// Builtins are registered before the kinds' codes, the late ones
+	// builtins are registered before the kinds' codes, the late ones
 	// after: an error crosses with the code of the first it matches.
-	Builtins []Builtin
+	builtins []Builtin
 	codes    map[string]error
 }
 
 // NewErrors returns a table with builtins and no application codes.
 func NewErrors(builtins []Builtin) *Errors {
-	return &Errors{Builtins: builtins, codes: map[string]error{}}
+	return &Errors{builtins: builtins, codes: map[string]error{}}
 }
 
 // Check reports why errs cannot be added for kind, without adding them.
@@ -48,7 +48,7 @@ func (t *Errors) Check(kind string, errs map[string]error) error {
 		case strings.HasPrefix(code, ReservedPrefix):
 			return fmt.Errorf("%w %q: error code %q: codes starting with %q are reserved", ErrInvalidKind, kind, code, ReservedPrefix)
 		}
-		for _, b := range t.Builtins {
+		for _, b := range t.builtins {
 			if b.Err == err {
 				return fmt.Errorf("%w %q: error code %q: %v is Tempest's own, with code %q", ErrInvalidKind, kind, code, err, b.Code)
 			}
@@ -76,7 +76,7 @@ func (t *Errors) Add(errs map[string]error) { maps.Copy(t.codes, errs) }
 // Register gives r the built-in codes and the kinds'.
 func (t *Errors) Register(r *wire.Registry) error {
 	builtins := func(late bool) error {
-		for _, b := range t.Builtins {
+		for _, b := range t.builtins {
 			if b.Late != late {
 				continue
 			}

@@ -312,16 +312,11 @@ func (m *Mailer) handleTell(peer string, d *bare.Decoder, frame []byte, trace *T
 		fromRef = from.ref
 	}
 	msg, err := m.decodeBody(v.tag, v.body)
-	switch {
-	case err != nil:
+	if err != nil {
 		err = fmt.Errorf("kind %q: %w", to.ref.Kind(), err) // a tag number means nothing to the sender
-	case to.tags != nil:
-		if err = to.tags.Check(to.ref.Kind(), v.tag, msg); err != nil {
-			m.c.undeclared.Add(1)
-			break
-		}
-		fallthrough
-	default:
+	} else if err = to.tags.Check(to.ref.Kind(), v.tag, msg); err != nil {
+		m.c.undeclared.Add(1)
+	} else {
 		err = m.fence(to.ref, v.epoch)
 	}
 	if err == nil {

@@ -66,6 +66,10 @@ const (
 	// DataID forgets the name's (the leader's, once the name is neither a
 	// raft server nor in gossip).
 	OpDataID Op = "data-id"
+	// OpStore records whether node Name's state store can write (Failing:
+	// why not, or empty when its writes work). Only the node itself
+	// proposes it; a node whose store fails is not eligible (Table.Eligible).
+	OpStore Op = "store"
 )
 
 // Move is one shard change with its precondition: it applies only if the
@@ -90,19 +94,23 @@ type Command struct {
 	Shards   int        `json:"shards,omitempty"`   // OpInit
 	Replicas int        `json:"replicas,omitempty"` // OpInit (0: DefaultReplicas)
 	Node     *NodeInfo  `json:"node,omitempty"`     // OpNode
-	Name     string     `json:"name,omitempty"`     // OpStatus, OpRemove, OpSync, OpHosts (node name)
+	Name     string     `json:"name,omitempty"`     // OpStatus, OpRemove, OpSync, OpHosts, OpStore (node name)
 	Status   NodeStatus `json:"status,omitempty"`   // OpStatus
 	Kinds    []KindSpec `json:"kinds,omitempty"`    // OpHosts
 	Moves    []Move     `json:"moves,omitempty"`    // OpAssign, OpBegin, OpComplete, OpAbort, OpShrink, OpJoin
 	Sets     [][]string `json:"sets,omitempty"`     // OpAssign: Sets[i] is Moves[i]'s new replica set
 	Nonce    string     `json:"nonce,omitempty"`    // OpSync
 	DataID   string     `json:"data_id,omitempty"`  // OpDataID
+	Failing  string     `json:"failing,omitempty"`  // OpStore
 }
 
 const commandVersion = 1
 
 // maxReplicas bounds a replica set's size.
 const maxReplicas = 7
+
+// maxFailingLen bounds OpStore's reason, kept in every table copy.
+const maxFailingLen = 256
 
 // maxCommandSize bounds a decoded command; a whole-table reassignment of
 // 1024 shards is well below it.
@@ -193,9 +201,9 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 			return 0, 0, fmt.Errorf("%w: bad node entry", ErrBadCommand)
 		}
 		n := *c.Node
-		n.Sync, n.Kinds = "", nil
+		n.Sync, n.Kinds, n.StoreFailing = "", nil, ""
 		if old, ok := t.Nodes[n.Name]; ok {
-			n.Sync, n.Kinds = old.Sync, old.Kinds // only OpSync and OpHosts change them
+			n.Sync, n.Kinds, n.StoreFailing = old.Sync, old.Kinds, old.StoreFailing // only OpSync, OpHosts and OpStore change them
 			if sameNode(old, &n) {
 				return 0, 1, nil
 			}
@@ -225,6 +233,18 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 		}
 		changed := n.Sync != c.Nonce
 		n.Sync = c.Nonce
+		return one(changed)
+
+	case OpStore:
+		if len(c.Failing) > maxFailingLen {
+			return 0, 0, fmt.Errorf("%w: store failure of %d bytes", ErrBadCommand, len(c.Failing))
+		}
+		n, ok := t.Nodes[c.Name]
+		if !ok {
+			return 0, 1, nil
+		}
+		changed := n.StoreFailing != c.Failing
+		n.StoreFailing = c.Failing
 		return one(changed)
 
 	case OpDataID:
@@ -394,7 +414,7 @@ func normalizeKinds(in []KindSpec) ([]KindSpec, error) {
 // Forwardable returns nil if node from may have c applied by forwarding
 // it to the leader, by table t, and an error wrapping ErrNotForwardable
 // otherwise. A node proposes changes of its own: its entry (the status
-// it has in t kept), its kinds, its sync barrier, leaving (draining) and
+// it has in t kept), its kinds, its sync barrier, its store's health, leaving (draining) and
 // coming back from it, and the replica sets of the shards it owns (a
 // follower removed or added) or follows (itself removed). Initial
 // placement, moves, failovers and other nodes' entries are the leader's
@@ -422,7 +442,7 @@ func Forwardable(t *Table, from string, c Command) error {
 		if c.Name == from && (c.Status == StatusDraining || (c.Status == StatusUp && self.Status == StatusDraining)) {
 			return nil
 		}
-	case OpHosts, OpSync:
+	case OpHosts, OpSync, OpStore:
 		if c.Name == from {
 			return nil
 		}

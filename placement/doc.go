@@ -16,7 +16,10 @@
 //     kinds it hosts itself, each with its required clauses and a policy
 //     digest (Config.Kinds; gossip carries names, not digests).
 //   - A group's shards are placed only on eligible nodes (Table.Eligible):
-//     up, discharging the group's clauses, hosting its kind, and
+//     up, with a state store that writes (a node whose store fails says
+//     so, OpStore, and is given no shard or replica place until it
+//     reports it writing again), discharging the group's clauses,
+//     hosting its kind, and
 //     publishing the policy digest the cluster agrees on (Table.Policy:
 //     the digest most live hosts publish; on a tie the one whose nodes own
 //     most of the kind's shards). A host that publishes another digest is

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,11 +57,14 @@ type Node struct {
 	refuseCh  chan Move
 	witnessCh chan witnessed
 
-	mu         sync.Mutex
-	started    bool
-	closed     bool
-	leaving    bool
-	verifiedAt time.Time // lease anchor of the last quorum-confirmed leadership check (see leaderAnchor)
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	leaving bool
+	// storeFailing is what ReportStore last said: why this node's state
+	// store cannot write, "" when it can. selfReport proposes it.
+	storeFailing string
+	verifiedAt   time.Time // lease anchor of the last quorum-confirmed leadership check (see leaderAnchor)
 	// verifiedStart is the start of that check: a leader's gaps in
 	// contact are looked for between these, not between anchors, which
 	// may lag a round behind (leaderAnchor) without contact lost.
@@ -691,6 +695,26 @@ func (n *Node) PublishKinds(ctx context.Context, kinds []KindSpec) error {
 	}
 	_, err := n.Propose(ctx, Command{Op: OpHosts, Name: n.cfg.Name, Kinds: kinds})
 	return err
+}
+
+// ReportStore says whether this node's state store can write: failing
+// is why not (truncated to 256 bytes), or "" once its writes work again.
+// The node records it in its table entry (OpStore), retrying until it
+// applied; while it says failing, the node is not eligible for any shard
+// or replica set (Table.Eligible), so the leader hands its shards to
+// other nodes and the owners of the shards it follows replicate to
+// others instead.
+func (n *Node) ReportStore(failing string) {
+	if len(failing) > maxFailingLen {
+		failing = strings.ToValidUTF8(failing[:maxFailingLen], "")
+	}
+	n.mu.Lock()
+	changed := n.storeFailing != failing
+	n.storeFailing = failing
+	n.mu.Unlock()
+	if changed {
+		n.poke()
+	}
 }
 
 // Leave drains this node: it asks for status draining, waits until every
@@ -1422,22 +1446,29 @@ func (n *Node) maybeBootstrap(peers []Peer, now time.Time) {
 }
 
 // selfReport asks for status up when this node, not leaving, finds
-// itself draining in the table (it left earlier and came back).
+// itself draining in the table (it left earlier and came back), and
+// records its store's health (ReportStore) when the table differs.
 func (n *Node) selfReport(ctx context.Context) {
 	n.mu.Lock()
-	leaving := n.leaving
+	leaving, failing := n.leaving, n.storeFailing
 	n.mu.Unlock()
-	if leaving {
-		return
-	}
 	var st NodeStatus
-	published := true
+	published, reported := true, true
 	n.fsm.Read(func(t *Table) {
 		if ni, ok := t.Nodes[n.cfg.Name]; ok {
 			st = ni.Status
 			published = slices.EqualFunc(ni.Kinds, n.kinds, sameKind)
+			reported = ni.StoreFailing == failing
 		}
 	})
+	if !reported {
+		if _, err := n.Propose(ctx, Command{Op: OpStore, Name: n.cfg.Name, Failing: failing}); err != nil {
+			n.log.Debug("placement: report store", logKeyErr, err)
+		}
+	}
+	if leaving {
+		return
+	}
 	if !published {
 		// Only this node knows what it registered; gossip carries at most
 		// the names. Until this applies it owns none of its kinds' shards.

@@ -163,3 +163,84 @@ func TestShrinkAndJoinAreFenced(t *testing.T) {
 		t.Fatal("assign with more sets than moves accepted")
 	}
 }
+
+// A node that reports its state store failing (OpStore) is given no
+// shard and no place in a replica set: its shards move to other nodes,
+// the owners of the shards it follows replicate to others instead, and
+// it is dropped from those sets once a replacement caught up. Reporting
+// its writes working again makes it eligible again.
+func TestStoreFailingNodeIsNotEligible(t *testing.T) {
+	tb, p := replicatedTable(t, 64, 3, "a", "b", "c", "d")
+	owned := len(tb.Owned("d"))
+	if owned == 0 {
+		t.Fatal("d owns no shard to start with")
+	}
+	mustApply(t, tb, placement.Command{Op: placement.OpStore, Name: "d", Failing: "no space left on device"})
+	if got := tb.Nodes["d"].StoreFailing; got != "no space left on device" {
+		t.Fatalf("StoreFailing = %q", got)
+	}
+	if e := tb.Eligible(tk); !slices.Equal(e, []string{"a", "b", "c"}) {
+		t.Fatalf("Eligible = %v, want the three others", e)
+	}
+	// An upsert of its entry (gossip) keeps what only the node reports.
+	mustApply(t, tb, node("d", placement.StatusUp, mf()))
+	if tb.Nodes["d"].StoreFailing == "" {
+		t.Fatal("an OpNode upsert cleared StoreFailing")
+	}
+	var follows []int
+	for i := range 64 {
+		s, _ := tb.Shard(ref(i))
+		if want := tb.WantReplicas(ref(i)); slices.Contains(want, "d") {
+			t.Fatalf("shard %d still wants d as a replica: %v", i, want)
+		}
+		if s.Owner != "d" && slices.Contains(s.Replicas, "d") {
+			follows = append(follows, i)
+		}
+	}
+	begun := 0
+	for _, c := range p.Step(tb, time.Unix(10, 0)) {
+		if c.Op == placement.OpBegin {
+			for _, m := range c.Moves {
+				if m.From != "d" || m.To == "d" {
+					t.Fatalf("move %+v: want only d's shards moving away", m)
+				}
+				begun++
+			}
+		}
+		mustApply(t, tb, c)
+	}
+	if begun == 0 {
+		t.Fatal("no handoff of d's shards began")
+	}
+	// An owner caught up a replacement for d in a set d follows: the
+	// next step drops d from it.
+	i := follows[0]
+	s, _ := tb.Shard(ref(i))
+	var repl string
+	for _, n := range tb.WantReplicas(ref(i)) {
+		if !slices.Contains(s.Replicas, n) {
+			repl = n
+		}
+	}
+	mustApply(t, tb, placement.Command{Op: placement.OpJoin, Moves: []placement.Move{{Shard: ref(i), From: s.Owner, Epoch: s.Epoch, To: repl}}})
+	for _, c := range p.Step(tb, time.Unix(11, 0)) {
+		mustApply(t, tb, c)
+	}
+	if s, _ := tb.Shard(ref(i)); slices.Contains(s.Replicas, "d") || len(s.Replicas) != 3 {
+		t.Fatalf("shard %d after its replacement joined: set %v, want three without d", i, s.Replicas)
+	}
+	// Only d may report d's store; a reason is bounded.
+	if err := placement.Forwardable(tb, "d", placement.Command{Op: placement.OpStore, Name: "d"}); err != nil {
+		t.Fatalf("d forwarding its own report: %v", err)
+	}
+	if err := placement.Forwardable(tb, "a", placement.Command{Op: placement.OpStore, Name: "d", Failing: "x"}); err == nil {
+		t.Fatal("a may forward a report about d")
+	}
+	if r := tb.Apply(placement.Command{Op: placement.OpStore, Name: "d", Failing: string(make([]byte, 257))}); r.Err == nil {
+		t.Fatal("a 257-byte reason applied")
+	}
+	mustApply(t, tb, placement.Command{Op: placement.OpStore, Name: "d"})
+	if e := tb.Eligible(tk); !slices.Contains(e, "d") {
+		t.Fatalf("Eligible after d's writes work again = %v", e)
+	}
+}

@@ -62,6 +62,12 @@ type NodeInfo struct {
 	// host a kind, with the digest the cluster agrees on, receive its
 	// shards.
 	Kinds []KindSpec `json:"kinds,omitempty"`
+	// StoreFailing, when not empty, is why the node's state store cannot
+	// write (a full disk, an I/O error), as the node itself reported it
+	// (OpStore): such a node is not eligible (Eligible), so its shards
+	// are handed to other nodes and its places in replica sets to others
+	// too, until it reports its writes work again.
+	StoreFailing string `json:"store_failing,omitempty"`
 }
 
 // Hosts returns the node's entry for kind and whether it hosts it.
@@ -323,9 +329,10 @@ func (t *Table) RefOf(kind, key string) (ShardRef, error) {
 }
 
 // Eligible returns, sorted by name, the nodes that may receive new
-// shards of group: status up, a manifest that discharges every clause
-// the group requires, and the group's kind hosted with the policy digest
-// the cluster agrees on (Policy). A group that does not exist has none.
+// shards of group: status up, a state store that writes (no
+// StoreFailing), a manifest that discharges every clause the group
+// requires, and the group's kind hosted with the policy digest the
+// cluster agrees on (Policy). A group that does not exist has none.
 func (t *Table) Eligible(group string) []string {
 	g, ok := t.Groups[group]
 	if !ok {
@@ -335,7 +342,7 @@ func (t *Table) Eligible(group string) []string {
 	var out []string
 	for _, name := range t.NodeNames() {
 		n := t.Nodes[name]
-		if n.Status != StatusUp || !n.Manifest.Satisfies(g.Requires) {
+		if n.Status != StatusUp || n.StoreFailing != "" || !n.Manifest.Satisfies(g.Requires) {
 			continue
 		}
 		if k, ok := n.Hosts(group); ok && k.Digest == agreed {

@@ -46,11 +46,15 @@ type BoltStore struct {
 	// failing is the failure of the last group commit, nil once one
 	// commits again (WriteFailure).
 	failing atomic.Pointer[writeFailure]
-	hurt    chan struct{} // closed when damaged is set
-	hurtOne sync.Once
-	wedged  atomic.Bool
-	file    os.FileInfo  // the file opened
-	reach   atomic.Int64 // how far its pages reach (bbolt's high-water mark)
+	probe   prober // checks the disk while commits fail (store_probe.go)
+	// failWrites, when set, fails every commit and probe as a full disk
+	// would (crashhook.FailWrites, for tests).
+	failWrites atomic.Pointer[error]
+	hurt       chan struct{} // closed when damaged is set
+	hurtOne    sync.Once
+	wedged     atomic.Bool
+	file       os.FileInfo  // the file opened
+	reach      atomic.Int64 // how far its pages reach (bbolt's high-water mark)
 
 	invalid InvalidIdentities // found at open
 
@@ -181,9 +185,12 @@ type writeFailure struct {
 
 // WriteFailure reports that the store's writes fail (a full disk, an
 // I/O error): the error of the last group commit, which failed, and the
-// time the failures began; nil once a commit succeeds again. The
+// time the failures began; nil once a commit succeeds again, or the
+// disk takes a write of 16 MiB again (the store checks it every 2 s
+// while its commits fail, since a node may have nothing more to write). The
 // writes' callers are told each time (their asks fail not committed);
-// this is for an operator's view of the node.
+// this is for an operator's view of the node, and for a cluster node to
+// give up its shards meanwhile.
 func (s *BoltStore) WriteFailure() error {
 	f := s.failing.Load()
 	if f == nil {
@@ -535,6 +542,9 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 				if beforeCommit != nil {
 					return beforeCommit()
 				}
+				if err := s.failWrites.Load(); err != nil {
+					return *err
+				}
 				return nil
 			})
 		})
@@ -556,6 +566,7 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 				since = f.since // commits are made one at a time
 			}
 			s.failing.Store(&writeFailure{err: err, since: since})
+			s.startProbe()
 			return
 		}
 		s.failing.Store(nil)
@@ -571,6 +582,13 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 
 func init() {
 	crashhook.Abandon = func(store any) { store.(*BoltStore).abandon() }
+	crashhook.FailWrites = func(store any, err error) {
+		if err == nil {
+			store.(*BoltStore).failWrites.Store(nil)
+		} else {
+			store.(*BoltStore).failWrites.Store(&err)
+		}
+	}
 }
 
 // abandon leaves the store as a killed process would (crashhook.Abandon):
@@ -717,6 +735,7 @@ func (s *BoltStore) DeleteAll(ctx context.Context, ids []Identity) error {
 // Close implements StateStore. It waits for operations in flight and
 // commits the writes PutAsync queued.
 func (s *BoltStore) Close() error {
+	s.stopProbe()
 	s.pmu.Lock()
 	s.pstop = true // decided writes are queued under pmu: all are before the close
 	s.pmu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -550,5 +551,74 @@ func TestWriteFailureLastsUntilACommit(t *testing.T) {
 	}
 	if err := s.WriteFailure(); err != nil {
 		t.Fatalf("after a commit: %v", err)
+	}
+}
+
+// A store whose commits failed reports the failure until its disk takes
+// a write again, also when nothing more is written to it: it checks the
+// disk itself (probeDisk) while the failure lasts, and stops checking
+// once it is over.
+func TestWriteFailureEndsWhenTheDiskTakesWrites(t *testing.T) {
+	dir := t.TempDir()
+	if err := probeDisk(filepath.Join(dir, "state.db")); err != nil {
+		t.Fatalf("the real probe on a writable directory: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Fatalf("the probe left %v behind", left)
+	}
+	s := openBoltAt(t, filepath.Join(dir, "state.db"))
+	defer s.Close()
+	full := errors.New("no space left on device")
+	var (
+		mu     sync.Mutex
+		probes int
+		space  bool
+	)
+	oldEvery, oldProbe := probeEvery, probeDisk
+	probeEvery = time.Millisecond
+	probeDisk = func(string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		probes++
+		if !space {
+			return full
+		}
+		return nil
+	}
+	t.Cleanup(func() { probeEvery, probeDisk = oldEvery, oldProbe })
+	beforeCommit = func() error { return full }
+	t.Cleanup(func() { beforeCommit = nil })
+	ch := make(chan error, 1)
+	s.PutAsync(Identity{Kind: "counter", Key: "k"}, 0, Record{State: []byte("x")}, func(_ uint64, err error) { ch <- err })
+	if err := <-ch; !errors.Is(err, full) {
+		t.Fatalf("put on a full disk: %v", err)
+	}
+	beforeCommit = nil
+	probed := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return probes
+	}
+	for probed() < 5 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.WriteFailure(); !errors.Is(err, full) {
+		t.Fatalf("WriteFailure while the probes fail: %v", err)
+	}
+	mu.Lock()
+	space = true
+	mu.Unlock()
+	for s.WriteFailure() != nil {
+		time.Sleep(time.Millisecond)
+	}
+	// The probing stops with the failure: its goroutine ends.
+	for {
+		s.probe.mu.Lock()
+		running := s.probe.running
+		s.probe.mu.Unlock()
+		if !running {
+			break
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

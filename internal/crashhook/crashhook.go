@@ -1,6 +1,6 @@
-// Package crashhook lets a node's test crash (testhooks.Halt) leave its
-// state store as a killed process would, without widening prospero's
-// public API: prospero sets Abandon in its init.
+// Package crashhook lets a node's tests fault its state store (leave it
+// as a killed process would, fill its disk) without widening prospero's
+// public API: prospero sets the functions in its init.
 package crashhook
 
 // Abandon stops a *prospero.BoltStore (passed as any) as a kill would
@@ -9,3 +9,8 @@ package crashhook
 // process leaves behind (the database as of its last commit, the pending
 // log) is what the next open finds. The store must still be closed.
 var Abandon func(store any)
+
+// FailWrites makes every commit of a *prospero.BoltStore (passed as
+// any) fail with err, and its check of the disk too, as a full disk
+// would; a nil err ends that.
+var FailWrites func(store any, err error)

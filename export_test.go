@@ -2,12 +2,24 @@ package tempest
 
 import (
 	"context"
+	"time"
 
 	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/internal/crashhook"
 	"github.com/tempest-actors/tempest/internal/tracing"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/reminders"
 )
+
+// FailStoreWrites makes every commit of n's state store fail with err,
+// as a full disk would; nil ends it. hold is how long its writes must
+// work again before n reports them working (0: the default).
+func FailStoreWrites(n *Node, err error, hold time.Duration) {
+	if hold > 0 {
+		n.eng.SetStoreHold(hold)
+	}
+	crashhook.FailWrites(n.store, err)
+}
 
 // Halt stops n as a crash would, as far as the cluster can tell.
 func Halt(ctx context.Context, n *Node) error { return n.close(ctx, false) }

@@ -739,7 +739,9 @@ func (n *Node) StoreDamage() error {
 // (every read and write of state at rest fails with prospero.ErrCorrupt
 // naming the file until the node restarts and checks it), its state
 // store's writes fail (a full disk: the asks that change persisted state
-// fail not committed until a write commits again), or turns
+// fail not committed until a write commits again or the store's check of
+// the disk succeeds; in a cluster the node gives up its shards and
+// replica places meanwhile), or turns
 // abandoned past their budget that
 // have not returned hold more goroutines than the scheduler's
 // replacement cap allows, so its pool runs short of workers. The node

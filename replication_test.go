@@ -572,3 +572,83 @@ func TestPlannedMoveToInSyncFollowerIsAPromotion(t *testing.T) {
 	}
 	checkSingleActivation(t, c)
 }
+
+// A node whose state store cannot write (its disk full) gives up its
+// places in replica sets and its shards, so every set keeps three copies
+// while the disk is full; no acknowledged Add is lost, and once its
+// writes work again it takes shards and places back. The counters here
+// are owned by the other nodes: the victim learns of the failure as their
+// follower (an owner's own failed commit of writes it sent ahead damages
+// its store instead, and the agent exits so that its shards fail over).
+func TestStoreFailingNodeHandsOffItsShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := demoCluster(t, tempesttest.Options{Nodes: 4})
+	n1 := c.Node("n1")
+	var victim string
+	for _, n := range c.Nodes() {
+		if n.Name() != n1.Leader() {
+			victim = n.Name()
+		}
+	}
+	v := c.Node(victim)
+	var keys []string
+	for k := 0; len(keys) < 8; k++ {
+		key := fmt.Sprintf("f%d", k)
+		tb := n1.Table()
+		ref, _ := tb.RefOf(demo.Counter, key)
+		if s, ok := tb.Shard(ref); ok && s.Owner != victim && slices.Contains(s.Replicas, victim) {
+			keys = append(keys, key)
+		}
+	}
+	var askers []*tempest.Node
+	for _, n := range c.Nodes() {
+		if n.Name() != victim {
+			askers = append(askers, n)
+		}
+	}
+	acked, sent := addAll(t, askers, keys, 3)
+	merge := func(a, s map[string]int) {
+		for k, n := range a {
+			acked[k] += n
+		}
+		for k, n := range s {
+			sent[k] += n
+		}
+	}
+	tempest.FailStoreWrites(v, errors.New("no space left on device"), 2*time.Second)
+	settledWithout := func() bool {
+		tb := n1.Table()
+		if tb.Nodes[victim] == nil || tb.Nodes[victim].StoreFailing == "" || len(tb.Owned(victim)) > 0 || len(tb.UnderReplicated()) > 0 {
+			return false
+		}
+		for _, gn := range tb.GroupNames() {
+			for _, s := range tb.Groups[gn].Shards {
+				if slices.Contains(s.Replicas, victim) || s.MovingTo != "" {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	// Writes find the failure: the batches the victim receives.
+	waitFor(t, 60*time.Second, victim+" owning and following nothing, every set whole without it", func() bool {
+		merge(addAll(t, askers, keys, 1))
+		return settledWithout()
+	})
+	merge(addAll(t, askers, keys, 3))
+	tempest.FailStoreWrites(v, nil, 0)
+	waitFor(t, 60*time.Second, victim+" owning shards again", func() bool {
+		tb := n1.Table()
+		return tb.Nodes[victim] != nil && tb.Nodes[victim].StoreFailing == "" && len(tb.Owned(victim)) > 0 && len(tb.UnderReplicated()) == 0
+	})
+	c.WaitSettled()
+	for _, key := range keys {
+		v, err := counterValue(ctxT(t), n1, key)
+		if err != nil || v < int64(acked[key]) || v > int64(sent[key]) {
+			t.Errorf("counter %s: %d (%v), acknowledged %d, sent %d", key, v, err, acked[key], sent[key])
+		}
+	}
+	checkSingleActivation(t, c)
+}

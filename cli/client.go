@@ -336,12 +336,7 @@ func newPlacementCmd() *cobra.Command {
 			}
 			fmt.Fprintf(out, "leader: %s\nepoch: %d (raft term %d)\nshards: %d per group, %d groups, %d moving, %d unassigned\nreplicas: %d per shard, %d shards under-replicated\n",
 				orDash(p.Leader), p.Epoch, p.Term, p.ShardCount, p.Groups, p.Moving, p.Unassigned, p.Replicas, p.UnderReplicated)
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tSTATUS\tSHARDS\tREPLICA OF")
-			for _, n := range p.Nodes {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", safe(n.Name), safe(n.Status), n.Shards, n.Follows)
-			}
-			if err := tw.Flush(); err != nil {
+			if err := printNodes(out, p.Nodes); err != nil {
 				return err
 			}
 			if err := printReplication(out, p.Node, p.Replication); err != nil {
@@ -534,6 +529,31 @@ func printPolicies(out io.Writer, views []placement.PolicyView) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", safe(v.Kind), short(v.Digest), orDash(strings.Join(v.Agree, ",")), differ)
 	}
 	return tw.Flush()
+}
+
+// printNodes lists the table's nodes with what each owns and follows,
+// and why a node's state store fails, if one does.
+func printNodes(out io.Writer, nodes []httpapi.PlacementNode) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATUS\tSHARDS\tREPLICA OF")
+	for _, n := range nodes {
+		status := n.Status
+		if n.StoreFailing != "" {
+			status += ", store failing"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", safe(n.Name), safe(status), n.Shards, n.Follows)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if n.StoreFailing != "" {
+			if _, err := fmt.Fprintf(out, "%s: state store failing, given no shards or replicas: %s\n", safe(n.Name), safe(n.StoreFailing)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // printReplication prints the lag of each follower of the shards node

@@ -307,6 +307,28 @@ func TestReplicationLagIsShown(t *testing.T) {
 	}
 }
 
+// TestStoreFailingIsShown: tempest placement marks a node whose state
+// store cannot write, and says why, quoting what the node reported.
+func TestStoreFailingIsShown(t *testing.T) {
+	var out bytes.Buffer
+	nodes := []httpapi.PlacementNode{
+		{Name: "n1", Status: "up", Shards: 40, Follows: 80},
+		{Name: "n2", Status: "up", StoreFailing: "state store writes failing since 2026-12-06T21:00:00Z: no space left on device\x1b[2J"},
+	}
+	if err := printNodes(&out, nodes); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"n1  ", "up  ", "40", "n2", "up, store failing", "n2: state store failing, given no shards or replicas: ", "no space left on device"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("placement output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "\x1b") || strings.Count(got, "store failing") != 2 {
+		t.Fatalf("placement output:\n%q", got)
+	}
+}
+
 // TestPolicyDisagreementIsShown: tempest placement lists each kind's
 // agreed policy and the nodes that differ; tempest status warns about
 // them.

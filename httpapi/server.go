@@ -235,6 +235,10 @@ type PlacementNode struct {
 	// Follows counts the shards whose in-sync replica set has this node
 	// as a follower (a copy of their state at rest).
 	Follows int `json:"follows"`
+	// StoreFailing, when set, is why the node's state store cannot write,
+	// as the node reported it: it is given no shard and no place in a
+	// replica set until its writes work again.
+	StoreFailing string `json:"store_failing,omitempty"`
 	// Kinds are the kinds the node published, with requirements and
 	// policy digests.
 	Kinds []placement.KindSpec `json:"kinds,omitempty"`
@@ -1117,7 +1121,7 @@ func (s *Server) placement(w http.ResponseWriter, _ *http.Request) {
 	out.UnderReplicated = len(t.UnderReplicated())
 	for _, name := range t.NodeNames() {
 		ni := t.Nodes[name]
-		out.Nodes = append(out.Nodes, PlacementNode{Name: name, Status: ni.Status.String(), Shards: owned[name], Follows: follows[name], Kinds: ni.Kinds})
+		out.Nodes = append(out.Nodes, PlacementNode{Name: name, Status: ni.Status.String(), Shards: owned[name], Follows: follows[name], StoreFailing: ni.StoreFailing, Kinds: ni.Kinds})
 	}
 	for _, k := range t.KindNames() {
 		out.Policies = append(out.Policies, t.Policy(k))

@@ -70,19 +70,23 @@ type Engine struct {
 	cfg   Config
 	run   Deps
 	pause *pauseGates // set before Start by MakePausable; nil: not pausable
-	net   network     // set before Start by Simulate; nil: QUIC and memberlist
-	name  string
-	log   *slog.Logger
-	reg   *wire.Registry
-	rem   *route.Router
-	tr    transport
-	pconn net.PacketConn // the QUIC socket, when this cluster opened it (pausable nodes)
-	ml    gossip
-	pl    *placement.Node
-	peers *peerView
-	prove *membership.Prover   // the QUIC identities of gossip members (peerView admits only proven ones)
-	fed   *federation.Endpoint // the federation protocol on the control lanes
-	fedTr *fedSender
+	// storeHealth is what the fence loop reports of the state store
+	// (storehealth.go); owned by that loop once started.
+	storeHealth storeHealth
+	storeHold   atomic.Int64 // its first hold (SetStoreHold)
+	net         network      // set before Start by Simulate; nil: QUIC and memberlist
+	name        string
+	log         *slog.Logger
+	reg         *wire.Registry
+	rem         *route.Router
+	tr          transport
+	pconn       net.PacketConn // the QUIC socket, when this cluster opened it (pausable nodes)
+	ml          gossip
+	pl          *placement.Node
+	peers       *peerView
+	prove       *membership.Prover   // the QUIC identities of gossip members (peerView admits only proven ones)
+	fed         *federation.Endpoint // the federation protocol on the control lanes
+	fedTr       *fedSender
 	// placed is set once pl is (see starting).
 	placed atomic.Bool
 	// askPolicies are the kinds' deadline policies in the applied table
@@ -131,6 +135,7 @@ func New(cfg Config, h Host) *Engine {
 		indexKick: make(chan struct{}, 1), warmed: map[warmKey]bool{},
 		movingOut: map[placement.ShardRef][]prospero.Identity{}}
 	c.warmHandoff.Store(true)
+	c.storeHold.Store(int64(defaultStoreHold))
 	return c
 }
 
@@ -581,6 +586,7 @@ func (c *Engine) fenceLoop() {
 		case <-tick.C:
 		}
 		c.dropDownLinks(down)
+		c.watchStore(c.cfg.Clock.Now())
 		if c.run.Replicas != nil && !c.pl.LeaseFresh(c.cfg.Clock.Now()) {
 			// A replica that stopped answering must not hold this
 			// node's writes, and the passivations below behind them,

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"net"
+	"time"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/prospero"
@@ -66,3 +67,7 @@ func (c *Engine) TellStamped(peer string, epoch uint64, to actor.Ref, msg any) e
 func (c *Engine) DialReplica(ctx context.Context, peer string) (net.Conn, error) {
 	return c.dialReplica(ctx, peer)
 }
+
+// SetStoreHold sets how long the state store's writes must work before
+// the node reports them working again (default 10 s; storehealth.go).
+func (c *Engine) SetStoreHold(d time.Duration) { c.storeHold.Store(int64(d)) }

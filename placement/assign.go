@@ -439,23 +439,29 @@ func (p *Planner) step(t *Table, now time.Time) []Command {
 				delete(p.failed, ref) // settled where it should be, or placed afresh
 			}
 			switch {
+			case s.Owner != "" && owner != nil && owner.Status == StatusDown:
+				// Before the check for a target: with no eligible node
+				// (every survivor's store failing, say) the shard still
+				// fails over to a live follower holding its records.
+				if end, ok := p.fenceEnds(s.Owner); ok && !now.Before(end) {
+					if to, set := failoverTarget(t, gn, i, s, eligible, target); to != "" {
+						assigns = append(assigns, Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: to})
+						sets = append(sets, set)
+					}
+				}
 			case target == "":
 			case s.Owner == "" || owner == nil:
 				// Nothing was ever committed here (or its owner left the
 				// table): every wanted replica is trivially in sync.
 				assigns = append(assigns, Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: target})
 				sets = append(sets, slices.Clone(ranked)) // ranked is the cache's
-			case owner.Status == StatusDown:
-				if end, ok := p.fenceEnds(s.Owner); ok && !now.Before(end) {
-					to, set := failoverTarget(t, gn, i, s, eligible, target)
-					assigns = append(assigns, Move{Shard: ref, From: s.Owner, Epoch: s.Epoch, To: to})
-					sets = append(sets, set)
-				}
 			case target == s.Owner:
 				shrinks = append(shrinks, staleReplicas(t, ref, s, ranked)...)
 			default:
 				shrinks = append(shrinks, staleReplicas(t, ref, s, ranked)...)
-				draining := owner.Status == StatusDraining
+				// A draining owner's moves go first, and so do those of an
+				// owner whose store fails: its writes fail until they move.
+				draining := owner.Status == StatusDraining || owner.StoreFailing != ""
 				if f, ok := p.backingOff(ref, target, now); ok {
 					// Its last handoff there was aborted: let the old owner
 					// recover, and the target get ready, first. A draining

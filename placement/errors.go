@@ -43,7 +43,8 @@ var (
 	ErrBehind = errors.New("placement: local table is behind the caller's epoch")
 	// ErrNoDrainTarget: Leave cannot hand this node's shards to anyone:
 	// no other node in the table is up (the others are draining too, as
-	// when a whole cluster stops, or down). The shards stay with this
+	// when a whole cluster stops, or down, or their state stores cannot
+	// write). The shards stay with this
 	// node, at rest in its store and on their replicas.
 	ErrNoDrainTarget = errors.New("placement: no other node is up to take this node's shards")
 	// ErrNotLeader: the operation needs the raft leader and no forwarder

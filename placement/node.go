@@ -62,8 +62,10 @@ type Node struct {
 	closed  bool
 	leaving bool
 	// storeFailing is what ReportStore last said: why this node's state
-	// store cannot write, "" when it can. selfReport proposes it.
+	// store cannot write, "" when it can; storeKnown once it said
+	// anything. selfReport proposes it.
 	storeFailing string
+	storeKnown   bool
 	verifiedAt   time.Time // lease anchor of the last quorum-confirmed leadership check (see leaderAnchor)
 	// verifiedStart is the start of that check: a leader's gaps in
 	// contact are looked for between these, not between anchors, which
@@ -698,31 +700,43 @@ func (n *Node) PublishKinds(ctx context.Context, kinds []KindSpec) error {
 }
 
 // ReportStore says whether this node's state store can write: failing
-// is why not (truncated to 256 bytes), or "" once its writes work again.
+// is why not (made valid UTF-8 and cut to 256 bytes), or "" once its
+// writes work again. Until it is first called the node proposes nothing
+// about its store, whatever its table entry says.
 // The node records it in its table entry (OpStore), retrying until it
 // applied; while it says failing, the node is not eligible for any shard
 // or replica set (Table.Eligible), so the leader hands its shards to
 // other nodes and the owners of the shards it follows replicate to
 // others instead.
 func (n *Node) ReportStore(failing string) {
-	if len(failing) > maxFailingLen {
-		failing = strings.ToValidUTF8(failing[:maxFailingLen], "")
-	}
+	failing = storeReason(failing)
 	n.mu.Lock()
-	changed := n.storeFailing != failing
-	n.storeFailing = failing
+	changed := n.storeFailing != failing || !n.storeKnown
+	n.storeFailing, n.storeKnown = failing, true
 	n.mu.Unlock()
 	if changed {
 		n.poke()
 	}
 }
 
+// storeReason is failing as raft's JSON carries it unchanged: valid
+// UTF-8 (JSON would replace each bad byte with three), at most
+// maxFailingLen bytes. Otherwise the table's copy would never equal the
+// node's, and it would propose its report again at every step.
+func storeReason(failing string) string {
+	failing = strings.ToValidUTF8(failing, "")
+	if len(failing) > maxFailingLen {
+		failing = strings.ToValidUTF8(failing[:maxFailingLen], "")
+	}
+	return failing
+}
+
 // Leave drains this node: it asks for status draining, waits until every
 // shard it owns has been handed off (or ctx ends), and, if it is the
 // leader, transfers leadership. Call it before membership's leave. Once
 // this node is draining while it still owns shards and no other node in
-// the table is up, nothing can take them: it returns ErrNoDrainTarget
-// then rather than wait for ctx.
+// the table is up with a store that writes, nothing can take them: it
+// returns ErrNoDrainTarget then rather than wait for ctx.
 func (n *Node) Leave(ctx context.Context) error {
 	n.mu.Lock()
 	n.leaving = true
@@ -741,7 +755,7 @@ func (n *Node) Leave(ctx context.Context) error {
 				status = ni.Status
 			}
 			for name, ni := range t.Nodes {
-				if name != n.cfg.Name && ni.Status == StatusUp {
+				if name != n.cfg.Name && ni.Status == StatusUp && ni.StoreFailing == "" {
 					up++
 				}
 			}
@@ -1450,7 +1464,7 @@ func (n *Node) maybeBootstrap(peers []Peer, now time.Time) {
 // records its store's health (ReportStore) when the table differs.
 func (n *Node) selfReport(ctx context.Context) {
 	n.mu.Lock()
-	leaving, failing := n.leaving, n.storeFailing
+	leaving, failing, known := n.leaving, n.storeFailing, n.storeKnown
 	n.mu.Unlock()
 	var st NodeStatus
 	published, reported := true, true
@@ -1458,7 +1472,7 @@ func (n *Node) selfReport(ctx context.Context) {
 		if ni, ok := t.Nodes[n.cfg.Name]; ok {
 			st = ni.Status
 			published = slices.EqualFunc(ni.Kinds, n.kinds, sameKind)
-			reported = ni.StoreFailing == failing
+			reported = !known || ni.StoreFailing == failing
 		}
 	})
 	if !reported {

@@ -244,3 +244,61 @@ func TestStoreFailingNodeIsNotEligible(t *testing.T) {
 		t.Fatalf("Eligible after d's writes work again = %v", e)
 	}
 }
+
+// A down owner's shard fails over to its in-sync follower even when that
+// follower's store fails and no node is eligible: losing the records
+// would be worse than a follower whose disk is full.
+func TestDownOwnerFailsOverToAStoreFailingFollower(t *testing.T) {
+	for _, failing := range []bool{false, true} {
+		tb, p := replicatedTable(t, 16, 2, "a", "b")
+		if failing {
+			mustApply(t, tb, placement.Command{Op: placement.OpStore, Name: "b", Failing: "no space left on device"})
+		}
+		shard := -1
+		for i := range 16 {
+			if s, _ := tb.Shard(ref(i)); s.Owner == "a" && s.InSync("b") {
+				shard = i
+				break
+			}
+		}
+		if shard < 0 {
+			t.Fatal("a owns no shard that b follows")
+		}
+		mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "a", Status: placement.StatusDown})
+		for _, at := range []int64{10, 20, 30} {
+			for _, c := range p.Step(tb, time.Unix(at, 0)) {
+				mustApply(t, tb, c)
+			}
+		}
+		if s, _ := tb.Shard(ref(shard)); s.Owner != "b" {
+			t.Errorf("b failing=%v: shard %d still owned by %q (set %v)", failing, shard, s.Owner, s.Replicas)
+		}
+	}
+}
+
+// The moves of an owner whose store fails go first, as a draining
+// owner's do: its writes fail until its shards have moved.
+func TestStoreFailingOwnerMovesFirst(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 64, Replicas: 1})
+	for _, n := range []string{"a", "b"} {
+		upNode(t, tb, n, mf())
+	}
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: time.Second, MaxMoving: 2})
+	for _, c := range p.Step(tb, time.Unix(0, 0)) {
+		mustApply(t, tb, c)
+	}
+	// A newcomer wins some shards of both; b's store fails: b's moves
+	// take the two slots.
+	upNode(t, tb, "c", mf())
+	mustApply(t, tb, placement.Command{Op: placement.OpStore, Name: "b", Failing: "no space left on device"})
+	var begun []placement.Move
+	for _, c := range p.Step(tb, time.Unix(1, 0)) {
+		if c.Op == placement.OpBegin {
+			begun = append(begun, c.Moves...)
+		}
+	}
+	if len(begun) != 2 || begun[0].From != "b" || begun[1].From != "b" {
+		t.Fatalf("begun %+v: want two of b's moves first", begun)
+	}
+}

@@ -185,9 +185,10 @@ type writeFailure struct {
 
 // WriteFailure reports that the store's writes fail (a full disk, an
 // I/O error): the error of the last group commit, which failed, and the
-// time the failures began; nil once a commit succeeds again, or the
-// disk takes a write of 16 MiB again (the store checks it every 2 s
-// while its commits fail, since a node may have nothing more to write). The
+// time the failures began; nil once the file system has room for its
+// writes again (the store looks every 2 s while its commits fail, since
+// a node may have nothing more to write, and at each commit that
+// succeeds meanwhile; see store_probe.go). The
 // writes' callers are told each time (their asks fail not committed);
 // this is for an operator's view of the node, and for a cluster node to
 // give up its shards meanwhile.
@@ -569,7 +570,11 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 			s.startProbe()
 			return
 		}
-		s.failing.Store(nil)
+		if f := s.failing.Load(); f != nil && s.roomToWrite() {
+			// A small commit succeeds on a full disk (into pages the
+			// file has): the failure is over only once there is room.
+			s.failing.CompareAndSwap(f, nil)
+		}
 		if last != 0 {
 			s.decidedCommitted(group, last)
 			if name, err := s.checkPending(); err != nil {

@@ -554,19 +554,23 @@ func TestWriteFailureLastsUntilACommit(t *testing.T) {
 	}
 }
 
-// A store whose commits failed reports the failure until its disk takes
-// a write again, also when nothing more is written to it: it checks the
-// disk itself (probeDisk) while the failure lasts, and stops checking
-// once it is over.
+// A store whose commits failed reports the failure until its disk has
+// room again, also when nothing more is written to it and when a small
+// commit succeeds meanwhile: it checks the disk itself (probeDisk) while
+// the failure lasts, and stops checking once it is over.
 func TestWriteFailureEndsWhenTheDiskTakesWrites(t *testing.T) {
 	dir := t.TempDir()
-	if err := probeDisk(filepath.Join(dir, "state.db")); err != nil {
-		t.Fatalf("the real probe on a writable directory: %v", err)
+	free, size, err := diskSpace(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
-		t.Fatalf("the probe left %v behind", left)
+	if err := probeDisk(filepath.Join(dir, "state.db")); (err == nil) != (free >= min(probeRoom, size/10)) {
+		t.Fatalf("the real probe with %d of %d bytes free: %v", free, size, err)
 	}
 	s := openBoltAt(t, filepath.Join(dir, "state.db"))
+	// Closed twice (the StateStore contract), the second time with the
+	// probe stopped already.
+	defer s.Close()
 	defer s.Close()
 	full := errors.New("no space left on device")
 	var (
@@ -604,6 +608,15 @@ func TestWriteFailureEndsWhenTheDiskTakesWrites(t *testing.T) {
 	}
 	if err := s.WriteFailure(); !errors.Is(err, full) {
 		t.Fatalf("WriteFailure while the probes fail: %v", err)
+	}
+	// A small commit succeeds on a full disk, into pages the file has:
+	// the failure stands while there is no room.
+	s.PutAsync(Identity{Kind: "counter", Key: "k2"}, 0, Record{State: []byte("y")}, func(_ uint64, err error) { ch <- err })
+	if err := <-ch; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteFailure(); !errors.Is(err, full) {
+		t.Fatalf("WriteFailure after a commit with no room: %v", err)
 	}
 	mu.Lock()
 	space = true

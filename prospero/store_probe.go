@@ -1,9 +1,8 @@
 package prospero
 
 import (
-	"errors"
-	"math/rand/v2"
-	"os"
+	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -12,18 +11,19 @@ import (
 // it (WriteFailure) until a commit succeeds again. A node with nothing to
 // write, such as one whose shards moved away because its store failed,
 // would then report it forever; so while its commits fail, the store
-// checks the disk itself, every probeEvery, by writing probeSize bytes
-// to a file beside it (PATH.probe), syncing and removing it. Once that
-// succeeds, WriteFailure reports nil again, as after a commit; a write
-// that fails later reports the failure anew.
-//
-// probeSize is bbolt's allocation step (it grows a file larger than that
-// by 16 MiB at a time): a disk that cannot take it may fail the next
-// commit that needs to grow the file. The bytes are random so that a
-// compressing file system stores all of them.
+// looks at the file system's free space every probeEvery, and reports
+// its writes working again once there is room for them (a commit that
+// succeeds meanwhile, into pages the file has, ends the failure only if
+// there is) (enough for
+// bbolt to grow the file, which it does by up to 16 MiB at a time, and
+// for a raft log segment beside it): probeRoom, or a tenth of the file
+// system when that is less. It writes nothing to find out, so it never
+// takes the room that writers on the same disk are waiting for. A write
+// that fails later, for want of space or for another reason (an I/O
+// error the free space does not show), reports the failure anew.
 var probeEvery = 2 * time.Second
 
-const probeSize = 16 << 20
+const probeRoom = 32 << 20
 
 // prober runs a store's probes: one goroutine at most, started by the
 // first failed commit and ended by a successful probe or Close.
@@ -35,24 +35,23 @@ type prober struct {
 	wg      sync.WaitGroup
 }
 
-// probeDisk is the check, a variable for tests.
+// probeDisk is the check, a variable for tests: nil when the file system
+// holding path has room for the store's writes.
 var probeDisk = func(path string) error {
-	name := path + ".probe"
-	f, err := os.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	free, size, err := diskSpace(filepath.Dir(path))
 	if err != nil {
 		return err
 	}
-	defer os.Remove(name)
-	buf := make([]byte, 1<<20)
-	r := rand.NewChaCha8([32]byte{})
-	_, _ = r.Read(buf)
-	for n := 0; n < probeSize && err == nil; n += len(buf) {
-		_, err = f.Write(buf)
+	if need := min(probeRoom, size/10); free < need {
+		return fmt.Errorf("prospero: %d bytes free beside %s, want %d", free, path, need)
 	}
-	if err == nil {
-		err = f.Sync()
-	}
-	return errors.Join(err, f.Close())
+	return nil
+}
+
+// roomToWrite reports whether the store's file system has room for its
+// writes (probeDisk), as a test's FailWrites says it has not.
+func (s *BoltStore) roomToWrite() bool {
+	return s.failWrites.Load() == nil && probeDisk(s.path) == nil
 }
 
 // startProbe starts the probe goroutine unless it runs or the store is
@@ -84,7 +83,7 @@ func (s *BoltStore) probeLoop() {
 		case <-t.C:
 		}
 		f := s.failing.Load()
-		if f != nil && s.failWrites.Load() == nil && probeDisk(s.path) == nil {
+		if f != nil && s.roomToWrite() {
 			// Only the failure seen before the probe: one that a commit
 			// reported meanwhile stands.
 			s.failing.CompareAndSwap(f, nil)
@@ -103,10 +102,10 @@ func (s *BoltStore) probeLoop() {
 func (s *BoltStore) stopProbe() {
 	p := &s.probe
 	p.mu.Lock()
-	p.closed = true
-	if p.stop != nil {
+	if !p.closed && p.stop != nil {
 		close(p.stop)
 	}
+	p.closed = true
 	p.mu.Unlock()
 	p.wg.Wait()
 }

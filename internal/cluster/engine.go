@@ -73,6 +73,7 @@ type Engine struct {
 	// storeHealth is what the fence loop reports of the state store
 	// (storehealth.go); owned by that loop once started.
 	storeHealth storeHealth
+	storeSeeded bool         // storeHealth took the table's word (watchStore)
 	storeHold   atomic.Int64 // its first hold (SetStoreHold)
 	net         network      // set before Start by Simulate; nil: QUIC and memberlist
 	name        string

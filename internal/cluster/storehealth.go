@@ -3,6 +3,8 @@ package cluster
 import (
 	"log/slog"
 	"time"
+
+	"github.com/tempest-actors/tempest/placement"
 )
 
 // A node whose state store cannot write (a full disk, an I/O error, a
@@ -16,6 +18,8 @@ import (
 // and that they work again only once they have worked for a hold time,
 // which doubles each time they fail again soon after: a disk that fills
 // again as soon as the shards come back does not move them to and fro.
+// A node that restarts while its table entry says its store fails
+// starts that hold afresh rather than reporting at once that it works.
 
 const (
 	// defaultStoreHold is how long writes must work before a node whose
@@ -78,6 +82,21 @@ func (c *Engine) watchStore(now time.Time) {
 		failure = err.Error()
 	}
 	c.storeHealth.base = time.Duration(c.storeHold.Load())
+	if !c.storeSeeded {
+		// After a restart the table may say this node's store failed:
+		// that stands until the hold has passed, as if the node had
+		// never stopped. Read once the table is current (the lease is
+		// fresh only after a sync barrier this node requested applied).
+		if failure == "" && !c.pl.LeaseFresh(now) {
+			return
+		}
+		c.pl.FSM().Read(func(t *placement.Table) {
+			if ni := t.Nodes[c.name]; ni != nil && ni.StoreFailing != "" {
+				c.storeHealth.reported, c.storeHealth.hold = ni.StoreFailing, c.storeHealth.base
+			}
+		})
+		c.storeSeeded = true
+	}
 	was := c.storeHealth.reported
 	r := c.storeHealth.observe(failure, now)
 	switch {

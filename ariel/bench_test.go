@@ -2,6 +2,7 @@ package ariel_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -254,84 +255,125 @@ func BenchmarkFanIn(b *testing.B) {
 const fanOut = 1000
 
 // BenchmarkFanOut: one sender to 1,000 receivers; ns per message.
+// ariel-unshared is the scheduler without recruiting (RecruitWork < 0):
+// the sending worker runs every group it seized itself.
 func BenchmarkFanOut(b *testing.B) {
-	b.Run("ariel", func(b *testing.B) {
-		s := benchSched(b, ariel.Config{})
-		var left atomic.Int64
-		left.Store(int64(b.N))
-		done := make(chan struct{})
-		recv := actor.Func(func(ctx actor.Context, msg any) {
-			if _, ok := msg.(*ball); ok && left.Add(-1) == 0 {
+	b.Run("ariel", func(b *testing.B) { benchFanOut(b, ariel.Config{}, 0) })
+	b.Run("ariel-unshared", func(b *testing.B) { benchFanOut(b, ariel.Config{RecruitWork: -1}, 0) })
+	b.Run("chan", func(b *testing.B) { benchFanOutChan(b, 0) })
+}
+
+// BenchmarkFanOutWork is BenchmarkFanOut with work in every turn (spin
+// rounds; about 1 and 5µs on the reference machine): the fan-out a worker
+// shares with idle ones once each turn carries enough of it.
+func BenchmarkFanOutWork(b *testing.B) {
+	for _, work := range []int{400, 4000} {
+		b.Run(fmt.Sprintf("spin=%d", work), func(b *testing.B) {
+			b.Run("ariel", func(b *testing.B) { benchFanOut(b, ariel.Config{}, work) })
+			b.Run("ariel-unshared", func(b *testing.B) { benchFanOut(b, ariel.Config{RecruitWork: -1}, work) })
+			b.Run("chan", func(b *testing.B) { benchFanOutChan(b, work) })
+		})
+	}
+}
+
+var spinSink atomic.Uint64
+
+// spin does n rounds of arithmetic the compiler cannot drop.
+func spin(n int) {
+	if n == 0 {
+		return
+	}
+	x := uint64(n)
+	for i := 0; i < n; i++ {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	spinSink.Add(x & 1)
+}
+
+func benchFanOut(b *testing.B, cfg ariel.Config, work int) {
+	s := benchSched(b, cfg)
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	done := make(chan struct{})
+	recv := actor.Func(func(ctx actor.Context, msg any) {
+		if _, ok := msg.(*ball); ok {
+			spin(work)
+			if left.Add(-1) == 0 {
 				close(done)
 			}
-		})
-		refs := make([]actor.Ref, fanOut)
-		for i := range refs {
-			refs[i], _ = s.Spawn(recv)
 		}
-		m := &ball{}
-		sent := 0
-		src, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
-			if _, ok := msg.(more); !ok {
-				return
-			}
-			// One round over every receiver per turn.
-			for i := 0; i < fanOut && sent < b.N; i++ {
-				if ctx.Tell(refs[i], m) == nil {
-					sent++
-				}
-			}
-			if sent < b.N {
-				_ = ctx.Tell(ctx.Self(), more{})
-			}
-		}))
-		if b.N == 0 {
+	})
+	refs := make([]actor.Ref, fanOut)
+	for i := range refs {
+		refs[i], _ = s.Spawn(recv)
+	}
+	m := &ball{}
+	sent := 0
+	src, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if _, ok := msg.(more); !ok {
 			return
 		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu := cpuPerOp(b)
-		_ = s.Tell(src, more{})
-		<-done
-		cpu()
-		b.StopTimer()
-		b.ReportMetric(float64(s.Stats().Seized)/float64(b.N)*1000, "seized/kmsg")
-	})
-	b.Run("chan", func(b *testing.B) {
-		chans := make([]chan *ball, fanOut)
-		var wg sync.WaitGroup
-		var left atomic.Int64
-		left.Store(int64(b.N))
-		done := make(chan struct{})
-		for i := range chans {
-			chans[i] = make(chan *ball, 1024)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range chans[i] {
-					if left.Add(-1) == 0 {
-						close(done)
-					}
+		// One round over every receiver per turn.
+		for i := 0; i < fanOut && sent < b.N; i++ {
+			if ctx.Tell(refs[i], m) == nil {
+				sent++
+			}
+		}
+		if sent < b.N {
+			_ = ctx.Tell(ctx.Self(), more{})
+		}
+	}))
+	if b.N == 0 {
+		return
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuPerOp(b)
+	_ = s.Tell(src, more{})
+	<-done
+	cpu()
+	b.StopTimer()
+	st := s.Stats()
+	b.ReportMetric(float64(st.Seized)/float64(b.N)*1000, "seized/kmsg")
+	b.ReportMetric(float64(st.Recruited)/float64(b.N)*1000, "recruited/kmsg")
+	b.ReportMetric(float64(st.Shares)/float64(b.N)*1000, "shares/kmsg")
+}
+
+func benchFanOutChan(b *testing.B, work int) {
+	chans := make([]chan *ball, fanOut)
+	var wg sync.WaitGroup
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	done := make(chan struct{})
+	for i := range chans {
+		chans[i] = make(chan *ball, 1024)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range chans[i] {
+				spin(work)
+				if left.Add(-1) == 0 {
+					close(done)
 				}
-			}()
-		}
-		m := &ball{}
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu := cpuPerOp(b)
-		for i := 0; i < b.N; i++ {
-			chans[i%fanOut] <- m
-		}
-		if b.N > 0 {
-			<-done
-		}
-		cpu()
-		b.StopTimer()
-		for _, c := range chans {
-			close(c)
-		}
-		wg.Wait()
-	})
+			}
+		}()
+	}
+	m := &ball{}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuPerOp(b)
+	for i := 0; i < b.N; i++ {
+		chans[i%fanOut] <- m
+	}
+	if b.N > 0 {
+		<-done
+	}
+	cpu()
+	b.StopTimer()
+	for _, c := range chans {
+		close(c)
+	}
+	wg.Wait()
 }
 
 // skynet spawns ten children per level down to size 1, each leaf answers

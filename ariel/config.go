@@ -42,6 +42,12 @@ type Config struct {
 	// SpinIterations is how many times an idle worker looks for work before
 	// it parks. Default 64.
 	SpinIterations int
+	// RecruitWork is how much measured work the groups of mail a worker
+	// holds for actors it seized (a fan-out to idle actors) must still
+	// carry for it to share them with idle workers, which then claim
+	// and run whole groups beside it (Stats.Shares, Stats.Recruited).
+	// Default 20µs; negative: never share.
+	RecruitWork time.Duration
 	// Simulated selects the deterministic scheduler: one goroutine, seeded
 	// choice among ready actors, a virtual clock. Workers is ignored.
 	Simulated bool
@@ -108,6 +114,7 @@ func DefaultConfig() Config {
 		TurnBudget:       5 * time.Second,
 		MaxReplacements:  64,
 		SpinIterations:   64,
+		RecruitWork:      20 * time.Microsecond,
 	}
 }
 
@@ -134,6 +141,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SpinIterations == 0 {
 		c.SpinIterations = d.SpinIterations
+	}
+	if c.RecruitWork == 0 {
+		c.RecruitWork = d.RecruitWork
 	}
 	if c.MaxReplacements == 0 {
 		c.MaxReplacements = d.MaxReplacements

@@ -33,6 +33,13 @@
 // has more mail, a worker holds at most 1,024 groups, a chain of seizes
 // (a relay) stops seizing after 64 links and falls back to the queues, and
 // a worker busy with held mail looks at the shared queue every 61 runs.
+// A worker whose held groups still carry enough measured work (at least
+// Config.RecruitWork, 20µs by default, at 2µs or more a group) while
+// another worker runs nothing shares them: its siblings are woken and
+// each worker, the holder too, claims whole groups from one cursor and
+// runs them as the holder would have (Stats.Shares, Stats.Recruited); a
+// group's cell keeps its run-token throughout, so order and one turn at a
+// time hold whoever runs it (recruit.go).
 // Work from outside the pool, and
 // actors that used up their fairness budget, go to a shared FIFO injector.
 // Idle workers spin briefly, then park; a producer wakes a parked worker only

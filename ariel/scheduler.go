@@ -673,6 +673,8 @@ func (s *Scheduler) Stats() Stats {
 		st.Steals += c.steals.Load()
 		st.Parks += c.parks.Load()
 		st.Seized += c.seized.Load()
+		st.Shares += c.shares.Load()
+		st.Recruited += c.recruited.Load()
 	}
 	s.exMu.Unlock()
 	return st

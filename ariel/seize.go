@@ -70,28 +70,40 @@ func (ex *executor) trySeize(c *Cell, es []envelope) bool {
 	return true
 }
 
-// runHeld runs the next held group: its mail is loaded into the batch
-// (what does not fit goes to the head of the mailbox, its slots still
-// reserved) and the cell's cycle starts from there.
+// runHeld runs the next held group (runGroup).
 func (w *worker) runHeld() {
-	ex := &w.ex
 	g := w.held[w.heldAt]
 	w.held[w.heldAt] = heldGroup{}
-	c := g.c
 	es := w.heldEnv[g.start : g.start+g.n]
+	w.heldAt++
+	if w.heldAt == len(w.held) {
+		// Truncated, not cleared: es stays valid until it is run below,
+		// and nothing is held anew before that.
+		w.held, w.heldEnv, w.heldAt = w.held[:0], w.heldEnv[:0], 0
+	}
+	w.runGroup(g, es, nil)
+}
+
+// runGroup runs a held group, whichever worker held it: its mail is
+// loaded into the batch (what does not fit goes to the head of the
+// mailbox, its slots still reserved) and the cell's cycle starts from
+// there. A group claimed from sh is counted in sh.moved once its mail is
+// out of sh's arrays.
+func (w *worker) runGroup(g heldGroup, es []envelope, sh *heldShare) {
+	ex := &w.ex
+	c := g.c
+	if w.cur.Load() != c {
+		w.cur.Store(c)
+	}
+	ex.depth = g.depth
 	if len(es) == 1 {
 		// One message (a request/reply hop): run it from a slot of its
 		// own, then the cell's cycle, without loading a batch.
 		moveEnvelope(&w.running, &es[0])
 		es[0] = envelope{}
-		w.heldAt++
-		if w.heldAt == len(w.held) {
-			w.held, w.heldEnv, w.heldAt = w.held[:0], w.heldEnv[:0], 0
+		if sh != nil {
+			sh.moved.Add(1)
 		}
-		if w.cur.Load() != c {
-			w.cur.Store(c)
-		}
-		ex.depth = g.depth
 		ex.runOne(c, &w.running)
 		return
 	}
@@ -106,16 +118,11 @@ func (w *worker) runHeld() {
 		c.mu.Unlock()
 		clear(es[k:])
 	}
+	if sh != nil {
+		sh.moved.Add(1)
+	}
 	c.count.Add(int32(-k)) // as take does for what it takes
 	ex.batchN = k
-	w.heldAt++
-	if w.heldAt == len(w.held) {
-		w.held, w.heldEnv, w.heldAt = w.held[:0], w.heldEnv[:0], 0
-	}
-	if w.cur.Load() != c {
-		w.cur.Store(c)
-	}
-	ex.depth = g.depth
 	ex.drain(c, k)
 }
 
@@ -139,20 +146,35 @@ func (ex *executor) runOne(c *Cell, e *envelope) {
 	}
 }
 
-// releaseHeld gives the groups a worker holds and has not run back to
-// their cells: each group goes to the head of its mailbox (its slots are
-// still reserved) and the cell, whose run-token the worker held, is
-// queued on the shared injector. The watchdog calls it for a worker
+// releaseHeld gives the groups a worker holds and has not run (claimed
+// from a share and not run, or shared and not claimed) back to their
+// cells: each group goes to the head of
+// its mailbox (its slots are still reserved) and the cell, whose
+// run-token the worker held, is queued on the shared injector. The watchdog calls it for a worker
 // whose turn it abandoned.
 func (s *Scheduler) releaseHeld(w *worker) {
-	for i := w.heldAt; i < len(w.held); i++ {
-		g := w.held[i]
+	release := func(g heldGroup, es []envelope) {
 		c := g.c
 		c.mu.Lock()
-		c.prependLocked(w.heldEnv[g.start : g.start+g.n])
+		c.prependLocked(es)
 		c.mu.Unlock()
 		c.state.Store(stReady)
 		s.inj.push(c)
 	}
-	w.held, w.heldEnv, w.heldAt = nil, nil, 0
+	for i := w.heldAt; i < len(w.held); i++ {
+		g := w.held[i]
+		release(g, w.heldEnv[g.start:g.start+g.n])
+	}
+	w.held, w.heldEnv, w.heldAt, w.spare = nil, nil, 0, nil
+	// The groups it claimed from a share and had not run, and those of
+	// its own share no worker claimed yet (recruit.go).
+	if c := w.claimed; c.next < c.hi {
+		for _, g := range c.sh.groups[c.next:c.hi] {
+			release(g, c.sh.env[g.start:g.start+g.n])
+		}
+	}
+	w.claimed = claimed{}
+	if sh := w.share.Swap(nil); sh != nil {
+		sh.claimRest(release)
+	}
 }

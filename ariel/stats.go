@@ -18,10 +18,14 @@ type Stats struct {
 	// Seized counts recipients whose run-token a flush took to run their
 	// mail in place, without a mailbox push or a wake (see the package
 	// doc).
-	Seized    uint64
-	Parks     uint64 // times a worker parked
-	Panics    uint64 // handler panics recovered
-	Exhausted uint64 // turns that ran past their budget and were abandoned
+	Seized uint64
+	// Shares counts the times a worker opened the groups of mail it held
+	// to idle siblings, and Recruited the groups a sibling claimed and
+	// ran (see Config.RecruitWork).
+	Shares, Recruited uint64
+	Parks             uint64 // times a worker parked
+	Panics            uint64 // handler panics recovered
+	Exhausted         uint64 // turns that ran past their budget and were abandoned
 	// Fenced counts what abandoned turns did after they were abandoned
 	// and the scheduler dropped: sends, replies, timers, notices and
 	// replies to their asks.
@@ -84,7 +88,7 @@ type LatencyObserver interface {
 // own, once per drain cycle, so workers do not share a cache line.
 type counters struct {
 	turns, messages, refused, undelivered, yields, steals, parks, cycles atomic.Uint64
-	seized                                                               atomic.Uint64
+	seized, shares, recruited                                            atomic.Uint64
 	_                                                                    [64]byte
 }
 

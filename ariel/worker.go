@@ -35,6 +35,15 @@ type worker struct {
 	heldAt   int
 	heldRuns int
 	running  envelope // the one held message being handled (runOne)
+	// share is the held groups this worker opened to its siblings
+	// (recruit.go); heldMark and heldMarkRuns are the clock reading and
+	// heldRuns at the last measure of the held runs.
+	share        atomic.Pointer[heldShare]
+	spare        *heldShare // a share all claimed, whose arrays it may reuse
+	claimed      claimed    // groups it claimed from a share and has not run
+	heldMark     int64      // Scheduler.elapsed; 0: none
+	heldMarkRuns int
+	heldSlow     bool // the last window's groups were long enough to share
 }
 
 func (s *Scheduler) newWorker(id int) *worker {
@@ -62,16 +71,25 @@ func (w *worker) run() {
 		if w.heldAt < len(w.held) {
 			// The chain backstop: a worker busy with held mail looks at
 			// the shared queue every heldProbe runs.
-			if w.heldRuns++; w.heldRuns%heldProbe == 0 && s.inj.n.Load() > 0 {
+			w.heldRuns++
+			if w.heldRuns%heldProbe == 0 && s.inj.n.Load() > 0 {
 				c = s.inj.pop()
+			} else if w.heldRuns%recruitEvery == 0 {
+				w.measureHeld() // may share what it holds
 			}
 			if c == nil {
-				w.runHeld()
+				if w.heldAt < len(w.held) {
+					w.runHeld()
+				} else {
+					w.runShared()
+				}
 			}
-		} else {
-			w.heldRuns = 0
+		} else if !w.runClaimed() && !w.runOwnShare() {
+			w.heldRuns, w.heldMark, w.heldSlow = 0, 0, false
 			if c = w.find(); c == nil {
-				w.idle()
+				if !w.runSiblingShare() {
+					w.idle()
+				}
 				continue
 			}
 		}
@@ -183,6 +201,9 @@ func (w *worker) hasWork() bool {
 	}
 	for _, v := range *s.workers.Load() {
 		if v.q.size() > 0 {
+			return true
+		}
+		if sh := v.share.Load(); sh != nil && sh.left() {
 			return true
 		}
 	}

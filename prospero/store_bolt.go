@@ -409,7 +409,7 @@ func (s *BoltStore) Put(ctx context.Context, id Identity, expected uint64, rec R
 	var version uint64
 	floor := s.seqFloor(id.Kind)
 	err = s.guardedWrite(func() error {
-		return s.db.Update(func(tx *bolt.Tx) error {
+		return s.update(func(tx *bolt.Tx) error {
 			var err error
 			version, err = putTx(tx, id, expected, rec, floor)
 			return s.corrupt(id, err)
@@ -562,19 +562,10 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 			for i := range group {
 				group[i].version, group[i].err = 0, fmt.Errorf("prospero: commit state store: %w", err)
 			}
-			since := time.Now()
-			if f := s.failing.Load(); f != nil {
-				since = f.since // commits are made one at a time
-			}
-			s.failing.Store(&writeFailure{err: err, since: since})
-			s.startProbe()
+			s.noteWriteFailure(err)
 			return
 		}
-		if f := s.failing.Load(); f != nil && s.roomToWrite() {
-			// A small commit succeeds on a full disk (into pages the
-			// file has): the failure is over only once there is room.
-			s.failing.CompareAndSwap(f, nil)
-		}
+		s.noteWriteSuccess()
 		if last != 0 {
 			s.decidedCommitted(group, last)
 			if name, err := s.checkPending(); err != nil {
@@ -625,7 +616,7 @@ func (s *BoltStore) Delete(ctx context.Context, id Identity, expected uint64) er
 }
 
 func (s *BoltStore) deleteTx(id Identity, expected uint64) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return s.corrupt(id, deleteInTx(tx, id, expected)) })
+	return s.update(func(tx *bolt.Tx) error { return s.corrupt(id, deleteInTx(tx, id, expected)) })
 }
 
 // deleteInTx is the conditional deletion of Delete inside tx.
@@ -674,7 +665,7 @@ func (s *BoltStore) Import(ctx context.Context, ids []Identity, rec Record) erro
 }
 
 func (s *BoltStore) importTx(ids []Identity, rec Record) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		var (
 			b    *bolt.Bucket
 			kind string
@@ -724,7 +715,7 @@ func (s *BoltStore) DeleteAll(ctx context.Context, ids []Identity) error {
 		return ErrStoreClosed
 	}
 	return s.guardedWrite(func() error {
-		return s.db.Update(func(tx *bolt.Tx) error {
+		return s.update(func(tx *bolt.Tx) error {
 			for _, id := range ids {
 				if b := tx.Bucket([]byte(id.Kind)); b != nil {
 					if err := b.Delete([]byte(id.Key)); err != nil {

@@ -635,3 +635,37 @@ func TestWriteFailureEndsWhenTheDiskTakesWrites(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A write that is not a group commit (a Put, a handoff's records stored
+// with ApplyReplicated) and fails to commit is the store's write failure
+// too; one that fails for a reason of its own (a version conflict) is
+// not.
+func TestSyncWriteFailureIsReported(t *testing.T) {
+	s := openBoltAt(t, filepath.Join(t.TempDir(), "state.db"))
+	defer s.Close()
+	id := Identity{Kind: "counter", Key: "k"}
+	if _, err := s.Put(context.Background(), id, 0, Record{State: []byte("a")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(context.Background(), id, 0, Record{State: []byte("b")}); err == nil {
+		t.Fatal("a Put expecting no record overwrote one")
+	}
+	if err := s.WriteFailure(); err != nil {
+		t.Fatalf("a version conflict reported as a write failure: %v", err)
+	}
+	full := errors.New("no space left on device")
+	crashhook.FailWrites(s, full)
+	if _, err := s.Put(context.Background(), id, 1, Record{State: []byte("c")}); !errors.Is(err, full) {
+		t.Fatalf("Put on a full disk: %v", err)
+	}
+	if err := s.WriteFailure(); !errors.Is(err, full) {
+		t.Fatalf("WriteFailure after a failed Put: %v", err)
+	}
+	crashhook.FailWrites(s, nil)
+	if _, err := s.Put(context.Background(), id, 1, Record{State: []byte("c")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteFailure(); err != nil {
+		t.Fatalf("WriteFailure after a Put committed with room: %v", err)
+	}
+}

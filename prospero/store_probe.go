@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // A store whose group commits fail (a full disk, an I/O error) reports
@@ -46,6 +48,50 @@ var probeDisk = func(path string) error {
 		return fmt.Errorf("prospero: %d bytes free beside %s, want %d", free, path, need)
 	}
 	return nil
+}
+
+// update is db.Update for a write that is not a group commit: a
+// transaction whose own function succeeded and that failed to commit (a
+// full disk, an I/O error, or a test's FailWrites) is noted as the
+// store's write failure, as a failed group commit is.
+func (s *BoltStore) update(fn func(*bolt.Tx) error) error {
+	ran := false
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		ran = true
+		if err := s.failWrites.Load(); err != nil {
+			return *err
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		s.noteWriteSuccess()
+	case ran:
+		s.noteWriteFailure(err)
+	}
+	return err
+}
+
+// noteWriteFailure records a failed commit (WriteFailure) and starts
+// looking for room.
+func (s *BoltStore) noteWriteFailure(err error) {
+	since := time.Now()
+	if f := s.failing.Load(); f != nil {
+		since = f.since
+	}
+	s.failing.Store(&writeFailure{err: err, since: since})
+	s.startProbe()
+}
+
+// noteWriteSuccess ends a failure once a commit succeeded and there is
+// room: a small commit succeeds on a full disk, into pages the file has.
+func (s *BoltStore) noteWriteSuccess() {
+	if f := s.failing.Load(); f != nil && s.roomToWrite() {
+		s.failing.CompareAndSwap(f, nil)
+	}
 }
 
 // roomToWrite reports whether the store's file system has room for its

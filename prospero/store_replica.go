@@ -57,7 +57,7 @@ func (s *BoltStore) ApplyReplicated(recs []Replicated) (int, error) {
 	}
 	var applied int
 	err := s.guardedWrite(func() error {
-		return s.db.Update(func(tx *bolt.Tx) error {
+		return s.update(func(tx *bolt.Tx) error {
 			var err error
 			applied, err = applyReplicatedTx(tx, recs)
 			return err

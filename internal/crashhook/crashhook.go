@@ -11,6 +11,6 @@ package crashhook
 var Abandon func(store any)
 
 // FailWrites makes every commit of a *prospero.BoltStore (passed as
-// any) fail with err, and its check of the disk too, as a full disk
-// would; a nil err ends that.
+// any), group commits and single writes alike, fail with err, and its
+// check for room too, as a full disk would; a nil err ends that.
 var FailWrites func(store any, err error)

@@ -30,9 +30,10 @@
 // meanwhile; a request/reply hop or a fan-out to idle actors then costs no
 // mailbox lock, no run queue and no wake-up (Stats.Seized). Seizing is
 // bounded: a cycle whose turns seized ends after its batch when its actor
-// has more mail, a worker holds at most 1,024 groups, a chain of seizes
-// (a relay) stops seizing after 64 links and falls back to the queues, and
-// a worker busy with held mail looks at the shared queue every 61 runs.
+// has more mail, a worker holds at most 1,024 groups (besides those it
+// shared, below), a chain of seizes (a relay) stops seizing after 64
+// links and falls back to the queues, and a worker busy with held mail
+// (or shared, below) looks at the shared queue every 61 runs.
 // A worker whose held groups still carry enough measured work (at least
 // Config.RecruitWork, 20µs by default, at 2µs or more a group) while
 // another worker runs nothing shares them: its siblings are woken and

@@ -72,6 +72,7 @@ func (sh *heldShare) claim() (lo, hi int) {
 type claimed struct {
 	sh       *heldShare
 	next, hi int
+	sibling  bool // sh is another worker's (Stats.Recruited)
 }
 
 // runClaimed runs the next group w claimed; false when none is left.
@@ -80,9 +81,17 @@ func (w *worker) runClaimed() bool {
 	if c.next >= c.hi {
 		return false
 	}
-	g := c.sh.groups[c.next]
+	sh := c.sh
+	g := sh.groups[c.next]
+	sh.groups[c.next] = heldGroup{}
 	c.next++
-	w.runGroup(g, c.sh.env[g.start:g.start+g.n], c.sh)
+	if c.sibling {
+		w.ex.cnt.recruited.Add(1)
+	}
+	if c.next == c.hi {
+		*c = claimed{} // the share is not kept reachable from here
+	}
+	w.runGroup(g, sh.env[g.start:g.start+g.n], sh)
 	return true
 }
 
@@ -190,8 +199,7 @@ func (w *worker) runSiblingShare() bool {
 		}
 		if sh := v.share.Load(); sh != nil && sh.left() {
 			if lo, hi := sh.claim(); lo < hi {
-				w.ex.cnt.recruited.Add(uint64(hi - lo))
-				w.claimed = claimed{sh: sh, next: lo, hi: hi}
+				w.claimed = claimed{sh: sh, next: lo, hi: hi, sibling: true}
 				return w.runClaimed()
 			}
 		}
@@ -199,6 +207,5 @@ func (w *worker) runSiblingShare() bool {
 	return false
 }
 
-// runShared runs a group w claimed, else of w's own share, else of a
-// sibling's.
-func (w *worker) runShared() bool { return w.runClaimed() || w.runOwnShare() || w.runSiblingShare() }
+// runShared runs a group w claimed, else one of its own share.
+func (w *worker) runShared() bool { return w.runClaimed() || w.runOwnShare() }

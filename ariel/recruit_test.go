@@ -1,6 +1,8 @@
 package ariel_test
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,34 +98,32 @@ func TestRecruitedGroupsKeepOrderAndOneTurnAtATime(t *testing.T) {
 	t.Logf("seized %d, shares %d, recruited %d of %d messages", st.Seized, st.Shares, st.Recruited, sent.Load())
 }
 
-// TestAbandonedWorkersGiveBackTheirShare: workers get stuck in turns of a
-// shared fan-out (two of its groups block), leaving groups no worker
-// claimed, or claimed and not run; the watchdog abandons them, those
-// groups go back to their mailboxes, and the replacements run every
-// message exactly once. Whether the fan-out is shared before the holder
-// reaches the groups that block is a race, so the scenario runs until a
-// run both shared it and had a worker abandoned (every run checks that
-// each message ran exactly once).
+// TestAbandonedWorkersGiveBackTheirShare: two groups of one shared
+// fan-out, far apart (different chunks whatever the share's start), block.
+// Whichever worker blocks first, the other claims on until it blocks too,
+// so both workers are stuck while groups of the holder's share are still
+// unclaimed: only claimRest (releaseHeld of the abandoned holder) gives
+// them back.
 func TestAbandonedWorkersGiveBackTheirShare(t *testing.T) {
 	for attempt := 0; ; attempt++ {
-		if shares, exhausted := abandonedShareRun(t); shares > 0 && exhausted > 0 {
+		shares, exhausted, unclaimedLeft := abandonedShareRun(t)
+		if shares > 0 && exhausted >= 2 && unclaimedLeft {
 			return
 		}
 		if attempt == 10 {
-			t.Fatal("in 10 runs no shared fan-out had a worker abandoned")
+			t.Fatalf("scenario not reached (shares %d exhausted %d)", shares, exhausted)
 		}
 	}
 }
 
-// abandonedShareRun runs the scenario once and returns how many times
-// the fan-out was shared and how many workers the watchdog abandoned.
-func abandonedShareRun(t *testing.T) (shares, exhausted uint64) {
-	s := newSched(t, ariel.Config{Workers: 2, TurnBudget: 200 * time.Millisecond, RecruitWork: time.Nanosecond})
-	const n = 200
+func abandonedShareRun(t *testing.T) (shares, exhausted uint64, unclaimedLeft bool) {
+	s := newSched(t, ariel.Config{Workers: 2, TurnBudget: 100 * time.Millisecond, RecruitWork: time.Nanosecond})
+	const n = 400
 	release := make(chan struct{})
 	var once sync.Once
 	defer once.Do(func() { close(release) })
-	var got atomic.Int64
+	var got, stuck atomic.Int64
+	var ranAtSecondStuck atomic.Int64
 	counts := make([]atomic.Int32, n)
 	refs := make([]actor.Ref, n)
 	for i := range refs {
@@ -134,6 +134,9 @@ func abandonedShareRun(t *testing.T) (shares, exhausted uint64) {
 				work(5 * time.Microsecond)
 				got.Add(1)
 			case "stuck":
+				if stuck.Add(1) == 2 {
+					ranAtSecondStuck.Store(got.Load())
+				}
 				<-release
 			}
 		}))
@@ -142,13 +145,13 @@ func abandonedShareRun(t *testing.T) (shares, exhausted uint64) {
 		if msg == "go" {
 			for i, r := range refs {
 				_ = ctx.Tell(r, "x")
-				if i == 100 || i == 101 {
+				if i == 120 || i == 160 {
 					_ = ctx.Tell(r, "stuck")
 				}
 			}
 		}
 	}))
-	waitIdle(t, s) // the recipients are idle with empty mailboxes: seized
+	waitIdle(t, s)
 	if err := s.Tell(src, "go"); err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +163,159 @@ func abandonedShareRun(t *testing.T) (shares, exhausted uint64) {
 			t.Fatalf("recipient %d ran its message %d times", i, c)
 		}
 	}
-	t.Logf("seized %d, shares %d, recruited %d, exhausted %d", st.Seized, st.Shares, st.Recruited, st.Exhausted)
-	return st.Shares, st.Exhausted
+	t.Logf("seized %d, shares %d, recruited %d, exhausted %d, ran when both stuck %d", st.Seized, st.Shares, st.Recruited, st.Exhausted, ranAtSecondStuck.Load())
+	return st.Shares, st.Exhausted, ranAtSecondStuck.Load() > 0 && ranAtSecondStuck.Load() < n-8
+}
+
+// TestSharedGroupsKeepTheChainBackstop: a worker running the groups of
+// its own share (or a chunk it claimed) looks at the shared queue every
+// heldProbe runs, as it does with held groups: with the sibling busy in a
+// long turn, an outside message waits for at most about heldProbe groups,
+// not for the whole share.
+func TestSharedGroupsKeepTheChainBackstop(t *testing.T) {
+	for _, recruit := range []time.Duration{-1, time.Nanosecond} {
+		s := newSched(t, ariel.Config{Workers: 2, RecruitWork: recruit})
+		const n = 1000
+		var ran atomic.Int64
+		refs := make([]actor.Ref, n)
+		for i := range refs {
+			refs[i], _ = s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+				if msg == "x" {
+					work(50 * time.Microsecond)
+					ran.Add(1)
+				}
+			}))
+		}
+		src, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+			if msg == "go" {
+				for _, r := range refs {
+					_ = ctx.Tell(r, "x")
+				}
+			}
+		}))
+		busyIn := make(chan struct{})
+		busy, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+			if msg == "busy" {
+				close(busyIn)
+				work(300 * time.Millisecond)
+			}
+		}))
+		probed := make(chan int64, 1)
+		probe, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+			if msg == "probe" {
+				probed <- ran.Load()
+			}
+		}))
+		waitIdle(t, s)
+		if err := s.Tell(src, "go"); err != nil {
+			t.Fatal(err)
+		}
+		// Wait until the fan-out is being run, then occupy the other
+		// worker and send the probe from outside the pool.
+		waitFor(t, func() bool { return ran.Load() >= 100 })
+		_ = s.Tell(busy, "busy")
+		<-busyIn
+		_ = s.Tell(probe, "probe")
+		at := ran.Load() // after the probe is queued: got-at is a lower bound
+		got := <-probed
+		st := s.Stats()
+		t.Logf("RecruitWork %v: shares %d; probe sent after %d groups ran, ran after %d (%d groups later)", recruit, st.Shares, at, got, got-at)
+		if st.Shares > 0 && got-at > 2*61 {
+			t.Errorf("an outside message waited %d held groups (the chain backstop looks every 61)", got-at)
+		}
+		waitIdle(t, s)
+	}
+}
+
+// TestCloseGivesBackAnOutstandingShare: both workers are in long turns of
+// a shared fan-out when Close is called, the share still holding groups
+// no worker claimed; a retirement is queued behind one of them. When the
+// turns return the workers exit, and their exit must give the unclaimed
+// groups back (claimRest) so that Close's finishStranded can run the
+// retirement; otherwise the cell stays Running and RetireThen's release
+// never comes.
+func TestCloseGivesBackAnOutstandingShare(t *testing.T) {
+	for attempt := 0; ; attempt++ {
+		if closeWithShareRun(t) {
+			return
+		}
+		if attempt == 10 {
+			t.Fatal("in 10 runs both workers never blocked in the shared fan-out")
+		}
+	}
+}
+
+func closeWithShareRun(t *testing.T) bool {
+	s, err := ariel.New(ariel.Config{Workers: 2, RecruitWork: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	release := make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	var stuck atomic.Int32
+	if err := s.Register("r", func(string) actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) {
+			switch msg {
+			case "x":
+				work(5 * time.Microsecond)
+			case "stuck":
+				stuck.Add(1)
+				<-release
+			}
+		})
+	}, 0); err != nil {
+		t.Fatal(err)
+	}
+	refs := make([]actor.Ref, n)
+	for i := range refs {
+		refs[i] = actor.Virtual("r", fmt.Sprint(i))
+		if err := s.Tell(refs[i], "warm"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIdle(t, s)
+	src, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		if msg == "go" {
+			for i, r := range refs {
+				_ = ctx.Tell(r, "x")
+				if i == 120 || i == 160 {
+					_ = ctx.Tell(r, "stuck")
+				}
+			}
+		}
+	}))
+	if err := s.Tell(src, "go"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for stuck.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	both := stuck.Load() == 2 && s.Stats().Shares > 0
+	released := make(chan struct{})
+	if err := s.RetireThen(refs[n-1], func() { close(released) }); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		closed <- s.Close(ctx)
+	}()
+	// Once Close has begun (sends are refused), the stuck turns return.
+	for s.Tell(refs[0], "warm") == nil {
+		time.Sleep(time.Millisecond)
+	}
+	once.Do(func() { close(release) })
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-released:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("retirement queued behind a shared group never released after Close (both stuck %v)", both)
+	}
+	return both
 }

@@ -15,7 +15,8 @@ import "github.com/tempest-actors/tempest/actor"
 // lock, no run queue and no wake-up.
 //
 // Bounds: a worker holds at most heldMax groups and heldEnvMax messages
-// (further mail is deposited as usual). A cycle whose turns seized ends
+// (further mail is deposited as usual), besides those of a share it
+// published and a chunk it claimed (recruit.go). A cycle whose turns seized ends
 // after its current batch when its cell has more mail, and the cell waits
 // in the worker's LIFO slot, so held cells wait at most one batch. A
 // seize made by a held group's cycle is one link deeper than that group;
@@ -158,6 +159,7 @@ func (s *Scheduler) releaseHeld(w *worker) {
 		c.mu.Lock()
 		c.prependLocked(es)
 		c.mu.Unlock()
+		clear(es) // copied into the mailbox: not kept reachable here
 		c.state.Store(stReady)
 		s.inj.push(c)
 	}

@@ -68,23 +68,24 @@ func (w *worker) run() {
 	}()
 	for !s.closing.Load() {
 		var c *Cell
-		if w.heldAt < len(w.held) {
-			// The chain backstop: a worker busy with held mail looks at
-			// the shared queue every heldProbe runs.
+		if held := w.heldAt < len(w.held); held || w.claimed.next < w.claimed.hi || w.share.Load() != nil {
+			// The chain backstop: a worker busy with held mail (its own,
+			// claimed from a share, or its share's) looks at the shared
+			// queue every heldProbe runs.
 			w.heldRuns++
 			if w.heldRuns%heldProbe == 0 && s.inj.n.Load() > 0 {
 				c = s.inj.pop()
-			} else if w.heldRuns%recruitEvery == 0 {
+			} else if held && w.heldRuns%recruitEvery == 0 {
 				w.measureHeld() // may share what it holds
 			}
 			if c == nil {
 				if w.heldAt < len(w.held) {
 					w.runHeld()
 				} else {
-					w.runShared()
+					w.runShared() // false once its share is all claimed
 				}
 			}
-		} else if !w.runClaimed() && !w.runOwnShare() {
+		} else {
 			w.heldRuns, w.heldMark, w.heldSlow = 0, 0, false
 			if c = w.find(); c == nil {
 				if !w.runSiblingShare() {

@@ -738,10 +738,10 @@ func (n *Node) StoreDamage() error {
 // returns "" when it does not: its state store was damaged while it ran
 // (every read and write of state at rest fails with prospero.ErrCorrupt
 // naming the file until the node restarts and checks it), its state
-// store's writes fail (a full disk: the asks that change persisted state
-// fail not committed until a write commits again or the store's check of
-// the disk succeeds; in a cluster the node gives up its shards and
-// replica places meanwhile), or turns
+// store's writes fail or its file system is short of room for them (a
+// full disk: the asks that change persisted state fail not committed
+// until there is room again; in a cluster the node gives up its shards
+// and replica places meanwhile), or turns
 // abandoned past their budget that
 // have not returned hold more goroutines than the scheduler's
 // replacement cap allows, so its pool runs short of workers. The node
@@ -761,6 +761,9 @@ func (n *Node) Degraded() string {
 		}
 		if err := store.WriteFailure(); err != nil {
 			return err.Error()
+		}
+		if err := store.Room(); err != nil {
+			return "state store short of room: " + err.Error()
 		}
 	}
 	st := r.sched.Stats()

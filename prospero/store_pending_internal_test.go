@@ -669,3 +669,27 @@ func TestSyncWriteFailureIsReported(t *testing.T) {
 		t.Fatalf("WriteFailure after a Put committed with room: %v", err)
 	}
 }
+
+// Room says whether the store's file system has room for its writes, as
+// the probe measures it, and a test's FailWrites says it has none.
+func TestRoom(t *testing.T) {
+	s := openBoltAt(t, filepath.Join(t.TempDir(), "state.db"))
+	defer s.Close()
+	old := probeDisk
+	t.Cleanup(func() { probeDisk = old })
+	short := errors.New("3 bytes free")
+	probeDisk = func(string) error { return short }
+	if err := s.Room(); !errors.Is(err, short) {
+		t.Fatalf("Room with no room: %v", err)
+	}
+	probeDisk = func(string) error { return nil }
+	if err := s.Room(); err != nil {
+		t.Fatalf("Room with room: %v", err)
+	}
+	full := errors.New("no space left on device")
+	crashhook.FailWrites(s, full)
+	if err := s.Room(); !errors.Is(err, full) {
+		t.Fatalf("Room under FailWrites: %v", err)
+	}
+	crashhook.FailWrites(s, nil)
+}

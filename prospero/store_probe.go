@@ -95,9 +95,19 @@ func (s *BoltStore) noteWriteSuccess() {
 }
 
 // roomToWrite reports whether the store's file system has room for its
-// writes (probeDisk), as a test's FailWrites says it has not.
-func (s *BoltStore) roomToWrite() bool {
-	return s.failWrites.Load() == nil && probeDisk(s.path) == nil
+// writes (Room).
+func (s *BoltStore) roomToWrite() bool { return s.Room() == nil }
+
+// Room returns nil when the file system holding the store has room for
+// its writes (32 MiB free, or a tenth of the file system if that is
+// less), else why not: a node short of room moves its shards away before
+// its writes fail, and a node restarted on a full disk takes none. A
+// test's FailWrites says there is none.
+func (s *BoltStore) Room() error {
+	if err := s.failWrites.Load(); err != nil {
+		return *err
+	}
+	return probeDisk(s.path)
 }
 
 // startProbe starts the probe goroutine unless it runs or the store is

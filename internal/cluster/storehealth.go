@@ -9,17 +9,20 @@ import (
 
 // A node whose state store cannot write (a full disk, an I/O error, a
 // file damaged while it ran) fails every write of the shards it owns and
-// cannot keep the copies of those it follows. It says so in its table
-// entry (placement.Node.ReportStore): the leader then hands its shards to
-// other nodes (a planned move to an in-sync follower transfers nothing)
-// and the owners of the shards it follows catch up other nodes in its
-// place, so the cluster keeps its availability and its replica count
-// while the disk is full. The node reports at once that its writes fail,
-// and that they work again only once they have worked for a hold time,
-// which doubles each time they fail again soon after: a disk that fills
-// again as soon as the shards come back does not move them to and fro.
-// A node that restarts while its table entry says its store fails
-// starts that hold afresh rather than reporting at once that it works.
+// cannot keep the copies of those it follows; one whose file system is
+// short of room for it (prospero.BoltStore.Room) soon will. It says so in
+// its table entry (placement.Node.ReportStore): the leader then hands its
+// shards to other nodes (a planned move to an in-sync follower transfers
+// nothing) and the owners of the shards it follows catch up other nodes
+// in its place, so the cluster keeps its availability and its replica
+// count while the disk is full. The node reports at once that its writes
+// fail or that room is short (so a node restarted on a full disk takes
+// no shards), and that they work again only once there is room and no
+// write has failed for a hold time, which doubles each time they fail
+// again soon after: a disk that fills again as soon as the shards come
+// back does not move them to and fro. A node that restarts while its
+// table entry says its store fails starts that hold afresh rather than
+// reporting at once that it works.
 
 const (
 	// defaultStoreHold is how long writes must work before a node whose
@@ -80,6 +83,10 @@ func (c *Engine) watchStore(now time.Time) {
 		failure = err.Error()
 	} else if err := store.WriteFailure(); err != nil {
 		failure = err.Error()
+	} else if err := store.Room(); err != nil {
+		// Short of room before a write failed (as a disk watermark
+		// does), and what a node restarted on a full disk finds first.
+		failure = "state store short of room: " + err.Error()
 	}
 	c.storeHealth.base = time.Duration(c.storeHold.Load())
 	if !c.storeSeeded {

@@ -9,20 +9,19 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// A store whose group commits fail (a full disk, an I/O error) reports
-// it (WriteFailure) until a commit succeeds again. A node with nothing to
-// write, such as one whose shards moved away because its store failed,
-// would then report it forever; so while its commits fail, the store
-// looks at the file system's free space every probeEvery, and reports
-// its writes working again once there is room for them (a commit that
-// succeeds meanwhile, into pages the file has, ends the failure only if
-// there is) (enough for
-// bbolt to grow the file, which it does by up to 16 MiB at a time, and
-// for a raft log segment beside it): probeRoom, or a tenth of the file
-// system when that is less. It writes nothing to find out, so it never
-// takes the room that writers on the same disk are waiting for. A write
-// that fails later, for want of space or for another reason (an I/O
-// error the free space does not show), reports the failure anew.
+// A store whose commits fail (a full disk, an I/O error) reports it
+// (WriteFailure). A node with nothing to write, such as one whose shards
+// moved away because its store failed, would then report it forever; so
+// while its commits fail, the store looks at the file system's free
+// space every probeEvery, and reports its writes working again once there
+// is room for them: probeRoom (enough for bbolt to grow the file, which
+// it does by up to 16 MiB at a time, and for a raft log segment beside
+// it), or a tenth of the file system when that is less. A commit that
+// succeeds meanwhile, into pages the file already has, ends the failure
+// only if there is room. The store writes nothing to find out, so it
+// never takes the room that writers on the same disk are waiting for. A
+// write that fails later, for want of space or for another reason (an
+// I/O error the free space does not show), reports the failure anew.
 var probeEvery = 2 * time.Second
 
 const probeRoom = 32 << 20

@@ -110,7 +110,7 @@ func (c *Engine) watchStore(now time.Time) {
 	case r == was:
 		return
 	case was == "":
-		c.log.LogAttrs(c.ctx, slog.LevelWarn, "state store writes fail: handing this node's shards and replica places to other nodes",
+		c.log.LogAttrs(c.ctx, slog.LevelWarn, "state store failing: handing this node's shards and replica places to other nodes",
 			slog.String("error", r))
 	case r == "":
 		c.log.LogAttrs(c.ctx, slog.LevelInfo, "state store writes work again: this node takes shards and replica places again")

@@ -414,8 +414,8 @@ func normalizeKinds(in []KindSpec) ([]KindSpec, error) {
 // Forwardable returns nil if node from may have c applied by forwarding
 // it to the leader, by table t, and an error wrapping ErrNotForwardable
 // otherwise. A node proposes changes of its own: its entry (the status
-// it has in t kept), its kinds, its sync barrier, its store's health, leaving (draining) and
-// coming back from it, and the replica sets of the shards it owns (a
+// it has in t kept), its kinds, its sync barrier, its store's health,
+// leaving (draining) and coming back from it, and the replica sets of the shards it owns (a
 // follower removed or added) or follows (itself removed). Initial
 // placement, moves, failovers and other nodes' entries are the leader's
 // own to propose, and a node t does not hold may forward nothing: it

@@ -701,13 +701,13 @@ func (n *Node) PublishKinds(ctx context.Context, kinds []KindSpec) error {
 
 // ReportStore says whether this node's state store can write: failing
 // is why not (made valid UTF-8 and cut to 256 bytes), or "" once its
-// writes work again. Until it is first called the node proposes nothing
-// about its store, whatever its table entry says.
-// The node records it in its table entry (OpStore), retrying until it
-// applied; while it says failing, the node is not eligible for any shard
-// or replica set (Table.Eligible), so the leader hands its shards to
-// other nodes and the owners of the shards it follows replicate to
-// others instead.
+// writes work again. The node records it in its table entry (OpStore),
+// retrying until it applied; while it says failing, the node is not
+// eligible for any shard or replica set (Table.Eligible), so the leader
+// hands its shards to other nodes and the owners of the shards it
+// follows replicate to others instead. Until ReportStore is first
+// called the node proposes nothing about its store, whatever its table
+// entry says.
 func (n *Node) ReportStore(failing string) {
 	failing = storeReason(failing)
 	n.mu.Lock()

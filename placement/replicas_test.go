@@ -302,3 +302,22 @@ func TestStoreFailingOwnerMovesFirst(t *testing.T) {
 		t.Fatalf("begun %+v: want two of b's moves first", begun)
 	}
 }
+
+// A set whose member is down counts as under-replicated until the member
+// is dropped or its shard failed over: its copies there cannot be read.
+func TestUnderReplicatedCountsDownMembers(t *testing.T) {
+	tb, _ := replicatedTable(t, 16, 3, "a", "b", "c", "d")
+	if u := tb.UnderReplicated(); len(u) != 0 {
+		t.Fatalf("whole sets reported under-replicated: %v", u)
+	}
+	mustApply(t, tb, placement.Command{Op: placement.OpStatus, Name: "d", Status: placement.StatusDown})
+	want := 0
+	for i := range 16 {
+		if s, _ := tb.Shard(ref(i)); slices.Contains(s.Replicas, "d") {
+			want++
+		}
+	}
+	if u := tb.UnderReplicated(); len(u) != want || want == 0 {
+		t.Fatalf("with d down: %d under-replicated, want the %d sets d is in", len(u), want)
+	}
+}

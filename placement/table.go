@@ -270,14 +270,28 @@ func (t *Table) ReplicaRanking(gn string) func(index int) []string {
 }
 
 // UnderReplicated returns the assigned shards whose in-sync set has fewer
-// members than WantReplicas names (followers still catching up, or none
-// eligible to join), in group and index order.
+// members on nodes that are not down than WantReplicas names (followers
+// still catching up, none eligible to join, or a member down and not yet
+// dropped or failed over), in group and index order.
 func (t *Table) UnderReplicated() []ShardRef {
 	var out []ShardRef
 	for _, gn := range t.GroupNames() {
 		want := t.ReplicaRanking(gn)
 		for i, s := range t.Groups[gn].Shards {
-			if s.Owner != "" && len(s.Followers())+1 < len(want(i)) {
+			if s.Owner == "" {
+				continue
+			}
+			live := 0
+			up := func(name string) bool { n := t.Nodes[name]; return n != nil && n.Status != StatusDown }
+			if up(s.Owner) {
+				live++
+			}
+			for _, r := range s.Replicas {
+				if r != s.Owner && up(r) {
+					live++
+				}
+			}
+			if live < len(want(i)) {
 				out = append(out, ShardRef{Group: gn, Index: i})
 			}
 		}

@@ -257,6 +257,9 @@ type snapshotMeta struct {
 // match its checksum. raft itself skips a snapshot whose metadata does
 // not decode and falls back to an older one or none, which with a
 // compacted log leaves a gap. It returns the newest snapshot's index.
+// A snapshot left unfinished (DIR.tmp: a crash, or a write that failed
+// on a full disk, while raft took it) is never read; it is removed, so
+// that its room on a disk that may be full comes back.
 func verifySnapshots(dir string) (uint64, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -267,7 +270,13 @@ func verifySnapshots(dir string) (uint64, error) {
 	}
 	var newest uint64
 	for _, e := range entries {
-		if !e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
+		if e.IsDir() && strings.HasSuffix(e.Name(), ".tmp") {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return 0, damaged(dir, fmt.Errorf("placement: remove an unfinished snapshot: %w", err))
+			}
+			continue
+		}
+		if !e.IsDir() {
 			continue
 		}
 		metaPath := filepath.Join(dir, e.Name(), "meta.json")

@@ -88,14 +88,10 @@ func (s *BoltStore) noteWriteFailure(err error) {
 // noteWriteSuccess ends a failure once a commit succeeded and there is
 // room: a small commit succeeds on a full disk, into pages the file has.
 func (s *BoltStore) noteWriteSuccess() {
-	if f := s.failing.Load(); f != nil && s.roomToWrite() {
+	if f := s.failing.Load(); f != nil && s.Room() == nil {
 		s.failing.CompareAndSwap(f, nil)
 	}
 }
-
-// roomToWrite reports whether the store's file system has room for its
-// writes (Room).
-func (s *BoltStore) roomToWrite() bool { return s.Room() == nil }
 
 // Room returns nil when the file system holding the store has room for
 // its writes (32 MiB free, or a tenth of the file system if that is
@@ -138,7 +134,7 @@ func (s *BoltStore) probeLoop() {
 		case <-t.C:
 		}
 		f := s.failing.Load()
-		if f != nil && s.roomToWrite() {
+		if f != nil && s.Room() == nil {
 			// Only the failure seen before the probe: one that a commit
 			// reported meanwhile stands.
 			s.failing.CompareAndSwap(f, nil)

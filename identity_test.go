@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -261,11 +262,12 @@ func TestImpostorWithValidCertificateDoesNotFailTheRealNode(t *testing.T) {
 
 // A holder of a certificate of the cluster CA for a name that is no
 // member (outside gossip and the table: a retired node's certificate, one
-// issued for another purpose) may link over QUIC, but every raft,
-// handoff and replication stream it opens is refused: raft takes the
-// sender and leader names its messages carry on trust, so such a peer
-// could otherwise pose as any voter.
-func TestNonMemberOpensNoRaftStream(t *testing.T) {
+// issued for another purpose) cannot link over QUIC: its Hello is refused
+// NOT_MEMBER, so it sends no mail, no control message and opens no raft,
+// handoff or replication stream (raft takes the sender and leader names
+// its messages carry on trust, so such a peer could otherwise pose as any
+// voter). The refusal is counted as a rejected Hello.
+func TestNonMemberCannotLink(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
@@ -290,21 +292,21 @@ func TestNonMemberOpensNoRaftStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tr.Close() })
+	before := n1.Stats().Transport.HelloRejected
+	if err := tr.Connect(t.Context(), "n1"); !errors.Is(err, wire.ErrNotMember) {
+		t.Fatalf("a non-member's link: %v, want wire.ErrNotMember", err)
+	}
+	if got := n1.Stats().Transport.HelloRejected; got != before+1 {
+		t.Errorf("n1's rejected Hellos: %d, want %d", got, before+1)
+	}
+	tr.Redial("n1")
 	for _, service := range []string{placement.RaftService, "tempest-replica", "tempest-state"} {
-		before := n1.FederationStats().StreamsRefused
-		conn, err := tr.DialStream(t.Context(), "n1", service)
-		if err != nil {
-			t.Fatalf("%s: the link itself is allowed (a cluster certificate): %v", service, err)
+		if conn, err := tr.DialStream(t.Context(), "n1", service); err == nil {
+			_ = conn.Close()
+			t.Fatalf("%s: a non-member opened a stream", service)
 		}
-		// A byte written opens the stream at n1, which closes it.
-		if _, err := conn.Write([]byte{0}); err != nil {
-			t.Fatalf("%s: write: %v", service, err)
-		}
-		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if n, err := conn.Read(make([]byte, 1)); err == nil {
-			t.Fatalf("%s: n1 answered %d bytes to a non-member", service, n)
-		}
-		_ = conn.Close()
-		waitFor(t, 10*time.Second, service+" refusal counted", func() bool { return n1.FederationStats().StreamsRefused > before })
+	}
+	if st := tr.Stats(); st.LinksUp != 0 {
+		t.Fatalf("a non-member's link came up %d times", st.LinksUp)
 	}
 }

@@ -44,6 +44,15 @@ type Config struct {
 	// Resolve maps a peer node name to its "host:port" QUIC address
 	// (membership supplies it). Required.
 	Resolve func(ctx context.Context, peer string) (string, error)
+	// Admit, if set, decides whether a peer that proved its name with a
+	// certificate may link: a nil error admits it, any other refuses the
+	// Hello with NOT_MEMBER (the dialer's Connect fails with ErrNotMember,
+	// the refusal counts as HelloRejected). It is asked once per inbound
+	// connection, after the certificate and the protocol version check;
+	// nil admits every certified peer. A cluster node admits its members
+	// only, so a certificate of the cluster CA for a name that is no
+	// member carries no mail.
+	Admit func(peer string) error
 	// Handler receives inbound frames. Required.
 	Handler Handler
 	// HandleBatch, if set, receives inbound frames instead of Handler,

@@ -58,6 +58,7 @@ const (
 	HelloStatusAccepted  HelloStatus = 0
 	HelloStatusDuplicate HelloStatus = 1
 	HelloStatusRejected  HelloStatus = 2
+	HelloStatusNotMember HelloStatus = 3
 )
 
 // String returns the schema name of v.
@@ -69,6 +70,8 @@ func (v HelloStatus) String() string {
 		return "DUPLICATE"
 	case HelloStatusRejected:
 		return "REJECTED"
+	case HelloStatusNotMember:
+		return "NOT_MEMBER"
 	}
 	return "HelloStatus(" + strconv.FormatUint(uint64(v), 10) + ")"
 }
@@ -76,7 +79,7 @@ func (v HelloStatus) String() string {
 // Valid reports whether v is a declared value.
 func (v HelloStatus) Valid() bool {
 	switch v {
-	case HelloStatusAccepted, HelloStatusDuplicate, HelloStatusRejected:
+	case HelloStatusAccepted, HelloStatusDuplicate, HelloStatusRejected, HelloStatusNotMember:
 		return true
 	}
 	return false
@@ -112,7 +115,7 @@ func (v *HelloStatus) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// HelloReply is the BARE struct declared at envelope.bare:20.
+// HelloReply is the BARE struct declared at envelope.bare:21.
 type HelloReply struct {
 	Status HelloStatus `bare:"status"`
 	Hello  Hello       `bare:"hello"`
@@ -154,7 +157,7 @@ func (v *HelloReply) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// ActorID is the BARE struct declared at envelope.bare:33.
+// ActorID is the BARE struct declared at envelope.bare:34.
 type ActorID struct {
 	Kind        string `bare:"kind"`
 	Key         string `bare:"key"`
@@ -199,7 +202,7 @@ func (v *ActorID) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Tell is the BARE struct declared at envelope.bare:39.
+// Tell is the BARE struct declared at envelope.bare:40.
 type Tell struct {
 	To    ActorID  `bare:"to"`
 	From  *ActorID `bare:"from"`
@@ -262,7 +265,7 @@ func (v *Tell) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Ask is the BARE struct declared at envelope.bare:47.
+// Ask is the BARE struct declared at envelope.bare:48.
 type Ask struct {
 	Id         uint64        `bare:"id"`
 	To         ActorID       `bare:"to"`
@@ -366,7 +369,7 @@ func (v *Ask) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// TraceContext is the BARE struct declared at envelope.bare:60.
+// TraceContext is the BARE struct declared at envelope.bare:61.
 type TraceContext struct {
 	Parent string `bare:"parent"`
 	State  string `bare:"state"`
@@ -408,7 +411,7 @@ func (v *TraceContext) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// TracedTell is the BARE struct declared at envelope.bare:69.
+// TracedTell is the BARE struct declared at envelope.bare:70.
 type TracedTell struct {
 	Trace TraceContext `bare:"trace"`
 	Tell  Tell         `bare:"tell"`
@@ -450,7 +453,7 @@ func (v *TracedTell) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Reply is the BARE struct declared at envelope.bare:74.
+// Reply is the BARE struct declared at envelope.bare:75.
 type Reply struct {
 	Id   uint64 `bare:"id"`
 	Tag  uint32 `bare:"tag"`
@@ -490,7 +493,7 @@ func (v *Reply) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// RefusedReason is the BARE enum declared at envelope.bare:80.
+// RefusedReason is the BARE enum declared at envelope.bare:81.
 type RefusedReason uint64
 
 // Values of RefusedReason.
@@ -570,7 +573,7 @@ func (v *RefusedReason) UnmarshalBARE(b []byte) error {
 	return d.Finish()
 }
 
-// Refused is the BARE struct declared at envelope.bare:93.
+// Refused is the BARE struct declared at envelope.bare:94.
 type Refused struct {
 	Id           uint64        `bare:"id"`
 	To           ActorID       `bare:"to"`
@@ -660,7 +663,7 @@ const (
 	EnvelopeTagTracedTell uint64 = 5
 )
 
-// Envelope is the BARE union declared at envelope.bare:111. Its values are:
+// Envelope is the BARE union declared at envelope.bare:112. Its values are:
 //
 //   - *Tell (tag 1)
 //   - *Ask (tag 2)

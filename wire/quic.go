@@ -268,24 +268,37 @@ func (t *QUIC) Connect(ctx context.Context, peer string) error {
 	if err != nil {
 		return err
 	}
+	_, err = l.await(ctx)
+	return err
+}
+
+// await returns the link's session, dialing if there is none, or the
+// error that ended the dial (the back-off's, once it failed).
+func (l *link) await(ctx context.Context) (*session, error) {
 	for {
 		up, err := l.ensure()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		l.mu.Lock()
 		attempt := l.attempt
 		l.mu.Unlock()
 		select {
 		case <-up:
-			return nil
+			l.mu.Lock()
+			s := l.sess
+			l.mu.Unlock()
+			if s != nil {
+				return s, nil
+			}
+			// It went down again: the loop sees what came of it.
 		case <-attempt: // nil (blocks) unless this node is dialing
 			// The dial ended; the loop sees its outcome: a session,
 			// the back-off's error, or a new attempt to wait for.
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %s: %v", ErrUnavailable, peer, ctx.Err())
-		case <-t.ctx.Done():
-			return ErrClosed
+			return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, l.peer, ctx.Err())
+		case <-l.t.ctx.Done():
+			return nil, ErrClosed
 		}
 	}
 }
@@ -543,10 +556,10 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 		reject("hello name does not match certificate", fmt.Errorf("%w: certificate names %q, hello claims %q", ErrBadCertificate, certified, h.Name))
 		return
 	}
+	me := Hello{Version: ProtocolVersion, Name: t.cfg.Name, ManifestDigest: t.cfg.ManifestDigest}
 	if h.Version != ProtocolVersion {
 		note("unsupported protocol version", slog.String(logPeer, h.Name), slog.Uint64("version", h.Version))
 		// Say why, and let the dialer close, so the answer is not lost.
-		me := Hello{Version: ProtocolVersion, Name: t.cfg.Name, ManifestDigest: t.cfg.ManifestDigest}
 		hs.Write(appendFrame(nil, encodeHelloReply(HelloStatusRejected, me)))
 		hs.Close()
 		select {
@@ -556,12 +569,25 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 		}
 		return
 	}
+	if t.cfg.Admit != nil {
+		if err := t.cfg.Admit(h.Name); err != nil {
+			note("not a member", slog.String(logPeer, h.Name), slog.Any(logErr, err))
+			// Say why, and let the dialer close, as for a version.
+			hs.Write(appendFrame(nil, encodeHelloReply(HelloStatusNotMember, me)))
+			hs.Close()
+			select {
+			case <-conn.Context().Done():
+			case <-ctx.Done():
+				conn.CloseWithError(closeBadHello, "not a member")
+			}
+			return
+		}
+	}
 	l, err := t.link(h.Name)
 	if err != nil {
 		conn.CloseWithError(closeShutdown, "shutdown")
 		return
 	}
-	me := Hello{Version: ProtocolVersion, Name: t.cfg.Name, ManifestDigest: t.cfg.ManifestDigest}
 	advertised := t.advertises(ctx, h.Name, conn.RemoteAddr())
 
 	l.mu.Lock()
@@ -665,7 +691,11 @@ func (l *link) ensure() (<-chan struct{}, error) {
 		return l.up, nil
 	}
 	if now := l.t.cfg.Clock.Now(); now.Before(l.nextAttempt) {
-		return nil, fmt.Errorf("%w: %s: retry after %s: %v", ErrUnavailable, l.peer, l.nextAttempt.Sub(now).Round(time.Millisecond), l.lastErr)
+		err := fmt.Errorf("%w: %s: retry after %s", ErrUnavailable, l.peer, l.nextAttempt.Sub(now).Round(time.Millisecond))
+		if l.lastErr != nil { // its identity too: ErrNotMember says why
+			err = fmt.Errorf("%w: %w", err, l.lastErr)
+		}
+		return nil, err
 	}
 	if !l.t.startGo(l.dial) {
 		return nil, ErrClosed
@@ -796,6 +826,9 @@ func (l *link) dialOnce() error {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %s: lost the dial tie-break and its link never came", ErrUnavailable, l.peer)
 		}
+	case HelloStatusNotMember:
+		conn.CloseWithError(closeBadHello, "not a member")
+		return fmt.Errorf("%w: %s", ErrNotMember, l.peer)
 	default:
 		return fail(closeBadHello, fmt.Errorf("peer refused the hello (%v; this node speaks version %d)", status, ProtocolVersion))
 	}

@@ -459,3 +459,63 @@ func TestUnsupportedVersionRejected(t *testing.T) {
 		t.Errorf("HelloRejected: got %d, want 1", got)
 	}
 }
+
+// A peer Admit refuses gets NOT_MEMBER: its Connect fails with
+// ErrNotMember, nothing it sends is delivered, and the refusal counts; a
+// peer Admit accepts links as before.
+func TestAdmitRefusesNonMembers(t *testing.T) {
+	c := newQUICCluster(t)
+	sa := newSink()
+	cfg := c.config(t, "a", sa, nil)
+	cfg.Admit = func(peer string) error {
+		if peer == "member" {
+			return nil
+		}
+		return errors.New("not a member")
+	}
+	a := c.start(t, cfg)
+
+	outsider := c.start(t, c.config(t, "outsider", newSink(), nil))
+	err := outsider.Connect(context.Background(), "a")
+	if !errors.Is(err, ErrNotMember) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("outsider's Connect: %v, want ErrNotMember (and ErrUnavailable)", err)
+	}
+	if got := a.Stats().HelloRejected; got != 1 {
+		t.Errorf("HelloRejected: got %d, want 1", got)
+	}
+	// A stream waits for no link that will not come: with no deadline, it
+	// fails once the dial does.
+	outsider.Redial("a")
+	if _, err := outsider.DialStream(context.Background(), "a", "svc"); !errors.Is(err, ErrNotMember) {
+		t.Fatalf("outsider's DialStream: %v, want ErrNotMember", err)
+	}
+	// A raw peer that goes on writing after the refusal delivers nothing.
+	rp, status, err := dialRaw(t, a, c.pki.cert(t, "raw"), c.pki.pool, "raw")
+	if err != nil || status != HelloStatusNotMember {
+		t.Fatalf("raw hello: status %v, err %v; want NOT_MEMBER", status, err)
+	}
+	if st, err := rp.conn.OpenUniStream(); err == nil {
+		st.Write(appendFrame([]byte{1}, []byte("intruding")))
+		st.Close()
+	}
+
+	member := c.start(t, c.config(t, "member", newSink(), nil))
+	if err := member.Connect(context.Background(), "a"); err != nil {
+		t.Fatalf("member's Connect: %v", err)
+	}
+	if err := member.Send("a", 1, []byte("from a member")); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range sa.waitFor(t, "member's frame", func(r []received) bool {
+		for _, x := range r {
+			if string(x.frame) == "from a member" {
+				return true
+			}
+		}
+		return false
+	}) {
+		if r.from != "member" {
+			t.Fatalf("frame from %s delivered: %q", r.from, r.frame)
+		}
+	}
+}

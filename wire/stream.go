@@ -39,22 +39,9 @@ func (t *QUIC) DialStream(ctx context.Context, peer, service string) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
-	var s *session
-	for s == nil {
-		up, err := l.ensure()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case <-up:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, peer, ctx.Err())
-		case <-t.ctx.Done():
-			return nil, ErrClosed
-		}
-		l.mu.Lock()
-		s = l.sess
-		l.mu.Unlock()
+	s, err := l.await(ctx)
+	if err != nil {
+		return nil, err
 	}
 	st, err := s.conn.OpenStreamSync(ctx)
 	if err != nil {

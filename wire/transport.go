@@ -30,6 +30,11 @@ var (
 	// ErrUnavailable (and so actor.ErrProcessUnavailable); a sender must
 	// not send the ask again, as it would run twice if it ran.
 	ErrLinkLost error = &kindError{"wire: link lost, outcome unknown", ErrUnavailable}
+	// ErrNotMember: the peer refused this node's Hello because it does
+	// not know this node as a cluster member (Config.Admit). It matches
+	// ErrUnavailable: a node that is joining is admitted once the peer
+	// learns of it, and the link is tried again after the back-off.
+	ErrNotMember error = &kindError{"wire: peer does not know this node as a member", ErrUnavailable}
 	// ErrSelf: a node tried to send to or dial itself.
 	ErrSelf = errors.New("wire: peer is this node")
 )

@@ -90,6 +90,9 @@ type Engine struct {
 	fedTr       *fedSender
 	// placed is set once pl is (see starting).
 	placed atomic.Bool
+	// gossiping is set once ml and prove are: the transport's Admit
+	// reads ml from its own goroutines.
+	gossiping atomic.Bool
 	// askPolicies are the kinds' deadline policies in the applied table
 	// (ForeignAskTimeouts), nil until first read; amu serialises their
 	// reading.
@@ -171,6 +174,7 @@ func (c *Engine) Start(ctx context.Context, d Deps) error {
 	}
 	wc.Certificate, wc.CAs = c.cfg.Certificate, c.cfg.CAs
 	wc.Resolve = c.resolve
+	wc.Admit = c.admitLink
 	wc.Handler = rem.Mailer().Handle
 	wc.HandleBatch = rem.Mailer().HandleBatch
 	wc.Events = func(ev wire.LinkEvent) {
@@ -226,8 +230,9 @@ func (c *Engine) Start(ctx context.Context, d Deps) error {
 	}
 	c.ml = ml
 	c.peers = newPeerView(c, ml)
-	c.prove = membership.NewProver(membership.ProverConfig{Self: c.name, Connector: proveConnector{tr}, Clock: c.cfg.Clock,
+	c.prove = membership.NewProver(membership.ProverConfig{Self: c.name, Connector: proveConnector{tr, c.cfg.Clock}, Clock: c.cfg.Clock,
 		Logger: c.log, Changed: c.peers.signal})
+	c.gossiping.Store(true)
 
 	raftLn, err := tr.ListenStream(placement.RaftService)
 	if err != nil {
@@ -789,12 +794,8 @@ func (c *Engine) acceptLoop(l net.Listener, serve func(net.Conn) error) {
 // proves it — may open no raft, handoff or replication stream here: raft
 // takes the sender and leader names its messages carry on trust.
 func (c *Engine) member(name string) bool {
-	if c.placed.Load() {
-		in := false
-		c.pl.FSM().Read(func(t *placement.Table) { _, in = t.Nodes[name] })
-		if in {
-			return true
-		}
+	if c.inTable(name) {
+		return true
 	}
 	for _, m := range c.ml.Members() {
 		if m.Name == name && !m.Status.Gone() && c.prove.Proven(m) {
@@ -804,6 +805,38 @@ func (c *Engine) member(name string) bool {
 	return false
 }
 
+// inTable reports whether the applied placement table lists name.
+func (c *Engine) inTable(name string) bool {
+	in := false
+	if c.placed.Load() {
+		c.pl.FSM().Read(func(t *placement.Table) { _, in = t.Nodes[name] })
+	}
+	return in
+}
+
+// errNotMember is admitLink's refusal.
+var errNotMember = errors.New("not in the placement table and not a live gossip member")
+
+// admitLink is the transport's Admit: a peer whose certificate of the
+// cluster CA names it may link only if it is a member, in the table or
+// live in gossip (which needs the gossip key). Proof is not required of a
+// gossip member here, since the link it makes is what proves it. A node
+// that links before gossip brought it here is refused with NOT_MEMBER,
+// and comes in once it is known (proveConnector tries again).
+func (c *Engine) admitLink(peer string) error {
+	if c.inTable(peer) {
+		return nil
+	}
+	if c.gossiping.Load() {
+		for _, m := range c.ml.Members() {
+			if m.Name == peer && !m.Status.Gone() {
+				return nil
+			}
+		}
+	}
+	return errNotMember
+}
+
 // proveConnector is the transport as the prover connects with it. The
 // prover tries a member when gossip shows it alive and unproven (new,
 // back from dead after a partition, with new facts) or after its own
@@ -811,13 +844,32 @@ func (c *Engine) member(name string) bool {
 // be reached (up to wire.Config.BackoffMax), must not refuse that
 // attempt, or a node cut off long enough to be declared dead came back
 // only when that back-off ran out, seconds after the partition healed.
-type proveConnector struct{ tr transport }
+type proveConnector struct {
+	tr    transport
+	clock clock.Clock
+}
+
+// proveNotMemberRetry is the first wait of proveConnector before it dials
+// a peer that did not know this node again.
+const proveNotMemberRetry = 50 * time.Millisecond
 
 func (p proveConnector) Connect(ctx context.Context, peer string) error {
-	if r, ok := p.tr.(interface{ Redial(peer string) }); ok {
-		r.Redial(peer)
+	for wait := proveNotMemberRetry; ; wait *= 2 {
+		if r, ok := p.tr.(interface{ Redial(peer string) }); ok {
+			r.Redial(peer)
+		}
+		err := p.tr.Connect(ctx, peer)
+		if !errors.Is(err, wire.ErrNotMember) {
+			return err
+		}
+		// The peer has not heard of this node yet: gossip brings it
+		// within a round or two, sooner than the prover's back-off.
+		select {
+		case <-ctx.Done():
+			return err
+		case <-p.clock.After(wait):
+		}
 	}
-	return p.tr.Connect(ctx, peer)
 }
 
 // admitStream closes conn, a stream a peer opened to one of this node's

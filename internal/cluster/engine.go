@@ -953,12 +953,9 @@ func (f handoffFunc) Transfer(ctx context.Context, m placement.Move) error { ret
 // the move (placement completes a move only once Transfer returned nil),
 // so the old owner keeps the shard and the state it holds.
 func (c *Engine) transfer(ctx context.Context, m placement.Move) error {
-	// Retry until a quarter of the budget is left, so that the outcome
-	// reaches the planner while the old owner's own budget lasts.
-	giveUp := time.Time{}
-	if dl, ok := ctx.Deadline(); ok {
-		giveUp = dl.Add(-time.Until(dl) / 4)
-	}
+	// ctx's deadline is wall time, so the bound is too.
+	dl, _ := ctx.Deadline()
+	giveUp := retryUntil(time.Now(), dl)
 	fail := func(err error) error {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "shard handoff failed", slog.String("shard", m.Shard.String()),
 			slog.String("from", m.From), slog.String("to", m.To), slog.Any("error", err))
@@ -975,10 +972,7 @@ func (c *Engine) transfer(ctx context.Context, m placement.Move) error {
 		if err == nil {
 			return nil
 		}
-		// Trying again is safe (the new owner accepts a transfer only
-		// while its table shows this move) and useful as long as the
-		// table still shows this move.
-		if s, ok := c.pl.Owner(m.Shard); !ok || s.Owner != m.From || s.MovingTo != m.To || s.Epoch != m.Epoch {
+		if s, ok := c.pl.Owner(m.Shard); !moveStands(s, ok, m) {
 			return fail(err)
 		}
 		if !giveUp.IsZero() && !time.Now().Before(giveUp) {
@@ -1009,10 +1003,11 @@ func (c *Engine) transferOnce(ctx context.Context, m placement.Move) error {
 func (c *Engine) shipShard(ctx context.Context, m placement.Move) error {
 	for {
 		s, ok := c.pl.Owner(m.Shard)
-		if ok && s.Epoch == m.Epoch && s.Owner == c.name && s.MovingTo == m.To {
+		step := shipReadiness(s, ok, m, c.name)
+		if step == shipGo {
 			break
 		}
-		if ok && (s.Epoch > m.Epoch || (s.Epoch == m.Epoch && (s.Owner != c.name || (s.MovingTo != "" && s.MovingTo != m.To)))) {
+		if step == shipRefuse {
 			return fmt.Errorf("%w: %s to %s at epoch %d: this node's table shows owner %q at epoch %d moving to %q",
 				errShipRefused, m.Shard, m.To, m.Epoch, s.Owner, s.Epoch, s.MovingTo)
 		}
@@ -1053,66 +1048,31 @@ func (c *Engine) shipShard(ctx context.Context, m placement.Move) error {
 	active := c.movingOut[m.Shard]
 	delete(c.movingOut, m.Shard)
 	c.wmu.Unlock()
-	isActive := make(map[prospero.Identity]bool, len(active))
-	for _, id := range active {
-		isActive[id] = true
-	}
 	c.mu.Lock()
 	for id := range c.active {
-		if !isActive[id] {
-			isActive[id] = true
-			active = append(active, id)
-		}
+		active = append(active, id)
 	}
 	c.mu.Unlock()
-	all := make(map[prospero.Identity]bool, len(ids)+len(held)+len(inMemory)+len(active))
-	for _, l := range [][]prospero.Identity{ids, held, inMemory, active} {
-		for _, id := range l {
-			all[id] = true
-		}
-	}
-	ids = ids[:0]
-	for id := range all {
-		ids = append(ids, id)
-	}
-	notInShard := func(id prospero.Identity) bool {
+	ids, active, invalid := shipSet([][]prospero.Identity{ids, held, inMemory, active}, active, func(id prospero.Identity) bool {
 		if isReserved(id) {
-			return true
+			return false
 		}
 		loc, err := c.pl.Locate(id.Kind, id.Key)
-		return err != nil || loc.Shard != m.Shard
+		return err == nil && loc.Shard == m.Shard
+	})
+	for id, err := range invalid {
+		c.isolateIdentity(ctx, m, id, err)
 	}
-	ids = slices.DeleteFunc(ids, notInShard)
-	active = slices.DeleteFunc(active, notInShard)
-	// An identity that is not valid (at rest from before keys were
-	// checked) can be neither passivated nor shipped: the new owner
-	// would refuse it and the move would fail again and again.
-	ids = slices.DeleteFunc(ids, func(id prospero.Identity) bool {
-		if err := id.Validate(); err != nil {
-			c.isolateIdentity(ctx, m, id, err)
-			return true
-		}
-		return false
-	})
-	slices.SortFunc(active, func(a, b prospero.Identity) int { return cmpString(a.String(), b.String()) })
-	slices.SortFunc(ids, func(a, b prospero.Identity) int {
-		return cmpString(a.String(), b.String())
-	})
 	if err := c.quiesce(ctx, ids); err != nil {
 		return err
 	}
-	// A promotion: the new owner is in the shard's in-sync set, so it
-	// holds every record this node committed, the final writes of the
-	// activations just passivated included (had it missed one, it would
-	// have left the set before that write committed, and this node's
-	// table would show it out). Nothing of the actors is shipped.
-	// Not when a write of the shard landed here without committing: the
-	// activation reloaded it, and the follower may lack it.
-	promote := false
-	if s, ok := c.pl.Owner(m.Shard); ok && s.Owner == c.name && s.Epoch == m.Epoch && s.MovingTo == m.To && s.InSync(m.To) {
-		promote = c.run.Replicas != nil && !c.run.Replicas.Uncommitted(replicaShard(m.Shard)) &&
-			!c.run.Replicas.Suspect(m.To) // it lost records and could not leave the sets yet
-	}
+	// A promotion ships nothing of the actors: the new owner holds every
+	// record this node committed (promotes says when).
+	s, ok := c.pl.Owner(m.Shard)
+	replicated := c.run.Replicas != nil
+	promote := promotes(s, ok, m, c.name, replicated,
+		replicated && c.run.Replicas.Uncommitted(replicaShard(m.Shard)),
+		replicated && c.run.Replicas.Suspect(m.To))
 	var recs []shipped
 	for _, id := range ids {
 		if promote {

@@ -18,66 +18,72 @@ import (
 // the shard's name (a *route.Hint). One send makes one such lookup per
 // node it passes: the caller's routing (Resolve hands it to Forward) and
 // the owner's admission; the owner's activation fence, which runs later,
-// looks again. Errors match actor sentinels.
+// looks again. Errors match actor sentinels. The decision is routeIn's;
+// this is its shell.
 func (c *Engine) locateAt(ref actor.Ref) (string, uint64, bool, error) {
 	if !c.placed.Load() {
 		// Mail arrives as soon as the transport listens, which is before
 		// placement runs: this node holds no lease yet.
 		return "", 0, false, fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrLeaseExpired)
 	}
-	var loc placement.Location
-	var err error
-	var movingTo string
-	selfUp := false
 	// The lease first, then the table, as placement.Node.Check: a lease
 	// fresh now means this node's sync barrier after any lapse has been
 	// applied, so the read below sees every change committed before it.
 	// Looked at the other way round, a lapse could end between the two
 	// and vouch for a table read before the barrier.
 	fresh := c.pl.LeaseFresh(c.cfg.Clock.Now())
-	c.pl.FSM().Read(func(t *placement.Table) {
-		loc, err = t.Locate(ref.Kind(), ref.Key())
-		if err != nil {
-			return
-		}
-		if loc.Moving {
-			if s, ok := t.Shard(loc.Shard); ok {
-				movingTo = s.MovingTo
-			}
-			return
-		}
-		if loc.Owner == c.name {
-			n, ok := t.Nodes[c.name]
-			selfUp = ok && n.Status != placement.StatusDown
-		}
-	})
-	if err != nil {
-		if errors.Is(err, placement.ErrNoEligibleNode) {
-			return "", 0, false, fmt.Errorf("%w: %w", actor.ErrNoEligibleNode, err)
-		}
-		return "", 0, false, c.unavailable(err)
+	var r routing
+	c.pl.FSM().Read(func(t *placement.Table) { r = routeIn(t, ref, c.name, fresh) })
+	if r.stalled {
+		r.err = c.unavailable(r.err)
 	}
-	if loc.Moving {
+	return r.owner, r.epoch, r.local, r.err
+}
+
+// routing is one routing decision (routeIn).
+type routing struct {
+	owner string // where the mail goes; "" when refused
+	epoch uint64 // the shard's epoch (0 when the table places no owner)
+	local bool   // the owner is this node
+	err   error  // the refusal, matching actor sentinels
+	// stalled: err is the table's own cause (no owner can be placed
+	// yet, this node down or its lease lapsed), still to be worded by
+	// whether a placement leader is known (Engine.unavailable).
+	stalled bool
+}
+
+// routeIn decides where mail for ref goes by table t as self reads it,
+// given whether self's lease was fresh before the read. It has no lock,
+// clock or I/O of its own.
+func routeIn(t *placement.Table, ref actor.Ref, self string, fresh bool) routing {
+	loc, err := t.Locate(ref.Kind(), ref.Key())
+	switch {
+	case errors.Is(err, placement.ErrNoEligibleNode):
+		return routing{err: fmt.Errorf("%w: %w", actor.ErrNoEligibleNode, err)}
+	case err != nil:
+		return routing{err: err, stalled: true}
+	case loc.Moving:
+		var movingTo string
+		if s, ok := t.Shard(loc.Shard); ok {
+			movingTo = s.MovingTo
+		}
 		err := fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrHandoff)
-		return "", loc.Epoch, false, &route.Hint{Err: err, Owner: movingTo, Shard: loc.Shard.String()}
-	}
-	if loc.Owner != c.name {
-		if loc.OwnerDown {
-			return "", loc.Epoch, false, ownerDown(loc.Owner)
-		}
-		return loc.Owner, loc.Epoch, false, nil
+		return routing{epoch: loc.Epoch, err: &route.Hint{Err: err, Owner: movingTo, Shard: loc.Shard.String()}}
+	case loc.Owner != self && loc.OwnerDown:
+		return routing{epoch: loc.Epoch, err: ownerDown(loc.Owner)}
+	case loc.Owner != self:
+		return routing{owner: loc.Owner, epoch: loc.Epoch}
 	}
 	// The rest of placement.CheckOwnership for this node's own shard at
 	// the table's epoch, on the same read: the shard is self's and not
-	// moving, so only this node's status and its lease (taken before the
-	// read) remain.
-	switch {
-	case !selfUp:
-		return "", loc.Epoch, false, c.unavailable(placement.ErrNodeDown)
-	case !fresh:
-		return "", loc.Epoch, false, c.unavailable(placement.ErrLeaseExpired)
+	// moving, so only this node's status and its lease remain.
+	if n, ok := t.Nodes[self]; !ok || n.Status == placement.StatusDown {
+		return routing{epoch: loc.Epoch, err: placement.ErrNodeDown, stalled: true}
 	}
-	return c.name, loc.Epoch, true, nil
+	if !fresh {
+		return routing{epoch: loc.Epoch, err: placement.ErrLeaseExpired, stalled: true}
+	}
+	return routing{owner: self, epoch: loc.Epoch, local: true}
 }
 
 // FenceActivation is the doorbell's fence: an identity of a kind of this

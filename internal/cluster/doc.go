@@ -14,6 +14,14 @@
 // checked again by the receiver against its own applied table and epochs,
 // so a stale sender is refused, never obeyed.
 //
+// Decisions are separate from the goroutines, locks and I/O that carry
+// them out: routing is routeIn (fence.go), the old owner's side of a
+// handoff is shipReadiness, moveStands, retryUntil, shipSet and promotes
+// (shipping.go), the new owner's is the transfers state machine
+// (transfers.go), and placement's own are placement.Planner's. Each takes
+// the table, the time and what the node holds as arguments and is tested
+// by table; the engine's methods are the shell around them.
+//
 // The engine knows its node only through Host (whether it runs; status,
 // passivation and reminders of identities it owns) and Deps (the
 // components it is started with: scheduler, supervisor, stores), so it does not import the root package; the root package's Node

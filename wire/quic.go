@@ -276,13 +276,10 @@ func (t *QUIC) Connect(ctx context.Context, peer string) error {
 // error that ended the dial (the back-off's, once it failed).
 func (l *link) await(ctx context.Context) (*session, error) {
 	for {
-		up, err := l.ensure()
+		up, attempt, err := l.ensure()
 		if err != nil {
 			return nil, err
 		}
-		l.mu.Lock()
-		attempt := l.attempt
-		l.mu.Unlock()
 		select {
 		case <-up:
 			l.mu.Lock()
@@ -326,7 +323,7 @@ func (t *QUIC) Redial(peer string) {
 	l.failures = 0
 	l.nextAttempt = time.Time{}
 	l.mu.Unlock()
-	_, _ = l.ensure()
+	_, _, _ = l.ensure()
 }
 
 // Disconnect implements Transport.
@@ -391,7 +388,7 @@ func (t *QUIC) sendWait(ctx context.Context, peer string, ln Lane, frame []byte)
 				return fmt.Errorf("%w: %s: link closed", ErrUnavailable, peer)
 			}
 			attempt++
-			if _, err := l.ensure(); err != nil {
+			if _, _, err := l.ensure(); err != nil {
 				return err
 			}
 			continue
@@ -683,27 +680,30 @@ func newLink(t *QUIC, peer string) *link {
 }
 
 // ensure makes sure the link has or is getting a session. It returns a
-// channel closed once a session is up, or ErrUnavailable during back-off.
-func (l *link) ensure() (<-chan struct{}, error) {
+// channel closed once a session is up and, while this node dials, one
+// closed when that dial ends (nil otherwise), both read under one lock
+// so that a dial ending at once is not missed; or ErrUnavailable during
+// back-off.
+func (l *link) ensure() (up, attempt <-chan struct{}, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.sess != nil || l.dialing {
-		return l.up, nil
+		return l.up, l.attempt, nil
 	}
 	if now := l.t.cfg.Clock.Now(); now.Before(l.nextAttempt) {
 		err := fmt.Errorf("%w: %s: retry after %s", ErrUnavailable, l.peer, l.nextAttempt.Sub(now).Round(time.Millisecond))
 		if l.lastErr != nil { // its identity too: ErrNotMember says why
 			err = fmt.Errorf("%w: %w", err, l.lastErr)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	if !l.t.startGo(l.dial) {
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	l.dialing = true
 	l.attempt = make(chan struct{})
 	l.setLanesLocked(nil, true)
-	return l.up, nil
+	return l.up, l.attempt, nil
 }
 
 // setLanesLocked sets every lane's owner and open flag; when it closes a

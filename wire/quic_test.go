@@ -519,3 +519,32 @@ func TestAdmitRefusesNonMembers(t *testing.T) {
 		}
 	}
 }
+
+// A dial that fails at once (the peer does not resolve) ends Connect and
+// DialStream with its error: they never wait for a context instead. The
+// dial may end before the caller starts waiting for it; thousands of
+// tries make that window likely.
+func TestFailedDialEndsTheWait(t *testing.T) {
+	c := newQUICCluster(t)
+	a := c.start(t, c.config(t, "a", newSink(), nil))
+	l, err := a.link("nowhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2000 {
+		l.mu.Lock()
+		l.nextAttempt = time.Time{} // the back-off over, without dialing
+		l.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if i%2 == 0 {
+			err = a.Connect(ctx, "nowhere")
+		} else {
+			_, err = a.DialStream(ctx, "nowhere", "svc")
+		}
+		expired := ctx.Err()
+		cancel()
+		if err == nil || expired != nil {
+			t.Fatalf("try %d: %v (context: %v); want the dial's error at once", i, err, expired)
+		}
+	}
+}

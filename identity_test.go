@@ -266,7 +266,7 @@ func TestImpostorWithValidCertificateDoesNotFailTheRealNode(t *testing.T) {
 // NOT_MEMBER, so it sends no mail, no control message and opens no raft,
 // handoff or replication stream (raft takes the sender and leader names
 // its messages carry on trust, so such a peer could otherwise pose as any
-// voter). The refusal is counted as a rejected Hello.
+// voter). Each refusal is counted.
 func TestNonMemberCannotLink(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
@@ -292,19 +292,22 @@ func TestNonMemberCannotLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tr.Close() })
-	before := n1.Stats().Transport.HelloRejected
+	refused := func() uint64 { return n1.Stats().Transport.NotMember }
+	before := refused()
 	if err := tr.Connect(t.Context(), "n1"); !errors.Is(err, wire.ErrNotMember) {
 		t.Fatalf("a non-member's link: %v, want wire.ErrNotMember", err)
 	}
-	if got := n1.Stats().Transport.HelloRejected; got != before+1 {
-		t.Errorf("n1's rejected Hellos: %d, want %d", got, before+1)
-	}
-	tr.Redial("n1")
 	for _, service := range []string{placement.RaftService, "tempest-replica", "tempest-state"} {
-		if conn, err := tr.DialStream(t.Context(), "n1", service); err == nil {
-			_ = conn.Close()
-			t.Fatalf("%s: a non-member opened a stream", service)
+		tr.Redial("n1") // past the back-off: each tries n1 again
+		if conn, err := tr.DialStream(t.Context(), "n1", service); !errors.Is(err, wire.ErrNotMember) {
+			if conn != nil {
+				_ = conn.Close()
+			}
+			t.Fatalf("%s: a non-member's stream: %v, want wire.ErrNotMember", service, err)
 		}
+	}
+	if got := refused(); got < before+4 {
+		t.Errorf("n1 counted %d links refused to non-members, want at least %d", got-before, 4)
 	}
 	if st := tr.Stats(); st.LinksUp != 0 {
 		t.Fatalf("a non-member's link came up %d times", st.LinksUp)

@@ -437,7 +437,7 @@ var nodeDescs = struct {
 	linkErrs:     prometheus.NewDesc("tempest_link_errors_total", "QUIC send and receive problems by type.", []string{"type"}, nil),
 	ready:        prometheus.NewDesc("tempest_ready", "1 if the node is ready (joined, leader known, placement applied).", nil, nil),
 	rejected: prometheus.NewDesc("tempest_rejected_traffic_total",
-		"Unauthenticated or malformed traffic this node dropped, by cause (gossip_undecryptable, gossip_malformed, tls_rejected, hello_rejected).",
+		"Unauthenticated or malformed traffic this node dropped, by cause (gossip_undecryptable, gossip_malformed, tls_rejected, hello_rejected, not_member).",
 		[]string{"cause"}, nil),
 	unproven: prometheus.NewDesc("tempest_members_unproven",
 		"Live gossip members that have not proved their name with a certificate of the cluster CA (placement ignores them).", nil, nil),
@@ -553,6 +553,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.rejected, st.Gossip.Malformed, membership.CauseMalformed)
 	counter(d.rejected, t.TLSRejected, "tls_rejected")
 	counter(d.rejected, t.HelloRejected, "hello_rejected")
+	counter(d.rejected, t.NotMember, "not_member")
 	gauge(d.unproven, float64(st.Unproven))
 	counter(d.proofsFailed, st.ProofsFailed)
 	for _, v := range c.n.PolicyViews() {

@@ -24,6 +24,7 @@ import (
 const (
 	causeTLSRejected   = "tls_rejected"
 	causeHelloRejected = "hello_rejected"
+	causeNotMember     = "not_member"
 )
 
 // Causes of inbound lane streams reset for a bad frame, in the lines
@@ -71,6 +72,9 @@ type QUIC struct {
 	events  eventQueue
 	st      counters
 	rejects *ratelog.Limiter // lines about refused inbound connections
+	// notMembers: lines about links refused to certified non-members,
+	// at Info: a joining node meets a few (Config.Admit).
+	notMembers *ratelog.Limiter
 	// badFrames: lines about inbound lanes reset for a bad frame.
 	badFrames *ratelog.Limiter
 	// refusals: lines about datagrams the kernel refused to send, by
@@ -87,7 +91,7 @@ var (
 type counters struct {
 	framesSent, framesRecv, bytesSent, bytesRecv, writes    atomic.Uint64
 	queueFull, dropped, oversized, malformed, helloRejected atomic.Uint64
-	tlsRejected, sendsRefused                               atomic.Uint64
+	tlsRejected, notMember, sendsRefused                    atomic.Uint64
 	linksUp, linksDown                                      atomic.Uint64
 }
 
@@ -97,7 +101,7 @@ func (c *counters) snapshot() Stats {
 		BytesSent: c.bytesSent.Load(), BytesReceived: c.bytesRecv.Load(),
 		Writes: c.writes.Load(), QueueFull: c.queueFull.Load(), Dropped: c.dropped.Load(),
 		Oversized: c.oversized.Load(), Malformed: c.malformed.Load(),
-		HelloRejected: c.helloRejected.Load(), TLSRejected: c.tlsRejected.Load(),
+		HelloRejected: c.helloRejected.Load(), TLSRejected: c.tlsRejected.Load(), NotMember: c.notMember.Load(),
 		LinksUp: c.linksUp.Load(), LinksDown: c.linksDown.Load(),
 		SendsRefused: c.sendsRefused.Load(),
 	}
@@ -133,6 +137,7 @@ func NewQUIC(cfg Config) (*QUIC, error) {
 		services: make(map[string]*streamListener),
 	}
 	t.rejects = ratelog.New(t.log, slog.LevelWarn, "wire: inbound connections refused", cfg.RejectLogInterval, cfg.Clock.Now)
+	t.notMembers = ratelog.New(t.log, slog.LevelInfo, "wire: links refused to peers that are not members", cfg.RejectLogInterval, cfg.Clock.Now)
 	t.badFrames = ratelog.New(t.log, slog.LevelWarn, "wire: bad inbound frames, lane reset", cfg.RejectLogInterval, cfg.Clock.Now)
 	t.refusals = ratelog.New(t.log, slog.LevelWarn, "wire: the kernel refused to send to a peer (EPERM: a firewall rule drops this node's traffic?); counted as lost", cfg.RejectLogInterval, cfg.Clock.Now)
 	t.events.init(cfg.Events)
@@ -568,7 +573,11 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 	}
 	if t.cfg.Admit != nil {
 		if err := t.cfg.Admit(h.Name); err != nil {
-			note("not a member", slog.String(logPeer, h.Name), slog.Any(logErr, err))
+			// Not counted as a bad Hello: a node that joins may dial a
+			// peer before gossip brought it there, and is refused once.
+			t.st.notMember.Add(1)
+			t.notMembers.Note(causeNotMember, slog.String("remote", conn.RemoteAddr().String()),
+				slog.String(logPeer, h.Name), slog.Any(logErr, err))
 			// Say why, and let the dialer close, as for a version.
 			hs.Write(appendFrame(nil, encodeHelloReply(HelloStatusNotMember, me)))
 			hs.Close()

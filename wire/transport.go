@@ -197,8 +197,13 @@ type Stats struct {
 	Dropped uint64
 	// Oversized and Malformed count inbound frames that reset a stream.
 	Oversized, Malformed uint64
-	// HelloRejected counts inbound connections refused at the Hello.
+	// HelloRejected counts inbound connections refused at the Hello for
+	// a bad Hello: malformed, naming another node than the certificate,
+	// or of another protocol version.
 	HelloRejected uint64
+	// NotMember counts inbound connections refused at the Hello because
+	// Config.Admit refused the certified peer (NOT_MEMBER).
+	NotMember uint64
 	// TLSRejected counts inbound handshakes refused because the client's
 	// certificate does not verify against the cluster CA (none, another
 	// CA's, expired).

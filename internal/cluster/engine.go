@@ -849,12 +849,17 @@ type proveConnector struct {
 	clock clock.Clock
 }
 
-// proveNotMemberRetry is the first wait of proveConnector before it dials
-// a peer that did not know this node again.
-const proveNotMemberRetry = 50 * time.Millisecond
+// proveConnector's waits before it dials again a peer that did not know
+// this node: from the first, doubling up to the largest. The peer may
+// also dial this node meanwhile (it proves this node once it learns of
+// it); the next try then finds that link up.
+const (
+	proveNotMemberRetry    = 50 * time.Millisecond
+	proveNotMemberRetryMax = 200 * time.Millisecond
+)
 
 func (p proveConnector) Connect(ctx context.Context, peer string) error {
-	for wait := proveNotMemberRetry; ; wait *= 2 {
+	for wait := proveNotMemberRetry; ; wait = min(2*wait, proveNotMemberRetryMax) {
 		if r, ok := p.tr.(interface{ Redial(peer string) }); ok {
 			r.Redial(peer)
 		}

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"net"
 	"testing"
 
 	"github.com/tempest-actors/tempest/membership"
@@ -34,5 +36,64 @@ func TestUndecodableMemberCountsAsUnproven(t *testing.T) {
 	live, unproven := c.countMembers(ms)
 	if live != 4 || unproven != 3 {
 		t.Errorf("live %d, unproven %d; want 4 and 3 (n2 and both undecodable members)", live, unproven)
+	}
+}
+
+// listGossip is a gossip view that lists ms (other methods unused).
+type listGossip struct {
+	gossip
+	ms []membership.Member
+}
+
+func (g listGossip) Members() []membership.Member { return g.ms }
+
+// namedConn is a stream from the peer it names.
+type namedConn struct {
+	net.Conn
+	peer   string
+	closed bool
+}
+
+func (c *namedConn) RemoteAddr() net.Addr { return nodeAddr(c.peer) }
+func (c *namedConn) Close() error         { c.closed = true; return nil }
+
+type nodeAddr string
+
+func (a nodeAddr) Network() string { return "tempest" }
+func (a nodeAddr) String() string  { return string(a) }
+
+// A link is admitted from a name live in gossip (proven or not: the link
+// proves it) and refused from one dead, left or unknown, and from anyone
+// before gossip runs; a stream needs more, a proof, and a refusal is
+// counted.
+func TestAdmitLinkAndStream(t *testing.T) {
+	c := New(Config{Name: "n1", Log: slog.New(slog.DiscardHandler)}, nil)
+	if err := c.admitLink("n2"); err == nil {
+		t.Fatal("a link admitted before gossip runs")
+	}
+	alive := membership.Member{Name: "n2", Status: membership.StatusAlive, Meta: membership.Meta{QUICAddr: "127.0.0.1:2"}}
+	c.ml = listGossip{ms: []membership.Member{
+		{Name: "n1", Status: membership.StatusAlive},
+		alive,
+		{Name: "dead", Status: membership.StatusDead},
+		{Name: "left", Status: membership.StatusLeft},
+	}}
+	c.prove = membership.NewProver(membership.ProverConfig{Self: "n1", Connector: noConnector{}})
+	c.gossiping.Store(true)
+	for peer, admitted := range map[string]bool{"n2": true, "dead": false, "left": false, "mallory": false} {
+		if err := c.admitLink(peer); (err == nil) != admitted {
+			t.Errorf("link from %s: %v, want admitted %v", peer, err, admitted)
+		}
+	}
+	conn := &namedConn{peer: "n2"}
+	if c.admitStream(conn) || !conn.closed || c.streamsRefused.Load() != 1 {
+		t.Fatalf("a stream from an unproven member: admitted or not counted (closed %v, refused %d)", conn.closed, c.streamsRefused.Load())
+	}
+	c.prove.Done(alive, nil) // its link proved it
+	if conn := (&namedConn{peer: "n2"}); !c.admitStream(conn) || conn.closed {
+		t.Fatal("a stream from a proven member refused")
+	}
+	if conn := (&namedConn{peer: "mallory"}); c.admitStream(conn) || c.streamsRefused.Load() != 2 {
+		t.Fatal("a stream from a non-member admitted")
 	}
 }

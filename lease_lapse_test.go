@@ -2,7 +2,10 @@ package tempest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/demo"
+	"github.com/tempest-actors/tempest/httpapi"
 	"github.com/tempest-actors/tempest/tempesttest"
 )
 
@@ -96,5 +100,37 @@ func TestPausedOwnerEndsItsActivationsBeforeTakeover(t *testing.T) {
 	}
 	if err := c.SingleActivation(); err != nil {
 		t.Error(err)
+	}
+}
+
+// GET /v1/placement says whether the answering node's table is current:
+// a node cut off from the cluster keeps answering from its applied table,
+// but once its lease lapses it says so (current false), as `tempest
+// placement` then warns.
+func TestPlacementOfACutOffNodeIsNotCurrent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := demoCluster(t, tempesttest.Options{Nodes: 3})
+	current := func(n *tempest.Node) bool {
+		t.Helper()
+		srv, err := httpapi.New(httpapi.Config{Node: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/placement", nil))
+		var pb httpapi.PlacementBody
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &pb) != nil {
+			t.Fatalf("GET /v1/placement on %s: %d %s", n.Name(), rec.Code, rec.Body)
+		}
+		return pb.Current
+	}
+	n3 := c.Node("n3")
+	waitFor(t, 30*time.Second, "n3's table current", func() bool { return current(n3) })
+	c.Partition("n3")
+	waitFor(t, 30*time.Second, "n3's table no longer current", func() bool { return !current(n3) })
+	if !current(c.Node("n1")) {
+		t.Error("n1's table is not current while it is in the cluster")
 	}
 }

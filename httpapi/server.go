@@ -83,6 +83,7 @@ type Node interface {
 	Proven(m membership.Member) bool
 	Table() *placement.Table
 	RaftInfo() tempest.RaftInfo
+	PlacementStatus() (placement.Status, bool)
 	Actors(ctx context.Context, kind string, dormant bool) ([]tempest.ActorEntry, error)
 	ReplicationLag() []tempest.ReplicaLag
 }
@@ -245,14 +246,20 @@ type PlacementNode struct {
 }
 
 type PlacementBody struct {
-	Node       string `json:"node"`
-	Leader     string `json:"leader"`
-	Epoch      uint64 `json:"epoch"` // version of the applied table
-	Term       uint64 `json:"term"`
-	ShardCount int    `json:"shard_count"` // per group
-	Groups     int    `json:"groups"`
-	Moving     int    `json:"moving"`
-	Unassigned int    `json:"unassigned"`
+	Node   string `json:"node"`
+	Leader string `json:"leader"`
+	Epoch  uint64 `json:"epoch"` // version of the applied table
+	Term   uint64 `json:"term"`
+	// Current is whether the answering node's placement lease is fresh:
+	// its table then holds every change committed before the lease's
+	// last sync with the leader. False on a node that just started (its
+	// table may still be the one it stopped with) or that is cut off from
+	// the leader: ask another node for the cluster's table.
+	Current    bool `json:"current"`
+	ShardCount int  `json:"shard_count"` // per group
+	Groups     int  `json:"groups"`
+	Moving     int  `json:"moving"`
+	Unassigned int  `json:"unassigned"`
 	// Replicas is the replica set size of every shard (owner included);
 	// UnderReplicated counts the assigned shards whose in-sync set is
 	// smaller than the cluster can hold.
@@ -1093,13 +1100,14 @@ func (s *Server) members(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) placement(w http.ResponseWriter, _ *http.Request) {
 	t := s.node.Table()
 	if t == nil {
-		writeJSON(w, http.StatusOK, PlacementBody{Node: s.node.Name(), Leader: s.node.Name(), Standalone: true,
+		writeJSON(w, http.StatusOK, PlacementBody{Node: s.node.Name(), Leader: s.node.Name(), Standalone: true, Current: true,
 			Nodes: []PlacementNode{{Name: s.node.Name(), Status: "up"}}})
 		return
 	}
 	raft := s.node.RaftInfo()
+	st, _ := s.node.PlacementStatus()
 	out := PlacementBody{Node: s.node.Name(), Leader: raft.Leader, Epoch: t.Version, Term: raft.Term,
-		ShardCount: t.ShardCount, Groups: len(t.Groups)}
+		Current: st.LeaseFresh, ShardCount: t.ShardCount, Groups: len(t.Groups)}
 	out.Replicas = t.Replication()
 	owned, follows := map[string]int{}, map[string]int{}
 	for _, g := range t.Groups {

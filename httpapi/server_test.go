@@ -93,6 +93,7 @@ func (f *fakeNode) Members() []membership.Member                     { return f.
 func (f *fakeNode) Proven(m membership.Member) bool                  { return f.proven[m.Name] }
 func (f *fakeNode) Table() *placement.Table                          { return nil }
 func (f *fakeNode) RaftInfo() tempest.RaftInfo                       { return tempest.RaftInfo{} }
+func (f *fakeNode) PlacementStatus() (placement.Status, bool)        { return placement.Status{}, false }
 func (f *fakeNode) ReplicationLag() []tempest.ReplicaLag             { return nil }
 func (f *fakeNode) Actors(_ context.Context, kind string, dormant bool) ([]tempest.ActorEntry, error) {
 	if err := f.result(kind, ""); err != nil {

@@ -233,8 +233,9 @@ type FederationStats struct {
 	MailBusy uint64
 	// StreamsRefused counts raft, handoff and replication streams this
 	// node refused because the peer that opened them (with a cluster
-	// certificate) is not a member: not in its placement table, and not
-	// a gossip member whose name is proven.
+	// certificate) is no longer a member when it opens them: not in its
+	// placement table, and not live in gossip. Links are made with
+	// members only, so these come from nodes that left after linking.
 	StreamsRefused uint64
 }
 

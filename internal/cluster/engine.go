@@ -786,25 +786,6 @@ func (c *Engine) acceptLoop(l net.Listener, serve func(net.Conn) error) {
 	}
 }
 
-// member reports whether the node called name (a name its QUIC link
-// proved with a cluster certificate) is a member of the cluster: in this
-// node's applied placement table, or a gossip member whose name is proven
-// (a node joining, before its table entry). A holder of a cluster
-// certificate that is neither — outside gossip, so no node resolves or
-// proves it — may open no raft, handoff or replication stream here: raft
-// takes the sender and leader names its messages carry on trust.
-func (c *Engine) member(name string) bool {
-	if c.inTable(name) {
-		return true
-	}
-	for _, m := range c.ml.Members() {
-		if m.Name == name && !m.Status.Gone() && c.prove.Proven(m) {
-			return true
-		}
-	}
-	return false
-}
-
 // inTable reports whether the applied placement table lists name.
 func (c *Engine) inTable(name string) bool {
 	in := false
@@ -817,12 +798,17 @@ func (c *Engine) inTable(name string) bool {
 // errNotMember is admitLink's refusal.
 var errNotMember = errors.New("not in the placement table and not a live gossip member")
 
-// admitLink is the transport's Admit: a peer whose certificate of the
-// cluster CA names it may link only if it is a member, in the table or
-// live in gossip (which needs the gossip key). Proof is not required of a
-// gossip member here, since the link it makes is what proves it. A node
-// that links before gossip brought it here is refused with NOT_MEMBER,
-// and comes in once it is known (proveConnector tries again).
+// admitLink reports whether peer, a name a QUIC link proved with a
+// certificate of the cluster CA, is a member: in this node's applied
+// placement table, or live in its gossip view (which needs the gossip
+// key). It is the transport's Admit, so a certificate alone carries no
+// traffic; and each raft, handoff and replication stream is checked
+// again when it opens (admitStream), since raft takes the sender and
+// leader names its messages carry on trust and a node may have left
+// since its link was made. Proof (the prover's dial of the address
+// gossip gives) is not asked: the link is the certificate holder's. A
+// node that links before gossip brought it here is refused with
+// NOT_MEMBER, and comes in once it is known (proveConnector tries again).
 func (c *Engine) admitLink(peer string) error {
 	if c.inTable(peer) {
 		return nil
@@ -878,11 +864,12 @@ func (p proveConnector) Connect(ctx context.Context, peer string) error {
 }
 
 // admitStream closes conn, a stream a peer opened to one of this node's
-// stream services, unless the peer is a member, and reports whether it
-// is. A refusal is logged and counted (FederationStats.StreamsRefused).
+// stream services, unless the peer is still a member (admitLink), and
+// reports whether it is. A refusal is logged and counted
+// (FederationStats.StreamsRefused).
 func (c *Engine) admitStream(conn net.Conn) bool {
 	peer := conn.RemoteAddr().String()
-	if c.member(peer) {
+	if c.admitLink(peer) == nil {
 		return true
 	}
 	_ = conn.Close()

@@ -101,10 +101,14 @@ func runAgent(ctx context.Context, c agentConfig, getenv func(string) string, st
 	if c.tracer, err = newTracerProvider(ctx, getenv, c.Name); err != nil {
 		return err
 	}
-	a, err := startAgent(c, mat, token, log, true)
+	a, err := startAgent(ctx, c, mat, token, log, true)
 	if err != nil {
 		if c.tracer != nil {
 			_ = c.tracer.Shutdown(context.Background())
+		}
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			log.Info("stopped before the node started", "error", err)
+			return nil // a signal during the start: a clean stop
 		}
 		return err
 	}
@@ -174,7 +178,7 @@ func checkBindable(c agentConfig) error {
 // startAgent builds, registers and starts a node and its HTTP API.
 // bridge sends raft's and memberlist's go-metrics into this node's
 // registry (one node per process only).
-func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, bridge bool) (*agent, error) {
+func startAgent(ctx context.Context, c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, bridge bool) (*agent, error) {
 	ln, err := net.Listen("tcp", c.HTTPAddr)
 	if err != nil {
 		return nil, configError("http-addr", "%v", err)
@@ -204,7 +208,7 @@ func startAgent(c agentConfig, mat tlsMaterial, token []byte, log *slog.Logger, 
 			_ = ln.Close()
 			return nil, err
 		}
-		gossipAdvertise, err := resolveAdvertise(c.Advertise, net.DefaultResolver, advertiseResolveTimeout)
+		gossipAdvertise, err := resolveAdvertise(ctx, c.Advertise, net.DefaultResolver, advertiseResolveTimeout)
 		if err != nil {
 			_ = ln.Close()
 			return nil, err
@@ -335,14 +339,15 @@ type hostResolver interface {
 
 // resolveAdvertise returns the IP gossip advertises for --advertise:
 // the value itself when it is an IP (or empty), else the first address
-// (IPv4 preferred) its DNS name resolves to, retried until timeout.
-// Gossip needs an IP; QUIC and HTTP keep the name, so peers dial the
-// stable name and a restart with a new IP needs no manual step.
-func resolveAdvertise(adv string, r hostResolver, timeout time.Duration) (string, error) {
+// (IPv4 preferred) its DNS name resolves to, retried until timeout or
+// until stop ends (a signal: the agent then stops at once, not after the
+// timeout). Gossip needs an IP; QUIC and HTTP keep the name, so peers
+// dial the stable name and a restart with a new IP needs no manual step.
+func resolveAdvertise(stop context.Context, adv string, r hostResolver, timeout time.Duration) (string, error) {
 	if adv == "" || net.ParseIP(adv) != nil {
 		return adv, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(stop, timeout)
 	defer cancel()
 	var lastErr error
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
@@ -363,6 +368,9 @@ func resolveAdvertise(adv string, r hostResolver, timeout time.Duration) (string
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if err := stop.Err(); err != nil {
+				return "", fmt.Errorf("stopped while resolving --advertise %q: %w", adv, err)
+			}
 			return "", configError("advertise", "%q did not resolve within %s: %v", adv, timeout, lastErr)
 		case <-t.C:
 		}

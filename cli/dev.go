@@ -159,7 +159,7 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer) (err error
 		if err != nil {
 			return err
 		}
-		a, err := startAgent(c, mat, nil, log, i == 0)
+		a, err := startAgent(ctx, c, mat, nil, log, i == 0)
 		if err != nil {
 			return fmt.Errorf("starting %s: %w", name, err)
 		}

@@ -561,14 +561,7 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 	me := Hello{Version: ProtocolVersion, Name: t.cfg.Name, ManifestDigest: t.cfg.ManifestDigest}
 	if h.Version != ProtocolVersion {
 		note("unsupported protocol version", slog.String(logPeer, h.Name), slog.Uint64("version", h.Version))
-		// Say why, and let the dialer close, so the answer is not lost.
-		hs.Write(appendFrame(nil, encodeHelloReply(HelloStatusRejected, me)))
-		hs.Close()
-		select {
-		case <-conn.Context().Done():
-		case <-ctx.Done():
-			conn.CloseWithError(closeBadHello, "unsupported protocol version")
-		}
+		answer(ctx, conn, hs, HelloStatusRejected, me, closeBadHello, "unsupported protocol version")
 		return
 	}
 	if t.cfg.Admit != nil {
@@ -578,14 +571,7 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 			t.st.notMember.Add(1)
 			t.notMembers.Note(causeNotMember, slog.String("remote", conn.RemoteAddr().String()),
 				slog.String(logPeer, h.Name), slog.Any(logErr, err))
-			// Say why, and let the dialer close, as for a version.
-			hs.Write(appendFrame(nil, encodeHelloReply(HelloStatusNotMember, me)))
-			hs.Close()
-			select {
-			case <-conn.Context().Done():
-			case <-ctx.Done():
-				conn.CloseWithError(closeBadHello, "not a member")
-			}
+			answer(ctx, conn, hs, HelloStatusNotMember, me, closeBadHello, "not a member")
 			return
 		}
 	}
@@ -615,14 +601,7 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 	// any other existing session is stale and the new one replaces it.
 	if t.cfg.Name < h.Name && (l.dialing || (l.sess != nil && l.sess.dialer == t.cfg.Name)) {
 		l.mu.Unlock()
-		hs.Write(appendFrame(nil, encodeHelloReply(HelloStatusDuplicate, me)))
-		hs.Close()
-		// The dialer closes the connection when it reads the answer.
-		select {
-		case <-conn.Context().Done():
-		case <-ctx.Done():
-			conn.CloseWithError(closeDuplicate, "duplicate link")
-		}
+		answer(ctx, conn, hs, HelloStatusDuplicate, me, closeDuplicate, "duplicate link")
 		return
 	}
 	if _, err := hs.Write(appendFrame(nil, encodeHelloReply(HelloStatusAccepted, me))); err != nil {
@@ -633,6 +612,19 @@ func (t *QUIC) handshakeIn(conn *quic.Conn) {
 	hs.Close()
 	l.installLocked(conn, h.Name, h)
 	l.mu.Unlock()
+}
+
+// answer sends a Hello reply that installs no session and lets the
+// dialer close the connection when it reads it, so the answer is not
+// lost; if the dialer does not within ctx, it closes with code.
+func answer(ctx context.Context, conn *quic.Conn, hs *quic.Stream, status HelloStatus, me Hello, code quic.ApplicationErrorCode, reason string) {
+	hs.Write(appendFrame(nil, encodeHelloReply(status, me)))
+	hs.Close()
+	select {
+	case <-conn.Context().Done():
+	case <-ctx.Done():
+		conn.CloseWithError(code, reason)
+	}
 }
 
 // advertises reports whether addr is the address Resolve gives for peer.

@@ -16,9 +16,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/raft-wal/metadb"
+	"go.etcd.io/bbolt"
+
+	"github.com/tempest-actors/tempest/internal/boltcheck"
 )
 
 // ErrCorrupt marks a raft log or snapshot on disk that cannot be read
@@ -237,6 +241,9 @@ func loadWALMeta(walDir string, meta *metadb.BoltMetaDB) (err error) {
 			err = &CorruptError{Path: path, Err: fmt.Errorf("reading it failed: %v", r)}
 		}
 	}()
+	if err := checkWALMeta(path); err != nil {
+		return damaged(path, err)
+	}
 	if _, err := meta.Load(walDir); err != nil {
 		return damaged(path, err)
 	}
@@ -244,6 +251,36 @@ func loadWALMeta(walDir string, meta *metadb.BoltMetaDB) (err error) {
 		return damaged(path, err)
 	}
 	return nil
+}
+
+// checkWALMeta checks the bbolt file at path, if there is one, before
+// the WAL opens it (its own handle is not reachable): an empty file
+// (the WAL creates it whole, under another name), one without the WAL's
+// buckets, or one whose pages disagree (boltcheck) is damaged.
+func checkWALMeta(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil // none yet; or opening it reports why
+	}
+	if fi.Size() == 0 {
+		return errors.New("the file is empty")
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil // opened again below, which reports it
+	}
+	err = db.View(func(tx *bbolt.Tx) error {
+		for _, b := range []string{metadb.MetaBucket, metadb.StableBucket} {
+			if tx.Bucket([]byte(b)) == nil {
+				return fmt.Errorf("it has no %q bucket: not a raft log's metadata", b)
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = boltcheck.Check(db)
+	}
+	return errors.Join(err, db.Close())
 }
 
 // snapshotMeta is what raft's FileSnapshotStore writes as meta.json.

@@ -2,6 +2,7 @@ package placement_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -236,6 +237,17 @@ func TestWALMetaDamageIsCorrupt(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{"cut to nothing", func(t *testing.T, p string) {
+			if err := os.Truncate(p, 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"garbage in the free list", func(t *testing.T, p string) {
+			scribblePage(t, p, boltFreelistPage(t, p))
+		}},
+		{"a free list naming a page in use", func(t *testing.T, p string) {
+			freeAPageInUse(t, p)
+		}},
 		{"a database without its buckets", func(t *testing.T, p string) {
 			if err := os.Remove(p); err != nil {
 				t.Fatal(err)
@@ -255,6 +267,78 @@ func TestWALMetaDamageIsCorrupt(t *testing.T) {
 			tc.damage(t, p)
 			wantCorrupt(t, reopen(t, dir), p)
 		})
+	}
+}
+
+// boltFreelistPage reads the newer of a bbolt file's two meta pages and
+// returns the page its free list is on.
+func boltFreelistPage(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A meta page: a 16-byte page header, then magic, version, page size
+	// and flags (4 bytes each), the root bucket (16), the free list's page
+	// id, the high water mark and the transaction id (8 each).
+	var page, txid uint64
+	for _, m := range []int{0, 4096} {
+		meta := b[m+16:]
+		tx := binary.LittleEndian.Uint64(meta[48:])
+		if tx >= txid {
+			txid, page = tx, binary.LittleEndian.Uint64(meta[32:])
+		}
+	}
+	return int64(page)
+}
+
+// freeAPageInUse rewrites a bbolt file's free list to name the page its
+// root bucket is on, as a torn or misdirected write could.
+func freeAPageInUse(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root, free, txid uint64
+	for _, m := range []int{0, 4096} {
+		meta := b[m+16:]
+		if tx := binary.LittleEndian.Uint64(meta[48:]); tx >= txid {
+			txid = tx
+			root, free = binary.LittleEndian.Uint64(meta[16:]), binary.LittleEndian.Uint64(meta[32:])
+		}
+	}
+	// A free-list page: id, flags (0x10), count, overflow, then the ids.
+	page := make([]byte, 4096)
+	binary.LittleEndian.PutUint64(page, free)
+	binary.LittleEndian.PutUint16(page[8:], 0x10)
+	binary.LittleEndian.PutUint16(page[10:], 1)
+	binary.LittleEndian.PutUint64(page[16:], root)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(page, int64(free)*4096); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scribblePage overwrites one 4 KiB page of path with garbage.
+func scribblePage(t *testing.T, path string, page int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	junk := make([]byte, 4096)
+	r := rand.New(rand.NewPCG(3, uint64(page)))
+	for i := range junk {
+		junk[i] = byte(r.Uint32())
+	}
+	if _, err := f.WriteAt(junk, page*4096); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -262,6 +262,9 @@ func startAgent(ctx context.Context, c agentConfig, mat tlsMaterial, token []byt
 	// The node runs until Close: its context must outlive the signal.
 	if err := n.Start(context.Background()); err != nil {
 		_ = ln.Close()
+		if errors.Is(err, placement.ErrOtherNodesData) {
+			return nil, withCode(exitUsage, err) // --name or --data-dir is wrong
+		}
 		return nil, corruptExit(err, c.DataDir)
 	}
 	a.node = n

@@ -42,6 +42,11 @@ func corruptExit(err error, dataDir string) error {
 	case errors.As(err, &log) && filepath.Base(log.Path) == placement.DataIDFile:
 		what = fmt.Sprintf("remove %s: the node gets a new data ID, and the raft leader removes its old server "+
 			"and adds it back as a new one, which catches up from the others; nothing needs a backup", log.Path)
+	case errors.As(err, &log) && filepath.Base(log.Path) == placement.MemberFile:
+		what = fmt.Sprintf("%s names the node whose raft state this data directory holds: if that is this node "+
+			"(it ran on this data directory under this name), write its name and a newline into the file and start "+
+			"again; otherwise move the data directory %s aside and start the node empty (it gets a new data ID and "+
+			"catches up from the others), or restore the whole data directory from a backup", log.Path, dataDir)
 	case errors.As(err, &log):
 		what = fmt.Sprintf("move the data directory %s aside and start the node empty, under its name or a new one: "+
 			"it gets a new data ID, the raft leader adds it back as a new server and it catches up from the others; "+

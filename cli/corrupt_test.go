@@ -280,6 +280,13 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 			scribbleFile(t, p, 0)
 			return p
 		}, "under its name or a new one"},
+		{"garbage in raft.member", func() string {
+			p := filepath.Join(a.dataDir, "raft.member")
+			if err := os.WriteFile(p, []byte("\x00\x01two\nlines\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "write its name and a newline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			copyTree(t, good, a.dataDir)
@@ -301,6 +308,24 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 			}
 		})
 	}
+
+	// Another node's data directory (swapped with n1's, or --name
+	// mistyped) is no damage: a usage error naming both names.
+	t.Run("another node's data directory", func(t *testing.T) {
+		copyTree(t, good, a.dataDir)
+		if err := os.WriteFile(filepath.Join(a.dataDir, "raft.member"), []byte("n0\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, stderr := a.runDamaged()
+		if code != exitUsage {
+			t.Errorf("exit code %d, want %d (usage)", code, exitUsage)
+		}
+		for _, want := range []string{`node "n0"`, `named "n1"`, "a data directory of its own"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, stderr)
+			}
+		}
+	})
 
 	// The intact copy still starts and serves.
 	copyTree(t, good, a.dataDir)

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/raft-wal/metadb"
@@ -439,22 +440,25 @@ func verifyLog(walDir string, logs raft.LogStore, snapIndex, mark uint64, seen f
 	return nil
 }
 
-// memberFile, beside raft/ in the data directory, says that the
+// MemberFile, beside raft/ in the data directory, says that the
 // directory has held raft state: written once raft/ is set up, it
 // outlives a raft/ removed alone.
-const memberFile = "raft.member"
+const MemberFile = "raft.member"
 
 // checkRaftDir refuses a data directory whose raft/ was removed or
 // emptied (its log.mark, written at a node's first start, is gone)
-// although it held raft state (memberFile): a node that lost its raft
+// although it held raft state (MemberFile): a node that lost its raft
 // log, and with it the entries it acknowledged as a voter, must not come
 // back under its old name, since it could help elect a leader without
 // them. An empty data directory is a new node. A deliberate reset of
-// raft state (docs/placement.md) removes memberFile too.
-func checkRaftDir(dataDir string) error {
-	member := filepath.Join(dataDir, memberFile)
+// raft state (docs/placement.md) removes MemberFile too.
+func checkRaftDir(dataDir, name string) error {
+	member := filepath.Join(dataDir, MemberFile)
 	if _, err := os.Stat(member); err != nil {
 		return nil
+	}
+	if err := CheckDataDir(dataDir, name); err != nil {
+		return err
 	}
 	raftDir := filepath.Join(dataDir, "raft")
 	if _, err := os.Stat(filepath.Join(raftDir, markFile)); !errors.Is(err, fs.ErrNotExist) {
@@ -475,9 +479,50 @@ func checkRaftDir(dataDir string) error {
 		"its raft state is gone (no %s), but this data directory held raft state (%s says so): a node that lost its raft log must not come back under its old name", markFile, member)}
 }
 
-// markRaftDir writes memberFile (the node's name) once, durably.
+// ErrOtherNodesData is the error CheckDataDir wraps when the data
+// directory held the raft state of a node with another name.
+var ErrOtherNodesData = errors.New("placement: the data directory is another node's")
+
+// CheckDataDir checks that the data directory dir, if it has held raft
+// state (MemberFile, which holds the name of the node that wrote it),
+// held it for the node name. Started under another name, a node would
+// vote with the other's term and vote, present its data ID and serve
+// its state at rest as its own: data directories swapped between two
+// nodes, or a --name mistyped. The error wraps ErrOtherNodesData. A
+// MemberFile that does not hold one node name is a *CorruptError.
+func CheckDataDir(dir, name string) error {
+	path := filepath.Join(dir, MemberFile)
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return damaged(path, fmt.Errorf("placement: %w", err))
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxMemberFile+1))
+	if err != nil {
+		return damaged(path, fmt.Errorf("placement: read %s: %w", path, err))
+	}
+	owner, ok := strings.CutSuffix(string(b), "\n")
+	if !ok || owner == "" || len(b) > maxMemberFile || strings.ContainsAny(owner, "\n\r\x00") || !utf8.ValidString(owner) {
+		return &CorruptError{Path: path, Err: errors.New("it does not hold a node name (one line)")}
+	}
+	if owner != name {
+		return fmt.Errorf("%w: %s says it held the raft state of node %q, and this node is named %q: "+
+			"start it under the name %[3]q, or give %[4]q a data directory of its own",
+			ErrOtherNodesData, path, owner, name)
+	}
+	return nil
+}
+
+// maxMemberFile bounds what CheckDataDir reads of MemberFile: a node
+// name and its newline.
+const maxMemberFile = 1024
+
+// markRaftDir writes MemberFile (the node's name) once, durably.
 func markRaftDir(dataDir, name string) error {
-	member := filepath.Join(dataDir, memberFile)
+	member := filepath.Join(dataDir, MemberFile)
 	if _, err := os.Stat(member); err == nil {
 		return nil
 	}

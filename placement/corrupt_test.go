@@ -386,3 +386,38 @@ func TestRaftDirRemovedAloneIsCorrupt(t *testing.T) {
 		t.Fatalf("an empty data directory: %v, want it opened", err)
 	}
 }
+
+// A data directory that held another node's raft state is refused
+// (swapped data directories, a mistyped name): started under another
+// name, the node would vote with the other's term and vote and serve its
+// state at rest. A raft.member that holds no node name is damage.
+func TestOtherNodesDataDirIsRefused(t *testing.T) {
+	dir, _ := raftWithHistory(t) // node "a"
+	cfg := testConfig()
+	cfg.Name, cfg.DataDir = "b", dir
+	_, cfg.Transport = raft.NewInmemTransport("b")
+	cfg.Membership = newFakeMembership()
+	n, err := placement.New(cfg)
+	if err == nil {
+		_ = n.Close(context.Background())
+		t.Fatal("node b opened node a's data directory")
+	}
+	t.Log(err)
+	if !errors.Is(err, placement.ErrOtherNodesData) || errors.Is(err, placement.ErrCorrupt) {
+		t.Fatalf("open as b: %v, want ErrOtherNodesData and no ErrCorrupt", err)
+	}
+	if err := placement.CheckDataDir(dir, "a"); err != nil {
+		t.Fatalf("CheckDataDir as a: %v", err)
+	}
+	if err := placement.CheckDataDir(t.TempDir(), "b"); err != nil {
+		t.Fatalf("CheckDataDir of an empty directory: %v", err)
+	}
+	p := filepath.Join(dir, placement.MemberFile)
+	for _, bad := range []string{"", "a", "a\nb\n", "\n", "a\x00\n", "\xff\n", strings.Repeat("a", 2000) + "\n"} {
+		if err := os.WriteFile(p, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		wantCorrupt(t, placement.CheckDataDir(dir, "a"), p)
+		wantCorrupt(t, reopen(t, dir), p)
+	}
+}

@@ -63,7 +63,7 @@ const DataIDFile = "raft.id"
 // cluster re-adds it).
 func LoadDataID(dir string) (string, error) {
 	path := filepath.Join(dir, DataIDFile)
-	_, err := os.Stat(filepath.Join(dir, memberFile))
+	_, err := os.Stat(filepath.Join(dir, MemberFile))
 	held := err == nil
 	var b []byte
 	if held {

@@ -188,7 +188,7 @@ func New(cfg Config) (*Node, error) {
 		}),
 	}
 	walDir := filepath.Join(cfg.DataDir, "raft", "wal")
-	if err := checkRaftDir(cfg.DataDir); err != nil {
+	if err := checkRaftDir(cfg.DataDir, cfg.Name); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(walDir, 0o700); err != nil {

@@ -83,13 +83,9 @@ func runAgent(ctx context.Context, c agentConfig, getenv func(string) string, st
 	}
 	var token []byte
 	if c.HTTPTokenFile != "" {
-		b, err := os.ReadFile(c.HTTPTokenFile)
+		tok, err := readToken(c.HTTPTokenFile)
 		if err != nil {
 			return configError("http-token-file", "%v", err)
-		}
-		tok, err := parseToken(b)
-		if err != nil {
-			return configError("http-token-file", "%s: %v", c.HTTPTokenFile, err)
 		}
 		if len(tok) < 16 {
 			return configError("http-token-file", "the token must be at least 16 characters")

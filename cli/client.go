@@ -85,12 +85,8 @@ func (f *clientFlags) client(fs *pflag.FlagSet, getenv func(string) string) (*ap
 	c := &apiClient{base: u, hc: &http.Client{}}
 	switch {
 	case f.tokenFile != "":
-		b, err := os.ReadFile(f.tokenFile)
-		if err != nil {
+		if c.token, err = readToken(f.tokenFile); err != nil {
 			return nil, configError("token-file", "%v", err)
-		}
-		if c.token, err = parseToken(b); err != nil {
-			return nil, configError("token-file", "%s: %v", f.tokenFile, err)
 		}
 	default:
 		if c.token, err = parseToken([]byte(getenv(tokenEnv))); err != nil {
@@ -693,16 +689,46 @@ func compactJSON(b []byte) []byte {
 	return buf.Bytes()
 }
 
+// maxToken bounds a bearer token: an Authorization header carries it on
+// every request, and servers and proxies refuse long headers.
+const maxToken = 4096
+
 // parseToken is a bearer token as a file or the environment holds it:
 // surrounding white space (a final newline) is dropped, and what is left
-// must hold no control character (a second line, a tab), which an
-// Authorization header cannot carry.
+// must be printable ASCII on one line (no tab, no control character, no
+// byte over 0x7e, which an Authorization header cannot carry or carries
+// differently through proxies) of at most maxToken bytes.
 func parseToken(b []byte) (string, error) {
 	tok := strings.TrimSpace(string(b))
+	if len(tok) > maxToken {
+		return "", fmt.Errorf("the token is %d bytes: at most %d", len(tok), maxToken)
+	}
 	for i := 0; i < len(tok); i++ {
-		if c := tok[i]; c < 0x20 || c == 0x7f {
-			return "", fmt.Errorf("the token must be one line without control characters (byte %d is %q)", i, c)
+		if c := tok[i]; c < 0x20 || c > 0x7e {
+			return "", fmt.Errorf("the token must be one line of printable ASCII (byte %d is %q)", i, c)
 		}
+	}
+	return tok, nil
+}
+
+// readToken reads a token file, refusing one far longer than a token
+// before reading it whole (a wrong path: a log, /dev/zero).
+func readToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4*maxToken))
+	if err != nil {
+		return "", err
+	}
+	if len(b) == 4*maxToken {
+		return "", fmt.Errorf("%s: over %d bytes: not a token file", path, len(b))
+	}
+	tok, err := parseToken(b)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	return tok, nil
 }

@@ -372,11 +372,27 @@ func TestTokenWithAControlCharacterIsRefused(t *testing.T) {
 		{"members", "--addr", "http://127.0.0.1:1", "--token-file", tok},
 	} {
 		_, err := runCLI(t, args...)
-		if exitCode(err) != exitUsage || err == nil || !strings.Contains(err.Error(), "token-file") || !strings.Contains(err.Error(), "control characters") {
+		if exitCode(err) != exitUsage || err == nil || !strings.Contains(err.Error(), "token-file") || !strings.Contains(err.Error(), "printable ASCII") {
 			t.Errorf("%v: %v (exit %d), want a usage error naming the flag", args[0], err, exitCode(err))
 		}
 	}
 	if got, err := parseToken([]byte("  abcdefghijklmnop\n")); err != nil || got != "abcdefghijklmnop" {
 		t.Fatalf("a token with a final newline: %q, %v", got, err)
+	}
+	for _, bad := range []string{"abcdefghijklmnop\xff", "abcdefghijklmnopé", strings.Repeat("a", maxToken+1)} {
+		if _, err := parseToken([]byte(bad)); err == nil {
+			t.Errorf("token %.40q...: accepted", bad)
+		}
+	}
+	if _, err := parseToken([]byte(strings.Repeat("a", maxToken))); err != nil {
+		t.Errorf("a token of %d bytes: %v", maxToken, err)
+	}
+	// A file far longer than a token is refused before it is read whole.
+	big := filepath.Join(dir, "big.token")
+	if err := os.WriteFile(big, []byte(strings.Repeat("a", 1<<20)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runCLI(t, "members", "--addr", "http://127.0.0.1:1", "--token-file", big); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "not a token file") {
+		t.Errorf("a 1 MiB token file: %v (exit %d), want a usage error", err, exitCode(err))
 	}
 }

@@ -86,14 +86,20 @@ func lookupEnv(getenv func(string) string, name string) (string, bool) {
 }
 
 // setFlag sets f to v; a list flag's value replaces the default rather
-// than appending to it.
+// than appending to it. An empty item ("a,,b", ",") is refused, as the
+// flag refuses it: a list that was set but holds nothing must not pass
+// for one that was not set.
 func setFlag(fs *pflag.FlagSet, f *pflag.Flag, v string) error {
 	if sv, ok := f.Value.(pflag.SliceValue); ok {
 		var items []string
+		if v == "" {
+			return sv.Replace(items) // an empty list in the config file
+		}
 		for s := range strings.SplitSeq(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				items = append(items, s)
+			if s = strings.TrimSpace(s); s == "" {
+				return errors.New("an empty item in the comma-separated list")
 			}
+			items = append(items, s)
 		}
 		return sv.Replace(items)
 	}

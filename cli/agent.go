@@ -77,6 +77,9 @@ func runAgent(ctx context.Context, c agentConfig, getenv func(string) string, st
 	if err := c.validate(); err != nil {
 		return err
 	}
+	if err := checkDataDir(c.DataDir); err != nil {
+		return configError("data-dir", "%v", err)
+	}
 	mat, err := c.loadMaterial(getenv)
 	if err != nil {
 		return err
@@ -130,6 +133,22 @@ func runAgent(ctx context.Context, c agentConfig, getenv func(string) string, st
 		return corruptExit(damage, c.DataDir)
 	}
 	return a.stop(c.DrainTimeout)
+}
+
+// checkDataDir creates dir if it is missing and checks that the agent
+// can write in it, so that a --data-dir that is a file, lies under one,
+// or is read-only is a usage error naming the flag, not a failure deep
+// in the start.
+func checkDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	_ = f.Close()
+	return os.Remove(f.Name())
 }
 
 // agent is a running node with its HTTP API.

@@ -396,3 +396,18 @@ func TestTokenWithAControlCharacterIsRefused(t *testing.T) {
 		t.Errorf("a 1 MiB token file: %v (exit %d), want a usage error", err, exitCode(err))
 	}
 }
+
+// A --data-dir the agent cannot use (a file, under a file) is a usage
+// error naming the flag, not exit 1 from deep in the start.
+func TestAgentDataDirNotADirectory(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{file, filepath.Join(file, "sub")} {
+		_, err := runCLI(t, "agent", "--insecure-dev", "--data-dir", dir, "--http-addr", "127.0.0.1:0")
+		if exitCode(err) != exitUsage || !strings.HasPrefix(err.Error(), "--data-dir:") {
+			t.Errorf("--data-dir %s: %v (exit %d), want a usage error naming the flag", dir, err, exitCode(err))
+		}
+	}
+}

@@ -280,6 +280,16 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 			scribbleFile(t, p, 0)
 			return p
 		}, "under its name or a new one"},
+		{"raft/wal a file", func() string {
+			p := filepath.Join(a.dataDir, "raft", "wal")
+			if err := os.RemoveAll(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "under its name or a new one"},
 		{"garbage in raft.member", func() string {
 			p := filepath.Join(a.dataDir, "raft.member")
 			if err := os.WriteFile(p, []byte("\x00\x01two\nlines\n"), 0o600); err != nil {

@@ -192,7 +192,8 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
-		return nil, fmt.Errorf("placement: %w", err)
+		// raft/ or raft/wal a file, say: damage, unless permissions.
+		return nil, damaged(walDir, fmt.Errorf("placement: %w", err))
 	}
 	hl := newHCLog(cfg.Logger.With(logKeyNode, cfg.Name), "raft", cfg.Clock.Now)
 	// The WAL does not close its metadata database on Close (it holds a

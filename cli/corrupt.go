@@ -34,11 +34,22 @@ func corruptExit(err error, dataDir string) error {
 		what = fmt.Sprintf("%s is part of the pending log (writes sent to replicas before they reached %s): "+
 			"never move it aside alone, that would lose them; if it was removed or replaced while the node ran, "+
 			"start the node again (it creates the file anew); if the start stops on it again, move %[2]s, %s "+
-			"and %s aside together: the node starts with an empty state store and, in a cluster, "+
-			"catches up from the replicas of its peers", store.Path, db, pendingLogs[0], pendingLogs[1])
+			"and %s aside together and remove %s: the node starts with an empty state store and, in a cluster, "+
+			"catches up from the replicas of its peers", store.Path, db, pendingLogs[0], pendingLogs[1], prospero.MarkFile(db))
+	case errors.As(err, &store) && errors.Is(err, prospero.ErrStoreReplaced):
+		what = fmt.Sprintf("in a cluster, put back the file this node last ran with if you have it; otherwise move the "+
+			"whole data directory %s aside and start the node empty: it gets a new data ID, is added back as a new "+
+			"server, and its shards' replicas keep serving what was committed (a node that started on this file "+
+			"would serve it as their owner, and its replicas would copy it over newer state). If the file was "+
+			"restored on purpose (a standalone node; every node of a cluster from its backup), remove %s and start "+
+			"again", dataDir, prospero.MarkFile(db))
+	case errors.As(err, &store) && store.Path == prospero.MarkFile(db):
+		what = fmt.Sprintf("%s only records which %s this node last ran with: remove it and start again "+
+			"(the check is skipped once, and the file marked anew); or restore the data directory from a backup", store.Path, db)
 	case errors.As(err, &store):
 		what = fmt.Sprintf("restore %s from a backup; or move it aside to start with an empty state store: "+
-			"actors this node held at rest start from their initial state unless peers hold their state", store.Path)
+			"actors this node held at rest start from their initial state unless peers hold their state; "+
+			"either way remove %s too (it names the file this node last ran with)", store.Path, prospero.MarkFile(db))
 	case errors.As(err, &log) && filepath.Base(log.Path) == placement.DataIDFile:
 		what = fmt.Sprintf("remove %s: the node gets a new data ID, and the raft leader removes its old server "+
 			"and adds it back as a new one, which catches up from the others; nothing needs a backup", log.Path)

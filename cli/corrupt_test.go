@@ -149,6 +149,17 @@ func (a *soloAgent) runDamaged() (int, string) {
 	return ee.ExitCode(), errOut.String()
 }
 
+func copyStoreFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // copyTree copies the data dir aside (and back).
 func copyTree(t *testing.T, from, to string) {
 	t.Helper()
@@ -191,6 +202,9 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 	a := newSoloAgent(t)
 	a.runHealthy()
 
+	// A copy from before the writes below: a backup.
+	older := filepath.Join(a.dir, "older.db")
+	copyStoreFile(t, filepath.Join(a.dataDir, "state.db"), older)
 	// Enough state at rest that half the file holds some of it.
 	s, err := prospero.NewBoltStore(filepath.Join(a.dataDir, "state.db"))
 	if err != nil {
@@ -280,6 +294,18 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 			scribbleFile(t, p, 0)
 			return p
 		}, "under its name or a new one"},
+		{"state.db replaced by a backup", func() string {
+			p := filepath.Join(a.dataDir, "state.db")
+			copyStoreFile(t, older, p)
+			return p
+		}, "state.db.mark and start"},
+		{"state.db removed", func() string {
+			p := filepath.Join(a.dataDir, "state.db")
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "state.db.mark and start"},
 		{"raft/wal a file", func() string {
 			p := filepath.Join(a.dataDir, "raft", "wal")
 			if err := os.RemoveAll(p); err != nil {

@@ -50,7 +50,9 @@
 // every turn or every N turns / D. NewBoltStore reads every record once
 // when it opens a file: a damaged or truncated file is refused as a
 // *CorruptError (errors.Is ErrCorrupt) naming it, never a panic in a
-// later read. A replicated store sends each write to the followers before
+// later read; so is a file that is not the one the store last opened or
+// closed at that path, or an older copy of it (ErrStoreReplaced: its
+// mark, MarkFile, says which). A replicated store sends each write to the followers before
 // it is fsync'd here (BoltStore.PutAsyncSent): such a write is decided
 // and logged in the pending log first, so the store gives it back after
 // a kill and never goes on without it.

@@ -54,6 +54,7 @@ type BoltStore struct {
 	hurtOne    sync.Once
 	wedged     atomic.Bool
 	file       os.FileInfo  // the file opened
+	mark       *storeMark   // state.db.mark (store_mark.go)
 	reach      atomic.Int64 // how far its pages reach (bbolt's high-water mark)
 
 	invalid InvalidIdentities // found at open
@@ -133,7 +134,15 @@ func NewBoltStore(path string) (*BoltStore, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	s := &BoltStore{db: db, path: path, file: fi, hurt: make(chan struct{}), invalid: invalid,
+	mark, err := openMark(path, db)
+	if err != nil {
+		for _, l := range plogs {
+			_ = l.f.Close()
+		}
+		_ = db.Close()
+		return nil, err
+	}
+	s := &BoltStore{db: db, path: path, file: fi, mark: mark, hurt: make(chan struct{}), invalid: invalid,
 		plogs: plogs, pswitch: pendingSwitch, pseq: last, pdone: last, recovered: recovered,
 		decided: map[Identity]decided{}, touched: map[Identity]int{}, seqs: map[string]uint64{}}
 	s.pcond = sync.NewCond(&s.pmu)
@@ -769,10 +778,16 @@ func (s *BoltStore) Close() error {
 	for i := range s.plogs {
 		_ = s.plogs[i].f.Close()
 	}
+	var merr error
+	if s.damaged.Load() == nil && !s.abandoned.Load() {
+		merr = s.mark.close(s.db)
+	} else {
+		_ = s.mark.f.Close() // the file is not read again: the mark stays as it was
+	}
 	if err := s.db.Close(); err != nil && !errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
 		return fmt.Errorf("prospero: close state store: %w", err)
 	}
-	return nil
+	return merr
 }
 
 // errCorrupt reports a stored value that cannot be decoded.

@@ -1,0 +1,208 @@
+package prospero
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The store's mark.
+//
+// A state store replaced under a stopped node is read as the node's own
+// at the next start: removed (the node starts with an empty store), or
+// restored from a backup (it serves what the backup held). In a cluster
+// the node is still its shards' owner in the placement table, so it
+// serves that old state and its replicas take it over the newer state
+// they held: acknowledged writes are lost without a word. So:
+//
+//   - Each store has an ID, 8 random bytes written into it when it is
+//     created (the epoch bucket, under "/store").
+//   - Beside it, "state.db.mark" holds that ID and the number of the
+//     last bbolt transaction the file held, written when the store opens
+//     (after the pending log is written back) and when it closes. Its
+//     two slots are written in turn in place, each fdatasync'd, so a
+//     crash while one is written leaves the other.
+//   - At open, a mark naming another ID (the file removed, replaced by a
+//     new or another node's) or a newer transaction (a copy from before
+//     the node last opened or closed the store: a backup) is a
+//     *CorruptError wrapping ErrStoreReplaced. A store restored on
+//     purpose is accepted once the mark is removed.
+//
+// A copy taken while the node ran, after its last open, and restored
+// after a crash is not found: the mark is not written on every commit,
+// which would cost a second fsync per group commit.
+
+// ErrStoreReplaced is the cause (in a *CorruptError naming the store)
+// when the state store is not the file the node last ran with, or an
+// older copy of it.
+var ErrStoreReplaced = errors.New("the state store is not the file this node last ran with")
+
+// MarkFile returns the name of the mark of the store at path.
+func MarkFile(path string) string { return path + ".mark" }
+
+// storeIDKey is the epoch bucket's key for the store's ID.
+var storeIDKey = []byte("/store")
+
+const (
+	markMagic = "TSM1"
+	markLen   = 4 + 8 + 8 + 8 + 4 // magic, slot sequence, store ID, transaction, CRC-32C
+	markSlot  = 64
+)
+
+// storeMark is the open mark file.
+type storeMark struct {
+	f   *os.File
+	seq uint64 // of the slot written last
+	id  uint64 // the store's
+}
+
+type markValue struct {
+	id, txid uint64
+}
+
+// storeID returns the ID db holds, writing a new one if it has none.
+func storeID(db *bolt.DB) (uint64, error) {
+	var id uint64
+	err := db.View(func(tx *bolt.Tx) error {
+		if eb := tx.Bucket(epochBucket); eb != nil {
+			if v := eb.Get(storeIDKey); len(v) == 8 {
+				id = binary.BigEndian.Uint64(v)
+			}
+		}
+		return nil
+	})
+	if err != nil || id != 0 {
+		return id, err
+	}
+	var b [8]byte
+	for id == 0 {
+		_, _ = rand.Read(b[:])
+		id = binary.BigEndian.Uint64(b[:])
+	}
+	return id, db.Update(func(tx *bolt.Tx) error {
+		eb, err := tx.CreateBucketIfNotExists(epochBucket)
+		if err != nil {
+			return err
+		}
+		return eb.Put(storeIDKey, b[:])
+	})
+}
+
+// openMark checks db (the store at path) against its mark, if there is
+// one, and then marks it as it is now.
+func openMark(path string, db *bolt.DB) (*storeMark, error) {
+	id, err := storeID(db)
+	if err != nil {
+		return nil, fmt.Errorf("prospero: write the ID of state store %s: %w", path, err)
+	}
+	name := MarkFile(path)
+	_, statErr := os.Stat(name)
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("prospero: open %s: %w", name, err)
+	}
+	m := &storeMark{f: f, id: id}
+	fail := func(err error) (*storeMark, error) {
+		_ = f.Close()
+		return nil, err
+	}
+	last, ok, err := m.read()
+	switch {
+	case err != nil:
+		return fail(&CorruptError{Path: name, Err: err})
+	case !ok && statErr == nil:
+		fi, _ := f.Stat()
+		if fi != nil && fi.Size() > 0 {
+			return fail(&CorruptError{Path: name, Err: errors.New("neither slot holds a valid mark")})
+		}
+	case ok && last.id != id:
+		return fail(&CorruptError{Path: path, Err: fmt.Errorf("%w: %s names store %016x, and this file is store %016x "+
+			"(the file was removed, or replaced by a new one or another node's)", ErrStoreReplaced, name, last.id, id)})
+	case ok:
+		if now := txID(db); now < last.txid {
+			return fail(&CorruptError{Path: path, Err: fmt.Errorf("%w: it holds transaction %d, and this node last ran with "+
+				"transaction %d (%s): it is an older copy, restored from a backup?", ErrStoreReplaced, now, last.txid, name)})
+		}
+	}
+	if statErr != nil {
+		if err := syncDir(filepath.Dir(name)); err != nil {
+			return fail(fmt.Errorf("prospero: create %s: %w", name, err))
+		}
+	}
+	if err := m.write(markValue{id: id, txid: txID(db)}); err != nil {
+		return fail(err)
+	}
+	return m, nil
+}
+
+// txID is the number of the last transaction db committed.
+func txID(db *bolt.DB) uint64 {
+	var id uint64
+	_ = db.View(func(tx *bolt.Tx) error {
+		id = uint64(tx.ID())
+		return nil
+	})
+	return id
+}
+
+// read returns the newest valid slot; ok is false when neither is.
+func (m *storeMark) read() (v markValue, ok bool, err error) {
+	buf := make([]byte, 2*markSlot)
+	n, err := m.f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return v, false, fmt.Errorf("read: %w", err)
+	}
+	for slot := 0; slot+markLen <= n; slot += markSlot {
+		b := buf[slot : slot+markLen]
+		if string(b[:4]) != markMagic || binary.BigEndian.Uint32(b[markLen-4:]) != crc32.Checksum(b[:markLen-4], castagnoli) {
+			continue
+		}
+		if seq := binary.BigEndian.Uint64(b[4:]); !ok || seq > m.seq {
+			m.seq, ok = seq, true
+			v = markValue{id: binary.BigEndian.Uint64(b[12:]), txid: binary.BigEndian.Uint64(b[20:])}
+		}
+	}
+	return v, ok, nil
+}
+
+// write writes v into the slot not written last, durably.
+func (m *storeMark) write(v markValue) error {
+	m.seq++
+	b := make([]byte, markLen)
+	copy(b, markMagic)
+	binary.BigEndian.PutUint64(b[4:], m.seq)
+	binary.BigEndian.PutUint64(b[12:], v.id)
+	binary.BigEndian.PutUint64(b[20:], v.txid)
+	binary.BigEndian.PutUint32(b[markLen-4:], crc32.Checksum(b[:markLen-4], castagnoli))
+	if _, err := m.f.WriteAt(b, int64(m.seq%2)*markSlot); err != nil {
+		return fmt.Errorf("prospero: write %s: %w", m.f.Name(), err)
+	}
+	if err := m.f.Sync(); err != nil {
+		return fmt.Errorf("prospero: write %s: %w", m.f.Name(), err)
+	}
+	return nil
+}
+
+// close marks db as it is now and closes the mark.
+func (m *storeMark) close(db *bolt.DB) error {
+	err := m.write(markValue{id: m.id, txid: txID(db)})
+	return errors.Join(err, m.f.Close())
+}
+
+// syncDir fsyncs directory dir, so that a file created in it survives a
+// crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
+}

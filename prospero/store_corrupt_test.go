@@ -427,3 +427,31 @@ func TestBoltStoreFreeListNamingAPageInUseIsCorrupt(t *testing.T) {
 		t.Fatalf("open: %v, want a CorruptError naming %s", err, path)
 	}
 }
+
+// A pending log file that is a symbolic link (to /dev/null, say) or a
+// special file would take the writes sent to replicas and give none
+// back after a crash: the open refuses it naming it.
+func TestBoltStorePendingLogNotAFileIsCorrupt(t *testing.T) {
+	for _, target := range []string{os.DevNull, "elsewhere"} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "state.db")
+		fillBoltStore(t, path, 1)
+		name := prospero.PendingLogFiles(path)[1]
+		if err := os.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, name); err != nil {
+			t.Fatal(err)
+		}
+		s, err := prospero.NewBoltStore(path)
+		if err == nil {
+			_ = s.Close()
+			t.Fatalf("a pending log linked to %s opened", target)
+		}
+		t.Log(err)
+		var ce *prospero.CorruptError
+		if !errors.As(err, &ce) || ce.Path != name {
+			t.Fatalf("open: %v, want a CorruptError naming %s", err, name)
+		}
+	}
+}

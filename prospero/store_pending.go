@@ -216,6 +216,16 @@ func openPending(path string, db *bolt.DB) (logs [2]pendingLog, last uint64, n i
 	}
 	var all []logged
 	for i, name := range PendingLogFiles(path) {
+		// A symbolic link (to /dev/null, say) or a special file would
+		// take the writes and give none back after a crash: damage, as a
+		// file replaced under the running node is.
+		if fi, err := os.Lstat(name); err == nil && !fi.Mode().IsRegular() {
+			what := kindOfFile(fi.Mode())
+			if fi.Mode()&os.ModeSymlink != 0 {
+				what = "symbolic link"
+			}
+			return logs, 0, 0, &CorruptError{Path: name, Err: fmt.Errorf("it is a %s, not a file", what)}
+		}
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			return logs, 0, 0, fmt.Errorf("prospero: open %s: %w", name, err)

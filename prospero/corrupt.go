@@ -83,6 +83,9 @@ func openBolt(path string, opts *bolt.Options) (db *bolt.DB, invalid InvalidIden
 		return tx.ForEach(func(kind []byte, b *bolt.Bucket) error {
 			if string(kind) == string(epochBucket) {
 				return b.ForEach(func(k, v []byte) error {
+					if string(k) == string(formatKey) {
+						return nil
+					}
 					if len(v) != 8 {
 						return &CorruptError{Path: path, Err: fmt.Errorf("replica epoch of %s: %d bytes", k, len(v))}
 					}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -790,16 +791,32 @@ func (s *BoltStore) Close() error {
 	return merr
 }
 
-// errCorrupt reports a stored value that cannot be decoded.
-var errCorrupt = errors.New("prospero: corrupt state record")
+// errCorrupt reports a stored value that cannot be decoded;
+// errRecordSum, which matches it, one whose checksum fails.
+var (
+	errCorrupt   = errors.New("prospero: corrupt state record")
+	errRecordSum = fmt.Errorf("%w: its checksum does not match (a bit flipped on the disk?)", errCorrupt)
+)
+
+// A record at rest: the version (8 bytes big endian, its top bit set:
+// recordSummed), the incarnation (uvarint), the state, and a CRC-32C of
+// all that (4 bytes big endian). bbolt checksums only its meta pages: a
+// bit flipped in a record's page would otherwise be served, and
+// replicated, as the actor's state. Records written before the checksum
+// have the top bit clear and none; they are read as before.
+const recordSummed = 1 << 63
 
 func encodeRecord(version uint64, rec Record) []byte {
-	buf := make([]byte, 8, 8+binary.MaxVarintLen64+len(rec.State))
-	binary.BigEndian.PutUint64(buf, version)
+	buf := make([]byte, 8, 8+binary.MaxVarintLen64+len(rec.State)+4)
+	binary.BigEndian.PutUint64(buf, version|recordSummed)
 	buf = binary.AppendUvarint(buf, rec.Incarnation)
-	return append(buf, rec.State...)
+	buf = append(buf, rec.State...)
+	return binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
 }
 
+// storedVersion reads the version of a stored record (0 for none),
+// without checking its sum: writes compare it, and a record that does
+// not verify fails every read and the check at open.
 func storedVersion(v []byte) (uint64, error) {
 	if v == nil {
 		return 0, nil
@@ -807,7 +824,7 @@ func storedVersion(v []byte) (uint64, error) {
 	if len(v) < 8 {
 		return 0, errCorrupt
 	}
-	return binary.BigEndian.Uint64(v), nil
+	return binary.BigEndian.Uint64(v) &^ recordSummed, nil
 }
 
 // decodeRecord copies v (bbolt memory is only valid inside the
@@ -816,11 +833,22 @@ func decodeRecord(v []byte) (Record, error) {
 	if len(v) < 9 {
 		return Record{}, errCorrupt
 	}
+	version := binary.BigEndian.Uint64(v)
+	if version&recordSummed != 0 {
+		if len(v) < 8+1+4 {
+			return Record{}, errCorrupt
+		}
+		body := v[:len(v)-4]
+		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(v[len(body):]) {
+			return Record{}, errRecordSum
+		}
+		v, version = body, version&^recordSummed
+	}
 	inc, n := binary.Uvarint(v[8:])
 	if n <= 0 {
 		return Record{}, errCorrupt
 	}
-	rec := Record{Version: binary.BigEndian.Uint64(v), Incarnation: inc}
+	rec := Record{Version: version, Incarnation: inc}
 	if rest := v[8+n:]; len(rest) > 0 {
 		rec.State = append([]byte(nil), rest...)
 	}

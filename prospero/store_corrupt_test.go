@@ -1,6 +1,7 @@
 package prospero_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -453,5 +454,89 @@ func TestBoltStorePendingLogNotAFileIsCorrupt(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Path != name {
 			t.Fatalf("open: %v, want a CorruptError naming %s", err, name)
 		}
+	}
+}
+
+// A bit flipped in a record's state on the disk (bbolt checksums only
+// its meta pages) is found by the record's checksum at open, instead of
+// being served and replicated as the actor's state.
+func TestBoltStoreFlippedBitInARecordIsCorrupt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s, err := prospero.NewBoltStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := prospero.Identity{Kind: "counter", Key: "k"}
+	if _, err := s.Put(context.Background(), id, 0, prospero.Record{State: []byte("balance=1000;owner=alice")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(b, []byte("balance=1000"))
+	if at < 0 || bytes.LastIndex(b, []byte("balance=1000")) != at {
+		t.Fatal("the record's state is not in the file once")
+	}
+	b[at+8] ^= 0x08 // "1000" becomes "9000"
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err = prospero.NewBoltStore(path)
+	if err == nil {
+		rec, gerr := s.Get(context.Background(), id)
+		_ = s.Close()
+		t.Fatalf("opened; the record reads %q, %v", rec.State, gerr)
+	}
+	t.Log(err)
+	var ce *prospero.CorruptError
+	if !errors.As(err, &ce) || ce.Path != path || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("open: %v, want a CorruptError naming %s and the checksum", err, path)
+	}
+}
+
+// A record written before records carried a checksum (the version's top
+// bit clear) reads as it did.
+func TestBoltStoreReadsRecordsWithoutAChecksum(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := binary.BigEndian.AppendUint64(nil, 5)
+	old = binary.AppendUvarint(old, 2)
+	old = append(old, "state"...)
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("counter"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("k"), old)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := prospero.NewBoltStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id := prospero.Identity{Kind: "counter", Key: "k"}
+	rec, err := s.Get(context.Background(), id)
+	if err != nil || rec.Version != 5 || rec.Incarnation != 2 || string(rec.State) != "state" {
+		t.Fatalf("Get: %+v, %v; want version 5, incarnation 2, state \"state\"", rec, err)
+	}
+	// Written again, it carries a checksum and reads the same.
+	v, err := s.Put(context.Background(), id, 5, prospero.Record{Incarnation: 2, State: []byte("state2")})
+	if err != nil || v != 6 {
+		t.Fatalf("Put: %d, %v; want version 6", v, err)
+	}
+	if rec, err := s.Get(context.Background(), id); err != nil || rec.Version != 6 || string(rec.State) != "state2" {
+		t.Fatalf("Get after Put: %+v, %v", rec, err)
 	}
 }

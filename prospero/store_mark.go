@@ -50,6 +50,16 @@ func MarkFile(path string) string { return path + ".mark" }
 // storeIDKey is the epoch bucket's key for the store's ID.
 var storeIDKey = []byte("/store")
 
+// formatKey is the epoch bucket's key for the format of the file's
+// records: formatSummed once this build opened it (records written from
+// then on carry a checksum, see encodeRecord). Its value is not 8 bytes
+// long, which a build from before the checksum takes for damage: it
+// refuses the file at open rather than read a checksum as state.
+var (
+	formatKey    = []byte("/format")
+	formatSummed = []byte{2}
+)
+
 const (
 	markMagic = "TSM1"
 	markLen   = 4 + 8 + 8 + 8 + 4 // magic, slot sequence, store ID, transaction, CRC-32C
@@ -67,28 +77,37 @@ type markValue struct {
 	id, txid uint64
 }
 
-// storeID returns the ID db holds, writing a new one if it has none.
+// storeID returns the ID db holds, writing a new one if it has none,
+// and marks the file's format (formatKey) if it is not marked yet.
 func storeID(db *bolt.DB) (uint64, error) {
 	var id uint64
+	marked := false
 	err := db.View(func(tx *bolt.Tx) error {
 		if eb := tx.Bucket(epochBucket); eb != nil {
 			if v := eb.Get(storeIDKey); len(v) == 8 {
 				id = binary.BigEndian.Uint64(v)
 			}
+			marked = string(eb.Get(formatKey)) == string(formatSummed)
 		}
 		return nil
 	})
-	if err != nil || id != 0 {
+	if err != nil || (id != 0 && marked) {
 		return id, err
 	}
 	var b [8]byte
-	for id == 0 {
-		_, _ = rand.Read(b[:])
-		id = binary.BigEndian.Uint64(b[:])
+	if id == 0 {
+		for id == 0 {
+			_, _ = rand.Read(b[:])
+			id = binary.BigEndian.Uint64(b[:])
+		}
 	}
+	binary.BigEndian.PutUint64(b[:], id)
 	return id, db.Update(func(tx *bolt.Tx) error {
 		eb, err := tx.CreateBucketIfNotExists(epochBucket)
 		if err != nil {
+			return err
+		}
+		if err := eb.Put(formatKey, formatSummed); err != nil {
 			return err
 		}
 		return eb.Put(storeIDKey, b[:])

@@ -15,10 +15,12 @@
 // so a stale sender is refused, never obeyed.
 //
 // Decisions are separate from the goroutines, locks and I/O that carry
-// them out: routing is routeIn (fence.go), the old owner's side of a
-// handoff is shipReadiness, moveStands, retryUntil, shipSet and promotes
-// (shipping.go), the new owner's is the transfers state machine
-// (transfers.go), and placement's own are placement.Planner's. Each takes
+// them out: routing is routeIn and the fence loop's tick is fenceStep
+// (fence.go), the old owner's side of a handoff is shipReadiness,
+// moveStands, retryUntil, shipSet and promotes (shipping.go), the new
+// owner's is the transfers state machine (transfers.go) and, for a warm
+// handoff, hydrationCurrent, hydrationAdmission and warmReadiness
+// (hydrate.go), and placement's own are placement.Planner's. Each takes
 // the table, the time and what the node holds as arguments and is tested
 // by table; the engine's methods are the shell around them.
 //

@@ -580,6 +580,8 @@ func (c *Engine) Track(e prospero.Event) {
 // the link to a peer the table newly marks down, so that asks pending
 // there fail at once (ErrProcessUnavailable) instead of at their
 // deadline: new mail for its shards waits for the failover (see Route).
+// What to do on each tick is fenceStep's decision (fence.go); this is
+// its shell.
 func (c *Engine) fenceLoop() {
 	defer c.wg.Done()
 	lease := c.cfg.Placement.Lease
@@ -595,52 +597,58 @@ func (c *Engine) fenceLoop() {
 			return
 		case <-tick.C:
 		}
-		c.dropDownLinks(down)
-		c.watchStore(c.cfg.Clock.Now())
-		if c.run.Replicas != nil && !c.pl.LeaseFresh(c.cfg.Clock.Now()) {
+		now := c.cfg.Clock.Now()
+		c.mu.Lock()
+		active := make([]prospero.Identity, 0, len(c.active))
+		for id := range c.active {
+			active = append(active, id)
+		}
+		c.mu.Unlock()
+		// The lease first, then the table, as locateAt.
+		fresh := c.pl.LeaseFresh(now)
+		var f fencing
+		if c.placed.Load() {
+			c.pl.FSM().Read(func(t *placement.Table) { f = fenceStep(t, c.name, fresh, active, down) })
+		} else {
+			f.passivate = active // no lease yet: nothing may be served
+		}
+		for _, name := range f.newlyDown {
+			c.tr.Disconnect(name)
+		}
+		c.watchStore(now)
+		if c.run.Replicas != nil && !fresh {
 			// A replica that stopped answering must not hold this
 			// node's writes, and the passivations below behind them,
 			// for the replication timeout: a takeover may be near.
 			c.run.Replicas.Interrupt()
 		}
-		c.mu.Lock()
-		ids := make([]prospero.Identity, 0, len(c.active))
-		for id := range c.active {
-			ids = append(ids, id)
-		}
-		c.mu.Unlock()
-		for _, id := range ids {
-			if _, local, _ := c.Route(id.Ref()); !local {
-				c.noteMovingOut(id)
-				if _, err := c.h.Running(); err == nil {
-					c.run.Sup.Passivate(id.Ref())
-				}
+		c.noteMovingOut(f.movingOut)
+		if _, err := c.h.Running(); err == nil {
+			for _, id := range f.passivate {
+				c.run.Sup.Passivate(id.Ref())
 			}
 		}
 	}
 }
 
-// noteMovingOut records id, about to be passivated, if its shard is
-// moving away from this node: the handoff names it to the new owner as
-// active (HydrateRequest), though it is at rest by the time the shard
-// ships.
-func (c *Engine) noteMovingOut(id prospero.Identity) {
-	loc, err := c.pl.Locate(id.Kind, id.Key)
-	if err != nil || !loc.Moving || loc.Owner != c.name {
+// noteMovingOut records identities about to be passivated because their
+// shard is moving away from this node: the handoff names them to the new
+// owner as active (HydrateRequest), though they are at rest by the time
+// the shard ships.
+func (c *Engine) noteMovingOut(moving map[placement.ShardRef][]prospero.Identity) {
+	if len(moving) == 0 {
 		return
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if l := c.movingOut[loc.Shard]; len(l) < maxHydrateActors && !slices.Contains(l, id) {
-		c.movingOut[loc.Shard] = append(l, id)
-	}
-}
-
-// dropDownLinks disconnects peers the applied table marks down that
-// were not down at the previous call (down holds those, updated).
-func (c *Engine) dropDownLinks(down map[string]bool) {
-	for _, name := range c.newlyDown(down) {
-		c.tr.Disconnect(name)
+	for shard, ids := range moving {
+		l := c.movingOut[shard]
+		for _, id := range ids {
+			if len(l) < maxHydrateActors && !slices.Contains(l, id) {
+				l = append(l, id)
+			}
+		}
+		c.movingOut[shard] = l
 	}
 }
 

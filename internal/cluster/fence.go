@@ -3,9 +3,11 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/placement"
+	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/prospero/federation/route"
 )
 
@@ -102,4 +104,58 @@ func (c *Engine) FenceActivation(ref actor.Ref) error {
 // route.Waitable).
 func ownerDown(owner string) error {
 	return fmt.Errorf("%w: %w: %s", actor.ErrProcessUnavailable, placement.ErrOwnerDown, owner)
+}
+
+// fencing is what one tick of the fence loop does (fenceStep).
+type fencing struct {
+	// passivate: active identities this node may no longer serve.
+	passivate []prospero.Identity
+	// movingOut: those of them whose shard is moving away from this
+	// node, by shard, to be named to the new owner (HydrateRequest).
+	movingOut map[placement.ShardRef][]prospero.Identity
+	// newlyDown: peers the table marks down that were not at the last
+	// tick; their links are dropped.
+	newlyDown []string
+}
+
+// fenceStep decides one tick of the fence loop from table t as self
+// reads it, given whether self's lease was fresh before the read, the
+// identities active here, and down, the peers down at the last tick
+// (updated). An identity is passivated when routeIn would not deliver
+// its mail here. It has no lock, clock or I/O of its own.
+func fenceStep(t *placement.Table, self string, fresh bool, active []prospero.Identity, down map[string]bool) fencing {
+	f := fencing{newlyDown: newlyDownIn(t, self, down)}
+	for _, id := range active {
+		if routeIn(t, id.Ref(), self, fresh).local {
+			continue
+		}
+		f.passivate = append(f.passivate, id)
+		if loc, err := t.Locate(id.Kind, id.Key); err == nil && loc.Moving && loc.Owner == self {
+			if f.movingOut == nil {
+				f.movingOut = map[placement.ShardRef][]prospero.Identity{}
+			}
+			f.movingOut[loc.Shard] = append(f.movingOut[loc.Shard], id)
+		}
+	}
+	return f
+}
+
+// newlyDownIn returns the peers of self that table t marks down and that
+// down (the peers down at the previous call) does not hold, and updates
+// down to the peers t marks down.
+func newlyDownIn(t *placement.Table, self string, down map[string]bool) []string {
+	var newly []string
+	for name := range down {
+		if n, ok := t.Nodes[name]; !ok || n.Status != placement.StatusDown {
+			delete(down, name)
+		}
+	}
+	for name, n := range t.Nodes {
+		if n.Status == placement.StatusDown && name != self && !down[name] {
+			down[name] = true
+			newly = append(newly, name)
+		}
+	}
+	slices.Sort(newly)
+	return newly
 }

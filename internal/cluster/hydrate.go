@@ -91,9 +91,7 @@ func (h fedHandler) Hydrate(_ context.Context, from string, m *federation.Hydrat
 		refs = append(refs, ref)
 	}
 	s, ok := c.pl.Owner(shard)
-	moving := ok && s.Epoch+1 == m.Epoch && s.Owner == from && s.MovingTo == c.name
-	moved := ok && s.Epoch == m.Epoch && s.Owner == c.name
-	if !moving && !moved {
+	if !hydrationCurrent(s, ok, m.Epoch, from, c.name) {
 		return fmt.Errorf("%w: hydration of %s at epoch %d from %s: this node's table shows owner %q at epoch %d moving to %q",
 			errStaleTransfer, shard, m.Epoch, from, s.Owner, s.Epoch, s.MovingTo)
 	}
@@ -112,12 +110,13 @@ func (h fedHandler) Hydrate(_ context.Context, from string, m *federation.Hydrat
 	// activations waiting for the hydration budget, plus those of
 	// warm-ups taken and not yet scheduled; a node with none takes a
 	// request of any size.
-	if backlog, limit := c.warming+waiting, c.HydrateBacklog(); backlog > 0 && backlog+len(refs) > limit {
+	backlog, limit := c.warming+waiting, c.HydrateBacklog()
+	switch hydrationAdmission(backlog, limit, len(refs), c.warmed[key]) {
+	case hydrateBusy:
 		c.hydrateBusy.Add(1)
 		return &federation.BusyError{Delay: retryAfter(backlog, c.cfg.HydrationBudget),
 			Reason: fmt.Sprintf("%d activations scheduled or waiting for the hydration budget, backlog %d", backlog, limit)}
-	}
-	if c.warmed[key] {
+	case hydrateDuplicate:
 		return fmt.Errorf("%w: hydration of %s at epoch %d from %s already taken", federation.ErrDuplicate, shard, m.Epoch, from)
 	}
 	c.warmed[key] = true
@@ -126,6 +125,63 @@ func (h fedHandler) Hydrate(_ context.Context, from string, m *federation.Hydrat
 	c.wg.Add(1)
 	go c.warm(key, refs, wait)
 	return nil
+}
+
+// hydrationCurrent reports whether a HydrateRequest from the node from,
+// for a shard at epoch (the epoch the move gives it), fits self's applied
+// entry s of the shard (ok: there is one): from owns it at the epoch
+// before, moving to self, or self owns it at that epoch. Otherwise the
+// request is stale (or early: the sender retries it).
+func hydrationCurrent(s placement.Shard, ok bool, epoch uint64, from, self string) bool {
+	moving := ok && s.Epoch+1 == epoch && s.Owner == from && s.MovingTo == self
+	moved := ok && s.Epoch == epoch && s.Owner == self
+	return moving || moved
+}
+
+// hydrateAdmit is what the new owner does with a current HydrateRequest.
+type hydrateAdmit int
+
+const (
+	hydrateTake      hydrateAdmit = iota // schedule the warm-up
+	hydrateBusy                          // refuse BUSY: the request was not taken, its retry is judged afresh
+	hydrateDuplicate                     // refuse DUPLICATE: this move's warm-up was taken already
+)
+
+// hydrationAdmission decides on a current request naming n identities,
+// given the backlog of activations (scheduled by warm-ups taken and not
+// started, and waiting for the hydration budget), its limit, and whether
+// this move's warm-up was taken already. Busy comes first, so that a
+// request refused BUSY and retried is judged afresh; a node with no
+// backlog takes a request of any size.
+func hydrationAdmission(backlog, limit, n int, taken bool) hydrateAdmit {
+	switch {
+	case backlog > 0 && backlog+n > limit:
+		return hydrateBusy
+	case taken:
+		return hydrateDuplicate
+	}
+	return hydrateTake
+}
+
+// warmStep is where a warm-up stands by the new owner's applied table.
+type warmStep int
+
+const (
+	warmWait warmStep = iota // the table does not show the move done here yet
+	warmGo                   // self owns the shard at the epoch, not moving: activate
+	warmOver                 // the table is past the epoch, or gave it to another: drop it
+)
+
+// warmReadiness is the step of a warm-up of a shard at epoch on self,
+// given self's applied entry s of the shard (ok: there is one).
+func warmReadiness(s placement.Shard, ok bool, epoch uint64, self string) warmStep {
+	switch {
+	case ok && s.Epoch == epoch && s.Owner == self && s.MovingTo == "":
+		return warmGo
+	case ok && s.Epoch > epoch, ok && s.Epoch == epoch && s.Owner != self:
+		return warmOver
+	}
+	return warmWait
 }
 
 // HydrateBacklog is how many activations warm handoffs may have
@@ -180,10 +236,11 @@ func (c *Engine) warm(key warmKey, refs []actor.Ref, wait time.Duration) {
 	defer cancel()
 	for {
 		s, ok := c.pl.Owner(key.shard)
-		if ok && s.Epoch == key.epoch && s.Owner == c.name && s.MovingTo == "" {
+		step := warmReadiness(s, ok, key.epoch, c.name)
+		if step == warmGo {
 			break
 		}
-		if ok && s.Epoch > key.epoch || (s.Epoch == key.epoch && s.Owner != c.name) {
+		if step == warmOver {
 			return
 		}
 		if err := c.awaitChange(ctx, 50*time.Millisecond); err != nil {

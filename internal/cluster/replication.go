@@ -284,19 +284,7 @@ func (c *Engine) logCatchUp(d catchUpDone, r replica.CatchUpReport) {
 // down at the previous call (down holds those, updated).
 func (c *Engine) newlyDown(down map[string]bool) []string {
 	var newly []string
-	c.pl.FSM().Read(func(t *placement.Table) {
-		for name := range down {
-			if n, ok := t.Nodes[name]; !ok || n.Status != placement.StatusDown {
-				delete(down, name)
-			}
-		}
-		for name, n := range t.Nodes {
-			if n.Status == placement.StatusDown && name != c.name && !down[name] {
-				down[name] = true
-				newly = append(newly, name)
-			}
-		}
-	})
+	c.pl.FSM().Read(func(t *placement.Table) { newly = newlyDownIn(t, c.name, down) })
 	return newly
 }
 

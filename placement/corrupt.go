@@ -394,9 +394,10 @@ func raftHistory(stable raft.StableStore, logs raft.LogStore, snapIndex uint64) 
 
 // verifyLog checks at open that the raft log is whole: every entry from
 // the first to the last reads back and decodes, it follows the newest
-// snapshot without a gap, and together with it reaches the mark. It
-// calls seen, if not nil, with each command after the snapshot.
-func verifyLog(walDir string, logs raft.LogStore, snapIndex, mark uint64, seen func(l *raft.Log, c Command)) (err error) {
+// snapshot without a gap, and together with it reaches the mark
+// (created: this start created the log, raft/wal had none). It calls
+// seen, if not nil, with each command after the snapshot.
+func verifyLog(walDir string, created bool, logs raft.LogStore, snapIndex, mark uint64, seen func(l *raft.Log, c Command)) (err error) {
 	first, err := logs.FirstIndex()
 	if err != nil {
 		return &CorruptError{Path: walDir, Err: err}
@@ -404,6 +405,12 @@ func verifyLog(walDir string, logs raft.LogStore, snapIndex, mark uint64, seen f
 	last, err := logs.LastIndex()
 	if err != nil {
 		return &CorruptError{Path: walDir, Err: err}
+	}
+	if created && snapIndex < mark {
+		// Not a segment cut short: the log itself is gone (raft/wal
+		// removed or emptied, and created anew by this start).
+		return &CorruptError{Path: walDir, Err: fmt.Errorf(
+			"the raft log holds no entry (removed or emptied?), the newest snapshot ends at index %d, but this node acknowledged entries up to %d: acknowledged entries were lost", snapIndex, mark)}
 	}
 	if reach := max(last, snapIndex); reach < mark {
 		return &CorruptError{Path: segmentFor(walDir, 0), Err: fmt.Errorf(

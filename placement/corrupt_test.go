@@ -421,3 +421,18 @@ func TestOtherNodesDataDirIsRefused(t *testing.T) {
 		wantCorrupt(t, reopen(t, dir), p)
 	}
 }
+
+// raft/wal removed alone (raft/log.mark kept) is named as such, not
+// blamed on the segment this start created in its place.
+func TestWALDirRemovedIsCorrupt(t *testing.T) {
+	dir, _ := raftWithHistory(t)
+	wal := filepath.Join(dir, "raft", "wal")
+	if err := os.RemoveAll(wal); err != nil {
+		t.Fatal(err)
+	}
+	err := reopen(t, dir)
+	wantCorrupt(t, err, wal)
+	if !strings.Contains(err.Error(), "holds no entry") {
+		t.Fatalf("reopen: %v, want it to say the log holds no entry", err)
+	}
+}

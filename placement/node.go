@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -191,6 +192,8 @@ func New(cfg Config) (*Node, error) {
 	if err := checkRaftDir(cfg.DataDir, cfg.Name); err != nil {
 		return nil, err
 	}
+	_, statErr := os.Stat(filepath.Join(walDir, metadb.FileName))
+	created := errors.Is(statErr, fs.ErrNotExist)
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
 		// raft/ or raft/wal a file, say: damage, unless permissions.
 		return nil, damaged(walDir, fmt.Errorf("placement: %w", err))
@@ -236,7 +239,7 @@ func New(cfg Config) (*Node, error) {
 			logged[c.Name] = loggedDataID{id: c.DataID, index: l.Index, term: l.Term}
 		}
 	}
-	if err := verifyLog(walDir, wal, snapIndex, mark.get(), seen); err != nil {
+	if err := verifyLog(walDir, created, wal, snapIndex, mark.get(), seen); err != nil {
 		closeWAL()
 		return nil, err
 	}

@@ -458,6 +458,12 @@ func (n *Node) startLocked(ctx context.Context) error {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("tempest: data dir: %w", err)
 	}
+	if n.eng != nil {
+		// Before anything in the data directory is opened or written.
+		if err := placement.CheckDataDir(n.cfg.DataDir, n.cfg.Name); err != nil {
+			return err
+		}
+	}
 	if _, err := os.Stat(filepath.Join(n.cfg.DataDir, StateFile)); err == nil {
 		n.storeExisted = true
 	}

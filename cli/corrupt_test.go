@@ -352,9 +352,17 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(a.dataDir, "raft.member"), []byte("n0\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		markPath := filepath.Join(a.dataDir, "state.db.mark")
+		mark, err := os.ReadFile(markPath)
+		if err != nil {
+			t.Fatal(err)
+		}
 		code, stderr := a.runDamaged()
 		if code != exitUsage {
 			t.Errorf("exit code %d, want %d (usage)", code, exitUsage)
+		}
+		if after, _ := os.ReadFile(markPath); !bytes.Equal(after, mark) {
+			t.Error("the refused start wrote the other node's state.db.mark")
 		}
 		for _, want := range []string{`node "n0"`, `named "n1"`, "a data directory of its own"} {
 			if !strings.Contains(stderr, want) {

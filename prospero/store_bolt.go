@@ -111,10 +111,19 @@ func NewBoltStore(path string) (*BoltStore, error) {
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("prospero: open state store %s: it is a %s, not a file: move it away", path, kindOfFile(fi.Mode()))
 	}
+	// The mark is checked before anything is written (the pending log's
+	// write-back, the store's ID): a refused open changes nothing.
+	mark, err := openMark(path)
+	if err != nil {
+		return nil, err
+	}
 	db, invalid, err := openBolt(path, &bolt.Options{
 		Timeout:      boltOpenTimeout,
 		FreelistType: bolt.FreelistMapType,
 	})
+	if err != nil {
+		_ = mark.f.Close()
+	}
 	var ce *CorruptError
 	if errors.As(err, &ce) {
 		return nil, err
@@ -125,22 +134,29 @@ func NewBoltStore(path string) (*BoltStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prospero: open state store %s: %w", path, err)
 	}
+	closeAll := func() {
+		_ = mark.f.Close()
+		_ = db.Close()
+	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		_ = db.Close()
+		closeAll()
 		return nil, fmt.Errorf("prospero: open state store %s: %w", path, err)
+	}
+	if err := mark.check(path, db); err != nil {
+		closeAll()
+		return nil, err
 	}
 	plogs, last, recovered, err := openPending(path, db)
 	if err != nil {
-		_ = db.Close()
+		closeAll()
 		return nil, err
 	}
-	mark, err := openMark(path, db)
-	if err != nil {
+	if err := mark.seal(path, db); err != nil {
 		for _, l := range plogs {
 			_ = l.f.Close()
 		}
-		_ = db.Close()
+		closeAll()
 		return nil, err
 	}
 	s := &BoltStore{db: db, path: path, file: fi, mark: mark, hurt: make(chan struct{}), invalid: invalid,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -68,21 +69,21 @@ const (
 
 // storeMark is the open mark file.
 type storeMark struct {
-	f   *os.File
-	seq uint64 // of the slot written last
-	id  uint64 // the store's
+	f       *os.File
+	seq     uint64     // of the slot written last
+	last    *markValue // what the mark held at open; nil: nothing
+	created bool       // the file did not exist
+	id      uint64     // the store's, once sealed
 }
 
 type markValue struct {
 	id, txid uint64
 }
 
-// storeID returns the ID db holds, writing a new one if it has none,
-// and marks the file's format (formatKey) if it is not marked yet.
-func storeID(db *bolt.DB) (uint64, error) {
-	var id uint64
-	marked := false
-	err := db.View(func(tx *bolt.Tx) error {
+// readStoreID returns the ID db holds (0: none) and whether its format
+// is marked.
+func readStoreID(db *bolt.DB) (id uint64, marked bool, err error) {
+	err = db.View(func(tx *bolt.Tx) error {
 		if eb := tx.Bucket(epochBucket); eb != nil {
 			if v := eb.Get(storeIDKey); len(v) == 8 {
 				id = binary.BigEndian.Uint64(v)
@@ -91,15 +92,20 @@ func storeID(db *bolt.DB) (uint64, error) {
 		}
 		return nil
 	})
+	return id, marked, err
+}
+
+// storeID returns the ID db holds, writing a new one if it has none,
+// and marks the file's format (formatKey) if it is not marked yet.
+func storeID(db *bolt.DB) (uint64, error) {
+	id, marked, err := readStoreID(db)
 	if err != nil || (id != 0 && marked) {
 		return id, err
 	}
 	var b [8]byte
-	if id == 0 {
-		for id == 0 {
-			_, _ = rand.Read(b[:])
-			id = binary.BigEndian.Uint64(b[:])
-		}
+	for id == 0 {
+		_, _ = rand.Read(b[:])
+		id = binary.BigEndian.Uint64(b[:])
 	}
 	binary.BigEndian.PutUint64(b[:], id)
 	return id, db.Update(func(tx *bolt.Tx) error {
@@ -114,20 +120,21 @@ func storeID(db *bolt.DB) (uint64, error) {
 	})
 }
 
-// openMark checks db (the store at path) against its mark, if there is
-// one, and then marks it as it is now.
-func openMark(path string, db *bolt.DB) (*storeMark, error) {
-	id, err := storeID(db)
-	if err != nil {
-		return nil, fmt.Errorf("prospero: write the ID of state store %s: %w", path, err)
-	}
+// openMark opens (creating) the mark of the store at path and reads it,
+// before the store is opened: a mark that names a store while there is
+// no file at path is refused at once, so that the refused start creates
+// none. check and seal do the rest; close it on error.
+func openMark(path string) (*storeMark, error) {
 	name := MarkFile(path)
+	if fi, err := os.Lstat(name); err == nil && !fi.Mode().IsRegular() {
+		return nil, &CorruptError{Path: name, Err: fmt.Errorf("it is a %s, not a file", kindOfFile(fi.Mode()))}
+	}
 	_, statErr := os.Stat(name)
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("prospero: open %s: %w", name, err)
 	}
-	m := &storeMark{f: f, id: id}
+	m := &storeMark{f: f, created: statErr != nil}
 	fail := func(err error) (*storeMark, error) {
 		_ = f.Close()
 		return nil, err
@@ -136,29 +143,66 @@ func openMark(path string, db *bolt.DB) (*storeMark, error) {
 	switch {
 	case err != nil:
 		return fail(&CorruptError{Path: name, Err: err})
-	case !ok && statErr == nil:
-		fi, _ := f.Stat()
-		if fi != nil && fi.Size() > 0 {
+	case !ok:
+		if fi, _ := f.Stat(); fi != nil && fi.Size() > 0 {
 			return fail(&CorruptError{Path: name, Err: errors.New("neither slot holds a valid mark")})
 		}
-	case ok && last.id != id:
-		return fail(&CorruptError{Path: path, Err: fmt.Errorf("%w: %s names store %016x, and this file is store %016x "+
-			"(the file was removed, or replaced by a new one or another node's)", ErrStoreReplaced, name, last.id, id)})
-	case ok:
-		if now := txID(db); now < last.txid {
-			return fail(&CorruptError{Path: path, Err: fmt.Errorf("%w: it holds transaction %d, and this node last ran with "+
-				"transaction %d (%s): it is an older copy, restored from a backup?", ErrStoreReplaced, now, last.txid, name)})
+	default:
+		m.last = &last
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return fail(&CorruptError{Path: path, Err: fmt.Errorf("%w: it is gone, and %s names store %016x "+
+				"(the file was removed or moved away)", ErrStoreReplaced, name, last.id)})
 		}
-	}
-	if statErr != nil {
-		if err := syncDir(filepath.Dir(name)); err != nil {
-			return fail(fmt.Errorf("prospero: create %s: %w", name, err))
-		}
-	}
-	if err := m.write(markValue{id: id, txid: txID(db)}); err != nil {
-		return fail(err)
 	}
 	return m, nil
+}
+
+// check compares db, the store at path as it opened (before anything is
+// written to it), with the mark: a file without the ID the mark names
+// (a new one, another node's) or older than the mark's transaction (a
+// copy from before the last open or close: a backup) is refused. It
+// writes nothing.
+func (m *storeMark) check(path string, db *bolt.DB) error {
+	if m.last == nil {
+		return nil
+	}
+	id, _, err := readStoreID(db)
+	if err != nil {
+		return fmt.Errorf("prospero: read the ID of state store %s: %w", path, err)
+	}
+	name := m.f.Name()
+	if id != m.last.id {
+		return &CorruptError{Path: path, Err: fmt.Errorf("%w: %s names store %016x, and this file is %s "+
+			"(the file was replaced by a new one or another node's)", ErrStoreReplaced, name, m.last.id, storeName(id))}
+	}
+	if now := txID(db); now < m.last.txid {
+		return &CorruptError{Path: path, Err: fmt.Errorf("%w: it holds transaction %d, and this node last ran with "+
+			"transaction %d (%s): it is an older copy, restored from a backup?", ErrStoreReplaced, now, m.last.txid, name)}
+	}
+	return nil
+}
+
+func storeName(id uint64) string {
+	if id == 0 {
+		return "a store without an ID"
+	}
+	return fmt.Sprintf("store %016x", id)
+}
+
+// seal gives db its ID if it has none and marks it as it is now, once
+// the pending log was written back: the open goes ahead.
+func (m *storeMark) seal(path string, db *bolt.DB) error {
+	id, err := storeID(db)
+	if err != nil {
+		return fmt.Errorf("prospero: write the ID of state store %s: %w", path, err)
+	}
+	m.id = id
+	if m.created {
+		if err := syncDir(filepath.Dir(m.f.Name())); err != nil {
+			return fmt.Errorf("prospero: create %s: %w", m.f.Name(), err)
+		}
+	}
+	return m.write(markValue{id: id, txid: txID(db)})
 }
 
 // txID is the number of the last transaction db committed.

@@ -693,3 +693,80 @@ func TestRoom(t *testing.T) {
 	}
 	crashhook.FailWrites(s, nil)
 }
+
+// A start refused because state.db is an older copy writes nothing:
+// the writes only the pending log holds stay there, so that the remedy
+// (putting back the file the node last ran with) gets them back.
+func TestRefusedOpenLeavesThePendingLog(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	a, b := Identity{Kind: "counter", Key: "a"}, Identity{Kind: "counter", Key: "b"}
+	s := openBoltAt(t, path)
+	if _, done := putSent(s, a, 0, "a1"); (<-done).err != nil {
+		t.Fatal("first write failed")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	backup := filepath.Join(dir, "backup.db")
+	copyFile(t, path, backup)
+	s = openBoltAt(t, path)
+	if _, done := putSent(s, a, 1, "a2"); (<-done).err != nil {
+		t.Fatal("second write failed")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openBoltAt(t, path)
+	release := holdCommits(t, nil)
+	if v, _ := putSent(s, b, 0, "b1"); v == 0 {
+		t.Fatal("not sent")
+	}
+	// A kill -9 now: b1 is in the pending log only.
+	crashed := filepath.Join(t.TempDir(), "state.db")
+	for _, suffix := range []string{"", ".pending", ".pending.1", ".mark"} {
+		if _, err := os.Stat(path + suffix); err == nil {
+			copyFile(t, path+suffix, crashed+suffix)
+		}
+	}
+	release()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := os.ReadFile(crashed + ".pending")
+	if err != nil || len(pending) == 0 {
+		t.Fatalf("the crashed pending log: %d bytes, %v", len(pending), err)
+	}
+	good := crashed + ".good"
+	copyFile(t, crashed, good)
+
+	copyFile(t, backup, crashed)
+	if r, err := NewBoltStore(crashed); !errors.Is(err, ErrStoreReplaced) {
+		if err == nil {
+			_ = r.Close()
+		}
+		t.Fatalf("open on the backup: %v, want ErrStoreReplaced", err)
+	}
+	if after, _ := os.ReadFile(crashed + ".pending"); !bytes.Equal(after, pending) {
+		t.Fatalf("the refused open changed the pending log: %d bytes, were %d", len(after), len(pending))
+	}
+	if after, _ := os.ReadFile(crashed); !bytes.Equal(after, mustRead(t, backup)) {
+		t.Fatal("the refused open wrote into the file it refused")
+	}
+	// The remedy: the file the node last ran with.
+	copyFile(t, good, crashed)
+	r := openBoltAt(t, crashed)
+	defer r.Close()
+	if rec, err := r.Get(context.Background(), b); err != nil || string(rec.State) != "b1" || r.Recovered() != 1 {
+		t.Fatalf("b after the remedy: %+v, %v, recovered %d; want b1 given back", rec, err, r.Recovered())
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

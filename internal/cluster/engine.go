@@ -147,10 +147,6 @@ func New(cfg Config, h Host) *Engine {
 // membership, stream services, placement. The node's scheduler and
 // supervisor run already (d). On error the caller calls StopNetwork.
 func (c *Engine) Start(ctx context.Context, d Deps) error {
-	// Before anything is served or dialed under this name.
-	if err := placement.CheckDataDir(c.cfg.DataDir, c.name); err != nil {
-		return err
-	}
 	c.run = d
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.reg = d.Registry

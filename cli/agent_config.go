@@ -280,16 +280,19 @@ type tlsMaterial struct {
 	keys [][]byte // gossip keys; nil: gossip unencrypted
 }
 
+// maxPEMFile bounds a TLS file: certificates, a key, a bundle of CAs.
+const maxPEMFile = 1 << 20
+
 // loadMaterial reads the TLS files and the gossip keys; errors name the
 // flag.
 func (c *agentConfig) loadMaterial(getenv func(string) string) (tlsMaterial, error) {
 	var m tlsMaterial
 	if c.clustered() {
-		certPEM, err := os.ReadFile(c.TLSCert)
+		certPEM, err := readSmallFile(c.TLSCert, maxPEMFile)
 		if err != nil {
 			return m, configError("tls-cert", "%v", err)
 		}
-		keyPEM, err := os.ReadFile(c.TLSKey)
+		keyPEM, err := readSmallFile(c.TLSKey, maxPEMFile)
 		if err != nil {
 			return m, configError("tls-key", "%v", err)
 		}
@@ -312,7 +315,7 @@ func (c *agentConfig) loadMaterial(getenv func(string) string) (tlsMaterial, err
 		}
 		cert.Leaf = leaf
 		m.cert = cert
-		caPEM, err := os.ReadFile(c.TLSCA)
+		caPEM, err := readSmallFile(c.TLSCA, maxPEMFile)
 		if err != nil {
 			return m, configError("tls-ca", "%v", err)
 		}
@@ -347,9 +350,13 @@ func (c *agentConfig) loadMaterial(getenv func(string) string) (tlsMaterial, err
 	}
 	switch {
 	case c.GossipKeyFile != "":
-		keys, err := membership.LoadKeyFile(c.GossipKeyFile)
+		b, err := readSmallFile(c.GossipKeyFile, maxPEMFile)
 		if err != nil {
 			return m, configError("gossip-key-file", "%v", err)
+		}
+		keys, err := membership.ParseKeys(b)
+		if err != nil {
+			return m, configError("gossip-key-file", "%s: %v", c.GossipKeyFile, err)
 		}
 		m.keys = keys
 	default:

@@ -705,26 +705,45 @@ func parseToken(b []byte) (string, error) {
 	}
 	for i := 0; i < len(tok); i++ {
 		if c := tok[i]; c < 0x20 || c > 0x7e {
-			return "", fmt.Errorf("the token must be one line of printable ASCII (byte %d is %q)", i, c)
+			return "", fmt.Errorf("the token must be one line of printable ASCII (byte %d is 0x%02x)", i, c)
 		}
 	}
 	return tok, nil
 }
 
+// readSmallFile reads a file of configuration (a token, a key, a
+// certificate): a regular file of at most limit bytes. A named pipe
+// would block the start until something wrote to it, and a wrong path
+// (a log, /dev/zero) would be read whole.
+func readSmallFile(path string, limit int64) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: over %d bytes: not a token, key or certificate file", path, limit)
+	}
+	return b, nil
+}
+
 // readToken reads a token file, refusing one far longer than a token
 // before reading it whole (a wrong path: a log, /dev/zero).
 func readToken(path string) (string, error) {
-	f, err := os.Open(path)
+	b, err := readSmallFile(path, 4*maxToken)
 	if err != nil {
 		return "", err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 4*maxToken))
-	if err != nil {
-		return "", err
-	}
-	if len(b) == 4*maxToken {
-		return "", fmt.Errorf("%s: over %d bytes: not a token file", path, len(b))
 	}
 	tok, err := parseToken(b)
 	if err != nil {

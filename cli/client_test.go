@@ -392,7 +392,7 @@ func TestTokenWithAControlCharacterIsRefused(t *testing.T) {
 	if err := os.WriteFile(big, []byte(strings.Repeat("a", 1<<20)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := runCLI(t, "members", "--addr", "http://127.0.0.1:1", "--token-file", big); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "not a token file") {
+	if _, err := runCLI(t, "members", "--addr", "http://127.0.0.1:1", "--token-file", big); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "not a token, key or certificate file") {
 		t.Errorf("a 1 MiB token file: %v (exit %d), want a usage error", err, exitCode(err))
 	}
 }

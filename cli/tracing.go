@@ -40,12 +40,14 @@ func newTracerProvider(ctx context.Context, getenv func(string) string, node str
 	default:
 		return nil, withCode(exitUsage, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: only otlp and none are supported", exp))
 	}
-	proto := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	protoVar := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+	proto := getenv(protoVar)
 	if proto == "" {
-		proto = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+		protoVar = "OTEL_EXPORTER_OTLP_PROTOCOL"
+		proto = getenv(protoVar)
 	}
 	if proto != "" && proto != "http/protobuf" {
-		return nil, withCode(exitUsage, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=%q: only http/protobuf is supported", proto))
+		return nil, withCode(exitUsage, fmt.Errorf("%s=%q: only http/protobuf is supported", protoVar, proto))
 	}
 	if err := checkOTELEnv(getenv); err != nil {
 		return nil, withCode(exitUsage, err)
@@ -74,7 +76,7 @@ func checkOTELEnv(getenv func(string) string) error {
 			continue
 		}
 		u, err := url.Parse(v)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 			return fmt.Errorf("%s=%q: want an http:// or https:// URL with a host", k, v)
 		}
 	}
@@ -111,7 +113,7 @@ func checkOTELEnv(getenv func(string) string) error {
 	case "", "always_on", "always_off", "parentbased_always_on", "parentbased_always_off":
 	case "traceidratio", "parentbased_traceidratio":
 		if v := getenv("OTEL_TRACES_SAMPLER_ARG"); v != "" {
-			if r, err := strconv.ParseFloat(v, 64); err != nil || r < 0 || r > 1 {
+			if r, err := strconv.ParseFloat(v, 64); err != nil || !(r >= 0 && r <= 1) { // NaN too
 				return fmt.Errorf("OTEL_TRACES_SAMPLER_ARG=%q: want a ratio from 0 to 1", v)
 			}
 		}

@@ -23,6 +23,8 @@ func TestTracerProviderFromEnv(t *testing.T) {
 		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, bad: true},
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"}, bad: true},
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://"}, bad: true},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://:4318"}, bad: true},
+		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "NaN"}, bad: true},
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://c:4318/v1/traces"}, on: true},
 		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "sometimes"}, bad: true},
 		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1%"}, bad: true},

@@ -231,7 +231,16 @@ func plantRecord(t *testing.T, path, kind, key string, state []byte) {
 		}
 		v := binary.BigEndian.AppendUint64(nil, 1<<40) // version
 		v = binary.AppendUvarint(v, 1)                 // incarnation
-		return b.Put([]byte(key), append(v, state...))
+		if err := b.Put([]byte(key), append(v, state...)); err != nil {
+			return err
+		}
+		// The file as an upgrade leaves it: its records from before
+		// carry no checksum (prospero's formatSomeSummed).
+		eb, err := tx.CreateBucketIfNotExists([]byte("/epochs"))
+		if err != nil {
+			return err
+		}
+		return eb.Put([]byte("/format"), []byte{1})
 	})
 	if err != nil {
 		t.Fatal(err)

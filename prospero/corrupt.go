@@ -80,6 +80,15 @@ func openBolt(path string, opts *bolt.Options) (db *bolt.DB, invalid InvalidIden
 		if tx.Size() > fi.Size() {
 			return &CorruptError{Path: path, Err: fmt.Errorf("the file is %d bytes but its pages reach %d bytes: it was cut short", fi.Size(), tx.Size())}
 		}
+		var format byte
+		if eb := tx.Bucket(epochBucket); eb != nil {
+			if v := eb.Get(formatKey); v != nil {
+				if len(v) != 1 || v[0] > formatAllSummed {
+					return &CorruptError{Path: path, Err: fmt.Errorf("records of format %x: written by a later build, which this one cannot read", v)}
+				}
+				format = v[0]
+			}
+		}
 		return tx.ForEach(func(kind []byte, b *bolt.Bucket) error {
 			if string(kind) == string(epochBucket) {
 				return b.ForEach(func(k, v []byte) error {
@@ -93,7 +102,7 @@ func openBolt(path string, opts *bolt.Options) (db *bolt.DB, invalid InvalidIden
 				})
 			}
 			return b.ForEach(func(k, v []byte) error {
-				if _, err := decodeRecord(v); err != nil {
+				if _, err := decodeRecord(string(kind), string(k), v, format); err != nil {
 					return &CorruptError{Path: path, Err: fmt.Errorf("record %q: %w", string(kind)+"/"+string(k), err)}
 				}
 				if id := (Identity{Kind: string(kind), Key: string(k)}); id.Validate() != nil {

@@ -23,7 +23,8 @@ import (
 // BoltStore is the default StateStore: an embedded go.etcd.io/bbolt
 // database in the node's data directory. Each kind has its own bucket;
 // keys are actor keys; a value is the version (8 bytes, big endian), the
-// incarnation (uvarint) and the state bytes. Versions come from the
+// incarnation (uvarint), the state bytes and a checksum (see
+// encodeRecord). Versions come from the
 // bucket's sequence, so they are never reused, not even after a Delete.
 //
 // Put and Delete are one fsync'd transaction each. PutAsync (AsyncStore)
@@ -56,6 +57,7 @@ type BoltStore struct {
 	wedged     atomic.Bool
 	file       os.FileInfo  // the file opened
 	mark       *storeMark   // state.db.mark (store_mark.go)
+	format     byte         // of the file's records (formatKey)
 	reach      atomic.Int64 // how far its pages reach (bbolt's high-water mark)
 
 	invalid InvalidIdentities // found at open
@@ -147,19 +149,24 @@ func NewBoltStore(path string) (*BoltStore, error) {
 		closeAll()
 		return nil, err
 	}
+	id, format, err := markStore(db)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("prospero: write the ID and format of state store %s: %w", path, err)
+	}
 	plogs, last, recovered, err := openPending(path, db)
 	if err != nil {
 		closeAll()
 		return nil, err
 	}
-	if err := mark.seal(path, db); err != nil {
+	if err := mark.seal(db, id); err != nil {
 		for _, l := range plogs {
 			_ = l.f.Close()
 		}
 		closeAll()
 		return nil, err
 	}
-	s := &BoltStore{db: db, path: path, file: fi, mark: mark, hurt: make(chan struct{}), invalid: invalid,
+	s := &BoltStore{db: db, path: path, file: fi, mark: mark, format: format, hurt: make(chan struct{}), invalid: invalid,
 		plogs: plogs, pswitch: pendingSwitch, pseq: last, pdone: last, recovered: recovered,
 		decided: map[Identity]decided{}, touched: map[Identity]int{}, seqs: map[string]uint64{}}
 	s.pcond = sync.NewCond(&s.pmu)
@@ -377,7 +384,7 @@ func (s *BoltStore) Get(ctx context.Context, id Identity) (Record, error) {
 				return ErrNotFound
 			}
 			var derr error
-			rec, derr = decodeRecord(v)
+			rec, derr = decodeRecord(id.Kind, id.Key, v, s.format)
 			return s.corrupt(id, derr)
 		})
 	})
@@ -409,7 +416,7 @@ func (s *BoltStore) ScanPrefix(ctx context.Context, kind, prefix string) ([]Keye
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				rec, err := decodeRecord(v)
+				rec, err := decodeRecord(kind, string(k), v, s.format)
 				if err != nil {
 					return s.corrupt(Identity{Kind: kind, Key: string(k)}, err)
 				}
@@ -474,7 +481,7 @@ func putTx(tx *bolt.Tx, id Identity, expected uint64, rec Record, floor uint64) 
 	if err != nil {
 		return 0, err
 	}
-	if err := b.Put(key, encodeRecord(version, rec)); err != nil {
+	if err := b.Put(key, encodeRecord(id.Kind, id.Key, version, rec)); err != nil {
 		return 0, err
 	}
 	return version, nil
@@ -713,7 +720,7 @@ func (s *BoltStore) importTx(ids []Identity, rec Record) error {
 			if err != nil {
 				return err
 			}
-			if err := b.Put([]byte(id.Key), encodeRecord(v, rec)); err != nil {
+			if err := b.Put([]byte(id.Key), encodeRecord(id.Kind, id.Key, v, rec)); err != nil {
 				return err
 			}
 		}
@@ -796,7 +803,9 @@ func (s *BoltStore) Close() error {
 		_ = s.plogs[i].f.Close()
 	}
 	var merr error
-	if s.damaged.Load() == nil && !s.abandoned.Load() {
+	if s.damaged.Load() == nil && !s.abandoned.Load() && s.WriteFailure() == nil {
+		// (After a failed commit bbolt's meta in memory may name a
+		// transaction the disk does not hold: the mark stays as it was.)
 		merr = s.mark.close(s.db)
 	} else {
 		_ = s.mark.f.Close() // the file is not read again: the mark stays as it was
@@ -815,19 +824,33 @@ var (
 )
 
 // A record at rest: the version (8 bytes big endian, its top bit set:
-// recordSummed), the incarnation (uvarint), the state, and a CRC-32C of
-// all that (4 bytes big endian). bbolt checksums only its meta pages: a
-// bit flipped in a record's page would otherwise be served, and
-// replicated, as the actor's state. Records written before the checksum
-// have the top bit clear and none; they are read as before.
+// recordSummed), the incarnation (uvarint), the state, and a CRC-32C
+// (4 bytes big endian) of the record's kind and key (each preceded by
+// its length as a uvarint) and of all that. bbolt checksums only its
+// meta pages: a bit flipped in a record's page, its key included, would
+// otherwise be served, and replicated, as an actor's state. Records
+// written before the checksum have the top bit clear and none; the
+// file's format (formatKey) says whether it may hold them.
 const recordSummed = 1 << 63
 
-func encodeRecord(version uint64, rec Record) []byte {
+// recordSum is the checksum of body, the record of kind/key without it.
+func recordSum(kind, key string, body []byte) uint32 {
+	var pre [2 * binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(pre[:], uint64(len(kind)))
+	sum := crc32.Update(0, castagnoli, pre[:n])
+	sum = crc32.Update(sum, castagnoli, []byte(kind))
+	n = binary.PutUvarint(pre[:], uint64(len(key)))
+	sum = crc32.Update(sum, castagnoli, pre[:n])
+	sum = crc32.Update(sum, castagnoli, []byte(key))
+	return crc32.Update(sum, castagnoli, body)
+}
+
+func encodeRecord(kind, key string, version uint64, rec Record) []byte {
 	buf := make([]byte, 8, 8+binary.MaxVarintLen64+len(rec.State)+4)
 	binary.BigEndian.PutUint64(buf, version|recordSummed)
 	buf = binary.AppendUvarint(buf, rec.Incarnation)
 	buf = append(buf, rec.State...)
-	return binary.BigEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
+	return binary.BigEndian.AppendUint32(buf, recordSum(kind, key, buf))
 }
 
 // storedVersion reads the version of a stored record (0 for none),
@@ -843,19 +866,29 @@ func storedVersion(v []byte) (uint64, error) {
 	return binary.BigEndian.Uint64(v) &^ recordSummed, nil
 }
 
-// decodeRecord copies v (bbolt memory is only valid inside the
-// transaction).
-func decodeRecord(v []byte) (Record, error) {
+// decodeRecord decodes v, the record of kind/key in a file of format
+// (formatKey), copying it (bbolt memory is only valid inside the
+// transaction). A file of formatAllSummed holds no record without a
+// checksum, and one never marked none with: a flag bit flipped either
+// way is damage too.
+func decodeRecord(kind, key string, v []byte, format byte) (Record, error) {
 	if len(v) < 9 {
 		return Record{}, errCorrupt
 	}
 	version := binary.BigEndian.Uint64(v)
-	if version&recordSummed != 0 {
+	summed := version&recordSummed != 0
+	switch {
+	case summed && format == formatNone:
+		return Record{}, fmt.Errorf("%w: it has a checksum in a file that holds none", errCorrupt)
+	case !summed && format == formatAllSummed:
+		return Record{}, fmt.Errorf("%w: it lacks the checksum every record of this file has", errCorrupt)
+	}
+	if summed {
 		if len(v) < 8+1+4 {
 			return Record{}, errCorrupt
 		}
 		body := v[:len(v)-4]
-		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(v[len(body):]) {
+		if recordSum(kind, key, body) != binary.BigEndian.Uint32(v[len(body):]) {
 			return Record{}, errRecordSum
 		}
 		v, version = body, version&^recordSummed

@@ -234,7 +234,9 @@ func TestBoltStoreCountsInvalidIdentitiesAtOpen(t *testing.T) {
 				return err
 			}
 		}
-		return nil
+		// The file as an upgrade leaves it: records from before carry
+		// no checksum.
+		return tx.Bucket([]byte("/epochs")).Put([]byte("/format"), []byte{1})
 	})
 	if cerr := db.Close(); err == nil {
 		err = cerr
@@ -538,5 +540,89 @@ func TestBoltStoreReadsRecordsWithoutAChecksum(t *testing.T) {
 	}
 	if rec, err := s.Get(context.Background(), id); err != nil || rec.Version != 6 || string(rec.State) != "state2" {
 		t.Fatalf("Get after Put: %+v, %v", rec, err)
+	}
+}
+
+// The record's checksum covers its key and the flag that says it has
+// one: a bit flipped in either is found at open too.
+func TestBoltStoreFlippedKeyOrFlagIsCorrupt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		flip func(b []byte, state int)
+	}{
+		{"in the key", func(b []byte, _ int) {
+			at := bytes.Index(b, []byte("alice-account"))
+			b[at] ^= 0x02 // "clice-account"
+		}},
+		{"in the checksum flag", func(b []byte, state int) {
+			b[state-1-8] ^= 0x80 // the version's top bit, before the incarnation (one byte) and the state
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "state.db")
+			s, err := prospero.NewBoltStore(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := prospero.Identity{Kind: "counter", Key: "alice-account"}
+			if _, err := s.Put(context.Background(), id, 0, prospero.Record{State: []byte("balance=1000")}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			state := bytes.Index(b, []byte("balance=1000"))
+			if state < 0 || bytes.Count(b, []byte("alice-account")) != 1 {
+				t.Fatal("the record is not in the file once")
+			}
+			tc.flip(b, state)
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err = prospero.NewBoltStore(path)
+			if err == nil {
+				_ = s.Close()
+				t.Fatal("opened")
+			}
+			t.Log(err)
+			var ce *prospero.CorruptError
+			if !errors.As(err, &ce) || ce.Path != path {
+				t.Fatalf("open: %v, want a CorruptError naming %s", err, path)
+			}
+		})
+	}
+}
+
+// A file whose records are of a format this build does not know (a
+// later build's) is refused, not rewritten as this build's.
+func TestBoltStoreOfALaterFormatIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	fillBoltStore(t, path, 1)
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte("/epochs")).Put([]byte("/format"), []byte{9}) })
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	s, err := prospero.NewBoltStore(path)
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("opened")
+	}
+	if !errors.Is(err, prospero.ErrCorrupt) || !strings.Contains(err.Error(), "later build") {
+		t.Fatalf("open: %v, want ErrCorrupt naming a later build", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("the refused open wrote to the file")
 	}
 }

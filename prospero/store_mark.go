@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"syscall"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -52,13 +54,18 @@ func MarkFile(path string) string { return path + ".mark" }
 var storeIDKey = []byte("/store")
 
 // formatKey is the epoch bucket's key for the format of the file's
-// records: formatSummed once this build opened it (records written from
-// then on carry a checksum, see encodeRecord). Its value is not 8 bytes
-// long, which a build from before the checksum takes for damage: it
-// refuses the file at open rather than read a checksum as state.
-var (
-	formatKey    = []byte("/format")
-	formatSummed = []byte{2}
+// records (recordSummed), one byte: formatSomeSummed or formatAllSummed
+// once this build opened the file; a file without it is formatNone.
+// The value is not 8 bytes long, which a build from before the checksum
+// takes for damage: it refuses the file at open rather than read a
+// checksum as state. A value this build does not know is a newer
+// build's: the file is refused, not rewritten.
+var formatKey = []byte("/format")
+
+const (
+	formatNone       byte = 0 // an earlier build's file: no record has a checksum
+	formatSomeSummed byte = 1 // marked when it held records: those without a checksum are from before
+	formatAllSummed  byte = 2 // marked empty: every record has a checksum
 )
 
 const (
@@ -80,27 +87,35 @@ type markValue struct {
 	id, txid uint64
 }
 
-// readStoreID returns the ID db holds (0: none) and whether its format
-// is marked.
-func readStoreID(db *bolt.DB) (id uint64, marked bool, err error) {
+// readStoreID returns the ID db holds (0: none) and its format.
+func readStoreID(db *bolt.DB) (id uint64, format byte, err error) {
 	err = db.View(func(tx *bolt.Tx) error {
-		if eb := tx.Bucket(epochBucket); eb != nil {
-			if v := eb.Get(storeIDKey); len(v) == 8 {
-				id = binary.BigEndian.Uint64(v)
-			}
-			marked = string(eb.Get(formatKey)) == string(formatSummed)
-		}
+		id, format = storeIDIn(tx)
 		return nil
 	})
-	return id, marked, err
+	return id, format, err
 }
 
-// storeID returns the ID db holds, writing a new one if it has none,
-// and marks the file's format (formatKey) if it is not marked yet.
-func storeID(db *bolt.DB) (uint64, error) {
-	id, marked, err := readStoreID(db)
-	if err != nil || (id != 0 && marked) {
-		return id, err
+func storeIDIn(tx *bolt.Tx) (id uint64, format byte) {
+	if eb := tx.Bucket(epochBucket); eb != nil {
+		if v := eb.Get(storeIDKey); len(v) == 8 {
+			id = binary.BigEndian.Uint64(v)
+		}
+		if v := eb.Get(formatKey); len(v) == 1 {
+			format = v[0]
+		}
+	}
+	return id, format
+}
+
+// markStore gives db an ID and a format if it has none, before anything
+// else is written to it (the pending log's write-back writes records
+// with checksums), and returns them: formatAllSummed for a file that
+// holds no record yet, formatSomeSummed for one an earlier build wrote.
+func markStore(db *bolt.DB) (uint64, byte, error) {
+	id, format, err := readStoreID(db)
+	if err != nil || (id != 0 && format != formatNone) {
+		return id, format, err
 	}
 	var b [8]byte
 	for id == 0 {
@@ -108,17 +123,32 @@ func storeID(db *bolt.DB) (uint64, error) {
 		id = binary.BigEndian.Uint64(b[:])
 	}
 	binary.BigEndian.PutUint64(b[:], id)
-	return id, db.Update(func(tx *bolt.Tx) error {
+	err = db.Update(func(tx *bolt.Tx) error {
 		eb, err := tx.CreateBucketIfNotExists(epochBucket)
 		if err != nil {
 			return err
 		}
-		if err := eb.Put(formatKey, formatSummed); err != nil {
-			return err
+		if format == formatNone {
+			format = formatAllSummed
+			_ = tx.ForEach(func(name []byte, bk *bolt.Bucket) error {
+				if string(name) != string(epochBucket) {
+					if k, _ := bk.Cursor().First(); k != nil {
+						format = formatSomeSummed
+						return errStop
+					}
+				}
+				return nil
+			})
+			if err := eb.Put(formatKey, []byte{format}); err != nil {
+				return err
+			}
 		}
 		return eb.Put(storeIDKey, b[:])
 	})
+	return id, format, err
 }
+
+var errStop = errors.New("stop")
 
 // openMark opens (creating) the mark of the store at path and reads it,
 // before the store is opened: a mark that names a store while there is
@@ -189,20 +219,25 @@ func storeName(id uint64) string {
 	return fmt.Sprintf("store %016x", id)
 }
 
-// seal gives db its ID if it has none and marks it as it is now, once
-// the pending log was written back: the open goes ahead.
-func (m *storeMark) seal(path string, db *bolt.DB) error {
-	id, err := storeID(db)
-	if err != nil {
-		return fmt.Errorf("prospero: write the ID of state store %s: %w", path, err)
-	}
+// seal marks db, whose ID is id, as it is now, once the pending log was
+// written back: the open goes ahead. The file is synced first, so that
+// the mark never names a transaction the disk may not hold. A full disk
+// leaves the mark as it was (the next open or close writes it): the
+// node still starts, to hand its shards away.
+func (m *storeMark) seal(db *bolt.DB, id uint64) error {
 	m.id = id
+	if err := db.Sync(); err != nil {
+		return fmt.Errorf("prospero: sync state store: %w", err)
+	}
 	if m.created {
 		if err := syncDir(filepath.Dir(m.f.Name())); err != nil {
 			return fmt.Errorf("prospero: create %s: %w", m.f.Name(), err)
 		}
 	}
-	return m.write(markValue{id: id, txid: txID(db)})
+	if err := m.write(markValue{id: id, txid: txID(db)}); err != nil && !noSpace(err) {
+		return err
+	}
+	return nil
 }
 
 // txID is the number of the last transaction db committed.
@@ -253,15 +288,27 @@ func (m *storeMark) write(v markValue) error {
 	return nil
 }
 
-// close marks db as it is now and closes the mark.
+// close marks db as it is now and closes the mark. A full disk leaves
+// the mark as it was.
 func (m *storeMark) close(db *bolt.DB) error {
 	err := m.write(markValue{id: m.id, txid: txID(db)})
+	if noSpace(err) {
+		err = nil
+	}
 	return errors.Join(err, m.f.Close())
+}
+
+// noSpace reports whether err is a full disk or quota.
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // syncDir fsyncs directory dir, so that a file created in it survives a
 // crash.
 func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil // a directory cannot be opened for a sync there
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -333,7 +333,7 @@ func putDecidedTx(tx *bolt.Tx, id Identity, version uint64, rec Record) (bool, e
 			return false, err
 		}
 	}
-	return true, b.Put(key, encodeRecord(version, rec))
+	return true, b.Put(key, encodeRecord(id.Kind, id.Key, version, rec))
 }
 
 // decided is the newest decided write of an identity not yet committed.

@@ -29,7 +29,9 @@ type Replicated struct {
 
 // epochBucket holds, per identity a replica stored, the epoch of the
 // record it stored ("kind/key" → 8 bytes big endian). A kind name cannot
-// contain '/', so the bucket never meets a kind's.
+// contain '/', so the bucket never meets a kind's. It also holds the
+// store's own keys, which begin with '/': pendingMark, storeIDKey and
+// formatKey.
 var epochBucket = []byte("/epochs")
 
 // ApplyReplicated stores recs in one transaction (one fsync). Each
@@ -159,7 +161,7 @@ func applyReplicatedTx(tx *bolt.Tx, recs []Replicated) (int, error) {
 				return 0, err
 			}
 		}
-		if err := b.Put(key, encodeRecord(r.Version, Record{Incarnation: r.Incarnation, State: r.State})); err != nil {
+		if err := b.Put(key, encodeRecord(r.ID.Kind, r.ID.Key, r.Version, Record{Incarnation: r.Incarnation, State: r.State})); err != nil {
 			return 0, err
 		}
 		if err := eb.Put(ekey, binary.BigEndian.AppendUint64(nil, r.Epoch)); err != nil {

@@ -282,11 +282,11 @@ func boltFreelistPage(t *testing.T, path string) int64 {
 	// and flags (4 bytes each), the root bucket (16), the free list's page
 	// id, the high water mark and the transaction id (8 each).
 	var page, txid uint64
-	for _, m := range []int{0, 4096} {
+	for _, m := range []int{0, os.Getpagesize()} {
 		meta := b[m+16:]
-		tx := binary.LittleEndian.Uint64(meta[48:])
+		tx := binary.NativeEndian.Uint64(meta[48:])
 		if tx >= txid {
-			txid, page = tx, binary.LittleEndian.Uint64(meta[32:])
+			txid, page = tx, binary.NativeEndian.Uint64(meta[32:])
 		}
 	}
 	return int64(page)
@@ -300,26 +300,28 @@ func freeAPageInUse(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ps := os.Getpagesize()
+	ne := binary.NativeEndian
 	var root, free, txid uint64
-	for _, m := range []int{0, 4096} {
+	for _, m := range []int{0, ps} {
 		meta := b[m+16:]
-		if tx := binary.LittleEndian.Uint64(meta[48:]); tx >= txid {
+		if tx := ne.Uint64(meta[48:]); tx >= txid {
 			txid = tx
-			root, free = binary.LittleEndian.Uint64(meta[16:]), binary.LittleEndian.Uint64(meta[32:])
+			root, free = ne.Uint64(meta[16:]), ne.Uint64(meta[32:])
 		}
 	}
 	// A free-list page: id, flags (0x10), count, overflow, then the ids.
-	page := make([]byte, 4096)
-	binary.LittleEndian.PutUint64(page, free)
-	binary.LittleEndian.PutUint16(page[8:], 0x10)
-	binary.LittleEndian.PutUint16(page[10:], 1)
-	binary.LittleEndian.PutUint64(page[16:], root)
+	page := make([]byte, ps)
+	ne.PutUint64(page, free)
+	ne.PutUint16(page[8:], 0x10)
+	ne.PutUint16(page[10:], 1)
+	ne.PutUint64(page[16:], root)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := f.WriteAt(page, int64(free)*4096); err != nil {
+	if _, err := f.WriteAt(page, int64(free)*int64(ps)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -332,12 +334,13 @@ func scribblePage(t *testing.T, path string, page int64) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	junk := make([]byte, 4096)
+	ps := int64(os.Getpagesize())
+	junk := make([]byte, ps)
 	r := rand.New(rand.NewPCG(3, uint64(page)))
 	for i := range junk {
 		junk[i] = byte(r.Uint32())
 	}
-	if _, err := f.WriteAt(junk, page*4096); err != nil {
+	if _, err := f.WriteAt(junk, page*ps); err != nil {
 		t.Fatal(err)
 	}
 }

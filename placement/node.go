@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -195,8 +196,12 @@ func New(cfg Config) (*Node, error) {
 	_, statErr := os.Stat(filepath.Join(walDir, metadb.FileName))
 	created := errors.Is(statErr, fs.ErrNotExist)
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
-		// raft/ or raft/wal a file, say: damage, unless permissions.
-		return nil, damaged(walDir, fmt.Errorf("placement: %w", err))
+		if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
+			// raft/ or raft/wal is a file: damage. A full disk, a
+			// read-only file system or permissions are not.
+			return nil, damaged(walDir, fmt.Errorf("placement: %w", err))
+		}
+		return nil, fmt.Errorf("placement: %w", err)
 	}
 	hl := newHCLog(cfg.Logger.With(logKeyNode, cfg.Name), "raft", cfg.Clock.Now)
 	// The WAL does not close its metadata database on Close (it holds a

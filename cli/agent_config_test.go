@@ -114,6 +114,7 @@ func TestAgentConfigErrorsNameTheFlag(t *testing.T) {
 	badFile := writeFile(t, "bad.yaml", "data-dir: /x\nno-such-flag: 1\n")
 	notYAML := writeFile(t, "bad2.yaml", "- a\n- b\n")
 	twice := writeFile(t, "twice.yaml", "workers: 2\nworkers: 4\n")
+	emptyItem := writeFile(t, "empty-item.yaml", "join: [\"\"]\n")
 	cases := []struct {
 		args []string
 		env  map[string]string
@@ -145,6 +146,7 @@ func TestAgentConfigErrorsNameTheFlag(t *testing.T) {
 		{append(base, "--config", badFile), nil, "--config"},
 		{append(base, "--config", notYAML), nil, "--config"},
 		{append(base, "--config", twice), nil, "--config"},
+		{append(base, "--config", emptyItem), nil, "--join"},
 		{append(base, "--config", filepath.Join(dir, "missing.yaml")), nil, "--config"},
 		{[]string{"--data-dir", dir}, nil, "--tls-cert"},
 		{[]string{"--data-dir", dir, "--tls-cert", "c.pem", "--tls-key", "k.pem"}, nil, "--tls-ca"},

@@ -147,6 +147,9 @@ func yamlValue(raw json.RawMessage) (string, error) {
 			if err != nil {
 				return "", err
 			}
+			if strings.TrimSpace(s) == "" {
+				return "", errors.New("an empty item in the list")
+			}
 			parts = append(parts, s)
 		}
 		return strings.Join(parts, ","), nil

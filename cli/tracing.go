@@ -41,10 +41,10 @@ func newTracerProvider(ctx context.Context, getenv func(string) string, node str
 		return nil, withCode(exitUsage, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: only otlp and none are supported", exp))
 	}
 	protoVar := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-	proto := getenv(protoVar)
+	proto := strings.TrimSpace(getenv(protoVar))
 	if proto == "" {
 		protoVar = "OTEL_EXPORTER_OTLP_PROTOCOL"
-		proto = getenv(protoVar)
+		proto = strings.TrimSpace(getenv(protoVar))
 	}
 	if proto != "" && proto != "http/protobuf" {
 		return nil, withCode(exitUsage, fmt.Errorf("%s=%q: only http/protobuf is supported", protoVar, proto))
@@ -69,7 +69,9 @@ func newTracerProvider(ctx context.Context, getenv func(string) string, node str
 // with at most a log line, leaving tracing on with a setting the
 // operator did not choose (an endpoint that is no URL, an unknown
 // sampler, a ratio that is no number). Only read when tracing is on.
-func checkOTELEnv(getenv func(string) string) error {
+func checkOTELEnv(env func(string) string) error {
+	// The SDK trims every value (one from a file ends in a newline).
+	getenv := func(k string) string { return strings.TrimSpace(env(k)) }
 	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
 		v := getenv(k)
 		if v == "" {
@@ -108,7 +110,7 @@ func checkOTELEnv(getenv func(string) string) error {
 			}
 		}
 	}
-	sampler := getenv("OTEL_TRACES_SAMPLER")
+	sampler := strings.ToLower(getenv("OTEL_TRACES_SAMPLER")) // as the SDK reads it
 	switch sampler {
 	case "", "always_on", "always_off", "parentbased_always_on", "parentbased_always_off":
 	case "traceidratio", "parentbased_traceidratio":

@@ -36,6 +36,9 @@ func TestTracerProviderFromEnv(t *testing.T) {
 		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_HEADERS": "api-key=a%2Cb,x=y"}, on: true},
 		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=%zz"}, bad: true},
 		{env: map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_CERTIFICATE": "/no/such/ca.pem"}, bad: true},
+		// Read as the SDK reads them: trimmed, the sampler in any case.
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318\n", "OTEL_TRACES_SAMPLER": "ParentBased_TraceIdRatio",
+			"OTEL_TRACES_SAMPLER_ARG": " 0.5", "OTEL_EXPORTER_OTLP_TIMEOUT": "1000 "}, on: true},
 		// Off: the values are not read.
 		{env: map[string]string{"OTEL_TRACES_SAMPLER": "sometimes"}},
 	}

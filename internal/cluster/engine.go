@@ -602,12 +602,8 @@ func (c *Engine) fenceLoop() {
 		c.mu.Unlock()
 		// The lease first, then the table, as locateAt.
 		fresh := c.pl.LeaseFresh(now)
-		var f fencing
-		if c.placed.Load() {
-			c.pl.FSM().Read(func(t *placement.Table) { f = fenceStep(t, c.name, fresh, active, down) })
-		} else {
-			f.passivate = active // no lease yet: nothing may be served
-		}
+		var f fencing // the loop starts once placement runs (c.placed)
+		c.pl.FSM().Read(func(t *placement.Table) { f = fenceStep(t, c.name, fresh, active, down) })
 		for _, name := range f.newlyDown {
 			c.tr.Disconnect(name)
 		}

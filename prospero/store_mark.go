@@ -29,7 +29,9 @@ import (
 //     created (the epoch bucket, under "/store").
 //   - Beside it, "state.db.mark" holds that ID and the number of the
 //     last bbolt transaction the file held, written when the store opens
-//     (after the pending log is written back) and when it closes. Its
+//     (after a transaction that counts the open, so that no copy taken
+//     before it holds that number, and after the pending log is written
+//     back) and when it closes. Its
 //     two slots are written in turn in place, each fdatasync'd, so a
 //     crash while one is written leaves the other.
 //   - At open, a mark naming another ID (the file removed, replaced by a
@@ -112,11 +114,17 @@ func storeIDIn(tx *bolt.Tx) (id uint64, format byte) {
 // else is written to it (the pending log's write-back writes records
 // with checksums), and returns them: formatAllSummed for a file that
 // holds no record yet, formatSomeSummed for one an earlier build wrote.
+// It also counts the open (opensKey), in a transaction of its own, so
+// that the mark sealed after it names a transaction no copy of the file
+// taken before this open holds, even when nothing else is written (a
+// start after a clean stop, then a crash). A full disk skips the count
+// for a file that has its ID and format: the node still starts.
 func markStore(db *bolt.DB) (uint64, byte, error) {
 	id, format, err := readStoreID(db)
-	if err != nil || (id != 0 && format != formatNone) {
-		return id, format, err
+	if err != nil {
+		return 0, 0, err
 	}
+	marked := id != 0 && format != formatNone
 	var b [8]byte
 	for id == 0 {
 		_, _ = rand.Read(b[:])
@@ -143,10 +151,24 @@ func markStore(db *bolt.DB) (uint64, byte, error) {
 				return err
 			}
 		}
+		var opens uint64
+		if v := eb.Get(opensKey); len(v) == 8 {
+			opens = binary.BigEndian.Uint64(v)
+		}
+		if err := eb.Put(opensKey, binary.BigEndian.AppendUint64(nil, opens+1)); err != nil {
+			return err
+		}
 		return eb.Put(storeIDKey, b[:])
 	})
+	if err != nil && marked && noSpace(err) {
+		err = nil
+	}
 	return id, format, err
 }
+
+// opensKey is the epoch bucket's key for how many times the store was
+// opened (8 bytes big endian).
+var opensKey = []byte("/opens")
 
 var errStop = errors.New("stop")
 

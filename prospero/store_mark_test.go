@@ -145,6 +145,26 @@ func TestBoltStoreReplacedUnderAStoppedNodeIsRefused(t *testing.T) {
 		}
 		copyStore(t, goodMark, mark)
 	})
+	t.Run("a copy from a clean stop, after a start that wrote nothing", func(t *testing.T) {
+		// A cold backup, then a start and a crash (kill -9): the start
+		// wrote no record, and the mark at close is never written.
+		copyStore(t, good, path)
+		copyStore(t, goodMark, mark)
+		cold := filepath.Join(t.TempDir(), "cold.db")
+		copyStore(t, path, cold)
+		s, err := prospero.NewBoltStore(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		markAtOpen := filepath.Join(t.TempDir(), "mark")
+		copyStore(t, mark, markAtOpen)
+		_ = s.Close()
+		copyStore(t, markAtOpen, mark)
+		copyStore(t, cold, path)
+		wantReplaced(t, path)
+		copyStore(t, good, path)
+		copyStore(t, goodMark, mark)
+	})
 	t.Run("restored on purpose", func(t *testing.T) {
 		copyStore(t, backup, path)
 		if err := os.Remove(mark); err != nil {

@@ -30,8 +30,8 @@ type Replicated struct {
 // epochBucket holds, per identity a replica stored, the epoch of the
 // record it stored ("kind/key" → 8 bytes big endian). A kind name cannot
 // contain '/', so the bucket never meets a kind's. It also holds the
-// store's own keys, which begin with '/': pendingMark, storeIDKey and
-// formatKey.
+// store's own keys, which begin with '/': pendingMark, storeIDKey,
+// formatKey and opensKey.
 var epochBucket = []byte("/epochs")
 
 // ApplyReplicated stores recs in one transaction (one fsync). Each

@@ -1,6 +1,7 @@
 package prospero
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -196,7 +197,9 @@ func openMark(path string) (*storeMark, error) {
 	case err != nil:
 		return fail(&CorruptError{Path: name, Err: err})
 	case !ok:
-		if fi, _ := f.Stat(); fi != nil && fi.Size() > 0 {
+		// Empty, or zeros (the file grown by a first write that a crash
+		// cut off before its data reached the disk): never sealed.
+		if b, _ := io.ReadAll(io.LimitReader(f, 2*markSlot+1)); len(bytes.Trim(b, "\x00")) > 0 {
 			return fail(&CorruptError{Path: name, Err: errors.New("neither slot holds a valid mark")})
 		}
 	default:

@@ -183,6 +183,18 @@ func TestBoltStoreReplacedUnderAStoppedNodeIsRefused(t *testing.T) {
 		}
 		_ = s.Close()
 	})
+	t.Run("a mark of zeros: a first write cut off by a crash", func(t *testing.T) {
+		if err := os.WriteFile(mark, make([]byte, 40), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := prospero.NewBoltStore(path)
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("a damaged mark", func(t *testing.T) {
 		if err := os.WriteFile(mark, []byte("garbage, not a mark"), 0o600); err != nil {
 			t.Fatal(err)

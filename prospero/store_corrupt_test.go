@@ -459,17 +459,17 @@ func TestBoltStorePendingLogNotAFileIsCorrupt(t *testing.T) {
 	}
 }
 
-// A bit flipped in a record's state on the disk (bbolt checksums only
-// its meta pages) is found by the record's checksum at open, instead of
-// being served and replicated as the actor's state.
-func TestBoltStoreFlippedBitInARecordIsCorrupt(t *testing.T) {
+// oneRecordFile writes counter/key with state into a new store, closes
+// it and returns its path and bytes.
+func oneRecordFile(t *testing.T, key, state string) (string, []byte) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "state.db")
 	s, err := prospero.NewBoltStore(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := prospero.Identity{Kind: "counter", Key: "k"}
-	if _, err := s.Put(context.Background(), id, 0, prospero.Record{State: []byte("balance=1000;owner=alice")}); err != nil {
+	id := prospero.Identity{Kind: "counter", Key: key}
+	if _, err := s.Put(context.Background(), id, 0, prospero.Record{State: []byte(state)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -479,6 +479,14 @@ func TestBoltStoreFlippedBitInARecordIsCorrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return path, b
+}
+
+// A bit flipped in a record's state on the disk (bbolt checksums only
+// its meta pages) is found by the record's checksum at open, instead of
+// being served and replicated as the actor's state.
+func TestBoltStoreFlippedBitInARecordIsCorrupt(t *testing.T) {
+	path, b := oneRecordFile(t, "k", "balance=1000;owner=alice")
 	at := bytes.Index(b, []byte("balance=1000"))
 	if at < 0 || bytes.LastIndex(b, []byte("balance=1000")) != at {
 		t.Fatal("the record's state is not in the file once")
@@ -487,9 +495,9 @@ func TestBoltStoreFlippedBitInARecordIsCorrupt(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err = prospero.NewBoltStore(path)
+	s, err := prospero.NewBoltStore(path)
 	if err == nil {
-		rec, gerr := s.Get(context.Background(), id)
+		rec, gerr := s.Get(context.Background(), prospero.Identity{Kind: "counter", Key: "k"})
 		_ = s.Close()
 		t.Fatalf("opened; the record reads %q, %v", rec.State, gerr)
 	}
@@ -559,22 +567,7 @@ func TestBoltStoreFlippedKeyOrFlagIsCorrupt(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "state.db")
-			s, err := prospero.NewBoltStore(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			id := prospero.Identity{Kind: "counter", Key: "alice-account"}
-			if _, err := s.Put(context.Background(), id, 0, prospero.Record{State: []byte("balance=1000")}); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			path, b := oneRecordFile(t, "alice-account", "balance=1000")
 			state := bytes.Index(b, []byte("balance=1000"))
 			if state < 0 || bytes.Count(b, []byte("alice-account")) != 1 {
 				t.Fatal("the record is not in the file once")
@@ -583,7 +576,7 @@ func TestBoltStoreFlippedKeyOrFlagIsCorrupt(t *testing.T) {
 			if err := os.WriteFile(path, b, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			s, err = prospero.NewBoltStore(path)
+			s, err := prospero.NewBoltStore(path)
 			if err == nil {
 				_ = s.Close()
 				t.Fatal("opened")

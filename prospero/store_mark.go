@@ -93,22 +93,17 @@ type markValue struct {
 // readStoreID returns the ID db holds (0: none) and its format.
 func readStoreID(db *bolt.DB) (id uint64, format byte, err error) {
 	err = db.View(func(tx *bolt.Tx) error {
-		id, format = storeIDIn(tx)
+		if eb := tx.Bucket(epochBucket); eb != nil {
+			if v := eb.Get(storeIDKey); len(v) == 8 {
+				id = binary.BigEndian.Uint64(v)
+			}
+			if v := eb.Get(formatKey); len(v) == 1 {
+				format = v[0]
+			}
+		}
 		return nil
 	})
 	return id, format, err
-}
-
-func storeIDIn(tx *bolt.Tx) (id uint64, format byte) {
-	if eb := tx.Bucket(epochBucket); eb != nil {
-		if v := eb.Get(storeIDKey); len(v) == 8 {
-			id = binary.BigEndian.Uint64(v)
-		}
-		if v := eb.Get(formatKey); len(v) == 1 {
-			format = v[0]
-		}
-	}
-	return id, format
 }
 
 // markStore gives db an ID and a format if it has none, before anything

@@ -22,6 +22,19 @@ func putOne(t *testing.T, s *prospero.BoltStore, key string) {
 	}
 }
 
+// openPutClose opens the store at path, writes key and closes it.
+func openPutClose(t *testing.T, path, key string) {
+	t.Helper()
+	s, err := prospero.NewBoltStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putOne(t, s, key)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func copyStore(t *testing.T, from, to string) {
 	t.Helper()
 	b, err := os.ReadFile(from)
@@ -56,24 +69,10 @@ func TestBoltStoreReplacedUnderAStoppedNodeIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "state.db")
 	backup := filepath.Join(dir, "backup.db")
-	s, err := prospero.NewBoltStore(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	putOne(t, s, "a")
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	openPutClose(t, path, "a")
 	copyStore(t, path, backup)
-	s, err = prospero.NewBoltStore(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	putOne(t, s, "a") // acknowledged after the backup
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = prospero.NewBoltStore(path)
+	openPutClose(t, path, "a") // acknowledged after the backup
+	s, err := prospero.NewBoltStore(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,14 +210,7 @@ func TestBoltStoreReplacedUnderAStoppedNodeIsRefused(t *testing.T) {
 func TestBoltStoreMarkSurvivesATornSlot(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	for range 3 {
-		s, err := prospero.NewBoltStore(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		putOne(t, s, "a")
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
+		openPutClose(t, path, "a")
 	}
 	for slot := range 2 {
 		b, err := os.ReadFile(prospero.MarkFile(path))

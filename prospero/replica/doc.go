@@ -12,9 +12,10 @@
 // removes a follower; Joiner.Join adds one after a catch-up). The owner sends
 // every record it writes to each follower of the shard's set, on a
 // stream of its own per follower (opened with the Dialer given to
-// Attach, served by Serve on the follower): one batch in flight per
-// follower, the records of many actors sharing each network write and
-// the follower's fsync (group commit). A write is committed once every
+// Attach, served by Serve on the follower): up to four batches in
+// flight per follower (one with Config.SyncReplicas), acknowledged in
+// order, the records of many actors sharing each network write and the
+// follower's fsync (group commit). A write is committed once every
 // follower in the set acknowledged it (on receipt by default, on fsync
 // with Config.SyncReplicas), and the owner decided it; a follower that
 // fails, refuses or does not answer within Config.Timeout is removed

@@ -618,24 +618,24 @@ type pending struct {
 	at   time.Time // when it was queued
 }
 
-// peer sends batches to one replica, one in flight at a time: records
-// queued meanwhile go in the next batch.
+// peer sends batches to one replica over one stream: up to window
+// batches in flight, so a record waits for a network write rather than
+// for the round trip of the batch before it. Records queued while the
+// window is full go in the next batch.
 type peer struct {
 	s    *Store
 	name string
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	queue    []pending // not sent yet
-	inflight []pending // sent, not acknowledged
-	closed   bool
-	conn     net.Conn // owned by loop
-	r        *bufio.Reader
-	seq      uint64
-	lastAck  time.Time         // of the last batch acknowledged
-	acked    uint64            // records acknowledged
-	cancel   func(cause error) // ends the round trip in flight (Interrupt, Failed)
-	started  uint64            // Store.interrupts when it began
+	mu      sync.Mutex
+	cond    *sync.Cond // queue, link state and closed changed
+	queue   []pending  // not sent yet
+	closed  bool
+	link    *link       // the stream, nil until dialled
+	dialing func(error) // ends a dial in flight (Interrupt, Failed, close)
+	dialGen uint64      // Store.interrupts when that dial began
+	seq     uint64
+	lastAck time.Time // of the last batch acknowledged
+	acked   uint64    // records acknowledged
 	// removing ends the removal of this replica from in-sync sets in
 	// flight (fail): Interrupt ends it like a round trip, close at once.
 	removing      func(cause error)
@@ -648,6 +648,40 @@ type peer struct {
 	lost bool
 }
 
+// window bounds the batches in flight to one replica. With
+// Config.SyncReplicas it is 1: there each batch costs the replica an
+// fsync, and the records queued during one round trip sharing the next
+// batch is the group commit.
+func (p *peer) window() int {
+	if p.s.cfg.SyncReplicas {
+		return 1
+	}
+	return 4
+}
+
+// link is one stream to the replica. The peer's loop writes batches to
+// it; its reader (read) takes their acknowledgements, in order. The
+// first error of either ends the link, and every batch in flight on it
+// with that error: the loop handles them as one failure, then dials
+// afresh for the next batch.
+type link struct {
+	conn   net.Conn
+	r      *bufio.Reader
+	ctx    context.Context // ended by kill
+	kill   context.CancelCauseFunc
+	sent   []sentBatch // in flight, oldest first
+	err    error       // why it ended; nil while it works
+	inSent int         // records in sent
+}
+
+// sentBatch is one batch in flight.
+type sentBatch struct {
+	seq     uint64
+	batch   []pending
+	started uint64    // Store.interrupts when it was sent
+	at      time.Time // when it was sent
+}
+
 func (p *peer) enqueue(r *Record, done func(error)) {
 	p.mu.Lock()
 	if p.closed {
@@ -656,7 +690,7 @@ func (p *peer) enqueue(r *Record, done func(error)) {
 		return
 	}
 	p.queue = append(p.queue, pending{r: r, done: done, at: time.Now()})
-	p.cond.Signal()
+	p.cond.Broadcast()
 	p.mu.Unlock()
 }
 
@@ -678,11 +712,11 @@ func (s *Store) Interrupt() {
 	g := s.interrupts.Add(1)
 	for _, p := range peers {
 		p.mu.Lock()
-		if p.cancel != nil && p.started+1 < g {
-			p.cancel(ErrLeaseLapsed)
-			if p.conn != nil {
-				_ = p.conn.Close()
-			}
+		if l := p.link; l != nil && len(l.sent) > 0 && l.sent[0].started+1 < g {
+			p.endLocked(l, ErrLeaseLapsed)
+		}
+		if p.dialing != nil && p.dialGen+1 < g {
+			p.dialing(ErrLeaseLapsed)
 		}
 		if p.removing != nil && p.removingSince+1 < g {
 			p.removing(ErrLeaseLapsed)
@@ -691,7 +725,7 @@ func (s *Store) Interrupt() {
 	}
 }
 
-// Failed ends, as a failure, the round trip in flight to node, a dial
+// Failed ends, as a failure, the round trips in flight to node, a dial
 // included: the node calls it as soon as its applied table marks node
 // down, so that the writes waiting for node remove it from their sets
 // (through raft, before they commit) within a raft round trip, instead
@@ -704,47 +738,62 @@ func (s *Store) Failed(node string) {
 	if p == nil {
 		return
 	}
+	cause := fmt.Errorf("%w: %s", ErrReplicaDown, node)
 	p.mu.Lock()
-	if p.cancel != nil {
-		p.cancel(fmt.Errorf("%w: %s", ErrReplicaDown, node))
-		if p.conn != nil {
-			_ = p.conn.Close()
-		}
+	if l := p.link; l != nil && len(l.sent) > 0 {
+		p.endLocked(l, cause)
+	}
+	if p.dialing != nil {
+		p.dialing(cause)
 	}
 	p.mu.Unlock()
+}
+
+// endLocked ends l with cause (the first cause stands), closing its
+// stream so that its reader and a write in progress return.
+func (p *peer) endLocked(l *link, cause error) {
+	if l.err != nil {
+		return
+	}
+	l.kill(cause)
+	l.err = cause
+	_ = l.conn.Close()
+	p.cond.Broadcast()
 }
 
 func (p *peer) close() {
 	p.mu.Lock()
 	p.closed = true
-	p.cond.Signal()
-	conn := p.conn
-	if p.cancel != nil {
-		p.cancel(prospero.ErrStoreClosed) // a dial in flight
+	if l := p.link; l != nil {
+		p.endLocked(l, prospero.ErrStoreClosed)
+	}
+	if p.dialing != nil {
+		p.dialing(prospero.ErrStoreClosed)
 	}
 	if p.removing != nil {
 		p.removing(prospero.ErrStoreClosed)
 	}
+	p.cond.Broadcast()
 	p.mu.Unlock()
-	if conn != nil {
-		_ = conn.Close() // unblocks a round trip in flight
-	}
 }
 
 func (p *peer) loop() {
 	defer p.s.wg.Done()
-	defer func() {
-		p.mu.Lock()
-		if p.conn != nil {
-			_ = p.conn.Close()
-		}
-		p.mu.Unlock()
-	}()
 	var buf []byte
 	for {
 		p.mu.Lock()
-		for len(p.queue) == 0 && !p.closed {
+		for !p.closed && (p.link == nil || p.link.err == nil) &&
+			(len(p.queue) == 0 || p.link != nil && len(p.link.sent) >= p.window()) {
 			p.cond.Wait()
+		}
+		if l := p.link; l != nil && l.err != nil {
+			// The link ended: what was in flight on it fails as one.
+			p.link = nil
+			sent := l.sent
+			l.sent, l.inSent = nil, 0
+			p.mu.Unlock()
+			p.failSent(sent, l.err)
+			continue
 		}
 		if p.closed {
 			q := p.queue
@@ -763,7 +812,7 @@ func (p *peer) loop() {
 		}
 		batch := p.queue[:n:n]
 		p.queue = p.queue[n:]
-		p.inflight = batch
+		lost := p.lost
 		p.mu.Unlock()
 
 		var left []pending
@@ -771,9 +820,6 @@ func (p *peer) loop() {
 		for _, w := range left {
 			w.done(errLeftSet)
 		}
-		p.mu.Lock()
-		p.inflight = batch
-		p.mu.Unlock()
 		if len(batch) == 0 {
 			continue
 		}
@@ -781,38 +827,54 @@ func (p *peer) loop() {
 		for i := range batch {
 			recs[i] = batch[i].r
 		}
-		var err error
-		a := p.s.att.Load()
-		p.mu.Lock()
-		lost := p.lost
-		p.mu.Unlock()
 		if lost {
 			// Not sent: first the removal it still owes.
-			if err = p.fail(recs, fmt.Errorf("%w (reported earlier)", ErrLostRecords)); err == nil {
+			err := p.fail(recs, fmt.Errorf("%w (reported earlier)", ErrLostRecords))
+			if err == nil {
 				err = errLeftSet
 			}
-		} else if buf, err = p.roundTrip(buf[:0], recs, 0); err != nil {
-			switch {
-			case errors.Is(err, ErrLeaseLapsed):
-				// Interrupted: no sign that the replica failed.
-			case !a.view.Fresh():
-				err = fmt.Errorf("%w (replica %s: %v)", ErrLeaseLapsed, p.name, err)
-			default:
-				if err = p.fail(recs, err); err == nil {
-					err = errLeftSet
-				}
+			for _, w := range batch {
+				w.done(err)
 			}
+			continue
 		}
-		p.mu.Lock()
-		p.inflight = nil
-		if err == nil {
-			p.lastAck = time.Now()
-			p.acked += uint64(len(batch))
+		var err error
+		if buf, err = p.send(buf[:0], batch, recs); err != nil {
+			// Not in flight: it failed before its write (a dial).
+			p.failSent([]sentBatch{{batch: batch}}, err)
 		}
-		p.mu.Unlock()
-		for _, w := range batch {
-			w.done(err)
+	}
+}
+
+// failSent handles batches the replica did not acknowledge (their link
+// ended with err, or they were never sent): interrupted, they fail;
+// otherwise the replica leaves their sets first, and they commit
+// without it.
+func (p *peer) failSent(sent []sentBatch, err error) {
+	var all []pending
+	for _, b := range sent {
+		all = append(all, b.batch...)
+	}
+	if len(all) == 0 {
+		return
+	}
+	switch {
+	case errors.Is(err, ErrLeaseLapsed):
+		// Interrupted: no sign that the replica failed.
+	case errors.Is(err, prospero.ErrStoreClosed):
+	case !p.s.att.Load().view.Fresh():
+		err = fmt.Errorf("%w (replica %s: %v)", ErrLeaseLapsed, p.name, err)
+	default:
+		recs := make([]*Record, len(all))
+		for i := range all {
+			recs[i] = all[i].r
 		}
+		if err = p.fail(recs, err); err == nil {
+			err = errLeftSet
+		}
+	}
+	for _, w := range all {
+		w.done(err)
 	}
 }
 
@@ -838,57 +900,22 @@ func (p *peer) leftSets(batch []pending) (send, left []pending) {
 	return send, left
 }
 
-// roundTrip sends one batch and waits for its acknowledgement.
-func (p *peer) roundTrip(buf []byte, recs []*Record, flags uint8) ([]byte, error) {
+// send writes one batch to the replica, dialling first if there is no
+// link; its acknowledgement comes to the link's reader. An error means
+// the batch is not in flight (the dial failed); a failed write ends the
+// link, and the batch with it.
+func (p *peer) send(buf []byte, batch []pending, recs []*Record) ([]byte, error) {
 	a := p.s.att.Load()
-	ictx, interrupt := context.WithCancelCause(context.Background())
-	defer interrupt(nil)
-	ctx, cancel := context.WithTimeout(ictx, p.s.cfg.Timeout)
-	defer cancel()
 	p.mu.Lock()
-	conn := p.conn
-	p.cancel = interrupt
-	p.started = p.s.interrupts.Load()
+	l := p.link
 	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.cancel = nil
-		p.mu.Unlock()
-	}()
-	// Checked after p.cancel is set: a Failed from now on ends this
-	// round trip, and one before it shows here.
-	if a.view.Down(p.name) {
-		return buf, fmt.Errorf("%w: %s", ErrReplicaDown, p.name)
+	if l == nil {
+		var err error
+		if l, err = p.dial(a); err != nil {
+			return buf, err
+		}
 	}
-	if conn == nil {
-		c, err := a.dial(ctx, p.name)
-		if err != nil {
-			if cause := context.Cause(ictx); cause != nil && ictx.Err() != nil {
-				if errors.Is(cause, ErrLeaseLapsed) {
-					return buf, ErrLeaseLapsed
-				}
-				return buf, fmt.Errorf("dial: %w", cause)
-			}
-			return buf, fmt.Errorf("dial: %w", err)
-		}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			_ = c.Close()
-			return buf, prospero.ErrStoreClosed
-		}
-		if ictx.Err() != nil { // interrupted while dialling
-			p.mu.Unlock()
-			_ = c.Close()
-			if cause := context.Cause(ictx); !errors.Is(cause, ErrLeaseLapsed) {
-				return buf, fmt.Errorf("dial: %w", cause)
-			}
-			return buf, ErrLeaseLapsed
-		}
-		p.conn, p.r = c, bufio.NewReader(c)
-		p.mu.Unlock()
-		conn = c
-	}
+	flags := uint8(0)
 	if p.s.cfg.SyncReplicas {
 		flags |= flagSync
 	}
@@ -896,41 +923,159 @@ func (p *peer) roundTrip(buf []byte, recs []*Record, flags uint8) ([]byte, error
 	buf = append(buf[:0], 0, 0, 0, 0)
 	buf = appendBatch(buf, p.seq, flags, recs)
 	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-	_ = conn.SetDeadline(time.Now().Add(p.s.cfg.Timeout))
-	err := func() error {
-		if _, err := conn.Write(buf); err != nil {
-			return err
-		}
-		b, err := readFrame(p.r)
-		if err != nil {
-			return err
-		}
-		seq, refused, err := decodeAck(b)
-		if err != nil {
-			return err
-		}
-		if seq != p.seq {
-			return fmt.Errorf("%w: ack for batch %d, sent %d", ErrBadRecord, seq, p.seq)
-		}
-		if refused != nil {
-			return fmt.Errorf("replica %s refused: %w", p.name, refused)
-		}
-		return nil
-	}()
-	if err != nil {
-		p.mu.Lock()
-		_ = p.conn.Close()
-		p.conn, p.r = nil, nil
+	p.mu.Lock()
+	if l.err != nil {
+		// Ended since: the loop fails it, and this batch with it.
+		l.sent = append(l.sent, sentBatch{seq: p.seq, batch: batch})
+		l.inSent += len(batch)
 		p.mu.Unlock()
-		if ictx.Err() != nil {
-			err = fmt.Errorf("%w (round trip to %s ended: %v)", context.Cause(ictx), p.name, err)
-		}
-		return buf, err
+		return buf, nil
 	}
-	_ = conn.SetDeadline(time.Time{})
-	p.s.stats.batches.Add(1)
-	p.s.stats.records.Add(uint64(len(recs)))
+	l.sent = append(l.sent, sentBatch{seq: p.seq, batch: batch, started: p.s.interrupts.Load(), at: time.Now()})
+	l.inSent += len(batch)
+	p.cond.Broadcast() // the reader waits for something in flight
+	p.mu.Unlock()
+	// Checked once the batch is in flight: a Failed from now on ends
+	// it, and one before it shows here.
+	if a.view.Down(p.name) {
+		p.mu.Lock()
+		p.endLocked(l, fmt.Errorf("%w: %s", ErrReplicaDown, p.name))
+		p.mu.Unlock()
+		return buf, nil
+	}
+	_ = l.conn.SetWriteDeadline(time.Now().Add(p.s.cfg.Timeout))
+	if _, err := l.conn.Write(buf); err != nil {
+		p.mu.Lock()
+		p.endLocked(l, p.ended(l, err))
+		p.mu.Unlock()
+	}
 	return buf, nil
+}
+
+// ended is the error a link's stream returned, with the cause of its
+// end if it was ended (killed) first.
+func (p *peer) ended(l *link, err error) error {
+	if l.ctx.Err() != nil {
+		return fmt.Errorf("%w (round trip to %s ended: %v)", context.Cause(l.ctx), p.name, err)
+	}
+	return err
+}
+
+// dial opens a link to the replica and starts its reader.
+func (p *peer) dial(a *attachment) (*link, error) {
+	ictx, interrupt := context.WithCancelCause(context.Background())
+	defer interrupt(nil)
+	ctx, cancel := context.WithTimeout(ictx, p.s.cfg.Timeout)
+	defer cancel()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, prospero.ErrStoreClosed
+	}
+	p.dialing, p.dialGen = interrupt, p.s.interrupts.Load()
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.dialing = nil
+		p.mu.Unlock()
+	}()
+	// Checked after p.dialing is set: a Failed from now on ends this
+	// dial, and one before it shows here.
+	if a.view.Down(p.name) {
+		return nil, fmt.Errorf("%w: %s", ErrReplicaDown, p.name)
+	}
+	c, err := a.dial(ctx, p.name)
+	if err != nil {
+		if cause := context.Cause(ictx); cause != nil && ictx.Err() != nil {
+			if errors.Is(cause, ErrLeaseLapsed) {
+				return nil, ErrLeaseLapsed
+			}
+			return nil, fmt.Errorf("dial: %w", cause)
+		}
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		_ = c.Close()
+		return nil, prospero.ErrStoreClosed
+	}
+	if ictx.Err() != nil { // interrupted while dialling
+		_ = c.Close()
+		if cause := context.Cause(ictx); !errors.Is(cause, ErrLeaseLapsed) {
+			return nil, fmt.Errorf("dial: %w", cause)
+		}
+		return nil, ErrLeaseLapsed
+	}
+	lctx, kill := context.WithCancelCause(context.Background())
+	l := &link{conn: c, r: bufio.NewReader(c), ctx: lctx, kill: kill}
+	p.link = l
+	p.s.wg.Add(1)
+	go p.read(l)
+	return l, nil
+}
+
+// read takes the acknowledgements of l's batches, in order, until l
+// ends; the first error ends it.
+func (p *peer) read(l *link) {
+	defer p.s.wg.Done()
+	for {
+		p.mu.Lock()
+		for len(l.sent) == 0 && l.err == nil {
+			p.cond.Wait()
+		}
+		if l.err != nil {
+			p.mu.Unlock()
+			return
+		}
+		head := l.sent[0]
+		p.mu.Unlock()
+		err := p.readAck(l, head)
+		p.mu.Lock()
+		if err != nil {
+			p.endLocked(l, p.ended(l, err))
+			p.mu.Unlock()
+			return
+		}
+		if l.err != nil {
+			// Ended meanwhile: the loop fails what is in flight, this
+			// batch included, though its acknowledgement came.
+			p.mu.Unlock()
+			return
+		}
+		l.sent = l.sent[1:]
+		l.inSent -= len(head.batch)
+		p.lastAck = time.Now()
+		p.acked += uint64(len(head.batch))
+		p.cond.Broadcast() // room in the window
+		p.mu.Unlock()
+		p.s.stats.batches.Add(1)
+		p.s.stats.records.Add(uint64(len(head.batch)))
+		for _, w := range head.batch {
+			w.done(nil)
+		}
+	}
+}
+
+// readAck reads the acknowledgement of head, the oldest batch in flight
+// on l, within Config.Timeout of its sending.
+func (p *peer) readAck(l *link, head sentBatch) error {
+	_ = l.conn.SetReadDeadline(head.at.Add(p.s.cfg.Timeout))
+	b, err := readFrame(l.r)
+	if err != nil {
+		return err
+	}
+	seq, refused, err := decodeAck(b)
+	if err != nil {
+		return err
+	}
+	if seq != head.seq {
+		return fmt.Errorf("%w: ack for batch %d, sent %d", ErrBadRecord, seq, head.seq)
+	}
+	if refused != nil {
+		return fmt.Errorf("replica %s refused: %w", p.name, refused)
+	}
+	return nil
 }
 
 // fail handles a batch the replica did not acknowledge: it removes the
@@ -1046,11 +1191,14 @@ func (s *Store) Lags() []Lag {
 		l := Lag{Follower: p.name, SinceAck: -1, CatchingUp: catching[p.name]}
 		delete(catching, p.name)
 		p.mu.Lock()
-		l.Queued, l.InFlight, l.Acked = len(p.queue), len(p.inflight), p.acked
+		l.Queued, l.Acked = len(p.queue), p.acked
 		var oldest time.Time
+		if k := p.link; k != nil {
+			l.InFlight = k.inSent
+		}
 		switch {
-		case len(p.inflight) > 0:
-			oldest = p.inflight[0].at
+		case p.link != nil && len(p.link.sent) > 0:
+			oldest = p.link.sent[0].batch[0].at
 		case len(p.queue) > 0:
 			oldest = p.queue[0].at
 		}

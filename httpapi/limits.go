@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,7 +21,12 @@ import (
 // same client, or of anyone for the node limit; only when every
 // connection is busy with a request is the new one closed at once. So
 // idle connections, however many, never lock clients out, and a request
-// in progress is never cut for a newcomer.
+// in progress is never cut for a newcomer: a connection counts as idle
+// only while the server waits in a read for its next request, and a read
+// that returns bytes takes it out of the count before the server sees
+// them, so a request whose bytes arrived as its connection was chosen
+// is never run (the client sees the connection close, as at an idle
+// timeout, and its request did not happen).
 type Limits struct {
 	// MaxConns bounds the open connections of the node (default 4096,
 	// well below the file descriptors a node gets: Go raises the soft
@@ -120,7 +126,8 @@ func newConnLimiter(l Limits) *connLimiter {
 }
 
 // trackedConn is an admitted connection. Its elements are non-nil while
-// it may be evicted.
+// it may be evicted: while the server waits in a read for a request on
+// it. Fields other than the atomics are guarded by the limiter's lock.
 type trackedConn struct {
 	net.Conn
 	lim    *connLimiter
@@ -128,9 +135,36 @@ type trackedConn struct {
 	ip     string
 	all    *list.Element
 	mine   *list.Element
-	// released is set (under the limiter's lock) once its place is free.
+	// released is set once its place is free.
 	released bool
-	once     sync.Once
+	// evicted is set when it was chosen to make room: its reads fail
+	// from then on, whatever they return.
+	evicted bool
+	// waiting: the server has no request in progress on it (new, or
+	// idle after a request); its next read waits for one.
+	waiting atomic.Bool
+	// exposed: it was put in the idle lists and no read has returned
+	// bytes since; a read that returns bytes must take it out (claim).
+	exposed atomic.Bool
+	once    sync.Once
+}
+
+// errEvicted is what a read of an evicted connection returns.
+var errEvicted = errors.New("httpapi: connection closed to make room for another")
+
+// Read reads from the connection. A read the server makes while it waits
+// for a request makes the connection evictable until the read returns
+// bytes; those bytes are handed on only if it was not evicted meanwhile,
+// so a request never starts on a connection chosen to make room.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	if c.waiting.Load() {
+		c.lim.expose(c)
+	}
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.exposed.Load() && !c.lim.claim(c) {
+		return 0, errEvicted
+	}
+	return n, err
 }
 
 // Close closes the connection and frees its place (once).
@@ -184,6 +218,7 @@ func (m *connLimiter) admit(c net.Conn) *trackedConn {
 			cl.open++
 			m.open++
 			tc := &trackedConn{Conn: c, lim: m, client: cl, ip: ip}
+			tc.waiting.Store(true)
 			m.markIdleLocked(tc) // a new connection has no request yet
 			m.mu.Unlock()
 			return tc
@@ -195,6 +230,7 @@ func (m *connLimiter) admit(c net.Conn) *trackedConn {
 		}
 		v := victim.Value.(*trackedConn)
 		m.unmarkLocked(v)
+		v.evicted = true
 		m.stats.Evicted++
 		m.mu.Unlock()
 		_ = v.Close() // frees its place; its server goroutine sees the close
@@ -214,10 +250,34 @@ func (m *connLimiter) release(c *trackedConn) {
 }
 
 func (m *connLimiter) markIdleLocked(c *trackedConn) {
-	if c.all == nil {
+	if c.all == nil && !c.released && !c.evicted {
 		c.all = m.idle.PushBack(c)
 		c.mine = c.client.idle.PushBack(c)
+		c.exposed.Store(true)
 	}
+}
+
+// expose makes c evictable: the server is about to wait in a read for a
+// request on it.
+func (m *connLimiter) expose(c *trackedConn) {
+	m.mu.Lock()
+	if c.waiting.Load() {
+		m.markIdleLocked(c)
+	}
+	m.mu.Unlock()
+}
+
+// claim takes c out of the idle lists as a read returned bytes on it; it
+// reports false if c was evicted first (its bytes must not be served).
+func (m *connLimiter) claim(c *trackedConn) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c.evicted {
+		return false
+	}
+	m.unmarkLocked(c)
+	c.exposed.Store(false)
+	return true
 }
 
 func (m *connLimiter) unmarkLocked(c *trackedConn) {
@@ -229,7 +289,10 @@ func (m *connLimiter) unmarkLocked(c *trackedConn) {
 }
 
 // connState is the http.Server's ConnState hook: a connection serving a
-// request may not be evicted; one waiting for a request may.
+// request may not be evicted; one waiting for a request may, once the
+// server reads from it again (a request pipelined behind the last one
+// may be in the server's buffer already, and then it reads nothing
+// before serving it).
 func (m *connLimiter) connState(c net.Conn, st http.ConnState) {
 	if t, ok := c.(*tls.Conn); ok {
 		c = t.NetConn()
@@ -238,16 +301,17 @@ func (m *connLimiter) connState(c net.Conn, st http.ConnState) {
 	if !ok {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	switch st {
 	case http.StateNew, http.StateIdle:
-		m.unmarkLocked(tc) // to the back: idle since now
-		if !tc.released {
-			m.markIdleLocked(tc)
-		}
+		tc.waiting.Store(true)
 	default: // active, hijacked, closed
-		m.unmarkLocked(tc)
+		m.mu.Lock()
+		tc.waiting.Store(false)
+		if !tc.evicted {
+			m.unmarkLocked(tc)
+			tc.exposed.Store(false)
+		}
+		m.mu.Unlock()
 	}
 }
 

@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // pipeConn is one end of a pipe with a chosen remote address.
@@ -15,10 +17,115 @@ type pipeConn struct {
 func (c pipeConn) RemoteAddr() net.Addr { return c.remote }
 
 func newConn(t *testing.T, ip string) net.Conn {
+	c, _ := newConnPair(t, ip)
+	return c
+}
+
+// newConnPair is newConn and the client's end of it.
+func newConnPair(t *testing.T, ip string) (server net.Conn, client net.Conn) {
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })
-	return pipeConn{Conn: a, remote: &net.TCPAddr{IP: net.ParseIP(ip), Port: 1}}
+	return pipeConn{Conn: a, remote: &net.TCPAddr{IP: net.ParseIP(ip), Port: 1}}, b
 }
+
+type readResult struct {
+	n   int
+	err error
+}
+
+// reading starts a read of c, as the server's wait for a request, and
+// returns once the read is waiting; its result comes on the channel.
+func reading(t *testing.T, m *connLimiter, c *trackedConn) <-chan readResult {
+	t.Helper()
+	res := make(chan readResult, 1)
+	go func() {
+		n, err := c.Read(make([]byte, 64))
+		res <- readResult{n, err}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		m.mu.Lock()
+		exposed := c.all != nil
+		m.mu.Unlock()
+		if exposed {
+			return res
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the read did not make the connection evictable")
+		}
+	}
+}
+
+// A connection whose read returned a request's bytes is busy from then
+// on, though the server has not reported it active yet (it parses the
+// request first): a newcomer must not evict it, or the request would
+// run on a closed connection and its reply be lost. And once the server
+// is idle on it again, it is evictable only while the server waits in a
+// read: a request pipelined behind the last one may be in the server's
+// buffer, served without a read.
+func TestConnLimiterNeverEvictsARequestThatArrived(t *testing.T) {
+	m := newConnLimiter(Limits{MaxConns: 1, MaxConnsPerClient: 1})
+	s1, c1 := newConnPair(t, "10.0.0.1")
+	a1 := m.admit(s1)
+	m.connState(a1, http.StateNew)
+	res := reading(t, m, a1)
+	if _, err := c1.Write([]byte("POST /v1/actors/counter/x/ask HTTP/1.1\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-res; r.n == 0 || r.err != nil {
+		t.Fatalf("read %+v", r)
+	}
+	if m.admit(newConn(t, "10.0.0.2")) != nil || a1.released {
+		t.Fatal("a connection whose request arrived was evicted before the server reported it active")
+	}
+	m.connState(a1, http.StateActive)
+	m.connState(a1, http.StateIdle)
+	if m.admit(newConn(t, "10.0.0.2")) != nil || a1.released {
+		t.Fatal("evicted after its request, before the server read from it again")
+	}
+	res = reading(t, m, a1)
+	if m.admit(newConn(t, "10.0.0.2")) == nil || !a1.released {
+		t.Fatal("a connection the server waits on for a request did not make room")
+	}
+	if r := <-res; r.n != 0 || r.err == nil {
+		t.Fatalf("the evicted connection's read returned %+v, want an error", r)
+	}
+}
+
+// A read that returns bytes after its connection was chosen to make
+// room fails: the server never sees a request on an evicted connection.
+func TestConnLimiterEvictedReadFails(t *testing.T) {
+	m := newConnLimiter(Limits{MaxConns: 1, MaxConnsPerClient: 1})
+	raw := &heldConn{Conn: newConn(t, "10.0.0.1"), reached: make(chan struct{}), release: make(chan struct{})}
+	a1 := m.admit(raw)
+	m.connState(a1, http.StateIdle)
+	res := make(chan readResult, 1)
+	go func() {
+		n, err := a1.Read(make([]byte, 64))
+		res <- readResult{n, err}
+	}()
+	<-raw.reached // the read waits, exposed
+	if m.admit(newConn(t, "10.0.0.2")) == nil || !a1.released {
+		t.Fatal("the waiting connection did not make room")
+	}
+	close(raw.release) // its bytes arrive as it is closed
+	if r := <-res; r.n != 0 || !errors.Is(r.err, errEvicted) {
+		t.Fatalf("read of an evicted connection returned %+v, want errEvicted", r)
+	}
+}
+
+// heldConn's first Read returns a request's bytes once released.
+type heldConn struct {
+	net.Conn
+	reached, release chan struct{}
+}
+
+func (c *heldConn) Read(p []byte) (int, error) {
+	close(c.reached)
+	<-c.release
+	return copy(p, "GET / HTTP/1.1\r\n"), nil
+}
+
+func (c *heldConn) Close() error { return nil }
 
 // TestConnLimiterEvictsIdleFirst walks the admission policy: at a limit
 // the oldest connection not serving a request makes room (the client's
@@ -56,6 +163,7 @@ func TestConnLimiterEvictsIdleFirst(t *testing.T) {
 		t.Fatal("a newcomer got a place while every connection was busy")
 	}
 	m.connState(b2, http.StateIdle) // the request ended
+	reading(t, m, b2)               // the server waits for the next one
 	if admit("10.0.0.4") == nil {
 		t.Fatal("an idle connection did not make room")
 	}

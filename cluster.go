@@ -1,6 +1,7 @@
 package tempest
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -90,8 +91,9 @@ func (c *ClusterConfig) validate() error {
 		return fmt.Errorf("%w: negative Cluster.BootstrapExpect", ErrInvalidConfig)
 	case c.Replication.Timeout < 0 || c.Replication.CatchUpRate < 0:
 		return fmt.Errorf("%w: negative Cluster.Replication.Timeout or CatchUpRate", ErrInvalidConfig)
-	case c.Replication.MinInSync < 0 || c.Placement.Replicas > 0 && c.Replication.MinInSync > c.Placement.Replicas:
-		return fmt.Errorf("%w: Cluster.Replication.MinInSync %d not in [0, Placement.Replicas]", ErrInvalidConfig, c.Replication.MinInSync)
+	case c.Replication.MinInSync < 0 || c.Replication.MinInSync > cmp.Or(c.Placement.Replicas, placement.DefaultReplicas):
+		return fmt.Errorf("%w: Cluster.Replication.MinInSync %d not in [0, Placement.Replicas (%d)]", ErrInvalidConfig,
+			c.Replication.MinInSync, cmp.Or(c.Placement.Replicas, placement.DefaultReplicas))
 	case c.LeaveTimeout < 0:
 		return fmt.Errorf("%w: negative Cluster.LeaveTimeout", ErrInvalidConfig)
 	}

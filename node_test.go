@@ -3,6 +3,8 @@ package tempest_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -101,6 +103,18 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := (tempest.Config{DataDir: "x"}).Validate(); err != nil {
 		t.Fatalf("zero config with a DataDir: %v", err)
+	}
+	// MinInSync within the replica sets' size, the default size too.
+	for _, c := range []struct {
+		replicas, minInSync int
+		ok                  bool
+	}{{0, 3, true}, {0, 4, false}, {5, 5, true}, {5, 6, false}, {1, 2, false}, {0, -1, false}} {
+		cl := &tempest.ClusterConfig{Certificate: tls.Certificate{Certificate: [][]byte{{1}}}, CAs: x509.NewCertPool()}
+		cl.Placement.Replicas, cl.Replication.MinInSync = c.replicas, c.minInSync
+		err := (tempest.Config{DataDir: "x", Name: "n1", Cluster: cl}).Validate()
+		if c.ok != (err == nil) || err != nil && !errors.Is(err, tempest.ErrInvalidConfig) {
+			t.Errorf("Replicas %d, MinInSync %d: %v", c.replicas, c.minInSync, err)
+		}
 	}
 	n, err := tempest.New(tempest.Config{DataDir: t.TempDir()})
 	if err != nil {

@@ -68,8 +68,9 @@ type KindOptions struct {
 	// lives. Every node must register the same code for the same
 	// sentinel; several kinds may list the same pair. Codes starting with
 	// "tempest." are reserved, and Tempest's own sentinels (those of
-	// package reminders included) keep their identity already, under
-	// such codes, so a kind cannot list them.
+	// packages actor and reminders, context.Canceled and
+	// context.DeadlineExceeded) keep their identity already, under codes
+	// of their own, so a kind cannot list them (ErrInvalidKind).
 	//
 	// Errors with data (a struct type implementing error) need no entry
 	// here: declare the type among Messages, and a reply error that is or

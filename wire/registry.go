@@ -627,6 +627,19 @@ func CodeOf(err error) ErrorCode {
 	return CodeOther
 }
 
+// IsBuiltinError reports whether err is one of the sentinels the wire
+// carries by a code of its own (actor.ErrRefused, actor.ErrNotCommitted,
+// context.Canceled, ...): those keep their identity across nodes without
+// registration, and cannot be registered (RegisterError).
+func IsBuiltinError(err error) bool {
+	for _, s := range codeSentinels[CodeRefused:] {
+		if err == s {
+			return true
+		}
+	}
+	return false
+}
+
 // ErrBadErrorCode: RegisterError was given an empty code, a nil error, or
 // a code or error registered already with a different partner.
 var ErrBadErrorCode = errors.New("wire: bad error registration")
@@ -647,6 +660,9 @@ func (r *Registry) RegisterError(code string, err error) error {
 	}
 	if !reflect.TypeOf(err).Comparable() {
 		return fmt.Errorf("%w: %T is not comparable, so it cannot be a sentinel", ErrBadErrorCode, err)
+	}
+	if IsBuiltinError(err) {
+		return fmt.Errorf("%w: %v crosses under a code of its own", ErrBadErrorCode, err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -63,6 +64,16 @@ func TestRegistryRefusesDuplicatesAndReserved(t *testing.T) {
 	}
 	if _, err := r.Decode(TagNil, []byte{1}); err == nil {
 		t.Fatal("nil with a body decoded")
+	}
+	// The sentinels the wire carries by codes of its own cannot take an
+	// application code (an error matching one would cross as both).
+	for _, e := range []error{actor.ErrRefused, actor.ErrDeadlineExceeded, actor.ErrNotCommitted, context.Canceled} {
+		if err := r.RegisterError("app.x", e); !errors.Is(err, ErrBadErrorCode) || !IsBuiltinError(e) {
+			t.Fatalf("RegisterError(%v): %v", e, err)
+		}
+	}
+	if IsBuiltinError(fmt.Errorf("app: %w", actor.ErrRefused)) {
+		t.Fatal("an error wrapping a sentinel taken for the sentinel")
 	}
 }
 

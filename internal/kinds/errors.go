@@ -48,6 +48,9 @@ func (t *Errors) Check(kind string, errs map[string]error) error {
 		case strings.HasPrefix(code, ReservedPrefix):
 			return fmt.Errorf("%w %q: error code %q: codes starting with %q are reserved", ErrInvalidKind, kind, code, ReservedPrefix)
 		}
+		if wire.IsBuiltinError(err) {
+			return fmt.Errorf("%w %q: error code %q: %v is Tempest's own and keeps its identity across nodes already", ErrInvalidKind, kind, code, err)
+		}
 		for _, b := range t.builtins {
 			if b.Err == err {
 				return fmt.Errorf("%w %q: error code %q: %v is Tempest's own, with code %q", ErrInvalidKind, kind, code, err, b.Code)

@@ -1,11 +1,13 @@
 package kinds
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"testing"
 
+	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/reminders"
 )
 
@@ -106,6 +108,10 @@ func TestErrorsCheck(t *testing.T) {
 		{"not comparable", map[string]error{"app.y": valueErr{}}, false},
 		{"reserved prefix", map[string]error{ReservedPrefix + "y": errors.New("e")}, false},
 		{"a built-in sentinel", map[string]error{"app.own": own}, false},
+		{"an actor sentinel", map[string]error{"app.refused": actor.ErrRefused}, false},
+		{"a deadline sentinel", map[string]error{"app.deadline": actor.ErrDeadlineExceeded}, false},
+		{"context's", map[string]error{"app.canceled": context.Canceled}, false},
+		{"one wrapping an actor sentinel", map[string]error{"app.closed": fmt.Errorf("app: closed: %w", actor.ErrRefused)}, true},
 		{"a taken code", map[string]error{"app.x": errors.New("e")}, false},
 		{"a sentinel under another code", map[string]error{"app.z": app}, false},
 	} {

@@ -137,10 +137,50 @@ func newRootCmd() *cobra.Command {
 	for _, f := range commands {
 		root.AddCommand(f())
 	}
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return withCode(exitUsage, fmt.Errorf("unknown help topic %q", strings.Join(args, " ")))
+			}
+			return cmd.Help()
+		},
+	})
+	usageExits(root)
 	if program != "tempest" {
 		renameExamples(root)
 	}
 	return root
+}
+
+// usageExits makes every argument error in cmd's tree a usage error
+// (exit 2), an unknown subcommand of a command group included: a typo
+// in a script must not pass for success.
+func usageExits(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		usageExits(c)
+	}
+	if cmd.HasSubCommands() && !cmd.Runnable() {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for %q", args[0], c.CommandPath())
+			}
+			return nil
+		}
+		cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	}
+	if v := cmd.Args; v != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			err := v(c, args)
+			var ee *exitError
+			if err == nil || errors.As(err, &ee) {
+				return err
+			}
+			return withCode(exitUsage, err)
+		}
+	}
 }
 
 // renameExamples makes the help texts and examples of cmd and its

@@ -115,9 +115,13 @@ func parseAddr(addr string) (*url.URL, error) {
 		full = "http://" + full
 	}
 	u, err := url.Parse(full)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("%q: want http://host:port or https://host:port", addr)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") ||
+		strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		// A path would be put before every endpoint's: a node's API is at
+		// its root.
+		return nil, fmt.Errorf("%q: want http://host:port or https://host:port, with no path", addr)
 	}
+	u.Path, u.RawPath = "", ""
 	return u, nil
 }
 
@@ -207,10 +211,30 @@ func (c *apiClient) do(ctx context.Context, method, path string, query url.Value
 	}
 	var eb httpapi.ErrorBody
 	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
-		eb.Error = fmt.Sprintf("%s %s: %s", method, path, resp.Status)
+		// Not an answer of the API (a plain HTTP request to a node that
+		// serves HTTPS, a proxy): its status says nothing of the request's
+		// JSON, kind or actor.
+		msg := fmt.Sprintf("%s %s: %s", method, path, resp.Status)
+		if text := firstLine(b); text != "" {
+			msg += ": " + text
+		}
+		return nil, withCode(exitFailure, &apiError{Status: resp.StatusCode, Msg: msg})
 	}
 	msg := strings.TrimPrefix(eb.Error, "tempest: ") // main adds the prefix
 	return nil, withCode(exitFor(resp.StatusCode), &apiError{Status: resp.StatusCode, Code: eb.Code, Msg: msg})
+}
+
+// firstLine is the first line of an answer's body that is not the API's,
+// printable and at most 200 bytes, for an error message.
+func firstLine(b []byte) string {
+	line, _, _ := strings.Cut(string(b[:min(len(b), 200)]), "\n")
+	line = strings.TrimSpace(strings.ToValidUTF8(line, "?"))
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, line)
 }
 
 // actorPath is /v1/actors/{kind}/{key} for a KIND/KEY argument.
@@ -689,9 +713,14 @@ func compactJSON(b []byte) []byte {
 	return buf.Bytes()
 }
 
-// maxToken bounds a bearer token: an Authorization header carries it on
-// every request, and servers and proxies refuse long headers.
-const maxToken = 4096
+// minToken and maxToken bound a bearer token's length, the agent's and a
+// client's alike: a short one can be guessed, and an Authorization
+// header carries it on every request (servers and proxies refuse long
+// headers).
+const (
+	minToken = 16
+	maxToken = 4096
+)
 
 // parseToken is a bearer token as a file or the environment holds it:
 // surrounding white space (a final newline) is dropped, and what is left
@@ -702,6 +731,9 @@ func parseToken(b []byte) (string, error) {
 	tok := strings.TrimSpace(string(b))
 	if len(tok) > maxToken {
 		return "", fmt.Errorf("the token is %d bytes: at most %d", len(tok), maxToken)
+	}
+	if tok != "" && len(tok) < minToken {
+		return "", fmt.Errorf("the token is %d characters: at least %d", len(tok), minToken)
 	}
 	for i := 0; i < len(tok); i++ {
 		if c := tok[i]; c < 0x20 || c > 0x7e {

@@ -246,6 +246,42 @@ func TestClientUnreachableAndEnv(t *testing.T) {
 	if _, _, err := cli(t, "members", "--token-file", tf, "--addr", dead); exitCode(err) != exitUnreachable {
 		t.Fatalf("--addr did not override $TEMPEST_ADDR: %v", err)
 	}
+	// A client's token obeys the agent's rule: 16 characters at least.
+	t.Setenv("TEMPEST_TOKEN", "short")
+	if _, _, err := cli(t, "members"); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "at least 16") {
+		t.Fatalf("a 5-character token: %v (exit %d), want a usage error", err, exitCode(err))
+	}
+	t.Setenv("TEMPEST_TOKEN", token)
+	// The node's API is at the root of --addr: a path is refused, not
+	// put before every endpoint's.
+	for _, addr := range []string{srv.URL + "/v1", srv.URL + "/?x=1", srv.URL + "#f"} {
+		if _, _, err := cli(t, "members", "--addr", addr); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "no path") {
+			t.Errorf("--addr %s: %v (exit %d), want a usage error", addr, err, exitCode(err))
+		}
+	}
+	if _, _, err := cli(t, "members", "--addr", srv.URL+"/"); err != nil {
+		t.Errorf("--addr with a final slash: %v", err)
+	}
+}
+
+// An answer that is not the API's (here: a plain HTTP request to a
+// server that speaks HTTPS answers 400) says nothing of the request's
+// JSON: it is a failure (exit 1) quoting what the server said, not exit
+// 7 (bad JSON) or 6 (unknown kind).
+func TestClientAnswerNotFromTheAPI(t *testing.T) {
+	tls := httptest.NewTLSServer(http.NotFoundHandler())
+	defer tls.Close()
+	plain := "http://" + strings.TrimPrefix(tls.URL, "https://")
+	_, _, err := cli(t, "ask", "echo/x", `{"text":"x"}`, "--addr", plain)
+	if exitCode(err) != exitFailure || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "HTTPS") {
+		t.Errorf("plain HTTP to an HTTPS server: %v (exit %d), want exit 1 quoting the answer", err, exitCode(err))
+	}
+	proxy := httptest.NewServer(http.NotFoundHandler())
+	defer proxy.Close()
+	_, _, err = cli(t, "ask", "echo/x", `{"text":"x"}`, "--addr", proxy.URL)
+	if exitCode(err) != exitFailure || !strings.Contains(err.Error(), "404") {
+		t.Errorf("a 404 not from the API: %v (exit %d), want exit 1", err, exitCode(err))
+	}
 }
 
 func TestBenchAgainstANode(t *testing.T) {
@@ -379,7 +415,7 @@ func TestTokenWithAControlCharacterIsRefused(t *testing.T) {
 	if got, err := parseToken([]byte("  abcdefghijklmnop\n")); err != nil || got != "abcdefghijklmnop" {
 		t.Fatalf("a token with a final newline: %q, %v", got, err)
 	}
-	for _, bad := range []string{"abcdefghijklmnop\xff", "abcdefghijklmnopé", strings.Repeat("a", maxToken+1)} {
+	for _, bad := range []string{"abcdefghijklmnop\xff", "abcdefghijklmnopé", strings.Repeat("a", maxToken+1), "short", strings.Repeat("a", minToken-1)} {
 		if _, err := parseToken([]byte(bad)); err == nil {
 			t.Errorf("token %.40q...: accepted", bad)
 		}

@@ -22,8 +22,9 @@ const (
 // exitCodesHelp is the exit code table shown by tempest --help.
 const exitCodesHelp = `Exit codes:
   0  success
-  1  other errors; for health: the node is not ready
-  2  usage error or invalid configuration
+  1  other errors; for health: the node is not ready; an answer that is
+     not the API's (plain http:// to an HTTPS node, a proxy), quoted
+  2  usage error or invalid configuration (also an unknown command)
   3  node unreachable
   4  deadline exceeded
   5  refused (mailbox full)

@@ -93,3 +93,27 @@ func TestProgramNameInUsage(t *testing.T) {
 		t.Fatalf("agent --help of a program named bankagent: %v\n%s", err, out)
 	}
 }
+
+// A mistyped command, subcommand or help topic, and arguments a command
+// does not take, are usage errors (exit 2), never success; a group
+// command alone prints its help.
+func TestUnknownCommandsAreUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"nosuchcmd"},
+		{"certs", "bogus"},
+		{"secrets", "bogus"},
+		{"bare", "bogus"},
+		{"help", "nosuch"},
+		{"version", "extra"},
+		{"certs", "ca", "extra"},
+	} {
+		if _, err := runCLI(t, args...); exitCode(err) != 2 {
+			t.Errorf("%v: exit code %d (err %v), want 2", args, exitCode(err), err)
+		}
+	}
+	for _, args := range [][]string{{"certs"}, {"help", "certs"}, {"help"}} {
+		if out, err := runCLI(t, args...); err != nil || !strings.Contains(out, "Usage:") {
+			t.Errorf("%v: %v, output %q; want its help", args, err, out)
+		}
+	}
+}

@@ -128,7 +128,7 @@ type ReplicationConfig struct {
 	// set is the owner alone (its followers failed, or new ones have not
 	// joined yet) is acknowledged from one disk, and is lost if that node
 	// is lost before a follower joins. With 2, such a write fails with
-	// ErrNotCommitted (wrapping replica.ErrUnderReplicated) instead: the
+	// actor.ErrNotCommitted (its text naming the shortfall) instead: the
 	// shard refuses durable writes rather than acknowledge one it could
 	// lose to a single crash.
 	MinInSync int

@@ -80,8 +80,9 @@ type Config struct {
 	// message to the replier.
 	VetReply func(from actor.Ref, reply any) (any, error)
 	// VetError, when set, sees every error a virtual actor replies
-	// (Context.ReplyError, a Replier) with the replying actor as from,
-	// before it reaches the asker, and returns the error to deliver
+	// (Context.ReplyError, a Replier), and the error that fails the
+	// replies of its turns whose held outputs were not released (Hold),
+	// with the replying actor as from, before it reaches the asker, and returns the error to deliver
 	// instead (for example the form the error has once it crossed the
 	// wire, so that a local asker sees what a remote one does). It must
 	// be fast and safe for concurrent use.

@@ -442,8 +442,15 @@ func (b *heldBatch) deliver(err error) {
 		s.g.undelivered.Add(1)
 		s.undeliverable(b.from, f.to, f.msg, err, nil, 0)
 	}
+	// The turn's askers get the error in the form an asker on another
+	// node would (VetError), as an actor's own reply error is: the same
+	// answer wherever the asker lives.
+	rerr := err
+	if s.vetErr != nil && b.from != nil && b.from.ref.IsVirtual() {
+		rerr = s.vetErr(b.from.ref, err)
+	}
 	for _, r := range b.replies {
-		r.p.complete(nil, err, nil)
+		r.p.complete(nil, rerr, nil)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 const (
 	outcomeOK           = "ok"
 	outcomeBadJSON      = "bad_json"
+	outcomeBadRequest   = "bad_request"
 	outcomeInvalidKey   = "invalid_key"
 	outcomeUnknownKind  = "unknown_kind"
 	outcomeDeadline     = "deadline_exceeded"

@@ -370,8 +370,7 @@ func (s *Server) Handler() http.Handler {
 			}
 		}
 		if len(allow) > 0 {
-			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, r.Method+" is not allowed on "+truncatePath(r.URL.Path))
+			methodNotAllowed(w, r, allow)
 			return
 		}
 		writeError(w, http.StatusNotFound, codeNotFound, "no endpoint "+truncatePath(r.URL.Path))
@@ -397,25 +396,22 @@ func (s *Server) actorRoute(w http.ResponseWriter, r *http.Request) bool {
 		}
 		segs[i] = u
 	}
-	var h http.HandlerFunc
-	op := ""
-	switch {
-	case len(segs) == 2 && r.Method == http.MethodGet:
-		h = s.status
-	case len(segs) == 3 && r.Method == http.MethodPost:
-		h = map[string]http.HandlerFunc{"tell": s.tell, "ask": s.ask, "passivate": s.passivate}[segs[2]]
-		if segs[2] == "tell" || segs[2] == "ask" {
-			op = segs[2]
-		}
-	case len(segs) == 3 && r.Method == http.MethodGet && segs[2] == "reminders":
-		h = s.reminderList
-	case len(segs) == 4 && segs[2] == "reminders" && r.Method == http.MethodGet:
-		h = s.reminderGet
-	case len(segs) == 4 && segs[2] == "reminders" && r.Method == http.MethodDelete:
-		h = s.reminderCancel
-	}
+	h, op := s.actorHandler(r.Method, segs)
 	if h == nil {
-		return false
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			if h, _ := s.actorHandler(m, segs); h != nil {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) == 0 {
+			return false
+		}
+		if r.ContentLength != 0 {
+			dropBody(w) // refused unread
+		}
+		methodNotAllowed(w, r, allow)
+		return true
 	}
 	r.SetPathValue("kind", segs[0])
 	r.SetPathValue("key", segs[1])
@@ -424,6 +420,46 @@ func (s *Server) actorRoute(w http.ResponseWriter, r *http.Request) bool {
 	}
 	s.withBody(op, h)(w, r)
 	return true
+}
+
+// actorHandler is the handler of the actor route that method and the
+// path's unescaped segments below /v1/actors/ name (HEAD as GET, as the
+// mux's patterns have it), and its operation for the metrics; nil if
+// there is none.
+func (s *Server) actorHandler(method string, segs []string) (http.HandlerFunc, string) {
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	switch {
+	case len(segs) == 2 && method == http.MethodGet:
+		return s.status, ""
+	case len(segs) == 3 && method == http.MethodPost:
+		switch segs[2] {
+		case "tell":
+			return s.tell, "tell"
+		case "ask":
+			return s.ask, "ask"
+		case "passivate":
+			return s.passivate, ""
+		}
+	case len(segs) == 3 && method == http.MethodGet && segs[2] == "reminders":
+		return s.reminderList, ""
+	case len(segs) == 4 && segs[2] == "reminders" && method == http.MethodGet:
+		return s.reminderGet, ""
+	case len(segs) == 4 && segs[2] == "reminders" && method == http.MethodDelete:
+		return s.reminderCancel, ""
+	}
+	return nil, ""
+}
+
+// methodNotAllowed answers 405 with the methods the path allows (HEAD
+// with GET).
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow []string) {
+	if slices.Contains(allow, http.MethodGet) {
+		allow = append(allow, http.MethodHead)
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, http.StatusMethodNotAllowed, codeMethodNotAllowed, r.Method+" is not allowed on "+truncatePath(r.URL.Path))
 }
 
 // auth refuses a request made on another site's behalf (foreign) and
@@ -987,6 +1023,7 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request) {
 	if t := r.URL.Query().Get("timeout"); t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d <= 0 || d > MaxAskTimeout {
+			s.count(kind, "ask", outcomeBadRequest, 0)
 			writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("timeout %q: want a positive duration up to %v", t, MaxAskTimeout))
 			return
 		}

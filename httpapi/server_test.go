@@ -196,6 +196,10 @@ func TestHTTPStatusCodes(t *testing.T) {
 	if a, l := series(okAsks), series(okLatency); a != "3" || l != "3" {
 		t.Errorf("after three asks: %s %s, %s %s", okAsks, a, okLatency, l)
 	}
+	// The ask refused for its timeout above is counted too.
+	if c := series(`tempest_messages_total{kind="k",op="ask",outcome="bad_request"}`); c != "1" {
+		t.Errorf("asks refused for their timeout: %s, want 1", c)
+	}
 	// Metrics never carry actor keys, and unknown kinds share one label.
 	_, _, metrics := do(t, h, "GET", "/metrics", "", nil)
 	for _, key := range []string{`"unavail"`, `"badjson"`, `"nokind"`, `key="`} {

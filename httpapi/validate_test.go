@@ -253,6 +253,33 @@ func TestHTTPKeysWithSlashesAndDots(t *testing.T) {
 		if got, _, body := call(t, srv, "GET", "/v1/actors/ticker/"+strings.TrimPrefix(p, "/v1/actors/counter/")+"/reminders", ""); got != 200 || !strings.Contains(body, fmt.Sprintf(`"key":%q`, key)) {
 			t.Fatalf("reminders of ticker %q: %d %s", key, got, body)
 		}
+		// HEAD is GET without a body, and another method is 405 with
+		// Allow, as for any other key.
+		if got, _, body := call(t, srv, "HEAD", p, ""); got != 200 {
+			t.Fatalf("HEAD of %q at %s: %d %s", key, p, got, body)
+		}
+		for _, c := range []struct{ method, path, allow string }{
+			{"PUT", p + "/ask", "POST"},
+			{"DELETE", p, "GET, HEAD"},
+			{"POST", p + "/reminders/r", "GET, DELETE, HEAD"},
+		} {
+			got, eb, body := call(t, srv, c.method, c.path, "")
+			if got != http.StatusMethodNotAllowed || eb.Code != "method_not_allowed" {
+				t.Fatalf("%s of %q at %s: %d %s, want 405", c.method, key, c.path, got, body)
+			}
+			req, err := http.NewRequestWithContext(t.Context(), c.method, srv.URL+c.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if a := resp.Header.Get("Allow"); a != c.allow {
+				t.Fatalf("%s of %q at %s: Allow %q, want %q", c.method, key, c.path, a, c.allow)
+			}
+		}
 	}
 	// Each key kept its own count.
 	for i, key := range keys {

@@ -308,3 +308,30 @@ func TestSecretsInitCADirRefusesToGuess(t *testing.T) {
 		t.Fatalf("another CA's key was removed: %v", err)
 	}
 }
+
+// --ip and --dns put the addresses clients of the HTTPS API dial into
+// every node certificate issued: a client checks that the certificate
+// names the address.
+func TestSecretsInitExtraNames(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "secrets")
+	if _, err := runCLI(t, "secrets", "init", "--dir", dir, "--nodes", "n1,n2", "--ip", "127.0.0.1", "--dns", "api.example"); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := wire.LoadCA(filepath.Join(dir, "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	for _, n := range []string{"n1", "n2"} {
+		leaf := readPEMCert(t, filepath.Join(dir, n, "node.pem"))
+		for _, name := range []string{n, "127.0.0.1", "api.example"} {
+			if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: name, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+				t.Errorf("%s's certificate for %s: %v", n, name, err)
+			}
+		}
+	}
+	if _, err := runCLI(t, "secrets", "init", "--dir", dir, "--nodes", "n3", "--ip", "not-an-ip"); exitCode(err) != exitUsage {
+		t.Errorf("--ip not-an-ip: %v (exit %d), want a usage error", err, exitCode(err))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,8 @@ func newSecretsCmd() *cobra.Command {
 
 func newSecretsInitCmd() *cobra.Command {
 	var dir, caDir string
-	var nodes []string
+	var nodes, dns []string
+	var ips []net.IP
 	var days int
 	cmd := &cobra.Command{
 		Use:   "init --dir DIR --nodes NAME,...",
@@ -53,6 +55,11 @@ keygen would:
 Files that exist are kept, so running it again (a container cluster's
 one-shot init at every start) changes nothing and a node added to --nodes
 gets its certificate from the same CA. Keys are written with mode 0600.
+
+A client of a node's HTTPS API (--http-tls) checks that the node's
+certificate names the address it dials: --dns and --ip add those names
+to every certificate issued (127.0.0.1 for nodes on one host, say);
+tempest certs node issues one node's with its own.
 
 With --ca-dir the CA (certificate and key) lives there instead, and
 DIR/ca holds a copy of its certificate only, so that DIR can be given to
@@ -72,20 +79,23 @@ the nodes without the CA key. A CA found in DIR/ca from a run without
 					return withCode(exitUsage, err)
 				}
 			}
-			return initSecrets(cmd.OutOrStdout(), dir, caDir, nodes, validity, time.Now())
+			return initSecrets(cmd.OutOrStdout(), dir, caDir, nodes, wire.NodeCertRequest{DNS: dns, IPs: ips, Validity: validity}, time.Now())
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "directory to write into (created if missing)")
 	cmd.Flags().StringVar(&caDir, "ca-dir", "", "keep the CA and its key here, and only its certificate in DIR/ca (default DIR/ca)")
 	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "node names to issue certificates for (comma-separated or repeated)")
 	cmd.Flags().IntVar(&days, "days", 365, "validity of new node certificates in days")
+	cmd.Flags().StringSliceVar(&dns, "dns", nil, "extra DNS names for every node certificate issued (repeatable or comma-separated)")
+	cmd.Flags().IPSliceVar(&ips, "ip", nil, "IP addresses for every node certificate issued (repeatable or comma-separated)")
 	return cmd
 }
 
 // initSecrets creates whatever of the cluster's secrets in dir is
 // missing and reports each file it created on out. With caDir the CA is
-// kept there and dir/ca holds its certificate only.
-func initSecrets(out io.Writer, dir, caDir string, nodes []string, validity time.Duration, now time.Time) error {
+// kept there and dir/ca holds its certificate only. Node certificates are
+// issued as req says (its validity, extra names), each with its name.
+func initSecrets(out io.Writer, dir, caDir string, nodes []string, req wire.NodeCertRequest, now time.Time) error {
 	shared := filepath.Join(dir, secretsCADir)
 	if caDir == "" || filepath.Clean(caDir) == filepath.Clean(shared) {
 		caDir = shared
@@ -125,9 +135,8 @@ func initSecrets(out io.Writer, dir, caDir string, nodes []string, validity time
 				return err
 			}
 		}
-		certPEM, keyPEM, err := ca.Issue(wire.NodeCertRequest{
-			Name: name, NotBefore: now.Add(-5 * time.Minute), Validity: validity,
-		})
+		req.Name, req.NotBefore = name, now.Add(-5*time.Minute)
+		certPEM, keyPEM, err := ca.Issue(req)
 		if err != nil {
 			return err
 		}

@@ -79,10 +79,12 @@ func (m PersistMode) String() string {
 type Persistence struct {
 	Mode PersistMode
 	// EveryTurns (PersistPeriodic): write after this many turns; 0 means
-	// no turn-count trigger.
+	// no turn-count trigger. Set with another mode, it is refused
+	// (ErrInvalidKindOptions), not ignored.
 	EveryTurns int
 	// Every (PersistPeriodic): write when this long has passed since the
-	// last write; 0 means no time trigger.
+	// last write; 0 means no time trigger. Likewise refused with another
+	// mode.
 	Every time.Duration
 }
 
@@ -226,6 +228,11 @@ func (o KindOptions) Validate() error {
 		return bad("negative persistence interval")
 	case o.Persistence.Mode == PersistPeriodic && o.Persistence.EveryTurns == 0 && o.Persistence.Every == 0:
 		return bad("PersistPeriodic needs EveryTurns or Every")
+	case o.Persistence.Mode != PersistPeriodic && (o.Persistence.EveryTurns != 0 || o.Persistence.Every != 0):
+		// Another mode would ignore them: a kind configured to persist
+		// every 5 turns that persisted only on passivation would lose
+		// what its author meant to keep.
+		return bad("EveryTurns and Every apply to PersistPeriodic only, not to %v", o.Persistence.Mode)
 	}
 	for _, c := range o.RequiredClauses {
 		if int(c) >= len(manifest.Clauses) {

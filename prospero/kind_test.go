@@ -31,16 +31,19 @@ func TestKindOptionsDefaults(t *testing.T) {
 
 func TestKindOptionsValidate(t *testing.T) {
 	for name, o := range map[string]prospero.KindOptions{
-		"mailbox":       {MailboxDepth: -1},
-		"idle":          {IdleTimeout: -2 * time.Second},
-		"budget":        {TurnBudget: -1},
-		"remedy":        {Remedy: prospero.Hydrate + 1},
-		"restarts":      {MaxRestarts: -1},
-		"period":        {RestartPeriod: -1},
-		"backoff":       {BackoffInitial: time.Second, BackoffMax: time.Millisecond},
-		"persist mode":  {Persistence: prospero.Persistence{Mode: prospero.PersistPeriodic + 1}},
-		"periodic zero": {Persistence: prospero.Persistence{Mode: prospero.PersistPeriodic}},
-		"clause":        {RequiredClauses: []manifest.ClauseID{manifest.Admission + 1}},
+		"mailbox":               {MailboxDepth: -1},
+		"idle":                  {IdleTimeout: -2 * time.Second},
+		"budget":                {TurnBudget: -1},
+		"remedy":                {Remedy: prospero.Hydrate + 1},
+		"restarts":              {MaxRestarts: -1},
+		"period":                {RestartPeriod: -1},
+		"backoff":               {BackoffInitial: time.Second, BackoffMax: time.Millisecond},
+		"persist mode":          {Persistence: prospero.Persistence{Mode: prospero.PersistPeriodic + 1}},
+		"periodic zero":         {Persistence: prospero.Persistence{Mode: prospero.PersistPeriodic}},
+		"turns, every turn":     {Persistence: prospero.Persistence{Mode: prospero.PersistEveryTurn, EveryTurns: 5}},
+		"interval, passivation": {Persistence: prospero.Persistence{Mode: prospero.PersistOnPassivation, Every: time.Second}},
+		"interval, none":        {Persistence: prospero.Persistence{Every: time.Second}},
+		"clause":                {RequiredClauses: []manifest.ClauseID{manifest.Admission + 1}},
 	} {
 		if err := o.Validate(); !errors.Is(err, prospero.ErrInvalidKindOptions) {
 			t.Errorf("%s: Validate() = %v, want ErrInvalidKindOptions", name, err)

@@ -35,7 +35,7 @@ type ActorEntry struct {
 // and go while it is taken. Errors: ErrInvalidKey, actor.ErrUnknownKind,
 // ErrNoDormantInventory, ErrNotStarted, ErrClosed, a store error, ctx's.
 func (n *Node) Actors(ctx context.Context, kind string, dormant bool) ([]ActorEntry, error) {
-	if err := actor.CheckVirtual(kind, "-"); err != nil {
+	if err := actor.CheckKind(kind); err != nil {
 		return nil, err // a kind no actor can have, refused like in every other call
 	}
 	r, err := n.running()

@@ -265,7 +265,7 @@ func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts 
 	if factory == nil {
 		return fmt.Errorf("%w %q: nil factory", ErrInvalidKind, kind)
 	}
-	if err := actor.CheckVirtual(kind, "-"); err != nil {
+	if err := actor.CheckKind(kind); err != nil {
 		return fmt.Errorf("%w %q: %w", ErrInvalidKind, kind, err)
 	}
 	if strings.HasPrefix(kind, cluster.ReservedKindPrefix) {

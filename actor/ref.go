@@ -48,6 +48,17 @@ func CheckVirtual(kind, key string) error {
 	return &InvalidKeyError{Kind: truncate(kind), Key: truncate(key), Reason: why}
 }
 
+// CheckKind reports whether kind can name a kind of virtual actor, as
+// CheckVirtual does with a valid key (an *InvalidKeyError naming the kind
+// only, matching ErrInvalidKey).
+func CheckKind(kind string) error {
+	err := CheckVirtual(kind, "-")
+	if e, ok := err.(*InvalidKeyError); ok {
+		e.Key = ""
+	}
+	return err
+}
+
 // Check reports whether r can address an actor. A virtual reference is
 // checked with CheckVirtual; one built by Virtual with an empty key (it
 // has no actor id either) fails with ErrInvalidKey; a spawned reference
@@ -72,6 +83,9 @@ type InvalidKeyError struct {
 }
 
 func (e *InvalidKeyError) Error() string {
+	if e.Key == "" && e.Reason != "empty key" {
+		return fmt.Sprintf("tempest: invalid kind %q: %s", e.Kind, e.Reason)
+	}
 	return fmt.Sprintf("tempest: invalid key %q/%q: %s", e.Kind, e.Key, e.Reason)
 }
 

@@ -107,4 +107,15 @@ func TestCheckVirtual(t *testing.T) {
 			t.Errorf("%v.Check() = %v", r, err)
 		}
 	}
+	// A kind alone is checked as CheckVirtual checks it, and its error
+	// names no key.
+	if err := actor.CheckKind("user"); err != nil {
+		t.Errorf("CheckKind(user) = %v", err)
+	}
+	for _, kind := range []string{"", "us\xc3", "a/b", "@node", strings.Repeat("k", actor.MaxKindLen+1)} {
+		err := actor.CheckKind(kind)
+		if !errors.Is(err, actor.ErrInvalidKey) || !strings.HasPrefix(err.Error(), "tempest: invalid kind ") {
+			t.Errorf("CheckKind(%.20q) = %v, want ErrInvalidKey naming the kind only", kind, err)
+		}
+	}
 }

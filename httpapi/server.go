@@ -994,7 +994,15 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	b, err := bodyBytes(r)
 	if err != nil || !json.Valid(b) {
-		writeError(w, http.StatusBadRequest, codeBadJSON, "the body is not valid JSON")
+		msg := "the body is not valid JSON"
+		if err == nil {
+			// Why (the syntax error's offset, or nesting deeper than the
+			// parser takes), never the input itself.
+			if jerr := json.Unmarshal(b, new(json.RawMessage)); jerr != nil {
+				msg += ": " + strings.TrimPrefix(jerr.Error(), "json: ")
+			}
+		}
+		writeError(w, http.StatusBadRequest, codeBadJSON, msg)
 		return nil, false
 	}
 	return b, true
@@ -1229,6 +1237,12 @@ func (s *Server) actors(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	after := q.Get("after")
+	if after != "" && actor.CheckVirtual("k", after) != nil {
+		// A cursor is a key of an earlier page: one no key can be is a
+		// client's mistake, not the start of the list.
+		writeError(w, http.StatusBadRequest, codeBadRequest, fmt.Sprintf("after %.64q: not a key (1 to %d bytes of UTF-8)", after, actor.MaxKeyLen))
+		return
+	}
 	list, err := s.node.Actors(r.Context(), kind, dormant)
 	if err != nil {
 		s.fail(w, err)

@@ -461,6 +461,7 @@ func TestHTTPActorsPaging(t *testing.T) {
 		{"/v1/actors?kind=k&limit=0", 400, codeBadRequest},
 		{"/v1/actors?kind=k&limit=1001", 400, codeBadRequest},
 		{"/v1/actors?kind=k&dormant=maybe", 400, codeBadRequest},
+		{"/v1/actors?kind=k&after=%ff", 400, codeBadRequest},
 		{"/v1/actors?kind=nokind", 404, codeUnknownKind},
 	} {
 		if got, eb, _ := do(t, h, "GET", tc.path, "", nil); got != tc.want || eb.Code != tc.code {

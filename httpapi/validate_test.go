@@ -101,7 +101,8 @@ func TestHTTPRefusesInvalidKeys(t *testing.T) {
 		}
 	}
 	for _, q := range []string{"count%ffer", strings.Repeat("c", actor.MaxKindLen+1), "a%2Fb"} {
-		if got, eb, body := call(t, srv, "GET", "/v1/actors?kind="+q, ""); got != http.StatusBadRequest || eb.Code != "invalid_key" {
+		if got, eb, body := call(t, srv, "GET", "/v1/actors?kind="+q, ""); got != http.StatusBadRequest || eb.Code != "invalid_key" ||
+			!strings.Contains(eb.Error, "invalid kind") {
 			t.Errorf("inventory of kind %.40s: got %d %q, want 400 invalid_key (%.200s)", q, got, eb.Code, body)
 		}
 	}
@@ -304,6 +305,23 @@ func TestHTTPSchemaErrorsAreShort(t *testing.T) {
 		got, eb, resp := call(t, srv, "POST", "/v1/actors/counter/a/ask", body)
 		if got != http.StatusBadRequest || eb.Code != "bad_json" || len(resp) > 512 || !strings.Contains(resp, "(900000 bytes)") {
 			t.Errorf("%.40s...: %d %q, %d bytes: %.300s", body, got, eb.Code, len(resp), resp)
+		}
+	}
+}
+
+// A body that is not JSON is answered with why (where the syntax broke,
+// or nesting deeper than the parser takes), not only that it is not.
+func TestHTTPInvalidJSONSaysWhy(t *testing.T) {
+	_, srv := startNode(t)
+	for body, why := range map[string]string{
+		strings.Repeat("[", 100000) + strings.Repeat("]", 100000): "exceeded max depth",
+		`{"Add":`:        "unexpected end of JSON input",
+		`{"Add" {}}`:     "after object key",
+		`{"Get":null} x`: "after top-level value",
+	} {
+		got, eb, resp := call(t, srv, "POST", "/v1/actors/counter/a/ask", body)
+		if got != http.StatusBadRequest || eb.Code != "bad_json" || !strings.Contains(eb.Error, why) || len(resp) > 512 {
+			t.Errorf("%.40s: %d %q %q, want 400 bad_json saying %q", body, got, eb.Code, eb.Error, why)
 		}
 	}
 }

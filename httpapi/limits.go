@@ -26,7 +26,10 @@ import (
 // that returns bytes takes it out of the count before the server sees
 // them, so a request whose bytes arrived as its connection was chosen
 // is never run (the client sees the connection close, as at an idle
-// timeout, and its request did not happen).
+// timeout, and its request did not happen). This holds for HTTP/1.x, which
+// the agent serves; a server speaking HTTP/2 reads its connections all
+// the time, so an idle HTTP/2 connection becomes evictable only once the
+// server reads from it again after its last request.
 type Limits struct {
 	// MaxConns bounds the open connections of the node (default 4096,
 	// well below the file descriptors a node gets: Go raises the soft

@@ -1,7 +1,9 @@
 package replica
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"net"
 	"path/filepath"
 	"slices"
@@ -152,5 +154,79 @@ func TestBatchesInFlightFailTogether(t *testing.T) {
 	}
 	if ls := h.owner.Lags(); len(ls) != 1 || ls[0].InFlight != 0 || ls[0].Queued != 0 || ls[0].Acked != 0 {
 		t.Fatalf("lags after the failure: %+v", ls)
+	}
+}
+
+// While a follower whose stream broke is being removed from its sets
+// (through raft, which may take long), the records waiting on it are
+// still counted in flight: Lags must not show it owing nothing then.
+func TestLagShowsRecordsWaitingOnARemoval(t *testing.T) {
+	h := newHeldFollower(t, false)
+	shrinking := make(chan struct{})
+	h.view.mu.Lock()
+	h.view.shrinking = shrinking
+	h.view.mu.Unlock()
+	var dones []<-chan error
+	for i, key := range []string{"x", "y"} {
+		dones = append(dones, h.put(t, key))
+		h.lagIs(t, 0, i+1)
+	}
+	_ = (<-h.conns).Close()
+	<-shrinking // the removal waits for a leader that does not answer
+	h.lagIs(t, 0, 2)
+	if ls := h.owner.Lags(); ls[0].Oldest <= 0 {
+		t.Fatalf("lag during the removal: %+v, want the age of the oldest record", ls)
+	}
+	h.view.mu.Lock()
+	h.view.lapsed = true
+	h.view.mu.Unlock()
+	for range 3 {
+		h.owner.Interrupt()
+	}
+	for _, d := range dones {
+		if err := <-d; !errors.Is(err, ErrLeaseLapsed) {
+			t.Fatalf("a write behind an interrupted removal: %v, want ErrLeaseLapsed", err)
+		}
+	}
+	h.lagIs(t, 0, 0)
+}
+
+// A replica that reports records it acknowledged as lost reports it
+// once. A batch for it that finds it marked down fails alone, without
+// ending the stream, so the report for the batch in flight before it is
+// still read, and the owner, unable to remove the replica, keeps it
+// suspect (a planned move does not promote it).
+func TestLostRecordsReportSurvivesADownReplica(t *testing.T) {
+	h := newHeldFollower(t, false)
+	rep := newStore(t, false)
+	h.view.mu.Lock()
+	h.view.down = map[string]bool{}
+	h.view.mu.Unlock()
+	first := h.put(t, "x")
+	h.lagIs(t, 0, 1)
+	conn := <-h.conns
+	b, err := readFrame(bufio.NewReader(conn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, _, _, _, err := decodeBatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.view.mu.Lock()
+	h.view.down["b"] = true
+	h.view.refuse = errors.New("no quorum") // the replica cannot be removed
+	h.view.mu.Unlock()
+	if err := <-h.put(t, "y"); !errors.Is(err, prospero.ErrNotCommitted) {
+		t.Fatalf("a write for a replica marked down that cannot be removed: %v, want ErrNotCommitted", err)
+	}
+	if err := rep.writeAck(conn, nil, seq, ErrLostRecords); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; !errors.Is(err, prospero.ErrNotCommitted) {
+		t.Fatalf("the write the replica refused: %v, want ErrNotCommitted", err)
+	}
+	if !h.owner.Suspect("b") {
+		t.Fatal("the replica's report of lost records was dropped: it is not suspect")
 	}
 }

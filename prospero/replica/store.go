@@ -626,13 +626,18 @@ type peer struct {
 	s    *Store
 	name string
 
-	mu      sync.Mutex
-	cond    *sync.Cond // queue, link state and closed changed
-	queue   []pending  // not sent yet
-	closed  bool
-	link    *link       // the stream, nil until dialled
+	mu     sync.Mutex
+	cond   *sync.Cond // queue, link state and closed changed
+	queue  []pending  // not sent yet
+	closed bool
+	link   *link // the stream, nil until dialled
+	// limbo are records the loop took from the queue and has not put in
+	// flight yet (a dial), or took off an ended link and is failing (a
+	// removal through raft): Lags counts them in flight.
+	limbo   []pending
 	dialing func(error) // ends a dial in flight (Interrupt, Failed, close)
 	dialGen uint64      // Store.interrupts when that dial began
+	fails   uint64      // calls of Store.Failed for this replica
 	seq     uint64
 	lastAck time.Time // of the last batch acknowledged
 	acked   uint64    // records acknowledged
@@ -672,6 +677,11 @@ type link struct {
 	sent   []sentBatch // in flight, oldest first
 	err    error       // why it ended; nil while it works
 	inSent int         // records in sent
+	// lost is the replica's refusal reporting lost records
+	// (ErrLostRecords), kept even when the link had ended for another
+	// cause first: the replica reports it once, and the owner must then
+	// remove it from every set it shares with it.
+	lost error
 }
 
 // sentBatch is one batch in flight.
@@ -740,6 +750,7 @@ func (s *Store) Failed(node string) {
 	}
 	cause := fmt.Errorf("%w: %s", ErrReplicaDown, node)
 	p.mu.Lock()
+	p.fails++
 	if l := p.link; l != nil && len(l.sent) > 0 {
 		p.endLocked(l, cause)
 	}
@@ -791,8 +802,16 @@ func (p *peer) loop() {
 			p.link = nil
 			sent := l.sent
 			l.sent, l.inSent = nil, 0
+			cause := l.err
+			if l.lost != nil {
+				cause = l.lost
+			}
+			for _, b := range sent {
+				p.limbo = append(p.limbo, b.batch...)
+			}
 			p.mu.Unlock()
-			p.failSent(sent, l.err)
+			p.failSent(sent, cause)
+			p.clearLimbo()
 			continue
 		}
 		if p.closed {
@@ -812,7 +831,11 @@ func (p *peer) loop() {
 		}
 		batch := p.queue[:n:n]
 		p.queue = p.queue[n:]
+		p.limbo = batch
 		lost := p.lost
+		// An interruption counts this batch's wait from now, its dial
+		// included, as it counts a round trip's.
+		gen := p.s.interrupts.Load()
 		p.mu.Unlock()
 
 		var left []pending
@@ -833,17 +856,25 @@ func (p *peer) loop() {
 			if err == nil {
 				err = errLeftSet
 			}
+			p.clearLimbo()
 			for _, w := range batch {
 				w.done(err)
 			}
 			continue
 		}
 		var err error
-		if buf, err = p.send(buf[:0], batch, recs); err != nil {
+		if buf, err = p.send(buf[:0], batch, recs, gen); err != nil {
 			// Not in flight: it failed before its write (a dial).
 			p.failSent([]sentBatch{{batch: batch}}, err)
 		}
+		p.clearLimbo()
 	}
+}
+
+func (p *peer) clearLimbo() {
+	p.mu.Lock()
+	p.limbo = nil
+	p.mu.Unlock()
 }
 
 // failSent handles batches the replica did not acknowledge (their link
@@ -902,16 +933,23 @@ func (p *peer) leftSets(batch []pending) (send, left []pending) {
 
 // send writes one batch to the replica, dialling first if there is no
 // link; its acknowledgement comes to the link's reader. An error means
-// the batch is not in flight (the dial failed); a failed write ends the
-// link, and the batch with it.
-func (p *peer) send(buf []byte, batch []pending, recs []*Record) ([]byte, error) {
+// the batch is not in flight: the dial failed, or the replica is down
+// (the batch fails alone; the batches in flight before it go on, so a
+// refusal the replica sent for one of them is still read). A failed write
+// ends the link, and the batch with it.
+func (p *peer) send(buf []byte, batch []pending, recs []*Record, gen uint64) ([]byte, error) {
 	a := p.s.att.Load()
 	p.mu.Lock()
-	l := p.link
+	l, fails := p.link, p.fails
 	p.mu.Unlock()
+	// A Failed from now on shows in p.fails when the batch is put in
+	// flight, and one before it in the table here.
+	if a.view.Down(p.name) {
+		return buf, fmt.Errorf("%w: %s", ErrReplicaDown, p.name)
+	}
 	if l == nil {
 		var err error
-		if l, err = p.dial(a); err != nil {
+		if l, err = p.dial(a, gen); err != nil {
 			return buf, err
 		}
 	}
@@ -924,25 +962,23 @@ func (p *peer) send(buf []byte, batch []pending, recs []*Record) ([]byte, error)
 	buf = appendBatch(buf, p.seq, flags, recs)
 	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
 	p.mu.Lock()
+	if p.fails != fails {
+		p.mu.Unlock()
+		return buf, fmt.Errorf("%w: %s", ErrReplicaDown, p.name)
+	}
 	if l.err != nil {
 		// Ended since: the loop fails it, and this batch with it.
 		l.sent = append(l.sent, sentBatch{seq: p.seq, batch: batch})
 		l.inSent += len(batch)
+		p.limbo = nil
 		p.mu.Unlock()
 		return buf, nil
 	}
-	l.sent = append(l.sent, sentBatch{seq: p.seq, batch: batch, started: p.s.interrupts.Load(), at: time.Now()})
+	l.sent = append(l.sent, sentBatch{seq: p.seq, batch: batch, started: gen, at: time.Now()})
 	l.inSent += len(batch)
+	p.limbo = nil
 	p.cond.Broadcast() // the reader waits for something in flight
 	p.mu.Unlock()
-	// Checked once the batch is in flight: a Failed from now on ends
-	// it, and one before it shows here.
-	if a.view.Down(p.name) {
-		p.mu.Lock()
-		p.endLocked(l, fmt.Errorf("%w: %s", ErrReplicaDown, p.name))
-		p.mu.Unlock()
-		return buf, nil
-	}
 	_ = l.conn.SetWriteDeadline(time.Now().Add(p.s.cfg.Timeout))
 	if _, err := l.conn.Write(buf); err != nil {
 		p.mu.Lock()
@@ -961,8 +997,9 @@ func (p *peer) ended(l *link, err error) error {
 	return err
 }
 
-// dial opens a link to the replica and starts its reader.
-func (p *peer) dial(a *attachment) (*link, error) {
+// dial opens a link to the replica and starts its reader; gen is the
+// interruption count its batch's wait began at.
+func (p *peer) dial(a *attachment, gen uint64) (*link, error) {
 	ictx, interrupt := context.WithCancelCause(context.Background())
 	defer interrupt(nil)
 	ctx, cancel := context.WithTimeout(ictx, p.s.cfg.Timeout)
@@ -972,7 +1009,7 @@ func (p *peer) dial(a *attachment) (*link, error) {
 		p.mu.Unlock()
 		return nil, prospero.ErrStoreClosed
 	}
-	p.dialing, p.dialGen = interrupt, p.s.interrupts.Load()
+	p.dialing, p.dialGen = interrupt, gen
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
@@ -1019,6 +1056,10 @@ func (p *peer) dial(a *attachment) (*link, error) {
 // ends; the first error ends it.
 func (p *peer) read(l *link) {
 	defer p.s.wg.Done()
+	// free is when the reader was last free to read: the time it spent in
+	// the callbacks of one batch is not charged to the next batch's round
+	// trip (it was not the replica's).
+	var free time.Time
 	for {
 		p.mu.Lock()
 		for len(l.sent) == 0 && l.err == nil {
@@ -1030,9 +1071,12 @@ func (p *peer) read(l *link) {
 		}
 		head := l.sent[0]
 		p.mu.Unlock()
-		err := p.readAck(l, head)
+		err := p.readAck(l, head, free)
 		p.mu.Lock()
 		if err != nil {
+			if errors.Is(err, ErrLostRecords) && l.lost == nil {
+				l.lost = err
+			}
 			p.endLocked(l, p.ended(l, err))
 			p.mu.Unlock()
 			return
@@ -1054,13 +1098,19 @@ func (p *peer) read(l *link) {
 		for _, w := range head.batch {
 			w.done(nil)
 		}
+		free = time.Now()
 	}
 }
 
 // readAck reads the acknowledgement of head, the oldest batch in flight
-// on l, within Config.Timeout of its sending.
-func (p *peer) readAck(l *link, head sentBatch) error {
-	_ = l.conn.SetReadDeadline(head.at.Add(p.s.cfg.Timeout))
+// on l, within Config.Timeout of its sending, or of free when the reader
+// became free to read it later than that.
+func (p *peer) readAck(l *link, head sentBatch, free time.Time) error {
+	from := head.at
+	if free.After(from) {
+		from = free
+	}
+	_ = l.conn.SetReadDeadline(from.Add(p.s.cfg.Timeout))
 	b, err := readFrame(l.r)
 	if err != nil {
 		return err
@@ -1191,16 +1241,18 @@ func (s *Store) Lags() []Lag {
 		l := Lag{Follower: p.name, SinceAck: -1, CatchingUp: catching[p.name]}
 		delete(catching, p.name)
 		p.mu.Lock()
-		l.Queued, l.Acked = len(p.queue), p.acked
+		l.Queued, l.InFlight, l.Acked = len(p.queue), len(p.limbo), p.acked
 		var oldest time.Time
 		if k := p.link; k != nil {
-			l.InFlight = k.inSent
+			l.InFlight += k.inSent
+			if len(k.sent) > 0 {
+				oldest = k.sent[0].batch[0].at
+			}
 		}
-		switch {
-		case p.link != nil && len(p.link.sent) > 0:
-			oldest = p.link.sent[0].batch[0].at
-		case len(p.queue) > 0:
-			oldest = p.queue[0].at
+		for _, q := range [][]pending{p.limbo, p.queue} {
+			if len(q) > 0 && (oldest.IsZero() || q[0].at.Before(oldest)) {
+				oldest = q[0].at
+			}
 		}
 		if !p.lastAck.IsZero() {
 			l.SinceAck = now.Sub(p.lastAck)

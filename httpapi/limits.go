@@ -24,8 +24,9 @@ import (
 // in progress is never cut for a newcomer: a connection counts as idle
 // only while the server waits in a read for its next request, and a read
 // that returns bytes takes it out of the count before the server sees
-// them, so a request whose bytes arrived as its connection was chosen
-// is never run (the client sees the connection close, as at an idle
+// them (a read that fails because its connection was chosen meanwhile
+// returns a read error, on which the server answers nothing), so a
+// request whose bytes arrived as its connection was chosen is never run (the client sees the connection close, as at an idle
 // timeout, and its request did not happen). This holds for HTTP/1.x, which
 // the agent serves; a server speaking HTTP/2 reads its connections all
 // the time, so an idle HTTP/2 connection becomes evictable only once the
@@ -165,7 +166,11 @@ func (c *trackedConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.exposed.Load() && !c.lim.claim(c) {
-		return 0, errEvicted
+		// Closed here too (admit closes it just after choosing it): the
+		// server, which takes a read error of this kind for a connection
+		// gone, answers nothing on it.
+		_ = c.Conn.Close()
+		return 0, &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errEvicted}
 	}
 	return n, err
 }

@@ -797,8 +797,20 @@ func (s *Scheduler) stopCell(ref actor.Ref, err error, released func()) error {
 		if derr == nil {
 			derr = actor.ErrActorTerminated
 		}
+		// An activation refused because its state could not be committed
+		// again answers its asks as a turn whose commit failed does (see
+		// heldBatch.deliver): in the form an asker on another node gets.
+		aerr := derr
+		if s.vetErr != nil && c.ref.IsVirtual() && errors.Is(derr, actor.ErrNotCommitted) {
+			aerr = s.vetErr(c.ref, derr)
+		}
 		for i := range mail {
-			if i >= len(taken) || !taken[i] {
+			if i < len(taken) && taken[i] {
+				continue
+			}
+			if mail[i].ask != nil {
+				s.drop(&mail[i], aerr)
+			} else {
 				s.drop(&mail[i], derr)
 			}
 		}

@@ -109,7 +109,7 @@ func TestHTTPStatusNeverLeavesNodeByGossipAddress(t *testing.T) {
 	ref, loc := counterOn(t, n1, "n1", true, "http")
 	add(t, t.Context(), n1, ref, 2)
 
-	const token = "s3cret-token"
+	const token = "s3cret-token-0123"
 	api, err := httpapi.New(httpapi.Config{Node: n1, Token: []byte(token)})
 	if err != nil {
 		t.Fatal(err)

@@ -90,8 +90,8 @@ func runAgent(ctx context.Context, c agentConfig, getenv func(string) string, st
 		if err != nil {
 			return configError("http-token-file", "%v", err)
 		}
-		if len(tok) < minToken {
-			return configError("http-token-file", "the token must be at least %d characters", minToken)
+		if len(tok) < httpapi.MinTokenBytes {
+			return configError("http-token-file", "the token must be at least %d characters", httpapi.MinTokenBytes)
 		}
 		token = []byte(tok)
 	}

@@ -713,14 +713,8 @@ func compactJSON(b []byte) []byte {
 	return buf.Bytes()
 }
 
-// minToken and maxToken bound a bearer token's length, the agent's and a
-// client's alike: a short one can be guessed, and an Authorization
-// header carries it on every request (servers and proxies refuse long
-// headers).
-const (
-	minToken = 16
-	maxToken = 4096
-)
+// maxToken bounds a token file's token (httpapi.MaxTokenBytes).
+const maxToken = httpapi.MaxTokenBytes
 
 // parseToken is a bearer token as a file or the environment holds it:
 // surrounding white space (a final newline) is dropped, and what is left
@@ -729,16 +723,11 @@ const (
 // differently through proxies) of at most maxToken bytes.
 func parseToken(b []byte) (string, error) {
 	tok := strings.TrimSpace(string(b))
-	if len(tok) > maxToken {
-		return "", fmt.Errorf("the token is %d bytes: at most %d", len(tok), maxToken)
+	if tok == "" {
+		return "", nil // none
 	}
-	if tok != "" && len(tok) < minToken {
-		return "", fmt.Errorf("the token is %d characters: at least %d", len(tok), minToken)
-	}
-	for i := 0; i < len(tok); i++ {
-		if c := tok[i]; c < 0x20 || c > 0x7e {
-			return "", fmt.Errorf("the token must be one line of printable ASCII (byte %d is 0x%02x)", i, c)
-		}
+	if err := httpapi.CheckToken([]byte(tok)); err != nil {
+		return "", err
 	}
 	return tok, nil
 }

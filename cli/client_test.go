@@ -415,7 +415,7 @@ func TestTokenWithAControlCharacterIsRefused(t *testing.T) {
 	if got, err := parseToken([]byte("  abcdefghijklmnop\n")); err != nil || got != "abcdefghijklmnop" {
 		t.Fatalf("a token with a final newline: %q, %v", got, err)
 	}
-	for _, bad := range []string{"abcdefghijklmnop\xff", "abcdefghijklmnopé", strings.Repeat("a", maxToken+1), "short", strings.Repeat("a", minToken-1)} {
+	for _, bad := range []string{"abcdefghijklmnop\xff", "abcdefghijklmnopé", strings.Repeat("a", maxToken+1), "short", strings.Repeat("a", httpapi.MinTokenBytes-1)} {
 		if _, err := parseToken([]byte(bad)); err == nil {
 			t.Errorf("token %.40q...: accepted", bad)
 		}

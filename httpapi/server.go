@@ -95,7 +95,9 @@ type Config struct {
 	// Node is the node the API serves.
 	Node Node
 	// Token is the bearer token every request but the probes (and
-	// /metrics when MetricsPublic) must carry; empty: none.
+	// /metrics when MetricsPublic) must carry; empty: none. Otherwise
+	// MinTokenBytes to MaxTokenBytes of printable ASCII, the rule the
+	// agent's token file and the clients' tokens follow too.
 	Token []byte
 	// MetricsPublic serves /metrics without the token.
 	MetricsPublic bool
@@ -112,10 +114,40 @@ type Config struct {
 	Limits Limits
 }
 
+// MinTokenBytes and MaxTokenBytes bound a bearer token's length: a short
+// one can be guessed, and every request carries it in a header (servers
+// and proxies refuse long headers).
+const (
+	MinTokenBytes = 16
+	MaxTokenBytes = 4096
+)
+
+// CheckToken reports why tok cannot be a bearer token: it must be
+// MinTokenBytes to MaxTokenBytes of printable ASCII.
+func CheckToken(tok []byte) error {
+	switch {
+	case len(tok) < MinTokenBytes:
+		return fmt.Errorf("the token is %d characters: at least %d", len(tok), MinTokenBytes)
+	case len(tok) > MaxTokenBytes:
+		return fmt.Errorf("the token is %d bytes: at most %d", len(tok), MaxTokenBytes)
+	}
+	for i, c := range tok {
+		if c < 0x20 || c > 0x7e {
+			return fmt.Errorf("the token must be one line of printable ASCII (byte %d is 0x%02x)", i, c)
+		}
+	}
+	return nil
+}
+
 // New returns a Server for cfg.
 func New(cfg Config) (*Server, error) {
 	if cfg.Node == nil {
 		return nil, errors.New("httpapi: Config.Node is nil")
+	}
+	if len(cfg.Token) > 0 {
+		if err := CheckToken(cfg.Token); err != nil {
+			return nil, fmt.Errorf("httpapi: Config.Token: %w", err)
+		}
 	}
 	if err := cfg.Limits.Validate(); err != nil {
 		return nil, err
@@ -170,7 +202,8 @@ func (s *Server) HTTPServer() *http.Server {
 // Listener returns ln bounded by Config.Limits' MaxConns and
 // MaxConnsPerClient (see Limits). Connections it refuses are closed at
 // once. Only an http.Server from HTTPServer tells it which connections
-// are idle; on another server every connection counts as idle.
+// are idle; on another server a connection counts as idle whenever it
+// waits in a read, also while a request of its is served.
 func (s *Server) Listener(ln net.Listener) net.Listener {
 	return limitedListener{Listener: ln, lim: s.conns}
 }
@@ -996,8 +1029,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	if err != nil || !json.Valid(b) {
 		msg := "the body is not valid JSON"
 		if err == nil {
-			// Why (the syntax error's offset, or nesting deeper than the
-			// parser takes), never the input itself.
+			// Why (where the syntax broke, or nesting deeper than the
+			// parser takes), never more than a character of the input.
 			if jerr := json.Unmarshal(b, new(json.RawMessage)); jerr != nil {
 				msg += ": " + strings.TrimPrefix(jerr.Error(), "json: ")
 			}

@@ -314,6 +314,26 @@ func TestHTTPBearerToken(t *testing.T) {
 	}
 }
 
+// A token is MinTokenBytes to MaxTokenBytes of printable ASCII, as the
+// agent's and the clients' are: an embedding program cannot set one the
+// CLI would refuse to send.
+func TestServerTokenRule(t *testing.T) {
+	for tok, ok := range map[string]bool{
+		"":                        true, // none
+		"0123456789abcdef":        true,
+		"0123456789abcde":         false,
+		"0123456789abcdef\n":      false,
+		"0123456789abcdefé":       false,
+		strings.Repeat("a", 4096): true,
+		strings.Repeat("a", 4097): false,
+	} {
+		_, err := New(Config{Node: &fakeNode{}, Token: []byte(tok)})
+		if (err == nil) != ok {
+			t.Errorf("token of %d bytes %.20q: %v, want ok %v", len(tok), tok, err, ok)
+		}
+	}
+}
+
 func TestHTTPBodyLimit(t *testing.T) {
 	h := (&Server{node: &fakeNode{ready: true}}).Handler()
 	big := `{"text":"` + strings.Repeat("x", MaxRequestBody) + `"}`

@@ -67,10 +67,11 @@ type KindOptions struct {
 	// errors.Is(err, ErrInsufficientFunds) holds wherever the owner
 	// lives. Every node must register the same code for the same
 	// sentinel; several kinds may list the same pair. Codes starting with
-	// "tempest." are reserved, and Tempest's own sentinels (those of
-	// packages actor and reminders, context.Canceled and
-	// context.DeadlineExceeded) keep their identity already, under codes
-	// of their own, so a kind cannot list them (ErrInvalidKind).
+	// "tempest." are reserved, and Tempest's own sentinels that cross
+	// under codes of their own (actor.ErrRefused, ErrNotCommitted and the
+	// other reply errors of package actor, those of package reminders,
+	// context.Canceled and context.DeadlineExceeded) keep their identity
+	// already, so a kind cannot list them (ErrInvalidKind).
 	//
 	// Errors with data (a struct type implementing error) need no entry
 	// here: declare the type among Messages, and a reply error that is or

@@ -148,6 +148,9 @@ func newRootCmd() *cobra.Command {
 			return cmd.Help()
 		},
 	})
+	// Cobra adds its completion command at Execute; added now, its
+	// subcommands' argument errors are usage errors too.
+	root.InitDefaultCompletionCmd()
 	usageExits(root)
 	if program != "tempest" {
 		renameExamples(root)

@@ -106,12 +106,13 @@ func TestUnknownCommandsAreUsageErrors(t *testing.T) {
 		{"help", "nosuch"},
 		{"version", "extra"},
 		{"certs", "ca", "extra"},
+		{"completion", "zzz"},
 	} {
 		if _, err := runCLI(t, args...); exitCode(err) != 2 {
 			t.Errorf("%v: exit code %d (err %v), want 2", args, exitCode(err), err)
 		}
 	}
-	for _, args := range [][]string{{"certs"}, {"help", "certs"}, {"help"}} {
+	for _, args := range [][]string{{"certs"}, {"help", "certs"}, {"help"}, {"help", "certs", "node"}, {"completion"}} {
 		if out, err := runCLI(t, args...); err != nil || !strings.Contains(out, "Usage:") {
 			t.Errorf("%v: %v, output %q; want its help", args, err, out)
 		}

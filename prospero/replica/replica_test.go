@@ -513,6 +513,11 @@ func TestRecordsQueuedForAFollowerThatLeftCommitUnsent(t *testing.T) {
 	if n := dials.Load(); n != 1 || owner.Stats().Shrinks != 1 {
 		t.Fatalf("b dialled %d times, stats %+v; want one dial and one removal", n, owner.Stats())
 	}
+	// While the first was dialled, it showed in flight; now nothing
+	// waits for b.
+	if ls := owner.Lags(); len(ls) != 1 || ls[0].Queued != 0 || ls[0].InFlight != 0 || ls[0].Oldest != 0 {
+		t.Fatalf("lags once nothing waits for b: %+v", ls)
+	}
 }
 
 func TestCatchUpCopiesThenJoins(t *testing.T) {

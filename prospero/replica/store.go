@@ -844,6 +844,7 @@ func (p *peer) loop() {
 			w.done(errLeftSet)
 		}
 		if len(batch) == 0 {
+			p.clearLimbo()
 			continue
 		}
 		recs := make([]*Record, len(batch))

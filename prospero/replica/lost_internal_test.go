@@ -137,3 +137,40 @@ func TestLostRecordsRemovalRetried(t *testing.T) {
 		t.Fatalf("after the retry: removed %v, suspect %v", removed, owner.Suspect("b"))
 	}
 }
+
+// A report of lost records read while this node's lease is lapsed (an
+// election) cannot lead to a removal then, which goes through raft; the
+// replica reports it only once, so this node remembers it owes one: the
+// replica is Suspect, and the first write once the lease is back removes
+// it from every set it shares with this node before committing.
+func TestLostRecordsReportedDuringALapseAreRemembered(t *testing.T) {
+	owner, rep, fv, _ := pair(t, false)
+	v := &lostView{fakeView: fv}
+	owner.Attach(v, owner.att.Load().dial)
+	failInBackground(t, rep)
+	fv.mu.Lock()
+	fv.lapsed = true
+	fv.mu.Unlock()
+	put := func(key string) error {
+		_, err := owner.Put(t.Context(), prospero.Identity{Kind: "counter", Key: key}, 0, prospero.Record{Incarnation: 1, State: []byte("1")})
+		return err
+	}
+	if err := put("a"); !errors.Is(err, ErrLeaseLapsed) {
+		t.Fatalf("a write during the lapse: %v, want ErrLeaseLapsed", err)
+	}
+	if !owner.Suspect("b") {
+		t.Fatal("the report read during the lapse was forgotten: the replica is not suspect")
+	}
+	fv.mu.Lock()
+	fv.lapsed = false
+	fv.mu.Unlock()
+	if err := put("c"); err != nil {
+		t.Fatalf("a write once the lease is back: %v", err)
+	}
+	v.mu.Lock()
+	_, removed := v.shrunk[Shard{Index: 9}]
+	v.mu.Unlock()
+	if !removed || owner.Suspect("b") {
+		t.Fatalf("after the lapse: removed from every set %v, suspect %v", removed, owner.Suspect("b"))
+	}
+}

@@ -895,6 +895,15 @@ func (p *peer) failSent(sent []sentBatch, err error) {
 		// Interrupted: no sign that the replica failed.
 	case errors.Is(err, prospero.ErrStoreClosed):
 	case !p.s.att.Load().view.Fresh():
+		if errors.Is(err, ErrLostRecords) {
+			// The replica reports this once, and its removal needs the
+			// lease: remember it, so that the next batch for it removes
+			// it from every set it shares with this node first, and it
+			// is Suspect meanwhile.
+			p.mu.Lock()
+			p.lost = true
+			p.mu.Unlock()
+		}
 		err = fmt.Errorf("%w (replica %s: %v)", ErrLeaseLapsed, p.name, err)
 	default:
 		recs := make([]*Record, len(all))

@@ -720,7 +720,8 @@ const maxToken = httpapi.MaxTokenBytes
 // surrounding white space (a final newline) is dropped, and what is left
 // must be printable ASCII on one line (no tab, no control character, no
 // byte over 0x7e, which an Authorization header cannot carry or carries
-// differently through proxies) of at most maxToken bytes.
+// differently through proxies) of httpapi.MinTokenBytes to
+// httpapi.MaxTokenBytes; nothing at all is no token.
 func parseToken(b []byte) (string, error) {
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {

@@ -357,8 +357,8 @@ func newPlacementCmd() *cobra.Command {
 			if !p.Current {
 				fmt.Fprintf(out, "warning: %s's placement lease is not fresh: this table may be behind the cluster's (the node just started, or cannot reach the leader); ask another node with --addr\n", safe(p.Node))
 			}
-			fmt.Fprintf(out, "leader: %s\nepoch: %d (raft term %d)\nshards: %d per group, %d groups, %d moving, %d unassigned\nreplicas: %d per shard, %d shards under-replicated\n",
-				orDash(p.Leader), p.Epoch, p.Term, p.ShardCount, p.Groups, p.Moving, p.Unassigned, p.Replicas, p.UnderReplicated)
+			fmt.Fprintf(out, "leader: %s\nepoch: %d (raft term %d)\nshards: %d per group, %d groups, %d moving, %d unassigned\nreplicas: %d per shard, %d shards under-replicated, %d below %d copies\n",
+				orDash(p.Leader), p.Epoch, p.Term, p.ShardCount, p.Groups, p.Moving, p.Unassigned, p.Replicas, p.UnderReplicated, p.BelowReplicas, p.Replicas)
 			if err := printNodes(out, p.Nodes); err != nil {
 				return err
 			}

@@ -295,9 +295,13 @@ type PlacementBody struct {
 	Unassigned int  `json:"unassigned"`
 	// Replicas is the replica set size of every shard (owner included);
 	// UnderReplicated counts the assigned shards whose in-sync set is
-	// smaller than the cluster can hold.
+	// smaller than the cluster can hold; BelowReplicas those whose set,
+	// on nodes not down, is smaller than Replicas (redundancy lost,
+	// whether or not a node could restore it: a cluster of fewer nodes
+	// than Replicas, a node down or whose store fails).
 	Replicas        int             `json:"replicas"`
 	UnderReplicated int             `json:"under_replicated"`
+	BelowReplicas   int             `json:"below_replicas"`
 	Nodes           []PlacementNode `json:"nodes"`
 	// Policies are, per kind, the policy digest the cluster agrees on,
 	// the nodes that publish it and those that publish another (and so
@@ -1204,7 +1208,7 @@ func (s *Server) placement(w http.ResponseWriter, _ *http.Request) {
 			}
 		}
 	}
-	out.UnderReplicated = len(t.UnderReplicated())
+	out.UnderReplicated, out.BelowReplicas = len(t.UnderReplicated()), len(t.BelowReplicas())
 	for _, name := range t.NodeNames() {
 		ni := t.Nodes[name]
 		out.Nodes = append(out.Nodes, PlacementNode{Name: name, Status: ni.Status.String(), Shards: owned[name], Follows: follows[name], StoreFailing: ni.StoreFailing, Kinds: ni.Kinds})

@@ -48,12 +48,19 @@ func TestReplicaSetsFollowTheRanking(t *testing.T) {
 	if u := tb.UnderReplicated(); !slices.Equal(u, []placement.ShardRef{ref(0)}) {
 		t.Fatalf("after a shrink of shard 0: under-replicated %v", u)
 	}
-	// A cluster smaller than the count keeps one replica per node.
+	// A cluster smaller than the count keeps one replica per node: its
+	// sets are as whole as it can hold, and below the count all the same.
 	small, _ := replicatedTable(t, 8, 3, "a", "b")
 	for i := range 8 {
 		if s, _ := small.Shard(ref(i)); len(s.Replicas) != 2 {
 			t.Fatalf("two nodes, shard %d: set %v", i, s.Replicas)
 		}
+	}
+	if u, b := small.UnderReplicated(), small.BelowReplicas(); len(u) != 0 || len(b) != 8 {
+		t.Fatalf("two nodes, three replicas: %d under-replicated (want 0), %d below the count (want 8)", len(u), len(b))
+	}
+	if b := tb.BelowReplicas(); !slices.Equal(b, []placement.ShardRef{ref(0)}) {
+		t.Fatalf("after a shrink of shard 0: below the count %v", b)
 	}
 	// The count defaults to DefaultReplicas in a table that never set it.
 	if got := placement.NewTable().Replication(); got != placement.DefaultReplicas {

@@ -278,25 +278,45 @@ func (t *Table) UnderReplicated() []ShardRef {
 	for _, gn := range t.GroupNames() {
 		want := t.ReplicaRanking(gn)
 		for i, s := range t.Groups[gn].Shards {
-			if s.Owner == "" {
-				continue
-			}
-			live := 0
-			up := func(name string) bool { n := t.Nodes[name]; return n != nil && n.Status != StatusDown }
-			if up(s.Owner) {
-				live++
-			}
-			for _, r := range s.Replicas {
-				if r != s.Owner && up(r) {
-					live++
-				}
-			}
-			if live < len(want(i)) {
+			if s.Owner != "" && t.liveMembers(s) < len(want(i)) {
 				out = append(out, ShardRef{Group: gn, Index: i})
 			}
 		}
 	}
 	return out
+}
+
+// BelowReplicas returns the assigned shards whose in-sync set has fewer
+// members on nodes that are not down than Replication(), in group and
+// index order: the redundancy lost, whether or not the cluster has a node
+// to restore it (UnderReplicated counts only what it could).
+func (t *Table) BelowReplicas() []ShardRef {
+	var out []ShardRef
+	r := t.Replication()
+	for _, gn := range t.GroupNames() {
+		for i, s := range t.Groups[gn].Shards {
+			if s.Owner != "" && t.liveMembers(s) < r {
+				out = append(out, ShardRef{Group: gn, Index: i})
+			}
+		}
+	}
+	return out
+}
+
+// liveMembers counts the members of s's in-sync set, its owner included,
+// on nodes that are not down.
+func (t *Table) liveMembers(s Shard) int {
+	up := func(name string) bool { n := t.Nodes[name]; return n != nil && n.Status != StatusDown }
+	live := 0
+	if up(s.Owner) {
+		live++
+	}
+	for _, r := range s.Replicas {
+		if r != s.Owner && up(r) {
+			live++
+		}
+	}
+	return live
 }
 
 // GroupNames returns the group names in sorted order.

@@ -192,7 +192,8 @@ func (r *Reminders) ListOf(ctx context.Context, ref actor.Ref) (ReminderList, er
 
 // Cancel removes the reminder name of ref, from any node of the cluster
 // (as ListOf). After it returns nil no tick of it runs, also not one
-// already on its way. Errors: those of ListOf, reminders.ErrNotFound,
+// already on its way. Errors: those of ListOf, reminders.ErrBadName (a
+// name no reminder can have), reminders.ErrNotFound,
 // actor.ErrNotCommitted (the cancellation could not be made durable on
 // the shard's replica set: the reminder stays), ctx's.
 func (r *Reminders) Cancel(ctx context.Context, ref actor.Ref, name string) error {

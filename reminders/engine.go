@@ -847,10 +847,13 @@ func (e *Engine) checked(id prospero.Identity, r Reminder) (Reminder, string, []
 }
 
 // PrepareUnregister validates the removal of id's reminder name, as
-// PrepareRegister validates a registration. Errors: ErrNotFound (no such
+// PrepareRegister validates a registration. Errors: ErrBadName, ErrNotFound (no such
 // reminder, counting the registrations of earlier turns not committed
 // yet and the changes staged), ErrNotOwner, ErrClosed.
 func (e *Engine) PrepareUnregister(id prospero.Identity, name string, staged []Change) (Change, error) {
+	if err := checkName(name); err != nil {
+		return Change{}, err // no reminder has it
+	}
 	shard := e.cfg.ShardOf(id)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -1252,9 +1255,13 @@ func (e *Engine) RegisterFor(ctx context.Context, id prospero.Identity, r Remind
 // and returns once that is at rest. After it returns nil no tick of the
 // reminder runs, also not one already queued or in flight; a
 // registration of the name still being committed (Commit) is not armed.
-// The caller must run on id's owner. Errors: ErrNotFound, ErrNotOwner,
-// ErrClosed, or the store's error (then the reminder stays).
+// The caller must run on id's owner. Errors: ErrBadName (a name no
+// reminder can have), ErrNotFound, ErrNotOwner, ErrClosed, or the store's
+// error (then the reminder stays).
 func (e *Engine) Cancel(ctx context.Context, id prospero.Identity, name string) error {
+	if err := checkName(name); err != nil {
+		return err // no reminder has it
+	}
 	shard := e.cfg.ShardOf(id)
 	k := Key{ID: id, Name: name}
 	e.mu.Lock()

@@ -247,6 +247,15 @@ func TestFiresOnScheduleAndCancelStopsInFlightTicks(t *testing.T) {
 		if err := e.Cancel(context.Background(), acct, "bill"); !errors.Is(err, reminders.ErrNotFound) {
 			t.Fatalf("second Cancel: %v", err)
 		}
+		// A name no reminder can have is refused as such, not looked for.
+		for _, name := range []string{"", strings.Repeat("n", reminders.MaxNameBytes+1), "bad\xff"} {
+			if err := e.Cancel(context.Background(), acct, name); !errors.Is(err, reminders.ErrBadName) {
+				t.Fatalf("Cancel of %.20q: %v, want ErrBadName", name, err)
+			}
+			if _, err := e.PrepareUnregister(acct, name, nil); !errors.Is(err, reminders.ErrBadName) {
+				t.Fatalf("PrepareUnregister of %.20q: %v, want ErrBadName", name, err)
+			}
+		}
 	})
 }
 

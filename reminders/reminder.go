@@ -199,15 +199,24 @@ const (
 	MaxHorizon = 100 * 365 * 24 * time.Hour
 )
 
+// checkName reports a name no reminder can have (ErrBadName).
+func checkName(name string) error {
+	if name != "" && len(name) <= MaxNameBytes && utf8.ValidString(name) {
+		return nil
+	}
+	shown := name
+	if len(shown) > 32 {
+		shown = strings.ToValidUTF8(shown[:32], "?") + "…"
+	}
+	return invalid(shown, ErrBadName, "name must be 1 to %d bytes of UTF-8 (got %d)", MaxNameBytes, len(name))
+}
+
 // validate checks r at now and returns it normalised (Due filled in).
 func (r Reminder) validate(now time.Time, minPeriod time.Duration) (Reminder, error) {
+	if err := checkName(r.Name); err != nil {
+		return r, err
+	}
 	switch {
-	case r.Name == "" || len(r.Name) > MaxNameBytes || !utf8.ValidString(r.Name):
-		shown := r.Name
-		if len(shown) > 32 {
-			shown = shown[:32] + "…"
-		}
-		return r, invalid(shown, ErrBadName, "name must be 1 to %d bytes of UTF-8 (got %d)", MaxNameBytes, len(r.Name))
 	case r.Period < 0:
 		return r, invalid(r.Name, ErrPeriodTooShort, "negative period %v", r.Period)
 	case r.Period > MaxHorizon:

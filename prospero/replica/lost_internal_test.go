@@ -2,8 +2,10 @@ package replica
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"maps"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -172,5 +174,75 @@ func TestLostRecordsReportedDuringALapseAreRemembered(t *testing.T) {
 	v.mu.Unlock()
 	if !removed || owner.Suspect("b") {
 		t.Fatalf("after the lapse: removed from every set %v, suspect %v", removed, owner.Suspect("b"))
+	}
+}
+
+// heldAckConn is the owner's end of a stream whose reads give what the
+// test feeds, whenever it feeds it, also after Close: a refusal the
+// replica sent that the owner's reader takes in only after its stream
+// was ended for another cause.
+type heldAckConn struct {
+	net.Conn // never used; the methods below are the conn
+	feed     chan []byte
+	written  chan struct{}
+	reading  chan struct{}
+	pending  []byte
+}
+
+func (c *heldAckConn) Read(p []byte) (int, error) {
+	if len(c.pending) == 0 {
+		select {
+		case c.reading <- struct{}{}:
+		default:
+		}
+		c.pending = <-c.feed
+	}
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	return n, nil
+}
+
+func (c *heldAckConn) Write(p []byte) (int, error) {
+	select {
+	case c.written <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+func (c *heldAckConn) Close() error                     { return nil }
+func (c *heldAckConn) SetDeadline(time.Time) error      { return nil }
+func (c *heldAckConn) SetReadDeadline(time.Time) error  { return nil }
+func (c *heldAckConn) SetWriteDeadline(time.Time) error { return nil }
+
+// A report of lost records that the owner's reader takes in after the
+// stream was ended for another cause (Failed: the table marked the
+// replica down), and after the loop failed its batches for that cause,
+// is not dropped with the stream: the removal from every set is still
+// owed, and the replica is Suspect until it is made.
+func TestLostRecordsReportReadAfterTheStreamEnded(t *testing.T) {
+	owner := newStore(t, false)
+	fv := &fakeView{owner: "a", epoch: 3, followers: []string{"b"}}
+	v := &lostView{fakeView: fv}
+	conn := &heldAckConn{feed: make(chan []byte, 1), written: make(chan struct{}, 1), reading: make(chan struct{}, 1)}
+	owner.Attach(v, func(context.Context, string) (net.Conn, error) { return conn, nil })
+	done := make(chan error, 1)
+	go func() {
+		_, err := owner.Put(t.Context(), prospero.Identity{Kind: "counter", Key: "x"}, 0, prospero.Record{Incarnation: 1, State: []byte("1")})
+		done <- err
+	}()
+	<-conn.written // batch 1 is in flight
+	<-conn.reading // and the owner's reader waits for its answer
+	owner.Failed("b")
+	if err := <-done; err != nil {
+		t.Fatalf("the write whose replica was marked down and removed: %v", err)
+	}
+	ack := appendAck([]byte{0, 0, 0, 0}, 1, ErrLostRecords)
+	binary.BigEndian.PutUint32(ack, uint32(len(ack)-4))
+	conn.feed <- ack
+	for deadline := time.Now().Add(10 * time.Second); !owner.Suspect("b"); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the report read after the stream ended was dropped: the replica is not suspect")
+		}
 	}
 }

@@ -840,11 +840,17 @@ func (p *peer) loop() {
 
 		var left []pending
 		batch, left = p.leftSets(batch)
+		if len(left) > 0 {
+			// No longer waiting for the follower: out of limbo before
+			// they are answered.
+			p.mu.Lock()
+			p.limbo = batch
+			p.mu.Unlock()
+		}
 		for _, w := range left {
 			w.done(errLeftSet)
 		}
 		if len(batch) == 0 {
-			p.clearLimbo()
 			continue
 		}
 		recs := make([]*Record, len(batch))
@@ -1084,8 +1090,16 @@ func (p *peer) read(l *link) {
 		err := p.readAck(l, head, free)
 		p.mu.Lock()
 		if err != nil {
-			if errors.Is(err, ErrLostRecords) && l.lost == nil {
-				l.lost = err
+			if errors.Is(err, ErrLostRecords) {
+				switch {
+				case p.link != l:
+					// The loop took the link's batches already, failed for
+					// the cause that ended it first: the removal from every
+					// set is owed all the same (the next batch makes it).
+					p.lost = true
+				case l.lost == nil:
+					l.lost = err
+				}
 			}
 			p.endLocked(l, p.ended(l, err))
 			p.mu.Unlock()

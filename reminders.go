@@ -38,9 +38,10 @@ func (r *Reminders) engine() (*reminders.Engine, error) {
 // waiting for the store: the turn's reply and the mail it sent are held
 // until the reminder's record is committed, and the turn's state for a
 // kind persisted every turn, on the shard's replica set when the node
-// replicates. If either is not committed they fail with a
-// *prospero.CommitError (actor.ErrNotCommitted), as for a durable turn
-// whose state was not committed, and the reminder does not fire (the
+// replicates. If either is not committed they fail with
+// actor.ErrNotCommitted naming the cause (the turn's askers get it as
+// for a durable turn whose state was not committed: in a cluster, in the
+// form it has once it crossed the wire), and the reminder does not fire (the
 // name keeps what it held before the turn). The two are separate writes:
 // when the reminder's record fails, the turn's state may be committed
 // all the same, so the turn's outcome is unknown, as for any
@@ -127,8 +128,8 @@ func (r *Reminders) turnCtx() context.Context {
 // ErrClosed, ErrNotHeld) and does not wait for the store: from the end of
 // the turn no tick of the reminder runs, also not one already queued or
 // in flight, and the turn's outputs are held until the removal is
-// committed. If it is not, they fail with a *prospero.CommitError and the
-// reminder stays.
+// committed. If it is not, they fail with actor.ErrNotCommitted, as a
+// durable turn's outputs do, and the reminder stays.
 func (r *Reminders) Unregister(ctx actor.Context, name string) error {
 	e, id, t, err := r.turn(ctx)
 	if err == nil && t == nil {

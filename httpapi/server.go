@@ -298,7 +298,8 @@ type PlacementBody struct {
 	// smaller than the cluster can hold; BelowReplicas those whose set,
 	// on nodes not down, is smaller than Replicas (redundancy lost,
 	// whether or not a node could restore it: a cluster of fewer nodes
-	// than Replicas, a node down or whose store fails).
+	// than Replicas, a member down, or one that left the set, as a node
+	// whose store fails does).
 	Replicas        int             `json:"replicas"`
 	UnderReplicated int             `json:"under_replicated"`
 	BelowReplicas   int             `json:"below_replicas"`

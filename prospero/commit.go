@@ -12,8 +12,10 @@ import (
 
 // ErrNotCommitted: the state a turn changed could not be made durable, so
 // what the turn answered and sent was not released. It is the actor
-// package's sentinel (it keeps its identity across nodes); the error a
-// caller gets is a *CommitError naming the identity.
+// package's sentinel (it keeps its identity across nodes); the
+// supervisor fails the held outputs with a *CommitError naming the
+// identity, which a clustered node hands its askers in the form it has
+// once it crossed the wire (the same on every node).
 var ErrNotCommitted = actor.ErrNotCommitted
 
 // CommitError fails the outputs of a turn whose state was not committed:

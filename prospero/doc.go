@@ -87,7 +87,8 @@
 // actors together, one transaction and one fsync per group (group
 // commit); AsyncDeleter queues deletions into the same groups. A write that fails
 // fails the outputs of its turns with a *CommitError naming the identity
-// (errors.Is ErrNotCommitted, actor.ErrNotCommitted across nodes), is
+// (errors.Is ErrNotCommitted; a clustered node hands it to askers in its
+// wire form, actor.ErrNotCommitted with the text, on every node), is
 // logged and counted as a StoreError event, and the activation reloads
 // its last committed state (a FaultCommit fault remedied by Hydrate), so
 // the update that was refused is never observed. A turn that ends after

@@ -666,7 +666,8 @@ func checkDashboardPlacement(t *testing.T, c *e2eCluster, ui *browser, n1 *e2eNo
 			return r !== null && r.dataset.digest === %q && r.children[4].textContent.includes('agrees'); })()`, pv.Kind, pv.Digest))
 	}
 	ui.waitJS("the replica sets", `document.getElementById('replication-summary').textContent.includes('replica sets of 3') &&
-		document.getElementById('under-replicated') !== null`)
+		document.getElementById('under-replicated') !== null &&
+		/^[0-9]+ below 3 copies$/.test(document.getElementById('below-replicas').textContent)`)
 	// With three nodes and three replicas, n2 and n3 follow n1's shards.
 	ui.waitJS("n1's two followers and their lag", `['n2', 'n3'].every((n) => {
 		const r = document.querySelector('#replication tr[data-follower=' + n + ']');

@@ -161,7 +161,8 @@ function drawReplication(placement) {
     const r = placement.replicas || 1;
     summary.append(r > 1 ? `replica sets of ${r} (the owner and ${r - 1} follower${r > 2 ? "s" : ""}), ` : "no replicas (replica sets of 1), ",
       el("span", {id: "under-replicated", class: placement.under_replicated ? "warn" : ""}, `${placement.under_replicated || 0} under-replicated`),
-      " shard(s)");
+      " shard(s), ",
+      el("span", {id: "below-replicas", class: placement.below_replicas ? "warn" : ""}, `${placement.below_replicas || 0} below ${r} copies`));
   }
   const rows = (placement.replication || []).map((f) => el("tr", {"data-follower": f.follower},
     el("td", {}, f.follower), el("td", {class: "num"}, f.shards),

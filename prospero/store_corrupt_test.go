@@ -452,10 +452,17 @@ func TestBoltStorePendingLogNotAFileIsCorrupt(t *testing.T) {
 			t.Fatalf("a pending log linked to %s opened", target)
 		}
 		t.Log(err)
-		var ce *prospero.CorruptError
-		if !errors.As(err, &ce) || ce.Path != name {
-			t.Fatalf("open: %v, want a CorruptError naming %s", err, name)
-		}
+		wantCorruptNaming(t, err, name)
+	}
+}
+
+// wantCorruptNaming fails t unless err, an open's, is a *CorruptError
+// naming path.
+func wantCorruptNaming(t *testing.T, err error, path string) {
+	t.Helper()
+	var ce *prospero.CorruptError
+	if !errors.As(err, &ce) || ce.Path != path {
+		t.Fatalf("open: %v, want a CorruptError naming %s", err, path)
 	}
 }
 
@@ -582,10 +589,7 @@ func TestBoltStoreFlippedKeyOrFlagIsCorrupt(t *testing.T) {
 				t.Fatal("opened")
 			}
 			t.Log(err)
-			var ce *prospero.CorruptError
-			if !errors.As(err, &ce) || ce.Path != path {
-				t.Fatalf("open: %v, want a CorruptError naming %s", err, path)
-			}
+			wantCorruptNaming(t, err, path)
 		})
 	}
 }

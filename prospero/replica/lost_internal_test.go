@@ -32,6 +32,23 @@ func (v *lostView) Shrink(ctx context.Context, f string, shards map[Shard]uint64
 	return v.fakeView.Shrink(ctx, f, shards)
 }
 
+// lostPair is pair with its owner seeing the views of lostView, and its
+// replica having lost a record it acknowledged (failInBackground).
+func lostPair(t *testing.T) (owner *Store, fv *fakeView, v *lostView) {
+	t.Helper()
+	owner, rep, fv, _ := pair(t, false)
+	v = &lostView{fakeView: fv}
+	owner.Attach(v, owner.att.Load().dial)
+	failInBackground(t, rep)
+	return owner, fv, v
+}
+
+// putOne writes counter/key (shard 0, as fakeView routes) on owner.
+func putOne(t *testing.T, owner *Store, key string) error {
+	_, err := owner.Put(t.Context(), prospero.Identity{Kind: "counter", Key: key}, 0, prospero.Record{Incarnation: 1, State: []byte("1")})
+	return err
+}
+
 // failInBackground makes rep acknowledge to owner a a batch on receipt
 // that then fails to be stored (an identity without a kind cannot be),
 // as a write on a full disk does.
@@ -50,10 +67,7 @@ func failInBackground(t *testing.T, rep *Store) {
 // shards: the records it lost may be of any of them, and a set that
 // keeps it would let a failover promote it without them.
 func TestLostRecordsTakeTheReplicaOutOfEverySet(t *testing.T) {
-	owner, rep, fv, _ := pair(t, false)
-	v := &lostView{fakeView: fv}
-	owner.Attach(v, owner.att.Load().dial)
-	failInBackground(t, rep)
+	owner, _, v := lostPair(t)
 	id := prospero.Identity{Kind: "counter", Key: "y"} // shard 0, as fakeView routes
 	if _, err := owner.Put(t.Context(), id, 0, prospero.Record{Incarnation: 1, State: []byte("1")}); err != nil {
 		t.Fatal(err)
@@ -85,10 +99,7 @@ func TestCatchUpConfirmationSeesALostWrite(t *testing.T) {
 // owner takes the follower out of every set it shares with it too, as
 // for a refused batch, since it may be in-sync for other shards.
 func TestLostRecordsSeenByACatchUp(t *testing.T) {
-	owner, rep, fv, _ := pair(t, false)
-	v := &lostView{fakeView: fv}
-	owner.Attach(v, owner.att.Load().dial)
-	failInBackground(t, rep)
+	owner, _, v := lostPair(t)
 	err := owner.CatchUp(t.Context(), "b", map[Shard]uint64{{Index: 0}: 3}, 0)
 	if !errors.Is(err, ErrLostRecords) {
 		t.Fatalf("catch-up: %v, want ErrLostRecords", err)
@@ -105,18 +116,11 @@ func TestLostRecordsSeenByACatchUp(t *testing.T) {
 // the next write does not count the replica, and tries the removal
 // again, and the replica is Suspect (not promoted) until it succeeds.
 func TestLostRecordsRemovalRetried(t *testing.T) {
-	owner, rep, fv, _ := pair(t, false)
-	v := &lostView{fakeView: fv}
-	owner.Attach(v, owner.att.Load().dial)
-	failInBackground(t, rep)
+	owner, fv, v := lostPair(t)
 	fv.mu.Lock()
 	fv.refuse = errors.New("no raft leader")
 	fv.mu.Unlock()
-	ctx := t.Context()
-	put := func(key string) error {
-		_, err := owner.Put(ctx, prospero.Identity{Kind: "counter", Key: key}, 0, prospero.Record{Incarnation: 1, State: []byte("1")})
-		return err
-	}
+	put := func(key string) error { return putOne(t, owner, key) }
 	if err := put("a"); err == nil {
 		t.Fatal("a write committed although the replica that lost records could not be removed")
 	}
@@ -146,17 +150,11 @@ func TestLostRecordsRemovalRetried(t *testing.T) {
 // replica is Suspect, and the first write once the lease is back removes
 // it from every set it shares with this node before committing.
 func TestLostRecordsReportedDuringALapseAreRemembered(t *testing.T) {
-	owner, rep, fv, _ := pair(t, false)
-	v := &lostView{fakeView: fv}
-	owner.Attach(v, owner.att.Load().dial)
-	failInBackground(t, rep)
+	owner, fv, v := lostPair(t)
 	fv.mu.Lock()
 	fv.lapsed = true
 	fv.mu.Unlock()
-	put := func(key string) error {
-		_, err := owner.Put(t.Context(), prospero.Identity{Kind: "counter", Key: key}, 0, prospero.Record{Incarnation: 1, State: []byte("1")})
-		return err
-	}
+	put := func(key string) error { return putOne(t, owner, key) }
 	if err := put("a"); !errors.Is(err, ErrLeaseLapsed) {
 		t.Fatalf("a write during the lapse: %v, want ErrLeaseLapsed", err)
 	}

@@ -471,19 +471,38 @@ func checkRaftDir(dataDir, name string) error {
 	if _, err := os.Stat(filepath.Join(raftDir, markFile)); !errors.Is(err, fs.ErrNotExist) {
 		return nil // there; openLogMark checks it
 	}
-	held := false // any file left under raft/: then openLogMark names the missing mark
-	_ = filepath.WalkDir(raftDir, func(_ string, d fs.DirEntry, err error) error {
+	if holdsFiles(raftDir) { // then openLogMark names the missing mark
+		return nil
+	}
+	return &CorruptError{Path: raftDir, Err: fmt.Errorf(
+		"its raft state is gone (no %s), but this data directory held raft state (%s says so): a node that lost its raft log must not come back under its old name", markFile, member)}
+}
+
+// holdsFiles reports whether any file is left under dir.
+func holdsFiles(dir string) bool {
+	held := false
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			held = true
 			return fs.SkipAll
 		}
 		return nil
 	})
-	if held {
+	return held
+}
+
+// checkMemberFile refuses raft state (history, see raftHistory) in a
+// data directory without MemberFile, which was removed: there is no
+// telling whose state it is, and a node started on it under any name
+// would vote with its term and vote. A directory whose first start
+// stopped before it wrote MemberFile holds no raft state yet.
+func checkMemberFile(dataDir, history string) error {
+	member := filepath.Join(dataDir, MemberFile)
+	if _, err := os.Stat(member); history == "" || !errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	return &CorruptError{Path: raftDir, Err: fmt.Errorf(
-		"its raft state is gone (no %s), but this data directory held raft state (%s says so): a node that lost its raft log must not come back under its old name", markFile, member)}
+	return &CorruptError{Path: member, Err: fmt.Errorf(
+		"it is missing, but raft/ holds raft state (%s): without it there is no telling which node's state that is", history)}
 }
 
 // ErrOtherNodesData is the error CheckDataDir wraps when the data

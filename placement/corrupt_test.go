@@ -439,3 +439,55 @@ func TestWALDirRemovedIsCorrupt(t *testing.T) {
 		t.Fatalf("reopen: %v, want it to say the log holds no entry", err)
 	}
 }
+
+// A data directory whose raft.member was removed while raft/ kept its
+// state cannot say whose state that is: started under any name, the
+// node would vote with that state's term and vote. It is refused naming
+// raft.member, under the old name and any other, and the refused start
+// keeps the directory's data ID (a new one would have the cluster take
+// the node for one that lost its data once raft.member is put back).
+// raft/ holding no raft state (a first start that stopped before it
+// wrote raft.member) is still a new node's.
+func TestMemberFileRemovedIsRefused(t *testing.T) {
+	dir, _ := raftWithHistory(t) // node "a"
+	member := filepath.Join(dir, placement.MemberFile)
+	id, err := placement.LoadDataID(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(member); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := placement.LoadDataID(dir); err != nil || again != id {
+		t.Fatalf("data ID with raft state and no raft.member: %q, %v; want %q kept", again, err, id)
+	}
+	wantCorrupt(t, reopen(t, dir), member)
+	cfg := testConfig()
+	cfg.Name, cfg.DataDir = "b", dir
+	_, cfg.Transport = raft.NewInmemTransport("b")
+	cfg.Membership = newFakeMembership()
+	if n, err := placement.New(cfg); err == nil {
+		_ = n.Close(context.Background())
+		t.Fatal("node b opened node a's raft state without raft.member")
+	} else {
+		wantCorrupt(t, err, member)
+	}
+	if _, err := os.Stat(member); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused start wrote raft.member: %v", err)
+	}
+	// Put back, the directory opens as a's again.
+	if err := os.WriteFile(member, []byte("a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := reopen(t, dir); !containsOpened(err) {
+		t.Fatalf("raft.member put back: %v, want it opened", err)
+	}
+
+	fresh := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(fresh, "raft", "wal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := reopen(t, fresh); !containsOpened(err) {
+		t.Fatalf("raft/ without raft state and no raft.member: %v, want it opened", err)
+	}
+}

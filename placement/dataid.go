@@ -57,14 +57,16 @@ const DataIDFile = "raft.id"
 
 // LoadDataID returns the data ID of the data directory dir, creating and
 // durably writing a new one if the directory has none or holds no raft
-// state (no raft.member: a new or emptied directory, or raft state reset
-// as docs/placement.md describes). A file that does not hold one is a
-// *CorruptError: remove it and the node is taken for a new one (the
-// cluster re-adds it).
+// state (neither raft.member nor a file under raft/: a new or emptied
+// directory, or raft state reset as docs/placement.md describes). A file
+// that does not hold one is a *CorruptError: remove it and the node is
+// taken for a new one (the cluster re-adds it). A raft/ left without
+// raft.member keeps its data ID: New refuses it, or finds it holds no
+// raft state yet.
 func LoadDataID(dir string) (string, error) {
 	path := filepath.Join(dir, DataIDFile)
 	_, err := os.Stat(filepath.Join(dir, MemberFile))
-	held := err == nil
+	held := err == nil || holdsFiles(filepath.Join(dir, "raft"))
 	var b []byte
 	if held {
 		b, err = os.ReadFile(path)

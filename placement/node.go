@@ -229,6 +229,10 @@ func New(cfg Config) (*Node, error) {
 		closeWAL()
 		return nil, &CorruptError{Path: filepath.Join(walDir, "wal-meta.db"), Err: err}
 	}
+	if err := checkMemberFile(cfg.DataDir, history); err != nil {
+		closeWAL()
+		return nil, err
+	}
 	mark, err := openLogMark(filepath.Join(cfg.DataDir, "raft", markFile), history)
 	if err != nil {
 		closeWAL()

@@ -301,6 +301,9 @@ func TestLocationTransparency(t *testing.T) {
 		{"unregistered error type", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "struct"})
 		}, func(o outcome) bool { return o.Err == "plain error 7" && !o.Plain && len(o.Is) == 0 }},
+		{"replied a nil error", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "nil"}) // ReplyError(nil)
+		}, func(o outcome) bool { return o.Err == "" && o.Reply == nil }},
 		{"replied context.DeadlineExceeded", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "deadline"})
 		}, func(o outcome) bool {

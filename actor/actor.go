@@ -66,7 +66,8 @@ type Context interface {
 	// counted as a stray reply): to answer an ask from a later turn, take
 	// its Replier with ReplyLater in the turn that received it.
 	Reply(msg any)
-	// ReplyError answers the current ask with an error.
+	// ReplyError answers the current ask with an error. ReplyError(nil)
+	// answers as Reply(nil) does: the asker gets a nil reply and no error.
 	ReplyError(err error)
 	// ReplyLater takes over the answer to the current ask: the returned
 	// Replier answers it exactly once, from this turn or from any later

@@ -55,7 +55,8 @@ func corruptExit(err error, dataDir string) error {
 			"and adds it back as a new one, which catches up from the others; nothing needs a backup", log.Path)
 	case errors.As(err, &log) && filepath.Base(log.Path) == placement.MemberFile:
 		what = fmt.Sprintf("%s names the node whose raft state this data directory holds: if that is this node "+
-			"(it ran on this data directory under this name), write its name and a newline into the file and start "+
+			"(it ran on this data directory under this name), write its name and a newline into the file (a new one "+
+			"if it is missing) and start "+
 			"again; otherwise move the data directory %s aside and start the node empty (it gets a new data ID and "+
 			"catches up from the others), or restore the whole data directory from a backup", log.Path, dataDir)
 	case errors.As(err, &log):

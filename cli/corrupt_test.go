@@ -323,6 +323,13 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 			}
 			return p
 		}, "write its name and a newline"},
+		{"raft.member removed", func() string {
+			p := filepath.Join(a.dataDir, "raft.member")
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "write its name and a newline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			copyTree(t, good, a.dataDir)

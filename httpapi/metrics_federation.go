@@ -39,7 +39,7 @@ var federationDescs = struct {
 	malformed: prometheus.NewDesc("tempest_federation_malformed_total",
 		"Control-lane frames that did not decode (the lane was reset).", nil, nil),
 	late: prometheus.NewDesc("tempest_federation_late_answers_total",
-		"Answers that arrived for federation requests no longer waiting.", nil, nil),
+		"Answers that arrived for no federation request waiting on their sender (ended already, or sent to another node).", nil, nil),
 	unanswered: prometheus.NewDesc("tempest_federation_unanswered_total",
 		"Federation requests failed because their link went down before the answer.", nil, nil),
 	aborted: prometheus.NewDesc("tempest_federation_handoffs_aborted_total",

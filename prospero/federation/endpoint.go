@@ -92,7 +92,8 @@ type Stats struct {
 	Answered [numCodes]uint64
 	Refused  uint64
 	// Malformed counts control frames that did not decode (the lane was
-	// reset); Late counts answers to requests no longer pending.
+	// reset); Late counts answers to no request pending for their
+	// sender (ended already, or never sent to it).
 	Malformed, Late uint64
 	// Unanswered counts requests failed because their link went down.
 	Unanswered uint64
@@ -430,10 +431,13 @@ func (e *Endpoint) Handle(from string, frame []byte) error {
 		e.malformed.Add(1)
 		return fmt.Errorf("federation: control frame from %s: %w", from, err)
 	}
-	e.received.Add(1)
 	switch x := m.(type) {
 	case *Result, *StatusReply, *ReminderListReply, *LeaseWitnessReply:
-		e.complete(resultOf(x).Id, x)
+		e.complete(from, resultOf(x).Id, x)
+		return nil
+	}
+	e.received.Add(1)
+	switch x := m.(type) {
 	case *HandoffAbort:
 		e.cfg.Handler.HandoffAbort(from, x)
 	case *CancelAsk:
@@ -496,11 +500,17 @@ func (e *Endpoint) Handle(from string, frame []byte) error {
 	return nil
 }
 
-// complete hands an answer to its pending call.
-func (e *Endpoint) complete(id uint64, m Message) {
+// complete hands an answer from peer from to its pending call: one sent
+// to that peer. Request ids are sequential, so a peer could name the id
+// of a request sent to another; that answer is not taken.
+func (e *Endpoint) complete(from string, id uint64, m Message) {
 	e.mu.Lock()
 	c, ok := e.pending[id]
-	delete(e.pending, id)
+	if ok && c.peer != from {
+		ok = false
+	} else {
+		delete(e.pending, id)
+	}
 	e.mu.Unlock()
 	if !ok {
 		e.late.Add(1)

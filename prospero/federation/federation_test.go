@@ -607,3 +607,43 @@ type discard struct{}
 
 func (discard) SendControlWait(context.Context, string, []byte) error { return nil }
 func (discard) SendControl(string, []byte) error                      { return nil }
+
+// An answer is taken only from the peer its request went to: a peer
+// that names the id of a request sent elsewhere (ids are sequential, so
+// easy to guess) must not complete it, least of all with OK. It is
+// counted Late, as an answer to no pending request; answers are not
+// counted Received, which counts requests and notices as Sent does.
+func TestAnswerFromAnotherPeerIsNotTaken(t *testing.T) {
+	p := newPair(t, 0)
+	entered, release := make(chan struct{}), make(chan struct{})
+	p.hb.forward = func(context.Context, string, *federation.ForwardCommand) error {
+		close(entered)
+		<-release
+		return errStale
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.a.Call(t.Context(), "b", &federation.ForwardCommand{Command: []byte("cmd")}) }()
+	<-entered
+	for _, m := range []federation.Message{
+		&federation.Result{Id: 1, Code: federation.CodeOk},
+		&federation.StatusReply{Result: federation.Result{Id: 1, Code: federation.CodeOk}},
+	} {
+		frame, err := federation.AppendMessage(nil, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.a.Handle("c", frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	if err := <-done; !errors.Is(err, errStale) {
+		t.Fatalf("Call = %v, want b's own answer (errStale), not c's", err)
+	}
+	if s := p.a.Stats(); s.Late != 2 || s.Received != 0 || s.Sent != 1 {
+		t.Fatalf("caller's stats = %+v, want Late 2, Received 0 (answers are not requests), Sent 1", s)
+	}
+	if s := p.b.Stats(); s.Received != 1 {
+		t.Fatalf("callee's stats = %+v, want Received 1", s)
+	}
+}

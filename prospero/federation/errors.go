@@ -3,6 +3,7 @@ package federation
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -103,7 +104,10 @@ func (t Codes) validate() error {
 
 // codeOf classifies err: OK for nil, the Code of an *Error it wraps (an
 // answer passed on), else the first code in numeric order one of whose
-// sentinels err matches, else OTHER.
+// sentinels err is or wraps, else the first one of whose sentinels err
+// matches (errors.Is), else OTHER. A sentinel that matches a more
+// general one (ErrClosed matches actor.ErrProcessUnavailable) so keeps
+// its own code whatever the codes' order.
 func (t Codes) codeOf(err error) Code {
 	if err == nil {
 		return CodeOk
@@ -112,14 +116,40 @@ func (t Codes) codeOf(err error) Code {
 	if errors.As(err, &fe) && fe.Code.Valid() && fe.Code != CodeOk {
 		return fe.Code
 	}
-	for c := CodeOther + 1; c.Valid(); c++ {
-		for _, s := range t[c] {
-			if errors.Is(err, s) {
-				return c
+	for _, match := range []func(err, s error) bool{wraps, errors.Is} {
+		for c := CodeOther + 1; c.Valid(); c++ {
+			for _, s := range t[c] {
+				if match(err, s) {
+					return c
+				}
 			}
 		}
 	}
 	return CodeOther
+}
+
+// wraps reports whether s is err or in its chain of wrapped errors, by
+// identity (no Is method asked).
+func wraps(err, s error) bool {
+	for err != nil {
+		if reflect.TypeOf(err).Comparable() && err == s {
+			return true
+		}
+		switch x := err.(type) {
+		case interface{ Unwrap() error }:
+			err = x.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				if wraps(e, s) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // Result returns the answer to request id that reports err.

@@ -112,10 +112,11 @@ type Engine struct {
 	unshipped map[prospero.Identity]error // owned here, isolated from a handoff
 	isolated  atomic.Uint64               // identities isolated from handoffs
 
-	xmu       sync.Mutex    // guards transfers
-	transfers transfers     // handoffs this node receives
-	aborts    atomic.Uint64 // of them, aborted by the old owner
-	promoted  atomic.Uint64 // planned moves from this node that promoted an in-sync follower
+	shipping  flights[placement.Move] // shipments of moves from this node (shipShard)
+	xmu       sync.Mutex              // guards transfers
+	transfers transfers               // handoffs this node receives
+	aborts    atomic.Uint64           // of them, aborted by the old owner
+	promoted  atomic.Uint64           // planned moves from this node that promoted an in-sync follower
 	// streamsRefused counts raft, handoff and replication streams
 	// refused because their peer is not a member (admitStream).
 	streamsRefused atomic.Uint64
@@ -996,7 +997,19 @@ func (c *Engine) transferOnce(ctx context.Context, m placement.Move) error {
 // record at rest does not decode, or it could never cross the wire) is
 // isolated: refused, logged, counted and kept in unshipped so that a
 // graceful Close reports it; the rest of the shard moves.
+//
+// One move is shipped once at a time: a MoveRequest the leader sends
+// again while the shipment of its first one runs (its answer was lost
+// to a link that went down, and the leader retried) joins that shipment
+// and answers as it does. Two shipments of one move would open the same
+// transfer on the new owner (keyed by sender, shard and epoch) and each
+// act on the other's: one's HandoffDone would close the other's
+// transfer, whose own HandoffDone then aborts a move that was done.
 func (c *Engine) shipShard(ctx context.Context, m placement.Move) error {
+	return c.shipping.do(ctx, m, func() error { return c.shipShardOnce(ctx, m) })
+}
+
+func (c *Engine) shipShardOnce(ctx context.Context, m placement.Move) error {
 	for {
 		s, ok := c.pl.Owner(m.Shard)
 		step := shipReadiness(s, ok, m, c.name)

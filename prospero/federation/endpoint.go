@@ -17,7 +17,8 @@ import (
 // the link to a peer. *wire.QUIC and *wire.Mem implement it.
 type Sender interface {
 	// SendControlWait queues frame on the control lane to peer, waiting
-	// while the lane's queue is full, until ctx ends.
+	// while the lane's queue is full, until ctx ends; while there is room
+	// it queues at once, even with ctx ended.
 	SendControlWait(ctx context.Context, peer string, frame []byte) error
 	// SendControl queues frame without waiting (ErrQueueFull-like errors
 	// when the queue is full).
@@ -561,10 +562,10 @@ func (e *Endpoint) serve(from string, id, budgetNs uint64, run func(context.Cont
 	}()
 }
 
-// answer sends res (or m, a reply carrying it) to peer. With wait
-// it waits for room on the control lane at most DefaultBudget: an answer
-// that cannot be queued by then is lost, and the caller's own deadline or
-// link-down event ends its wait.
+// answer sends res (or m, a reply carrying it) to peer. With wait it
+// waits for room on the control lane at most DefaultBudget, and not past
+// Close: an answer that cannot be queued by then is lost, and the
+// caller's own deadline or link-down event ends its wait.
 func (e *Endpoint) answer(peer string, m Message, res Result, wait bool) {
 	if int(res.Code) < len(e.answered) {
 		e.answered[res.Code].Add(1)
@@ -586,7 +587,10 @@ func (e *Endpoint) answer(peer string, m Message, res Result, wait bool) {
 	if !wait {
 		err = e.cfg.Sender.SendControl(peer, frame)
 	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultBudget)
+		// Close ends the wait for room (an answer is queued at once
+		// while there is room): its callers learn the rest from their
+		// link going down, and Close does not wait a budget per answer.
+		ctx, cancel := context.WithTimeout(e.ctx, DefaultBudget)
 		err = e.cfg.Sender.SendControlWait(ctx, peer, frame)
 		cancel()
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -646,4 +647,43 @@ func TestAnswerFromAnotherPeerIsNotTaken(t *testing.T) {
 	if s := p.b.Stats(); s.Received != 1 {
 		t.Fatalf("callee's stats = %+v, want Received 1", s)
 	}
+}
+
+// fullSender's control lane is full: SendControlWait waits until its
+// context ends. Requests reach the endpoint by Handle.
+type fullSender struct{ waited chan error }
+
+func (s fullSender) SendControlWait(ctx context.Context, _ string, _ []byte) error {
+	<-ctx.Done()
+	s.waited <- ctx.Err()
+	return ctx.Err()
+}
+func (fullSender) SendControl(string, []byte) error { return errors.New("queue full") }
+
+// An answer waiting for room on a full control lane stops waiting when
+// the endpoint closes: Close used to wait out DefaultBudget for each.
+func TestCloseEndsAnAnswersWaitForRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := fullSender{waited: make(chan error, 1)}
+		ep, err := federation.New(federation.Config{Sender: s, Handler: &handler{}, Codes: codes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame, err := federation.AppendMessage(nil, &federation.ForwardCommand{Id: 1, Command: []byte("cmd")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ep.Handle("a", frame); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the answer waits for room
+		start := time.Now()
+		ep.Close()
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("Close waited %v for an answer's room", waited)
+		}
+		if err := <-s.waited; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the answer's wait ended with %v, want context.Canceled by Close", err)
+		}
+	})
 }

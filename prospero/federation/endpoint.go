@@ -77,8 +77,9 @@ type Config struct {
 	// Unavailable is the sentinel that a request whose link went down
 	// also matches (the transport's "peer unavailable"); nil: none.
 	Unavailable error
-	// MaxInFlight bounds inbound requests being handled at once; beyond it
-	// requests are answered BUSY (default 256).
+	// MaxInFlight bounds inbound requests being handled at once, and half
+	// of it those of one peer; beyond it requests are answered BUSY
+	// (default 256).
 	MaxInFlight int
 	// Logger defaults to discarding.
 	Logger *slog.Logger
@@ -129,6 +130,7 @@ type Endpoint struct {
 	mu      sync.Mutex
 	pending map[uint64]*call
 	active  map[inboundKey]struct{} // inbound requests being handled
+	byPeer  map[string]int          // of them, by peer
 	closed  bool
 
 	sent, received, refused, malformed, late, unanswered atomic.Uint64
@@ -167,7 +169,7 @@ func New(cfg Config) (*Endpoint, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Endpoint{cfg: cfg, log: log, pending: map[uint64]*call{}, active: map[inboundKey]struct{}{}}
+	e := &Endpoint{cfg: cfg, log: log, pending: map[uint64]*call{}, active: map[inboundKey]struct{}{}, byPeer: map[string]int{}}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	return e, nil
 }
@@ -521,8 +523,10 @@ func (e *Endpoint) complete(from string, id uint64, m Message) {
 }
 
 // serve runs one inbound request in a goroutine of its own and sends its
-// answer. A request beyond MaxInFlight is answered BUSY, one whose id is
-// already being handled for the same peer DUPLICATE, without running.
+// answer. A request beyond MaxInFlight, or beyond half of it from one
+// peer (so that no peer can keep the others' requests BUSY), is
+// answered BUSY, one whose id is already being handled for the same
+// peer DUPLICATE, without running.
 func (e *Endpoint) serve(from string, id, budgetNs uint64, run func(context.Context) (Message, error)) {
 	key := inboundKey{from, id}
 	e.mu.Lock()
@@ -530,7 +534,7 @@ func (e *Endpoint) serve(from string, id, budgetNs uint64, run func(context.Cont
 	switch {
 	case e.closed:
 		refuse = CodeClosed
-	case len(e.active) >= e.cfg.MaxInFlight:
+	case len(e.active) >= e.cfg.MaxInFlight, e.byPeer[from] >= max(e.cfg.MaxInFlight/2, 1):
 		refuse = CodeBusy
 	default:
 		if _, dup := e.active[key]; dup {
@@ -544,6 +548,7 @@ func (e *Endpoint) serve(from string, id, budgetNs uint64, run func(context.Cont
 		return
 	}
 	e.active[key] = struct{}{}
+	e.byPeer[from]++
 	e.wg.Add(1)
 	e.mu.Unlock()
 	budget := DefaultBudget
@@ -557,6 +562,9 @@ func (e *Endpoint) serve(from string, id, budgetNs uint64, run func(context.Cont
 		m, err := run(ctx)
 		e.mu.Lock()
 		delete(e.active, key)
+		if e.byPeer[from]--; e.byPeer[from] == 0 {
+			delete(e.byPeer, from)
+		}
 		e.mu.Unlock()
 		e.answer(from, m, e.cfg.Codes.Result(id, err), true)
 	}()

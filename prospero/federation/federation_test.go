@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -684,6 +686,72 @@ func TestCloseEndsAnAnswersWaitForRoom(t *testing.T) {
 		}
 		if err := <-s.waited; !errors.Is(err, context.Canceled) {
 			t.Fatalf("the answer's wait ended with %v, want context.Canceled by Close", err)
+		}
+	})
+}
+
+// answerSender records the codes of the answers an endpoint sends, by
+// peer and request id.
+type answerSender struct {
+	mu    sync.Mutex
+	codes map[string]federation.Code // "peer/id"
+}
+
+func (s *answerSender) SendControlWait(_ context.Context, peer string, frame []byte) error {
+	return s.SendControl(peer, frame)
+}
+
+func (s *answerSender) SendControl(peer string, frame []byte) error {
+	m, err := federation.UnmarshalMessage(frame)
+	if err != nil {
+		return err
+	}
+	if r, ok := m.(*federation.Result); ok {
+		s.mu.Lock()
+		s.codes[fmt.Sprintf("%s/%d", peer, r.Id)] = r.Code
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// One peer cannot hold every inbound slot: beyond half of MaxInFlight
+// its requests are answered BUSY while another peer's still run (a
+// peer sending requests that wait out their budgets would otherwise
+// keep every other node's moves and commands BUSY meanwhile).
+func TestOnePeerHoldsAtMostHalfTheInboundSlots(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := &answerSender{codes: map[string]federation.Code{}}
+		release := make(chan struct{})
+		h := &handler{forward: func(context.Context, string, *federation.ForwardCommand) error {
+			<-release
+			return nil
+		}}
+		ep, err := federation.New(federation.Config{Sender: s, Handler: h, Codes: codes, MaxInFlight: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ep.Close()
+		send := func(peer string, id uint64) {
+			frame, err := federation.AppendMessage(nil, &federation.ForwardCommand{Id: id, Command: []byte("cmd")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ep.Handle(peer, frame); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for id := uint64(1); id <= 3; id++ {
+			send("x", id)
+		}
+		send("y", 1)
+		synctest.Wait()
+		close(release)
+		synctest.Wait()
+		want := map[string]federation.Code{"x/1": federation.CodeOk, "x/2": federation.CodeOk, "x/3": federation.CodeBusy, "y/1": federation.CodeOk}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !maps.Equal(s.codes, want) {
+			t.Fatalf("answers = %v, want %v", s.codes, want)
 		}
 	})
 }

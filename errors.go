@@ -1,6 +1,7 @@
 package tempest
 
 import (
+	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/internal/kinds"
 	"github.com/tempest-actors/tempest/reminders"
 )
@@ -23,6 +24,11 @@ var builtinErrors = []kinds.Builtin{
 	early("tempest.not_started", ErrNotStarted),
 	early("tempest.unregistered_message", ErrUnregisteredMessage),
 	early("tempest.message_too_large", ErrMessageTooLarge),
+	// What a turn's own calls may return, which it may reply as it came.
+	early("tempest.ask_in_turn", actor.ErrAskInTurn),
+	early("tempest.already_answered", actor.ErrAlreadyAnswered),
+	early("tempest.not_ask", actor.ErrNotAsk),
+	early("tempest.not_held", ErrNotHeld),
 	// What Reminders.Register, Unregister and List return to an actor,
 	// which may reply it: the refusals' specific sentinels, then
 	// reminders.ErrInvalid, which each of them matches.

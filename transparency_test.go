@@ -49,6 +49,10 @@ var identities = map[string]error{
 	"errPlain":                 errPlain,
 	"context.DeadlineExceeded": context.DeadlineExceeded,
 	"context.Canceled":         context.Canceled,
+	"ErrAskInTurn":             actor.ErrAskInTurn,
+	"ErrAlreadyAnswered":       actor.ErrAlreadyAnswered,
+	"ErrNotAsk":                actor.ErrNotAsk,
+	"ErrNotHeld":               tempest.ErrNotHeld,
 }
 
 // errPlain and plainErr are reply errors no kind registers.
@@ -170,6 +174,11 @@ func TestLocationTransparency(t *testing.T) {
 			// A downstream ask of the actor's that timed out, forwarded
 			// as its reply: not the caller's ask running out of time.
 			"downstream": fmt.Errorf("downstream payments/p1: %w", actor.ErrDeadlineExceeded),
+			// What a turn's own calls return, replied as they came.
+			"ask in turn":      fmt.Errorf("ask of echo/z: %w", actor.ErrAskInTurn),
+			"already answered": actor.ErrAlreadyAnswered,
+			"not an ask":       actor.ErrNotAsk,
+			"not held":         fmt.Errorf("register: %w", tempest.ErrNotHeld),
 		}
 		failing := func(string) actor.Actor {
 			return actor.Func(func(ctx actor.Context, msg any) {
@@ -304,6 +313,18 @@ func TestLocationTransparency(t *testing.T) {
 		{"replied a nil error", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "nil"}) // ReplyError(nil)
 		}, func(o outcome) bool { return o.Err == "" && o.Reply == nil }},
+		{"replied ErrAskInTurn", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "ask in turn"})
+		}, func(o outcome) bool { return o.Is["ErrAskInTurn"] && len(o.Is) == 1 }},
+		{"replied ErrAlreadyAnswered", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "already answered"})
+		}, func(o outcome) bool { return o.Is["ErrAlreadyAnswered"] && len(o.Is) == 1 }},
+		{"replied ErrNotAsk", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "not an ask"})
+		}, func(o outcome) bool { return o.Is["ErrNotAsk"] && len(o.Is) == 1 }},
+		{"replied ErrNotHeld", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "not held"})
+		}, func(o outcome) bool { return o.Is["ErrNotHeld"] && o.Err == "register: "+tempest.ErrNotHeld.Error() }},
 		{"replied context.DeadlineExceeded", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "deadline"})
 		}, func(o outcome) bool {

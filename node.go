@@ -333,10 +333,10 @@ func (n *Node) vet(to actor.Ref, msg any) (any, error) {
 	}
 	v, tag, err := n.wreg.ValueTag(msg)
 	if err != nil {
-		if n.eng == nil {
-			return msg, nil // standalone: any Go value
+		if n.eng == nil && tag == 0 {
+			return msg, nil // standalone: any Go value of a type not registered
 		}
-		return nil, err
+		return nil, err // (a nil *T of a registered type too, on every node)
 	}
 	// A message of a type the kind did not declare, when it is registered
 	// here (the owner's node refuses it alike when it is not).
@@ -351,9 +351,9 @@ func (n *Node) vet(to actor.Ref, msg any) (any, error) {
 // vetReply is the scheduler's VetReply hook: a virtual actor's reply in
 // the form a remote asker's would arrive in.
 func (n *Node) vetReply(_ actor.Ref, msg any) (any, error) {
-	v, err := n.wreg.Value(msg)
+	v, tag, err := n.wreg.ValueTag(msg)
 	if err != nil {
-		if n.eng == nil {
+		if n.eng == nil && tag == 0 {
 			return msg, nil
 		}
 		return nil, err

@@ -582,3 +582,50 @@ func TestNodeTellDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Node.Tell allocates %.2f times a tell", got)
 	}
 }
+
+// A nil *T of a registered message type is refused on a standalone node
+// as in a cluster (where it could not cross the wire), sent or replied:
+// an actor is never handed one (the demo echo, which takes *EchoIn too,
+// panicked on it).
+func TestNilPointerOfARegisteredTypeIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := tempest.Config{Name: "n1", DataDir: dir}
+	n, err := tempest.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Register(n, demo.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Register("nilreply", func(string) actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) {
+			if _, ok := msg.(demo.EchoIn); ok {
+				ctx.Reply((*demo.EchoIn)(nil))
+			}
+		})
+	}, tempest.KindOptions{Messages: []tempest.Message{tempest.MessageOf[demo.EchoIn](demo.TagEchoIn, "EchoIn")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	ctx := ctxT(t)
+	ref := n.Ref(demo.Echo, "a")
+	if _, err := n.Ask(ctx, ref, (*demo.EchoIn)(nil)); !errors.Is(err, tempest.ErrUnregisteredMessage) {
+		t.Fatalf("ask with a nil *EchoIn: %v, want ErrUnregisteredMessage", err)
+	}
+	if err := n.Tell(ref, (*demo.EchoIn)(nil)); !errors.Is(err, tempest.ErrUnregisteredMessage) {
+		t.Fatalf("tell of a nil *EchoIn: %v, want ErrUnregisteredMessage", err)
+	}
+	if _, err := n.Ask(ctx, n.Ref("nilreply", "a"), demo.EchoIn{}); !errors.Is(err, tempest.ErrUnregisteredMessage) {
+		t.Fatalf("a nil *EchoIn replied: %v, want ErrUnregisteredMessage", err)
+	}
+	if got := n.Stats().Scheduler.Panics; got != 0 {
+		t.Fatalf("%d turns panicked", got)
+	}
+	// A value of the type still goes.
+	if _, err := n.Ask(ctx, ref, demo.EchoIn{Text: "x"}); err != nil {
+		t.Fatal(err)
+	}
+}

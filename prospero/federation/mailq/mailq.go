@@ -119,7 +119,8 @@ type queue struct {
 // Item is one waiting message M. A NOT_OWNER refusal by Avoid while
 // this node's table showed Avoid at AvoidEpoch waits until the table
 // shows something else; any other cause waits until Due (zero: the next
-// table change). Attempt counts the attempts that were refused at once.
+// table change). Attempt counts the attempts that were refused (at
+// once, or by the node they were sent to), which the back-off grows with.
 type Item struct {
 	M          ariel.Outbound
 	Since      time.Time // a tell's start of the wait
@@ -152,10 +153,13 @@ func (a Item) before(b Item) bool {
 type Place struct {
 	Seq   uint64
 	Unrun bool
+	// Attempt is the item's Attempt: refused again, the message waits
+	// a back-off that goes on growing.
+	Attempt int
 }
 
 // Place is where it waits.
-func (it Item) Place() Place { return Place{Seq: it.Seq, Unrun: it.Unrun} }
+func (it Item) Place() Place { return Place{Seq: it.Seq, Unrun: it.Unrun, Attempt: it.Attempt} }
 
 // resentTell is a tell sent again: its sender, its message in the form
 // a refusal echoes it, and the start of its wait.

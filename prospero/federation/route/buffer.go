@@ -103,7 +103,12 @@ func (r *Router) retry(m ariel.Outbound, sentEpoch uint64, p mailq.Place, err er
 	if m.AskID == 0 {
 		since, p = r.buf.PlaceOf(m, now, r.sameMsg)
 	}
-	it := mailq.Item{M: m, Since: since, Seq: p.Seq, Unrun: p.Unrun}
+	it := mailq.Item{M: m, Since: since, Seq: p.Seq, Unrun: p.Unrun, Attempt: p.Attempt}
+	backoff := func() time.Time { // grows with each refusal of m
+		d := Backoff(it.Attempt)
+		it.Attempt++
+		return now.Add(d)
+	}
 	if notOwner {
 		node, epoch, local, lerr := r.locate(m.To)
 		switch {
@@ -131,18 +136,21 @@ func (r *Router) retry(m ariel.Outbound, sentEpoch uint64, p mailq.Place, err er
 			// Refused at once, nothing sent (no link to the node the
 			// table names now): it waits for a change or the back-off.
 			err = serr
-			it.Due = now.Add(Backoff(0))
+			it.Due = backoff()
+		case lerr == nil && !local && node == refuser && (sentEpoch == 0 || epoch == sentEpoch):
+			it.Avoid, it.AvoidEpoch = node, epoch // until the table routes it elsewhere
 		case lerr == nil:
-			it.Avoid, it.AvoidEpoch = node, epoch
+			// The table moved on already, but mail for the recipient
+			// waits ahead of this: it goes in its turn.
 		default:
 			if _, moving := inHandoff(lerr); !moving {
-				it.Due = now.Add(Backoff(0))
+				it.Due = backoff()
 			}
 		}
 	} else if wait, busy := busyFor(err); busy {
 		it.Due = now.Add(wait)
 	} else {
-		it.Due = now.Add(Backoff(0))
+		it.Due = backoff()
 	}
 	if _, berr := r.buf.Add(it, r.shardOf(m.To, err), now, false); berr != nil {
 		r.fail(m, berr)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -806,6 +807,22 @@ func TestClusterReminderErrorsKeepTheirIdentity(t *testing.T) {
 		}
 		if seen[0] != seen[1] {
 			t.Errorf("%s: the owner's asker sees %s, the other node's %s", tc.name, seen[0], seen[1])
+		}
+	}
+	// Reminders.Cancel of a name no reminder can have, from either node:
+	// the other node sent it to the owner, which answered with no code
+	// for it (or, not UTF-8, it could not be encoded).
+	for _, name := range []string{"", "\xff", strings.Repeat("n", reminders.MaxNameBytes+1)} {
+		var seen []string
+		for _, n := range []*tempest.Node{owner, other} {
+			err := n.Reminders().Cancel(ctx, ref, name)
+			if !errors.Is(err, reminders.ErrBadName) || !errors.Is(err, reminders.ErrInvalid) {
+				t.Errorf("Cancel of %q on %s: %v, want ErrBadName and ErrInvalid", name, n.Name(), err)
+			}
+			seen = append(seen, fmt.Sprint(err))
+		}
+		if seen[0] != seen[1] {
+			t.Errorf("Cancel of %q: the owner's node says %s, the other node %s", name, seen[0], seen[1])
 		}
 	}
 }

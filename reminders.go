@@ -202,6 +202,9 @@ func (r *Reminders) Cancel(ctx context.Context, ref actor.Ref, name string) erro
 	if err != nil {
 		return err
 	}
+	if err := reminders.CheckName(name); err != nil {
+		return err // here, as on the owner: no answer gives its identity back, or carries a name not UTF-8
+	}
 	return r.n.cl.CancelReminder(ctx, ref, name, func() error { return r.cancelHere(ctx, e, ref, name) })
 }
 

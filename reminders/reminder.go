@@ -199,6 +199,10 @@ const (
 	MaxHorizon = 100 * 365 * 24 * time.Hour
 )
 
+// CheckName reports a name no reminder can have (ErrBadName, which
+// matches ErrInvalid), as Register, Unregister and Cancel do.
+func CheckName(name string) error { return checkName(name) }
+
 // checkName reports a name no reminder can have (ErrBadName).
 func checkName(name string) error {
 	if name != "" && len(name) <= MaxNameBytes && utf8.ValidString(name) {

@@ -629,3 +629,30 @@ func TestNilPointerOfARegisteredTypeIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A kind whose MaxAskTimeout is below the default ask timeout starts,
+// and an ask that sets no deadline gets the maximum: Register accepted
+// it, and Start failed (the scheduler refused a default above the
+// maximum), closing the node.
+func TestMaxAskTimeoutBelowTheDefaultLowersIt(t *testing.T) {
+	n, err := tempest.New(tempest.Config{Name: "n1", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	defer close(release)
+	if err := n.Register("slow", func(string) actor.Actor {
+		return actor.Func(func(ctx actor.Context, msg any) { <-release })
+	}, tempest.KindOptions{KindOptions: prospero.KindOptions{MaxAskTimeout: 200 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(t.Context()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	_, err = n.Ask(context.Background(), n.Ref("slow", "a"), "x")
+	var de *tempest.DeadlineError
+	if !errors.As(err, &de) || de.Timeout != 200*time.Millisecond {
+		t.Fatalf("ask with no deadline: %v, want a DeadlineError after the kind's maximum, 200ms", err)
+	}
+}

@@ -125,7 +125,8 @@ type KindOptions struct {
 	// for the reply to an ask made in a turn (default actor.Reentrant).
 	Reentrancy actor.Reentrancy
 	// AskTimeout is the deadline of an ask to the kind's actors whose
-	// caller sets none (default actor.DefaultAskTimeout, 5 s), on every
+	// caller sets none (default actor.DefaultAskTimeout, 5 s, or
+	// MaxAskTimeout when that is shorter), on every
 	// node of a cluster: one that does not register the kind applies
 	// what its hosts publish in the placement table.
 	AskTimeout time.Duration
@@ -182,6 +183,9 @@ func (o KindOptions) WithDefaults() KindOptions {
 	}
 	if o.AskTimeout == 0 {
 		o.AskTimeout = actor.DefaultAskTimeout
+		if o.MaxAskTimeout > 0 {
+			o.AskTimeout = min(o.AskTimeout, o.MaxAskTimeout)
+		}
 	}
 	if o.MaxAskTimeout == 0 {
 		o.MaxAskTimeout = DefaultMaxAskTimeout

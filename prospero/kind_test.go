@@ -23,6 +23,10 @@ func TestKindOptionsDefaults(t *testing.T) {
 	if err := want.Validate(); err != nil {
 		t.Fatalf("DefaultKindOptions invalid: %v", err)
 	}
+	// A maximum below the default ask timeout lowers the default to it.
+	if got := (prospero.KindOptions{MaxAskTimeout: 400 * time.Millisecond}).WithDefaults(); got.AskTimeout != 400*time.Millisecond {
+		t.Fatalf("AskTimeout with MaxAskTimeout 400ms: %v, want 400ms", got.AskTimeout)
+	}
 	kept := prospero.KindOptions{IdleTimeout: prospero.NeverIdle, MaxRestarts: 7}.WithDefaults()
 	if kept.IdleTimeout != prospero.NeverIdle || kept.MaxRestarts != 7 {
 		t.Fatalf("explicit values overwritten: %+v", kept)

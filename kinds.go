@@ -212,7 +212,9 @@ func SchemaMessage[T any, PT schemaType[T]]() Message {
 }
 
 // CodecOf describes T with a hand-written codec: enc appends v's encoding
-// to dst, dec decodes a whole body (without keeping it).
+// to dst, dec decodes a whole body (without keeping it). Register refuses
+// (ErrInvalidKind) a message without both functions or a name, or whose
+// T is an interface type.
 func CodecOf[T any](tag uint32, name string, enc func(dst []byte, v T) ([]byte, error), dec func(b []byte) (T, error)) Message {
 	return Message{
 		Tag:   tag,
@@ -236,7 +238,7 @@ func CodecOf[T any](tag uint32, name string, enc func(dst []byte, v T) ([]byte, 
 			return v, nil
 		},
 		register: func(r *wire.Registry) error {
-			return wire.RegisterCodec(r, tag, enc, func(b []byte) (T, error) { return dec(b) })
+			return wire.RegisterCodec(r, tag, enc, dec)
 		},
 	}
 }

@@ -348,6 +348,24 @@ func TestRegisterErrors(t *testing.T) {
 		Gateway: &tempest.Gateway{Schema: "type x", Input: "EchoIn"}}); !errors.Is(err, tempest.ErrInvalidKind) {
 		t.Errorf("bad schema: %v", err)
 	}
+	// Messages Start could not register are refused here, not there
+	// (where the node would close).
+	encAny := func(dst []byte, _ any) ([]byte, error) { return dst, nil }
+	decAny := func([]byte) (any, error) { return nil, nil }
+	for i, tc := range []struct {
+		name string
+		msg  tempest.Message
+	}{
+		{"codec without functions", tempest.CodecOf[int](90, "Int", nil, nil)},
+		{"codec without a decoder", tempest.CodecOf(91, "Int", func(dst []byte, _ int) ([]byte, error) { return dst, nil }, nil)},
+		{"codec of an interface", tempest.CodecOf(92, "Any", encAny, decAny)},
+		{"message without a name", tempest.MessageOf[demo.EchoIn](93, "")},
+	} {
+		kind := fmt.Sprintf("m%d", i)
+		if err := n.Register(kind, f, tempest.KindOptions{Messages: []tempest.Message{tc.msg}}); !errors.Is(err, tempest.ErrInvalidKind) || !strings.Contains(err.Error(), `"`+kind+`": message`) {
+			t.Errorf("%s: %v, want ErrInvalidKind naming the message", tc.name, err)
+		}
+	}
 	errA, errB := errors.New("a"), errors.New("b")
 	for name, errs := range map[string]map[string]error{
 		"empty code":    {"": errA},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/reminders"
+	"github.com/tempest-actors/tempest/wire"
 )
 
 type ping struct{ N int }
@@ -19,6 +20,10 @@ func codecOf[T any](tag uint32, name string) Codec {
 		Tag: tag, Name: name, Types: []reflect.Type{reflect.TypeFor[T]()},
 		Marshal:   func(v any) ([]byte, error) { return fmt.Appendf(nil, "%d", reflect.ValueOf(v).Field(0).Int()), nil },
 		Unmarshal: func(b []byte) (any, error) { var v T; return v, nil },
+		Register: func(r *wire.Registry) error {
+			return wire.RegisterCodec(r, tag, func(dst []byte, _ T) ([]byte, error) { return dst, nil },
+				func([]byte) (T, error) { var v T; return v, nil })
+		},
 	}
 }
 
@@ -40,6 +45,8 @@ func TestMessagesCheck(t *testing.T) {
 		{"tag 0", []Codec{codecOf[pong](0, "Pong")}, false},
 		{"tag above MaxTag", []Codec{codecOf[pong](MaxTag+1, "Pong")}, false},
 		{"no codec", []Codec{{Tag: 2, Name: "Pong"}}, false},
+		{"no name", []Codec{codecOf[pong](2, "")}, false},
+		{"a type the wire refuses", []Codec{codecOf[any](2, "Any")}, false},
 		{"a tag twice", []Codec{codecOf[pong](2, "Pong"), codecOf[ping](2, "Ping")}, false},
 		{"another message under a taken tag", []Codec{codecOf[pong](1, "Pong")}, false},
 		{"a taken Go type under another tag", []Codec{codecOf[ping](3, "Ping")}, false},

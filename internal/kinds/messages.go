@@ -72,14 +72,20 @@ func (t *Messages) ByName(kind, name string) *Registered { return t.byName[kind+
 func (t *Messages) Check(kind string, msgs []Codec) error {
 	tags := map[uint32]bool{}
 	types := map[reflect.Type]bool{}
+	scratch := wire.NewRegistry() // what Start will register, tried now
 	for _, m := range msgs {
 		switch {
 		case m.Tag == 0 || m.Tag > MaxTag:
 			return fmt.Errorf("%w %q: message %q: tag %d out of range [1,%d]", ErrInvalidKind, kind, m.Name, m.Tag, MaxTag)
-		case m.Marshal == nil:
+		case m.Marshal == nil || m.Register == nil:
 			return fmt.Errorf("%w %q: message %q: build it with MessageOf or CodecOf", ErrInvalidKind, kind, m.Name)
+		case m.Name == "":
+			return fmt.Errorf("%w %q: message tag %d has no name", ErrInvalidKind, kind, m.Tag)
 		case tags[m.Tag]:
 			return fmt.Errorf("%w %q: message tag %d is used twice", ErrInvalidKind, kind, m.Tag)
+		}
+		if err := m.Register(scratch); err != nil {
+			return fmt.Errorf("%w %q: message %q: %w", ErrInvalidKind, kind, m.Name, err)
 		}
 		tags[m.Tag] = true
 		if old := t.byTag[m.Tag]; old != nil {

@@ -58,6 +58,13 @@ func (r *Reminders) Register(ctx actor.Context, rem reminders.Reminder) error {
 	if err != nil {
 		return err
 	}
+	if rem.Payload != nil {
+		// Ticked in the form its record decodes to after a restart, as
+		// every message is delivered: a *T of a registered type as a T.
+		if v, verr := r.n.wreg.Value(rem.Payload); verr == nil {
+			rem.Payload = v
+		}
+	}
 	var c reminders.Change
 	err = r.owned(r.turnCtx(), ctx.Self(), e, func() (err error) {
 		c, err = e.PrepareRegister(id, rem, t.Staged())

@@ -11,6 +11,7 @@ import (
 
 	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/actor"
+	"github.com/tempest-actors/tempest/demo"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/reminders"
 )
@@ -250,6 +251,67 @@ func TestReminderErrorsAndUnregister(t *testing.T) {
 		}
 		if _, err := n.Reminders().ListOf(t.Context(), actor.Virtual("nosuchkind", "k")); !errors.Is(err, actor.ErrUnknownKind) {
 			t.Fatalf("ListOf an unknown kind: %v", err)
+		}
+	})
+}
+
+// A payload registered as a *T of a registered message type is ticked
+// as a T, as every message is delivered, before and after a restart
+// (which decodes it from its record). It used to tick as the *T given
+// until the node restarted, then as a T: a handler with only a *T case
+// stopped seeing it.
+func TestReminderPayloadTicksAsAValue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		var mu sync.Mutex
+		var got []any
+		start := func() *tempest.Node {
+			n, err := tempest.New(tempest.Config{Name: "n1", DataDir: dir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rem := n.Reminders()
+			if err := n.Register("pinger", func(string) actor.Actor {
+				return actor.Func(func(ctx actor.Context, msg any) {
+					switch m := msg.(type) {
+					case demo.EchoIn:
+						ctx.ReplyError(rem.Register(ctx, reminders.Reminder{Name: "p", Period: time.Second, Payload: &demo.EchoIn{Text: m.Text}}))
+					case reminders.Tick:
+						mu.Lock()
+						got = append(got, m.Payload)
+						mu.Unlock()
+					}
+				})
+			}, tempest.KindOptions{Reminders: true, Messages: []tempest.Message{tempest.MessageOf[demo.EchoIn](demo.TagEchoIn, "EchoIn")}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := n.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		n := start()
+		if _, err := n.Ask(context.Background(), n.Ref("pinger", "a"), demo.EchoIn{Text: "pp"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if err := n.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		n = start()
+		defer n.Close(context.Background())
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(got) < 2 {
+			t.Fatalf("%d ticks, want one before and one after the restart", len(got))
+		}
+		for i, p := range got {
+			if p != (demo.EchoIn{Text: "pp"}) {
+				t.Fatalf("tick %d carried %#v, want the value demo.EchoIn{Text: \"pp\"}", i, p)
+			}
 		}
 	})
 }

@@ -39,7 +39,7 @@ func (r RaftInfo) Role(name string) RaftRole {
 // configuration, which may wait for raft's main loop: it is meant for
 // status pages and metrics, not for hot paths. The caller owns the map.
 func (n *Node) RaftInfo() RaftInfo {
-	pl := n.cl.Placement()
+	pl := n.rt().Placement()
 	if pl == nil || lifecycle(n.phase.Load()) != stateStarted {
 		return RaftInfo{}
 	}

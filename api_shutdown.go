@@ -26,6 +26,9 @@ import (
 // succeed. Its error then wraps ErrHandoffIncomplete and the store's
 // damage.
 func (n *Node) Shutdown(ctx context.Context) error {
+	if err := n.usable(ctx); err != nil {
+		return err
+	}
 	if n.eng == nil || lifecycle(n.phase.Load()) != stateStarted {
 		return n.Close(ctx)
 	}

@@ -152,7 +152,7 @@ var ErrHandoffIncomplete = cluster.ErrHandoffIncomplete
 // Members returns this node's view of the cluster's members (nil for a
 // standalone node). The caller owns the slice.
 func (n *Node) Members() []membership.Member {
-	return n.cl.Members()
+	return n.rt().Members()
 }
 
 // Proven reports whether m proved its name to this node: a QUIC link
@@ -164,12 +164,12 @@ func (n *Node) Members() []membership.Member {
 // is always proven; a standalone node proves nobody else. Safe for
 // concurrent use.
 func (n *Node) Proven(m membership.Member) bool {
-	return n.cl.Proven(m)
+	return n.rt().Proven(m)
 }
 
 // Leader returns the raft leader's name ("" if unknown or standalone).
 func (n *Node) Leader() string {
-	pl := n.cl.Placement()
+	pl := n.rt().Placement()
 	if pl == nil {
 		return ""
 	}
@@ -180,7 +180,7 @@ func (n *Node) Leader() string {
 // table version, shards owned and lease; ok is false for a standalone
 // node.
 func (n *Node) PlacementStatus() (st placement.Status, ok bool) {
-	pl := n.cl.Placement()
+	pl := n.rt().Placement()
 	if pl == nil {
 		return placement.Status{}, false
 	}
@@ -190,7 +190,7 @@ func (n *Node) PlacementStatus() (st placement.Status, ok bool) {
 // Table returns a copy of this node's applied placement table (nil for a
 // standalone node).
 func (n *Node) Table() *placement.Table {
-	pl := n.cl.Placement()
+	pl := n.rt().Placement()
 	if pl == nil {
 		return nil
 	}
@@ -206,13 +206,16 @@ func (n *Node) Locate(ref actor.Ref) (node string, epoch uint64, err error) {
 	if err := ref.Check(); err != nil {
 		return "", 0, err
 	}
+	if n.closed == nil {
+		return "", 0, errNotMade
+	}
 	if lifecycle(n.phase.Load()) == stateClosed {
 		return "", 0, ErrClosed
 	}
 	if !ref.IsVirtual() {
 		return ref.Node(), 0, nil
 	}
-	return n.cl.Locate(ref)
+	return n.rt().Locate(ref)
 }
 
 // FederationStats are a node's federation protocol counters.
@@ -243,7 +246,7 @@ type FederationStats struct {
 
 // FederationStats returns the node's federation counters (zero for a
 // standalone node).
-func (n *Node) FederationStats() FederationStats { return FederationStats(n.cl.Counters()) }
+func (n *Node) FederationStats() FederationStats { return FederationStats(n.rt().Counters()) }
 
 // ReplicationStats returns the counters of the replication of state at
 // rest (all zero on a node outside a cluster).
@@ -268,7 +271,7 @@ type ReplicaLag struct {
 // follower has not acknowledged yet. Sorted by follower; nil on a node
 // outside a cluster.
 func (n *Node) ReplicationLag() []ReplicaLag {
-	shards := n.cl.FollowedShards()
+	shards := n.rt().FollowedShards()
 	if n.repl == nil || shards == nil {
 		return nil
 	}
@@ -292,7 +295,7 @@ func (n *Node) ReplicationLag() []ReplicaLag {
 // table, the digest the cluster agrees on and the nodes that publish
 // another (see placement.Table.Policy). nil for a standalone node.
 func (n *Node) PolicyViews() []placement.PolicyView {
-	return n.cl.PolicyViews()
+	return n.rt().PolicyViews()
 }
 
 // PolicyDisagreements returns the views of PolicyViews in which some
@@ -300,7 +303,7 @@ func (n *Node) PolicyViews() []placement.PolicyView {
 // rolling upgrade has not finished for. Those nodes own none of the
 // kind's shards until they agree.
 func (n *Node) PolicyDisagreements() []placement.PolicyView {
-	return n.cl.PolicyDisagreements()
+	return n.rt().PolicyDisagreements()
 }
 
 // host is the node as its cluster engine sees it.

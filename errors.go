@@ -51,6 +51,9 @@ var builtinErrors = []kinds.Builtin{
 // that a program or the HTTP API can report it; false when err matches
 // none. Codes are tried in sorted order.
 func (n *Node) ErrorCode(err error) (string, bool) {
+	if n.errs == nil {
+		return "", false
+	}
 	return n.errs.Code(err)
 }
 

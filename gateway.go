@@ -17,6 +17,9 @@ import (
 // ErrUnregisteredMessage when the actor replied with a value that is not
 // of the Reply type.
 func (n *Node) AskJSON(ctx context.Context, kind, key string, js []byte) ([]byte, error) {
+	if err := n.usable(ctx); err != nil {
+		return nil, err
+	}
 	k, msg, err := n.fromJSON(kind, key, js)
 	if err != nil {
 		return nil, err
@@ -39,6 +42,9 @@ func (n *Node) AskJSON(ctx context.Context, kind, key string, js []byte) ([]byte
 // TellJSON tells kind/key a message given as JSON (see AskJSON), with
 // ctx as in TellContext.
 func (n *Node) TellJSON(ctx context.Context, kind, key string, js []byte) error {
+	if err := n.usable(ctx); err != nil {
+		return err
+	}
 	_, msg, err := n.fromJSON(kind, key, js)
 	if err != nil {
 		return err

@@ -38,6 +38,9 @@ func (n *Node) Actors(ctx context.Context, kind string, dormant bool) ([]ActorEn
 	if err := actor.CheckKind(kind); err != nil {
 		return nil, err // a kind no actor can have, refused like in every other call
 	}
+	if err := n.usable(ctx); err != nil {
+		return nil, err
+	}
 	r, err := n.running()
 	if err != nil {
 		return nil, err
@@ -53,7 +56,7 @@ func (n *Node) Actors(ctx context.Context, kind string, dormant bool) ([]ActorEn
 		seen[k] = true
 	}
 	if dormant {
-		keys, err := n.cl.Dormant(ctx, kind, seen)
+		keys, err := n.rt().Dormant(ctx, kind, seen)
 		if err != nil {
 			return nil, err
 		}

@@ -144,6 +144,9 @@ const (
 //
 // Lifecycle: New, Register every kind, Start, use, Close. Register is only
 // allowed before Start. Every other method is safe for concurrent use.
+// A Node is made by New: a declared one (its zero value) is never
+// started, and its methods return ErrNotStarted or zero values. A method
+// given a nil context.Context returns ErrNilContext.
 type Node struct {
 	cfg  Config
 	log  *slog.Logger
@@ -262,6 +265,9 @@ func (n *Node) Manifest() manifest.Manifest { return n.man }
 // Errors: ErrStarted, ErrClosed, ErrInvalidKind, prospero.ErrKindExists,
 // prospero.ErrInvalidKindOptions.
 func (n *Node) Register(kind string, factory func(key string) actor.Actor, opts KindOptions) error {
+	if n.closed == nil {
+		return errNotMade
+	}
 	if factory == nil {
 		return fmt.Errorf("%w %q: nil factory", ErrInvalidKind, kind)
 	}
@@ -328,7 +334,7 @@ func (n *Node) vet(to actor.Ref, msg any) (any, error) {
 	// ask and wherever its key would be placed. (A reference no actor can
 	// have is left to routing, which refuses it with ErrInvalidKey.)
 	k := n.kind(to.Kind())
-	if k == nil && to.Check() == nil && !n.cl.HostsKind(to.Kind()) {
+	if k == nil && to.Check() == nil && !n.rt().HostsKind(to.Kind()) {
 		return nil, fmt.Errorf("%w: %q", actor.ErrUnknownKind, to.Kind())
 	}
 	v, tag, err := n.wreg.ValueTag(msg)
@@ -366,7 +372,7 @@ func (n *Node) vetReply(_ actor.Ref, msg any) (any, error) {
 // this node (the owner of a kind registered elsewhere is asked, as an
 // ask is routed).
 func (n *Node) hosted(kind string) bool {
-	return n.kind(kind) != nil || n.cl.HostsKind(kind)
+	return n.kind(kind) != nil || n.rt().HostsKind(kind)
 }
 
 // vetError is the scheduler's VetError hook of a clustered node: an
@@ -385,6 +391,33 @@ func (n *Node) vetError(_ actor.Ref, err error) error {
 		return e
 	}
 	return err
+}
+
+// ErrNilContext: a method that takes a context.Context was given nil.
+var ErrNilContext = errors.New("tempest: nil context")
+
+// errNotMade is what a Node's methods return when it was not made by New
+// (its zero value): it is not started, and cannot be.
+var errNotMade = fmt.Errorf("%w: a Node is made by New, not declared", ErrNotStarted)
+
+// usable checks what every method that takes a context checks first.
+func (n *Node) usable(ctx context.Context) error {
+	switch {
+	case n.closed == nil:
+		return errNotMade
+	case ctx == nil:
+		return ErrNilContext
+	}
+	return nil
+}
+
+// rt is the node's router (a Node not made by New has none: a
+// standalone node's then answers for it).
+func (n *Node) rt() router {
+	if n.cl == nil {
+		return local{n}
+	}
+	return n.cl
 }
 
 // lockIfNew takes n.mu while the node is new, and returns its release:
@@ -425,6 +458,9 @@ func (n *Node) kind(name string) *kindInfo {
 // again and the node is closed; a ctx that has ended already starts
 // nothing and returns its error, leaving the node new.
 func (n *Node) Start(ctx context.Context) error {
+	if err := n.usable(ctx); err != nil {
+		return err
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch n.state {
@@ -581,7 +617,12 @@ func (n *Node) startLocked(ctx context.Context) error {
 // gone or leaving too, as when a whole cluster stops, or no placement
 // leader is known), nothing is handed off and Close does not wait for it:
 // the state stays in this node's store and on its replicas.
-func (n *Node) Close(ctx context.Context) error { return n.close(ctx, true) }
+func (n *Node) Close(ctx context.Context) error {
+	if err := n.usable(ctx); err != nil {
+		return err
+	}
+	return n.close(ctx, true)
+}
 
 // close is Close; graceful false stops the node as a crash would, as far
 // as the cluster can tell: it vanishes from gossip and raft without
@@ -610,12 +651,12 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 	if graceful && n.sched != nil {
 		// Handing off needs the node running: it still serves what it
 		// owns until each shard has moved.
-		if err := n.cl.Leave(ctx); err != nil {
+		if err := n.rt().Leave(ctx); err != nil {
 			n.log.LogAttrs(ctx, slog.LevelWarn, "leave: shards not handed off", slog.Any("error", err))
 			handoffErr = fmt.Errorf("%w: %w", ErrHandoffIncomplete, err)
 		}
 		// A clean exit promises that everything this node owned moved.
-		handoffErr = errors.Join(handoffErr, n.cl.UnshippedErr())
+		handoffErr = errors.Join(handoffErr, n.rt().UnshippedErr())
 	}
 	n.run.Store(nil)
 	err := errors.Join(handoffErr, n.shutdownLocked(ctx, graceful))
@@ -632,7 +673,7 @@ func (n *Node) close(ctx context.Context, graceful bool) error {
 func (n *Node) shutdownLocked(ctx context.Context, graceful bool) error {
 	var errs []error
 	if !graceful {
-		errs = append(errs, n.cl.StopNetwork(ctx, false))
+		errs = append(errs, n.rt().StopNetwork(ctx, false))
 	}
 	if n.rem != nil {
 		// Delivered progress goes at rest while the store is open.
@@ -643,7 +684,7 @@ func (n *Node) shutdownLocked(ctx context.Context, graceful bool) error {
 		errs = append(errs, n.sup.Close(ctx))
 	}
 	if graceful {
-		errs = append(errs, n.cl.StopNetwork(ctx, true))
+		errs = append(errs, n.rt().StopNetwork(ctx, true))
 	}
 	if n.sched != nil {
 		errs = append(errs, n.sched.Close(ctx))
@@ -672,12 +713,15 @@ func (n *Node) Ready() bool { return n.Readiness() == nil }
 // *NotReadyError naming the step it waits for.
 func (n *Node) Readiness() error {
 	if !n.ready.Load() {
+		if n.closed == nil {
+			return errNotMade
+		}
 		if lifecycle(n.phase.Load()) == stateNew {
 			return ErrNotStarted
 		}
 		return ErrClosed
 	}
-	err := n.cl.Readiness()
+	err := n.rt().Readiness()
 	if nr, ok := err.(*cluster.NotReadyError); ok {
 		return &NotReadyError{Node: nr.Node, Reason: nr.Reason}
 	}
@@ -689,6 +733,9 @@ func (n *Node) Readiness() error {
 // matches ctx's error and says why the node is not ready (errors.Is
 // ErrNoQuorum, *NotReadyError). Call it after Start.
 func (n *Node) WaitReady(ctx context.Context) error {
+	if err := n.usable(ctx); err != nil {
+		return err
+	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -700,7 +747,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 			return why
 		}
 		var changed <-chan struct{}
-		if pl := n.cl.Placement(); lifecycle(n.phase.Load()) != stateNew && pl != nil {
+		if pl := n.rt().Placement(); lifecycle(n.phase.Load()) != stateNew && pl != nil {
 			changed = pl.Changed()
 		}
 		select {
@@ -782,6 +829,9 @@ func (n *Node) Degraded() string {
 
 // Live reports whether the node's process is healthy: it was not closed.
 func (n *Node) Live() bool {
+	if n.closed == nil {
+		return false
+	}
 	select {
 	case <-n.closed:
 		return false
@@ -796,6 +846,9 @@ func (n *Node) Done() <-chan struct{} { return n.closed }
 func (n *Node) running() (*running, error) {
 	if r := n.run.Load(); r != nil {
 		return r, nil
+	}
+	if n.closed == nil {
+		return nil, errNotMade
 	}
 	if lifecycle(n.phase.Load()) == stateNew {
 		return nil, ErrNotStarted
@@ -847,6 +900,9 @@ func (n *Node) Tell(ref actor.Ref, msg any) error {
 // its span, on a node that traces (Config.TracerProvider), is the parent
 // of the tell's tempest.tell span (see docs/operations.md, "Tracing").
 func (n *Node) TellContext(ctx context.Context, ref actor.Ref, msg any) error {
+	if err := n.usable(ctx); err != nil {
+		return err
+	}
 	if t := n.trc; tracing.Built && t != nil {
 		return t.Tell(ctx, ref, func(tr any) error { return n.tell(ctx, ref, msg, tr) })
 	}
@@ -870,7 +926,7 @@ func (n *Node) tell(ctx context.Context, ref actor.Ref, msg any, tr any) error {
 	}
 	// Refused: the router decides whether to send again. The closure is
 	// made only here, so that a tell that went through allocates nothing.
-	return n.localRefusal(n.cl.Resend(ctx, err, func() error { return send(r, ref, msg, tr) }))
+	return n.localRefusal(n.rt().Resend(ctx, err, func() error { return send(r, ref, msg, tr) }))
 }
 
 // Ask sends msg to ref and waits for the reply, until ctx's deadline
@@ -900,6 +956,9 @@ func (n *Node) tell(ctx context.Context, ref actor.Ref, msg any, tr any) error {
 // besides ErrDeadlineExceeded or actor.ErrProcessUnavailable, whichever
 // node owns the key, so the caller learns why it was not answered.
 func (n *Node) Ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
+	if err := n.usable(ctx); err != nil {
+		return nil, err
+	}
 	if t := n.trc; tracing.Built && t != nil {
 		return t.Ask(ctx, ref, func(ctx context.Context) (any, error) { return n.ask(ctx, ref, msg) })
 	}
@@ -968,7 +1027,7 @@ func (n *Node) askRouted(ctx context.Context, ref actor.Ref, msg any) (any, erro
 	if err == nil {
 		return reply, nil
 	}
-	return n.cl.Reask(ctx, err, func() (any, error) { return r.sched.Ask(ctx, ref, msg) })
+	return n.rt().Reask(ctx, err, func() (any, error) { return r.sched.Ask(ctx, ref, msg) })
 }
 
 // Status is what a reference designates.
@@ -1007,6 +1066,9 @@ func (n *Node) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 	if err := ref.Check(); err != nil {
 		return Status{}, err
 	}
+	if err := n.usable(ctx); err != nil {
+		return Status{}, err
+	}
 	if err := ctx.Err(); err != nil { // as on every node, the owner's too
 		return Status{}, err
 	}
@@ -1019,7 +1081,7 @@ func (n *Node) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 	if !n.hosted(ref.Kind()) {
 		return Status{}, fmt.Errorf("%w: %q", actor.ErrUnknownKind, ref.Kind())
 	}
-	st, err := n.cl.Status(ctx, ref)
+	st, err := n.rt().Status(ctx, ref)
 	return Status(st), err
 }
 
@@ -1055,6 +1117,9 @@ func (n *Node) Passivate(ctx context.Context, ref actor.Ref) error {
 	if err := ref.Check(); err != nil {
 		return err
 	}
+	if err := n.usable(ctx); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil { // nothing is done with an ended ctx, on any node
 		return err
 	}
@@ -1067,7 +1132,7 @@ func (n *Node) Passivate(ctx context.Context, ref actor.Ref) error {
 	if !n.hosted(ref.Kind()) {
 		return fmt.Errorf("%w: %q", actor.ErrUnknownKind, ref.Kind())
 	}
-	return n.cl.Passivate(ctx, ref)
+	return n.rt().Passivate(ctx, ref)
 }
 
 // passivateHere is Passivate of what this node holds in memory for ref.
@@ -1086,7 +1151,7 @@ func (n *Node) passivateHere(ctx context.Context, ref actor.Ref) error {
 // emit is the supervisor's event sink: the activation log, then the
 // user's hook. It runs with the supervisor's lock held.
 func (n *Node) emit(e prospero.Event) {
-	n.cl.Track(e)
+	n.rt().Track(e)
 	switch e.Type {
 	case prospero.EventActivated, prospero.EventHydrated, prospero.EventRestarted, prospero.EventRehydrated:
 		n.log.LogAttrs(context.Background(), slog.LevelInfo, LogActivated,
@@ -1118,7 +1183,7 @@ func (n *Node) emit(e prospero.Event) {
 // epochOf is the placement epoch of id's shard on this node (0 on a
 // single node).
 func (n *Node) epochOf(id prospero.Identity) uint64 {
-	return n.cl.EpochOf(id)
+	return n.rt().EpochOf(id)
 }
 
 // Stats is a snapshot of the node's counters, for the metrics endpoint.
@@ -1173,7 +1238,7 @@ func (n *Node) Stats() Stats {
 		return Stats{}
 	}
 	st := Stats{Scheduler: r.sched.Stats(), Supervisor: r.sup.Stats(), InvalidAtRest: n.store.InvalidIdentities().Count}
-	if c := n.cl.Stats(); c != nil {
+	if c := n.rt().Stats(); c != nil {
 		st.Mail, st.Transport, st.Members, st.Unproven = c.Mail, c.Transport, c.Members, c.Unproven
 		st.ProofsFailed, st.Gossip, st.Leader, st.HandoffIsolated = c.ProofsFailed, c.Gossip, c.Leader, c.HandoffIsolated
 		st.Retry = RetryStats{Parked: c.Retry.Parked, Resent: c.Retry.Resent, GaveUp: c.Retry.GaveUp, Waiting: c.Waiting}

@@ -20,6 +20,7 @@ import (
 	tempest "github.com/tempest-actors/tempest"
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/demo"
+	"github.com/tempest-actors/tempest/membership"
 	"github.com/tempest-actors/tempest/prospero"
 	"github.com/tempest-actors/tempest/reminders"
 	"github.com/tempest-actors/tempest/wire/bare"
@@ -672,5 +673,108 @@ func TestMaxAskTimeoutBelowTheDefaultLowersIt(t *testing.T) {
 	var de *tempest.DeadlineError
 	if !errors.As(err, &de) || de.Timeout != 200*time.Millisecond {
 		t.Fatalf("ask with no deadline: %v, want a DeadlineError after the kind's maximum, 200ms", err)
+	}
+}
+
+// A Node that was declared, not made by New, refuses what returns an
+// error (ErrNotStarted) and answers zero values otherwise: no method
+// panics or hangs (Close waited forever on a channel New makes).
+func TestZeroNodeNeitherPanicsNorHangs(t *testing.T) {
+	var z tempest.Node
+	ctx := ctxT(t)
+	ref := actor.Virtual("echo", "a")
+	f := func(string) actor.Actor { return actor.Func(func(actor.Context, any) {}) }
+	_, askErr := z.Ask(ctx, ref, "x")
+	_, statusErr := z.Status(ctx, ref)
+	_, askJSONErr := z.AskJSON(ctx, "echo", "a", []byte(`{}`))
+	_, actorsErr := z.Actors(ctx, "echo", false)
+	_, _, locateErr := z.Locate(ref)
+	_, listErr := z.Reminders().ListOf(ctx, ref)
+	_, zrListErr := (&tempest.Reminders{}).ListOf(ctx, ref)
+	for name, err := range map[string]error{
+		"Register":         z.Register("k", f, tempest.KindOptions{}),
+		"Start":            z.Start(ctx),
+		"Close":            z.Close(ctx),
+		"Shutdown":         z.Shutdown(ctx),
+		"WaitReady":        z.WaitReady(ctx),
+		"Readiness":        z.Readiness(),
+		"Tell":             z.Tell(ref, "x"),
+		"TellContext":      z.TellContext(ctx, ref, "x"),
+		"TellJSON":         z.TellJSON(ctx, "echo", "a", []byte(`{}`)),
+		"Ask":              askErr,
+		"AskJSON":          askJSONErr,
+		"Status":           statusErr,
+		"Passivate":        z.Passivate(ctx, ref),
+		"Actors":           actorsErr,
+		"Locate":           locateErr,
+		"Reminders.ListOf": listErr,
+		"Reminders.Cancel": z.Reminders().Cancel(ctx, ref, "r"),
+		"zero Reminders":   zrListErr,
+		"Close, once more": z.Close(ctx),
+	} {
+		if !errors.Is(err, tempest.ErrNotStarted) {
+			t.Errorf("%s: %v, want ErrNotStarted", name, err)
+		}
+	}
+	if z.Live() || z.Ready() || z.Degraded() != "" || len(z.Kinds()) != 0 || len(z.Members()) != 0 ||
+		z.Leader() != "" || z.Table() != nil || len(z.ReplicationLag()) != 0 || len(z.PolicyViews()) != 0 ||
+		len(z.PolicyDisagreements()) != 0 || len(z.Policies()) != 0 || z.StoreDamaged() != nil || z.StoreDamage() != nil {
+		t.Error("a zero Node answered as if it were a live node")
+	}
+	_ = z.RaftInfo()
+	_ = z.Stats()
+	_ = z.FederationStats()
+	_ = z.ReplicationStats()
+	_, _ = z.PlacementStatus()
+	_, _ = z.ErrorCode(errors.New("x"))
+	_ = z.Proven(membership.Member{})
+	_ = z.Reminders().Stats()
+}
+
+// Every method that takes a context refuses a nil one with
+// ErrNilContext: several panicked, and the others took it for a context
+// that never ends.
+func TestNilContextIsRefused(t *testing.T) {
+	n := newNode(t, t.TempDir(), nil)
+	var nilCtx context.Context
+	ref := n.Ref(demo.Echo, "a")
+	_, askErr := n.Ask(nilCtx, ref, demo.EchoIn{})
+	_, askAsErr := tempest.AskAs[demo.EchoIn](nilCtx, n, ref, demo.EchoIn{})
+	_, statusErr := n.Status(nilCtx, ref)
+	_, askJSONErr := n.AskJSON(nilCtx, demo.Echo, "a", []byte(`{"text":"x"}`))
+	_, actorsErr := n.Actors(nilCtx, demo.Echo, false)
+	_, listErr := n.Reminders().ListOf(nilCtx, ref)
+	for name, err := range map[string]error{
+		"Ask":              askErr,
+		"AskAs":            askAsErr,
+		"TellContext":      n.TellContext(nilCtx, ref, demo.EchoIn{}),
+		"TellJSON":         n.TellJSON(nilCtx, demo.Echo, "a", []byte(`{"text":"x"}`)),
+		"AskJSON":          askJSONErr,
+		"Status":           statusErr,
+		"Passivate":        n.Passivate(nilCtx, ref),
+		"Actors":           actorsErr,
+		"WaitReady":        n.WaitReady(nilCtx),
+		"Reminders.ListOf": listErr,
+		"Reminders.Cancel": n.Reminders().Cancel(nilCtx, ref, "r"),
+		"Start":            n.Start(nilCtx),
+		"Shutdown":         n.Shutdown(nilCtx),
+		"Close":            n.Close(nilCtx),
+	} {
+		if !errors.Is(err, tempest.ErrNilContext) {
+			t.Errorf("%s: %v, want ErrNilContext", name, err)
+		}
+	}
+	if !n.Live() {
+		t.Fatal("a Close with a nil context closed the node")
+	}
+	fresh, err := tempest.New(tempest.Config{Name: "n2", DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.Start(nilCtx); !errors.Is(err, tempest.ErrNilContext) {
+		t.Fatalf("Start of a new node: %v, want ErrNilContext", err)
+	}
+	if err := fresh.Close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -24,6 +24,9 @@ type Reminders struct{ n *Node }
 func (n *Node) Reminders() *Reminders { return &Reminders{n: n} }
 
 func (r *Reminders) engine() (*reminders.Engine, error) {
+	if r.n == nil {
+		return nil, errNotMade // a Reminders is made by Node.Reminders
+	}
 	rn, err := r.n.running()
 	if err != nil {
 		return nil, err
@@ -108,7 +111,7 @@ func (r *Reminders) owned(ctx context.Context, ref actor.Ref, e *reminders.Engin
 	if !errors.Is(err, reminders.ErrNotOwner) || !ref.IsVirtual() {
 		return err
 	}
-	epoch, ok := r.n.cl.ServedHere(ref)
+	epoch, ok := r.n.rt().ServedHere(ref)
 	if !ok {
 		return err
 	}
@@ -126,7 +129,7 @@ func (r *Reminders) owned(ctx context.Context, ref actor.Ref, e *reminders.Engin
 // turnCtx bounds what a call from a turn (which carries no context)
 // does beyond op itself: the node's life, which ends when it closes.
 func (r *Reminders) turnCtx() context.Context {
-	return r.n.cl.Context() // Background on a standalone node, where owned loads nothing
+	return r.n.rt().Context() // Background on a standalone node, where owned loads nothing
 }
 
 // Unregister removes the reminder name of the actor whose turn ctx is.
@@ -191,7 +194,7 @@ func (r *Reminders) ListOf(ctx context.Context, ref actor.Ref) (ReminderList, er
 	if err != nil {
 		return ReminderList{}, err
 	}
-	node, infos, err := r.n.cl.ListReminders(ctx, ref, func() ([]reminders.Info, error) { return r.listHere(ctx, e, ref) })
+	node, infos, err := r.n.rt().ListReminders(ctx, ref, func() ([]reminders.Info, error) { return r.listHere(ctx, e, ref) })
 	if err != nil {
 		return ReminderList{}, err
 	}
@@ -212,7 +215,7 @@ func (r *Reminders) Cancel(ctx context.Context, ref actor.Ref, name string) erro
 	if err := reminders.CheckName(name); err != nil {
 		return err // here, as on the owner: no answer gives its identity back, or carries a name not UTF-8
 	}
-	return r.n.cl.CancelReminder(ctx, ref, name, func() error { return r.cancelHere(ctx, e, ref, name) })
+	return r.n.rt().CancelReminder(ctx, ref, name, func() error { return r.cancelHere(ctx, e, ref, name) })
 }
 
 // listHere is ListOf answered by this node's engine, for an identity
@@ -242,6 +245,12 @@ func closedErr(err error) error {
 
 func (r *Reminders) checkRef(ctx context.Context, ref actor.Ref) (*reminders.Engine, error) {
 	if err := ref.Check(); err != nil {
+		return nil, err
+	}
+	if r.n == nil {
+		return nil, errNotMade
+	}
+	if err := r.n.usable(ctx); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil { // as on every node, the owner's too
@@ -284,7 +293,7 @@ func (n *Node) startReminders(ctx context.Context) (*reminders.Engine, error) {
 		cfg.Store = n.remStore(cfg.Store)
 	}
 	cfg.Codec = n.msgs
-	cfg.Deliver = remind.Notifier{S: n.sched, Serves: n.cl.ServesReminder}
+	cfg.Deliver = remind.Notifier{S: n.sched, Serves: n.rt().ServesReminder}
 	cfg.ShardOf = n.reminderShard
 	if n.repl != nil {
 		// A replicated shard's records at rest here may hold writes that
@@ -292,7 +301,7 @@ func (n *Node) startReminders(ctx context.Context) (*reminders.Engine, error) {
 		// record that may not be committed"): they are written again
 		// before its reminders fire, as an activation's record is before
 		// its first turn. With one replica every record here committed.
-		cfg.InDoubt = func(string) bool { return n.cl.RecordsInDoubt() }
+		cfg.InDoubt = func(string) bool { return n.rt().RecordsInDoubt() }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = n.log
@@ -317,7 +326,7 @@ func (n *Node) startReminders(ctx context.Context) (*reminders.Engine, error) {
 }
 
 func (n *Node) reminderShard(id prospero.Identity) string {
-	if shard, ok := n.cl.ReminderShard(id); ok {
+	if shard, ok := n.rt().ReminderShard(id); ok {
 		return shard
 	}
 	return localShard

@@ -736,8 +736,8 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	if err := n.usable(ctx); err != nil {
 		return err
 	}
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
+	tick, stop := n.cfg.Clock.NewTicker(20 * time.Millisecond)
+	defer stop()
 	for {
 		why := n.Readiness()
 		switch {
@@ -756,7 +756,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 		case <-n.closed:
 			return ErrClosed
 		case <-changed:
-		case <-t.C:
+		case <-tick:
 		}
 	}
 }

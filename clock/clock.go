@@ -1,7 +1,8 @@
 // Package clock is the one time source of Tempest. Every package that
 // reads the time or waits for it takes a Clock (tempest.Config.Clock,
 // ariel.Config.Clock, wire.MailConfig.Clock, placement.Config.Clock,
-// membership.Config.Clock, prospero.Config.Clock, reminders.Config.Clock;
+// membership.Config.Clock, prospero.Config.Clock, reminders.Config.Clock,
+// federation.Config.Clock;
 // each of those names is an alias of Clock), so that one clock, the wall
 // clock or a fake one, drives them all. Real is the wall clock, and the
 // fake clock of a testing/synctest bubble; ariel.SimClock is a virtual one.

@@ -452,12 +452,12 @@ func (c *Engine) unavailable(err error) error {
 // awaitChange waits until the applied table changes, d passes or ctx
 // ends.
 func (c *Engine) awaitChange(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
+	t, stop := c.cfg.Clock.NewTimer(d)
+	defer stop()
 	select {
 	case <-c.pl.Changed():
 		return nil
-	case <-t.C:
+	case <-t:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -585,14 +585,14 @@ func (c *Engine) fenceLoop() {
 	if lease == 0 {
 		lease = placement.DefaultConfig().Lease
 	}
-	tick := time.NewTicker(max(lease/8, 10*time.Millisecond))
-	defer tick.Stop()
+	tick, stop := c.cfg.Clock.NewTicker(max(lease/8, 10*time.Millisecond))
+	defer stop()
 	down := map[string]bool{}
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick:
 		}
 		now := c.cfg.Clock.Now()
 		c.mu.Lock()

@@ -109,7 +109,7 @@ func (s *fedSender) SendControl(peer string, frame []byte) error {
 // attaches the transport to c.fedTr once it exists.
 func (c *Engine) newFederation() error {
 	c.fedTr = &fedSender{}
-	fe, err := federation.New(federation.Config{Sender: c.fedTr, Handler: fedHandler{c}, Codes: fedCodes,
+	fe, err := federation.New(federation.Config{Sender: c.fedTr, Handler: fedHandler{c}, Codes: fedCodes, Clock: c.cfg.Clock,
 		Unavailable: actor.ErrProcessUnavailable, Logger: c.log})
 	if err != nil {
 		return err
@@ -232,7 +232,7 @@ func (c *Engine) writeRecords(ctx context.Context, peer string, shard placement.
 func (c *Engine) lookupTransfer(k transferKey) *transfer {
 	c.xmu.Lock()
 	defer c.xmu.Unlock()
-	return c.transfers.lookup(k, time.Now())
+	return c.transfers.lookup(k, c.cfg.Clock.Now())
 }
 
 type fedHandler struct{ c *Engine }
@@ -304,7 +304,7 @@ func (h fedHandler) HandoffBegin(ctx context.Context, from string, m *federation
 	}
 	c.xmu.Lock()
 	defer c.xmu.Unlock()
-	return c.transfers.begin(transferKey{from: from, shard: shard, epoch: m.Epoch}, time.Now(), budget)
+	return c.transfers.begin(transferKey{from: from, shard: shard, epoch: m.Epoch}, c.cfg.Clock.Now(), budget)
 }
 
 // HandoffDone answers once every record of the transfer arrived on its

@@ -252,7 +252,7 @@ func (c *Engine) replicaLoop(restarted bool) {
 				c.logCatchUp(d, streaks.Observe(d.follower, d.err))
 			}
 		case <-changed:
-		case <-time.After(time.Second):
+		case <-c.cfg.Clock.After(time.Second):
 		case <-c.ctx.Done():
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tempest-actors/tempest/clock"
 	"log/slog"
 	"math"
 	"sync"
@@ -83,6 +84,9 @@ type Config struct {
 	MaxInFlight int
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// Clock times the waits a BUSY answer asks for (default the wall
+	// clock); budgets and deadlines are contexts'.
+	Clock clock.Clock
 }
 
 // Stats are an Endpoint's cumulative counters.
@@ -164,6 +168,9 @@ func New(cfg Config) (*Endpoint, error) {
 	}
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -284,14 +291,14 @@ func (e *Endpoint) CallRetrying(ctx context.Context, peer string, req Request) (
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= fe.RetryAfter {
 			return retries, err
 		}
-		t := time.NewTimer(fe.RetryAfter)
+		t, stop := e.cfg.Clock.NewTimer(fe.RetryAfter)
 		select {
-		case <-t.C:
+		case <-t:
 		case <-ctx.Done():
-			t.Stop()
+			stop()
 			return retries, err
 		case <-e.ctx.Done():
-			t.Stop()
+			stop()
 			return retries, ErrUnanswered
 		}
 		retries++

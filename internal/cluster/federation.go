@@ -645,8 +645,12 @@ const maxOwnerHops = 4
 // the owner by this node's table, following a NOT_OWNER answer's hint
 // (or this node's table once it changed) a few times. It returns
 // errUnreachable-wrapped errors (matching actor.ErrProcessUnavailable)
-// when the owner cannot be reached or cannot serve.
-func (c *Engine) onOwner(ctx context.Context, ref actor.Ref, here func() error, remote func(owner string, epoch uint64) error) (string, error) {
+// when the owner cannot be reached or cannot serve. The requests to other
+// nodes and the waits between them share one budget: ctx's deadline or,
+// when it has none, budget (not one budget per hop).
+func (c *Engine) onOwner(ctx context.Context, budget time.Duration, ref actor.Ref, here func() error, remote func(ctx context.Context, owner string, epoch uint64) error) (string, error) {
+	rctx, cancel := bounded(ctx, budget)
+	defer cancel()
 	var hint string
 	for hop := 0; ; hop++ {
 		owner, local, err := c.Route(ref)
@@ -659,7 +663,7 @@ func (c *Engine) onOwner(ctx context.Context, ref actor.Ref, here func() error, 
 		if hint != "" && hint != c.name {
 			owner = hint
 		}
-		err = remote(owner, c.EpochOf(prospero.IdentityOf(ref)))
+		err = remote(rctx, owner, c.EpochOf(prospero.IdentityOf(ref)))
 		var fe *federation.Error
 		if !errors.As(err, &fe) || fe.Code != federation.CodeNotOwner {
 			return owner, err
@@ -668,7 +672,7 @@ func (c *Engine) onOwner(ctx context.Context, ref actor.Ref, here func() error, 
 			return owner, fmt.Errorf("%w: %s: owner not found after %d tries: %w", actor.ErrProcessUnavailable, ref, maxOwnerHops, err)
 		}
 		if fe.OwnerHint == "" || fe.OwnerHint == owner {
-			if werr := c.awaitChange(ctx, 50*time.Millisecond); werr != nil {
+			if werr := c.awaitChange(rctx, 50*time.Millisecond); werr != nil {
 				return owner, werr
 			}
 			hint = ""
@@ -681,12 +685,10 @@ func (c *Engine) onOwner(ctx context.Context, ref actor.Ref, here func() error, 
 // Status is tempest.Node.Status in a cluster.
 func (c *Engine) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 	var st Status
-	owner, err := c.onOwner(ctx, ref, func() (err error) {
+	owner, err := c.onOwner(ctx, federation.DefaultBudget, ref, func() (err error) {
 		st, err = c.h.StatusHere(ctx, ref)
 		return err
-	}, func(owner string, epoch uint64) error {
-		ctx, cancel := bounded(ctx, federation.DefaultBudget)
-		defer cancel()
+	}, func(ctx context.Context, owner string, epoch uint64) error {
 		r, err := c.fed.Status(ctx, owner, &federation.StatusRequest{Epoch: epoch,
 			Actor: federation.Actor{Kind: ref.Kind(), Key: ref.Key(), Incarnation: ref.Incarnation()}})
 		if err != nil {
@@ -706,10 +708,8 @@ func (c *Engine) Status(ctx context.Context, ref actor.Ref) (Status, error) {
 
 // remotePassivate passivates ref on its owner, this node or another.
 func (c *Engine) remotePassivate(ctx context.Context, ref actor.Ref) error {
-	_, err := c.onOwner(ctx, ref, func() error { return c.h.PassivateHere(ctx, ref) },
-		func(owner string, epoch uint64) error {
-			ctx, cancel := bounded(ctx, 30*time.Second)
-			defer cancel()
+	_, err := c.onOwner(ctx, 30*time.Second, ref, func() error { return c.h.PassivateHere(ctx, ref) },
+		func(ctx context.Context, owner string, epoch uint64) error {
 			return c.fed.Call(ctx, owner, &federation.PassivateRequest{Epoch: epoch, BudgetNs: budgetOf(ctx, 0),
 				Actor: federation.Actor{Kind: ref.Kind(), Key: ref.Key(), Incarnation: ref.Incarnation()}})
 		})

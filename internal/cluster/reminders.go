@@ -191,13 +191,11 @@ func (c *Engine) Context() context.Context {
 func (c *Engine) ListReminders(ctx context.Context, ref actor.Ref, here func() ([]reminders.Info, error)) (string, []reminders.Info, error) {
 	var node string
 	var out []reminders.Info
-	_, err := c.onOwner(ctx, ref, func() error {
+	_, err := c.onOwner(ctx, federation.DefaultBudget, ref, func() error {
 		infos, err := here()
 		node, out = c.name, infos
 		return err
-	}, func(owner string, epoch uint64) error {
-		ctx, cancel := bounded(ctx, federation.DefaultBudget)
-		defer cancel()
+	}, func(ctx context.Context, owner string, epoch uint64) error {
 		rep, err := c.fed.ReminderList(ctx, owner, &federation.ReminderListRequest{Epoch: epoch, Actor: fedActor(ref)})
 		if err != nil {
 			return err
@@ -216,9 +214,7 @@ func (c *Engine) ListReminders(ctx context.Context, ref actor.Ref, here func() (
 
 // CancelReminder is tempest.Reminders.Cancel, as ListReminders.
 func (c *Engine) CancelReminder(ctx context.Context, ref actor.Ref, name string, here func() error) error {
-	_, err := c.onOwner(ctx, ref, here, func(owner string, epoch uint64) error {
-		ctx, cancel := bounded(ctx, 30*time.Second)
-		defer cancel()
+	_, err := c.onOwner(ctx, 30*time.Second, ref, here, func(ctx context.Context, owner string, epoch uint64) error {
 		return c.fed.Call(ctx, owner, &federation.ReminderCancelRequest{Epoch: epoch, Actor: fedActor(ref),
 			Name: name, BudgetNs: budgetOf(ctx, 0)})
 	})

@@ -560,6 +560,11 @@ func (n *Node) startLocked(ctx context.Context) error {
 	if n.eng != nil {
 		sc.VetError = n.vetError
 		sc.ForeignAskTimeouts = n.eng.ForeignAskTimeouts
+		// This node's own mailbox-full refusal in the form a remote
+		// owner's takes, naming the refusing node, so that a sender (program
+		// code or an actor) sees the same error, text included, whichever
+		// node owns the recipient.
+		sc.Refusal = &wire.RefusedError{Node: n.cfg.Name, Reason: wire.RefusedReasonMailboxFull, Detail: actor.ErrRefused.Error()}
 	}
 	sc.Activator = arielhost.Activator(sup)
 	if n.eng != nil {
@@ -926,7 +931,7 @@ func (n *Node) tell(ctx context.Context, ref actor.Ref, msg any, tr any) error {
 	}
 	// Refused: the router decides whether to send again. The closure is
 	// made only here, so that a tell that went through allocates nothing.
-	return n.localRefusal(n.rt().Resend(ctx, err, func() error { return send(r, ref, msg, tr) }))
+	return n.rt().Resend(ctx, err, func() error { return send(r, ref, msg, tr) })
 }
 
 // Ask sends msg to ref and waits for the reply, until ctx's deadline
@@ -988,7 +993,7 @@ func (n *Node) ask(ctx context.Context, ref actor.Ref, msg any) (any, error) {
 			err = &DeadlineError{Ref: ref, Timeout: max(deadline.Sub(start), 0), Err: err} // an ask whose deadline had passed had no time
 		}
 	}
-	return reply, n.localRefusal(err)
+	return reply, err
 }
 
 // askExpired reports whether err, which matches actor.ErrDeadlineExceeded,
@@ -1003,19 +1008,6 @@ func askExpired(ctx context.Context, err error, past bool) bool {
 	}
 	var re *wire.RefusedError
 	return errors.As(err, &re) && re.Reason == wire.RefusedReasonExpired
-}
-
-// localRefusal gives a clustered node's own mailbox-full refusal the form
-// a remote owner's takes (a *wire.RefusedError naming the refusing node,
-// MAILBOX_FULL), so that a caller sees the same error, text included,
-// whichever node owns the actor. Only the scheduler's bare
-// actor.ErrRefused is this node's admission; a full link queue
-// (wire.ErrQueueFull) and a remote refusal keep their own form.
-func (n *Node) localRefusal(err error) error {
-	if err != actor.ErrRefused || n.eng == nil { // the scheduler's own sentinel, never wrapped
-		return err
-	}
-	return &wire.RefusedError{Node: n.cfg.Name, Reason: wire.RefusedReasonMailboxFull, Detail: err.Error()}
 }
 
 func (n *Node) askRouted(ctx context.Context, ref actor.Ref, msg any) (any, error) {

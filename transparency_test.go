@@ -126,6 +126,40 @@ func dropGate(key string) {
 // error. The calls are Ask, Tell, AskAs, Status and Passivate, with
 // replies, application errors, unregistered types, unknown kinds,
 // deadlines and a full mailbox's refusal.
+// relayActor sends on what it is asked, from its own turn, to the gate whose
+// key follows "ask:" or "tell:", and answers with what became of it: the
+// reply or error of its ask, the error its tell returned or the
+// Undelivered notice that came back for it.
+type relayActor struct{ told actor.Replier }
+
+func (r *relayActor) Receive(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case demo.EchoIn:
+		if key, ok := strings.CutPrefix(m.Text, "ask:"); ok {
+			rep := ctx.ReplyLater()
+			ctx.Ask(actor.Virtual("gate", key), demo.EchoIn{Text: "refused"}, func(ctx actor.Context, reply any, err error) {
+				if err != nil {
+					_ = rep.ReplyError(ctx, err)
+					return
+				}
+				_ = rep.Reply(ctx, reply)
+			})
+			return
+		}
+		key, _ := strings.CutPrefix(m.Text, "tell:")
+		if err := ctx.Tell(actor.Virtual("gate", key), demo.EchoIn{Text: "refused"}); err != nil {
+			ctx.ReplyError(err)
+			return
+		}
+		r.told = ctx.ReplyLater() // answered by the Undelivered notice, if one comes
+	case actor.Undelivered:
+		if r.told != nil {
+			_ = r.told.ReplyError(ctx, m.Err)
+			r.told = nil
+		}
+	}
+}
+
 func TestLocationTransparency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
@@ -205,6 +239,10 @@ func TestLocationTransparency(t *testing.T) {
 				return err
 			}
 		}
+		if err := n.Register("relay", func(string) actor.Actor { return &relayActor{} }, tempest.KindOptions{
+			Messages: []tempest.Message{tempest.MessageOf[demo.EchoIn](demo.TagEchoIn, "EchoIn")}}); err != nil {
+			return err
+		}
 		return bank.Register(n)
 	}})
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -227,6 +265,45 @@ func TestLocationTransparency(t *testing.T) {
 		}
 		st.Key = strings.TrimPrefix(st.Key, ref.Key())
 		return st, err
+	}
+	// fullGate holds a turn of gate/key and fills its one-message
+	// mailbox from the owner's node, runs send, then lets the turn go.
+	fullGate := func(ctx context.Context, key string, send func() (any, error)) (any, error) {
+		ref := actor.Virtual("gate", key)
+		owner := c.Owner(ref)
+		entered, release := heldGate(key)
+		blocked := make(chan error, 1)
+		go func() {
+			_, err := owner.Ask(ctx, ref, demo.EchoIn{Text: "block"})
+			blocked <- err
+		}()
+		<-entered
+		// The owner's tells fill the one slot behind the held turn;
+		// it refuses the next at once.
+		for {
+			err := owner.Tell(ref, demo.EchoIn{Text: "fill"})
+			if errors.Is(err, actor.ErrRefused) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		reply, err := send()
+		close(release)
+		if berr := <-blocked; berr != nil {
+			t.Errorf("the held ask: %v", berr)
+		}
+		dropGate(key)
+		return reply, err
+	}
+	// relayOn is a relay that n owns.
+	relayOn := func(n *tempest.Node) actor.Ref {
+		for i := 0; ; i++ {
+			if ref := actor.Virtual("relay", fmt.Sprint("r", i)); c.Owner(ref) == n {
+				return ref
+			}
+		}
 	}
 	cases := []struct {
 		name string
@@ -410,36 +487,28 @@ func TestLocationTransparency(t *testing.T) {
 			})
 		}},
 		{"full mailbox", "gate", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
-			ref := actor.Virtual("gate", acct)
-			owner := c.Owner(ref)
-			entered, release := heldGate(acct)
-			blocked := make(chan error, 1)
-			go func() {
-				_, err := owner.Ask(ctx, ref, demo.EchoIn{Text: "block"})
-				blocked <- err
-			}()
-			<-entered
-			// The owner's tells fill the one slot behind the held turn;
-			// it refuses the next at once.
-			for {
-				err := owner.Tell(ref, demo.EchoIn{Text: "fill"})
-				if errors.Is(err, actor.ErrRefused) {
-					break
-				}
-				if err != nil {
-					return nil, err
-				}
-			}
-			reply, err := n.Ask(ctx, ref, demo.EchoIn{Text: "refused"})
-			close(release)
-			if berr := <-blocked; berr != nil {
-				t.Errorf("the held ask: %v", berr)
-			}
-			dropGate(acct)
-			return reply, err
+			return fullGate(ctx, acct, func() (any, error) { return n.Ask(ctx, actor.Virtual("gate", acct), demo.EchoIn{Text: "refused"}) })
 		}, func(o outcome) bool {
 			return o.Is["ErrRefused"] && o.Refused == "MAILBOX_FULL" && o.Reply == nil &&
 				o.Err == "wire: refused by OWNER: MAILBOX_FULL: tempest: refused"
+		}},
+		// The same, sent by an actor on the caller's node: its ask's
+		// continuation, and its tell (refused at once by a local owner,
+		// by an Undelivered notice from a remote one), see the same
+		// refusal, which a local owner gave as a bare actor.ErrRefused.
+		{"full mailbox, asked by an actor", "gate", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return fullGate(ctx, acct, func() (any, error) {
+				return n.Ask(ctx, relayOn(n), demo.EchoIn{Text: "ask:" + acct})
+			})
+		}, func(o outcome) bool {
+			return o.Is["ErrRefused"] && o.Err == "wire: refused by OWNER: MAILBOX_FULL: tempest: refused" // replied: text and code
+		}},
+		{"full mailbox, told by an actor", "gate", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return fullGate(ctx, acct, func() (any, error) {
+				return n.Ask(ctx, relayOn(n), demo.EchoIn{Text: "tell:" + acct})
+			})
+		}, func(o outcome) bool {
+			return o.Is["ErrRefused"] && o.Err == "wire: refused by OWNER: MAILBOX_FULL: tempest: refused" // replied: text and code
 		}},
 	}
 	for i, tc := range cases {

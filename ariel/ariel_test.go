@@ -745,3 +745,64 @@ func TestManyActorPairsHammer(t *testing.T) {
 	}
 	waitIdle(t, s)
 }
+
+// nodeRefusal is a Config.Refusal: a full mailbox's refusal in a form of
+// its own that matches actor.ErrRefused.
+type nodeRefusal struct{}
+
+func (nodeRefusal) Error() string        { return "refused by n1" }
+func (nodeRefusal) Unwrap() error        { return actor.ErrRefused }
+func (nodeRefusal) Is(target error) bool { return target == actor.ErrRefused }
+
+// A full mailbox refuses with Config.Refusal whoever sends: program
+// code's Tell and Ask, an actor's tell (its error and its Undelivered
+// notice) and an actor's ask (its continuation). A Refusal that does not
+// match actor.ErrRefused is refused.
+func TestRefusalIsTheConfiguredOne(t *testing.T) {
+	if _, err := ariel.New(ariel.Config{Refusal: errors.New("full")}); err == nil {
+		t.Fatal("a Refusal that does not match actor.ErrRefused was accepted")
+	}
+	s := newSched(t, ariel.Config{Workers: 2, Refusal: nodeRefusal{}})
+	b := newBlocker()
+	full, _ := s.Spawn(b, actor.WithMailbox(1))
+	_ = s.Tell(full, "block")
+	<-b.entered
+	_ = s.Tell(full, 0) // fills it
+	want := func(what string, err error) {
+		t.Helper()
+		if !errors.As(err, new(nodeRefusal)) {
+			t.Errorf("%s: %v, want the configured refusal", what, err)
+		}
+	}
+	want("Tell", s.Tell(full, 1))
+	_, err := s.Ask(askCtx(t), full, 2)
+	want("Ask", err)
+	type outcome struct {
+		tellErr, undelivered, askErr error
+	}
+	got := make(chan outcome, 1)
+	var o outcome
+	sender, _ := s.Spawn(actor.Func(func(ctx actor.Context, msg any) {
+		switch m := msg.(type) {
+		case string:
+			o.tellErr = ctx.Tell(full, m)
+			ctx.Ask(full, m, func(ctx actor.Context, _ any, err error) {
+				o.askErr = err
+				if o.undelivered != nil {
+					got <- o
+				}
+			})
+		case actor.Undelivered:
+			o.undelivered = m.Err
+			if o.askErr != nil {
+				got <- o
+			}
+		}
+	}))
+	_ = s.Tell(sender, "x")
+	r := <-got
+	want("an actor's tell", r.tellErr)
+	want("an actor's Undelivered", r.undelivered)
+	want("an actor's ask", r.askErr)
+	close(b.release)
+}

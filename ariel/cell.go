@@ -230,7 +230,7 @@ func (c *Cell) reserve() error {
 	}
 	if c.count.Add(1) > c.limit {
 		c.count.Add(-1)
-		return actor.ErrRefused
+		return c.s.refusal
 	}
 	return nil
 }

@@ -20,8 +20,14 @@ type Config struct {
 	// Workers is the number of pool workers. Default GOMAXPROCS.
 	Workers int
 	// MailboxCapacity is the default bound of a mailbox (user mail). A send
-	// to a full mailbox is refused with actor.ErrRefused. Default 1024.
+	// to a full mailbox is refused with Refusal. Default 1024.
 	MailboxCapacity int
+	// Refusal is the error a full mailbox refuses mail with, whoever sent
+	// it (program code, an actor's tell or ask): it must match
+	// actor.ErrRefused. Default actor.ErrRefused. A clustered node gives
+	// it the form a peer's refusal takes, so that a sender sees the same
+	// error whichever node owns the recipient.
+	Refusal error
 	// FairnessMessages ends a drain cycle after this many messages; the
 	// actor then goes to the back of the shared queue. Default 64.
 	FairnessMessages int
@@ -173,6 +179,9 @@ func (c Config) Validate() error {
 	}
 	if c.MailboxCapacity < 0 || c.MailboxCapacity > maxMailbox {
 		errs = append(errs, fmt.Errorf("ariel: MailboxCapacity %d out of range [1,%d]", c.MailboxCapacity, maxMailbox))
+	}
+	if c.Refusal != nil && !errors.Is(c.Refusal, actor.ErrRefused) {
+		errs = append(errs, fmt.Errorf("ariel: Refusal %q does not match actor.ErrRefused", c.Refusal))
 	}
 	if c.FairnessMessages < 0 {
 		errs = append(errs, fmt.Errorf("ariel: FairnessMessages %d is negative", c.FairnessMessages))

@@ -148,8 +148,8 @@ func (in *Inbox) TellBatch(from actor.Ref, msgs []any) (n int, err error) {
 	}
 	s.wake(c, nil)
 	if k < len(msgs) {
-		in.countRest(actor.ErrRefused, len(msgs)-k)
-		return k, actor.ErrRefused
+		in.countRest(s.refusal, len(msgs)-k)
+		return k, s.refusal
 	}
 	return k, nil
 }

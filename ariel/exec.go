@@ -661,7 +661,7 @@ func (s *Scheduler) redeliver(gone *Cell, es []envelope, ex *executor) {
 		}
 		for k := got; k < len(es); k++ {
 			s.g.refused.Add(1)
-			s.drop(&es[k], actor.ErrRefused)
+			s.drop(&es[k], s.refusal)
 		}
 		return
 	}

@@ -139,7 +139,7 @@ func (ex *executor) admit(c *Cell) (int32, error) {
 		}
 		got := c.reserveUpTo(grp.step)
 		if got == 0 {
-			return g, actor.ErrRefused
+			return g, c.s.refusal
 		}
 		grp.cred = got - 1
 		grp.step = min(grp.step*2, creditChunkMax)

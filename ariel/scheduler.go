@@ -1,6 +1,7 @@
 package ariel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,7 @@ type Scheduler struct {
 	vet       func(actor.Ref, any) (any, error)
 	vetReply  func(actor.Ref, any) (any, error) // Config.VetReply, else vet
 	vetErr    func(actor.Ref, error) error
+	refusal   error                                             // a full mailbox's (Config.Refusal)
 	foreign   func(string) (time.Duration, time.Duration, bool) // Config.ForeignAskTimeouts
 
 	router atomic.Pointer[routerBox]
@@ -125,6 +127,7 @@ func New(cfg Config) (*Scheduler, error) {
 		vet:      cfg.Vet,
 		vetReply: cfg.VetReply,
 		vetErr:   cfg.VetError,
+		refusal:  cmp.Or(cfg.Refusal, actor.ErrRefused),
 		foreign:  cfg.ForeignAskTimeouts,
 		kinds:    map[string]kindInfo{},
 		idleCh:   make(chan struct{}),

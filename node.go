@@ -560,11 +560,17 @@ func (n *Node) startLocked(ctx context.Context) error {
 	if n.eng != nil {
 		sc.VetError = n.vetError
 		sc.ForeignAskTimeouts = n.eng.ForeignAskTimeouts
-		// This node's own mailbox-full refusal in the form a remote
-		// owner's takes, naming the refusing node, so that a sender (program
-		// code or an actor) sees the same error, text included, whichever
-		// node owns the recipient.
-		sc.Refusal = &wire.RefusedError{Node: n.cfg.Name, Reason: wire.RefusedReasonMailboxFull, Detail: actor.ErrRefused.Error()}
+		// This node's own refusals at admission in the form a remote
+		// owner's take, naming the refusing node, so that a sender
+		// (program code or an actor) sees the same error, text included,
+		// whichever node owns the recipient.
+		sc.Refuse = func(sentinel error) error {
+			reason := wire.RefusedReasonMailboxFull
+			if sentinel == actor.ErrActorTerminated {
+				reason = wire.RefusedReasonTerminatedIncarnation
+			}
+			return &wire.RefusedError{Node: n.cfg.Name, Reason: reason, Detail: sentinel.Error()}
+		}
 	}
 	sc.Activator = arielhost.Activator(sup)
 	if n.eng != nil {

@@ -387,6 +387,12 @@ func TestLocationTransparency(t *testing.T) {
 		{"unregistered error type", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "struct"})
 		}, func(o outcome) bool { return o.Err == "plain error 7" && !o.Plain && len(o.Is) == 0 }},
+		{"ask pinned to an incarnation never active", "", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
+			return n.Ask(ctx, actor.Virtual(bank.Account, acct).WithIncarnation(7), bank.GetBalance{})
+		}, func(o outcome) bool {
+			return o.Is["ErrActorTerminated"] && o.Refused == "TERMINATED_INCARNATION" &&
+				o.Err == "wire: refused by OWNER: TERMINATED_INCARNATION: tempest: actor terminated"
+		}},
 		{"replied a nil error", "failing", func(ctx context.Context, n *tempest.Node, acct string) (any, error) {
 			return n.Ask(ctx, n.Ref("failing", acct), demo.EchoIn{Text: "nil"}) // ReplyError(nil)
 		}, func(o outcome) bool { return o.Err == "" && o.Reply == nil }},

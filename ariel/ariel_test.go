@@ -746,23 +746,25 @@ func TestManyActorPairsHammer(t *testing.T) {
 	waitIdle(t, s)
 }
 
-// nodeRefusal is a Config.Refusal: a full mailbox's refusal in a form of
-// its own that matches actor.ErrRefused.
-type nodeRefusal struct{}
+// nodeRefusal is what Config.Refuse gives: a refusal in a form of its
+// own that matches its sentinel.
+type nodeRefusal struct{ sentinel error }
 
-func (nodeRefusal) Error() string        { return "refused by n1" }
-func (nodeRefusal) Unwrap() error        { return actor.ErrRefused }
-func (nodeRefusal) Is(target error) bool { return target == actor.ErrRefused }
+func (r nodeRefusal) Error() string { return "refused by n1: " + r.sentinel.Error() }
+func (r nodeRefusal) Unwrap() error { return r.sentinel }
 
-// A full mailbox refuses with Config.Refusal whoever sends: program
-// code's Tell and Ask, an actor's tell (its error and its Undelivered
-// notice) and an actor's ask (its continuation). A Refusal that does not
-// match actor.ErrRefused is refused.
+func refuseAsNode(sentinel error) error { return nodeRefusal{sentinel} }
+
+// A full mailbox refuses with what Config.Refuse gives whoever sends:
+// program code's Tell and Ask, an actor's tell (its error and its
+// Undelivered notice) and an actor's ask (its continuation); so does a
+// reference pinned to another incarnation. A Refuse whose refusal does
+// not match its sentinel is refused.
 func TestRefusalIsTheConfiguredOne(t *testing.T) {
-	if _, err := ariel.New(ariel.Config{Refusal: errors.New("full")}); err == nil {
-		t.Fatal("a Refusal that does not match actor.ErrRefused was accepted")
+	if _, err := ariel.New(ariel.Config{Refuse: func(error) error { return errors.New("full") }}); err == nil {
+		t.Fatal("a Refuse that does not keep its sentinel was accepted")
 	}
-	s := newSched(t, ariel.Config{Workers: 2, Refusal: nodeRefusal{}})
+	s := newSched(t, ariel.Config{Workers: 2, Refuse: refuseAsNode})
 	b := newBlocker()
 	full, _ := s.Spawn(b, actor.WithMailbox(1))
 	_ = s.Tell(full, "block")
@@ -770,11 +772,14 @@ func TestRefusalIsTheConfiguredOne(t *testing.T) {
 	_ = s.Tell(full, 0) // fills it
 	want := func(what string, err error) {
 		t.Helper()
-		if !errors.As(err, new(nodeRefusal)) {
+		if !errors.As(err, new(nodeRefusal)) || !errors.Is(err, actor.ErrRefused) {
 			t.Errorf("%s: %v, want the configured refusal", what, err)
 		}
 	}
 	want("Tell", s.Tell(full, 1))
+	if err := s.Tell(full.WithIncarnation(full.Incarnation()+5), 1); !errors.As(err, new(nodeRefusal)) || !errors.Is(err, actor.ErrActorTerminated) {
+		t.Errorf("Tell to another incarnation: %v, want the configured refusal of ErrActorTerminated", err)
+	}
 	_, err := s.Ask(askCtx(t), full, 2)
 	want("Ask", err)
 	type outcome struct {

@@ -20,14 +20,18 @@ type Config struct {
 	// Workers is the number of pool workers. Default GOMAXPROCS.
 	Workers int
 	// MailboxCapacity is the default bound of a mailbox (user mail). A send
-	// to a full mailbox is refused with Refusal. Default 1024.
+	// to a full mailbox is refused with actor.ErrRefused (see Refuse).
+	// Default 1024.
 	MailboxCapacity int
-	// Refusal is the error a full mailbox refuses mail with, whoever sent
-	// it (program code, an actor's tell or ask): it must match
-	// actor.ErrRefused. Default actor.ErrRefused. A clustered node gives
-	// it the form a peer's refusal takes, so that a sender sees the same
-	// error whichever node owns the recipient.
-	Refusal error
+	// Refuse, when set, gives the scheduler's refusals of mail at
+	// admission their form, whoever sent it (program code, an actor's
+	// tell or ask): a full mailbox's (actor.ErrRefused) and that of a
+	// reference pinned to an incarnation other than its actor's
+	// (actor.ErrActorTerminated). It is called once for each at New, and
+	// what it returns must match the sentinel it was given. A clustered
+	// node gives them the form a peer's refusal takes, so that a sender
+	// sees the same error whichever node owns the recipient.
+	Refuse func(sentinel error) error
 	// FairnessMessages ends a drain cycle after this many messages; the
 	// actor then goes to the back of the shared queue. Default 64.
 	FairnessMessages int
@@ -180,8 +184,12 @@ func (c Config) Validate() error {
 	if c.MailboxCapacity < 0 || c.MailboxCapacity > maxMailbox {
 		errs = append(errs, fmt.Errorf("ariel: MailboxCapacity %d out of range [1,%d]", c.MailboxCapacity, maxMailbox))
 	}
-	if c.Refusal != nil && !errors.Is(c.Refusal, actor.ErrRefused) {
-		errs = append(errs, fmt.Errorf("ariel: Refusal %q does not match actor.ErrRefused", c.Refusal))
+	if c.Refuse != nil {
+		for _, s := range []error{actor.ErrRefused, actor.ErrActorTerminated} {
+			if r := c.Refuse(s); !errors.Is(r, s) {
+				errs = append(errs, fmt.Errorf("ariel: Refuse(%v) = %v, which does not match it", s, r))
+			}
+		}
 	}
 	if c.FairnessMessages < 0 {
 		errs = append(errs, fmt.Errorf("ariel: FairnessMessages %d is negative", c.FairnessMessages))

@@ -196,7 +196,7 @@ func (s *Scheduler) resolveLocal(to actor.Ref) (*Cell, error) {
 		return nil, nil
 	}
 	if !c.pinMatches(to.Incarnation()) {
-		return nil, actor.ErrActorTerminated
+		return nil, s.pinned
 	}
 	return c, nil
 }

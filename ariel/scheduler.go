@@ -1,7 +1,6 @@
 package ariel
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,7 +40,8 @@ type Scheduler struct {
 	vet       func(actor.Ref, any) (any, error)
 	vetReply  func(actor.Ref, any) (any, error) // Config.VetReply, else vet
 	vetErr    func(actor.Ref, error) error
-	refusal   error                                             // a full mailbox's (Config.Refusal)
+	refusal   error                                             // a full mailbox's (Config.Refuse)
+	pinned    error                                             // a reference pinned to another incarnation's (Config.Refuse)
 	foreign   func(string) (time.Duration, time.Duration, bool) // Config.ForeignAskTimeouts
 
 	router atomic.Pointer[routerBox]
@@ -127,7 +127,8 @@ func New(cfg Config) (*Scheduler, error) {
 		vet:      cfg.Vet,
 		vetReply: cfg.VetReply,
 		vetErr:   cfg.VetError,
-		refusal:  cmp.Or(cfg.Refusal, actor.ErrRefused),
+		refusal:  refuse(cfg.Refuse, actor.ErrRefused),
+		pinned:   refuse(cfg.Refuse, actor.ErrActorTerminated),
 		foreign:  cfg.ForeignAskTimeouts,
 		kinds:    map[string]kindInfo{},
 		idleCh:   make(chan struct{}),
@@ -736,4 +737,12 @@ func (t *idTable) put(id uint64, c *Cell) {
 		t.mu.Unlock()
 	}
 	(*p)[ci][id&(1<<idChunkBits-1)].Store(c)
+}
+
+// refuse is sentinel in the form f gives it (Config.Refuse).
+func refuse(f func(error) error, sentinel error) error {
+	if f == nil {
+		return sentinel
+	}
+	return f(sentinel)
 }

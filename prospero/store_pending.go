@@ -490,6 +490,7 @@ func (s *BoltStore) untouch(ids ...Identity) {
 			delete(s.touched, id)
 		}
 	}
+	s.pcond.Broadcast() // settle
 	s.pmu.Unlock()
 }
 
@@ -527,7 +528,13 @@ func (s *BoltStore) decidedCommitted(group []asyncPut, last uint64) {
 }
 
 // settle waits until the decided write of id (nil: every decided write)
-// committed, or the store is damaged, closed or abandoned.
+// committed, and every operation on id queued (a replicated record
+// above all), or the store is damaged, closed or abandoned. A replica
+// acknowledges records on receipt and writes them in a later group
+// commit; once it owns their shard (a promotion, a failover), it must
+// read id with them: state read without them would be written over,
+// and the late record would then overwrite that write or fail its
+// commit.
 func (s *BoltStore) settle(id *Identity) {
 	s.pmu.Lock()
 	defer s.pmu.Unlock()
@@ -535,10 +542,11 @@ func (s *BoltStore) settle(id *Identity) {
 	if id != nil {
 		want = s.decided[*id].seq
 	}
-	if s.pdone < want {
+	waiting := func() bool { return s.pdone < want || (id != nil && s.touched[*id] > 0) }
+	if waiting() {
 		s.commit.hurry()
 	}
-	for s.pdone < want && s.damaged.Load() == nil && !s.pclosed && !s.abandoned.Load() {
+	for waiting() && s.damaged.Load() == nil && !s.pclosed && !s.abandoned.Load() {
 		s.pcond.Wait()
 	}
 }

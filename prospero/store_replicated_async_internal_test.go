@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -126,5 +127,49 @@ func TestApplyReplicatedAsyncFailedBatchFailsAlone(t *testing.T) {
 	}
 	if _, err := s.Get(ctx, Identity{Kind: "theirs", Key: "first"}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a record of the failed batch was stored: %v", err)
+	}
+}
+
+// Get of an identity waits for the replicated records of it queued and
+// not committed yet: a replica that acknowledged them on receipt and
+// then became the owner (a promotion, a failover) must hydrate from
+// them. It read the state from before them, wrote its next state on top
+// of that, and the late record then overwrote that write, or failed its
+// commit (a newer version stored) and damaged the store.
+func TestGetWaitsForQueuedReplicatedRecords(t *testing.T) {
+	s, err := NewBoltStore(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id := Identity{Kind: "counter", Key: "k"}
+	if _, err := s.ApplyReplicated([]Replicated{{ID: id, Epoch: 2, Version: 5, State: []byte("old")}}); err != nil {
+		t.Fatal(err)
+	}
+	hold := holdWriter(t, s) // the batch below stays queued
+	var once sync.Once
+	release := func() { once.Do(hold) }
+	defer release()
+	applied := make(chan error, 1)
+	s.ApplyReplicatedLater([]Replicated{{ID: id, Epoch: 2, Version: 9, State: []byte("acknowledged")}}, func(_ int, err error) { applied <- err })
+	got := make(chan Record, 1)
+	go func() {
+		rec, err := s.Get(t.Context(), id)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- rec
+	}()
+	select {
+	case rec := <-got:
+		t.Fatalf("Get returned %q (version %d) while a replicated record of it was queued", rec.State, rec.Version)
+	case <-time.After(50 * time.Millisecond): // Get must still be waiting: nothing can let it go
+	}
+	release()
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+	if rec := <-got; rec.Version != 9 || string(rec.State) != "acknowledged" {
+		t.Fatalf("Get = %q at version %d, want the queued record", rec.State, rec.Version)
 	}
 }

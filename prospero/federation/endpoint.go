@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tempest-actors/tempest/clock"
 	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/tempest-actors/tempest/clock"
 	"github.com/tempest-actors/tempest/wire/bare"
 )
 

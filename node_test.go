@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -777,4 +778,38 @@ func TestNilContextIsRefused(t *testing.T) {
 	if err := fresh.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Close returns by its context's end even while a kind's factory does
+// not return (an activation stuck in it): it used to wait for the
+// supervisor's I/O workers without a bound.
+func TestCloseReturnsWhileAFactoryIsStuck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n, err := tempest.New(tempest.Config{Name: "n1", DataDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		if err := n.Register("stuck", func(string) actor.Actor {
+			<-release
+			return actor.Func(func(actor.Context, any) {})
+		}, tempest.KindOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := n.Ask(ctx, n.Ref("stuck", "a"), "x"); !errors.Is(err, actor.ErrDeadlineExceeded) {
+			t.Fatalf("ask: %v, want ErrDeadlineExceeded", err)
+		}
+		closeCtx, cancelClose := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancelClose()
+		if err := n.Close(closeCtx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Close: %v, want its context's end", err)
+		}
+		close(release) // the factory returns, to a closed node
+		synctest.Wait()
+	})
 }

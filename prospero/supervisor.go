@@ -669,7 +669,24 @@ func (s *Supervisor) Close(ctx context.Context) error {
 		s.mu.Lock()
 		s.jobCond.Broadcast()
 		s.mu.Unlock()
-		s.wg.Wait()
+		// The I/O workers stop at their next job; one in a kind's factory
+		// or UnmarshalState that does not return cannot be stopped, and
+		// Close does not wait for it past ctx (it finds the store closed
+		// when it returns).
+		workers := make(chan struct{})
+		go func() {
+			s.wg.Wait()
+			close(workers)
+		}()
+		select {
+		case <-workers:
+		case <-ctx.Done():
+			select {
+			case <-workers:
+			default:
+				err = errors.Join(err, fmt.Errorf("prospero: close: %w: an I/O worker had not stopped (in a kind's factory or UnmarshalState that has not returned?)", ctx.Err()))
+			}
+		}
 		if s.own != nil {
 			s.own.close()
 		}

@@ -28,7 +28,7 @@ test: vet
 	$(GO) test -count=1 -timeout 15m -run '^TestSimulation$$' . -sim.seeds=$(SIM_SEEDS)
 	$(GO) test -race -count=1 -tags tempest_notrace -run '$(NOTRACE_TESTS)' . ./ariel/
 	cd deploy/k8s && $(GO) test -count=1 ./...
-	cd third_party/raft && $(GO) test -count=1 -run '^TestReplicationBackoffIsCapped$$' .
+	cd third_party/raft && $(GO) test -count=1 -run '^(TestReplicationBackoffIsCapped|TestPipelineDecoderDrainsAfterAStaleTerm)$$' .
 
 NOTRACE_TESTS := NoTracingBuild|TestTellAsk$$|TestAskJSON|TestTellAskSpawn
 

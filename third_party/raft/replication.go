@@ -544,6 +544,28 @@ func (r *Raft) pipelineSend(s *followerReplication, p AppendPipeline, nextIdx *u
 func (r *Raft) pipelineDecode(s *followerReplication, p AppendPipeline, stopCh, finishCh chan struct{}) {
 	defer close(finishCh)
 	respCh := p.Consumer()
+	// An early return (a newer term, a failed append) leaves responses
+	// unread while the sender may still be pipelining one more request:
+	// the transport's reader then blocks handing its response over, the
+	// sender blocks queueing the request, and the sender never sees
+	// finishCh, so the pipeline is never closed and replication (and
+	// Shutdown, which waits for it) hangs. Responses are taken and
+	// dropped until the sender has stopped.
+	early := true
+	defer func() {
+		if !early {
+			return
+		}
+		r.goFunc(func() {
+			for {
+				select {
+				case <-respCh:
+				case <-stopCh:
+					return
+				}
+			}
+		})
+	}()
 	for {
 		select {
 		case ready := <-respCh:
@@ -571,6 +593,7 @@ func (r *Raft) pipelineDecode(s *followerReplication, p AppendPipeline, stopCh, 
 			// Update our replication state
 			updateLastAppended(s, req)
 		case <-stopCh:
+			early = false
 			return
 		}
 	}

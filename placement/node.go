@@ -332,8 +332,9 @@ func (n *Node) Start(ctx context.Context) error {
 }
 
 // Close shuts raft down, closes its stores and waits (until ctx ends)
-// for the node's goroutines to stop. It does not leave the cluster (see
-// Leave). Idempotent.
+// for the node's goroutines to stop; raft's shutdown too is waited for
+// until ctx ends only (its stores are then left open). It does not leave
+// the cluster (see Leave). Idempotent.
 func (n *Node) Close(ctx context.Context) error {
 	n.mu.Lock()
 	if n.closed {
@@ -368,7 +369,17 @@ func (n *Node) Close(ctx context.Context) error {
 	// Then shut raft down: it fails what our goroutines may still be
 	// blocked on (a Handoff that ignores its context aside).
 	n.raft.DeregisterObserver(n.observer)
-	err := n.raft.Shutdown().Error()
+	shut := make(chan error, 1)
+	go func() { shut <- n.raft.Shutdown().Error() }()
+	var err error
+	select {
+	case err = <-shut:
+	case <-ctx.Done():
+		// Raft's goroutines did not stop (a replication stuck in its
+		// transport, say): its stores stay open under them, and the
+		// caller (a process about to exit) is not held past ctx.
+		return fmt.Errorf("placement: close: raft did not shut down: %w", ctx.Err())
+	}
 	// Raft closes the transport (its listener) but not the pooled
 	// outgoing connections, whose server-side goroutines on the peers
 	// would otherwise wait on them forever.

@@ -571,7 +571,7 @@ func printNodes(out io.Writer, nodes []httpapi.PlacementNode) error {
 	}
 	for _, n := range nodes {
 		if n.StoreFailing != "" {
-			if _, err := fmt.Fprintf(out, "%s: state store failing, given no shards or replicas: %s\n", safe(n.Name), safe(n.StoreFailing)); err != nil {
+			if _, err := fmt.Fprintf(out, "%s: state store failing, given no shards or new replica places: %s\n", safe(n.Name), safe(n.StoreFailing)); err != nil {
 				return err
 			}
 		}

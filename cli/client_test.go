@@ -355,7 +355,7 @@ func TestStoreFailingIsShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.String()
-	for _, want := range []string{"n1  ", "up  ", "40", "n2", "up, store failing", "n2: state store failing, given no shards or replicas: ", "no space left on device"} {
+	for _, want := range []string{"n1  ", "up  ", "40", "n2", "up, store failing", "n2: state store failing, given no shards or new replica places: ", "no space left on device"} {
 		if !strings.Contains(got, want) {
 			t.Fatalf("placement output lacks %q:\n%s", want, got)
 		}

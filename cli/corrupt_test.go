@@ -323,6 +323,15 @@ func TestAgentRefusesDamagedDataDir(t *testing.T) {
 			}
 			return p
 		}, "write its name and a newline"},
+		{"state.db a directory", func() string {
+			return replaceByDir(t, filepath.Join(a.dataDir, "state.db"))
+		}, "empty state store"},
+		{"raft/log.mark a directory", func() string {
+			return replaceByDir(t, filepath.Join(a.dataDir, "raft", "log.mark"))
+		}, "under its name or a new one"},
+		{"raft.id a directory", func() string {
+			return replaceByDir(t, filepath.Join(a.dataDir, "raft.id"))
+		}, "the node gets a new data ID"},
 		{"raft.member removed", func() string {
 			p := filepath.Join(a.dataDir, "raft.member")
 			if err := os.Remove(p); err != nil {
@@ -527,4 +536,16 @@ func TestAgentRefusesAPendingLogItCannotWriteBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.runHealthy()
+}
+
+// replaceByDir replaces the file at p by a directory of the same name.
+func replaceByDir(t *testing.T, p string) string {
+	t.Helper()
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -85,6 +85,9 @@ type logMark struct {
 // check. A fresh node writes its first mark (index 0) at once, so from
 // its first start on the file is never empty.
 func openLogMark(path, history string) (*logMark, error) {
+	if err := notAFile(path); err != nil {
+		return nil, err
+	}
 	_, statErr := os.Stat(path)
 	existed := statErr == nil
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -219,6 +222,24 @@ func (l *markedLog) DeleteRange(lo, hi uint64) error {
 // *CorruptError naming path; a permission error (the operator's to fix,
 // the data may be whole) and an error that already names its file pass
 // unchanged.
+// notAFile is a *CorruptError when path exists and is not a regular file
+// (a directory, a symbolic link, a device): such a file is damage, as a
+// file whose bytes are; a missing one is not.
+func notAFile(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode().IsRegular() {
+		return nil
+	}
+	what := "directory"
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		what = "symbolic link"
+	case !fi.IsDir():
+		what = "special file"
+	}
+	return &CorruptError{Path: path, Err: fmt.Errorf("it is a %s, not a file", what)}
+}
+
 func damaged(path string, err error) error {
 	var ce *CorruptError
 	if err == nil || errors.Is(err, fs.ErrPermission) || errors.As(err, &ce) {

@@ -65,6 +65,9 @@ const DataIDFile = "raft.id"
 // raft state yet.
 func LoadDataID(dir string) (string, error) {
 	path := filepath.Join(dir, DataIDFile)
+	if err := notAFile(path); err != nil {
+		return "", err
+	}
 	_, err := os.Stat(filepath.Join(dir, MemberFile))
 	held := err == nil || holdsFiles(filepath.Join(dir, "raft"))
 	var b []byte

@@ -111,7 +111,7 @@ func NewBoltStore(path string) (*BoltStore, error) {
 		return nil, fmt.Errorf("prospero: state store directory: %w", err)
 	}
 	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("prospero: open state store %s: it is a %s, not a file: move it away", path, kindOfFile(fi.Mode()))
+		return nil, &CorruptError{Path: path, Err: fmt.Errorf("it is a %s, not a file", kindOfFile(fi.Mode()))}
 	}
 	// The mark is checked before anything is written (the pending log's
 	// write-back, the store's ID): a refused open changes nothing.

@@ -366,16 +366,19 @@ func TestBoltStoreHeldElsewhereIsNotCorrupt(t *testing.T) {
 	}
 }
 
-// A directory where the store's file belongs is said to be one, not
-// taken for a file cut short.
+// A directory where the store's file belongs is damage naming the file
+// (the agent's code for damaged files, as for the other files of the
+// data directory), said to be a directory, not taken for a file cut
+// short.
 func TestBoltStoreOnADirectory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	if err := os.Mkdir(path, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	_, err := prospero.NewBoltStore(path)
-	if err == nil || errors.Is(err, prospero.ErrCorrupt) || !strings.Contains(err.Error(), "is a directory") {
-		t.Fatalf("a directory as the store: %v", err)
+	var ce *prospero.CorruptError
+	if !errors.As(err, &ce) || ce.Path != path || !strings.Contains(err.Error(), "it is a directory, not a file") {
+		t.Fatalf("a directory as the store: %v, want a CorruptError naming it a directory", err)
 	}
 }
 

@@ -139,13 +139,13 @@ func (c *Engine) reportPolicies(reported map[string]string) {
 			if node == c.name {
 				msg = "this node's policy digest differs from the cluster's: it receives none of the kind's shards until it agrees"
 			}
-			c.log.Warn(msg, "kind", v.Kind, "node", node, "digest", d, "agreed", v.Digest, "agree", v.Agree)
+			c.log.Warn(msg, "kind", v.Kind, "dissenter", node, "digest", d, "agreed", v.Digest, "agree", v.Agree)
 		}
 	}
 	for key := range reported {
 		if _, ok := now[key]; !ok {
 			kind, node, _ := strings.Cut(key, "\x00")
-			c.log.Info("policy disagreement resolved (the node agrees, left or is down)", "kind", kind, "node", node)
+			c.log.Info("policy disagreement resolved (the node agrees, left or is down)", "kind", kind, "dissenter", node)
 		}
 	}
 	clear(reported)

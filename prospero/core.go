@@ -109,7 +109,8 @@ type Command struct {
 	Version uint64
 	// Persist: Passivate writes the state at rest.
 	Persist bool
-	// Reason of a Passivate (ReasonIdle, ReasonPressure, ReasonShutdown).
+	// Reason of a Passivate (ReasonIdle, ReasonPressure, ReasonShutdown,
+	// ReasonRequested).
 	Reason string
 	// Remedy that follows a Stop.
 	Remedy Remedy
@@ -313,7 +314,7 @@ func (c *Core) Loaded(id Identity, inc, version uint64, hydrated bool, now time.
 		return
 	}
 	if e.passivate {
-		c.passivate(id, ReasonIdle, now)
+		c.passivate(id, ReasonRequested, now) // PassivateSoon, before it was attached
 		return
 	}
 	c.shed(now)
@@ -656,7 +657,7 @@ func (c *Core) Passivate(id Identity, now time.Time) bool {
 	if !ok || e.phase != phaseActive {
 		return false
 	}
-	c.passivate(id, ReasonIdle, now)
+	c.passivate(id, ReasonRequested, now)
 	return true
 }
 
@@ -672,7 +673,7 @@ func (c *Core) PassivateSoon(id Identity, now time.Time) bool {
 	case !ok:
 		return false
 	case e.phase == phaseActive:
-		c.passivate(id, ReasonIdle, now)
+		c.passivate(id, ReasonRequested, now)
 	case e.phase != phasePassivating:
 		e.passivate = true
 	}

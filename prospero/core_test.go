@@ -589,6 +589,9 @@ func TestCoreInMemoryInEveryPhase(t *testing.T) {
 	in("active", true)
 	h.core.Passivate(counterA, h.now)
 	cmds = h.expect("Passivate:counter/a", "Passivating")
+	if cmds[0].Reason != prospero.ReasonRequested {
+		t.Fatalf("a requested passivation's reason: %q, want %q", cmds[0].Reason, prospero.ReasonRequested)
+	}
 	in("passivating", true)
 	// The passivation found mail waiting: a fresh entry (incarnation not
 	// known until its record is read) is admitted at once, here behind

@@ -68,9 +68,10 @@ func (t EventType) String() string {
 
 // Reasons for passivation.
 const (
-	ReasonIdle     = "idle"
-	ReasonPressure = "pressure" // over the node's max-active limit
-	ReasonShutdown = "shutdown"
+	ReasonIdle      = "idle"
+	ReasonPressure  = "pressure" // over the node's max-active limit
+	ReasonShutdown  = "shutdown"
+	ReasonRequested = "requested" // Supervisor.Passivate: an operator, a handoff, a lapsed lease
 )
 
 // Event is one lifecycle decision. Fields that do not apply to a type

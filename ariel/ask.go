@@ -111,7 +111,10 @@ type replyMsg struct {
 func (p *pending) arm(d time.Duration) {
 	p.timer = p.s.clock.AfterFunc(d, func() {
 		if p.finish() {
-			p.s.g.expired.Add(1)
+			// Not counted in Stats.Expired: that counts asks dropped at
+			// dequeue (their turn never ran), where this ask, if local,
+			// is counted once it is reached; a forwarded one is counted
+			// by its owner.
 			p.deliver(nil, actor.ErrDeadlineExceeded, nil)
 			p.s.cancelForwarded(p)
 		}

@@ -115,10 +115,11 @@ func parseAddr(addr string) (*url.URL, error) {
 		full = "http://" + full
 	}
 	u, err := url.Parse(full)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") ||
+	if err != nil || u.Hostname() == "" || u.Port() == "" || (u.Scheme != "http" && u.Scheme != "https") ||
 		strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		// A path would be put before every endpoint's: a node's API is at
-		// its root.
+		// its root. Without a port a name alone ("garbage", "localhost")
+		// would be dialled on port 80 and fail as an unreachable node.
 		return nil, fmt.Errorf("%q: want http://host:port or https://host:port, with no path", addr)
 	}
 	u.Path, u.RawPath = "", ""

@@ -254,7 +254,9 @@ func TestClientUnreachableAndEnv(t *testing.T) {
 	t.Setenv("TEMPEST_TOKEN", token)
 	// The node's API is at the root of --addr: a path is refused, not
 	// put before every endpoint's.
-	for _, addr := range []string{srv.URL + "/v1", srv.URL + "/?x=1", srv.URL + "#f"} {
+	// Nor is an address without a port (it was dialled on port 80, and
+	// failed as an unreachable node, exit 3).
+	for _, addr := range []string{srv.URL + "/v1", srv.URL + "/?x=1", srv.URL + "#f", "garbage", "localhost", "http://localhost"} {
 		if _, _, err := cli(t, "members", "--addr", addr); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "no path") {
 			t.Errorf("--addr %s: %v (exit %d), want a usage error", addr, err, exitCode(err))
 		}

@@ -410,7 +410,7 @@ var nodeDescs = struct {
 	withdrawn: prometheus.NewDesc("tempest_asks_withdrawn_total",
 		"Asks from other nodes withdrawn here before their turn (their caller's CancelAsk, or its link went down).", nil, nil),
 	earlyCancels: prometheus.NewDesc("tempest_asks_early_cancels_total",
-		"CancelAsk notices that arrived before their ask: kept (for up to a minute, 4096 at most), matched (the ask dropped unrun on arrival), evicted (dropped unused because 4096 were kept).",
+		"CancelAsk notices that found no ask here: kept (for up to a minute, 4096 at most, in case it has not arrived; also a notice that crossed its ask's answer), matched (the ask dropped unrun on arrival), evicted (dropped unused because 4096 were kept).",
 		[]string{"outcome"}, nil),
 	retryParked: prometheus.NewDesc("tempest_mail_retry_parked_total",
 		"Messages that waited to be sent again: their route was in flux, or the owner's node refused them without running them (NOT_OWNER, NOT_SERVING).", nil, nil),

@@ -33,6 +33,7 @@ import (
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/ariel"
 	"github.com/tempest-actors/tempest/prospero"
+	"github.com/tempest-actors/tempest/wire"
 )
 
 // arielHost adapts an *ariel.Scheduler to Host.
@@ -81,9 +82,10 @@ func (h arielHost) Restart(ref actor.Ref, a actor.Actor) error {
 // Replace implements prospero.Replacer (the Hydrate remedy).
 func (h arielHost) Replace(ref actor.Ref, a actor.Actor) error { return h.s.Replace(ref, a) }
 
-// Reject implements prospero.Rejecter: during shutdown asks get an error
-// matching actor.ErrProcessUnavailable (the node is going away),
-// otherwise actor.ErrActorTerminated; both wrap the cause.
+// Reject implements prospero.Rejecter: during shutdown asks get a
+// not-run NOT_SERVING refusal matching actor.ErrProcessUnavailable (the
+// node is going away; one from another node is sent again), otherwise
+// actor.ErrActorTerminated; both carry the cause.
 func (h arielHost) Reject(ref actor.Ref, cause error) error {
 	return h.s.Reject(ref.Unpinned(), rejectError(cause))
 }
@@ -96,7 +98,14 @@ func rejectError(cause error) error {
 	case cause == nil:
 		return actor.ErrActorTerminated
 	case errors.Is(cause, prospero.ErrClosed):
-		return fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, cause)
+		// The node is closing (its drain ran out of time, say): none of
+		// this mail ran. An ask from another node goes back to its
+		// caller's node as the refusal admission would give it now
+		// (NOT_SERVING, matching actor.ErrProcessUnavailable), which that
+		// node sends again, to the node the shard moves to, within the
+		// ask's deadline; an asker of this node gets the refusal itself
+		// (ariel strips the mark).
+		return wire.NotRun(wire.NotServing(fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, cause)))
 	case errors.Is(cause, actor.ErrActorTerminated), errors.Is(cause, actor.ErrProcessUnavailable):
 		return cause
 	case errors.Is(cause, prospero.ErrNotCommitted):

@@ -1110,7 +1110,8 @@ func (n *Node) statusHere(ctx context.Context, ref actor.Ref) (Status, error) {
 // memory. Errors: ErrInvalidKey, actor.ErrUnknownKind, ErrNotStarted,
 // ErrClosed, actor.ErrProcessUnavailable (the owner cannot be reached;
 // also ErrNoQuorum while this node knows no placement leader), a store
-// error, ctx's.
+// error, actor.ErrNotCommitted (the Passivating turn was abandoned past
+// its budget: the actor left memory without its state written), ctx's.
 func (n *Node) Passivate(ctx context.Context, ref actor.Ref) error {
 	if err := ref.Check(); err != nil {
 		return err

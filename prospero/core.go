@@ -48,6 +48,9 @@ type entry struct {
 	// passivate asks for a passivation as soon as the activation in
 	// progress is attached (PassivateSoon found none to passivate yet).
 	passivate bool
+	// unsaved is why the passivation ending now wrote no state (its
+	// final turn was abandoned); nil when it did.
+	unsaved error
 }
 
 // Op is an operation the shell must carry out for the core.
@@ -501,6 +504,9 @@ func (c *Core) Fault(f Fault, now time.Time) {
 	if f.Abandoned {
 		c.emit(Event{Type: EventTurnAbandoned, At: now, ID: f.ID, Incarnation: f.Incarnation, Cause: f.Cause, Err: f.Err})
 		if ok && e.inc == f.Incarnation && e.phase == phasePassivating {
+			// Out of memory, its state not written: the event says so
+			// (a PassivateWait returns its Err).
+			e.unsaved = fmt.Errorf("%w: the passivating turn of %s was abandoned past its budget: its state at rest was not written", actor.ErrNotCommitted, f.ID)
 			c.Passivated(f.ID, e.version, false, now)
 			return
 		}
@@ -697,7 +703,8 @@ func (c *Core) Passivated(id Identity, version uint64, mailWaiting bool, now tim
 	if !ok || e.phase != phasePassivating {
 		return
 	}
-	c.emit(Event{Type: EventPassivated, At: now, ID: id, Incarnation: e.inc})
+	c.emit(Event{Type: EventPassivated, At: now, ID: id, Incarnation: e.inc, Err: e.unsaved})
+	e.unsaved = nil
 	c.afterRelease(id, e, mailWaiting, now)
 }
 

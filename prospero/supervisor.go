@@ -329,8 +329,12 @@ func NewSupervisor(cfg Config) (*Supervisor, error) {
 func (s *Supervisor) observe(e Event) {
 	switch e.Type {
 	case EventPassivated, EventRetired, EventRejected:
+		var err error
+		if e.Type == EventPassivated {
+			err = e.Err // its state was not written (its final turn was abandoned)
+		}
 		for _, ch := range s.waiters[e.ID] {
-			ch <- nil
+			ch <- err
 		}
 		delete(s.waiters, e.ID)
 	}
@@ -494,7 +498,10 @@ func (s *Supervisor) Passivate(ref actor.Ref) bool {
 // yet (being hydrated, backing off after a fault) is passivated as soon
 // as its activation is attached (Core.PassivateSoon). The wait is
 // driven by the identity's lifecycle events, not by polling. ErrClosed:
-// the supervisor closed without the identity leaving memory.
+// the supervisor closed without the identity leaving memory; an error
+// matching actor.ErrNotCommitted: it left memory, but its passivating
+// turn was abandoned past its budget, so its state at rest is what it
+// was before that activation's unwritten turns.
 func (s *Supervisor) PassivateWait(ctx context.Context, ref actor.Ref) error {
 	id := IdentityOf(ref)
 	s.mu.Lock()

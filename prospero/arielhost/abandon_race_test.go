@@ -2,6 +2,7 @@ package arielhost_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -138,11 +139,16 @@ func TestPassivationQueuedBehindAnAbandonedTurnEndsWithIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-w.entered
-		if !w.sup.Passivate(ref) {
-			t.Fatal("Passivate of an active identity refused")
-		}
+		passivated := make(chan error, 1)
+		go func() { passivated <- w.sup.PassivateWait(context.Background(), ref) }()
+		synctest.Wait()                                  // the passivation waits behind the stuck turn
 		if err := w.sched.Tell(ref, "inc"); err != nil { // waits behind the stuck turn
 			t.Fatal(err)
+		}
+		// Its turn abandoned, the passivation ends without writing the
+		// state: the wait says so (it returned nil, as for a state written).
+		if err := <-passivated; !errors.Is(err, actor.ErrNotCommitted) {
+			t.Fatalf("PassivateWait over an abandoned final turn: %v, want ErrNotCommitted", err)
 		}
 		for i := range 3 {
 			if got := askWithin(t, w, ref, "get"); got != uint64(1) {

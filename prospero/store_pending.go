@@ -494,6 +494,17 @@ func (s *BoltStore) untouch(ids ...Identity) {
 	s.pmu.Unlock()
 }
 
+// Hold marks an operation on ids on its way to the store before it is
+// queued (a replicated batch being checked against the placement table):
+// until release, no write of them is decided ahead, and Get of one waits.
+// A replica checks a batch's epoch and queues it under a hold, so that a
+// write this node decides as the shard's new owner either comes after the
+// check, which then refuses the batch as stale, or waits for the batch.
+func (s *BoltStore) Hold(ids ...Identity) (release func()) {
+	s.touch(ids...)
+	return func() { s.untouch(ids...) }
+}
+
 // touch counts queued operations on ids: no write of them is decided
 // ahead until they committed.
 func (s *BoltStore) touch(ids ...Identity) {

@@ -173,3 +173,38 @@ func TestGetWaitsForQueuedReplicatedRecords(t *testing.T) {
 		t.Fatalf("Get = %q at version %d, want the queued record", rec.State, rec.Version)
 	}
 }
+
+// A hold (a replicated batch being checked before it is queued) keeps a
+// write of its identities from being decided ahead, and Get of one
+// waits for it: a new owner's write either comes after the check, which
+// then refuses the batch, or after the batch.
+func TestHoldKeepsWritesFromBeingDecidedAhead(t *testing.T) {
+	s, err := NewBoltStore(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id := Identity{Kind: "counter", Key: "k"}
+	release := s.Hold(id)
+	sent := make(chan uint64, 1)
+	done := make(chan error, 1)
+	s.PutAsyncSent(id, 0, Record{State: []byte("mine")}, false, func(v uint64) { sent <- v }, func(_ uint64, err error) { done <- err })
+	select {
+	case v := <-sent:
+		t.Fatalf("a write decided ahead (version %d) while a batch of its identity was held", v)
+	default:
+	}
+	got := make(chan Record, 1)
+	go func() {
+		rec, _ := s.Get(t.Context(), id)
+		got <- rec
+	}()
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+	if rec := <-got; string(rec.State) != "mine" {
+		t.Fatalf("Get = %q, want the write queued behind the hold", rec.State)
+	}
+}

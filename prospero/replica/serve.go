@@ -54,6 +54,8 @@ func (s *Store) Serve(conn net.Conn, from string) error {
 			s.writeAck(conn, out, seq, err)
 			return err
 		}
+		// Held from before the check until queued: see BoltStore.Hold.
+		release := s.local.Hold(recordIDs(recs)...)
 		err = s.accept(from, recs)
 		if err == nil {
 			err = s.apply.failed(from)
@@ -71,6 +73,7 @@ func (s *Store) Serve(conn net.Conn, from string) error {
 				err = s.apply.later(from, recs)
 			}
 		}
+		release()
 		if err != nil {
 			s.stats.refused.Add(1)
 			s.log.LogAttrs(context.Background(), slog.LevelWarn, "replica: batch refused", slog.String("from", from), slog.Any("error", err))
@@ -336,4 +339,13 @@ func (a *applier) close() {
 	a.closed = true
 	a.mu.Unlock()
 	a.drain()
+}
+
+// recordIDs lists the identities of recs.
+func recordIDs(recs []Record) []prospero.Identity {
+	out := make([]prospero.Identity, len(recs))
+	for i := range recs {
+		out[i] = recs[i].ID
+	}
+	return out
 }

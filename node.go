@@ -690,6 +690,19 @@ func (n *Node) shutdownLocked(ctx context.Context, graceful bool) error {
 		// Delivered progress goes at rest while the store is open.
 		errs = append(errs, n.rem.Close(ctx))
 	}
+	if n.sched != nil && n.sup != nil {
+		if st := n.sched.Stats(); st.Workers == 0 && st.Stuck > 0 {
+			// No worker is left to run the Passivating turns (each one is
+			// stuck in a turn abandoned past its budget, the replacement
+			// cap reached): the scheduler closes first, which runs each
+			// final turn on a goroutine of its own, so that the healthy
+			// actors' state is still written. (It does not wait here for
+			// the stuck turns; its Close below does, within ctx.)
+			closing, cancel := context.WithCancel(ctx)
+			cancel()
+			_ = n.sched.Close(closing)
+		}
+	}
 	if n.sup != nil {
 		// The supervisor passivates through the scheduler, so it goes first.
 		errs = append(errs, n.sup.Close(ctx))

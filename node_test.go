@@ -813,3 +813,66 @@ func TestCloseReturnsWhileAFactoryIsStuck(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// A graceful Close of a node whose pool has no worker left (every one
+// stuck in a turn past its budget, the replacement cap reached) still
+// writes the state of its healthy actors: their Passivating turns need a
+// worker, and Close used to spend its whole timeout waiting for one,
+// losing what counters persisted on passivation held.
+func TestCloseWithNoWorkerLeftStillPassivates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		release := make(chan struct{})
+		defer close(release)
+		passivation, err := demo.ParsePersistence("passivation")
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := func() *tempest.Node {
+			cfg := tempest.Config{Name: "n1", DataDir: dir, CloseTimeout: 5 * time.Second}
+			cfg.Scheduler.Workers, cfg.Scheduler.MaxReplacements = 2, 2
+			n, err := tempest.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := demo.Register(n, demo.Options{CounterPersistence: &passivation}); err != nil {
+				t.Fatal(err)
+			}
+			if err := n.Register("stuck", func(string) actor.Actor {
+				return actor.Func(func(actor.Context, any) { <-release })
+			}, tempest.KindOptions{KindOptions: prospero.KindOptions{TurnBudget: 200 * time.Millisecond}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := n.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		n := start()
+		ctx := context.Background()
+		for i := range 5 {
+			if _, err := n.Ask(ctx, n.Ref(demo.Counter, fmt.Sprint("k", i)), demo.Add{N: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 6 {
+			if err := n.Tell(n.Ref("stuck", fmt.Sprint("s", i)), "x"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(2 * time.Second) // the watchdog abandons the turns, past their budget
+		synctest.Wait()
+		if st := n.Stats().Scheduler; st.Workers != 0 {
+			t.Fatalf("the pool has %d workers (%d stuck), want none left", st.Workers, st.Stuck)
+		}
+		_ = n.Close(ctx) // its error says what did not finish (the stuck turns)
+		n = start()
+		defer n.Close(ctx)
+		for i := range 5 {
+			v, err := n.Ask(ctx, n.Ref(demo.Counter, fmt.Sprint("k", i)), demo.Get{})
+			if err != nil || v != (demo.CounterValue{N: 1}) {
+				t.Fatalf("counter k%d after the restart: %v, %v; want the 1 it held at Close", i, v, err)
+			}
+		}
+	})
+}

@@ -46,11 +46,18 @@ var epochBucket = []byte("/epochs")
 // that the store's own later writes (once this node owns the shard) get
 // larger versions still. It returns how many records applied.
 func (s *BoltStore) ApplyReplicated(recs []Replicated) (int, error) {
+	ids := make([]Identity, len(recs))
 	for i := range recs {
 		if err := recs[i].ID.Validate(); err != nil {
 			return 0, err
 		}
+		ids[i] = recs[i].ID
 	}
+	// Held from before the wait for decided writes until committed: a
+	// write of one of them decided after that wait (by an activation of
+	// this node) would read the identity without these records, and its
+	// commit would then find them stored at a higher version.
+	defer s.Hold(ids...)()
 	s.settle(nil)
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -206,5 +207,50 @@ func TestHoldKeepsWritesFromBeingDecidedAhead(t *testing.T) {
 	<-sent
 	if rec := <-got; string(rec.State) != "mine" {
 		t.Fatalf("Get = %q, want the write queued behind the hold", rec.State)
+	}
+}
+
+// ApplyReplicated (a handoff's records) holds its identities while it
+// runs: a write of one decided meanwhile would be decided on the state
+// without them and then find them stored at a higher version, which
+// damaged the store (a write sent to replicas that cannot commit).
+func TestApplyReplicatedHoldsItsIdentities(t *testing.T) {
+	s, err := NewBoltStore(filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id := Identity{Kind: "counter", Key: "k"}
+	hold := holdWriter(t, s) // ApplyReplicated waits for bbolt's writer
+	applied := make(chan error, 1)
+	go func() {
+		_, err := s.ApplyReplicated([]Replicated{{ID: id, Epoch: 3, Version: 50, State: []byte("shipped")}})
+		applied <- err
+	}()
+	for {
+		s.pmu.Lock()
+		held := s.touched[id] > 0
+		s.pmu.Unlock()
+		if held {
+			break
+		}
+		runtime.Gosched() // until ApplyReplicated holds id (a state, not a time)
+	}
+	sent := make(chan uint64, 1)
+	done := make(chan error, 1)
+	s.PutAsyncSent(id, 0, Record{State: []byte("mine")}, false, func(v uint64) { sent <- v }, func(_ uint64, err error) { done <- err })
+	select {
+	case v := <-sent:
+		t.Fatalf("a write decided ahead (version %d) while a handoff's records of its identity were being stored", v)
+	default:
+	}
+	hold()
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+	// The write expected no record; the handoff's is there now: a plain
+	// conflict for its caller, not damage.
+	if err := <-done; err == nil || s.Damaged() != nil {
+		t.Fatalf("the write after the handoff's records: %v, store damage %v; want a conflict and no damage", err, s.Damaged())
 	}
 }

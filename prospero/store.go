@@ -79,6 +79,15 @@ type Record struct {
 	// State is the actor's marshalled state (BARE or opaque bytes); nil
 	// for identities that only remember their incarnation.
 	State []byte
+	// Epoch is the placement epoch of the shard's owner that wrote the
+	// record, 0 outside a cluster. A replicated store sets it on its
+	// owner's writes (the caller's value is ignored there) and orders
+	// every copy of an identity by (Epoch, Version): a record of an older
+	// epoch never replaces one of a newer, whatever their versions, and a
+	// write under an older epoch than the stored record's fails with
+	// ErrVersionConflict. BoltStore keeps it with the record and returns
+	// it from Get; MemStore ignores it.
+	Epoch uint64
 }
 
 // StateStore keeps state at rest by identity. Implementations are safe

@@ -385,6 +385,7 @@ func (s *BoltStore) Get(ctx context.Context, id Identity) (Record, error) {
 			}
 			var derr error
 			rec, derr = decodeRecord(id.Kind, id.Key, v, s.format)
+			rec.Epoch = storedEpoch(tx, id)
 			return s.corrupt(id, derr)
 		})
 	})
@@ -469,6 +470,9 @@ func putTx(tx *bolt.Tx, id Identity, expected uint64, rec Record, floor uint64) 
 	if cur != expected {
 		return 0, fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, id, cur, expected)
 	}
+	if e := storedEpoch(tx, id); cur != 0 && e > rec.Epoch {
+		return 0, supersededError(id, e, rec.Epoch)
+	}
 	if b.Sequence() < max(cur, floor) {
 		// The stored record came from a replica stream at the owner's
 		// version, or writes decided ahead took versions the bucket has
@@ -484,7 +488,41 @@ func putTx(tx *bolt.Tx, id Identity, expected uint64, rec Record, floor uint64) 
 	if err := b.Put(key, encodeRecord(id.Kind, id.Key, version, rec)); err != nil {
 		return 0, err
 	}
-	return version, nil
+	return version, setEpoch(tx, id, rec.Epoch)
+}
+
+// storedEpoch is the epoch of the record of id tx holds (0: none, or a
+// record written outside a cluster).
+func storedEpoch(tx *bolt.Tx, id Identity) uint64 {
+	if eb := tx.Bucket(epochBucket); eb != nil {
+		if v := eb.Get([]byte(id.String())); len(v) == 8 {
+			return binary.BigEndian.Uint64(v)
+		}
+	}
+	return 0
+}
+
+// setEpoch records epoch as the epoch of the record of id just written
+// in tx (0: none).
+func setEpoch(tx *bolt.Tx, id Identity, epoch uint64) error {
+	if epoch == 0 {
+		if eb := tx.Bucket(epochBucket); eb != nil {
+			return eb.Delete([]byte(id.String()))
+		}
+		return nil
+	}
+	eb, err := tx.CreateBucketIfNotExists(epochBucket)
+	if err != nil {
+		return err
+	}
+	return eb.Put([]byte(id.String()), binary.BigEndian.AppendUint64(nil, epoch))
+}
+
+// supersededError is the conflict of a write of id under epoch with the
+// stored record of a newer epoch: a newer owner's, which the write must
+// not replace.
+func supersededError(id Identity, stored, epoch uint64) error {
+	return fmt.Errorf("%w: %s holds a record of epoch %d, newer than this write's %d", ErrVersionConflict, id, stored, epoch)
 }
 
 // CommitStats counts the group commits of PutAsync writes and
@@ -541,6 +579,14 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 					switch {
 					case w.decided != 0:
 						applied, err := putDecidedTx(tx, w.id, w.version, w.rec)
+						if errors.Is(err, ErrVersionConflict) {
+							// A newer owner's record is stored: this write,
+							// of an older epoch, is superseded. It fails
+							// (its outputs are not released); the store
+							// holds what it should.
+							w.err = &CommitError{ID: w.id, Err: err}
+							continue
+						}
 						if err == nil && !applied {
 							// Something wrote the identity past the version
 							// decided for it: never drop a sent write quietly.
@@ -672,7 +718,10 @@ func deleteInTx(tx *bolt.Tx, id Identity, expected uint64) error {
 	if cur == 0 {
 		return nil
 	}
-	return b.Delete(key)
+	if err := b.Delete(key); err != nil {
+		return err
+	}
+	return setEpoch(tx, id, 0)
 }
 
 // Import writes rec for every identity in ids in one transaction (one
@@ -723,6 +772,9 @@ func (s *BoltStore) importTx(ids []Identity, rec Record) error {
 			if err := b.Put([]byte(id.Key), encodeRecord(id.Kind, id.Key, v, rec)); err != nil {
 				return err
 			}
+			if err := setEpoch(tx, id, rec.Epoch); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -754,6 +806,9 @@ func (s *BoltStore) DeleteAll(ctx context.Context, ids []Identity) error {
 					if err := b.Delete([]byte(id.Key)); err != nil {
 						return err
 					}
+				}
+				if err := setEpoch(tx, id, 0); err != nil {
+					return err
 				}
 			}
 			return nil

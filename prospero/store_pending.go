@@ -60,7 +60,8 @@ import (
 // Entry layout: length of the rest (4 bytes big endian), CRC-32C of the
 // payload (4), payload: sequence (8), kind and key (uvarint length and
 // bytes each), version (8), incarnation (uvarint), state (uvarint length
-// and bytes). An entry cut short or failing its checksum was being
+// and bytes), the owner's epoch (uvarint; an entry of an earlier build
+// ends at the state: epoch 0). An entry cut short or failing its checksum was being
 // written when the process died, before it was sent; reading stops there,
 // and at an entry whose sequence number does not follow the one before
 // it (an older entry, or the middle of one that looks like an entry).
@@ -122,6 +123,7 @@ func appendPending(buf []byte, w pendingWrite) []byte {
 	buf = binary.AppendUvarint(buf, w.rec.Incarnation)
 	buf = binary.AppendUvarint(buf, uint64(len(w.rec.State)))
 	buf = append(buf, w.rec.State...)
+	buf = binary.AppendUvarint(buf, w.rec.Epoch)
 	payload := buf[start+8:]
 	binary.BigEndian.PutUint32(buf[start:], uint32(len(payload)+4))
 	binary.BigEndian.PutUint32(buf[start+4:], crc32.Checksum(payload, castagnoli))
@@ -187,8 +189,16 @@ func decodePendingEntry(p []byte) (pendingWrite, bool) {
 	w.rec.Incarnation = inc
 	p = p[k:]
 	state, ok := field()
-	if !ok || len(p) != 0 {
+	if !ok {
 		return w, false
+	}
+	if len(p) > 0 {
+		// The epoch; an entry of an earlier build ends at the state.
+		e, k := binary.Uvarint(p)
+		if k <= 0 || k != len(p) {
+			return w, false
+		}
+		w.rec.Epoch = e
 	}
 	if len(state) > 0 {
 		w.rec.State = append([]byte(nil), state...)
@@ -261,6 +271,9 @@ func openPending(path string, db *bolt.DB) (logs [2]pendingLog, last uint64, n i
 					return &CorruptError{Path: l.name, Err: fmt.Errorf("a pending write of %q names no valid identity", w.id.String())}
 				}
 				applied, err := putDecidedTx(tx, w.id, w.version, w.rec)
+				if errors.Is(err, ErrVersionConflict) {
+					continue // a newer owner's record is stored: superseded
+				}
 				if err != nil {
 					return &CorruptError{Path: path, Err: fmt.Errorf("record %q: %w", w.id.String(), err)}
 				}
@@ -313,8 +326,14 @@ func markPending(tx *bolt.Tx, seq uint64) error {
 	return eb.Put(pendingMark, binary.BigEndian.AppendUint64(nil, seq))
 }
 
-// putDecidedTx stores a decided write at its version, unless the store
-// already holds that version or a newer one (a write given back twice).
+// putDecidedTx stores a decided write at (rec.Epoch, version), ordered
+// against the stored record by (epoch, version): it replaces a record of
+// an older epoch whatever its version (an older owner's copy that
+// reached the store after the write was decided), is not applied when
+// the store holds that version or a newer one of the same epoch (a write
+// given back twice), and fails with ErrVersionConflict when the store
+// holds a record of a newer epoch (a newer owner's: this write is
+// superseded).
 func putDecidedTx(tx *bolt.Tx, id Identity, version uint64, rec Record) (bool, error) {
 	b, err := tx.CreateBucketIfNotExists([]byte(id.Kind))
 	if err != nil {
@@ -325,15 +344,23 @@ func putDecidedTx(tx *bolt.Tx, id Identity, version uint64, rec Record) (bool, e
 	if err != nil {
 		return false, err
 	}
-	if cur >= version {
-		return false, nil
+	if cur != 0 {
+		switch e := storedEpoch(tx, id); {
+		case e > rec.Epoch:
+			return false, supersededError(id, e, rec.Epoch)
+		case e == rec.Epoch && cur >= version:
+			return false, nil
+		}
 	}
-	if b.Sequence() < version {
-		if err := b.SetSequence(version); err != nil {
+	if b.Sequence() < max(cur, version) {
+		if err := b.SetSequence(max(cur, version)); err != nil {
 			return false, err
 		}
 	}
-	return true, b.Put(key, encodeRecord(id.Kind, id.Key, version, rec))
+	if err := b.Put(key, encodeRecord(id.Kind, id.Key, version, rec)); err != nil {
+		return false, err
+	}
+	return true, setEpoch(tx, id, rec.Epoch)
 }
 
 // decided is the newest decided write of an identity not yet committed.
@@ -407,7 +434,7 @@ func (s *BoltStore) decideLocked(id Identity, expected uint64, rec Record) (seq,
 	if d, ok := s.decided[id]; ok {
 		cur = d.version
 	} else {
-		var stored, bseq uint64
+		var stored, bseq, epoch uint64
 		err := s.faultGuarded(func() error {
 			return s.db.View(func(tx *bolt.Tx) error {
 				b := tx.Bucket([]byte(id.Kind))
@@ -417,11 +444,12 @@ func (s *BoltStore) decideLocked(id Identity, expected uint64, rec Record) (seq,
 				var err error
 				stored, err = storedVersion(b.Get([]byte(id.Key)))
 				bseq = b.Sequence()
+				epoch = storedEpoch(tx, id)
 				return err
 			})
 		})
-		if err != nil {
-			return 0, 0, false // the queued write reports it
+		if err != nil || (stored != 0 && epoch > rec.Epoch) {
+			return 0, 0, false // the queued write reports it (or the newer owner's record)
 		}
 		cur, floor = stored, max(floor, bseq)
 	}

@@ -38,7 +38,8 @@ var epochBucket = []byte("/epochs")
 // applies only if it is newer than what the store holds for its
 // identity, comparing (epoch, version): a record from a newer owner wins
 // over any copy left by an older one, and, under one owner, the newest
-// version wins. Records this store wrote itself count as epoch 0. A
+// version wins. Records this store wrote itself carry the epoch their
+// write was made under (Record.Epoch; 0 outside a cluster). A
 // deletion removes the record if it is not newer than the copy the
 // deletion names, (DeletesEpoch, Version): a record written since, even
 // at a lower version under a newer epoch, stays. The
@@ -214,8 +215,8 @@ func (s *BoltStore) ScanIDs(ctx context.Context, keep func(Identity) bool, fn fu
 }
 
 // ScanHeld calls fn with the identity, epoch and version of every record
-// in the store that keep selects (the epoch of a record this store wrote
-// itself is 0). A record whose value does not decode is reported as a
+// in the store that keep selects (Record.Epoch: the epoch of its owner's
+// write, 0 for one written outside a cluster). A record whose value does not decode is reported as a
 // CorruptError. It stops at the first error fn returns, or when ctx ends.
 // Records whose identity is not valid (see InvalidIdentities) are left
 // out: the listing goes to a peer, which could not decode them.

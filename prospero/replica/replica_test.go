@@ -209,6 +209,30 @@ func TestWritesReachTheReplicaBeforeCommit(t *testing.T) {
 // Deletions queued with DeleteAsync share the owner's commits and reach
 // the replica before they commit, as Delete's do; one that fails (a
 // stale version) is not sent.
+// The owner's own copy of a write is stored under the epoch it owns the
+// shard at, as its followers store it: a late copy of an older owner, at
+// a higher version of that owner's sequence, replaces neither.
+func TestOwnerCopyCarriesTheShardsEpoch(t *testing.T) {
+	owner, rep, _, _ := pair(t, false)
+	ctx := t.Context()
+	id := prospero.Identity{Kind: "counter", Key: "x"}
+	v, err := owner.Put(ctx, id, 0, prospero.Record{State: []byte("mine")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.apply.drain()
+	for name, s := range map[string]*Store{"owner": owner, "replica": rep} {
+		got, err := s.Local().Get(ctx, id)
+		if err != nil || got.Epoch != 3 || got.Version != v {
+			t.Fatalf("%s holds %+v, %v; want epoch 3, version %d", name, got, err, v)
+		}
+		late := []prospero.Replicated{{ID: id, Epoch: 2, Version: v + 1000, State: []byte("late")}}
+		if n, err := s.Local().ApplyReplicated(late); err != nil || n != 0 {
+			t.Fatalf("%s: a copy of epoch 2 applied (%d, %v) over the write of epoch 3", name, n, err)
+		}
+	}
+}
+
 func TestAsyncDeletionsReachTheReplica(t *testing.T) {
 	owner, rep, _, _ := pair(t, true)
 	ctx := t.Context()

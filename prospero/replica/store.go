@@ -289,6 +289,10 @@ func (s *Store) PutAsync(id prospero.Identity, expected uint64, rec prospero.Rec
 		go done(0, notWritable(id, err))
 		return
 	}
+	// The record is stored under the epoch this node owns the shard at,
+	// as its followers store it: every copy is ordered by (epoch,
+	// version), so that a late copy of an older owner never replaces it.
+	rec.Epoch = rt.Epoch
 	if !rt.Replicated || len(rt.Followers) == 0 {
 		// No follower to send it to while the local commit runs: commit,
 		// then replicate (to a follower catching up, if any; a route
@@ -298,7 +302,7 @@ func (s *Store) PutAsync(id prospero.Identity, expected uint64, rec prospero.Rec
 				done(0, err)
 				return
 			}
-			r := &Record{Replicated: prospero.Replicated{ID: id, Version: v, Incarnation: rec.Incarnation, State: rec.State}}
+			r := &Record{Replicated: prospero.Replicated{ID: id, Epoch: rec.Epoch, Version: v, Incarnation: rec.Incarnation, State: rec.State}}
 			s.replicate(r, func(err error) {
 				if err != nil {
 					done(0, err)
@@ -317,7 +321,7 @@ func (s *Store) PutAsync(id prospero.Identity, expected uint64, rec prospero.Rec
 		c.mu.Lock()
 		c.v = v
 		c.mu.Unlock()
-		r := &Record{Replicated: prospero.Replicated{ID: id, Version: v, Incarnation: rec.Incarnation, State: rec.State}}
+		r := &Record{Replicated: prospero.Replicated{ID: id, Epoch: rec.Epoch, Version: v, Incarnation: rec.Incarnation, State: rec.State}}
 		s.replicateAcked(r, c.replicated)
 	}, c.local)
 }
@@ -485,6 +489,13 @@ func (s *Store) replicateAcked(r *Record, done func(acked int, err error)) {
 			s.uncommitted.Store(rt.Shard, true)
 		}
 		next(acked, err)
+	}
+	if r.Epoch != 0 && r.Epoch != rt.Epoch {
+		// Stored here under the epoch of the route its write took: the
+		// shard changed owner since (and came back), so the record is
+		// not this epoch's to send.
+		done(0, &prospero.CommitError{ID: r.ID, Err: fmt.Errorf("%w: written under epoch %d, the shard is at epoch %d", ErrStale, r.Epoch, rt.Epoch)})
+		return
 	}
 	if !rt.Replicated {
 		done(0, nil)

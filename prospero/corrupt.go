@@ -95,8 +95,15 @@ func openBolt(path string, opts *bolt.Options) (db *bolt.DB, invalid InvalidIden
 					if string(k) == string(formatKey) {
 						return nil
 					}
-					if len(v) != 8 {
-						return &CorruptError{Path: path, Err: fmt.Errorf("replica epoch of %s: %d bytes", k, len(v))}
+					if len(k) > 0 && k[0] == '/' {
+						// The store's own keys (pendingMark, storeIDKey, opensKey).
+						if len(v) != 8 {
+							return &CorruptError{Path: path, Err: fmt.Errorf("value of %s: %d bytes", k, len(v))}
+						}
+						return nil
+					}
+					if _, err := parseEpoch(k, v); err != nil {
+						return &CorruptError{Path: path, Err: fmt.Errorf("epoch of record %q: %w", k, err)}
 					}
 					return nil
 				})

@@ -2,6 +2,7 @@ package prospero
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -383,10 +384,10 @@ func (s *BoltStore) Get(ctx context.Context, id Identity) (Record, error) {
 			if v == nil {
 				return ErrNotFound
 			}
-			var derr error
+			var derr, eerr error
 			rec, derr = decodeRecord(id.Kind, id.Key, v, s.format)
-			rec.Epoch = storedEpoch(tx, id)
-			return s.corrupt(id, derr)
+			rec.Epoch, eerr = storedEpoch(tx, id)
+			return s.corrupt(id, cmp.Or(derr, eerr))
 		})
 	})
 	return rec, err
@@ -470,7 +471,9 @@ func putTx(tx *bolt.Tx, id Identity, expected uint64, rec Record, floor uint64) 
 	if cur != expected {
 		return 0, fmt.Errorf("%w: %s is at version %d, not %d", ErrVersionConflict, id, cur, expected)
 	}
-	if e := storedEpoch(tx, id); cur != 0 && e > rec.Epoch {
+	if e, err := storedEpoch(tx, id); err != nil {
+		return 0, err
+	} else if cur != 0 && e > rec.Epoch {
 		return 0, supersededError(id, e, rec.Epoch)
 	}
 	if b.Sequence() < max(cur, floor) {
@@ -492,14 +495,49 @@ func putTx(tx *bolt.Tx, id Identity, expected uint64, rec Record, floor uint64) 
 }
 
 // storedEpoch is the epoch of the record of id tx holds (0: none, or a
-// record written outside a cluster).
-func storedEpoch(tx *bolt.Tx, id Identity) uint64 {
-	if eb := tx.Bucket(epochBucket); eb != nil {
-		if v := eb.Get([]byte(id.String())); len(v) == 8 {
-			return binary.BigEndian.Uint64(v)
-		}
+// record written outside a cluster); an epoch value that does not verify
+// is an error wrapping errCorrupt.
+func storedEpoch(tx *bolt.Tx, id Identity) (uint64, error) {
+	eb := tx.Bucket(epochBucket)
+	if eb == nil {
+		return 0, nil
 	}
-	return 0
+	key := []byte(id.String())
+	return parseEpoch(key, eb.Get(key))
+}
+
+// An identity's value in the epoch bucket: the epoch (8 bytes big
+// endian), then a CRC-32C of the identity's "kind/key" and those 8 bytes
+// (4), so that a bit flipped on the disk is found rather than read as
+// another epoch (an older one would have a follower skip its owner's
+// newer records while acknowledging them). An earlier build wrote the 8
+// bytes alone: those read as they are, until the record is written
+// again.
+func epochValue(key []byte, epoch uint64) []byte {
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 12), epoch)
+	return binary.BigEndian.AppendUint32(v, epochSum(key, v))
+}
+
+func epochSum(key, epoch []byte) uint32 {
+	return crc32.Update(crc32.Checksum(key, castagnoli), castagnoli, epoch)
+}
+
+// parseEpoch reads v, the epoch value of key (nil: epoch 0).
+func parseEpoch(key, v []byte) (uint64, error) {
+	switch len(v) {
+	case 0:
+		if v == nil {
+			return 0, nil
+		}
+	case 8:
+		return binary.BigEndian.Uint64(v), nil
+	case 12:
+		if epochSum(key, v[:8]) != binary.BigEndian.Uint32(v[8:]) {
+			return 0, errEpochSum
+		}
+		return binary.BigEndian.Uint64(v), nil
+	}
+	return 0, fmt.Errorf("%w: its epoch is %d bytes long", errCorrupt, len(v))
 }
 
 // setEpoch records epoch as the epoch of the record of id just written
@@ -515,7 +553,8 @@ func setEpoch(tx *bolt.Tx, id Identity, epoch uint64) error {
 	if err != nil {
 		return err
 	}
-	return eb.Put([]byte(id.String()), binary.BigEndian.AppendUint64(nil, epoch))
+	key := []byte(id.String())
+	return eb.Put(key, epochValue(key, epoch))
 }
 
 // supersededError is the conflict of a write of id under epoch with the
@@ -876,6 +915,7 @@ func (s *BoltStore) Close() error {
 var (
 	errCorrupt   = errors.New("prospero: corrupt state record")
 	errRecordSum = fmt.Errorf("%w: its checksum does not match (a bit flipped on the disk?)", errCorrupt)
+	errEpochSum  = fmt.Errorf("%w: the checksum of its epoch does not match (a bit flipped on the disk?)", errCorrupt)
 )
 
 // A record at rest: the version (8 bytes big endian, its top bit set:

@@ -345,7 +345,10 @@ func putDecidedTx(tx *bolt.Tx, id Identity, version uint64, rec Record) (bool, e
 		return false, err
 	}
 	if cur != 0 {
-		switch e := storedEpoch(tx, id); {
+		e, err := storedEpoch(tx, id)
+		switch {
+		case err != nil:
+			return false, err
 		case e > rec.Epoch:
 			return false, supersededError(id, e, rec.Epoch)
 		case e == rec.Epoch && cur >= version:
@@ -444,7 +447,9 @@ func (s *BoltStore) decideLocked(id Identity, expected uint64, rec Record) (seq,
 				var err error
 				stored, err = storedVersion(b.Get([]byte(id.Key)))
 				bseq = b.Sequence()
-				epoch = storedEpoch(tx, id)
+				if err == nil {
+					epoch, err = storedEpoch(tx, id)
+				}
 				return err
 			})
 		})

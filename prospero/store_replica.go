@@ -2,7 +2,6 @@ package prospero
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -143,9 +142,9 @@ func applyReplicatedTx(tx *bolt.Tx, recs []Replicated) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		var curEpoch uint64
-		if v := eb.Get(ekey); len(v) == 8 {
-			curEpoch = binary.BigEndian.Uint64(v)
+		curEpoch, err := parseEpoch(ekey, eb.Get(ekey))
+		if err != nil {
+			return 0, fmt.Errorf("record %q: %w", r.ID.String(), err)
 		}
 		newer := r.Epoch > curEpoch || (r.Epoch == curEpoch && r.Version > cur)
 		if r.Deleted {
@@ -172,7 +171,7 @@ func applyReplicatedTx(tx *bolt.Tx, recs []Replicated) (int, error) {
 		if err := b.Put(key, encodeRecord(r.ID.Kind, r.ID.Key, r.Version, Record{Incarnation: r.Incarnation, State: r.State})); err != nil {
 			return 0, err
 		}
-		if err := eb.Put(ekey, binary.BigEndian.AppendUint64(nil, r.Epoch)); err != nil {
+		if err := eb.Put(ekey, epochValue(ekey, r.Epoch)); err != nil {
 			return 0, err
 		}
 		applied++
@@ -248,8 +247,9 @@ func (s *BoltStore) ScanHeld(ctx context.Context, keep func(Identity) bool, fn f
 					}
 					var epoch uint64
 					if eb != nil {
-						if e := eb.Get([]byte(id.String())); len(e) == 8 {
-							epoch = binary.BigEndian.Uint64(e)
+						key := []byte(id.String())
+						if epoch, err = parseEpoch(key, eb.Get(key)); err != nil {
+							return s.corrupt(id, err)
 						}
 					}
 					return fn(id, epoch, version)

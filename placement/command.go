@@ -43,7 +43,12 @@ const (
 	// owner heads the in-sync set; the old owner, which held every
 	// committed record, stays in it as a follower, as do the others.
 	OpComplete Op = "complete"
-	// OpAbort cancels planned handoffs: MovingTo cleared.
+	// OpAbort cancels planned handoffs: MovingTo cleared, Epoch+1 (the
+	// owner stays). A move is named by (shard, From, Epoch, To); without
+	// the new epoch, a move begun again after the abort would bear the
+	// aborted one's name, and what was still on its way for the aborted
+	// one (a shipment of state read before the owner served again, its
+	// confirmation, a complete) would be taken for the new one's.
 	OpAbort Op = "abort"
 	// OpSync records a node's sync barrier nonce. A node whose lease
 	// lapsed proposes one after regaining contact; once it has applied
@@ -346,7 +351,7 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 					skipped++
 					continue
 				}
-				s.MovingTo = ""
+				s.MovingTo, s.Epoch = "", s.Epoch+1
 			case OpShrink:
 				if m.To == "" || m.To == s.Owner || !slices.Contains(s.Replicas, m.To) {
 					skipped++

@@ -732,8 +732,8 @@ func TestPlannerRefusedHandoffAborts(t *testing.T) {
 	if got, want := len(completed), len(begun)-1; got != want {
 		t.Fatalf("completed %d moves, want %d", got, want)
 	}
-	if s, _ := tb.Shard(refused.Shard); s.Owner != "a" || s.MovingTo != "" || s.Epoch != refused.Epoch {
-		t.Fatalf("after the abort the shard is %+v, want a's at epoch %d", s, refused.Epoch)
+	if s, _ := tb.Shard(refused.Shard); s.Owner != "a" || s.MovingTo != "" || s.Epoch != refused.Epoch+1 {
+		t.Fatalf("after the abort the shard is %+v, want a's at epoch %d", s, refused.Epoch+1)
 	}
 	for _, c := range p.Step(tb, now.Add(fence/2)) {
 		for _, m := range c.Moves {
@@ -963,7 +963,7 @@ func TestPlannerConfirmedMovesNeverCompleteUnshipped(t *testing.T) {
 			aborted = true
 		}
 	}
-	if s, _ := tb.Shard(first.Shard); !aborted || s.MovingTo != "" || s.Owner != first.From || s.Epoch != first.Epoch {
+	if s, _ := tb.Shard(first.Shard); !aborted || s.MovingTo != "" || s.Owner != first.From || s.Epoch != first.Epoch+1 {
 		t.Fatalf("a failed transfer: aborted %v, shard %+v", aborted, s)
 	}
 	// Nobody reports on the second: aborted after four fence delays.
@@ -1272,5 +1272,79 @@ func TestPlanVotersKeepsAQuorum(t *testing.T) {
 	deadAt = map[string]time.Time{"a": now.Add(-time.Minute), "c": now.Add(-time.Minute)}
 	if ch := placement.PlanVoters(in); len(ch) != 0 {
 		t.Fatalf("two voters of three dead: %v, want no change", ch)
+	}
+}
+
+// A move that is aborted and begun again is a move of its own: the abort
+// raises the shard's epoch, so an outcome of the aborted one (its old
+// owner's shipment, read before the owner served again, reporting late)
+// is never taken for the new one's. The two used to bear the same name,
+// and the late confirmation completed the new move with the state the
+// old owner held before the abort: its writes since were lost.
+func TestPlannerTakesNoOutcomeOfAnAbortedMoveForItsSuccessor(t *testing.T) {
+	tb := placement.NewTable()
+	mustApply(t, tb, placement.Command{Op: placement.OpInit, Shards: 16})
+	upNode(t, tb, "a", mf())
+	upNode(t, tb, "b", mf())
+	fence := 2 * time.Second
+	p := placement.NewPlanner(placement.PlannerConfig{FenceDelay: fence, MaxMoving: 64, ConfirmMoves: true})
+	now := time.Unix(0, 0)
+	for _, c := range p.Step(tb, now) {
+		mustApply(t, tb, c)
+	}
+	upNode(t, tb, "c", mf())
+	var first placement.Move
+	for _, c := range ownerChanges(p.Step(tb, now)) {
+		mustApply(t, tb, c)
+		if c.Op == placement.OpBegin && first.To == "" {
+			first = c.Moves[0]
+		}
+	}
+	if first.To != "c" {
+		t.Fatalf("c's join began no handoff to it: %+v", first)
+	}
+	p.Refuse(first)
+	steps := func(at time.Time) (begun, completed []placement.Move) {
+		for _, c := range ownerChanges(p.Step(tb, at)) {
+			mustApply(t, tb, c)
+			for _, m := range c.Moves {
+				if m.Shard != first.Shard {
+					continue
+				}
+				switch c.Op {
+				case placement.OpBegin:
+					begun = append(begun, m)
+				case placement.OpComplete:
+					completed = append(completed, m)
+				}
+			}
+		}
+		return begun, completed
+	}
+	steps(now.Add(time.Millisecond))
+	if s, _ := tb.Shard(first.Shard); s.MovingTo != "" || s.Owner != first.From || s.Epoch != first.Epoch+1 {
+		t.Fatalf("after the refusal the shard is %+v, want %s's, not moving, at epoch %d", s, first.From, first.Epoch+1)
+	}
+	// Once the back-off has passed, the same move is planned again.
+	var again placement.Move
+	for at := now.Add(fence); at.Before(now.Add(10*fence)) && again.To == ""; at = at.Add(fence / 4) {
+		if b, _ := steps(at); len(b) > 0 {
+			again = b[0]
+		}
+	}
+	if again.To != first.To || again.From != first.From || again.Epoch != first.Epoch+1 {
+		t.Fatalf("begun again as %+v, want from %s to %s at epoch %d", again, first.From, first.To, first.Epoch+1)
+	}
+	// The aborted move's shipment confirms late: nothing completes.
+	p.Confirm(first)
+	if _, done := steps(now.Add(10 * fence)); len(done) != 0 {
+		t.Fatalf("a confirmation of the aborted %+v completed %+v", first, done)
+	}
+	if s, _ := tb.Shard(first.Shard); s.MovingTo != "c" || s.Owner != first.From {
+		t.Fatalf("the move begun again is %+v, want still moving", s)
+	}
+	p.Confirm(again)
+	if _, done := steps(now.Add(10*fence + time.Millisecond)); len(done) != 1 || done[0] != again {
+		t.Fatalf("its own confirmation completed %+v, want %+v", done, again)
 	}
 }

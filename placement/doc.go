@@ -28,8 +28,10 @@
 //     leaves its shards unassigned and Locate answers ErrNoEligibleNode; a
 //     kind nobody published answers ErrUnknownKind.
 //   - Each shard has an Owner, an Epoch that increases on every change of
-//     owner, and during a planned handoff a MovingTo target. The table has
-//     a Version that increases with every effective command.
+//     owner and on every aborted handoff (so that a move begun again is
+//     never taken for the aborted one), and during a planned handoff a
+//     MovingTo target. The table has a Version that increases with every
+//     effective command.
 //   - Each shard also has its in-sync replica set, Replicas: the owner
 //     first, then followers holding every record of state at rest the
 //     owner committed (R nodes in all, default 3, fixed at bootstrap). It
@@ -76,7 +78,7 @@
 //     then complete (Owner = target, Epoch+1) once the Handoff callback
 //     reports that the old owner shipped its actors' state. A handoff
 //     that fails or is refused aborts the move (the old owner keeps the
-//     shard; it is not moved to that target again for a fence delay,
+//     shard, at Epoch+1, and serves again; it is not moved to that target again for a fence delay,
 //     doubling with each abort in a row up to four; a draining owner's
 //     shard goes to the next-ranked node after two), as does one with
 //     no outcome after four fence delays (a backstop: a transfer has

@@ -84,8 +84,9 @@ func (n *NodeInfo) Hosts(kind string) (KindSpec, bool) {
 type Shard struct {
 	// Owner is the node that serves the shard ("" while unassigned).
 	Owner string `json:"o,omitempty"`
-	// Epoch increases on every change of Owner; mail stamped with an
-	// older epoch is refused by the owner's fence.
+	// Epoch increases on every change of Owner and on every aborted
+	// move (OpAbort), so that each move has a name of its own; mail
+	// stamped with an older epoch is refused by the owner's fence.
 	Epoch uint64 `json:"e,omitempty"`
 	// MovingTo is set while a planned handoff from Owner is in progress.
 	// Owner stops admitting as soon as it applies this; the new owner

@@ -1108,6 +1108,15 @@ func (c *Engine) shipShardOnce(ctx context.Context, m placement.Move) error {
 	if err := c.sendStates(ctx, m.To, m.Shard, m.Epoch+1, recs); err != nil {
 		return fmt.Errorf("tempest: handoff of %s to %s: %w", m.Shard, m.To, err)
 	}
+	// The move must have stood from the quiesce to here: aborted meanwhile
+	// (a new epoch), this node served the shard again, and what it shipped
+	// may lack writes it acknowledged since. The target stored nothing it
+	// can serve (the move it was for never completes), and a move begun
+	// again ships afresh.
+	if s, ok := c.pl.Owner(m.Shard); !moveStands(s, ok, m) {
+		return fmt.Errorf("%w: %s to %s at epoch %d: this node's table shows owner %q at epoch %d moving to %q once shipped",
+			errShipRefused, m.Shard, m.To, m.Epoch, s.Owner, s.Epoch, s.MovingTo)
+	}
 	if promote {
 		c.promoted.Add(1)
 	}

@@ -261,3 +261,25 @@ func TestFailureEndsWithAnAnswer(t *testing.T) {
 		t.Fatal("the previous leader answered again and still counts as failing")
 	}
 }
+
+// A restarted peer is not lost at once for its previous process's raft
+// failures: those count from when gossip saw it come back, and a peer
+// that keeps failing is lost DownAfter after that.
+func TestRaftFailuresOfAPreviousProcessCountFromTheReturn(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	down := time.Second
+	failing := t0.Add(-2 * time.Second) // the old process's last contact
+	if !raftLostAt(failing, time.Time{}, t0, down) {
+		t.Fatal("a peer failing for two DownAfter, never restarted, is not lost")
+	}
+	back := t0.Add(-100 * time.Millisecond)
+	if raftLostAt(failing, back, t0, down) {
+		t.Fatal("a peer back for 100ms is lost for its previous process's failures")
+	}
+	if !raftLostAt(failing, back, back.Add(down), down) {
+		t.Fatal("a peer still failing DownAfter after its return is not lost")
+	}
+	if !raftLostAt(t0, back, t0.Add(down), down) {
+		t.Fatal("a failure after the return does not count from itself")
+	}
+}

@@ -112,8 +112,12 @@ type Node struct {
 	raftWaits sync.WaitGroup
 
 	// Owned by the run goroutine.
-	planner    *Planner
-	deadSince  map[string]time.Time
+	planner   *Planner
+	deadSince map[string]time.Time
+	// backSince: when a peer's gossip state turned alive again after it
+	// was not (a restart). Raft failures of the previous process count
+	// only from then (raftLost).
+	backSince  map[string]time.Time
 	transfers  map[ShardRef]Move
 	viewKey    string
 	viewSince  time.Time
@@ -182,6 +186,7 @@ func New(cfg Config) (*Node, error) {
 		failing:   map[string]time.Time{},
 		failNoted: map[string]time.Time{},
 		deadSince: map[string]time.Time{},
+		backSince: map[string]time.Time{},
 		transfers: map[ShardRef]Move{},
 		planner: NewPlanner(PlannerConfig{
 			FenceDelay:   FenceDelay(cfg.Lease, cfg.ClockDrift, cfg.LeaseMargin),
@@ -1396,6 +1401,7 @@ func (n *Node) step(ctx context.Context) {
 			// delays a reassignment, never hastens it.
 			n.planner = NewPlanner(n.planner.cfg)
 			clear(n.deadSince)
+			clear(n.backSince)
 			clear(n.transfers)
 			n.witness = witnessed{}
 			n.wasLeader = false
@@ -1521,6 +1527,20 @@ func (n *Node) selfReport(ctx context.Context) {
 	}
 }
 
+// raftLostAt reports whether a peer whose raft heartbeats fail since
+// since counts as lost at now: failing for downAfter, counted from no
+// earlier than back, when gossip last saw it come back (zero: never). A
+// restarted peer's previous process stopped answering before it left;
+// the leader's failed heartbeat to it reports that process's last
+// contact, which would mark the new one down as soon as it is back and
+// abort every move to it.
+func raftLostAt(since, back, now time.Time, downAfter time.Duration) bool {
+	if back.After(since) {
+		since = back
+	}
+	return now.Sub(since) >= downAfter
+}
+
 // reconcileNodes turns membership and raft contact into node commands.
 func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) {
 	table := n.stepRead()
@@ -1546,10 +1566,11 @@ func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) 
 			}
 			continue
 		}
-		raftLost := false
-		if since, ok := failing[p.Name]; ok && now.Sub(since) >= n.cfg.DownAfter {
-			raftLost = true
+		if _, was := n.deadSince[p.Name]; was && p.State == PeerAlive {
+			n.backSince[p.Name] = now // back (deadSince is dropped below)
 		}
+		since, raftFailing := failing[p.Name]
+		raftLost := raftFailing && raftLostAt(since, n.backSince[p.Name], now, n.cfg.DownAfter)
 		// A node that lost its data directory (it gossips another data
 		// ID than the one recorded) holds none of the state at rest of
 		// the shards it owns: down, they fail over to their in-sync

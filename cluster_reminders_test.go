@@ -552,8 +552,8 @@ func periodBillerOffLeader(t *testing.T, via *tempest.Node) (string, placement.L
 // the new owner afterwards (a catch-up of the new owner as the old
 // owner's replica may have read it before the handoff; accepted under
 // the old epoch, it is written after the handoff's records) loses, and a
-// later version of the old owner's (its writes once a move is aborted)
-// wins. The new owner used to store the handoff's reminder records at a
+// later record of the old owner's (its writes once a move is aborted,
+// at the epoch the abort raised) wins. The new owner used to store the handoff's reminder records at a
 // version of its own sequence, so that which of the two copies won
 // depended on how many writes each store had seen: an older copy won
 // where no copy had reached the new owner before (by epoch), the old

@@ -49,7 +49,13 @@ const (
 	// aborted one's name, and what was still on its way for the aborted
 	// one (a shipment of state read before the owner served again, its
 	// confirmation, a complete) would be taken for the new one's.
-	OpAbort Op = "abort"
+	OpAbort Op = "abort-move"
+	// opAbortKeepEpoch is an abort as builds from before OpAbort raised
+	// the epoch wrote it: MovingTo cleared, the epoch kept. An entry of a
+	// raft log such a build wrote is applied as it applied it, so that
+	// nodes replaying it (from snapshots taken at different points) reach
+	// the same table. Nothing proposes it any more.
+	opAbortKeepEpoch Op = "abort"
 	// OpSync records a node's sync barrier nonce. A node whose lease
 	// lapsed proposes one after regaining contact; once it has applied
 	// its own nonce, its table holds everything committed before, so it
@@ -299,7 +305,7 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 		}
 		return one(changed)
 
-	case OpAssign, OpBegin, OpComplete, OpAbort, OpShrink, OpJoin:
+	case OpAssign, OpBegin, OpComplete, OpAbort, opAbortKeepEpoch, OpShrink, OpJoin:
 		if c.Sets != nil && (c.Op != OpAssign || len(c.Sets) != len(c.Moves)) {
 			return 0, 0, fmt.Errorf("%w: %d replica sets for %d moves of %s", ErrBadCommand, len(c.Sets), len(c.Moves), c.Op)
 		}
@@ -346,12 +352,15 @@ func (t *Table) apply(c Command) (applied, skipped int, err error) {
 				}
 				s.Owner, s.Epoch, s.MovingTo = m.To, s.Epoch+1, ""
 				s.Replicas = replicaSet(m.To, old)
-			case OpAbort:
+			case OpAbort, opAbortKeepEpoch:
 				if s.MovingTo == "" || s.MovingTo != m.To {
 					skipped++
 					continue
 				}
-				s.MovingTo, s.Epoch = "", s.Epoch+1
+				s.MovingTo = ""
+				if c.Op == OpAbort {
+					s.Epoch++
+				}
 			case OpShrink:
 				if m.To == "" || m.To == s.Owner || !slices.Contains(s.Replicas, m.To) {
 					skipped++

@@ -109,6 +109,11 @@ type pendingWrite struct {
 	id      Identity
 	version uint64
 	rec     Record
+	// noEpoch: an earlier build logged it, without the epoch; that build
+	// stored its own writes without one (the identity's epoch was left
+	// as a replicated copy had set it), so it is written back as it
+	// would have been (putNoEpochTx).
+	noEpoch bool
 }
 
 func appendPending(buf []byte, w pendingWrite) []byte {
@@ -193,12 +198,13 @@ func decodePendingEntry(p []byte) (pendingWrite, bool) {
 		return w, false
 	}
 	if len(p) > 0 {
-		// The epoch; an entry of an earlier build ends at the state.
 		e, k := binary.Uvarint(p)
 		if k <= 0 || k != len(p) {
 			return w, false
 		}
 		w.rec.Epoch = e
+	} else {
+		w.noEpoch = true // an entry of an earlier build ends at the state
 	}
 	if len(state) > 0 {
 		w.rec.State = append([]byte(nil), state...)
@@ -270,7 +276,11 @@ func openPending(path string, db *bolt.DB) (logs [2]pendingLog, last uint64, n i
 				if w.id.Validate() != nil {
 					return &CorruptError{Path: l.name, Err: fmt.Errorf("a pending write of %q names no valid identity", w.id.String())}
 				}
-				applied, err := putDecidedTx(tx, w.id, w.version, w.rec)
+				put := putDecidedTx
+				if w.noEpoch {
+					put = putNoEpochTx
+				}
+				applied, err := put(tx, w.id, w.version, w.rec)
 				if errors.Is(err, ErrVersionConflict) {
 					continue // a newer owner's record is stored: superseded
 				}
@@ -364,6 +374,29 @@ func putDecidedTx(tx *bolt.Tx, id Identity, version uint64, rec Record) (bool, e
 		return false, err
 	}
 	return true, setEpoch(tx, id, rec.Epoch)
+}
+
+// putNoEpochTx writes back a decided write an earlier build logged
+// without its epoch, as that build would have: at its version unless the
+// store holds that version or a newer one, the identity's epoch left as
+// it is. Ordering it by epoch would take it, at epoch 0, for older than
+// any replicated copy, and drop a write that may have been acknowledged.
+func putNoEpochTx(tx *bolt.Tx, id Identity, version uint64, rec Record) (bool, error) {
+	b, err := tx.CreateBucketIfNotExists([]byte(id.Kind))
+	if err != nil {
+		return false, err
+	}
+	key := []byte(id.Key)
+	cur, err := storedVersion(b.Get(key))
+	if err != nil || cur >= version {
+		return false, err
+	}
+	if b.Sequence() < version {
+		if err := b.SetSequence(version); err != nil {
+			return false, err
+		}
+	}
+	return true, b.Put(key, encodeRecord(id.Kind, id.Key, version, rec))
 }
 
 // decided is the newest decided write of an identity not yet committed.

@@ -26,8 +26,9 @@ type Replicated struct {
 	DeletesEpoch uint64
 }
 
-// epochBucket holds, per identity a replica stored, the epoch of the
-// record it stored ("kind/key" → 8 bytes big endian). A kind name cannot
+// epochBucket holds, per identity, the epoch of the record the store
+// holds ("kind/key" → epochValue: 8 bytes big endian and a checksum;
+// none for a record written outside a cluster). A kind name cannot
 // contain '/', so the bucket never meets a kind's. It also holds the
 // store's own keys, which begin with '/': pendingMark, storeIDKey,
 // formatKey and opensKey.

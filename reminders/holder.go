@@ -243,7 +243,10 @@ type holdPlan struct{ release, pause, resume, acquire []string }
 // node released and reloaded shards over and over). Pausing is enough
 // because a shard's reminders can only have changed elsewhere if its
 // owner changed, which changes its epoch: a shard held from another
-// epoch than the table's is released and acquired again.
+// epoch than the table's is released and acquired again. (An aborted
+// move raises the epoch too, the owner staying: seen only after the
+// abort, the shard is dropped and reloaded, redoing the progress not
+// written yet, as after a crash.)
 func plan(keep map[string]Kept, held map[string]uint64) holdPlan {
 	var p holdPlan
 	for sh, ep := range held {

@@ -206,9 +206,6 @@ func TestWritesReachTheReplicaBeforeCommit(t *testing.T) {
 	}
 }
 
-// Deletions queued with DeleteAsync share the owner's commits and reach
-// the replica before they commit, as Delete's do; one that fails (a
-// stale version) is not sent.
 // The owner's own copy of a write is stored under the epoch it owns the
 // shard at, as its followers store it: a late copy of an older owner, at
 // a higher version of that owner's sequence, replaces neither.
@@ -231,8 +228,20 @@ func TestOwnerCopyCarriesTheShardsEpoch(t *testing.T) {
 			t.Fatalf("%s: a copy of epoch 2 applied (%d, %v) over the write of epoch 3", name, n, err)
 		}
 	}
+	// A write stored under an epoch the shard has since left (an abort
+	// raised it while the write was on its way) is not sent under the
+	// new one: it fails as stale.
+	r := &Record{Replicated: prospero.Replicated{ID: id, Epoch: 2, Version: v + 1, State: []byte("late")}}
+	errc := make(chan error, 1)
+	owner.replicate(r, func(err error) { errc <- err })
+	if err := <-errc; !errors.Is(err, ErrStale) || !errors.Is(err, prospero.ErrNotCommitted) {
+		t.Fatalf("a write of epoch 2 sent at epoch 3: %v; want ErrStale and ErrNotCommitted", err)
+	}
 }
 
+// Deletions queued with DeleteAsync share the owner's commits and reach
+// the replica before they commit, as Delete's do; one that fails (a
+// stale version) is not sent.
 func TestAsyncDeletionsReachTheReplica(t *testing.T) {
 	owner, rep, _, _ := pair(t, true)
 	ctx := t.Context()

@@ -492,8 +492,8 @@ func (s *Store) replicateAcked(r *Record, done func(acked int, err error)) {
 	}
 	if r.Epoch != 0 && r.Epoch != rt.Epoch {
 		// Stored here under the epoch of the route its write took: the
-		// shard changed owner since (and came back), so the record is
-		// not this epoch's to send.
+		// shard's epoch moved on since (an aborted move, or a change of
+		// owner and back), so the record is not this epoch's to send.
 		done(0, &prospero.CommitError{ID: r.ID, Err: fmt.Errorf("%w: written under epoch %d, the shard is at epoch %d", ErrStale, r.Epoch, rt.Epoch)})
 		return
 	}

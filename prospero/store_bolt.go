@@ -617,7 +617,7 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 					w := &group[i]
 					switch {
 					case w.decided != 0:
-						applied, err := putDecidedTx(tx, w.id, w.version, w.rec)
+						applied, err := putDecidedTx(tx, w.id, w.version, w.rec, false)
 						if errors.Is(err, ErrVersionConflict) {
 							// A newer owner's record is stored: this write,
 							// of an older epoch, is superseded. It fails

@@ -121,11 +121,11 @@ func TestWriteOfAnOlderEpochIsSuperseded(t *testing.T) {
 	}
 	mustGet(t, s, id, 6, "newer owner")
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		applied, err := putDecidedTx(tx, id, 9, Record{Epoch: 5, State: []byte("decided")})
+		applied, err := putDecidedTx(tx, id, 9, Record{Epoch: 5, State: []byte("decided")}, false)
 		if applied || !errors.Is(err, ErrVersionConflict) {
 			t.Errorf("decided write under an older epoch: applied %v, %v; want ErrVersionConflict", applied, err)
 		}
-		applied, err = putDecidedTx(tx, id, 1, Record{Epoch: 6, State: []byte("newer owner")})
+		applied, err = putDecidedTx(tx, id, 1, Record{Epoch: 6, State: []byte("newer owner")}, false)
 		if applied || err != nil {
 			t.Errorf("the same write given back: applied %v, %v; want not applied", applied, err)
 		}
@@ -169,12 +169,7 @@ func TestPendingLogKeepsTheEpoch(t *testing.T) {
 // still reads, as epoch 0.
 func TestPendingEntryWithoutEpochReads(t *testing.T) {
 	w := pendingWrite{seq: 1, id: Identity{Kind: "k", Key: "a"}, version: 7, rec: Record{Incarnation: 2, State: []byte("s")}}
-	buf := appendPending(nil, w)
-	// Drop the epoch byte (0) and fix the length and checksum, as the
-	// earlier layout wrote them.
-	payload := append([]byte(nil), buf[8:len(buf)-1]...)
-	old := appendRaw(payload)
-	out := decodePending(old)
+	out := decodePending(appendPendingNoEpoch(w))
 	if len(out) != 1 || out[0].version != 7 || out[0].rec.Epoch != 0 || !out[0].noEpoch || string(out[0].rec.State) != "s" {
 		t.Fatalf("earlier entry: %+v", out)
 	}
@@ -200,11 +195,14 @@ func TestDeletionDropsTheEpoch(t *testing.T) {
 	mustGet(t, s, id, 0, "local")
 }
 
-// appendRaw frames payload as a pending log entry.
-func appendRaw(payload []byte) []byte {
-	buf := binary.BigEndian.AppendUint32(nil, uint32(len(payload)+4))
-	buf = binary.BigEndian.AppendUint32(buf, crc32.Checksum(payload, castagnoli))
-	return append(buf, payload...)
+// appendPendingNoEpoch is w's pending log entry as an earlier build
+// wrote it: without the epoch (w's must be 0, one byte) after the state.
+func appendPendingNoEpoch(w pendingWrite) []byte {
+	buf := appendPending(nil, w)
+	payload := buf[8 : len(buf)-1]
+	out := binary.BigEndian.AppendUint32(nil, uint32(len(payload)+4))
+	out = binary.BigEndian.AppendUint32(out, crc32.Checksum(payload, castagnoli))
+	return append(out, payload...)
 }
 
 // An identity's epoch carries a checksum: a bit flipped in it on the
@@ -279,8 +277,7 @@ func TestEarlierBuildsPendingWriteComesBack(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	w := appendPending(nil, pendingWrite{seq: 1, id: id, version: 11, rec: Record{State: []byte("crashed write")}})
-	legacy := appendRaw(append([]byte(nil), w[8:len(w)-1]...)) // without the epoch byte
+	legacy := appendPendingNoEpoch(pendingWrite{seq: 1, id: id, version: 11, rec: Record{State: []byte("crashed write")}})
 	if err := os.WriteFile(path+".pending", legacy, 0o600); err != nil {
 		t.Fatal(err)
 	}

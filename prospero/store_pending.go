@@ -112,7 +112,7 @@ type pendingWrite struct {
 	// noEpoch: an earlier build logged it, without the epoch; that build
 	// stored its own writes without one (the identity's epoch was left
 	// as a replicated copy had set it), so it is written back as it
-	// would have been (putNoEpochTx).
+	// would have been (putDecidedTx).
 	noEpoch bool
 }
 
@@ -276,11 +276,7 @@ func openPending(path string, db *bolt.DB) (logs [2]pendingLog, last uint64, n i
 				if w.id.Validate() != nil {
 					return &CorruptError{Path: l.name, Err: fmt.Errorf("a pending write of %q names no valid identity", w.id.String())}
 				}
-				put := putDecidedTx
-				if w.noEpoch {
-					put = putNoEpochTx
-				}
-				applied, err := put(tx, w.id, w.version, w.rec)
+				applied, err := putDecidedTx(tx, w.id, w.version, w.rec, w.noEpoch)
 				if errors.Is(err, ErrVersionConflict) {
 					continue // a newer owner's record is stored: superseded
 				}
@@ -344,7 +340,13 @@ func markPending(tx *bolt.Tx, seq uint64) error {
 // given back twice), and fails with ErrVersionConflict when the store
 // holds a record of a newer epoch (a newer owner's: this write is
 // superseded).
-func putDecidedTx(tx *bolt.Tx, id Identity, version uint64, rec Record) (bool, error) {
+//
+// noEpoch is a write an earlier build logged without its epoch: it is
+// written back as that build would have, by version alone, the
+// identity's epoch left as it is. Ordering it by epoch would take it, at
+// epoch 0, for older than any replicated copy, and drop a write that may
+// have been acknowledged.
+func putDecidedTx(tx *bolt.Tx, id Identity, version uint64, rec Record, noEpoch bool) (bool, error) {
 	b, err := tx.CreateBucketIfNotExists([]byte(id.Kind))
 	if err != nil {
 		return false, err
@@ -354,7 +356,13 @@ func putDecidedTx(tx *bolt.Tx, id Identity, version uint64, rec Record) (bool, e
 	if err != nil {
 		return false, err
 	}
-	if cur != 0 {
+	switch {
+	case cur == 0:
+	case noEpoch:
+		if cur >= version {
+			return false, nil
+		}
+	default:
 		e, err := storedEpoch(tx, id)
 		switch {
 		case err != nil:
@@ -373,30 +381,10 @@ func putDecidedTx(tx *bolt.Tx, id Identity, version uint64, rec Record) (bool, e
 	if err := b.Put(key, encodeRecord(id.Kind, id.Key, version, rec)); err != nil {
 		return false, err
 	}
+	if noEpoch {
+		return true, nil
+	}
 	return true, setEpoch(tx, id, rec.Epoch)
-}
-
-// putNoEpochTx writes back a decided write an earlier build logged
-// without its epoch, as that build would have: at its version unless the
-// store holds that version or a newer one, the identity's epoch left as
-// it is. Ordering it by epoch would take it, at epoch 0, for older than
-// any replicated copy, and drop a write that may have been acknowledged.
-func putNoEpochTx(tx *bolt.Tx, id Identity, version uint64, rec Record) (bool, error) {
-	b, err := tx.CreateBucketIfNotExists([]byte(id.Kind))
-	if err != nil {
-		return false, err
-	}
-	key := []byte(id.Key)
-	cur, err := storedVersion(b.Get(key))
-	if err != nil || cur >= version {
-		return false, err
-	}
-	if b.Sequence() < version {
-		if err := b.SetSequence(version); err != nil {
-			return false, err
-		}
-	}
-	return true, b.Put(key, encodeRecord(id.Kind, id.Key, version, rec))
 }
 
 // decided is the newest decided write of an identity not yet committed.

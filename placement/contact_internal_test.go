@@ -283,3 +283,40 @@ func TestRaftFailuresOfAPreviousProcessCountFromTheReturn(t *testing.T) {
 		t.Fatal("a failure after the return does not count from itself")
 	}
 }
+
+// TestGossipFlapsDoNotRestartTheRaftFailureClock: a peer whose raft
+// heartbeats keep failing while its gossip state flaps between suspect
+// and alive counts from its first return within the failure, so it is
+// marked down DownAfter after it, whatever flaps follow; a return after
+// the failure ended, or one before it began, starts afresh.
+func TestGossipFlapsDoNotRestartTheRaftFailureClock(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	down := time.Second
+	failing := t0.Add(-2 * time.Second)
+	// The first return within the failure (a restart) counts from itself.
+	back := returnedAt(time.Time{}, failing, true, t0)
+	if !back.Equal(t0) {
+		t.Fatalf("first return counted at %v, want %v", back, t0)
+	}
+	// Flaps every half DownAfter while raft keeps failing.
+	now := t0
+	for i := 0; i < 6; i++ {
+		now = now.Add(down / 2)
+		back = returnedAt(back, failing, true, now)
+	}
+	if !back.Equal(t0) {
+		t.Fatalf("a flap moved the return to %v, want %v", back, t0)
+	}
+	if !raftLostAt(failing, back, now, down) {
+		t.Fatal("a peer failing raft for 3 DownAfter after its first return is not lost for its gossip flaps")
+	}
+	// A return from an earlier failure does not hold for a new one.
+	later := now.Add(time.Minute)
+	if got := returnedAt(back, later.Add(-time.Second), true, later); !got.Equal(later) {
+		t.Fatalf("return during a new failure counted at %v, want %v", got, later)
+	}
+	// Nor does it without a failure.
+	if got := returnedAt(back, time.Time{}, false, later); !got.Equal(later) {
+		t.Fatalf("return without a failure counted at %v, want %v", got, later)
+	}
+}

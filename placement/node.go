@@ -1541,6 +1541,22 @@ func raftLostAt(since, back, now time.Time, downAfter time.Duration) bool {
 	return now.Sub(since) >= downAfter
 }
 
+// returnedAt is when a peer that gossip sees alive again at now counts
+// as back, for raftLostAt: now, unless raft has kept failing to reach it
+// since before a return already counted (prev, the last one): a peer
+// whose gossip state flaps between suspect and alive while its raft
+// heartbeats keep failing (a lossy or one-way link) would otherwise
+// restart the clock at every flap and never be marked down, its shards
+// never failing over. A restart is a first return within a failure (the
+// previous process's), or ends the failure once raft reaches the new
+// process.
+func returnedAt(prev, failingSince time.Time, failing bool, now time.Time) time.Time {
+	if failing && !prev.IsZero() && !prev.Before(failingSince) {
+		return prev
+	}
+	return now
+}
+
 // reconcileNodes turns membership and raft contact into node commands.
 func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) {
 	table := n.stepRead()
@@ -1566,10 +1582,11 @@ func (n *Node) reconcileNodes(ctx context.Context, peers []Peer, now time.Time) 
 			}
 			continue
 		}
-		if _, was := n.deadSince[p.Name]; was && p.State == PeerAlive {
-			n.backSince[p.Name] = now // back (deadSince is dropped below)
-		}
 		since, raftFailing := failing[p.Name]
+		if _, was := n.deadSince[p.Name]; was && p.State == PeerAlive {
+			// Back (deadSince is dropped below).
+			n.backSince[p.Name] = returnedAt(n.backSince[p.Name], since, raftFailing, now)
+		}
 		raftLost := raftFailing && raftLostAt(since, n.backSince[p.Name], now, n.cfg.DownAfter)
 		// A node that lost its data directory (it gossips another data
 		// ID than the one recorded) holds none of the state at rest of

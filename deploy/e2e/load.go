@@ -213,22 +213,6 @@ func (l *load) settled(t0 time.Time, quiet time.Duration) bool {
 	return l.window(t0).unrecovered == 0
 }
 
-// rebase forgets what the client knew (after a crash that may lose
-// updates not yet at rest) and takes the counters' current values.
-func (l *load) rebase(ctx context.Context, via string) error {
-	for k, key := range l.keys {
-		v, r := l.api.getRetry(ctx, via, key)
-		if r.outcome != okOutcome {
-			return r.err
-		}
-		l.mu.Lock()
-		l.model[k] = keyModel{lastAcked: v}
-		l.regressionLog = nil
-		l.mu.Unlock()
-	}
-	return nil
-}
-
 // verify reads every counter and compares it with the acknowledged
 // updates: lost are acknowledged adds missing from the value. The load
 // may still run: each counter's model is taken before its read, so it
@@ -263,7 +247,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 }
 
 // regressions describes the first acknowledged replies that went
-// backwards since the last rebase, and forgets them.
+// backwards since the last call, and forgets them.
 func (l *load) regressions() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -130,3 +130,25 @@ func earliest(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// frozen is a time a node's container was paused: [from, to).
+type frozen struct{ from, to time.Time }
+
+// whileFrozen reports whether o lies wholly within a time one of its two
+// nodes was frozen, or within grace after it thawed, and how long after
+// the thaw it ended (0 when it ended before the thaw). A frozen process
+// runs nothing, so an activation it held then is not running beside the
+// other node's; once thawed it must find its lease lapsed and let go
+// (within grace: what its fence loop takes to see the lapse and
+// passivate).
+func whileFrozen(o overlap, pauses map[string][]frozen, grace time.Duration) (bool, time.Duration) {
+	from, to := o.b.from, earliest(o.a.to, o.b.to)
+	for _, node := range []string{o.a.node, o.b.node} {
+		for _, p := range pauses[node] {
+			if !from.Before(p.from) && !to.After(p.to.Add(grace)) {
+				return true, max(to.Sub(p.to), 0)
+			}
+		}
+	}
+	return false, 0
+}

@@ -66,3 +66,37 @@ func TestCrashStartFindsTheFailingGoroutine(t *testing.T) {
 		t.Fatal("a log line that mentions panic is not a crash")
 	}
 }
+
+func TestOverlapWhileFrozen(t *testing.T) {
+	n1 := strings.Join([]string{
+		line(0, msgStarted, "n1", ""),
+		line(1*time.Second, msgActivated, "n1", "counter/a"),
+		line(1*time.Second, msgActivated, "n1", "counter/b"),
+		// frozen from 2s to 20s; lets a go 0.4s after the thaw, b 3s after
+		line(20*time.Second+400*time.Millisecond, msgDeactivated, "n1", "counter/a"),
+		line(23*time.Second, msgDeactivated, "n1", "counter/b"),
+	}, "\n")
+	n2 := strings.Join([]string{
+		line(5*time.Second, msgActivated, "n2", "counter/a"),
+		line(5*time.Second, msgActivated, "n2", "counter/b"),
+		line(1*time.Second+500*time.Millisecond, msgActivated, "n2", "counter/c"),
+	}, "\n")
+	n1c := line(1*time.Second, msgActivated, "n1", "counter/c") // overlaps c before the pause
+	end := t0.Add(30 * time.Second)
+	spans := append(activationSpans("n1", n1+"\n"+n1c, nil, end), activationSpans("n2", n2, nil, end)...)
+	pauses := map[string][]frozen{"n1": {{from: t0.Add(2 * time.Second), to: t0.Add(20 * time.Second)}}}
+	got := map[string]bool{}
+	for _, o := range overlaps(spans) {
+		ok, after := whileFrozen(o, pauses, time.Second)
+		got[o.actor] = ok
+		if o.actor == "counter/a" && after != 400*time.Millisecond {
+			t.Errorf("a ended %s after the thaw, want 400ms", after)
+		}
+	}
+	want := map[string]bool{"counter/a": true, "counter/b": false, "counter/c": false}
+	for a, w := range want {
+		if g, ok := got[a]; !ok || g != w {
+			t.Errorf("%s: while frozen %v (found %v), want %v", a, g, ok, w)
+		}
+	}
+}

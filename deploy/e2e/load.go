@@ -164,15 +164,17 @@ func (l *load) window(t0 time.Time) window {
 }
 
 // answeredAgain is, for each of keys (indices), how long after t0 it
-// first answered an ask completed after t0, and the longest of those;
-// ok is false if one of them never did.
-func (l *load) answeredAgain(keys []int, t0 time.Time) (longest time.Duration, ok bool) {
+// first answered an ask completed after gone (when its old owner could
+// no longer answer it: t0 is when the fault began, gone when it had
+// surely taken effect), and the longest of those; ok is false if one of
+// them never did.
+func (l *load) answeredAgain(keys []int, t0, gone time.Time) (longest time.Duration, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, k := range keys {
 		var first time.Time
 		for _, e := range l.events {
-			if e.key == k && e.outcome == okOutcome && e.at.After(t0) {
+			if e.key == k && e.outcome == okOutcome && e.at.After(gone) {
 				first = e.at
 				break
 			}

@@ -569,7 +569,7 @@ func (e *env) stepKill(ctx context.Context, rep *report, l *load) error {
 	e.logf("killed %s", victim)
 	settled := e.awaitSettled(ctx, l, t0, 3*time.Second, 2*e.o.lease+5*time.Second, 90*time.Second)
 	w := l.window(t0)
-	failover, answered := l.answeredAgain(owned, t0)
+	failover, answered := l.answeredAgain(owned, t0, dead)
 	rep.add(step, "asks during the fault", "%d", w.requests)
 	rep.add(step, "errors", "%d %s", w.errorCount(), fmtErrors(w.errors))
 	rep.add(step, "keys that failed", "%d of %d", w.failedKeys, len(l.keys))
@@ -683,10 +683,11 @@ func (e *env) stepPause(ctx context.Context, rep *report, l *load) error {
 	if _, err := e.c.docker(ctx, "pause", e.c.ids[victim]); err != nil {
 		return err
 	}
+	paused := time.Now() // frozen: it answers nothing from here
 	e.logf("paused %s", victim)
 	settled := e.awaitSettled(ctx, l, t0, 3*time.Second, 2*e.o.lease+5*time.Second, e.o.pauseFor-time.Second)
 	w := l.window(t0)
-	failover, answered := l.answeredAgain(owned, t0)
+	failover, answered := l.answeredAgain(owned, t0, paused)
 	rep.add(step, "asks during the pause", "%d", w.requests)
 	rep.add(step, "errors", "%d %s", w.errorCount(), fmtErrors(w.errors))
 	rep.add(step, "failover time", "%s (pause -> every one of the %d keys %s owned answered again)", failover.Round(time.Millisecond), len(owned), victim)

@@ -82,12 +82,11 @@ func openBolt(path string, opts *bolt.Options) (db *bolt.DB, invalid InvalidIden
 		}
 		var format byte
 		if eb := tx.Bucket(epochBucket); eb != nil {
-			if v := eb.Get(formatKey); v != nil {
-				if len(v) != 1 || v[0] > formatAllSummed {
-					return &CorruptError{Path: path, Err: fmt.Errorf("records of format %x: written by a later build, which this one cannot read", v)}
-				}
-				format = v[0]
+			f, ok := parseFormat(eb.Get(formatKey))
+			if !ok {
+				return &CorruptError{Path: path, Err: fmt.Errorf("records of format %x: written by a later build, which this one cannot read", eb.Get(formatKey))}
 			}
+			format = f
 		}
 		return tx.ForEach(func(kind []byte, b *bolt.Bucket) error {
 			if string(kind) == string(epochBucket) {

@@ -473,7 +473,7 @@ func putTx(tx *bolt.Tx, id Identity, expected uint64, rec Record, floor uint64) 
 	}
 	if e, err := storedEpoch(tx, id); err != nil {
 		return 0, err
-	} else if cur != 0 && e > rec.Epoch {
+	} else if cur != 0 && supersedes(e, rec.Epoch) {
 		return 0, supersededError(id, e, rec.Epoch)
 	}
 	if b.Sequence() < max(cur, floor) {
@@ -556,6 +556,13 @@ func setEpoch(tx *bolt.Tx, id Identity, epoch uint64) error {
 	key := []byte(id.String())
 	return eb.Put(key, epochValue(key, epoch))
 }
+
+// supersedes reports whether a stored record of epoch stored is a newer
+// owner's than a write of epoch write, which must then not replace it. A
+// write of epoch 0 is made outside a cluster (a standalone node, perhaps
+// on a former cluster node's data directory, whose records all carry
+// epochs): it is checked by its version alone, and stores no epoch.
+func supersedes(stored, write uint64) bool { return write != 0 && stored > write }
 
 // supersededError is the conflict of a write of id under epoch with the
 // stored record of a newer epoch: a newer owner's, which the write must

@@ -626,3 +626,76 @@ func TestBoltStoreOfALaterFormatIsRefused(t *testing.T) {
 		t.Fatal("the refused open wrote to the file")
 	}
 }
+
+// formatOf reads the file's format value (the store closed).
+func formatOf(t *testing.T, path string) []byte {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var v []byte
+	_ = db.View(func(tx *bbolt.Tx) error {
+		v = bytes.Clone(tx.Bucket([]byte("/epochs")).Get([]byte("/format")))
+		return nil
+	})
+	return v
+}
+
+// setFormat writes the file's format value (the store closed).
+func setFormat(t *testing.T, path string, v byte) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte("/epochs")).Put([]byte("/format"), []byte{v}) })
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A file this build opened may hold epoch values with a checksum (12
+// bytes), which a build from before them takes for damage. Its format
+// says so in a way such a build refuses as a later build's (any value
+// above 2, the last it knew), rather than as damage, which the runbook
+// answers by moving the state aside. A file an earlier build wrote opens
+// here and is marked so from then on.
+func TestAnEarlierBuildRefusesThisBuildsFileAsALaterBuilds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	fillBoltStore(t, path, 3)
+	v := formatOf(t, path)
+	earlierRefuses := len(v) != 1 || v[0] > 2 // the rule of the builds before epoch checksums
+	if !earlierRefuses {
+		t.Fatalf("format %x: a build from before epoch checksums would read this file", v)
+	}
+	// An earlier build's file (format 2, no flag) opens and reads here,
+	// and is flagged by the open.
+	setFormat(t, path, 2)
+	s, err := prospero.NewBoltStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(context.Background(), prospero.Identity{Kind: "counter", Key: "k00001"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := formatOf(t, path); !bytes.Equal(got, v) {
+		t.Fatalf("format after an open of an earlier build's file: %x, want %x", got, v)
+	}
+	// The flag on a format this build does not know is still a later
+	// build's.
+	setFormat(t, path, v[0]|0x03)
+	if s, err := prospero.NewBoltStore(path); err == nil {
+		_ = s.Close()
+		t.Fatal("opened a file of an unknown flagged format")
+	} else if !errors.Is(err, prospero.ErrCorrupt) || !strings.Contains(err.Error(), "later build") {
+		t.Fatalf("open: %v, want ErrCorrupt naming a later build", err)
+	}
+}

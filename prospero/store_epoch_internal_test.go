@@ -140,6 +140,33 @@ func TestWriteOfAnOlderEpochIsSuperseded(t *testing.T) {
 	}
 }
 
+// A standalone node started on a former cluster node's data directory
+// writes without an epoch (epoch 0, no placement) over records that all
+// carry one: checked by version alone, and stored without an epoch.
+// Refused as superseded, every such identity could never be written again.
+func TestWriteOutsideAClusterOverAnEpochedRecord(t *testing.T) {
+	s := openBoltAt(t, filepath.Join(t.TempDir(), "state.db"))
+	defer s.Close()
+	a, b := Identity{Kind: "counter", Key: "a"}, Identity{Kind: "counter", Key: "b"}
+	v, err := s.Put(context.Background(), a, 0, Record{Epoch: 5, State: []byte("from the cluster")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, s, 1, Replicated{ID: b, Epoch: 7, Version: 3, State: []byte("a copy")})
+	if v, err = s.Put(context.Background(), a, v, Record{State: []byte("standalone")}); err != nil {
+		t.Fatalf("Put without an epoch over the owner's write of epoch 5: %v", err)
+	}
+	mustGet(t, s, a, 0, "standalone")
+	if _, done := putSentAt(s, b, 0, 3, "standalone"); (<-done).err != nil {
+		t.Fatalf("PutAsync without an epoch over a copy of epoch 7: %v", err)
+	}
+	mustGet(t, s, b, 0, "standalone")
+	// The version check still holds.
+	if _, err := s.Put(context.Background(), a, v-1, Record{State: []byte("stale")}); !errors.Is(err, ErrVersionConflict) {
+		t.Fatalf("Put at an old version: %v; want ErrVersionConflict", err)
+	}
+}
+
 // The epoch of a decided write travels in the pending log: written back
 // after a crash, the record has it.
 func TestPendingLogKeepsTheEpoch(t *testing.T) {

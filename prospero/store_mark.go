@@ -63,13 +63,34 @@ var storeIDKey = []byte("/store")
 // takes for damage: it refuses the file at open rather than read a
 // checksum as state. A value this build does not know is a newer
 // build's: the file is refused, not rewritten.
+//
+// formatEpochSummed is a flag on it, set by every open of this build:
+// the file's epoch values may carry a checksum (epochValue, 12 bytes).
+// A build from before them reads the flagged byte as a later build's
+// format and refuses the file as one, rather than as damage (a 12-byte
+// epoch value is damage to it), which the runbook would answer by
+// moving the state aside.
 var formatKey = []byte("/format")
 
 const (
 	formatNone       byte = 0 // an earlier build's file: no record has a checksum
 	formatSomeSummed byte = 1 // marked when it held records: those without a checksum are from before
 	formatAllSummed  byte = 2 // marked empty: every record has a checksum
+
+	formatEpochSummed byte = 0x10 // flag: epoch values may have a checksum
 )
+
+// parseFormat reads the format value v (nil: formatNone), without its
+// flag; false when this build does not know it (a later build's).
+func parseFormat(v []byte) (byte, bool) {
+	if v == nil {
+		return formatNone, true
+	}
+	if len(v) != 1 || v[0]&^formatEpochSummed > formatAllSummed {
+		return 0, false
+	}
+	return v[0] &^ formatEpochSummed, true
+}
 
 const (
 	markMagic = "TSM1"
@@ -90,20 +111,22 @@ type markValue struct {
 	id, txid uint64
 }
 
-// readStoreID returns the ID db holds (0: none) and its format.
-func readStoreID(db *bolt.DB) (id uint64, format byte, err error) {
+// readStoreID returns the ID db holds (0: none), its format (without
+// the flag) and whether the format carries formatEpochSummed.
+func readStoreID(db *bolt.DB) (id uint64, format byte, flagged bool, err error) {
 	err = db.View(func(tx *bolt.Tx) error {
 		if eb := tx.Bucket(epochBucket); eb != nil {
 			if v := eb.Get(storeIDKey); len(v) == 8 {
 				id = binary.BigEndian.Uint64(v)
 			}
 			if v := eb.Get(formatKey); len(v) == 1 {
-				format = v[0]
+				format, _ = parseFormat(v) // openBolt refused a format it does not know
+				flagged = v[0]&formatEpochSummed != 0
 			}
 		}
 		return nil
 	})
-	return id, format, err
+	return id, format, flagged, err
 }
 
 // markStore gives db an ID and a format if it has none, before anything
@@ -116,7 +139,7 @@ func readStoreID(db *bolt.DB) (id uint64, format byte, err error) {
 // start after a clean stop, then a crash). A full disk skips the count
 // for a file that has its ID and format: the node still starts.
 func markStore(db *bolt.DB) (uint64, byte, error) {
-	id, format, err := readStoreID(db)
+	id, format, flagged, err := readStoreID(db)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -143,7 +166,10 @@ func markStore(db *bolt.DB) (uint64, byte, error) {
 				}
 				return nil
 			})
-			if err := eb.Put(formatKey, []byte{format}); err != nil {
+			flagged = false
+		}
+		if !flagged {
+			if err := eb.Put(formatKey, []byte{format | formatEpochSummed}); err != nil {
 				return err
 			}
 		}
@@ -216,7 +242,7 @@ func (m *storeMark) check(path string, db *bolt.DB) error {
 	if m.last == nil {
 		return nil
 	}
-	id, _, err := readStoreID(db)
+	id, _, _, err := readStoreID(db)
 	if err != nil {
 		return fmt.Errorf("prospero: read the ID of state store %s: %w", path, err)
 	}

@@ -367,7 +367,7 @@ func putDecidedTx(tx *bolt.Tx, id Identity, version uint64, rec Record, noEpoch 
 		switch {
 		case err != nil:
 			return false, err
-		case e > rec.Epoch:
+		case supersedes(e, rec.Epoch):
 			return false, supersededError(id, e, rec.Epoch)
 		case e == rec.Epoch && cur >= version:
 			return false, nil
@@ -474,7 +474,7 @@ func (s *BoltStore) decideLocked(id Identity, expected uint64, rec Record) (seq,
 				return err
 			})
 		})
-		if err != nil || (stored != 0 && epoch > rec.Epoch) {
+		if err != nil || (stored != 0 && supersedes(epoch, rec.Epoch)) {
 			return 0, 0, false // the queued write reports it (or the newer owner's record)
 		}
 		cur, floor = stored, max(floor, bseq)

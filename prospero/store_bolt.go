@@ -627,9 +627,13 @@ func (s *BoltStore) commitGroup(group []asyncPut) {
 						applied, err := putDecidedTx(tx, w.id, w.version, w.rec, false)
 						if errors.Is(err, ErrVersionConflict) {
 							// A newer owner's record is stored: this write,
-							// of an older epoch, is superseded. It fails
-							// (its outputs are not released); the store
-							// holds what it should.
+							// of an older epoch, is superseded, and fails
+							// here (no path queues one so today). Its outputs
+							// may have been released already (in the default
+							// mode, once the followers received it), but then
+							// it was committed on the shard's set, which the
+							// newer owner took over from: its record holds
+							// it. The store holds what it should.
 							w.err = &CommitError{ID: w.id, Err: err}
 							continue
 						}

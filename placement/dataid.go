@@ -180,6 +180,12 @@ func (g *guardLayer) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 	return conn, nil
 }
 
+func (g *guardLayer) abortDialed() {
+	if a, ok := g.StreamLayer.(dialAborter); ok {
+		a.abortDialed()
+	}
+}
+
 func (g *guardLayer) Accept() (net.Conn, error) {
 	conn, err := g.StreamLayer.Accept()
 	if err != nil {

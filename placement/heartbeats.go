@@ -58,7 +58,36 @@ type SplitTransport struct {
 	// close.
 	hbMu      sync.RWMutex
 	hbStopped bool
+
+	layers []raft.StreamLayer // AbortOnStepDown; guarded by mu
 }
+
+// AbortOnStepDown names the stream layers of main and hb (as built by
+// NewStreamLayer and HeartbeatStreamLayer, perhaps wrapped by
+// GuardStreamLayer): when this node stops leading, the streams they
+// dialed are aborted (see streamLayer.abortDialed). Call it before raft
+// starts.
+func (s *SplitTransport) AbortOnStepDown(layers ...raft.StreamLayer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.layers = append(s.layers, layers...)
+}
+
+// abortRequests implements requestAborter.
+func (s *SplitTransport) abortRequests() {
+	s.mu.Lock()
+	layers := slices.Clone(s.layers)
+	s.mu.Unlock()
+	for _, l := range layers {
+		if a, ok := l.(dialAborter); ok {
+			a.abortDialed()
+		}
+	}
+}
+
+// requestAborter is a transport that can abort the RPCs this node has in
+// flight (SplitTransport, AbortOnStepDown).
+type requestAborter interface{ abortRequests() }
 
 // StopHeartbeats waits for the heartbeats being handled and refuses the
 // rest unanswered: call it after raft shut down, before its stores close.

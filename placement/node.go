@@ -903,6 +903,10 @@ func (n *Node) noteContact(o raft.Observation, inConfig func(raft.ServerID) bool
 		id, self := string(d.LeaderID), n.cfg.Name
 		if n.leaderSeen == self && id != self {
 			n.lapsed, n.syncNonce = true, ""
+			if a, ok := n.cfg.Transport.(requestAborter); ok {
+				// Its appends and heartbeats in flight are stale now.
+				a.abortRequests()
+			}
 		}
 		switch {
 		case id == self && n.leaderSeen != self:

@@ -3,6 +3,7 @@ package placement
 import (
 	"context"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -26,6 +27,9 @@ type streamLayer struct {
 	net.Listener
 	dialer  StreamDialer
 	service string
+
+	mu     sync.Mutex
+	dialed map[*abortingConn]struct{} // open, abortable (abortDialed)
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
@@ -49,5 +53,86 @@ func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return s.dialer.Dial(ctx, string(address), s.service)
+	c, err := s.dialer.Dial(ctx, string(address), s.service)
+	if err != nil {
+		return nil, err
+	}
+	a, ok := c.(Aborter)
+	if !ok {
+		return c, nil
+	}
+	ac := &abortingConn{Conn: c, a: a, l: s}
+	s.mu.Lock()
+	if s.dialed == nil {
+		s.dialed = map[*abortingConn]struct{}{}
+	}
+	s.dialed[ac] = struct{}{}
+	s.mu.Unlock()
+	return ac, nil
+}
+
+// Accept implements raft.StreamLayer.
+func (s *streamLayer) Accept() (net.Conn, error) {
+	c, err := s.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if a, ok := c.(Aborter); ok {
+		return &abortingConn{Conn: c, a: a}, nil
+	}
+	return c, nil
+}
+
+// abortDialed aborts every stream this layer dialed that is still open:
+// the RPCs on them fail at once, and what they still buffer is dropped.
+// A node that stops leading calls it (through its transport,
+// requestAborter): its appends in flight (an append waits up to the
+// transport's timeout, seconds, for its answer) are stale, and each one
+// delivered late would count as contact with a leader on its follower,
+// putting off the election of the next one.
+func (s *streamLayer) abortDialed() {
+	s.mu.Lock()
+	open := make([]*abortingConn, 0, len(s.dialed))
+	for c := range s.dialed {
+		open = append(open, c)
+	}
+	s.mu.Unlock()
+	for _, c := range open {
+		_ = c.Close()
+	}
+}
+
+// dialAborter is a stream layer that can abort the streams it dialed.
+type dialAborter interface{ abortDialed() }
+
+// Aborter is implemented by a stream that can be ended without
+// delivering what it still buffers (a QUIC stream reset, where Close
+// would go on sending it).
+type Aborter interface{ Abort() }
+
+// abortingConn makes closing a raft stream abort it. Raft closes a
+// connection when an RPC on it failed (or timed out), when it has more
+// idle ones than it pools, and at shutdown: never with a request or an
+// answer it still wants delivered. A request whose RPC timed out is
+// stale, and a stream that goes on delivering it (its peer's
+// acknowledgements are lost, so its data trickles out under congestion
+// control) would hand a peer heartbeats and appends of a leader seconds
+// after they were sent, each counted as contact with a leader.
+type abortingConn struct {
+	net.Conn
+	a    Aborter
+	l    *streamLayer // that dialed it; nil: accepted
+	once sync.Once
+}
+
+func (c *abortingConn) Close() error {
+	c.once.Do(func() {
+		c.a.Abort()
+		if c.l != nil {
+			c.l.mu.Lock()
+			delete(c.l.dialed, c)
+			c.l.mu.Unlock()
+		}
+	})
+	return nil
 }

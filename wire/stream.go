@@ -151,6 +151,10 @@ func (c *streamConn) Close() error {
 	return c.Stream.Close()
 }
 
+// Abort resets both directions: what is buffered and not yet
+// acknowledged by the peer is dropped, not sent again.
+func (c *streamConn) Abort() { resetStream(c.Stream, CodeClosing) }
+
 // streamListener is a net.Listener fed by a transport.
 type streamListener struct {
 	addr    net.Addr

@@ -263,19 +263,22 @@ func (c *Engine) Start(ctx context.Context, d Deps) error {
 	// Appends and snapshots may wait seconds for a busy follower's disk;
 	// heartbeats must fail fast, or a dead peer is noticed only after
 	// the append timeout (see placement.SplitHeartbeats).
+	mainLayer := guard(placement.NewStreamLayer(streamDialer{tr}, raftLn, placement.RaftService))
+	hbLayer := guard(placement.HeartbeatStreamLayer(streamDialer{tr}, raftLn.Addr(), placement.RaftService))
 	rt := placement.SplitHeartbeats(
 		raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream:  guard(placement.NewStreamLayer(streamDialer{tr}, raftLn, placement.RaftService)),
+			Stream:  mainLayer,
 			MaxPool: 3,
 			Timeout: 5 * time.Second,
 			Logger:  hclog.NewNullLogger(),
 		}),
 		raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-			Stream:  guard(placement.HeartbeatStreamLayer(streamDialer{tr}, raftLn.Addr(), placement.RaftService)),
+			Stream:  hbLayer,
 			MaxPool: 2,
 			Timeout: pc.HeartbeatRPCTimeout(),
 			Logger:  hclog.NewNullLogger(),
 		}))
+	rt.AbortOnStepDown(mainLayer, hbLayer)
 	pc.Name = c.name
 	pc.DataDir = c.cfg.DataDir
 	pc.Transport = rt

@@ -1,0 +1,77 @@
+package placement
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// abortableConn is a stream that records whether it was aborted or
+// closed gracefully.
+type abortableConn struct {
+	net.Conn
+	aborted, closed atomic.Bool
+}
+
+func (c *abortableConn) Abort()       { c.aborted.Store(true) }
+func (c *abortableConn) Close() error { c.closed.Store(true); return nil }
+
+type connDialer struct{ dialed []*abortableConn }
+
+func (d *connDialer) Dial(context.Context, string, string) (net.Conn, error) {
+	c := &abortableConn{}
+	d.dialed = append(d.dialed, c)
+	return c, nil
+}
+
+// Raft's streams are aborted, never closed gracefully: a request whose
+// RPC failed must not reach its peer later. A node that stops leading
+// aborts every stream its raft dialed and has not closed, through the
+// transport the layers were named to, guarded layers included.
+func TestRaftStreamsAbortAndAbortOnStepDown(t *testing.T) {
+	d := &connDialer{}
+	main := GuardStreamLayer(NewStreamLayer(d, &silentListener{done: make(chan struct{})}, ""), "", func(string) string { return "" }, nil)
+	hb := HeartbeatStreamLayer(d, nil, "")
+	first, err := main.Dial("n2", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c := d.dialed[0]; !c.aborted.Load() || c.closed.Load() {
+		t.Fatalf("a raft stream closed: aborted %v, closed gracefully %v; want aborted only", c.aborted.Load(), c.closed.Load())
+	}
+	for _, l := range []raft.StreamLayer{main, hb} {
+		if _, err := l.Dial("n3", time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := &SplitTransport{}
+	tr.AbortOnStepDown(main, hb)
+	n := &Node{cfg: Config{Name: "n1", Transport: tr}, clock: SystemClock{}, failing: map[string]time.Time{}}
+	inConfig := func(raft.ServerID) bool { return true }
+	leader := func(id raft.ServerID) {
+		n.noteContact(raft.Observation{Data: raft.LeaderObservation{LeaderID: id, LeaderAddr: raft.ServerAddress(id)}}, inConfig, time.Now)
+	}
+	leader("n1")
+	for i, c := range d.dialed[1:] {
+		if c.aborted.Load() {
+			t.Fatalf("stream %d aborted while its node leads", i+1)
+		}
+	}
+	leader("") // steps down
+	for i, c := range d.dialed[1:] {
+		if !c.aborted.Load() {
+			t.Fatalf("stream %d still open after its node stepped down", i+1)
+		}
+	}
+	// Aborted streams leave the layer: the next step-down finds none.
+	if l := main.(*guardLayer).StreamLayer.(*streamLayer); len(l.dialed) != 0 {
+		t.Fatalf("%d aborted streams still tracked", len(l.dialed))
+	}
+}

@@ -598,17 +598,24 @@ func (r *Router) ResendAll(batch []ariel.Outbound, err error) bool {
 
 // refusal is the admission error for a locator error: one that names the
 // node to try instead (a handoff's target) becomes NOT_OWNER with that
-// hint; the others keep their sentinel (a lease that lapsed here is
-// refused NOT_OWNER through actor.ErrProcessUnavailable, without a hint:
-// this node does not know who will serve next).
+// hint; one transient on this side (a lease lapsed here and being
+// renewed, a table catching up, a move, this node marked down) becomes
+// NOT_SERVING; the others keep their sentinel.
+//
+// This node marked down is transient for a sender: either it is marked
+// up again (it was cut off or paused for less than the fence delay) and
+// serves, or its shards move and the sender's table routes the mail
+// there. Refused NOT_OWNER without a hint, as it was, the sender waited
+// for its table to route the shard elsewhere (the refuser said it was not
+// the owner) and, once this node was up again with its shards, the ask
+// waited out its deadline.
 func (r *Router) refusal(err error) error {
 	var h *Hint
 	if errors.As(err, &h) && h.Owner != "" && h.Owner != r.self {
 		return &wire.RefusedError{Reason: wire.RefusedReasonNotOwner, OwnerHint: h.Owner, Detail: err.Error()}
 	}
-	if Waitable(err) {
-		// Transient on this side (a lease being renewed, a table catching
-		// up, a move): the sender waits and retries, as it would locally.
+	if Waitable(err) || errors.Is(err, placement.ErrNodeDown) {
+		// The sender waits and retries, as it would locally.
 		return wire.NotServing(err)
 	}
 	return err

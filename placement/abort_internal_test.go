@@ -17,8 +17,10 @@ type abortableConn struct {
 	aborted, closed atomic.Bool
 }
 
-func (c *abortableConn) Abort()       { c.aborted.Store(true) }
-func (c *abortableConn) Close() error { c.closed.Store(true); return nil }
+func (c *abortableConn) Abort()                      { c.aborted.Store(true) }
+func (c *abortableConn) Close() error                { c.closed.Store(true); return nil }
+func (c *abortableConn) Write(b []byte) (int, error) { return len(b), nil }
+func (c *abortableConn) Read(b []byte) (int, error)  { return copy(b, "answer"), nil }
 
 type connDialer struct{ dialed []*abortableConn }
 
@@ -46,11 +48,25 @@ func TestRaftStreamsAbortAndAbortOnStepDown(t *testing.T) {
 	if c := d.dialed[0]; !c.aborted.Load() || c.closed.Load() {
 		t.Fatalf("a raft stream closed: aborted %v, closed gracefully %v; want aborted only", c.aborted.Load(), c.closed.Load())
 	}
+	// One stream of each layer waits for an answer; one idle stream, its
+	// answer read, stays in raft's pool.
 	for _, l := range []raft.StreamLayer{main, hb} {
-		if _, err := l.Dial("n3", time.Second); err != nil {
+		c, err := l.Dial("n3", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte("request")); err != nil {
 			t.Fatal(err)
 		}
 	}
+	idle, err := main.Dial("n3", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = idle.Write([]byte("request"))
+	_, _ = idle.Read(make([]byte, 8))
+	pooled := d.dialed[len(d.dialed)-1]
+	d.dialed = d.dialed[:len(d.dialed)-1]
 	tr := &SplitTransport{}
 	tr.AbortOnStepDown(main, hb)
 	n := &Node{cfg: Config{Name: "n1", Transport: tr}, clock: SystemClock{}, failing: map[string]time.Time{}}
@@ -70,8 +86,11 @@ func TestRaftStreamsAbortAndAbortOnStepDown(t *testing.T) {
 			t.Fatalf("stream %d still open after its node stepped down", i+1)
 		}
 	}
-	// Aborted streams leave the layer: the next step-down finds none.
-	if l := main.(*guardLayer).StreamLayer.(*streamLayer); len(l.dialed) != 0 {
-		t.Fatalf("%d aborted streams still tracked", len(l.dialed))
+	if pooled.aborted.Load() {
+		t.Fatal("an idle pooled stream was aborted: raft's next RPC on it would fail")
+	}
+	// Aborted streams leave the layer; the idle one stays.
+	if l := main.(*guardLayer).StreamLayer.(*streamLayer); len(l.dialed) != 1 {
+		t.Fatalf("%d streams tracked, want the idle one", len(l.dialed))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -83,21 +84,25 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 	return c, nil
 }
 
-// abortDialed aborts every stream this layer dialed that is still open:
-// the RPCs on them fail at once, and what they still buffer is dropped.
-// A node that stops leading calls it (through its transport,
-// requestAborter): its appends in flight (an append waits up to the
-// transport's timeout, seconds, for its answer) are stale, and each one
-// delivered late would count as contact with a leader on its follower,
-// putting off the election of the next one.
+// abortDialed aborts every stream this layer dialed that waits for an
+// answer (written since it last read): those RPCs fail at once, and what
+// they still buffer is dropped. A node that stops leading calls it
+// (through its transport, requestAborter): its appends in flight (an
+// append waits up to the transport's timeout, seconds, for its answer)
+// are stale, and each one delivered late would count as contact with a
+// leader on its follower, putting off the election of the next one.
+// Idle streams raft keeps in its pool stay: aborted, the next RPC raft
+// made on one would fail (a vote request of its own next campaign).
 func (s *streamLayer) abortDialed() {
 	s.mu.Lock()
-	open := make([]*abortingConn, 0, len(s.dialed))
+	var waiting []*abortingConn
 	for c := range s.dialed {
-		open = append(open, c)
+		if c.waiting.Load() {
+			waiting = append(waiting, c)
+		}
 	}
 	s.mu.Unlock()
-	for _, c := range open {
+	for _, c := range waiting {
 		_ = c.Close()
 	}
 }
@@ -120,9 +125,24 @@ type Aborter interface{ Abort() }
 // after they were sent, each counted as contact with a leader.
 type abortingConn struct {
 	net.Conn
-	a    Aborter
-	l    *streamLayer // that dialed it; nil: accepted
-	once sync.Once
+	a       Aborter
+	l       *streamLayer // that dialed it; nil: accepted
+	once    sync.Once
+	waiting atomic.Bool // written since it last read: an RPC waits for its answer
+}
+
+func (c *abortingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.waiting.Store(true)
+	return n, err
+}
+
+func (c *abortingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.waiting.Store(false)
+	}
+	return n, err
 }
 
 func (c *abortingConn) Close() error {

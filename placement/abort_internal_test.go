@@ -94,3 +94,50 @@ func TestRaftStreamsAbortAndAbortOnStepDown(t *testing.T) {
 		t.Fatalf("%d streams tracked, want the idle one", len(l.dialed))
 	}
 }
+
+// blockingConn's Write blocks until it is aborted, as a QUIC stream's
+// does with no acknowledgement or window from the peer.
+type blockingConn struct {
+	abortableConn
+	entered chan struct{}
+	abort   chan struct{}
+}
+
+func (c *blockingConn) Write(b []byte) (int, error) {
+	close(c.entered)
+	<-c.abort
+	return 0, net.ErrClosed
+}
+
+func (c *blockingConn) Abort() { c.aborted.Store(true); close(c.abort) }
+
+type blockingDialer struct{ c *blockingConn }
+
+func (d blockingDialer) Dial(context.Context, string, string) (net.Conn, error) { return d.c, nil }
+
+// A request whose write is blocked (the peer acknowledges nothing) is
+// the one a step-down must abort most: it counts as waiting from the
+// start of the write.
+func TestStepDownAbortsABlockedWrite(t *testing.T) {
+	bc := &blockingConn{entered: make(chan struct{}), abort: make(chan struct{})}
+	l := NewStreamLayer(blockingDialer{bc}, &silentListener{done: make(chan struct{})}, "").(*streamLayer)
+	c, err := l.Dial("n2", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := c.Write([]byte("append")); done <- err }()
+	<-bc.entered
+	l.abortDialed()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the blocked write returned no error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stream blocked in its write was not aborted: its write still blocks")
+	}
+	if !bc.aborted.Load() {
+		t.Fatal("a stream blocked in its write was not aborted")
+	}
+}

@@ -132,9 +132,10 @@ type abortingConn struct {
 }
 
 func (c *abortingConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
+	// Before the write: a write blocked (no acknowledgement, no window
+	// from the peer) is the one most worth aborting.
 	c.waiting.Store(true)
-	return n, err
+	return c.Conn.Write(b)
 }
 
 func (c *abortingConn) Read(b []byte) (int, error) {

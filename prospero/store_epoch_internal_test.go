@@ -157,14 +157,31 @@ func TestWriteOutsideAClusterOverAnEpochedRecord(t *testing.T) {
 		t.Fatalf("Put without an epoch over the owner's write of epoch 5: %v", err)
 	}
 	mustGet(t, s, a, 0, "standalone")
-	if _, done := putSentAt(s, b, 0, 3, "standalone"); (<-done).err != nil {
-		t.Fatalf("PutAsync without an epoch over a copy of epoch 7: %v", err)
+	{
+		_, done := putSentAt(s, b, 0, 3, "standalone")
+		if o := <-done; o.err != nil {
+			t.Fatalf("PutAsync without an epoch over a copy of epoch 7: %v", o.err)
+		}
 	}
 	mustGet(t, s, b, 0, "standalone")
 	// The version check still holds.
 	if _, err := s.Put(context.Background(), a, v-1, Record{State: []byte("stale")}); !errors.Is(err, ErrVersionConflict) {
 		t.Fatalf("Put at an old version: %v; want ErrVersionConflict", err)
 	}
+	// A decided write of epoch 0 written back over a newer version is not
+	// applied (by version alone, as an earlier build's entry).
+	mustApply(t, s, 1, Replicated{ID: a, Epoch: 9, Version: v + 5, State: []byte("newer")})
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		applied, err := putDecidedTx(tx, a, v+1, Record{State: []byte("older")}, false)
+		if applied || err != nil {
+			t.Errorf("decided write of epoch 0 under a newer version: applied %v, %v; want not applied", applied, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, s, a, 9, "newer")
 }
 
 // The epoch of a decided write travels in the pending log: written back

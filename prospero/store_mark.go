@@ -137,7 +137,10 @@ func readStoreID(db *bolt.DB) (id uint64, format byte, flagged bool, err error) 
 // that the mark sealed after it names a transaction no copy of the file
 // taken before this open holds, even when nothing else is written (a
 // start after a clean stop, then a crash). A full disk skips the count
-// for a file that has its ID and format: the node still starts.
+// for a file that has its ID and its format, flagged: the node still
+// starts. A file not flagged yet must be (it is about to receive epoch
+// values an earlier build takes for damage): without room for that, the
+// open fails.
 func markStore(db *bolt.DB) (uint64, byte, error) {
 	id, format, flagged, err := readStoreID(db)
 	if err != nil {
@@ -182,7 +185,7 @@ func markStore(db *bolt.DB) (uint64, byte, error) {
 		}
 		return eb.Put(storeIDKey, b[:])
 	})
-	if err != nil && marked && noSpace(err) {
+	if err != nil && marked && flagged && noSpace(err) {
 		err = nil
 	}
 	return id, format, err

@@ -358,7 +358,9 @@ func putDecidedTx(tx *bolt.Tx, id Identity, version uint64, rec Record, noEpoch 
 	}
 	switch {
 	case cur == 0:
-	case noEpoch:
+	case noEpoch || rec.Epoch == 0:
+		// An earlier build's entry, or a write outside a cluster: by
+		// version alone (supersedes).
 		if cur >= version {
 			return false, nil
 		}

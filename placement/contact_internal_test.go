@@ -285,7 +285,7 @@ func TestRaftFailuresOfAPreviousProcessCountFromTheReturn(t *testing.T) {
 }
 
 // TestGossipFlapsDoNotRestartTheRaftFailureClock: a peer whose raft
-// heartbeats keep failing while its gossip state flaps between suspect
+// heartbeats keep failing while its gossip state flaps between failed
 // and alive counts from its first return within the failure, so it is
 // marked down DownAfter after it, whatever flaps follow; a return after
 // the failure ended, or one before it began, starts afresh.

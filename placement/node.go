@@ -1548,7 +1548,7 @@ func raftLostAt(since, back, now time.Time, downAfter time.Duration) bool {
 // returnedAt is when a peer that gossip sees alive again at now counts
 // as back, for raftLostAt: now, unless raft has kept failing to reach it
 // since before a return already counted (prev, the last one): a peer
-// whose gossip state flaps between suspect and alive while its raft
+// whose gossip state flaps between failed and alive while its raft
 // heartbeats keep failing (a lossy or one-way link) would otherwise
 // restart the clock at every flap and never be marked down, its shards
 // never failing over. A restart is a first return within a failure (the

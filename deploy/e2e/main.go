@@ -519,21 +519,42 @@ func (e *env) awaitSettled(ctx context.Context, l *load, t0 time.Time, quiet, mi
 	return false
 }
 
+// leader returns the raft leader (as node1 sees it) and the other
+// nodes.
+func (e *env) leader(ctx context.Context) (string, []string, error) {
+	p, err := e.api.placement(ctx, "node1")
+	if err != nil || !slices.Contains(nodes, p.Leader) {
+		return "", nil, fmt.Errorf("no raft leader (%q): %v", p.Leader, err)
+	}
+	var others []string
+	for _, n := range nodes {
+		if n != p.Leader {
+			others = append(others, n)
+		}
+	}
+	return p.Leader, others, nil
+}
+
+// ownedBy returns the load keys (indices) that node owns, asked through
+// via.
+func (e *env) ownedBy(ctx context.Context, l *load, via, node string) []int {
+	var owned []int
+	for i, key := range l.keys {
+		if st, err := e.api.status(ctx, via, "counter", key); err == nil && st.Node == node {
+			owned = append(owned, i)
+		}
+	}
+	return owned
+}
+
 // stepKill kills the raft leader, the slower failover: its keys wait for
 // an election as well as the fence (a follower's crash is killed with
 // SIGKILL in package cli's end-to-end test).
 func (e *env) stepKill(ctx context.Context, rep *report, l *load) error {
 	const step = "3 kill"
-	p, err := e.api.placement(ctx, "node1")
-	if err != nil || !slices.Contains(nodes, p.Leader) {
-		return fmt.Errorf("%s: no raft leader to kill (%q): %v", step, p.Leader, err)
-	}
-	victim := p.Leader
-	var survivors []string
-	for _, n := range nodes {
-		if n != victim {
-			survivors = append(survivors, n)
-		}
+	victim, survivors, err := e.leader(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", step, err)
 	}
 	via := survivors[0]
 	fmt.Fprintf(e.out, "\n== %s: docker kill %s (the raft leader) under continuous asks (%d keys, %d askers)\n", step, victim, e.o.loadKeys, e.o.workers)
@@ -541,12 +562,7 @@ func (e *env) stepKill(ctx context.Context, rep *report, l *load) error {
 	base := l.window(time.Now().Add(-3 * time.Second))
 	rep.add(step, "baseline rate", "%.0f asks/s, %d errors", float64(base.requests)/3, base.errorCount())
 	// The keys the victim owns: their failover time is the figure.
-	var owned []int
-	for i, key := range l.keys {
-		if st, err := e.api.status(ctx, via, "counter", key); err == nil && st.Node == victim {
-			owned = append(owned, i)
-		}
-	}
+	owned := e.ownedBy(ctx, l, via, victim)
 	tickers, err := e.startTickers(ctx, via, victim, 3)
 	if err != nil {
 		return fmt.Errorf("%s: %w", step, err)
@@ -658,25 +674,13 @@ func (e *env) stepPartition(ctx context.Context, rep *report, l *load) error {
 // frozen, must give up what it held and rejoin.
 func (e *env) stepPause(ctx context.Context, rep *report, l *load) error {
 	const step = "5 pause"
-	p, err := e.api.placement(ctx, "node1")
-	if err != nil || !slices.Contains(nodes, p.Leader) {
-		return fmt.Errorf("%s: no raft leader to pause (%q): %v", step, p.Leader, err)
-	}
-	victim := p.Leader
-	var survivors []string
-	for _, n := range nodes {
-		if n != victim {
-			survivors = append(survivors, n)
-		}
+	victim, survivors, err := e.leader(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", step, err)
 	}
 	via := survivors[0]
 	fmt.Fprintf(e.out, "\n== %s: docker pause %s (the raft leader) for %s under continuous asks\n", step, victim, e.o.pauseFor)
-	var owned []int
-	for i, key := range l.keys {
-		if st, err := e.api.status(ctx, via, "counter", key); err == nil && st.Node == victim {
-			owned = append(owned, i)
-		}
-	}
+	owned := e.ownedBy(ctx, l, via, victim)
 	l.setGateways(survivors...)
 	time.Sleep(500 * time.Millisecond) // in-flight requests to the victim's gateway finish
 	t0 := time.Now()

@@ -27,14 +27,17 @@ const linNetnsEnv = "TEMPEST_TEST_LIN_NETNS"
 // TestCountersLinearizableUnderFaults runs concurrent Adds and Gets on
 // demo counters through every node of three `tempest agent` processes on
 // loopback while one node after another is killed with SIGKILL (and
-// restarted on its data), paused with SIGSTOP for longer than the lease
-// (and resumed), and cut off from its peers for longer than the lease
-// (and reconnected), then reads every counter once more and checks the
-// whole history with porcupine: it must be linearizable, and no
-// acknowledged Add may be missing. The partition needs root (firewall
-// rules in a network namespace of the test's own); without it that step
-// is left out and the test says so. Reduced size here; with
-// TEMPEST_SOAK set, more clients, keys and rounds of faults.
+// restarted on its data), paused with SIGSTOP for longer than the fence
+// delay and for less than it but longer than the lease (and resumed),
+// cut off from its peers for longer than the fence delay (and
+// reconnected), and, the raft leader, cut off one way only (it hears
+// nothing; in the soak's next round nothing it sends arrives), then
+// reads every counter once more and checks the whole history with
+// porcupine: it must be linearizable, and no acknowledged Add may be
+// missing. The partitions need root (firewall rules in a network
+// namespace of the test's own); without it those steps are left out and
+// the test says so. Reduced size here; with TEMPEST_SOAK set, more
+// clients, keys and rounds of faults.
 func TestCountersLinearizableUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: builds the binary and runs three processes")
@@ -51,7 +54,7 @@ func TestCountersLinearizableUnderFaults(t *testing.T) {
 			t.Fatalf("ip link set lo up: %v: %s", err, out)
 		}
 	} else {
-		t.Log("not root or no iptables: the partition step is left out (kill and pause still run)")
+		t.Log("not root or no iptables: the partition steps are left out (kill and pauses still run)")
 	}
 
 	clients, keys, rounds := 6, 16, 1
@@ -64,7 +67,8 @@ func TestCountersLinearizableUnderFaults(t *testing.T) {
 
 	lc := startLinClients(c, nodes, clients, keys)
 
-	hold := 4 * time.Second // more than the lease plus the fence delay
+	hold := 4 * time.Second              // more than the lease plus the fence delay
+	shortHold := 1800 * time.Millisecond // more than the lease, less than the fence delay
 	for r := range rounds {
 		victim := nodes[(2+r)%3]
 		time.Sleep(time.Second)
@@ -88,13 +92,38 @@ func TestCountersLinearizableUnderFaults(t *testing.T) {
 		}
 		c.waitHealed(t, 90*time.Second, victim.name+" back after the pause", nodes...)
 
+		// Shorter than the fence delay but longer than the lease: the
+		// victim lapses and is marked down, and comes back before its
+		// shards are reassigned.
+		victim = nodes[(2+r)%3]
+		t.Logf("round %d: pause %s for %s", r, victim.name, shortHold)
+		if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(shortHold)
+		if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		c.waitHealed(t, 90*time.Second, victim.name+" back after the short pause", nodes...)
+
 		if partition {
 			victim = nodes[(1+r)%3]
 			t.Logf("round %d: cut %s off its peers for %s", r, victim.name, hold)
-			cut(t, victim, true)
+			cut(t, victim, true, cutBoth)
 			time.Sleep(hold)
-			cut(t, victim, false)
+			cut(t, victim, false, cutBoth)
 			c.waitHealed(t, 90*time.Second, victim.name+" back after the partition", nodes...)
+
+			// One way only, the raft leader: it hears nothing (its
+			// heartbeats and appends still arrive, as they do when only
+			// the answers are lost), or nothing it sends arrives.
+			way := []cutWay{cutIn, cutOut}[r%2]
+			victim = c.leader(t, nodes)
+			t.Logf("round %d: cut the raft leader %s off its peers %s for %s", r, victim.name, way, hold)
+			cut(t, victim, true, way)
+			time.Sleep(hold)
+			cut(t, victim, false, way)
+			c.waitHealed(t, 90*time.Second, victim.name+" back after the one-way partition", nodes...)
 		}
 	}
 	time.Sleep(time.Second)
@@ -291,20 +320,66 @@ func runInNetns(t *testing.T) {
 	}
 }
 
-// cut drops (on) or lets through again (off) every UDP datagram to or
-// from n's gossip and QUIC ports: raft, actor mail and gossip probes stop
-// between n and its peers; clients still reach its HTTP API.
-func cut(t *testing.T, n *e2eNode, on bool) {
+// cutWay is which of a node's datagrams a partition drops.
+type cutWay int
+
+const (
+	cutBoth cutWay = iota // to and from the node
+	cutIn                 // to the node only: it hears nothing
+	cutOut                // from the node only: nothing it sends arrives
+)
+
+func (w cutWay) String() string {
+	return [...]string{"both ways", "inbound (it hears nothing)", "outbound (nothing it sends arrives)"}[w]
+}
+
+// cut drops (on) or lets through again (off) the UDP datagrams to or
+// from n's gossip and QUIC ports, as way says: raft, actor mail and
+// gossip probes stop between n and its peers in that direction; clients
+// still reach its HTTP API.
+func cut(t *testing.T, n *e2eNode, on bool, way cutWay) {
 	t.Helper()
 	op := "-A"
 	if !on {
 		op = "-D"
 	}
 	ports := fmt.Sprintf("%d,%d", n.gossip, n.quic)
-	for _, dir := range []string{"--dports", "--sports"} {
+	var dirs []string
+	if way != cutOut {
+		dirs = append(dirs, "--dports") // to n
+	}
+	if way != cutIn {
+		dirs = append(dirs, "--sports") // from n
+	}
+	for _, dir := range dirs {
 		args := []string{"-w", op, "INPUT", "-p", "udp", "-m", "multiport", dir, ports, "-j", "DROP"}
 		if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
 			t.Fatalf("iptables %v: %v: %s", args, err, out)
 		}
 	}
+}
+
+// leader returns the node of nodes that every one of them names raft
+// leader, waiting until they agree.
+func (c *e2eCluster) leader(t *testing.T, nodes []*e2eNode) *e2eNode {
+	t.Helper()
+	var found *e2eNode
+	waitFor(t, 30*time.Second, "the nodes to agree on a raft leader", func() bool {
+		found = nil
+		for _, n := range nodes {
+			var named *e2eNode
+			ms := c.members(n)
+			for _, o := range nodes {
+				if ms[o.name].Raft == "leader" {
+					named = o
+				}
+			}
+			if named == nil || (found != nil && named != found) {
+				return false
+			}
+			found = named
+		}
+		return true
+	})
+	return found
 }

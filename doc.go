@@ -28,8 +28,9 @@
 // so that its messages can cross the network and the JSON gateway) and an
 // optional Gateway: the BARE schema text and the input and reply type
 // names, with which AskJSON and TellJSON turn JSON into the kind's Go
-// messages and replies back into JSON. Package demo has two small kinds
-// (echo and a persistent counter) built this way.
+// messages and replies back into JSON. Package demo has three small kinds
+// (echo, a persistent counter, and ticker, which uses a durable reminder)
+// built this way.
 //
 // # A cluster
 //

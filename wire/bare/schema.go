@@ -210,11 +210,25 @@ func ParseSchema(file string, src []byte) (*Schema, error) {
 			}
 		}
 		p.check(s)
+		for _, td := range s.Types {
+			if td.Tag != 0 && isUnion(td.Type) {
+				p.failAt(td.Pos, "union %s cannot carry a %s annotation: tag its members, which are registered one by one", td.Name, tagDirective)
+			}
+		}
 	})
 	if err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// isUnion reports whether t is a union, directly or through named
+// types (resolved by check; their cycles were refused there).
+func isUnion(t *Type) bool {
+	for t.Kind == KindNamed && t.Def != nil {
+		t = t.Def.Type
+	}
+	return t.Kind == KindUnion
 }
 
 type tokKind int

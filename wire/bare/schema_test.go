@@ -137,6 +137,8 @@ func TestParseErrors(t *testing.T) {
 		{"# @tag 7\ntype A u8\n# @tag 7\ntype B u8", "f.bare:4:6: message tag 7 of B is already A's (f.bare:2:6)"},
 		{"type A struct {\n# @tag 3\n a: u8 }", "f.bare:2:1: a @tag annotation must come right before a type declaration"},
 		{"type A u8\n# @tag 3\n", "f.bare:2:1: a @tag annotation must come right before"},
+		{"type A u8\n# @tag 3\ntype U union { A }", "f.bare:3:6: union U cannot carry a @tag annotation"},
+		{"type A u8\ntype U union { A }\n# @tag 3\ntype V U", "f.bare:4:6: union V cannot carry a @tag annotation"},
 	}
 	for _, c := range cases {
 		_, err := bare.ParseSchema("f.bare", []byte(c.src))

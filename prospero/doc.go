@@ -71,8 +71,10 @@
 //   - PersistEveryTurn: every acknowledged update survives. A turn that
 //     changed the state (its marshalled bytes differ from the last
 //     written ones) keeps its outputs — the reply, the tells and asks it
-//     sent — back until the write is committed (fsync'd by the store);
-//     only then do they leave. A turn that changed nothing writes nothing,
+//     sent — back until the write is committed as the store defines it
+//     (BoltStore: fsync'd; a cluster node's replicated store: received
+//     by every in-sync replica, and fsync'd by each too only with
+//     ReplicationConfig.SyncReplicas); only then do they leave. A turn that changed nothing writes nothing,
 //     but its outputs still wait behind those of earlier turns, so nobody
 //     sees state that could still be lost.
 //

@@ -83,7 +83,9 @@
 // # Mail
 //
 // Mailer carries actor mail on top of a Transport. Every frame on a mail
-// lane is one Envelope of envelope.bare: Tell, Ask, Reply or Refused. A
+// lane is one Envelope of envelope.bare: Tell, Ask, Reply, Refused, or
+// TracedTell (a Tell carrying a W3C trace context, sent for a sampled
+// trace). A
 // recipient crosses as an ActorID: kind/key for a virtual actor, kind
 // "@node" and the decimal id as key for a spawned one (see ActorIDOf),
 // with the incarnation the reference is pinned to. The lane is MailLane of

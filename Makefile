@@ -38,10 +38,12 @@ vet:
 
 ## soak: the long runs make test leaves out: failover with the default timing, the
 ## 20,000-connection API test and 40 seeds of the simulation (TEMPEST_SOAK), the race
-## suite three times over, 5,000 seeds of the simulation without -race, and one million
+## suite three times over, the linearizability tests of real processes once more on the
+## default (LAN) timing, 5,000 seeds of the simulation without -race, and one million
 ## reminders on three engines and on three nodes (TEMPEST_SOAK_REMINDERS, without -race)
 soak:
 	ulimit -n 65536 2>/dev/null || true; TEMPEST_SOAK=1 $(GO) test -race -count=3 -timeout 90m $(PKGS)
+	TEMPEST_SOAK=1 TEMPEST_TEST_TIMING=lan $(GO) test -count=1 -timeout 30m -run '^TestCountersLinearizable' ./cli
 	$(GO) test -count=1 -timeout 90m -run '^TestSimulation$$' . -sim.seeds=5000
 	TEMPEST_SOAK_REMINDERS=1 $(GO) test -count=1 -v -timeout 60m -run TestMillionReminders ./reminders
 	TEMPEST_SOAK_REMINDERS=1 $(GO) test -count=1 -v -timeout 90m -run TestMillionRemindersThreeNodes .

@@ -61,7 +61,7 @@ func TestCountersLinearizableUnderFaults(t *testing.T) {
 	if os.Getenv("TEMPEST_SOAK") != "" {
 		clients, keys, rounds = 12, 32, 3
 	}
-	c := newE2ECluster(t, "fast")
+	c := newE2ECluster(t, cmp.Or(os.Getenv("TEMPEST_TEST_TIMING"), "fast"))
 	nodes := []*e2eNode{c.start("n1", nil), c.start("n2", nil), c.start("n3", nil)}
 	c.waitHealed(t, 90*time.Second, "three ready agents", nodes...)
 

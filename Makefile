@@ -43,7 +43,7 @@ vet:
 ## reminders on three engines and on three nodes (TEMPEST_SOAK_REMINDERS, without -race)
 soak:
 	ulimit -n 65536 2>/dev/null || true; TEMPEST_SOAK=1 $(GO) test -race -count=3 -timeout 90m $(PKGS)
-	TEMPEST_SOAK=1 TEMPEST_TEST_TIMING=lan $(GO) test -count=1 -timeout 30m -run '^TestCountersLinearizable' ./cli
+	TEMPEST_SOAK=1 TEMPEST_TEST_TIMING=lan $(GO) test -count=1 -timeout 45m -run '^TestCountersLinearizable' ./cli
 	$(GO) test -count=1 -timeout 90m -run '^TestSimulation$$' . -sim.seeds=5000
 	TEMPEST_SOAK_REMINDERS=1 $(GO) test -count=1 -v -timeout 60m -run TestMillionReminders ./reminders
 	TEMPEST_SOAK_REMINDERS=1 $(GO) test -count=1 -v -timeout 90m -run TestMillionRemindersThreeNodes .

@@ -10,11 +10,18 @@
 // nowhere. An acknowledged Add must be visible to every later operation,
 // and no operation may observe a value that a failure took back.
 //
-// Porcupine's search can take longer than any timeout on large histories
-// with many unanswered Adds. Check also runs checks that are necessary
-// for linearizability and decided in O(n log n) (Result.Lost,
-// Result.Regressions, Result.Bounds); Result.Err says whether a history
-// passed, optionally accepting an undecided one on those alone.
+// Porcupine's search grows with the unanswered Adds: it may place each
+// anywhere after its call, or nowhere. Clients should draw Add amounts
+// from a wide range (say 1 to 2^30), so that every set of Adds sums to
+// its own value, and end with a read of every counter: from it Check
+// works out which unanswered Adds never took effect and leaves them out
+// of the search (settle, which changes no verdict). A soak history of
+// 24,000 operations with 424 unanswered Adds, 336 of them left out, is
+// decided in under a second; one of 30,000 with 363, amounts 1-5 and
+// nothing left out, took six minutes on two cores. Check also runs
+// checks that are necessary for linearizability and decided in
+// O(n log n) (Result.Lost, Result.Regressions, Result.Bounds), which
+// name what went wrong; Result.Err says whether a history passed.
 package lincheck
 
 import (
@@ -124,6 +131,9 @@ func (h *History) Call(client int, op Op) func(v int64, ok bool) {
 // Result is what Check found.
 type Result struct {
 	Ops, Unanswered int
+	// Settled counts the unanswered Adds a final read showed never took
+	// effect, left out of porcupine's search (settle).
+	Settled int
 	// Linearizable is porcupine's verdict (false also when it timed out).
 	Linearizable bool
 	Verdict      porcupine.CheckResult
@@ -155,22 +165,15 @@ type Result struct {
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("%d operations (%d unanswered): %s, %d acknowledged Adds lost, %d out of bounds, %d went back",
-		r.Ops, r.Unanswered, r.Verdict, r.Lost, len(r.Bounds), len(r.Regressions))
+	return fmt.Sprintf("%d operations (%d unanswered, %d of them shown never to have taken effect): %s, %d acknowledged Adds lost, %d out of bounds, %d went back",
+		r.Ops, r.Unanswered, r.Settled, r.Verdict, r.Lost, len(r.Bounds), len(r.Regressions))
 }
 
-// Err is nil if the history passed: linearizable and no acknowledged Add
-// lost. With undecided true, a history porcupine could not decide in
-// time (porcupine.Unknown) passes too if the weaker checks found
-// nothing: no Add lost, no answer out of bounds, no counter that went
-// back. Callers pass it only for histories known to be too large (soak
-// runs) and should say so.
-func (r Result) Err(undecided bool) error {
-	switch {
-	case r.Lost != 0 || len(r.Bounds) > 0 || len(r.Regressions) > 0 || r.Verdict == porcupine.Illegal:
-	case r.Verdict == porcupine.Ok:
-		return nil
-	case undecided && r.Verdict == porcupine.Unknown:
+// Err is nil if the history passed: linearizable (porcupine decided it)
+// and no acknowledged Add lost, no answer out of bounds, no counter that
+// went back. A history porcupine could not decide in time fails.
+func (r Result) Err() error {
+	if r.Verdict == porcupine.Ok && r.Lost == 0 && len(r.Bounds) == 0 && len(r.Regressions) == 0 {
 		return nil
 	}
 	return fmt.Errorf("history not linearizable or acknowledged Adds lost: %s (visualization: %q)", r, r.Visualization)
@@ -216,6 +219,7 @@ func (h *History) Check(timeout time.Duration) Result {
 	}
 	r.Regressions = regressions(ops, h.start, 10)
 	r.Bounds = bounds(ops, h.start, 10)
+	ops, r.Settled = settle(ops)
 	res, info := porcupine.CheckOperationsVerbose(Model, ops, timeout)
 	r.Verdict, r.Linearizable = res, res == porcupine.Ok
 	if res == porcupine.Illegal {

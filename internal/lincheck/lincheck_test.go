@@ -57,19 +57,17 @@ func TestBounds(t *testing.T) {
 func TestResultErr(t *testing.T) {
 	for _, tc := range []struct {
 		r          Result
-		undecided  bool
 		wantPassed bool
 	}{
-		{Result{Verdict: porcupine.Ok}, false, true},
-		{Result{Verdict: porcupine.Unknown}, false, false},
-		{Result{Verdict: porcupine.Unknown}, true, true},
-		{Result{Verdict: porcupine.Unknown, Bounds: []string{"x"}}, true, false},
-		{Result{Verdict: porcupine.Unknown, Regressions: []string{"x"}}, true, false},
-		{Result{Verdict: porcupine.Ok, Lost: 1}, true, false},
-		{Result{Verdict: porcupine.Illegal}, true, false},
+		{Result{Verdict: porcupine.Ok}, true},
+		{Result{Verdict: porcupine.Unknown}, false},
+		{Result{Verdict: porcupine.Ok, Bounds: []string{"x"}}, false},
+		{Result{Verdict: porcupine.Ok, Regressions: []string{"x"}}, false},
+		{Result{Verdict: porcupine.Ok, Lost: 1}, false},
+		{Result{Verdict: porcupine.Illegal}, false},
 	} {
-		if err := tc.r.Err(tc.undecided); (err == nil) != tc.wantPassed {
-			t.Errorf("%+v.Err(%v) = %v, want passed %v", tc.r, tc.undecided, err, tc.wantPassed)
+		if err := tc.r.Err(); (err == nil) != tc.wantPassed {
+			t.Errorf("%+v.Err() = %v, want passed %v", tc.r, err, tc.wantPassed)
 		}
 	}
 }

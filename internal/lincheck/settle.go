@@ -10,23 +10,28 @@ import (
 // it enumerates the sums of each half of them (2^20 each at most).
 const maxSettle = 40
 
-// settle leaves out of ops the unanswered Adds that no linearization can
-// include, and returns what it kept and how many it left out. Porcupine
-// may place an unanswered Add anywhere after its call or nowhere, so
-// each one doubles its search; most of them never took effect, and a
-// final read tells which.
+// settle leaves out of ops the unanswered Adds that no linearization
+// needs, and returns what it kept and how many it left out. Porcupine
+// places an unanswered Add anywhere after its call (at the end, where
+// nothing observes it, if it never took effect), so each one doubles
+// its search; most of them never took effect, and a final read tells
+// which.
 //
 // For a key with a final operation z (answered, called after every
 // answered Add of the key returned and after every unanswered one was
-// called; reads may overlap it, as they change nothing), every
-// linearization holds every answered Add before z,
-// and the unanswered Adds it holds before z sum to X = z's value minus
-// the answered Adds' sum (z's own included). When all the key's Adds are
-// positive and exactly one set of its unanswered Adds sums to X, every
-// linearization holds exactly that set, so leaving out the others
-// changes no verdict. With amounts drawn from a wide range the set is
-// almost always unique; where it is not (or none sums to X: porcupine
-// then finds the history illegal), nothing of the key is left out.
+// called; reads may overlap it if they answered what z did), every
+// linearization holds every answered Add before z, and the unanswered
+// Adds it holds before z sum to X = z's value minus the answered Adds'
+// sum (z's own included). When all the key's Adds are positive and
+// exactly one set of its unanswered Adds sums to X, every linearization
+// holds exactly that set before z and the others after it, where
+// nothing observes them (a read placed after z answered what z did, so
+// it saw none of them): leaving them out changes no verdict. Nor can
+// leaving out an unanswered Add ever make an illegal history legal: a
+// linearization without it stays one with it placed last. With amounts
+// drawn from a wide range the set is almost always unique; where it is
+// not (or none sums to X: porcupine then finds the history illegal),
+// nothing of the key is left out.
 func settle(ops []porcupine.Operation) ([]porcupine.Operation, int) {
 	byKey := map[string][]int{}
 	for i, o := range ops {
@@ -76,8 +81,12 @@ func settleKey(ops []porcupine.Operation, idx []int) []int {
 		case i == z:
 			sum += in.Add
 		case o.Output.(Out).Known && in.Add == 0:
-			// A read changes nothing: before z or beside it, it does
-			// not change what z saw.
+			// A read changes nothing. One beside z may be placed after
+			// it, where an Add left out could have been before it:
+			// only one that saw what z saw rules that out.
+			if o.Return >= ops[z].Call && o.Output.(Out).V != ops[z].Output.(Out).V {
+				return nil
+			}
 		case o.Output.(Out).Known:
 			if o.Return >= ops[z].Call {
 				return nil // concurrent with z: z is not final

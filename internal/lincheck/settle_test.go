@@ -23,8 +23,10 @@ func TestSettle(t *testing.T) {
 			[]porcupine.Operation{op(5, 0, -1, 0), op(5, 1, -1, 0), op(0, 10, 11, 5)}, 0, true},
 		{"no set sums to it: nothing left out, and it stays illegal",
 			[]porcupine.Operation{op(7, 0, -1, 0), op(100, 1, -1, 0), op(0, 10, 11, 50)}, 0, false},
-		{"reads beside the final one change nothing",
+		{"a read beside the final one that answered what it did",
 			[]porcupine.Operation{op(7, 0, -1, 0), op(100, 1, -1, 0), op(0, 9, 12, 100), op(0, 10, 11, 100)}, 1, true},
+		{"a read beside the final one that saw one more add: nothing left out",
+			[]porcupine.Operation{op(7, 0, -1, 0), op(100, 1, -1, 0), op(0, 9, 12, 107), op(0, 10, 11, 100)}, 0, true},
 		{"the last read is concurrent with an add: not final",
 			[]porcupine.Operation{op(7, 0, -1, 0), op(100, 1, -1, 0), op(3, 2, 12, 103), op(0, 10, 11, 100)}, 0, true},
 		{"an add called after the last read began: not final",
@@ -48,9 +50,10 @@ func TestSettle(t *testing.T) {
 }
 
 // TestSettleKeepsTheVerdict: on random histories of concurrent clients,
-// some of whose Adds are never answered (taking effect or not) and some
-// of whose answers are wrong, porcupine's verdict is the same with and
-// without what settle leaves out, and settle leaves some out.
+// some of whose Adds are never answered (taking effect or not, or only
+// after the final read, seen by a read beside it) and some of whose
+// answers are wrong, porcupine's verdict is the same with and without
+// what settle leaves out, and settle leaves some out.
 func TestSettleKeepsTheVerdict(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var settled, illegal int
@@ -119,6 +122,23 @@ func randomHistory(rng *rand.Rand) []porcupine.Operation {
 			ops[e.idx].Output = Out{V: out, Known: true}
 		}
 	}
+	// The final read; sometimes another beside it, which may see an
+	// unanswered Add that took effect only after the final read did.
 	end := int64(100)
-	return append(ops, porcupine.Operation{ClientId: 9, Input: Op{Key: "k"}, Call: end, Return: end + 1, Output: Out{V: v, Known: true}})
+	final := porcupine.Operation{ClientId: 9, Input: Op{Key: "k"}, Call: end, Return: end + 1, Output: Out{V: v, Known: true}}
+	beside := func(v int64) porcupine.Operation {
+		return porcupine.Operation{ClientId: 8, Input: Op{Key: "k"}, Call: end - 1, Return: end + 3, Output: Out{V: v, Known: true}}
+	}
+	switch rng.IntN(4) {
+	case 0:
+		ops = append(ops, beside(v))
+	case 1:
+		for i, o := range ops {
+			if !applies[i] {
+				ops = append(ops, beside(v+o.Input.(Op).Add))
+				break
+			}
+		}
+	}
+	return append(ops, final)
 }

@@ -6,9 +6,10 @@
 //
 // An operation whose answer never came (the ask failed or timed out)
 // may or may not have taken effect: it stays open in the history until
-// the end of time, and porcupine may place it anywhere after its call or
-// nowhere. An acknowledged Add must be visible to every later operation,
-// and no operation may observe a value that a failure took back.
+// the end of time, and porcupine may place it anywhere after its call
+// (last, where nothing observes it, if it never took effect). An
+// acknowledged Add must be visible to every later operation, and no
+// operation may observe a value that a failure took back.
 //
 // Porcupine's search grows with the unanswered Adds: it may place each
 // anywhere after its call, or nowhere. Clients should draw Add amounts

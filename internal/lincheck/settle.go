@@ -22,16 +22,15 @@ const maxSettle = 40
 // called; reads may overlap it if they answered what z did), every
 // linearization holds every answered Add before z, and the unanswered
 // Adds it holds before z sum to X = z's value minus the answered Adds'
-// sum (z's own included). When all the key's Adds are positive and
-// exactly one set of its unanswered Adds sums to X, every linearization
-// holds exactly that set before z and the others after it, where
-// nothing observes them (a read placed after z answered what z did, so
-// it saw none of them): leaving them out changes no verdict. Nor can
-// leaving out an unanswered Add ever make an illegal history legal: a
-// linearization without it stays one with it placed last. With amounts
-// drawn from a wide range the set is almost always unique; where it is
-// not (or none sums to X: porcupine then finds the history illegal),
-// nothing of the key is left out.
+// sum (z's own included). When all the key's Adds are positive, an
+// unanswered Add larger than X is never before z, nor is any Add outside
+// the one set that sums to X, when exactly one does. Those Adds come
+// after z in every linearization, where nothing observes them (a read
+// placed after z answered what z did, so it saw none of them): leaving
+// them out changes no verdict. Nor can leaving out an unanswered Add
+// ever make an illegal history legal: a linearization without it stays
+// one with it placed last. With amounts drawn from a wide range the set
+// is almost always unique.
 func settle(ops []porcupine.Operation) ([]porcupine.Operation, int) {
 	byKey := map[string][]int{}
 	for i, o := range ops {
@@ -57,13 +56,14 @@ func settle(ops []porcupine.Operation) ([]porcupine.Operation, int) {
 }
 
 // settleKey returns the indexes (into ops) of the unanswered Adds among
-// idx, the operations of one key, that no linearization includes.
+// idx, the operations of one key, that no linearization places before
+// the key's final operation.
 func settleKey(ops []porcupine.Operation, idx []int) []int {
 	z := -1
 	for _, i := range idx {
 		o := ops[i]
-		if in := o.Input.(Op); in.Add < 0 || (in.Add == 0 && !o.Output.(Out).Known) {
-			return nil // a key that shrinks; an open Get (none are recorded)
+		if o.Input.(Op).Add < 0 {
+			return nil // a key that shrinks
 		}
 		if o.Output.(Out).Known && (z < 0 || o.Call > ops[z].Call) {
 			z = i
@@ -98,20 +98,35 @@ func settleKey(ops []porcupine.Operation, idx []int) []int {
 			}
 			open = append(open, i)
 		}
+		// An unanswered read (still in flight) accepts any value: it
+		// observes nothing.
 	}
-	if len(open) == 0 || len(open) > maxSettle {
-		return nil
+	x := ops[z].Output.(Out).V - sum
+	if x < 0 {
+		return nil // no set sums to it: illegal, porcupine says so
 	}
-	amounts := make([]int64, len(open))
-	for j, i := range open {
+	// An Add larger than x is in no set that sums to x; of the others,
+	// one set must be the only one.
+	var out, cand []int
+	for _, i := range open {
+		if ops[i].Input.(Op).Add > x {
+			out = append(out, i)
+		} else {
+			cand = append(cand, i)
+		}
+	}
+	if len(cand) == 0 || len(cand) > maxSettle {
+		return out
+	}
+	amounts := make([]int64, len(cand))
+	for j, i := range cand {
 		amounts[j] = ops[i].Input.(Op).Add
 	}
-	in, ok := uniqueSubset(amounts, ops[z].Output.(Out).V-sum)
+	in, ok := uniqueSubset(amounts, x)
 	if !ok {
-		return nil
+		return out
 	}
-	var out []int
-	for j, i := range open {
+	for j, i := range cand {
 		if !in[j] {
 			out = append(out, i)
 		}

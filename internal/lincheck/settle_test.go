@@ -1,6 +1,7 @@
 package lincheck
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -19,10 +20,10 @@ func TestSettle(t *testing.T) {
 			[]porcupine.Operation{op(7, 0, -1, 0), op(100, 1, -1, 0), op(3, 2, 3, 103), op(0, 10, 11, 103)}, 1, true},
 		{"an add as the final operation",
 			[]porcupine.Operation{op(7, 0, -1, 0), op(100, 1, -1, 0), op(3, 10, 11, 10)}, 1, true},
-		{"two sets sum to it: nothing left out",
-			[]porcupine.Operation{op(5, 0, -1, 0), op(5, 1, -1, 0), op(0, 10, 11, 5)}, 0, true},
-		{"no set sums to it: nothing left out, and it stays illegal",
-			[]porcupine.Operation{op(7, 0, -1, 0), op(100, 1, -1, 0), op(0, 10, 11, 50)}, 0, false},
+		{"two sets sum to it: only what is larger than the sum left out",
+			[]porcupine.Operation{op(5, 0, -1, 0), op(5, 1, -1, 0), op(9, 2, -1, 0), op(0, 10, 11, 5)}, 1, true},
+		{"no set sums to it: only what is larger left out, and it stays illegal",
+			[]porcupine.Operation{op(7, 0, -1, 0), op(100, 1, -1, 0), op(0, 10, 11, 50)}, 1, false},
 		{"a read beside the final one that answered what it did",
 			[]porcupine.Operation{op(7, 0, -1, 0), op(100, 1, -1, 0), op(0, 9, 12, 100), op(0, 10, 11, 100)}, 1, true},
 		{"a read beside the final one that saw one more add: nothing left out",
@@ -98,7 +99,7 @@ func randomHistory(rng *rand.Rand) []porcupine.Operation {
 			o := porcupine.Operation{ClientId: c, Input: Op{Key: "k", Add: add}, Call: call, Return: ret}
 			applied := true
 			if add != 0 && rng.IntN(3) == 0 {
-				o.Return, o.Output = 1<<62, Out{}
+				o.Return, o.Output = math.MaxInt64, Out{}
 				applied = rng.IntN(2) == 0
 			}
 			effects = append(effects, event{call + rng.Int64N(ret-call), len(ops)})

@@ -81,30 +81,14 @@ func TestCountersLinearizableUnderFaults(t *testing.T) {
 		c.start(victim.name, victim)
 		c.waitHealed(t, 90*time.Second, victim.name+" back after the kill", nodes...)
 
-		victim = nodes[r%3]
-		t.Logf("round %d: pause %s for %s", r, victim.name, hold)
-		if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(hold)
-		if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		c.waitHealed(t, 90*time.Second, victim.name+" back after the pause", nodes...)
+		pause(t, r, nodes[r%3], hold)
+		c.waitHealed(t, 90*time.Second, nodes[r%3].name+" back after the pause", nodes...)
 
 		// Shorter than the fence delay but longer than the lease: the
 		// victim lapses and is marked down, and comes back before its
 		// shards are reassigned.
-		victim = nodes[(2+r)%3]
-		t.Logf("round %d: pause %s for %s", r, victim.name, shortHold)
-		if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(shortHold)
-		if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		c.waitHealed(t, 90*time.Second, victim.name+" back after the short pause", nodes...)
+		pause(t, r, nodes[(2+r)%3], shortHold)
+		c.waitHealed(t, 90*time.Second, nodes[(2+r)%3].name+" back after the short pause", nodes...)
 
 		if partition {
 			victim = nodes[(1+r)%3]
@@ -323,6 +307,19 @@ func runInNetns(t *testing.T) {
 	t.Logf("in a network namespace of its own:\n%s", out)
 	if err != nil {
 		t.Fatalf("the test in its network namespace: %v", err)
+	}
+}
+
+// pause stops n's process with SIGSTOP for d, then lets it go on.
+func pause(t *testing.T, round int, n *e2eNode, d time.Duration) {
+	t.Helper()
+	t.Logf("round %d: pause %s for %s", round, n.name, d)
+	if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d)
+	if err := n.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
 	}
 }
 

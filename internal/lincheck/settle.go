@@ -1,6 +1,7 @@
 package lincheck
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/anishathalye/porcupine"
@@ -161,28 +162,12 @@ func uniqueSubset(amounts []int64, x int64) ([]bool, bool) {
 		return out
 	}
 	left, right := sums(amounts[:h]), sums(amounts[h:])
-	slices.SortFunc(right, func(a, b part) int {
-		switch {
-		case a.sum < b.sum:
-			return -1
-		case a.sum > b.sum:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(right, func(a, b part) int { return cmp.Compare(a.sum, b.sum) })
 	found := 0
 	var lm, rm uint32
 	for _, l := range left {
 		want := x - l.sum
-		j, _ := slices.BinarySearchFunc(right, want, func(p part, t int64) int {
-			switch {
-			case p.sum < t:
-				return -1
-			case p.sum > t:
-				return 1
-			}
-			return 0
-		})
+		j, _ := slices.BinarySearchFunc(right, want, func(p part, t int64) int { return cmp.Compare(p.sum, t) })
 		for ; j < len(right) && right[j].sum == want; j++ {
 			found++
 			if found > 1 {

@@ -575,6 +575,7 @@ func (n *Node) startLocked(ctx context.Context) error {
 	sc.Activator = arielhost.Activator(sup)
 	if n.eng != nil {
 		sc.Activator = arielhost.FencedActivator(sup, n.eng.FenceActivation)
+		sc.Lapsed = n.eng.Lapsed
 	}
 	sc.Faults = arielhost.Faults(sup)
 	if n.trc = tracing.New(n.cfg.Name, n.cfg.TracerProvider); n.trc != nil {
@@ -589,6 +590,12 @@ func (n *Node) startLocked(ctx context.Context) error {
 		return err
 	}
 	for _, name := range n.reg.Names() {
+		if n.eng != nil {
+			// Served only under the placement lease (Engine.Lapsed).
+			if err := sched.SetLeased(name); err != nil {
+				return err
+			}
+		}
 		if n.kinds[name].opts.Reminders {
 			// Right after arielhost.Start registered the kinds: a kind's
 			// cells carry what was set when they were made, and no mail

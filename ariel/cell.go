@@ -165,6 +165,9 @@ type Cell struct {
 	// ended (its kind has an after-turn hook, or SetHoldOutputs), so that
 	// the hook or a staged effect can hold them.
 	holds bool
+	// leased: the actor's user mail runs only while the scheduler's
+	// lease is current (its kind is SetLeased).
+	leased bool
 	// held is the turn outputs the after-turn hook keeps back, in turn
 	// order; made by the run-token holder at the first Hold.Wait.
 	held *holdQueue

@@ -131,7 +131,8 @@
 // # For the supervisor
 //
 // EnsureCell, Attach, AttachAt, Passivate, Restart, RestartAt, Replace,
-// Retire, RetireThen, Reject, Exec, State, SetAfterTurn, SetHoldOutputs and NotifyUndelivered, together
+// Retire, RetireThen, Reject, Exec, State, SetAfterTurn, SetHoldOutputs,
+// SetLeased, SetLease and NotifyUndelivered, together
 // with the Activator and FaultHook interfaces, are the supervisor's (and
 // the transport's) handles on cells; actor code never uses them. The
 // supervisor may call Attach, Passivate, Restart, Replace and Retire
@@ -148,6 +149,13 @@
 // process restarts. Replace swaps the actor value between turns without
 // re-minting. A consequence: mail pinned to a stale incarnation that
 // reaches an identity at rest is delivered to the next activation.
+//
+// Leased kinds (SetLeased) run user mail only while the lease the
+// supervisor gave the scheduler (SetLease) is current, read before each
+// batch a worker takes from a mailbox; mail found due after it ran out
+// is put back, and Config.Lapsed is
+// asked to renew the lease or passivate the actor (lease.go says why: a
+// process that thaws must not run mail admitted before it froze).
 //
 // Dormant cells cost nothing: a passivated virtual actor whose mailbox is
 // empty leaves the map (Stats.Cells counts the cells held). Its cell is marked

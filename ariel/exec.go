@@ -161,6 +161,12 @@ func (ex *executor) drainCycle(c *Cell, pre int) {
 			s.activeDec()
 			return
 		}
+		if c.leased && ex.batch[0].kind == kUser && !s.leaseCurrent() {
+			// Once per batch: a clock read costs about as much as a
+			// plain tell's turn.
+			ex.lapsed(c, ex.batch[:k], processed)
+			return
+		}
 		if t0 == 0 && k == len(ex.batch) && s.cfg.FairnessTime > 0 {
 			t0 = s.elapsed() // a backlog: this cycle may run long
 		}
@@ -239,8 +245,14 @@ func (ex *executor) drainCycle(c *Cell, pre int) {
 // yield ends a cycle on the fairness budget: the cell stays Ready and goes
 // to the back of the shared queue, so another ready actor runs first.
 func (ex *executor) yield(c *Cell, processed int) {
-	ex.msgs += uint64(processed)
 	ex.cnt.yields.Add(1)
+	ex.requeue(c, processed)
+}
+
+// requeue ends a cycle with the cell Ready at the back of the shared
+// queue.
+func (ex *executor) requeue(c *Cell, processed int) {
+	ex.msgs += uint64(processed)
 	c.state.Store(stReady)
 	s := ex.s
 	if s.sim != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,7 +85,10 @@ type Scheduler struct {
 	// minBudget is the smallest turn budget in force (the scheduler's or
 	// a kind's), in nanoseconds: it sets the watchdog's period.
 	minBudget atomic.Int64
-	rearm     chan struct{} // tells the watchdog that minBudget changed
+	// leaseEnd is when the lease given by SetLease runs out, as a reading
+	// of elapsed; math.MaxInt64 until one is given.
+	leaseEnd atomic.Int64
+	rearm    chan struct{} // tells the watchdog that minBudget changed
 
 	lifeMu  sync.Mutex
 	closing atomic.Bool
@@ -101,6 +105,7 @@ type kindInfo struct {
 	holds   bool // SetHoldOutputs
 	reent   actor.Reentrancy
 	budget  time.Duration // 0: the scheduler's TurnBudget
+	leased  bool          // SetLeased
 	// askDefault and askMax are the kind's deadline policy (see
 	// SetAskTimeouts); 0: actor.DefaultAskTimeout and no maximum.
 	askDefault, askMax time.Duration
@@ -149,6 +154,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if _, ok := s.clock.(RealClock); ok {
 		s.mono = time.Now()
 	}
+	s.leaseEnd.Store(math.MaxInt64) // no lease given yet: nothing lapses
 	s.faults = cfg.Faults
 	if s.faults == nil {
 		s.faults = &LogFaults{Logger: cfg.Logger}
@@ -243,7 +249,7 @@ func (s *Scheduler) newCell(ref actor.Ref, mailbox int, info kindInfo) *Cell {
 		mailbox = s.cfg.MailboxCapacity
 	}
 	c := &Cell{limit: int32(mailbox), ref: ref.Unpinned(), s: s, after: info.after,
-		holds: info.after != nil || info.holds, reent: info.reent}
+		holds: info.after != nil || info.holds, reent: info.reent, leased: info.leased && ref.IsVirtual()}
 	if !ref.IsVirtual() {
 		c.inc.Store(1)
 	}
@@ -655,6 +661,7 @@ func (s *Scheduler) Stats() Stats {
 		Exhausted:    s.g.exhausted.Load(),
 		Expired:      s.g.expired.Load(),
 		Cancelled:    s.g.cancelled.Load(),
+		Lapsed:       s.g.lapsed.Load(),
 		TimerSkipped: s.g.timerSkipped.Load(),
 		StrayReplies: s.g.strayReplies.Load(),
 		NoReply:      s.g.noReply.Load(),

@@ -136,6 +136,13 @@ func (ex *executor) runOne(c *Cell, e *envelope) {
 	if ex.s.traces() {
 		ex.taken = ex.s.clock.Now() // picked up now, not with the last batch
 	}
+	if c.leased && e.kind == kUser && !ex.s.leaseCurrent() {
+		ex.msgs--
+		ex.lapsed(c, []envelope{*e}, 0)
+		*e = envelope{}
+		ex.cnt.cycles.Add(1)
+		return
+	}
 	ok := ex.turn(c, e)
 	*e = envelope{}
 	if ok {

@@ -39,6 +39,10 @@ type Stats struct {
 	// context was cancelled, it withdrew the ask from another node
 	// (CancelAsk), or its node went away.
 	Cancelled uint64
+	// Lapsed counts the times user mail of a leased actor was found due
+	// after the scheduler's lease ran out and was held back, not run
+	// (see SetLeased).
+	Lapsed uint64
 	// TimerSkipped counts periodic timer ticks (Context.Every) not
 	// delivered because the previous tick was still queued or the
 	// period had already passed when the timer ran.
@@ -95,6 +99,6 @@ type counters struct {
 // globalCounters are rare events counted where they happen.
 type globalCounters struct {
 	refused, undelivered, panics, exhausted, expired, timerSkipped   atomic.Uint64
-	cancelled                                                        atomic.Uint64
+	cancelled, lapsed                                                atomic.Uint64
 	strayReplies, noReply, asksInTurn, deadlocks, fenced, unreplaced atomic.Uint64
 }

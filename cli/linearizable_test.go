@@ -112,6 +112,11 @@ func TestCountersLinearizableUnderFaults(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	lc.check(t, 100*rounds)
+	// How often a node found its lease run out with mail due (after a
+	// thaw, mostly) and held that mail back instead of running it.
+	for _, n := range nodes {
+		t.Logf("%s: %s", n.name, metricLine(t, n, "tempest_mail_lapsed_total"))
+	}
 	// Whether a kill hit an owner between sending writes and committing
 	// them: the restarted node then wrote them back from its pending log.
 	for _, n := range nodes {
@@ -321,6 +326,27 @@ func pause(t *testing.T, round int, n *e2eNode, d time.Duration) {
 	if err := n.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// metricLine returns the line of n's /metrics that reports name.
+func metricLine(t *testing.T, n *e2eNode, name string) string {
+	t.Helper()
+	resp, err := http.Get(n.addr() + "/metrics")
+	if err != nil {
+		t.Fatalf("GET %s/metrics: %v", n.name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s/metrics: %v", n.name, err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			return line
+		}
+	}
+	t.Fatalf("%s/metrics has no %s", n.name, name)
+	return ""
 }
 
 // cutWay is which of a node's datagrams a partition drops.

@@ -368,7 +368,7 @@ type nodeCollector struct{ n *tempest.Node }
 
 var nodeDescs = struct {
 	turns, msgs, refused, undelivered, panics, exhausted, expired         *prometheus.Desc
-	cancelled, withdrawn                                                  *prometheus.Desc
+	cancelled, withdrawn, lapsed                                          *prometheus.Desc
 	retryParked, retryResent, retryGaveUp, retryWaiting                   *prometheus.Desc
 	earlyCancels                                                          *prometheus.Desc
 	stuck, fenced, workers, degraded                                      *prometheus.Desc
@@ -405,6 +405,8 @@ var nodeDescs = struct {
 	workers:     prometheus.NewDesc("tempest_scheduler_workers", "Live scheduler pool workers.", nil, nil),
 	degraded:    prometheus.NewDesc("tempest_scheduler_degraded", "1 while the pool runs below its size because the replacement cap is reached.", nil, nil),
 	expired:     prometheus.NewDesc("tempest_asks_expired_total", "Asks dropped at dequeue because their deadline passed.", nil, nil),
+	lapsed: prometheus.NewDesc("tempest_mail_lapsed_total",
+		"Times user mail of a virtual actor was found due after this node's placement lease ran out (a frozen process thawing, a lapse before the fence passivated it) and was held back, not run.", nil, nil),
 	cancelled: prometheus.NewDesc("tempest_asks_cancelled_total",
 		"Asks dropped at dequeue, their turn never run, because their caller gave up before their deadline (context cancelled, CancelAsk from the asking node, that node gone).", nil, nil),
 	withdrawn: prometheus.NewDesc("tempest_asks_withdrawn_total",
@@ -463,7 +465,7 @@ var refusalReasons = func() []string {
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := nodeDescs
 	for _, x := range []*prometheus.Desc{d.turns, d.msgs, d.refused, d.undelivered, d.panics, d.exhausted, d.expired,
-		d.cancelled, d.withdrawn, d.retryParked, d.retryResent, d.retryGaveUp, d.retryWaiting, d.earlyCancels, d.stuck, d.fenced, d.workers, d.degraded,
+		d.cancelled, d.withdrawn, d.lapsed, d.retryParked, d.retryResent, d.retryGaveUp, d.retryWaiting, d.earlyCancels, d.stuck, d.fenced, d.workers, d.degraded,
 		d.active, d.entries, d.hydrating, d.waiting, d.unsaved, d.superseded, d.recommitted, d.commits, d.commitFails, d.groups, d.groupWrites, d.leader, d.term, d.members,
 		d.frames, d.bytes, d.links, d.linkErrs, d.ready, d.rejected, d.unproven, d.proofsFailed, d.policyDissent,
 		d.replLag, d.replPending, d.mailRefusals} {
@@ -489,6 +491,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.exhausted, s.Exhausted)
 	counter(d.expired, s.Expired)
 	counter(d.cancelled, s.Cancelled)
+	counter(d.lapsed, s.Lapsed)
 	counter(d.withdrawn, st.Mail.AsksWithdrawn)
 	counter(d.earlyCancels, st.Mail.CancelsKept, "kept")
 	counter(d.earlyCancels, st.Mail.CancelsMatched, "matched")

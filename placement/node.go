@@ -500,13 +500,22 @@ func (n *Node) leaseAnchors() (anchor, contact time.Time, term uint64) {
 // gap in contact (or just started) treats itself as lapsed and proposes
 // an OpSync barrier with a fresh nonce; once it applies its own nonce,
 // its table contains every change committed before it.
-func (n *Node) LeaseFresh(now time.Time) bool {
+func (n *Node) LeaseFresh(now time.Time) bool { return !n.LeaseUntil(now).IsZero() }
+
+// LeaseUntil is LeaseFresh that also says how long the lease lasts: when
+// it is fresh at now, the instant it runs out unless renewed (the anchor
+// it was renewed at plus the lease, on the same clock as now); otherwise
+// the zero time.
+func (n *Node) LeaseUntil(now time.Time) time.Time {
 	a, contact, term := n.leaseAnchors()
 	fresh := n.lease.Fresh(a, now)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.noteAnchorLocked(contact, term, fresh)
-	return fresh && !n.lapsed
+	if !fresh || n.lapsed {
+		return time.Time{}
+	}
+	return a.Add(n.lease.Duration)
 }
 
 // noteAnchorLocked detects lapses: an expired lease, a jump between

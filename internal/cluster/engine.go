@@ -104,6 +104,10 @@ type Engine struct {
 	wg     sync.WaitGroup
 	lns    []net.Listener
 
+	// leaseMu orders the reads of the lease given to the scheduler
+	// (giveLease), so that an older reading never replaces a newer one.
+	leaseMu sync.Mutex
+
 	mu        sync.Mutex
 	active    map[prospero.Identity]bool // activations on this node
 	known     map[prospero.Identity]bool // identities indexed (or pending) in this process
@@ -604,8 +608,10 @@ func (c *Engine) fenceLoop() {
 			active = append(active, id)
 		}
 		c.mu.Unlock()
-		// The lease first, then the table, as locateAt.
-		fresh := c.pl.LeaseFresh(now)
+		// The lease first, then the table, as locateAt. The scheduler
+		// holds back the mail of this node's kinds once the lease runs
+		// out, even between two ticks (Lapsed).
+		fresh := !c.giveLease().IsZero()
 		var f fencing // the loop starts once placement runs (c.placed)
 		c.pl.FSM().Read(func(t *placement.Table) { f = fenceStep(t, c.name, fresh, active, down) })
 		for _, name := range f.newlyDown {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/tempest-actors/tempest/actor"
 	"github.com/tempest-actors/tempest/placement"
@@ -96,6 +97,35 @@ func (c *Engine) FenceActivation(ref actor.Ref) error {
 		return nil // not started yet, or a kind of the node's own (reminders)
 	}
 	return c.rem.FenceActivation(ref)
+}
+
+// Lapsed is the scheduler's Lapsed hook (ariel.Config.Lapsed): a worker
+// found the mail of ref's actor due after the lease the fence loop gave
+// the scheduler ran out (a process that was frozen thaws in the middle
+// of a backlog, or the lease lapsed between two ticks). It gives the
+// scheduler the lease as it stands now and, when this node may no
+// longer serve ref, passivates it, as the fence loop's next tick would;
+// the mail held back then meets the activation fence.
+func (c *Engine) Lapsed(ref actor.Ref) {
+	if !c.placed.Load() {
+		return // no lease given yet (the fence loop gives the first)
+	}
+	fresh := !c.giveLease().IsZero()
+	var r routing
+	c.pl.FSM().Read(func(t *placement.Table) { r = routeIn(t, ref, c.name, fresh) })
+	if !r.local {
+		c.run.Sup.Passivate(ref)
+	}
+}
+
+// giveLease reads this node's lease now and gives the scheduler when it
+// runs out (the zero time: it has), returning that.
+func (c *Engine) giveLease() time.Time {
+	c.leaseMu.Lock()
+	defer c.leaseMu.Unlock()
+	until := c.pl.LeaseUntil(c.cfg.Clock.Now())
+	c.run.Sched.SetLease(until)
+	return until
 }
 
 // ownerDown is the routing error for a shard whose owner the table marks

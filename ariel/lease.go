@@ -24,15 +24,17 @@ import (
 // to clockStride messages of one actor) and before each message a flush
 // hands a worker directly (seize.go). Once per batch, not per message:
 // a clock read costs about as much as a plain tell's turn, and a worker
-// that thaws in the middle of a batch finishes at most that batch. Mail
-// found due after the lease ran out is not run: it goes back to the head of the mailbox, whatever
-// passivation is queued for the actor goes ahead of it (Config.Lapsed is
-// called to ask for one, or to renew the lease), and the cell is queued
-// again. Once passivated, the mail rings the Activator as any mail for
-// an actor at rest does, which refuses or activates it again as the node
-// now may. A turn already running when the lease runs out is not
-// stopped, nor the rest of its batch; system mail (lifecycle, replies to the actor's own asks,
-// timer ticks, notices) is not held back.
+// that thaws in the middle of a batch finishes at most that batch.
+//
+// Mail found due after the lease ran out is not run: it goes back to the
+// head of the mailbox, whatever passivation is queued for the actor goes
+// ahead of it (Config.Lapsed is called to ask for one, or to renew the
+// lease), and the cell is queued again. Once passivated, the mail rings
+// the Activator as any mail for an actor at rest does, which refuses or
+// activates it again as the node now may. A turn already running when
+// the lease runs out is not stopped, nor the rest of its batch; system
+// mail (lifecycle, replies to the actor's own asks, timer ticks,
+// notices) is not held back.
 
 // SetLeased makes the user mail of kind's virtual actors run only while
 // the scheduler's lease is current (see SetLease). It needs

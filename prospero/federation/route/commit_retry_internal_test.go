@@ -50,4 +50,9 @@ func TestOwnerMarkedDownRefusesNotServing(t *testing.T) {
 	if _, notOwner := refusedBy(err); notOwner || !Resendable(err) {
 		t.Fatalf("%v: taken for NOT_OWNER (%v) or not resendable", err, notOwner)
 	}
+	// This node's own program code, routing to itself, waits as a
+	// remote sender does.
+	if local := fmt.Errorf("%w: %w", actor.ErrProcessUnavailable, placement.ErrNodeDown); !Waitable(local) {
+		t.Fatalf("%v: not waitable for this node's own senders", local)
+	}
 }

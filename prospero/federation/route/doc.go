@@ -27,7 +27,8 @@
 //
 //   - a send that failed before it left this node because placement is in
 //     flux (Waitable: the shard is moving, not placed yet, its owner is
-//     down, this node's table is behind or its lease is not fresh), or
+//     down, this node's table is behind, its lease is not fresh, or this
+//     node is the owner and marked down), or
 //     because there is no link to the owner's node (NoLinkError: the link
 //     went down and is not up again, see wire.LinkWatch, or the transport
 //     refused the send at once and queued nothing; the owner crashed or is

@@ -86,7 +86,9 @@ func refusedBy(err error) (node string, notOwner bool) {
 }
 
 // Waitable reports that a send failed before anything left this node, because
-// placement is in flux or the owner's link is down (NoLinkError); it may
+// placement is in flux, the owner's link is down (NoLinkError), or this
+// node, the owner, is marked down (it is marked up again or its shards
+// move, as a remote sender refused NOT_SERVING by it waits for); it may
 // be tried again.
 func Waitable(err error) bool {
 	if errors.Is(err, actor.ErrNotCommitted) {
@@ -99,5 +101,5 @@ func Waitable(err error) bool {
 	var nl *NoLinkError
 	return errors.As(err, &nl) || errors.Is(err, placement.ErrHandoff) || errors.Is(err, placement.ErrUnassigned) || errors.Is(err, placement.ErrOwnerDown) ||
 		errors.Is(err, placement.ErrUninitialized) || errors.Is(err, placement.ErrLeaseExpired) ||
-		errors.Is(err, placement.ErrBehind) || errors.Is(err, wire.ErrNotServing)
+		errors.Is(err, placement.ErrBehind) || errors.Is(err, placement.ErrNodeDown) || errors.Is(err, wire.ErrNotServing)
 }

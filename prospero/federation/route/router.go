@@ -614,7 +614,7 @@ func (r *Router) refusal(err error) error {
 	if errors.As(err, &h) && h.Owner != "" && h.Owner != r.self {
 		return &wire.RefusedError{Reason: wire.RefusedReasonNotOwner, OwnerHint: h.Owner, Detail: err.Error()}
 	}
-	if Waitable(err) || errors.Is(err, placement.ErrNodeDown) {
+	if Waitable(err) {
 		// The sender waits and retries, as it would locally.
 		return wire.NotServing(err)
 	}

@@ -349,7 +349,9 @@ func (c *Cell) pushSys(e envelope) bool {
 
 // take moves up to len(dst) envelopes into dst: one system message if any
 // (the system lane is drained before user mail), user mail otherwise. It
-// returns 0 when both are empty. The caller must hold the run-token.
+// returns 0 when both are empty, and takeLapsed, taking nothing, when
+// the actor's kind is leased and the lease has run out (see lease.go).
+// The caller must hold the run-token.
 func (c *Cell) take(dst []envelope) int {
 	if c.pend.Load() <= 0 {
 		// Nothing queued: skip the lock. A push racing this read is caught
@@ -373,6 +375,12 @@ func (c *Cell) take(dst []envelope) int {
 		c.pend.Add(-1)
 		c.mu.Unlock()
 		return 1
+	}
+	if c.leased && c.n > 0 && c.act != nil && !c.s.leaseCurrent() {
+		// Before any user mail moves (set-aside mail included), so
+		// that nothing needs putting back.
+		c.mu.Unlock()
+		return takeLapsed
 	}
 	if c.waiting > 0 {
 		return c.takeWaiting(dst)

@@ -76,14 +76,13 @@ type Config struct {
 	// Activator is rung when mail arrives for an inactive cell. Default:
 	// activate virtual actors from the factory registered for their kind.
 	Activator Activator
-	// Lapsed, when set, is called on a worker when a batch of user mail
-	// of an actor of a leased kind (SetLeased) is due but the scheduler's
-	// lease (SetLease) has run out. That mail does not run: it goes back to the
-	// head of the mailbox, a passivation queued for the actor goes ahead
-	// of it (mail that waited for the activation included), and the cell
-	// is queued again. Lapsed should renew the lease (SetLease) or
-	// passivate the actor; until one of them happens the mail keeps
-	// waiting. It must not block.
+	// Lapsed, when set, is called on a worker when user mail of an actor
+	// of a leased kind (SetLeased) is due but the scheduler's lease
+	// (SetLease) has run out. That mail stays in the mailbox, not run.
+	// Lapsed should renew the lease (SetLease) or passivate the actor
+	// (Passivate: it then goes ahead of the mail, even of mail that
+	// waited for the activation); until one of them happens, or more
+	// mail arrives, the actor waits. It must not block.
 	Lapsed func(ref actor.Ref)
 	// Vet, when set, sees every user message sent to a virtual actor by
 	// program code (Tell, Ask) or in a turn (Context.Tell, Context.Ask),

@@ -93,6 +93,9 @@ type executor struct {
 	batchN int
 	// depth is the seize depth of the cycle's cell (see seize.go).
 	depth int32
+	// unleased counts the messages of leased actors handed to this
+	// executor directly (runOne) since it last read the lease.
+	unleased int
 }
 
 var _ actor.Context = (*executor)(nil)
@@ -146,8 +149,21 @@ func (ex *executor) drainCycle(c *Cell, pre int) {
 		k := pre
 		if k > 0 {
 			pre = 0
+			if c.leased && !s.leaseCurrent() {
+				// A group handed over directly (seize.go): older than
+				// anything in the mailbox, so it goes back to its head.
+				c.putBack(ex.batch[:k])
+				k = takeLapsed
+			}
 		} else {
 			k = c.take(ex.batch[:want])
+		}
+		if k == takeLapsed {
+			ex.lapsed(c, processed)
+			return
+		}
+		if c.leased && k > 0 && ex.batch[0].kind == kUser {
+			ex.unleased = 0 // take read the lease
 		}
 		ex.batchN = k
 		if s.traces() && k > 0 {
@@ -159,12 +175,6 @@ func (ex *executor) drainCycle(c *Cell, pre int) {
 			}
 			ex.msgs += uint64(processed)
 			s.activeDec()
-			return
-		}
-		if c.leased && ex.batch[0].kind == kUser && !s.leaseCurrent() {
-			// Once per batch: a clock read costs about as much as a
-			// plain tell's turn.
-			ex.lapsed(c, ex.batch[:k], processed)
 			return
 		}
 		if t0 == 0 && k == len(ex.batch) && s.cfg.FairnessTime > 0 {

@@ -21,15 +21,21 @@ import (
 // So the virtual actors of a kind made leased with SetLeased run user
 // mail only while the lease given with SetLease is current, read on the
 // scheduler's clock before each batch a worker takes from a mailbox (up
-// to clockStride messages of one actor) and before each message a flush
-// hands a worker directly (seize.go). Once per batch, not per message:
-// a clock read costs about as much as a plain tell's turn, and a worker
-// that thaws in the middle of a batch finishes at most that batch.
+// to clockStride messages of one actor) and before every clockStride-th
+// message of such actors a flush hands the worker directly (seize.go).
+// Not per message: a clock read costs about as much as a plain tell's
+// turn (BenchmarkLeasedFanIn, BenchmarkLeasedPingPong). A worker that
+// thaws goes on with at most the rest of its batch and then
+// clockStride-1 messages handed over directly before it reads the
+// lease.
 //
-// Mail found due after the lease ran out is not run: it goes back to the
-// head of the mailbox, whatever passivation is queued for the actor goes
-// ahead of it (Config.Lapsed is called to ask for one, or to renew the
-// lease), and the cell is queued again. Once passivated, the mail rings
+// Mail found due after the lease ran out is not run: take leaves it in
+// the mailbox (mail set aside for a waiting NonReentrant actor too), a
+// batch handed over directly goes back to the mailbox's head, and
+// Config.Lapsed is called to renew the lease or ask for a passivation,
+// which then goes ahead of the mail. With neither, the actor parks, its
+// mail kept, until SetLease renews the lease or mail arrives (no worker
+// spins on it). Once passivated, the mail rings
 // the Activator as any mail for an actor at rest does, which refuses or
 // activates it again as the node now may. A turn already running when
 // the lease runs out is not stopped, nor the rest of its batch; system
@@ -47,37 +53,100 @@ func (s *Scheduler) SetLeased(kind string) error {
 	return s.setKind(kind, func(k *kindInfo) { k.leased = true })
 }
 
-// SetLease sets when the scheduler's lease runs out, on its clock; the
-// zero time means it has run out already. Until the first call, the
-// lease never runs out. Safe for concurrent use.
-func (s *Scheduler) SetLease(until time.Time) {
-	switch {
-	case until.IsZero():
+// SetLease sets the scheduler's lease to run out d from now, on its
+// clock; d <= 0 means it has run out already. Until the first call, the
+// lease never runs out. A lease still current wakes the actors whose
+// mail was held back (Config.Lapsed). Safe for concurrent use.
+func (s *Scheduler) SetLease(d time.Duration) {
+	if d <= 0 {
 		s.leaseEnd.Store(math.MinInt64)
-	case !s.mono.IsZero():
-		s.leaseEnd.Store(int64(until.Sub(s.mono))) // monotonic, as elapsed
-	default:
-		s.leaseEnd.Store(until.UnixNano())
+		return
 	}
+	s.leaseEnd.Store(s.elapsed() + int64(d))
+	s.unparkLapsed()
+}
+
+// leaseDue reports whether a message of a leased actor handed to ex
+// directly (runOne) is to read the lease: one in clockStride of them, as
+// a drain cycle reads it once per batch of up to clockStride.
+func (ex *executor) leaseDue() bool {
+	if ex.unleased++; ex.unleased < clockStride {
+		return false
+	}
+	ex.unleased = 0
+	return true
 }
 
 // leaseCurrent reports whether the lease has not run out.
 func (s *Scheduler) leaseCurrent() bool { return s.elapsed() < s.leaseEnd.Load() }
 
-// lapsed handles user mail of c found due after the lease ran out: es
-// (taken, not run) goes back to the head of the mailbox, a queued
-// passivation no longer waits behind the mail that waited for the
-// activation, Config.Lapsed is asked to renew the lease or passivate,
-// and the cycle ends with the cell queued again.
-func (ex *executor) lapsed(c *Cell, es []envelope, processed int) {
-	s := ex.s
+// takeLapsed is what take returns, taking nothing, for an actor whose
+// kind is leased when the lease has run out.
+const takeLapsed = -1
+
+// putBack returns es, user mail handed to the run-token holder directly
+// (seize.go) and not run, to the head of c's mailbox.
+func (c *Cell) putBack(es []envelope) {
 	c.mu.Lock()
 	c.prependLocked(es)
-	c.owed = 0
 	c.mu.Unlock()
 	c.count.Add(int32(len(es)))
 	clear(es)
+}
+
+// lapsed ends a cycle of c, the run-token holder's, whose user mail was
+// found due after the lease ran out (none of it taken, or all of it put
+// back). Config.Lapsed is asked to renew the lease or passivate the
+// actor. Renewed, the cell is queued again. Otherwise a passivation in
+// the system lane goes ahead of the mail that waited for the activation
+// and the cell is queued again to run it; with nothing there the cell
+// parks (idle, its mail kept) until the lease is renewed or system mail
+// (a passivation) or more user mail arrives.
+func (ex *executor) lapsed(c *Cell, processed int) {
+	s := ex.s
 	s.g.lapsed.Add(1)
 	s.cfg.Lapsed(c.ref)
-	ex.requeue(c, processed)
+	if s.leaseCurrent() {
+		ex.requeue(c, processed)
+		return
+	}
+	c.mu.Lock()
+	if len(c.sys) > 0 {
+		c.owed = 0
+		c.mu.Unlock()
+		ex.requeue(c, processed)
+		return
+	}
+	// Idle under the lock: a push to the system lane after it wakes the
+	// cell (wakeAttached), one before it was seen above.
+	c.state.Store(stIdle)
+	c.mu.Unlock()
+	ex.msgs += uint64(processed)
+	s.activeDec()
+	s.parkLapsed(c)
+}
+
+// parkLapsed keeps c, idle with user mail held back past the lease, to be
+// woken when the lease is renewed (SetLease).
+func (s *Scheduler) parkLapsed(c *Cell) {
+	s.lapsedMu.Lock()
+	if s.lapsedCells == nil {
+		s.lapsedCells = map[*Cell]struct{}{}
+	}
+	s.lapsedCells[c] = struct{}{}
+	s.lapsedMu.Unlock()
+	if s.leaseCurrent() {
+		s.unparkLapsed() // renewed meanwhile, its SetLease before the line above
+	}
+}
+
+// unparkLapsed wakes the cells parkLapsed kept.
+func (s *Scheduler) unparkLapsed() {
+	s.lapsedMu.Lock()
+	parked := s.lapsedCells
+	s.lapsedCells = nil
+	s.lapsedMu.Unlock()
+	for c := range parked {
+		s.wakeAttached(c)
+	}
 }

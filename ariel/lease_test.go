@@ -58,7 +58,7 @@ func (a *lessee) Receive(ctx actor.Context, msg any) {
 	}
 	a.log.add(fmt.Sprintf("a%d:%d", a.act, n))
 	if n == a.trip {
-		a.s.Load().SetLease(time.Now().Add(-time.Second))
+		a.s.Load().SetLease(0)
 	}
 	ctx.Reply(a.act)
 }
@@ -87,7 +87,7 @@ func leasedSched(t *testing.T, log *leaseLog, trip int, hold chan struct{}, onLa
 	return s
 }
 
-func renew(s *ariel.Scheduler) { s.SetLease(time.Now().Add(time.Hour)) }
+func renew(s *ariel.Scheduler) { s.SetLease(time.Hour) }
 
 // A lease that runs out in the middle of a batch of tells (the fast
 // path) or of asks stops the actor's mail at the end of that batch (the
@@ -198,7 +198,7 @@ func TestLeasedMailLetsThePassivationGoFirst(t *testing.T) {
 		last <- got
 	}()
 	waitQueued(t, s, ref, 20)
-	s.SetLease(time.Time{}) // run out
+	s.SetLease(0) // run out
 	hold <- struct{}{}
 	if got := <-last; got != 3 {
 		t.Errorf("the last message ran in activation %v, want 3", got)
@@ -220,7 +220,7 @@ func TestUnleasedKindIgnoresTheLease(t *testing.T) {
 	if err := s.Register("free", func(string) actor.Actor { return &lessee{act: 1, log: &log} }, 0); err != nil {
 		t.Fatal(err)
 	}
-	s.SetLease(time.Time{})
+	s.SetLease(0)
 	if got, err := s.Ask(askCtx(t), actor.Virtual("free", "k"), 1); err != nil || got != 1 {
 		t.Fatalf("Ask = %v, %v", got, err)
 	}
@@ -236,43 +236,68 @@ func TestUnleasedKindIgnoresTheLease(t *testing.T) {
 	}
 }
 
-// lapser runs out the lease and then tells to, an idle leased actor,
-// in the same turn: the flush hands to its mail to this worker (seize),
-// which must not run it either.
-type lapser struct {
-	s  *atomic.Pointer[ariel.Scheduler]
-	to actor.Ref
+// rally is a volley between two leased actors, each hop handed to the
+// worker directly (seize); the hop trip runs out the lease.
+type rally struct {
+	peer actor.Ref
+	name string
+	log  *leaseLog
+	s    *atomic.Pointer[ariel.Scheduler]
+	trip int
 }
 
-func (r *lapser) Receive(ctx actor.Context, msg any) {
+func (r *rally) Receive(ctx actor.Context, msg any) {
 	if n, ok := msg.(int); ok {
-		r.s.Load().SetLease(time.Now().Add(-time.Second))
-		ctx.Tell(r.to, n)
+		r.log.add(fmt.Sprintf("%s:%d", r.name, n))
+		if n == r.trip {
+			r.s.Load().SetLease(0)
+		}
+		if n > 0 {
+			_ = ctx.Tell(r.peer, n-1)
+		}
 	}
 }
 
-func TestLeasedMailSeizedByAFlushWaitsForTheLease(t *testing.T) {
+// A chain of messages handed from turn to turn on one worker (seize)
+// reads the lease every clockStride hops: once it ran out, the chain
+// stops within that many hops, and goes on once Lapsed renewed it.
+func TestLeasedChainOfSeizesStopsWithinAStride(t *testing.T) {
 	var log leaseLog
-	s := leasedSched(t, &log, -2, nil, func(s *ariel.Scheduler, _ actor.Ref, _ int) { renew(s) })
 	var sp atomic.Pointer[ariel.Scheduler]
+	s := newSched(t, ariel.Config{Workers: 2, Lapsed: func(actor.Ref) {
+		log.add("lapsed")
+		renew(sp.Load())
+	}})
 	sp.Store(s)
-	to := actor.Virtual("leased", "k")
-	if err := s.Register("relay", func(string) actor.Actor { return &lapser{s: &sp, to: to} }, 0); err != nil {
+	const hops, trip = 100, 95 // the lease runs out early in the chain of seizes
+	if err := s.Register("rally", func(key string) actor.Actor {
+		return &rally{peer: actor.Virtual("rally", map[string]string{"a": "b", "b": "a"}[key]), name: key, log: &log, s: &sp, trip: trip}
+	}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Ask(askCtx(t), to, 0); err != nil { // active, idle, its mailbox empty
+	if err := s.SetLeased("rally"); err != nil {
 		t.Fatal(err)
 	}
-	before := s.Stats().Seized
-	if err := s.Tell(actor.Virtual("relay", "r"), 1); err != nil {
+	for _, k := range []string{"a", "b"} { // active and idle: their mail is seized
+		if err := s.Tell(actor.Virtual("rally", k), "wake"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIdle(t, s)
+	if err := s.Tell(actor.Virtual("rally", "a"), hops); err != nil {
 		t.Fatal(err)
 	}
 	waitIdle(t, s)
-	if s.Stats().Seized == before {
-		t.Skip("the flush did not seize the recipient; nothing to check")
+	if s.Stats().Seized < hops/2 {
+		t.Skipf("only %d of %d hops were seized; nothing to check", s.Stats().Seized, hops)
 	}
-	if got, want := log.snapshot(), []string{"a1:0", "lapsed", "a1:1"}; !slices.Equal(got, want) {
-		t.Fatalf("log = %q, want %q", got, want)
+	got := log.snapshot()
+	tripAt, lapsedAt := slices.Index(got, fmt.Sprintf("b:%d", trip)), slices.Index(got, "lapsed")
+	if tripAt < 0 || lapsedAt < tripAt || lapsedAt-tripAt-1 > 7 {
+		t.Fatalf("log = %q: %d hops ran after the lease ran out, want at most 7", got, lapsedAt-tripAt-1)
+	}
+	if len(got) != hops+2 || got[len(got)-1] != "a:0" {
+		t.Fatalf("log = %q: the chain did not go on to the end once the lease was renewed", got)
 	}
 }
 
@@ -294,7 +319,7 @@ func BenchmarkLeasedFanIn(b *testing.B) {
 				if err := s.SetLeased("sink"); err != nil {
 					b.Fatal(err)
 				}
-				s.SetLease(time.Now().Add(time.Hour))
+				s.SetLease(time.Hour)
 			}
 			if b.N == 0 {
 				return
@@ -332,5 +357,196 @@ func BenchmarkLeasedFanIn(b *testing.B) {
 				b.ReportMetric(ns/base, "x-unleased")
 			}
 		})
+	}
+}
+
+// volley tells its peer n-1 for each n > 0 it gets, and closes done at 0.
+type volley struct {
+	peer actor.Ref
+	done chan struct{}
+}
+
+func (v *volley) Receive(ctx actor.Context, msg any) {
+	if n, ok := msg.(int); ok {
+		if n == 0 {
+			close(v.done)
+			return
+		}
+		_ = ctx.Tell(v.peer, n-1)
+	}
+}
+
+// BenchmarkLeasedPingPong: ns per hop of a tell volley between two
+// virtual actors, each hop handed to the worker directly (seize), where
+// a leased kind reads the clock once per hop (x-unleased, same run).
+func BenchmarkLeasedPingPong(b *testing.B) {
+	var base float64
+	for _, leased := range []bool{false, true} {
+		name := map[bool]string{false: "unleased", true: "leased"}[leased]
+		b.Run(name, func(b *testing.B) {
+			s := benchSched(b, ariel.Config{Lapsed: func(actor.Ref) { b.Error("Lapsed called") }})
+			done := make(chan struct{})
+			if err := s.Register("pp", func(key string) actor.Actor {
+				return &volley{peer: actor.Virtual("pp", map[string]string{"a": "b", "b": "a"}[key]), done: done}
+			}, 0); err != nil {
+				b.Fatal(err)
+			}
+			if leased {
+				if err := s.SetLeased("pp"); err != nil {
+					b.Fatal(err)
+				}
+				s.SetLease(time.Hour)
+			}
+			for _, k := range []string{"a", "b"} { // activated before the clock starts
+				if err := s.Tell(actor.Virtual("pp", k), "wake"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := s.WaitIdle(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			if err := s.Tell(actor.Virtual("pp", "a"), b.N); err != nil {
+				b.Fatal(err)
+			}
+			<-done
+			b.StopTimer()
+			ns := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+			st := s.Stats()
+			b.ReportMetric(float64(st.Seized)/float64(b.N), "seized/hop")
+			if !leased {
+				base = ns
+			} else if base > 0 {
+				b.ReportMetric(ns/base, "x-unleased")
+			}
+		})
+	}
+}
+
+// interleaved may run while a NonReentrant actor waits for a reply.
+type interleaved struct{}
+
+func (interleaved) AlwaysInterleave() {}
+
+// waiter is a NonReentrant leased actor: "go" runs out the lease and asks
+// the peer, so that the mail behind it is taken while the actor waits.
+type waiter struct {
+	s   *atomic.Pointer[ariel.Scheduler]
+	log *leaseLog
+}
+
+func (a *waiter) Receive(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case string:
+		if m == "go" {
+			a.s.Load().SetLease(0)
+			ctx.Ask(actor.Virtual("peer", "p"), "q", func(actor.Context, any, error) { a.log.add("cont") })
+		}
+	case int:
+		a.log.add(fmt.Sprint(m))
+	case interleaved:
+		a.log.add("I")
+	}
+}
+
+// peer answers the first ask it gets only when told "answer".
+type peer struct {
+	asked chan struct{}
+	r     actor.Replier
+}
+
+func (p *peer) Receive(ctx actor.Context, msg any) {
+	if m, ok := msg.(string); ok {
+		if m == "answer" {
+			p.r.Reply(ctx, "ok")
+			return
+		}
+		p.r = ctx.ReplyLater()
+		close(p.asked)
+	}
+}
+
+// A lease that runs out while a NonReentrant actor waits for a reply
+// keeps each sender's order: nothing of what waits (set aside or not)
+// is taken and put back.
+func TestLeasedMailWhileWaitingKeepsSenderOrder(t *testing.T) {
+	var log leaseLog
+	var sp atomic.Pointer[ariel.Scheduler]
+	s := newSched(t, ariel.Config{Workers: 2, Lapsed: func(actor.Ref) { log.add("lapsed"); renew(sp.Load()) }})
+	sp.Store(s)
+	if err := s.Register("nr", func(string) actor.Actor { return &waiter{s: &sp, log: &log} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetReentrancy("nr", actor.NonReentrant); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLeased("nr"); err != nil {
+		t.Fatal(err)
+	}
+	p := &peer{asked: make(chan struct{})}
+	if err := s.Register("peer", func(string) actor.Actor { return p }, 0); err != nil {
+		t.Fatal(err)
+	}
+	ref := actor.Virtual("nr", "k")
+	msgs := []any{"go"}
+	for i := 1; i <= 10; i++ {
+		msgs = append(msgs, i)
+	}
+	for _, m := range append(msgs, interleaved{}) {
+		if err := s.Tell(ref, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-p.asked
+	if err := s.Tell(actor.Virtual("peer", "p"), "answer"); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, s)
+	got := log.snapshot()
+	var order []string
+	for _, e := range got {
+		if e != "lapsed" && e != "cont" {
+			order = append(order, e)
+		}
+	}
+	if want := []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "I"}; !slices.Equal(order, want) {
+		t.Fatalf("log = %q: the sender's order is %q, want %q", got, order, want)
+	}
+	if !slices.Contains(got, "lapsed") {
+		t.Fatalf("log = %q: the lease never ran out for the actor", got)
+	}
+}
+
+// A Lapsed hook that neither renews the lease nor passivates leaves the
+// actor parked, its mail kept, not spinning: the scheduler goes idle.
+// More mail wakes it once each; renewing the lease runs everything, in
+// order. Register again keeps the kind leased.
+func TestLeasedMailParksUntilTheLeaseIsRenewed(t *testing.T) {
+	var log leaseLog
+	s := leasedSched(t, &log, 0, nil, func(*ariel.Scheduler, actor.Ref, int) {})
+	if err := s.Register("leased", func(string) actor.Actor { return &lessee{act: 1, log: &log} }, 0); err != nil {
+		t.Fatal(err) // a new factory, still leased
+	}
+	s.SetLease(0)
+	ref := actor.Virtual("leased", "k")
+	for i := 1; i <= 3; i++ {
+		if err := s.Tell(ref, i); err != nil {
+			t.Fatal(err)
+		}
+		waitIdle(t, s) // would not return while the cell spins
+	}
+	got := log.snapshot()
+	if calls := len(got); calls < 1 || calls > 3 || slices.ContainsFunc(got, func(e string) bool { return e != "lapsed" }) {
+		t.Fatalf("log = %q: want one to three Lapsed calls (one per wake) and nothing run", got)
+	}
+	if s.Queued(ref) < 3 {
+		t.Fatalf("%d messages queued, want the 3 held back", s.Queued(ref))
+	}
+	renew(s)
+	waitIdle(t, s)
+	if got := log.snapshot()[len(got):]; !slices.Equal(got, []string{"a1:1", "a1:2", "a1:3"}) {
+		t.Fatalf("after the renewal: %q", got)
 	}
 }

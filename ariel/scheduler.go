@@ -88,7 +88,10 @@ type Scheduler struct {
 	// leaseEnd is when the lease given by SetLease runs out, as a reading
 	// of elapsed; math.MaxInt64 until one is given.
 	leaseEnd atomic.Int64
-	rearm    chan struct{} // tells the watchdog that minBudget changed
+	// lapsedCells are the cells whose mail waits for the lease (parkLapsed).
+	lapsedMu    sync.Mutex
+	lapsedCells map[*Cell]struct{}
+	rearm       chan struct{} // tells the watchdog that minBudget changed
 
 	lifeMu  sync.Mutex
 	closing atomic.Bool
@@ -230,7 +233,7 @@ func (s *Scheduler) Register(kind string, factory func(key string) actor.Actor, 
 	s.kindsMu.Lock()
 	old := s.kinds[kind]
 	s.kinds[kind] = kindInfo{factory: factory, mailbox: mailbox, after: old.after, holds: old.holds, reent: old.reent, budget: old.budget,
-		askDefault: old.askDefault, askMax: old.askMax}
+		askDefault: old.askDefault, askMax: old.askMax, leased: old.leased}
 	s.kindsMu.Unlock()
 	return nil
 }

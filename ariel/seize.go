@@ -136,17 +136,16 @@ func (ex *executor) runOne(c *Cell, e *envelope) {
 	if ex.s.traces() {
 		ex.taken = ex.s.clock.Now() // picked up now, not with the last batch
 	}
-	if c.leased && e.kind == kUser && !ex.s.leaseCurrent() {
-		ex.msgs--
-		ex.lapsed(c, []envelope{*e}, 0)
+	if c.leased && e.kind == kUser && ex.leaseDue() && !ex.s.leaseCurrent() {
+		ex.msgs-- // not run: counted when taken again
+		c.putBack([]envelope{*e})
 		*e = envelope{}
-		ex.cnt.cycles.Add(1)
-		return
-	}
-	ok := ex.turn(c, e)
-	*e = envelope{}
-	if ok {
+		ex.lapsed(c, 0)
+	} else if ok := ex.turn(c, e); ok {
+		*e = envelope{}
 		ex.drainCycle(c, 0)
+	} else {
+		*e = envelope{}
 	}
 	ex.cnt.cycles.Add(1)
 	if ex.cycles++; ex.cycles%32 == 0 {

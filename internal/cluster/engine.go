@@ -611,7 +611,7 @@ func (c *Engine) fenceLoop() {
 		// The lease first, then the table, as locateAt. The scheduler
 		// holds back the mail of this node's kinds once the lease runs
 		// out, even between two ticks (Lapsed).
-		fresh := !c.giveLease().IsZero()
+		fresh := c.giveLease()
 		var f fencing // the loop starts once placement runs (c.placed)
 		c.pl.FSM().Read(func(t *placement.Table) { f = fenceStep(t, c.name, fresh, active, down) })
 		for _, name := range f.newlyDown {

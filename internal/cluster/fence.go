@@ -110,22 +110,27 @@ func (c *Engine) Lapsed(ref actor.Ref) {
 	if !c.placed.Load() {
 		return // no lease given yet (the fence loop gives the first)
 	}
-	fresh := !c.giveLease().IsZero()
+	fresh := c.giveLease()
 	var r routing
 	c.pl.FSM().Read(func(t *placement.Table) { r = routeIn(t, ref, c.name, fresh) })
-	if !r.local {
+	if _, err := c.h.Running(); err == nil && !r.local {
 		c.run.Sup.Passivate(ref)
 	}
 }
 
-// giveLease reads this node's lease now and gives the scheduler when it
-// runs out (the zero time: it has), returning that.
-func (c *Engine) giveLease() time.Time {
+// giveLease reads this node's lease now and gives the scheduler how long
+// it lasts (nothing: it has run out), and reports whether it is fresh.
+func (c *Engine) giveLease() bool {
 	c.leaseMu.Lock()
 	defer c.leaseMu.Unlock()
-	until := c.pl.LeaseUntil(c.cfg.Clock.Now())
-	c.run.Sched.SetLease(until)
-	return until
+	now := c.cfg.Clock.Now()
+	until := c.pl.LeaseUntil(now)
+	var d time.Duration
+	if !until.IsZero() {
+		d = until.Sub(now)
+	}
+	c.run.Sched.SetLease(d)
+	return !until.IsZero()
 }
 
 // ownerDown is the routing error for a shard whose owner the table marks

@@ -166,8 +166,9 @@ type Cell struct {
 	// the hook or a staged effect can hold them.
 	holds bool
 	// leased: the actor's user mail runs only while the scheduler's
-	// lease is current (its kind is SetLeased).
-	leased bool
+	// lease is current (its kind is SetLeased); parked: the cell waits
+	// for it (Scheduler.lapsedCells, guarded by lapsedMu).
+	leased, parked bool
 	// held is the turn outputs the after-turn hook keeps back, in turn
 	// order; made by the run-token holder at the first Hold.Wait.
 	held *holdQueue

@@ -132,7 +132,7 @@
 //
 // EnsureCell, Attach, AttachAt, Passivate, Restart, RestartAt, Replace,
 // Retire, RetireThen, Reject, Exec, State, SetAfterTurn, SetHoldOutputs,
-// SetLeased, SetLease and NotifyUndelivered, together
+// SetLeased, Mark, SetLease and NotifyUndelivered, together
 // with the Activator and FaultHook interfaces, are the supervisor's (and
 // the transport's) handles on cells; actor code never uses them. The
 // supervisor may call Attach, Passivate, Restart, Replace and Retire

@@ -53,17 +53,33 @@ func (s *Scheduler) SetLeased(kind string) error {
 	return s.setKind(kind, func(k *kindInfo) { k.leased = true })
 }
 
-// SetLease sets the scheduler's lease to run out d from now, on its
-// clock; d <= 0 means it has run out already. Until the first call, the
-// lease never runs out. A lease still current wakes the actors whose
-// mail was held back (Config.Lapsed). Safe for concurrent use.
-func (s *Scheduler) SetLease(d time.Duration) {
+// A LeaseMark is a reading of the scheduler's clock (Mark) that a lease
+// given with SetLease counts from.
+type LeaseMark struct{ at int64 }
+
+// Mark reads the scheduler's clock for SetLease. Take it before reading
+// the clock that the lease's length is measured on.
+func (s *Scheduler) Mark() LeaseMark { return LeaseMark{s.elapsed()} }
+
+// SetLease sets the scheduler's lease to run out d after mark; d <= 0
+// means it has run out already. A caller that stalls between Mark and
+// its own reading of its clock (a process frozen there) gets a shorter
+// lease, never a longer one. Until the first call, the lease never runs
+// out. A lease given that is still current wakes the actors whose mail
+// was held back (Config.Lapsed). Safe for concurrent use.
+func (s *Scheduler) SetLease(mark LeaseMark, d time.Duration) {
 	if d <= 0 {
 		s.leaseEnd.Store(math.MinInt64)
 		return
 	}
-	s.leaseEnd.Store(s.elapsed() + int64(d))
-	s.unparkLapsed()
+	end := mark.at + int64(d)
+	if end < mark.at {
+		end = math.MaxInt64 // overflowed: as good as never
+	}
+	s.leaseEnd.Store(end)
+	if s.leaseCurrent() {
+		s.unparkLapsed()
+	}
 }
 
 // leaseDue reports whether a message of a leased actor handed to ex
@@ -104,6 +120,7 @@ func (c *Cell) putBack(es []envelope) {
 // (a passivation) or more user mail arrives.
 func (ex *executor) lapsed(c *Cell, processed int) {
 	s := ex.s
+	ex.unleased = clockStride - 1 // the next message handed over reads the lease too
 	s.g.lapsed.Add(1)
 	s.cfg.Lapsed(c.ref)
 	if s.leaseCurrent() {
@@ -126,27 +143,30 @@ func (ex *executor) lapsed(c *Cell, processed int) {
 	s.parkLapsed(c)
 }
 
-// parkLapsed keeps c, idle with user mail held back past the lease, to be
-// woken when the lease is renewed (SetLease).
+// parkLapsed keeps c, idle with user mail held back past the lease, to
+// be woken when the lease is renewed (SetLease).
 func (s *Scheduler) parkLapsed(c *Cell) {
 	s.lapsedMu.Lock()
-	if s.lapsedCells == nil {
-		s.lapsedCells = map[*Cell]struct{}{}
+	if !c.parked {
+		c.parked = true
+		s.lapsedCells = append(s.lapsedCells, c)
 	}
-	s.lapsedCells[c] = struct{}{}
 	s.lapsedMu.Unlock()
 	if s.leaseCurrent() {
 		s.unparkLapsed() // renewed meanwhile, its SetLease before the line above
 	}
 }
 
-// unparkLapsed wakes the cells parkLapsed kept.
+// unparkLapsed wakes the cells parkLapsed kept, in the order they parked.
 func (s *Scheduler) unparkLapsed() {
 	s.lapsedMu.Lock()
 	parked := s.lapsedCells
 	s.lapsedCells = nil
+	for _, c := range parked {
+		c.parked = false
+	}
 	s.lapsedMu.Unlock()
-	for c := range parked {
+	for _, c := range parked {
 		s.wakeAttached(c)
 	}
 }

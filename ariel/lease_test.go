@@ -58,7 +58,7 @@ func (a *lessee) Receive(ctx actor.Context, msg any) {
 	}
 	a.log.add(fmt.Sprintf("a%d:%d", a.act, n))
 	if n == a.trip {
-		a.s.Load().SetLease(0)
+		a.s.Load().SetLease(a.s.Load().Mark(), 0)
 	}
 	ctx.Reply(a.act)
 }
@@ -87,7 +87,7 @@ func leasedSched(t *testing.T, log *leaseLog, trip int, hold chan struct{}, onLa
 	return s
 }
 
-func renew(s *ariel.Scheduler) { s.SetLease(time.Hour) }
+func renew(s *ariel.Scheduler) { s.SetLease(s.Mark(), time.Hour) }
 
 // A lease that runs out in the middle of a batch of tells (the fast
 // path) or of asks stops the actor's mail at the end of that batch (the
@@ -198,7 +198,7 @@ func TestLeasedMailLetsThePassivationGoFirst(t *testing.T) {
 		last <- got
 	}()
 	waitQueued(t, s, ref, 20)
-	s.SetLease(0) // run out
+	s.SetLease(s.Mark(), 0) // run out
 	hold <- struct{}{}
 	if got := <-last; got != 3 {
 		t.Errorf("the last message ran in activation %v, want 3", got)
@@ -220,7 +220,7 @@ func TestUnleasedKindIgnoresTheLease(t *testing.T) {
 	if err := s.Register("free", func(string) actor.Actor { return &lessee{act: 1, log: &log} }, 0); err != nil {
 		t.Fatal(err)
 	}
-	s.SetLease(0)
+	s.SetLease(s.Mark(), 0)
 	if got, err := s.Ask(askCtx(t), actor.Virtual("free", "k"), 1); err != nil || got != 1 {
 		t.Fatalf("Ask = %v, %v", got, err)
 	}
@@ -250,7 +250,7 @@ func (r *rally) Receive(ctx actor.Context, msg any) {
 	if n, ok := msg.(int); ok {
 		r.log.add(fmt.Sprintf("%s:%d", r.name, n))
 		if n == r.trip {
-			r.s.Load().SetLease(0)
+			r.s.Load().SetLease(r.s.Load().Mark(), 0)
 		}
 		if n > 0 {
 			_ = ctx.Tell(r.peer, n-1)
@@ -319,7 +319,7 @@ func BenchmarkLeasedFanIn(b *testing.B) {
 				if err := s.SetLeased("sink"); err != nil {
 					b.Fatal(err)
 				}
-				s.SetLease(time.Hour)
+				s.SetLease(s.Mark(), time.Hour)
 			}
 			if b.N == 0 {
 				return
@@ -395,7 +395,7 @@ func BenchmarkLeasedPingPong(b *testing.B) {
 				if err := s.SetLeased("pp"); err != nil {
 					b.Fatal(err)
 				}
-				s.SetLease(time.Hour)
+				s.SetLease(s.Mark(), time.Hour)
 			}
 			for _, k := range []string{"a", "b"} { // activated before the clock starts
 				if err := s.Tell(actor.Virtual("pp", k), "wake"); err != nil {
@@ -441,7 +441,7 @@ func (a *waiter) Receive(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
 	case string:
 		if m == "go" {
-			a.s.Load().SetLease(0)
+			a.s.Load().SetLease(a.s.Load().Mark(), 0)
 			ctx.Ask(actor.Virtual("peer", "p"), "q", func(actor.Context, any, error) { a.log.add("cont") })
 		}
 	case int:
@@ -529,7 +529,7 @@ func TestLeasedMailParksUntilTheLeaseIsRenewed(t *testing.T) {
 	if err := s.Register("leased", func(string) actor.Actor { return &lessee{act: 1, log: &log} }, 0); err != nil {
 		t.Fatal(err) // a new factory, still leased
 	}
-	s.SetLease(0)
+	s.SetLease(s.Mark(), 0)
 	ref := actor.Virtual("leased", "k")
 	for i := 1; i <= 3; i++ {
 		if err := s.Tell(ref, i); err != nil {
@@ -548,5 +548,64 @@ func TestLeasedMailParksUntilTheLeaseIsRenewed(t *testing.T) {
 	waitIdle(t, s)
 	if got := log.snapshot()[len(got):]; !slices.Equal(got, []string{"a1:1", "a1:2", "a1:3"}) {
 		t.Fatalf("after the renewal: %q", got)
+	}
+}
+
+// hub runs out the lease and then tells n idle leased leaves in one turn.
+type hub struct {
+	s *atomic.Pointer[ariel.Scheduler]
+	n int
+}
+
+func (h *hub) Receive(ctx actor.Context, msg any) {
+	if m, ok := msg.(string); ok && m == "fan" {
+		h.s.Load().SetLease(h.s.Load().Mark(), 0)
+		for i := range h.n {
+			_ = ctx.Tell(actor.Virtual("leaf", fmt.Sprint(i)), i)
+		}
+	}
+}
+
+// A turn that hands one message each to many idle leased actors (a
+// fan-out of seizes): once a read found the lease run out, every later
+// one reads it too, so at most clockStride-1 of them run.
+func TestLeasedFanOutOfSeizesStopsWithinAStride(t *testing.T) {
+	var log leaseLog
+	var sp atomic.Pointer[ariel.Scheduler]
+	var lapses atomic.Int32
+	s := newSched(t, ariel.Config{Workers: 2, Lapsed: func(actor.Ref) { lapses.Add(1) }})
+	sp.Store(s)
+	const n = 32
+	if err := s.Register("hub", func(string) actor.Actor { return &hub{s: &sp, n: n} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Register("leaf", func(string) actor.Actor { return &lessee{act: 1, log: &log} }, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLeased("leaf"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n { // active and idle: their mail is seized
+		if err := s.Tell(actor.Virtual("leaf", fmt.Sprint(i)), "wake"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitIdle(t, s)
+	before := s.Stats().Seized
+	if err := s.Tell(actor.Virtual("hub", "h"), "fan"); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, s) // the leaves that did not run are parked
+	if seized := s.Stats().Seized - before; seized < n/2 {
+		t.Skipf("only %d of %d messages were seized; nothing to check", seized, n)
+	}
+	if ran := log.snapshot(); len(ran) > 7 || int(lapses.Load()) != n-len(ran) {
+		t.Fatalf("%d of %d ran after the lease ran out (%q), %d held back: want at most 7 run, the rest held back",
+			len(ran), n, ran, lapses.Load())
+	}
+	renew(s)
+	waitIdle(t, s)
+	if ran := log.snapshot(); len(ran) != n {
+		t.Fatalf("%d of %d ran once the lease was renewed", len(ran), n)
 	}
 }

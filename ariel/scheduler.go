@@ -90,7 +90,7 @@ type Scheduler struct {
 	leaseEnd atomic.Int64
 	// lapsedCells are the cells whose mail waits for the lease (parkLapsed).
 	lapsedMu    sync.Mutex
-	lapsedCells map[*Cell]struct{}
+	lapsedCells []*Cell
 	rearm       chan struct{} // tells the watchdog that minBudget changed
 
 	lifeMu  sync.Mutex
@@ -635,7 +635,8 @@ func (s *Scheduler) activeDec() {
 // WaitIdle blocks until the scheduler is quiescent: every mailbox of an
 // active actor empty and no turn running (in simulated mode also no virtual
 // timer pending), or ctx ends. Mail waiting for an activation (a rung
-// doorbell) does not count: it is the supervisor's to schedule. Mail sent concurrently from program code may make it return early or
+// doorbell) does not count: it is the supervisor's to schedule; nor does
+// the mail of a leased actor that waits for the lease (SetLeased). Mail sent concurrently from program code may make it return early or
 // late; call it after the senders are done.
 func (s *Scheduler) WaitIdle(ctx context.Context) error {
 	s.waiters.Add(1)

@@ -123,13 +123,14 @@ func (c *Engine) Lapsed(ref actor.Ref) {
 func (c *Engine) giveLease() bool {
 	c.leaseMu.Lock()
 	defer c.leaseMu.Unlock()
+	mark := c.run.Sched.Mark() // first: a stall after it only shortens the lease
 	now := c.cfg.Clock.Now()
 	until := c.pl.LeaseUntil(now)
 	var d time.Duration
 	if !until.IsZero() {
 		d = until.Sub(now)
 	}
-	c.run.Sched.SetLease(d)
+	c.run.Sched.SetLease(mark, d)
 	return !until.IsZero()
 }
 

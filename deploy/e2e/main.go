@@ -666,6 +666,21 @@ func (e *env) stepPartition(ctx context.Context, rep *report, l *load) error {
 	return e.checkKept(ctx, rep, l, step, "node1", "once the partition healed")
 }
 
+// metric returns the value of the series name on node's /metrics, or
+// why it could not be read.
+func (e *env) metric(ctx context.Context, node, name string) string {
+	r := e.api.do(ctx, node, http.MethodGet, "/metrics", "", 5*time.Second)
+	if r.err != nil || r.status != http.StatusOK {
+		return fmt.Sprintf("not read (%d %v)", r.status, r.err)
+	}
+	for _, line := range strings.Split(string(r.body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return "not exported"
+}
+
 // stepPause freezes the raft leader's container (docker pause: the
 // cgroup freezer, as a stalled VM or a stop-the-world stall would) for
 // longer than its lease and the fence delay under continuous asks
@@ -714,6 +729,8 @@ func (e *env) stepPause(ctx context.Context, rep *report, l *load) error {
 		return fmt.Errorf("%s: %w", step, err)
 	}
 	rep.add(step, "thaw to rejoined", "%s", since(thawed))
+	rep.add(step, "mail held back after the thaw", "%s (times the thawed node's workers found its lease run out with mail due: tempest_mail_lapsed_total)",
+		e.metric(ctx, victim, "tempest_mail_lapsed_total"))
 	l.setGateways(nodes...)
 	return e.checkKept(ctx, rep, l, step, "node1", "once the node thawed")
 }

@@ -153,6 +153,16 @@ func TestSimulationFindsLostState(t *testing.T) {
 	if !slices.ContainsFunc(findings, func(f string) bool { return strings.HasPrefix(f, "lost: c0:") }) {
 		t.Fatalf("a crash lost c0's state at rest, but the checks found %q", findings)
 	}
+	// What a failed seed leaves to read includes the nodes' logs.
+	name := out.write(t, 1)
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Remove(name)
+	if _, logs, _ := strings.Cut(string(b), "the nodes' logs:\n"); !strings.Contains(logs, "msg=") {
+		t.Fatalf("the run's file holds no logs of the nodes:\n%s", logs)
+	}
 }
 
 // simOptions vary a run for the tests of the simulation itself.
@@ -305,7 +315,7 @@ func runSimulation(t *testing.T, seed uint64, opts simOptions) simOutcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return simOutcome{h: h, events: slices.Clone(s.events), late: slices.Clone(s.late), ops: slices.Clone(s.ops), steps: slices.Clone(s.steps),
-		ticks: slices.Clone(s.ticks), settled: settled, cancelled: cancelled}
+		ticks: slices.Clone(s.ticks), settled: settled, cancelled: cancelled, logs: s.logs.String()}
 }
 
 // simOutcome is what a run recorded, for the checks.
@@ -320,6 +330,10 @@ type simOutcome struct {
 	// none was made).
 	ticks              []simTick
 	settled, cancelled time.Time
+	// logs is the nodes' logs (info and above): a check that fails
+	// outside the bubble writes them with the rest (write), the
+	// bubble's own cleanup having seen no failure.
+	logs string
 }
 
 // check checks the invariants on what the run recorded and returns what
@@ -394,11 +408,11 @@ func (o simOutcome) checkTicks() []string {
 
 // write writes the run's steps and operations to a file in the
 // temporary directory, for a failure's reader.
-func (o simOutcome) write(t *testing.T, seed uint64) {
+func (o simOutcome) write(t *testing.T, seed uint64) string {
 	f, err := os.CreateTemp("", fmt.Sprintf("tempest-sim-%d-*.txt", seed))
 	if err != nil {
 		t.Log(err)
-		return
+		return ""
 	}
 	defer f.Close()
 	fmt.Fprintf(f, "steps:\n%s\n\noperations (call, return, client, node, amount, key, answer):\n%s\n",
@@ -407,7 +421,9 @@ func (o simOutcome) write(t *testing.T, seed uint64) {
 	for _, e := range o.events {
 		fmt.Fprintf(f, "%s %s %s\n", e.At.UTC().Format("15:04:05.000000"), e.Node, e.Event)
 	}
-	t.Logf("the run's steps and operations: %s", f.Name())
+	fmt.Fprintf(f, "\nthe nodes' logs:\n%s", o.logs)
+	t.Logf("the run's steps, operations, events and logs: %s", f.Name())
+	return f.Name()
 }
 
 // step records what the driver does.

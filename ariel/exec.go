@@ -152,7 +152,8 @@ func (ex *executor) drainCycle(c *Cell, pre int) {
 			if c.leased && !s.leaseCurrent() {
 				// A group handed over directly (seize.go): older than
 				// anything in the mailbox, so it goes back to its head.
-				c.putBack(ex.batch[:k])
+				c.unget(ex.batch[:k])
+				clear(ex.batch[:k])
 				k = takeLapsed
 			}
 		} else {

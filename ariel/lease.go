@@ -100,16 +100,6 @@ func (s *Scheduler) leaseCurrent() bool { return s.elapsed() < s.leaseEnd.Load()
 // kind is leased when the lease has run out.
 const takeLapsed = -1
 
-// putBack returns es, user mail handed to the run-token holder directly
-// (seize.go) and not run, to the head of c's mailbox.
-func (c *Cell) putBack(es []envelope) {
-	c.mu.Lock()
-	c.prependLocked(es)
-	c.mu.Unlock()
-	c.count.Add(int32(len(es)))
-	clear(es)
-}
-
 // lapsed ends a cycle of c, the run-token holder's, whose user mail was
 // found due after the lease ran out (none of it taken, or all of it put
 // back). Config.Lapsed is asked to renew the lease or passivate the

@@ -138,7 +138,7 @@ func (ex *executor) runOne(c *Cell, e *envelope) {
 	}
 	if c.leased && e.kind == kUser && ex.leaseDue() && !ex.s.leaseCurrent() {
 		ex.msgs-- // not run: counted when taken again
-		c.putBack([]envelope{*e})
+		c.unget([]envelope{*e})
 		*e = envelope{}
 		ex.lapsed(c, 0)
 	} else if ok := ex.turn(c, e); ok {

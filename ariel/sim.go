@@ -51,6 +51,7 @@ func (r *simRunner) signal() {
 func (r *simRunner) pick() *Cell {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.dropSpurious()
 	n := len(r.ready)
 	if n == 0 {
 		return nil
@@ -68,6 +69,32 @@ func (r *simRunner) pick() *Cell {
 	r.ready[n-1] = nil
 	r.ready = r.ready[:n-1]
 	return c
+}
+
+// dropSpurious takes out of the ready list every cell with nothing
+// queued, before a draw counts it. Only program code makes one: a send
+// from outside pushes its message and then wakes the cell, and when the
+// runner took the message in between, the late wake finds the cell idle
+// and readies it for nothing. How often that happens depends on the OS
+// scheduler, so a draw that counted such cells would not replay; a cell
+// the runner readied always has mail, which only the runner takes.
+// Called with r.mu held.
+func (r *simRunner) dropSpurious() {
+	kept := r.ready[:0]
+	for _, c := range r.ready {
+		if c.pend.Load() > 0 || !c.state.CompareAndSwap(stReady, stRunning) {
+			kept = append(kept, c)
+			continue
+		}
+		if c.release() {
+			r.s.activeDec()
+			continue
+		}
+		c.state.Store(stReady) // mail arrived meanwhile: it stays
+		kept = append(kept, c)
+	}
+	clear(r.ready[len(kept):])
+	r.ready = kept
 }
 
 func (r *simRunner) run() {

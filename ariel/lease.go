@@ -128,9 +128,11 @@ func (ex *executor) lapsed(c *Cell, processed int) {
 	// cell (wakeAttached), one before it was seen above.
 	c.state.Store(stIdle)
 	c.mu.Unlock()
+	// Parked before the activity token goes: WaitIdle, which does not
+	// wait for parked mail, must not return before SetLease can see it.
+	s.parkLapsed(c)
 	ex.msgs += uint64(processed)
 	s.activeDec()
-	s.parkLapsed(c)
 }
 
 // parkLapsed keeps c, idle with user mail held back past the lease, to

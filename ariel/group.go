@@ -128,6 +128,11 @@ func (ex *executor) admit(c *Cell) (int32, error) {
 	grp := &ex.groups[g]
 	switch {
 	case grp.cred > 0:
+		if c.stopped.Load() {
+			// Credit reserved before the stop admits nothing after
+			// it: the send fails as one from outside the turn would.
+			return g, actor.ErrActorTerminated
+		}
 		grp.cred--
 	case grp.n == 0:
 		if err := c.reserve(); err != nil {

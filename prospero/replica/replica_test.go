@@ -1121,3 +1121,68 @@ func lapseAndInterrupt(t *testing.T, owner *Store, v *fakeView, res <-chan error
 		t.Fatalf("write behind %s, interrupted: %v, want ErrNotCommitted wrapping ErrLeaseLapsed", what, err)
 	}
 }
+
+// A link whose stream ended while it was idle (the transport dropped it
+// with its connection: a partition that healed, a peer that came back)
+// is found out only by the next write, which fails at once. Nothing of
+// that batch reached the replica, so it goes again on a new link, once:
+// the replica, which never failed, stays in the set. A write that fails
+// on the new link too removes it as before.
+func TestIdleLinkEndedUnderneathIsRedialled(t *testing.T) {
+	owner, rep := newStore(t, false), newStore(t, false)
+	v := &fakeView{owner: "a", epoch: 3, followers: []string{"b"}}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		dead  bool // dials return a stream that is closed already
+	)
+	owner.Attach(v, func(ctx context.Context, peer string) (net.Conn, error) {
+		c1, c2 := net.Pipe()
+		mu.Lock()
+		defer mu.Unlock()
+		if dead {
+			c1.Close()
+			c2.Close()
+			return c1, nil
+		}
+		conns = append(conns, c1, c2)
+		go func() { _ = rep.Serve(c2, "a") }()
+		return c1, nil
+	})
+	rep.Attach(v, nil)
+	dropStreams := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+		conns = nil
+	}
+	ctx := t.Context()
+	id := prospero.Identity{Kind: "counter", Key: "x"}
+	ver, err := owner.Put(ctx, id, 0, prospero.Record{State: []byte("1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropStreams() // idle now: nothing in flight
+	if ver, err = owner.Put(ctx, id, ver, prospero.Record{State: []byte("2")}); err != nil {
+		t.Fatalf("write after the idle link's stream ended: %v", err)
+	}
+	if st := owner.Stats(); len(v.shrunk) != 0 || st.Shrinks != 0 || st.ShrinkFail != 0 {
+		t.Fatalf("the replica left the set over a stream that ended while idle: shrunk %v, stats %+v", v.shrunk, st)
+	}
+	rep.apply.drain()
+	if got, err := rep.Local().Get(ctx, id); err != nil || got.Version != ver || string(got.State) != "2" {
+		t.Fatalf("replica holds %+v, %v; want version %d, state 2", got, err, ver)
+	}
+	dropStreams()
+	mu.Lock()
+	dead = true
+	mu.Unlock()
+	if _, err := owner.Put(ctx, id, ver, prospero.Record{State: []byte("3")}); err != nil {
+		t.Fatal(err)
+	}
+	if st := owner.Stats(); !slices.Equal(v.shrunk, []string{"b"}) || st.Shrinks != 1 {
+		t.Fatalf("a write failing on the new link too: shrunk %v, stats %+v; want b removed once", v.shrunk, st)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -965,6 +966,24 @@ func (p *peer) leftSets(batch []pending) (send, left []pending) {
 // refusal the replica sent for one of them is still read). A failed write
 // ends the link, and the batch with it.
 func (p *peer) send(buf []byte, batch []pending, recs []*Record, gen uint64) ([]byte, error) {
+	buf, stale, err := p.sendOn(buf, batch, recs, gen)
+	if stale {
+		// The link had ended while idle (its stream went with a
+		// connection that is gone: a partition that healed, a peer
+		// that came back), which only a write shows. Nothing of the
+		// batch reached the replica: one more try on a new link, rather
+		// than a removal from the in-sync sets for a replica that
+		// never failed.
+		buf, _, err = p.sendOn(buf, batch, recs, gen) // dials: not stale again
+	}
+	return buf, err
+}
+
+// sendOn is send on the current link, or a new one when there is none.
+// stale reports a write that failed on a link that was idle before it
+// and had not been ended (killed): the batch is then back in limbo, not
+// in flight, and the link gone.
+func (p *peer) sendOn(buf []byte, batch []pending, recs []*Record, gen uint64) (_ []byte, stale bool, _ error) {
 	a := p.s.att.Load()
 	p.mu.Lock()
 	l, fails := p.link, p.fails
@@ -972,12 +991,13 @@ func (p *peer) send(buf []byte, batch []pending, recs []*Record, gen uint64) ([]
 	// A Failed from now on shows in p.fails when the batch is put in
 	// flight, and one before it in the table here.
 	if a.view.Down(p.name) {
-		return buf, fmt.Errorf("%w: %s", ErrReplicaDown, p.name)
+		return buf, false, fmt.Errorf("%w: %s", ErrReplicaDown, p.name)
 	}
-	if l == nil {
+	dialed := l == nil
+	if dialed {
 		var err error
 		if l, err = p.dial(a, gen); err != nil {
-			return buf, err
+			return buf, false, err
 		}
 	}
 	flags := uint8(0)
@@ -991,7 +1011,7 @@ func (p *peer) send(buf []byte, batch []pending, recs []*Record, gen uint64) ([]
 	p.mu.Lock()
 	if p.fails != fails {
 		p.mu.Unlock()
-		return buf, fmt.Errorf("%w: %s", ErrReplicaDown, p.name)
+		return buf, false, fmt.Errorf("%w: %s", ErrReplicaDown, p.name)
 	}
 	if l.err != nil {
 		// Ended since: the loop fails it, and this batch with it.
@@ -999,9 +1019,10 @@ func (p *peer) send(buf []byte, batch []pending, recs []*Record, gen uint64) ([]
 		l.inSent += len(batch)
 		p.limbo = nil
 		p.mu.Unlock()
-		return buf, nil
+		return buf, false, nil
 	}
-	l.sent = append(l.sent, sentBatch{seq: p.seq, batch: batch, started: gen, at: time.Now()})
+	seq := p.seq
+	l.sent = append(l.sent, sentBatch{seq: seq, batch: batch, started: gen, at: time.Now()})
 	l.inSent += len(batch)
 	p.limbo = nil
 	p.cond.Broadcast() // the reader waits for something in flight
@@ -1009,10 +1030,20 @@ func (p *peer) send(buf []byte, batch []pending, recs []*Record, gen uint64) ([]
 	_ = l.conn.SetWriteDeadline(time.Now().Add(p.s.cfg.Timeout))
 	if _, err := l.conn.Write(buf); err != nil {
 		p.mu.Lock()
+		// Idle before: nothing else in flight, so no acknowledgement is
+		// owed on it; not killed, not timed out (a slow replica is not
+		// sent the batch twice).
+		stale = !dialed && p.link == l && l.err == nil && l.ctx.Err() == nil &&
+			!errors.Is(err, os.ErrDeadlineExceeded) && len(l.sent) == 1 && l.sent[0].seq == seq
+		if stale {
+			l.sent, l.inSent = nil, 0
+			p.limbo = batch
+			p.link = nil // the next sendOn dials
+		}
 		p.endLocked(l, p.ended(l, err))
 		p.mu.Unlock()
 	}
-	return buf, nil
+	return buf, stale, nil
 }
 
 // ended is the error a link's stream returned, with the cause of its
